@@ -1,0 +1,327 @@
+//! Element types: every DLPack dtype with one lane and a whole number of bytes.
+
+use dlpack_sys::{DLDataType, DLDataTypeCode};
+use serde::Serialize;
+
+use crate::{Error, Result};
+
+/// The element type of a [`Tensor`](crate::Tensor).
+///
+/// These are exactly the DLPack types with `lanes == 1` whose width is a whole number of bytes.
+/// Vector types and sub-byte types (float4, float6) are refused on import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DType {
+    /// Signed 8-bit integer.
+    Int8,
+    /// Signed 16-bit integer.
+    Int16,
+    /// Signed 32-bit integer.
+    Int32,
+    /// Signed 64-bit integer.
+    Int64,
+    /// Unsigned 8-bit integer.
+    UInt8,
+    /// Unsigned 16-bit integer.
+    UInt16,
+    /// Unsigned 32-bit integer.
+    UInt32,
+    /// Unsigned 64-bit integer.
+    UInt64,
+    /// IEEE 754 half precision.
+    Float16,
+    /// IEEE 754 single precision.
+    Float32,
+    /// IEEE 754 double precision.
+    Float64,
+    /// bfloat16.
+    BFloat16,
+    /// Two single-precision floats, real part first.
+    Complex64,
+    /// Two double-precision floats, real part first.
+    Complex128,
+    /// One byte per element, 0 or 1.
+    Bool,
+    /// float8 e3m4.
+    Float8E3M4,
+    /// float8 e4m3.
+    Float8E4M3,
+    /// float8 e4m3b11fnuz.
+    Float8E4M3B11Fnuz,
+    /// float8 e4m3fn.
+    Float8E4M3Fn,
+    /// float8 e4m3fnuz.
+    Float8E4M3Fnuz,
+    /// float8 e5m2.
+    Float8E5M2,
+    /// float8 e5m2fnuz.
+    Float8E5M2Fnuz,
+    /// float8 e8m0fnu.
+    Float8E8M0Fnu,
+}
+
+impl DType {
+    /// Every dtype, in declaration order.
+    pub const ALL: [DType; 23] = [
+        DType::Int8,
+        DType::Int16,
+        DType::Int32,
+        DType::Int64,
+        DType::UInt8,
+        DType::UInt16,
+        DType::UInt32,
+        DType::UInt64,
+        DType::Float16,
+        DType::Float32,
+        DType::Float64,
+        DType::BFloat16,
+        DType::Complex64,
+        DType::Complex128,
+        DType::Bool,
+        DType::Float8E3M4,
+        DType::Float8E4M3,
+        DType::Float8E4M3B11Fnuz,
+        DType::Float8E4M3Fn,
+        DType::Float8E4M3Fnuz,
+        DType::Float8E5M2,
+        DType::Float8E5M2Fnuz,
+        DType::Float8E8M0Fnu,
+    ];
+
+    /// Bytes per element.
+    pub const fn size(self) -> usize {
+        match self {
+            DType::Int8 | DType::UInt8 | DType::Bool => 1,
+            DType::Float8E3M4
+            | DType::Float8E4M3
+            | DType::Float8E4M3B11Fnuz
+            | DType::Float8E4M3Fn
+            | DType::Float8E4M3Fnuz
+            | DType::Float8E5M2
+            | DType::Float8E5M2Fnuz
+            | DType::Float8E8M0Fnu => 1,
+            DType::Int16 | DType::UInt16 | DType::Float16 | DType::BFloat16 => 2,
+            DType::Int32 | DType::UInt32 | DType::Float32 => 4,
+            DType::Int64 | DType::UInt64 | DType::Float64 | DType::Complex64 => 8,
+            DType::Complex128 => 16,
+        }
+    }
+
+    /// The alignment in bytes that element pointers must have.
+    ///
+    /// Complex numbers are pairs of floats and need the alignment of one float, as in C.
+    pub const fn alignment(self) -> usize {
+        match self {
+            DType::Complex64 => 4,
+            DType::Complex128 => 8,
+            other => other.size(),
+        }
+    }
+
+    /// The name numpy and PyArrow use for this type, where they have one.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::Int8 => "int8",
+            DType::Int16 => "int16",
+            DType::Int32 => "int32",
+            DType::Int64 => "int64",
+            DType::UInt8 => "uint8",
+            DType::UInt16 => "uint16",
+            DType::UInt32 => "uint32",
+            DType::UInt64 => "uint64",
+            DType::Float16 => "halffloat",
+            DType::Float32 => "float",
+            DType::Float64 => "double",
+            DType::BFloat16 => "bfloat16",
+            DType::Complex64 => "complex64",
+            DType::Complex128 => "complex128",
+            DType::Bool => "bool",
+            DType::Float8E3M4 => "float8_e3m4",
+            DType::Float8E4M3 => "float8_e4m3",
+            DType::Float8E4M3B11Fnuz => "float8_e4m3b11fnuz",
+            DType::Float8E4M3Fn => "float8_e4m3fn",
+            DType::Float8E4M3Fnuz => "float8_e4m3fnuz",
+            DType::Float8E5M2 => "float8_e5m2",
+            DType::Float8E5M2Fnuz => "float8_e5m2fnuz",
+            DType::Float8E8M0Fnu => "float8_e8m0fnu",
+        }
+    }
+
+    /// The DLPack descriptor of this type, with one lane.
+    pub const fn to_dlpack(self) -> DLDataType {
+        let code = match self {
+            DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64 => DLDataTypeCode::INT,
+            DType::UInt8 | DType::UInt16 | DType::UInt32 | DType::UInt64 => DLDataTypeCode::UINT,
+            DType::Float16 | DType::Float32 | DType::Float64 => DLDataTypeCode::FLOAT,
+            DType::BFloat16 => DLDataTypeCode::BFLOAT,
+            DType::Complex64 | DType::Complex128 => DLDataTypeCode::COMPLEX,
+            DType::Bool => DLDataTypeCode::BOOL,
+            DType::Float8E3M4 => DLDataTypeCode::FLOAT8_E3M4,
+            DType::Float8E4M3 => DLDataTypeCode::FLOAT8_E4M3,
+            DType::Float8E4M3B11Fnuz => DLDataTypeCode::FLOAT8_E4M3B11FNUZ,
+            DType::Float8E4M3Fn => DLDataTypeCode::FLOAT8_E4M3FN,
+            DType::Float8E4M3Fnuz => DLDataTypeCode::FLOAT8_E4M3FNUZ,
+            DType::Float8E5M2 => DLDataTypeCode::FLOAT8_E5M2,
+            DType::Float8E5M2Fnuz => DLDataTypeCode::FLOAT8_E5M2FNUZ,
+            DType::Float8E8M0Fnu => DLDataTypeCode::FLOAT8_E8M0FNU,
+        };
+        DLDataType {
+            code,
+            bits: (self.size() * 8) as u8,
+            lanes: 1,
+        }
+    }
+
+    /// Reads a DLPack descriptor, refusing vector, sub-byte and unknown types.
+    pub fn from_dlpack(dtype: DLDataType) -> Result<DType> {
+        if dtype.lanes != 1 {
+            return Err(Error::UnsupportedLanes { lanes: dtype.lanes });
+        }
+        let bits = dtype.bits;
+        let unsupported = |kind, expected| {
+            Err(Error::UnsupportedBits {
+                kind,
+                bits,
+                expected,
+            })
+        };
+        let float8 = |dtype: DType| {
+            if bits == 8 {
+                Ok(dtype)
+            } else {
+                unsupported("float8", "8")
+            }
+        };
+        match dtype.code {
+            DLDataTypeCode::INT => match bits {
+                8 => Ok(DType::Int8),
+                16 => Ok(DType::Int16),
+                32 => Ok(DType::Int32),
+                64 => Ok(DType::Int64),
+                _ => unsupported("int", "8, 16, 32 or 64"),
+            },
+            DLDataTypeCode::UINT => match bits {
+                8 => Ok(DType::UInt8),
+                16 => Ok(DType::UInt16),
+                32 => Ok(DType::UInt32),
+                64 => Ok(DType::UInt64),
+                _ => unsupported("uint", "8, 16, 32 or 64"),
+            },
+            DLDataTypeCode::FLOAT => match bits {
+                16 => Ok(DType::Float16),
+                32 => Ok(DType::Float32),
+                64 => Ok(DType::Float64),
+                _ => unsupported("float", "16, 32 or 64"),
+            },
+            DLDataTypeCode::BFLOAT => match bits {
+                16 => Ok(DType::BFloat16),
+                _ => unsupported("bfloat", "16"),
+            },
+            DLDataTypeCode::COMPLEX => match bits {
+                64 => Ok(DType::Complex64),
+                128 => Ok(DType::Complex128),
+                _ => unsupported("complex", "64 or 128"),
+            },
+            DLDataTypeCode::BOOL => match bits {
+                8 => Ok(DType::Bool),
+                _ => unsupported("bool", "8 (one byte per element)"),
+            },
+            DLDataTypeCode::FLOAT8_E3M4 => float8(DType::Float8E3M4),
+            DLDataTypeCode::FLOAT8_E4M3 => float8(DType::Float8E4M3),
+            DLDataTypeCode::FLOAT8_E4M3B11FNUZ => float8(DType::Float8E4M3B11Fnuz),
+            DLDataTypeCode::FLOAT8_E4M3FN => float8(DType::Float8E4M3Fn),
+            DLDataTypeCode::FLOAT8_E4M3FNUZ => float8(DType::Float8E4M3Fnuz),
+            DLDataTypeCode::FLOAT8_E5M2 => float8(DType::Float8E5M2),
+            DLDataTypeCode::FLOAT8_E5M2FNUZ => float8(DType::Float8E5M2Fnuz),
+            DLDataTypeCode::FLOAT8_E8M0FNU => float8(DType::Float8E8M0Fnu),
+            DLDataTypeCode::FLOAT6_E2M3FN | DLDataTypeCode::FLOAT6_E3M2FN => unsupported(
+                "float6 (sub-byte)",
+                "whole bytes; sub-byte types are not supported",
+            ),
+            DLDataTypeCode::FLOAT4_E2M1FN => unsupported(
+                "float4 (sub-byte)",
+                "whole bytes; sub-byte types are not supported",
+            ),
+            other => Err(Error::UnknownTypeCode {
+                code: other.0,
+                bits,
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_dtype_round_trips_through_its_dlpack_descriptor() {
+        for dtype in DType::ALL {
+            let raw = dtype.to_dlpack();
+            assert_eq!(raw.lanes, 1);
+            assert_eq!(usize::from(raw.bits), dtype.size() * 8);
+            assert_eq!(DType::from_dlpack(raw), Ok(dtype));
+        }
+    }
+
+    #[test]
+    fn rejects_sub_byte_and_odd_widths() {
+        for bits in [0, 1, 4, 7, 12, 128] {
+            let raw = DLDataType {
+                code: DLDataTypeCode::FLOAT,
+                bits,
+                lanes: 1,
+            };
+            assert!(matches!(
+                DType::from_dlpack(raw),
+                Err(Error::UnsupportedBits { .. })
+            ));
+        }
+        let float4 = DLDataType {
+            code: DLDataTypeCode::FLOAT4_E2M1FN,
+            bits: 4,
+            lanes: 1,
+        };
+        assert!(matches!(
+            DType::from_dlpack(float4),
+            Err(Error::UnsupportedBits { .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_lanes_other_than_one() {
+        for lanes in [0, 2, 4] {
+            let raw = DLDataType {
+                code: DLDataTypeCode::FLOAT,
+                bits: 32,
+                lanes,
+            };
+            assert_eq!(
+                DType::from_dlpack(raw),
+                Err(Error::UnsupportedLanes { lanes })
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_unknown_and_opaque_type_codes() {
+        for code in [3, 18, 200] {
+            let raw = DLDataType {
+                code: DLDataTypeCode(code),
+                bits: 8,
+                lanes: 1,
+            };
+            assert_eq!(
+                DType::from_dlpack(raw),
+                Err(Error::UnknownTypeCode { code, bits: 8 })
+            );
+        }
+    }
+}

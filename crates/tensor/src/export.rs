@@ -1,0 +1,85 @@
+//! DLPack export: a [`Tensor`] becomes a managed tensor whose context keeps the buffer alive.
+
+use dlpack_sys::{DLManagedTensor, DLManagedTensorVersioned, DlpackFlags};
+use dlpark::metadata::Dynamic;
+use dlpark::{Managed, ManagedTensorBase};
+
+use crate::{Error, Result, Tensor};
+
+/// What a consumer asked for when it requested an export.
+///
+/// `copy` follows the Python array API: `Some(true)` always copies, `Some(false)` never copies,
+/// `None` copies only when the data cannot be shared as it is (never, for a [`Tensor`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExportOptions {
+    /// The consumer's `copy` argument.
+    pub copy: Option<bool>,
+}
+
+impl ExportOptions {
+    /// Options with the given `copy` request.
+    pub const fn copy(copy: Option<bool>) -> Self {
+        ExportOptions { copy }
+    }
+}
+
+impl Tensor {
+    /// Exports a `DLManagedTensorVersioned` stamped with DLPack 1.3.
+    ///
+    /// Shape and strides are always explicit, `byte_offset` is 0 (the offset is folded into
+    /// `data`), and `data` is NULL for a tensor without elements.
+    /// Flags: `READ_ONLY` when the tensor is read-only and shared, `IS_COPIED` when `copy` was
+    /// `Some(true)` (then the data is a fresh row-major copy of exactly the logical elements).
+    pub fn to_dlpack_versioned(
+        &self,
+        options: ExportOptions,
+    ) -> Result<Managed<DLManagedTensorVersioned>> {
+        self.to_managed(options)
+    }
+
+    /// Exports a legacy `DLManagedTensor` (no version, no flags), for consumers such as JAX that
+    /// only understand the pre-1.0 ABI. `copy` is honoured as for the versioned form.
+    pub fn to_dlpack_legacy(&self, options: ExportOptions) -> Result<Managed<DLManagedTensor>> {
+        self.to_managed(options)
+    }
+
+    /// Exports into either managed-tensor ABI.
+    pub fn to_managed<M: ManagedTensorBase>(&self, options: ExportOptions) -> Result<Managed<M>> {
+        if options.copy == Some(true) {
+            let copy = self.to_contiguous();
+            return copy.managed_view(DlpackFlags::IS_COPIED);
+        }
+        let flags = if self.is_read_only() {
+            DlpackFlags::READ_ONLY
+        } else {
+            DlpackFlags::empty()
+        };
+        self.managed_view(flags)
+    }
+
+    /// Builds the managed tensor that views `self.buffer`, owned by a boxed clone of the buffer.
+    fn managed_view<M: ManagedTensorBase>(&self, flags: DlpackFlags) -> Result<Managed<M>> {
+        let mut initialized = Dynamic::new(self.shape(), self.strides())
+            .initialize_as::<M>(Box::new(self.buffer().clone()))
+            .map_err(|error| Error::Allocation {
+                reason: error.to_string(),
+            })?;
+        let data = if self.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            self.data_ptr().cast_mut()
+        };
+        initialized
+            .set_data(data.cast())
+            .set_device(self.device().to_dlpack())
+            .set_dtype(self.dtype().to_dlpack())
+            .set_byte_offset(0);
+        // SAFETY: `IS_COPIED` is only passed by `to_managed` for the fresh buffer made by
+        // `to_contiguous`, which no one else references; `READ_ONLY` only restricts consumers.
+        unsafe { initialized.set_flags_unchecked(flags) };
+        // SAFETY: `data` addresses only elements inside the buffer (checked when the tensor was
+        // built), and the buffer is kept alive by the boxed clone installed as the context until
+        // the deleter runs; shape and strides were copied into the allocation and are explicit.
+        Ok(unsafe { initialized.finish() })
+    }
+}

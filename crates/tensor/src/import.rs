@@ -1,0 +1,236 @@
+//! DLPack import: a managed tensor becomes a [`Tensor`] whose buffer owns it, zero-copy.
+//!
+//! Ownership rule: from the moment a managed tensor reaches this module, its deleter runs exactly
+//! once: when the last clone of the resulting buffer drops, or before the error is returned when
+//! the tensor is refused.
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use arrow_buffer::{Buffer, MutableBuffer};
+use dlpack_sys::{DLManagedTensor, DLManagedTensorVersioned, DLTensor, DlpackFlags};
+use dlpark::{Managed, ManagedTensorBase};
+
+use crate::{DType, Device, Error, MAX_NDIM, Result, Tensor, layout};
+
+/// The metadata of a foreign `DLTensor` once every field has been checked.
+struct Checked {
+    dtype: DType,
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+    /// Lowest addressed byte and byte length of the addressed range; `None` for an empty tensor.
+    range: Option<(NonNull<u8>, usize)>,
+    /// Element index of the logical first element from the lowest addressed element.
+    offset: usize,
+}
+
+impl Tensor {
+    /// Takes ownership of a foreign `DLManagedTensorVersioned` and views it without copying.
+    ///
+    /// A tensor whose major version is not 1 is released through its deleter (the only field
+    /// DLPack lets a consumer touch then) and refused.
+    ///
+    /// # Safety
+    ///
+    /// `managed` must be NULL or point to a `DLManagedTensorVersioned` that the caller owns, with
+    /// a deleter that may be called once from any thread. If its major version is 1, its shape
+    /// and strides arrays must be readable for `ndim` entries, and its data must be readable for
+    /// every element the metadata describes, until the deleter runs.
+    pub unsafe fn from_raw_versioned(managed: *mut DLManagedTensorVersioned) -> Result<Tensor> {
+        if managed.is_null() {
+            return Err(Error::NullManagedTensor);
+        }
+        // SAFETY: non-NULL and owned by the caller; `version` sits at offset 0 in every major
+        // version of the ABI, so reading it is allowed before the version is known.
+        let version = unsafe { (*managed).version };
+        if version.major != dlpack_sys::DLPACK_MAJOR_VERSION {
+            // SAFETY: the deleter's position is stable across major versions; DLPack requires
+            // consumers to call it when they refuse a tensor of another major version.
+            if let Some(deleter) = unsafe { (*managed).deleter } {
+                // SAFETY: the caller transferred ownership; this is the only call.
+                unsafe { deleter(managed) };
+            }
+            return Err(Error::UnsupportedVersion {
+                major: version.major,
+                minor: version.minor,
+                expected_major: dlpack_sys::DLPACK_MAJOR_VERSION,
+            });
+        }
+        // SAFETY: the caller's guarantees are those of `Managed::from_raw`; the version was checked
+        // above, so this cannot fail, and ownership now lies with the returned handle.
+        let managed =
+            unsafe { Managed::from_raw(managed) }.map_err(|_| Error::NullManagedTensor)?;
+        Tensor::from_managed(managed)
+    }
+
+    /// Takes ownership of a foreign legacy `DLManagedTensor` and views it without copying.
+    ///
+    /// # Safety
+    ///
+    /// `managed` must be NULL or point to a `DLManagedTensor` that the caller owns, with a deleter
+    /// that may be called once from any thread; its shape and strides arrays must be readable for
+    /// `ndim` entries and its data for every element the metadata describes, until the deleter
+    /// runs.
+    pub unsafe fn from_raw_legacy(managed: *mut DLManagedTensor) -> Result<Tensor> {
+        // SAFETY: the caller's guarantees are those of `Managed::from_raw`.
+        let managed =
+            unsafe { Managed::from_raw(managed) }.map_err(|_| Error::NullManagedTensor)?;
+        Tensor::from_managed(managed)
+    }
+
+    /// Views an owned managed tensor without copying.
+    ///
+    /// Every field is validated: device (CPU only), dtype (one lane, whole bytes, known code),
+    /// ndim, shape (no NULL, no negative extents), strides (NULL means row-major; zero and negative
+    /// strides are accepted), data (no NULL for a non-empty tensor, aligned for the dtype,
+    /// `byte_offset` honoured) and every size and address computation for overflow.
+    /// On success the returned tensor's buffer owns `managed`; on failure `managed` is dropped,
+    /// which runs its deleter, before the error is returned.
+    /// A tensor without elements releases `managed` at once and holds an empty buffer.
+    pub fn from_managed<M: ManagedTensorBase>(managed: Managed<M>) -> Result<Tensor> {
+        let read_only = managed.flags().contains(DlpackFlags::READ_ONLY);
+        // SAFETY: `Managed`'s contract keeps the descriptor readable and unchanged while we own it.
+        let raw = unsafe { managed.tensor() };
+        // SAFETY: same contract: shape and strides are readable for `ndim` entries.
+        let checked = unsafe { check_foreign(raw) }?;
+        let (buffer, offset) = match checked.range {
+            None => {
+                drop(managed);
+                (Buffer::from(MutableBuffer::new(0)), 0)
+            }
+            Some((lowest, len)) => {
+                let owner: Arc<ForeignOwner> = Arc::new(ForeignOwner(managed.into_deleter()));
+                // SAFETY: `check_foreign` proved that `[lowest, lowest + len)` covers every element
+                // of the tensor; the producer keeps it valid until its deleter runs, and the deleter
+                // runs only when `owner`, held by every clone of the buffer, drops.
+                let buffer = unsafe { Buffer::from_custom_allocation(lowest, len, owner) };
+                (buffer, checked.offset)
+            }
+        };
+        let tensor = Tensor::try_new(
+            buffer,
+            checked.dtype,
+            checked.shape,
+            checked.strides,
+            offset,
+        )?;
+        Ok(tensor.with_read_only(read_only))
+    }
+}
+
+/// Holds a foreign managed tensor's deleter; dropping it runs the deleter exactly once.
+struct ForeignOwner(#[allow(dead_code)] dlpark::AllocationDeleter);
+
+impl std::panic::RefUnwindSafe for ForeignOwner {}
+
+impl std::fmt::Debug for ForeignOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ForeignOwner")
+    }
+}
+
+/// Validates every field of a foreign `DLTensor`.
+///
+/// # Safety
+///
+/// When `ndim > 0`, a non-NULL `shape` must be readable for `ndim` entries, and so must a
+/// non-NULL `strides`.
+unsafe fn check_foreign(raw: &DLTensor) -> Result<Checked> {
+    let device = Device::from_dlpack(raw.device);
+    if !device.is_cpu() {
+        return Err(Error::UnsupportedDevice {
+            device_type: device.device_type,
+            device_id: device.device_id,
+            name: device.type_name(),
+        });
+    }
+    let dtype = DType::from_dlpack(raw.dtype)?;
+    let ndim = usize::try_from(raw.ndim)
+        .ok()
+        .filter(|&ndim| ndim <= MAX_NDIM)
+        .ok_or(Error::InvalidNdim {
+            ndim: i64::from(raw.ndim),
+            max: MAX_NDIM,
+        })?;
+    let shape: Vec<usize> = if ndim == 0 {
+        Vec::new()
+    } else if raw.shape.is_null() {
+        return Err(Error::NullShape { ndim: raw.ndim });
+    } else {
+        // SAFETY: non-NULL and readable for `ndim` entries by the caller's guarantee.
+        let extents = unsafe { std::slice::from_raw_parts(raw.shape, ndim) };
+        extents
+            .iter()
+            .enumerate()
+            .map(|(dim, &extent)| {
+                usize::try_from(extent).map_err(|_| Error::NegativeExtent { dim, extent })
+            })
+            .collect::<Result<_>>()?
+    };
+    let strides: Vec<isize> = if ndim == 0 {
+        Vec::new()
+    } else if raw.strides.is_null() {
+        layout::row_major_strides(&shape)?
+    } else {
+        // SAFETY: non-NULL and readable for `ndim` entries by the caller's guarantee.
+        let strides = unsafe { std::slice::from_raw_parts(raw.strides, ndim) };
+        strides
+            .iter()
+            .map(|&stride| {
+                isize::try_from(stride).map_err(|_| Error::Overflow { what: "a stride" })
+            })
+            .collect::<Result<_>>()?
+    };
+    let size = dtype.size();
+    let count = layout::element_count(&shape)?;
+    let Some((low, high)) = layout::span(&shape, &strides)? else {
+        return Ok(Checked {
+            dtype,
+            shape,
+            strides,
+            range: None,
+            offset: 0,
+        });
+    };
+    if raw.data.is_null() {
+        return Err(Error::NullData { elements: count });
+    }
+    let overflow = |what| move || Error::Overflow { what };
+    let first = (raw.data as usize)
+        .checked_add(usize::try_from(raw.byte_offset).map_err(|_| overflow("the data address")())?)
+        .ok_or_else(overflow("the data address"))?;
+    if first % dtype.alignment() != 0 {
+        return Err(Error::Misaligned {
+            address: first,
+            alignment: dtype.alignment(),
+            dtype: dtype.name(),
+        });
+    }
+    // Addresses and lengths in i128: the checks below are exact, whatever the inputs.
+    let size = size as i128;
+    let lowest = first as i128 + low * size;
+    let end = first as i128 + (high + 1) * size;
+    let len = end - lowest;
+    if lowest <= 0 || end > usize::MAX as i128 || len > isize::MAX as i128 {
+        return Err(Error::Overflow {
+            what: "the address range of the data",
+        });
+    }
+    // Derive the pointer from `data` so that it keeps the producer allocation's provenance; the
+    // checks above make both steps land inside (or at the start of) the addressed range.
+    let lowest = raw
+        .data
+        .cast::<u8>()
+        .wrapping_add(raw.byte_offset as usize)
+        .wrapping_offset((low * size) as isize);
+    let lowest = NonNull::new(lowest).ok_or(Error::Overflow {
+        what: "the address range of the data",
+    })?;
+    Ok(Checked {
+        dtype,
+        shape,
+        strides,
+        range: Some((lowest, len as usize)),
+        offset: (-low) as usize,
+    })
+}

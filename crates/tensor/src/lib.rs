@@ -1,0 +1,54 @@
+//! A strided n-dimensional tensor over an Arrow buffer, with checked DLPack export and import.
+//!
+//! This is the middle layer of arrow-dlpack: it knows DLPack and `arrow_buffer::Buffer`, and
+//! nothing of Arrow arrays or Python.
+//!
+//! | item | what it is |
+//! |---|---|
+//! | [`Tensor`] | buffer, [`DType`], shape, signed strides in elements, offset, dimension names, read-only flag, [`Device`] |
+//! | [`Tensor::try_new`] | checked construction: every element inside the buffer, no overflow, aligned |
+//! | [`Tensor::is_row_major`], [`Tensor::is_column_major`], [`Tensor::is_contiguous`] | numpy's contiguity rules |
+//! | [`Tensor::to_contiguous`] | a row-major copy of exactly the logical elements |
+//! | [`Tensor::to_dlpack_versioned`], [`Tensor::to_dlpack_legacy`] | export; the managed tensor keeps the buffer alive |
+//! | [`Tensor::from_managed`], [`Tensor::from_raw_versioned`], [`Tensor::from_raw_legacy`] | zero-copy import; the buffer owns the producer's tensor |
+//! | [`layout`] | element counts, spans and contiguity on plain shapes and strides |
+//! | [`Error`] | the one error type |
+//!
+//! A round trip through DLPack shares the memory both ways:
+//!
+//! ```
+//! use arrow_buffer::Buffer;
+//! use arrow_dlpack_tensor::{DType, ExportOptions, Tensor};
+//!
+//! let buffer = Buffer::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
+//! let tensor = Tensor::try_new_row_major(buffer, DType::Float32, vec![2, 3])?;
+//!
+//! let managed = tensor.to_dlpack_versioned(ExportOptions::default())?;
+//! let imported = Tensor::from_managed(managed)?;
+//!
+//! assert_eq!(imported.shape(), &[2, 3]);
+//! assert_eq!(imported.data_ptr(), tensor.data_ptr());
+//! assert!(imported.is_read_only());
+//! # Ok::<(), arrow_dlpack_tensor::Error>(())
+//! ```
+//!
+//! Ownership: an exported managed tensor holds a clone of the buffer in its context, released by
+//! its deleter; an imported tensor's buffer holds the producer's managed tensor and calls its
+//! deleter exactly once, when the last clone of the buffer drops, or before an error is returned.
+
+mod device;
+mod dtype;
+mod error;
+mod export;
+mod import;
+pub mod layout;
+mod tensor;
+
+pub use device::Device;
+pub use dtype::DType;
+pub use error::{Error, Result};
+pub use export::ExportOptions;
+pub use tensor::{MAX_NDIM, Tensor};
+
+/// The managed-tensor handle of dlpark, re-exported so callers name one type.
+pub use dlpark::Managed;

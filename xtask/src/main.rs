@@ -1,0 +1,2 @@
+//! `cargo xtask`: the workspace's one command surface.
+fn main() {}
