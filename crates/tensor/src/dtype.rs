@@ -236,12 +236,12 @@ impl DType {
             DLDataTypeCode::FLOAT8_E5M2FNUZ => float8(DType::Float8E5M2Fnuz),
             DLDataTypeCode::FLOAT8_E8M0FNU => float8(DType::Float8E8M0Fnu),
             DLDataTypeCode::FLOAT6_E2M3FN | DLDataTypeCode::FLOAT6_E3M2FN => unsupported(
-                "float6 (sub-byte)",
-                "whole bytes; sub-byte types are not supported",
+                "float6",
+                "that are a whole number of bytes (sub-byte types are not supported)",
             ),
             DLDataTypeCode::FLOAT4_E2M1FN => unsupported(
-                "float4 (sub-byte)",
-                "whole bytes; sub-byte types are not supported",
+                "float4",
+                "that are a whole number of bytes (sub-byte types are not supported)",
             ),
             other => Err(Error::UnknownTypeCode {
                 code: other.0,

@@ -20,7 +20,7 @@ pub enum Error {
     },
 
     /// A known type code with a bit width DLPack or this crate does not define for it.
-    #[error("unsupported dtype: {kind} with {bits} bits; expected {expected}")]
+    #[error("unsupported dtype: {kind} with dtype.bits {bits}; expected bits {expected}")]
     UnsupportedBits {
         /// The kind named by the type code, for example `"float"`.
         kind: &'static str,
