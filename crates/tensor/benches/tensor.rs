@@ -79,6 +79,8 @@ fn copies(c: &mut Criterion) {
     group.bench_function("to_contiguous/transposed", |b| {
         b.iter(|| black_box(transposed.to_contiguous()))
     });
+    // Half the rows: half the bytes move.
+    group.throughput(Throughput::Bytes(bytes as u64 / 2));
     let gapped = Tensor::try_new(
         matrix.buffer().clone(),
         DType::Float32,
