@@ -1,2 +1,191 @@
 //! `cargo xtask`: the workspace's one command surface.
-fn main() {}
+//!
+//! Each command lives in its own module with a `run` function; `.cargo/config.toml` wires the
+//! `cargo xtask` alias to this binary.
+//! Children are started with argument vectors through [`process::Cmd`], never through a shell,
+//! from the project root, which comes from `CARGO_MANIFEST_DIR` at compile time.
+//! Everything after `--` on the command line is forwarded to the tool a command wraps.
+
+mod bench;
+mod demo;
+mod lint;
+mod process;
+mod python;
+mod test;
+mod tidy;
+mod valgrind;
+mod venv;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The error of every step: a message that says which step failed and why.
+type Result<T = ()> = std::result::Result<T, String>;
+
+const HELP: &str = "\
+cargo xtask <command> [-- <arguments for the wrapped tool>]
+
+Commands:
+  test       Every Rust test, then every Python test against the installed wheel:
+             1. cargo test --workspace (with INSTA_UPDATE=no and CI=true: snapshots are never
+                written);
+             2. the Python environment target/venv (see below);
+             3. the wheel, built by maturin in release mode into target/wheels and installed
+                into target/venv with pip;
+             4. python -m mypy.stubtest arrow_dlpack (with
+                crates/py-bindings/stubtest-allowlist.txt when that file exists);
+             5. pytest on crates/py-bindings/tests; arguments after `--` go to pytest.
+                A run that collects no test fails.
+  demo       Builds and installs the wheel like `test`, then runs
+             crates/py-bindings/examples/demo.py; arguments after `--` go to the script.
+  lint       cargo fmt --all --check; cargo clippy --workspace --all-targets -- -D warnings;
+             cargo doc --workspace --no-deps with RUSTDOCFLAGS=\"-D warnings\".
+  bench      cargo bench -p arrow-dlpack-tensor -p arrow-dlpack (criterion; arguments after
+             `--` go to criterion), then builds and installs the wheel and runs
+             crates/py-bindings/bench/bench_exchange.py --output docs/benchmarks.md
+             --criterion-dir target/criterion when that script exists.
+  tidy       Repository hygiene: every .rs file starts with `//!`, the crates' dependencies
+             follow the layer graph of docs/architecture.md, only arrow-dlpack-python depends on
+             pyo3, and no *.snap.new or *.pending-snap file exists. Also runs as a test.
+  valgrind   Builds the test binaries of arrow-dlpack-tensor and arrow-dlpack and runs each under
+             valgrind memcheck, failing on errors and definite leaks; arguments after `--` go to
+             every test binary (a test name filter, say). Doc tests are not run.
+  venv       Only creates or updates the Python environment (below).
+  help       This text.
+
+The Python environment:
+  target/venv is created with `python3 -m venv` (set ARROW_DLPACK_PYTHON to use another
+  interpreter) and gets crates/py-bindings/requirements-test.txt from the package registry.
+  It is reused while target/venv/.requirements-stamp matches that file's content; delete
+  target/venv to start afresh.
+
+Examples:
+  cargo xtask test -- -k fixed_shape -x
+  cargo xtask bench -- export
+  cargo xtask valgrind -- import
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (command, own, forwarded) = split_args(&args);
+    let root = project_root();
+    let result = match command {
+        None | Some("help" | "--help" | "-h") => {
+            print!("{HELP}");
+            return ExitCode::SUCCESS;
+        }
+        Some(command) if !own.is_empty() => Err(format!(
+            "unexpected argument `{}` for `cargo xtask {command}`; \
+             arguments for the wrapped tool go after `--`",
+            own[0]
+        )),
+        Some("test") => test::run(&root, forwarded),
+        Some("demo") => demo::run(&root, forwarded),
+        Some("lint") => no_forwarded("lint", forwarded).and_then(|()| lint::run(&root)),
+        Some("bench") => bench::run(&root, forwarded),
+        Some("tidy") => no_forwarded("tidy", forwarded).and_then(|()| tidy::run(&root)),
+        Some("valgrind") => valgrind::run(&root, forwarded),
+        Some("venv") => no_forwarded("venv", forwarded).and_then(|()| venv::run(&root)),
+        Some(unknown) => {
+            eprint!("{HELP}");
+            Err(format!(
+                "unknown command `{unknown}`; the commands are listed above"
+            ))
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Splits the command line into the command, the command's own arguments and the arguments
+/// after the first `--`, which belong to the wrapped tool.
+fn split_args(args: &[String]) -> (Option<&str>, &[String], &[String]) {
+    let (before, forwarded) = match args.iter().position(|arg| arg == "--") {
+        Some(separator) => (&args[..separator], &args[separator + 1..]),
+        None => (args, &args[args.len()..]),
+    };
+    match before.split_first() {
+        Some((command, own)) => (Some(command.as_str()), own, forwarded),
+        None => (None, before, forwarded),
+    }
+}
+
+/// Refuses `--` arguments for a command that wraps several tools or none.
+fn no_forwarded(command: &str, forwarded: &[String]) -> Result {
+    if forwarded.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`cargo xtask {command}` forwards no arguments, but got `{}`",
+            forwarded.join(" ")
+        ))
+    }
+}
+
+/// The workspace root: the parent of this crate's manifest directory.
+fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the workspace root")
+        .to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|arg| arg.to_string()).collect()
+    }
+
+    #[test]
+    fn split_args_forwards_everything_after_the_first_separator() {
+        let args = strings(&["test", "--", "-k", "x", "--", "y"]);
+        let (command, own, forwarded) = split_args(&args);
+        assert_eq!(command, Some("test"));
+        assert!(own.is_empty());
+        assert_eq!(forwarded, strings(&["-k", "x", "--", "y"]));
+    }
+
+    #[test]
+    fn split_args_keeps_arguments_before_the_separator_as_the_commands_own() {
+        let args = strings(&["bench", "extra"]);
+        let (command, own, forwarded) = split_args(&args);
+        assert_eq!(command, Some("bench"));
+        assert_eq!(own, strings(&["extra"]));
+        assert!(forwarded.is_empty());
+    }
+
+    #[test]
+    fn split_args_of_nothing_has_no_command() {
+        let (command, own, forwarded) = split_args(&[]);
+        assert_eq!(command, None);
+        assert!(own.is_empty() && forwarded.is_empty());
+    }
+
+    #[test]
+    fn help_documents_every_command_and_forwarding() {
+        for command in [
+            "test", "demo", "lint", "bench", "tidy", "valgrind", "venv", "help",
+        ] {
+            assert!(
+                HELP.lines()
+                    .any(|line| line.trim_start().starts_with(command)),
+                "help does not document `{command}`"
+            );
+        }
+        assert!(HELP.contains("after `--`"));
+        assert!(HELP.contains("ARROW_DLPACK_PYTHON"));
+    }
+
+    #[test]
+    fn project_root_is_the_workspace_root() {
+        let manifest = std::fs::read_to_string(project_root().join("Cargo.toml")).unwrap();
+        assert!(manifest.contains("[workspace]"));
+    }
+}

@@ -1,0 +1,59 @@
+//! `cargo xtask test`: every Rust test, then every Python test against the installed wheel.
+
+use std::path::Path;
+
+use crate::Result;
+use crate::process::Cmd;
+use crate::python::PythonEnv;
+
+/// The pytest suite, relative to the project root.
+const PYTHON_TESTS: &str = "crates/py-bindings/tests";
+
+/// Entries that `mypy.stubtest` may ignore, relative to the project root; used when it exists.
+const STUBTEST_ALLOWLIST: &str = "crates/py-bindings/stubtest-allowlist.txt";
+
+/// pytest's exit status when it collected no test.
+const PYTEST_NO_TESTS_COLLECTED: i32 = 5;
+
+/// Runs the Rust tests, builds and installs the wheel, checks the stubs and runs pytest with
+/// `forwarded` appended.
+pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
+    // The py-bindings crate is included: with `extension-module` off, pyo3 links libpython, so
+    // its unit tests link and run like any other crate's.
+    Cmd::cargo(root)
+        .args(["test", "--workspace"])
+        // A test run never writes snapshots: a changed snapshot fails instead of leaving a
+        // `.snap.new` behind, as on CI.
+        .env("INSTA_UPDATE", "no")
+        .env("CI", "true")
+        .run()?;
+
+    let env = PythonEnv::ensure(root)?;
+    env.build_and_install_wheel(root)?;
+
+    let mut stubtest =
+        env.command_outside_sources(root)?
+            .args(["-m", "mypy.stubtest", "arrow_dlpack"]);
+    let allowlist = root.join(STUBTEST_ALLOWLIST);
+    if allowlist.exists() {
+        stubtest = stubtest.arg("--allowlist").arg(allowlist);
+    }
+    stubtest.run()?;
+
+    let pytest = env
+        .command_outside_sources(root)?
+        .args(["-m", "pytest"])
+        .arg(root.join(PYTHON_TESTS))
+        // No `.pytest_cache` in the source tree, and test modules imported by path rather than
+        // by putting their directory on `sys.path`.
+        .args(["-p", "no:cacheprovider", "--import-mode=importlib"])
+        .args(forwarded);
+    let display = pytest.display();
+    let status = pytest.status()?;
+    if status.code() == Some(PYTEST_NO_TESTS_COLLECTED) {
+        return Err(format!(
+            "`{display}` collected no test (exit status 5); a test run that tests nothing fails"
+        ));
+    }
+    crate::process::check(&display, status)
+}
