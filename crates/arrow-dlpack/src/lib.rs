@@ -1,1 +1,87 @@
-//! Arrow arrays to and from DLPack tensors (filled in by the arrow-dlpack issue).
+//! Arrow arrays to and from DLPack tensors, zero-copy.
+//!
+//! This is the Arrow layer of arrow-dlpack: it turns arrow-rs arrays into
+//! [`Tensor`](arrow_dlpack_tensor::Tensor)s that share their memory, and tensors (built in Rust or
+//! imported from any DLPack producer) back into arrays that own the producer's memory.
+//! DLPack itself, export and import, is the business of the tensor layer
+//! ([`arrow_dlpack_tensor`]): [`Tensor::to_dlpack_versioned`], [`Tensor::from_managed`].
+//!
+//! | item | direction | what it does |
+//! |---|---|---|
+//! | [`to_tensor`] | Arrow -> tensor | primitive array -> 1-D, (nested) fixed-size list -> `[len, l1, ...]`; zero-copy, nulls refused unless allowed |
+//! | [`to_tensor_with`], [`ToTensorOptions`] | Arrow -> tensor | the same, and booleans unpacked to one byte each when a copy is allowed |
+//! | [`validity_to_tensor`] | Arrow -> tensor | an array's validity as a `bool` tensor (true = valid) |
+//! | [`tensor_to_array`], [`tensor_to_array_with`] | tensor -> Arrow | 1-D contiguous -> `PrimitiveArray`, zero-copy; bool -> `BooleanArray` when a copy is allowed |
+//! | [`tensor_to_fixed_size_list`] | tensor -> Arrow | n-d row-major -> nested `FixedSizeListArray`, zero-copy |
+//! | [`FixedShapeTensorType`], [`FixedShapeTensorMetadata`] | both | the `arrow.fixed_shape_tensor` extension type and its JSON metadata, PyArrow-compatible |
+//! | [`FixedShapeTensorArray`] | both | `to_tensor` (permutation applied exactly) and `from_tensor` (permutation derived from strides) |
+//! | [`concat_chunks`] | Arrow | one chunk zero-copy; several concatenated only when a copy is allowed |
+//! | [`arrow_type_of`], [`dtype_of`] | both | the dtype <-> Arrow type correspondence |
+//! | [`Error`] | | the one error type |
+//!
+//! Tensors made from arrays are read-only: Arrow buffers are immutable, and DLPack exports flag
+//! them `READ_ONLY`.
+//!
+//! Arrow to DLPack and back, sharing one buffer the whole way:
+//!
+//! ```
+//! use arrow_array::{Array, Float32Array};
+//! use arrow_dlpack::{tensor_to_array, to_tensor};
+//! use arrow_dlpack_tensor::{ExportOptions, Tensor};
+//!
+//! let array = Float32Array::from(vec![1.0, 2.0, 3.0, 4.0]).slice(1, 3);
+//! let tensor = to_tensor(&array, false)?;
+//! let managed = tensor.to_dlpack_versioned(ExportOptions::default())?;
+//!
+//! // ... a consumer (numpy, PyTorch, a C library) reads `managed` and hands it back ...
+//! let imported = Tensor::from_managed(managed)?;
+//! let back = tensor_to_array(&imported)?;
+//!
+//! let back = back.as_any().downcast_ref::<Float32Array>().unwrap();
+//! assert_eq!(back.values().as_ref(), &[2.0, 3.0, 4.0]);
+//! assert_eq!(back.values().as_ptr(), array.values().as_ptr());
+//! # Ok::<(), arrow_dlpack::Error>(())
+//! ```
+//!
+//! A tensor to a fixed-shape tensor column and back; the permutation records the transposition:
+//!
+//! ```
+//! use arrow_buffer::Buffer;
+//! use arrow_dlpack::FixedShapeTensorArray;
+//! use arrow_dlpack_tensor::{DType, Tensor};
+//!
+//! let buffer = Buffer::from_vec((0..24i64).collect::<Vec<_>>());
+//! let images = Tensor::try_new_row_major(buffer, DType::Int64, vec![2, 3, 4])?
+//!     .permuted(&[0, 2, 1])?; // two 4x3 images, stored as 3x4
+//!
+//! let column = FixedShapeTensorArray::from_tensor(&images, false)?;
+//! assert_eq!(column.extension_type().shape(), &[3, 4]);
+//! assert_eq!(column.extension_type().metadata(), r#"{"shape":[3,4],"permutation":[1,0]}"#);
+//! let field = column.field("images"); // carries ARROW:extension:name and metadata
+//!
+//! let tensor = column.to_tensor(false)?;
+//! assert_eq!(tensor.shape(), &[2, 4, 3]);
+//! assert_eq!(tensor.strides(), images.strides());
+//! # Ok::<(), arrow_dlpack::Error>(())
+//! ```
+//!
+//! [`Tensor::to_dlpack_versioned`]: arrow_dlpack_tensor::Tensor::to_dlpack_versioned
+//! [`Tensor::from_managed`]: arrow_dlpack_tensor::Tensor::from_managed
+
+#![warn(missing_docs)]
+
+mod chunked;
+mod data_type;
+mod error;
+mod export;
+mod fixed_shape_tensor;
+mod import;
+
+pub use chunked::concat_chunks;
+pub use data_type::{arrow_type_of, dtype_of};
+pub use error::{Error, Result};
+pub use export::{ToTensorOptions, to_tensor, to_tensor_with, validity_to_tensor};
+pub use fixed_shape_tensor::{
+    EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorMetadata, FixedShapeTensorType,
+};
+pub use import::{tensor_to_array, tensor_to_array_with, tensor_to_fixed_size_list};

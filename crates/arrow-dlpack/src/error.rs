@@ -1,0 +1,179 @@
+//! The one error type of this crate.
+
+use arrow_dlpack_tensor::DType;
+use arrow_schema::DataType;
+
+/// The largest fixed-size list size Arrow can express (`i32::MAX`).
+pub(crate) const MAX_LIST_SIZE: usize = i32::MAX as usize;
+
+/// Everything that can go wrong converting between Arrow arrays and [`Tensor`]s.
+///
+/// Messages are lowercase, say what failed, and name what was expected and what was found.
+/// Shapes and strides are reported in elements, as [`Tensor`] stores them.
+///
+/// [`Tensor`]: arrow_dlpack_tensor::Tensor
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An error of the tensor layer: building, exporting or importing a [`Tensor`](arrow_dlpack_tensor::Tensor).
+    #[error(transparent)]
+    Tensor(#[from] arrow_dlpack_tensor::Error),
+
+    /// An Arrow type that has no DLPack dtype with the same memory layout.
+    #[error(
+        "cannot export {data_type}: {reason}; expected int8, int16, int32, int64, uint8, uint16, \
+         uint32, uint64, float16, float32 or float64, or fixed-size lists of them"
+    )]
+    UnsupportedType {
+        /// The type that cannot be exported (for a fixed-size list, the leaf type).
+        data_type: DataType,
+        /// Why it cannot be exported.
+        reason: &'static str,
+    },
+
+    /// The array holds nulls and the caller did not allow them.
+    #[error(
+        "found {null_count} nulls in {location}; expected none, or pass allow_nulls=true to \
+         accept them (null slots then hold unspecified values)"
+    )]
+    Nulls {
+        /// How many nulls were found at `location`, counting only the exported range.
+        null_count: usize,
+        /// Where they were found: `"the array"` or `"the child values at depth N"`.
+        location: String,
+    },
+
+    /// A tensor that must be 1-dimensional is not.
+    #[error("tensor has shape {shape:?} ({} dimensions); expected 1 dimension", shape.len())]
+    NotOneDimensional {
+        /// The tensor's shape.
+        shape: Vec<usize>,
+    },
+
+    /// A tensor with fewer dimensions than the conversion needs.
+    #[error("tensor has {ndim} dimensions; expected at least {min}")]
+    TooFewDimensions {
+        /// The tensor's rank.
+        ndim: usize,
+        /// The smallest rank accepted.
+        min: usize,
+    },
+
+    /// A tensor that must be row-major contiguous (C order) is not.
+    #[error(
+        "tensor with shape {shape:?} and strides {strides:?} (in elements) is not row-major \
+         contiguous; expected strides {:?}",
+        expected_row_major_strides(shape)
+    )]
+    NotRowMajor {
+        /// The tensor's shape.
+        shape: Vec<usize>,
+        /// The tensor's strides, in elements.
+        strides: Vec<isize>,
+    },
+
+    /// A tensor whose outermost dimension does not have the largest stride, so that its rows are
+    /// not the cells of a fixed-shape tensor array.
+    #[error(
+        "tensor with shape {shape:?} and strides {strides:?} (in elements) is not first-major; \
+         expected the outermost dimension to have the largest stride"
+    )]
+    NotFirstMajor {
+        /// The tensor's shape.
+        shape: Vec<usize>,
+        /// The tensor's strides, in elements.
+        strides: Vec<isize>,
+    },
+
+    /// A 0-dimensional tensor cannot become an array: it has no length dimension.
+    #[error(
+        "tensor is 0-dimensional; expected at least 1 dimension (the outermost becomes the \
+         array length)"
+    )]
+    ZeroDimensional,
+
+    /// A tensor whose elements are not densely packed (gaps, overlaps, zero or negative strides),
+    /// refused because the caller did not allow a copy.
+    #[error(
+        "tensor with shape {shape:?} and strides {strides:?} (in elements) is not dense (its \
+         strides leave gaps, overlap, or are zero or negative); expected a dense first-major \
+         layout, or pass allow_copy=true to copy it"
+    )]
+    GappedStrides {
+        /// The tensor's shape.
+        shape: Vec<usize>,
+        /// The tensor's strides, in elements.
+        strides: Vec<isize>,
+    },
+
+    /// The conversion needs a copy and the caller did not allow one.
+    #[error("{reason} requires a copy; expected allow_copy=true, found allow_copy=false")]
+    CopyRequired {
+        /// What needs the copy, for example `"concatenating 3 chunks"`.
+        reason: String,
+    },
+
+    /// A tensor dtype that has no Arrow type with the same memory layout.
+    #[error("{}", unsupported_dtype_message(*dtype))]
+    UnsupportedDType {
+        /// The tensor's dtype.
+        dtype: DType,
+    },
+
+    /// Metadata or storage that does not describe a valid `arrow.fixed_shape_tensor`.
+    #[error("invalid arrow.fixed_shape_tensor: {reason}")]
+    InvalidExtension {
+        /// What is wrong, with what was expected and what was found.
+        reason: String,
+    },
+
+    /// A dimension too large for an Arrow fixed-size list.
+    #[error("fixed-size list size {size} is too large; expected at most {MAX_LIST_SIZE}")]
+    ListSizeOverflow {
+        /// The size asked for (an extent, or a product of extents).
+        size: usize,
+    },
+
+    /// Chunks to concatenate do not share one data type.
+    #[error("chunk {index} has type {found}; expected {expected}, the type of chunk 0")]
+    MixedChunkTypes {
+        /// The index of the first chunk whose type differs.
+        index: usize,
+        /// The type of chunk 0.
+        expected: DataType,
+        /// The type of chunk `index`.
+        found: DataType,
+    },
+
+    /// No chunks were given, so the data type is unknown.
+    #[error("no chunks given; expected at least one chunk (the data type comes from chunk 0)")]
+    NoChunks,
+
+    /// An error from arrow-rs while assembling an array.
+    #[error(transparent)]
+    Arrow(#[from] arrow_schema::ArrowError),
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The row-major strides of `shape`, for messages; empty when they overflow.
+fn expected_row_major_strides(shape: &[usize]) -> Vec<isize> {
+    arrow_dlpack_tensor::layout::row_major_strides(shape).unwrap_or_default()
+}
+
+fn unsupported_dtype_message(dtype: DType) -> String {
+    let why = match dtype {
+        DType::Bool => {
+            "Arrow booleans are bit-packed, so a one-byte-per-element bool tensor needs a \
+             packing copy (see tensor_to_array_with)"
+        }
+        DType::BFloat16 => "Arrow has no bfloat16 type",
+        DType::Complex64 | DType::Complex128 => "Arrow has no complex type",
+        _ => "Arrow has no type with this layout",
+    };
+    format!(
+        "tensor dtype {dtype} has no Arrow equivalent: {why}; expected int8, int16, int32, \
+         int64, uint8, uint16, uint32, uint64, float16, float32 or float64"
+    )
+}

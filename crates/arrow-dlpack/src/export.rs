@@ -1,0 +1,213 @@
+//! Arrow arrays to tensors: primitive arrays and (nested) fixed-size lists become views that share
+//! the array's values buffer; booleans are unpacked when a copy is allowed.
+
+use arrow_array::Array;
+use arrow_buffer::{Buffer, MutableBuffer};
+use arrow_data::ArrayData;
+use arrow_dlpack_tensor::{DType, Tensor, layout};
+use arrow_schema::DataType;
+
+use crate::{Error, Result, dtype_of};
+
+/// What an Arrow-to-tensor conversion may do beyond sharing memory.
+///
+/// The default allows neither nulls nor copies, which is what [`to_tensor`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ToTensorOptions {
+    /// Accept nulls at any level; the null slots then hold unspecified values.
+    pub allow_nulls: bool,
+    /// Accept conversions that copy: unpacking bit-packed booleans into one byte per element.
+    /// Without it such arrays are refused with [`Error::CopyRequired`].
+    pub allow_copy: bool,
+}
+
+/// Views an Arrow array as a read-only [`Tensor`] that shares the array's values buffer.
+///
+/// - A primitive array (int8..int64, uint8..uint64, float16/32/64) of length `n` gives a 1-D
+///   tensor of shape `[n]`; a slice starts at its first element.
+/// - A fixed-size list array, nested to any depth, whose leaves are primitive gives shape
+///   `[n, l1, l2, ...]`, row-major; the offsets of every level are applied.
+///
+/// Nulls at any level, the leaf values included, are refused with [`Error::Nulls`] unless
+/// `allow_nulls` is true; only the nulls inside the exported range count, so a slice that
+/// excludes the nulls is accepted.
+/// Every other type is refused with [`Error::UnsupportedType`] naming it; booleans, which need an
+/// unpacking copy, are exported by [`to_tensor_with`].
+///
+/// ```
+/// use arrow_array::{Array, Int32Array};
+/// use arrow_dlpack::to_tensor;
+///
+/// let array = Int32Array::from(vec![1, 2, 3, 4]).slice(1, 2);
+/// let tensor = to_tensor(&array, false)?;
+/// assert_eq!(tensor.shape(), &[2]);
+/// assert_eq!(tensor.data_ptr(), array.values().as_ptr().cast());
+/// # Ok::<(), arrow_dlpack::Error>(())
+/// ```
+pub fn to_tensor(array: &dyn Array, allow_nulls: bool) -> Result<Tensor> {
+    to_tensor_with(
+        array,
+        ToTensorOptions {
+            allow_nulls,
+            allow_copy: false,
+        },
+    )
+    .map_err(|error| match error {
+        // Without the copying entry point in view, a boolean array is simply a type this
+        // function cannot export; say so by name, as PyArrow does.
+        Error::CopyRequired { .. } => Error::UnsupportedType {
+            data_type: leaf_type(array.data_type()).clone(),
+            reason: crate::data_type::unsupported_reason(&DataType::Boolean),
+        },
+        other => other,
+    })
+}
+
+/// Like [`to_tensor`], with the choice to allow a copy.
+///
+/// With `allow_copy`, boolean arrays (and fixed-size lists of booleans) are unpacked into a
+/// fresh, writable tensor of dtype [`DType::Bool`], one byte (0 or 1) per element; without it they
+/// are refused with [`Error::CopyRequired`].
+/// Every other supported array is shared, never copied, whatever the options.
+///
+/// ```
+/// use arrow_array::BooleanArray;
+/// use arrow_dlpack::{ToTensorOptions, to_tensor_with};
+/// use arrow_dlpack_tensor::DType;
+///
+/// let array = BooleanArray::from(vec![true, false, true]);
+/// let options = ToTensorOptions { allow_copy: true, ..Default::default() };
+/// let tensor = to_tensor_with(&array, options)?;
+/// assert_eq!(tensor.dtype(), DType::Bool);
+/// assert_eq!(tensor.row_major_buffer().unwrap().as_slice(), &[1, 0, 1]);
+/// # Ok::<(), arrow_dlpack::Error>(())
+/// ```
+pub fn to_tensor_with(array: &dyn Array, options: ToTensorOptions) -> Result<Tensor> {
+    let data = array.to_data();
+    let mut shape = vec![data.len()];
+    // `start` and `count` delimit the exported elements of the current level, in the level's
+    // logical indices (its own offset not yet applied).
+    let mut level: &ArrayData = &data;
+    let mut start = 0usize;
+    let mut count = data.len();
+    let mut depth = 0usize;
+    loop {
+        if !options.allow_nulls {
+            check_no_nulls(level, start, count, depth)?;
+        }
+        match level.data_type() {
+            DataType::FixedSizeList(_, size) => {
+                // arrow-rs refuses negative sizes when it builds the array.
+                let size = usize::try_from(*size).expect("fixed-size list sizes are >= 0");
+                shape.push(size);
+                let overflow = arrow_dlpack_tensor::Error::Overflow {
+                    what: "the child offset of a fixed-size list",
+                };
+                start = (level.offset() + start)
+                    .checked_mul(size)
+                    .ok_or(overflow.clone())?;
+                count = count.checked_mul(size).ok_or(overflow)?;
+                level = &level.child_data()[0];
+                depth += 1;
+            }
+            DataType::Boolean => {
+                if !options.allow_copy {
+                    return Err(Error::CopyRequired {
+                        reason: "unpacking bit-packed booleans into one byte per element"
+                            .to_string(),
+                    });
+                }
+                let buffer = unpack_bits(&level.buffers()[0], level.offset() + start, count);
+                let tensor = Tensor::try_new_row_major(buffer, DType::Bool, shape)?;
+                return Ok(tensor.with_read_only(false));
+            }
+            leaf => {
+                let dtype = dtype_of(leaf)?;
+                let strides = layout::row_major_strides(&shape)?;
+                let buffer = level.buffers()[0].clone();
+                let offset = level.offset() + start;
+                return Ok(Tensor::try_new(buffer, dtype, shape, strides, offset)?);
+            }
+        }
+    }
+}
+
+/// The innermost non-list type of `data_type`.
+fn leaf_type(mut data_type: &DataType) -> &DataType {
+    while let DataType::FixedSizeList(field, _) = data_type {
+        data_type = field.data_type();
+    }
+    data_type
+}
+
+/// Refuses nulls among `count` elements of `level` from logical index `start`.
+fn check_no_nulls(level: &ArrayData, start: usize, count: usize, depth: usize) -> Result<()> {
+    let Some(nulls) = level.nulls() else {
+        return Ok(());
+    };
+    if nulls.null_count() == 0 {
+        return Ok(());
+    }
+    // `nulls` is indexed by the level's logical index; count only the exported range.
+    let null_count = if start == 0 && count == nulls.len() {
+        nulls.null_count()
+    } else {
+        nulls.slice(start, count).null_count()
+    };
+    if null_count == 0 {
+        return Ok(());
+    }
+    let location = if depth == 0 {
+        "the array".to_string()
+    } else {
+        format!("the child values at depth {depth}")
+    };
+    Err(Error::Nulls {
+        null_count,
+        location,
+    })
+}
+
+/// Unpacks `count` bits from bit index `offset` of `bits` into one byte (0 or 1) per bit.
+fn unpack_bits(bits: &Buffer, offset: usize, count: usize) -> Buffer {
+    let mut out = MutableBuffer::from_len_zeroed(count);
+    let bytes = bits.as_slice();
+    for (i, byte) in out.as_slice_mut().iter_mut().enumerate() {
+        let bit = offset + i;
+        *byte = (bytes[bit / 8] >> (bit % 8)) & 1;
+    }
+    out.into()
+}
+
+/// An array's validity as a 1-D [`DType::Bool`] tensor of its length: 1 where the slot is valid,
+/// 0 where it is null (all ones when the array has no nulls).
+///
+/// This is a copy (Arrow validity is bit-packed); the tensor is writable. Beside the values tensor
+/// of [`to_tensor`] with `allow_nulls`, it lets a consumer keep track of which values are missing.
+/// Only the array's own validity is given, not that of the child values of a fixed-size list.
+///
+/// ```
+/// use arrow_array::Int32Array;
+/// use arrow_dlpack::validity_to_tensor;
+///
+/// let array = Int32Array::from(vec![Some(1), None, Some(3)]);
+/// let mask = validity_to_tensor(&array);
+/// assert_eq!(mask.row_major_buffer().unwrap().as_slice(), &[1, 0, 1]);
+/// ```
+pub fn validity_to_tensor(array: &dyn Array) -> Tensor {
+    let len = array.len();
+    let buffer = match array.logical_nulls() {
+        Some(nulls) => {
+            let bits = nulls.inner();
+            unpack_bits(bits.inner(), bits.offset(), len)
+        }
+        None => {
+            let mut ones = MutableBuffer::new(len);
+            ones.resize(len, 1);
+            ones.into()
+        }
+    };
+    Tensor::try_new_row_major(buffer, DType::Bool, vec![len])
+        .expect("a buffer of len bytes holds a 1-D bool tensor of len elements")
+        .with_read_only(false)
+}

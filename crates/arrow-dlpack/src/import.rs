@@ -1,0 +1,185 @@
+//! Tensors to Arrow arrays: a row-major tensor becomes a primitive or (nested) fixed-size list
+//! array whose values buffer is the tensor's memory, zero-copy; bool tensors are packed when a
+//! copy is allowed.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, BooleanArray, FixedSizeListArray, make_array};
+use arrow_buffer::{BooleanBuffer, Buffer};
+use arrow_data::ArrayDataBuilder;
+use arrow_dlpack_tensor::{DType, Tensor};
+use arrow_schema::{DataType, Field};
+
+use crate::error::MAX_LIST_SIZE;
+use crate::{Error, Result, arrow_type_of};
+
+/// Turns a 1-D row-major tensor into a [`PrimitiveArray`](arrow_array::PrimitiveArray) of the
+/// matching type, zero-copy.
+///
+/// The array's values buffer is the tensor's memory: for a tensor imported from DLPack it owns the
+/// producer's managed tensor, whose deleter runs when the last Arrow reference drops.
+/// A 1-D tensor is row-major when its stride is 1, or when it has at most one element (then any
+/// stride is accepted, as numpy exports empty arrays with stride 0).
+///
+/// Errors: [`Error::NotOneDimensional`], [`Error::UnsupportedDType`] (bool, bfloat16, complex and
+/// float8 have no Arrow type with their layout), [`Error::NotRowMajor`], and a misaligned buffer
+/// (which [`Tensor`] already refuses at construction) is reported, never a panic.
+///
+/// ```
+/// use arrow_array::{Array, Float64Array};
+/// use arrow_buffer::Buffer;
+/// use arrow_dlpack::tensor_to_array;
+/// use arrow_dlpack_tensor::{DType, Tensor};
+///
+/// let tensor = Tensor::try_new_row_major(Buffer::from_vec(vec![0.5f64, 1.5]), DType::Float64, vec![2])?;
+/// let array = tensor_to_array(&tensor)?;
+/// let array = array.as_any().downcast_ref::<Float64Array>().unwrap();
+/// assert_eq!(array.values().as_ref(), &[0.5, 1.5]);
+/// assert_eq!(array.values().as_ptr().cast(), tensor.data_ptr());
+/// # Ok::<(), arrow_dlpack::Error>(())
+/// ```
+pub fn tensor_to_array(tensor: &Tensor) -> Result<ArrayRef> {
+    tensor_to_array_with(tensor, false)
+}
+
+/// Like [`tensor_to_array`], with the choice to allow a copy.
+///
+/// With `allow_copy`, a 1-D tensor that is not contiguous (a stride other than 1, zero or
+/// negative) is copied into a fresh buffer, and a [`DType::Bool`] tensor becomes a
+/// [`BooleanArray`] by packing (any non-zero byte is true).
+/// Without it they are refused with [`Error::NotRowMajor`] and [`Error::CopyRequired`].
+pub fn tensor_to_array_with(tensor: &Tensor, allow_copy: bool) -> Result<ArrayRef> {
+    if tensor.ndim() != 1 {
+        return Err(Error::NotOneDimensional {
+            shape: tensor.shape().to_vec(),
+        });
+    }
+    if tensor.dtype() == DType::Bool {
+        if !allow_copy {
+            return Err(Error::CopyRequired {
+                reason: "packing a bool tensor into bit-packed Arrow booleans".to_string(),
+            });
+        }
+        return Ok(Arc::new(pack_bools(tensor)?));
+    }
+    let data_type = arrow_type_of(tensor.dtype())?;
+    let values = row_major_values(tensor, allow_copy)?;
+    primitive_array(data_type, values, tensor.len())
+}
+
+/// Turns a row-major tensor of 2 or more dimensions into a nested [`FixedSizeListArray`],
+/// zero-copy: shape `[n, l1, ..., lk]` gives `n` lists of `l1` lists ... of `lk` values.
+///
+/// The values share the tensor's memory; every level is non-nullable and holds no nulls (the
+/// child fields are named `item`, as arrow-rs and PyArrow name them).
+/// Dimension names are dropped: a fixed-size list has nowhere to keep them (see
+/// [`FixedShapeTensorArray`](crate::FixedShapeTensorArray), which does).
+///
+/// ```
+/// use arrow_array::Array;
+/// use arrow_buffer::Buffer;
+/// use arrow_dlpack::tensor_to_fixed_size_list;
+/// use arrow_dlpack_tensor::{DType, Tensor};
+///
+/// let buffer = Buffer::from_vec((0..12i16).collect::<Vec<_>>());
+/// let tensor = Tensor::try_new_row_major(buffer, DType::Int16, vec![3, 2, 2])?;
+/// let array = tensor_to_fixed_size_list(&tensor)?;
+/// assert_eq!(array.len(), 3);
+/// assert_eq!(array.value_length(), 2);
+/// assert_eq!(array.data_type().to_string(), "FixedSizeList(2 x non-null FixedSizeList(2 x non-null Int16))");
+/// # Ok::<(), arrow_dlpack::Error>(())
+/// ```
+pub fn tensor_to_fixed_size_list(tensor: &Tensor) -> Result<FixedSizeListArray> {
+    match tensor.ndim() {
+        0 => return Err(Error::ZeroDimensional),
+        1 => return Err(Error::TooFewDimensions { ndim: 1, min: 2 }),
+        _ => {}
+    }
+    let data_type = arrow_type_of(tensor.dtype())?;
+    let values = row_major_values(tensor, false)?;
+    let leaf = primitive_array(data_type, values, tensor.len())?;
+    nest(leaf, tensor.shape(), false)
+}
+
+/// Wraps `leaf` (holding the product of `shape` elements, row-major) into fixed-size lists, one
+/// level per dimension after the first; the result has length `shape[0]`.
+pub(crate) fn nest(
+    leaf: ArrayRef,
+    shape: &[usize],
+    nullable_items: bool,
+) -> Result<FixedSizeListArray> {
+    debug_assert!(shape.len() >= 2);
+    let mut values = leaf;
+    for dim in (1..shape.len()).rev() {
+        let size = list_size(shape[dim])?;
+        // The number of lists at this level is the product of the outer extents.
+        let len: usize = shape[..dim].iter().product();
+        let field = Arc::new(Field::new_list_field(
+            values.data_type().clone(),
+            nullable_items,
+        ));
+        let list = FixedSizeListArray::try_new_with_length(field, size, values, None, len)?;
+        if dim == 1 {
+            return Ok(list);
+        }
+        values = Arc::new(list);
+    }
+    unreachable!("the loop returns at dim 1")
+}
+
+/// Converts an extent or element count into a fixed-size list size.
+pub(crate) fn list_size(size: usize) -> Result<i32> {
+    if size > MAX_LIST_SIZE {
+        return Err(Error::ListSizeOverflow { size });
+    }
+    Ok(size as i32)
+}
+
+/// The exact bytes of the tensor's elements in row-major order: shared when the layout is
+/// row-major, copied when it is not and `allow_copy` is true, refused otherwise.
+pub(crate) fn row_major_values(tensor: &Tensor, allow_copy: bool) -> Result<Buffer> {
+    if let Some(buffer) = tensor.row_major_buffer() {
+        return Ok(buffer);
+    }
+    if !allow_copy {
+        return Err(Error::NotRowMajor {
+            shape: tensor.shape().to_vec(),
+            strides: tensor.strides().to_vec(),
+        });
+    }
+    Ok(tensor
+        .to_contiguous()
+        .row_major_buffer()
+        .expect("a contiguous copy is row-major"))
+}
+
+/// Builds a primitive array of `len` values of `data_type` over `values`, without copying.
+pub(crate) fn primitive_array(data_type: DataType, values: Buffer, len: usize) -> Result<ArrayRef> {
+    let width = data_type
+        .primitive_width()
+        .expect("arrow_type_of returns primitive types");
+    // `Tensor` checks alignment when it is built, but arrow-rs panics on a misaligned buffer, so
+    // this is checked again rather than trusted.
+    let address = values.as_ptr() as usize;
+    if !address.is_multiple_of(width) {
+        return Err(arrow_dlpack_tensor::Error::Misaligned {
+            address,
+            alignment: width,
+            dtype: crate::dtype_of(&data_type)?.name(),
+        }
+        .into());
+    }
+    let data = ArrayDataBuilder::new(data_type)
+        .len(len)
+        .add_buffer(values)
+        .build()?;
+    Ok(make_array(data))
+}
+
+/// Packs a 1-D bool tensor (any strides) into a [`BooleanArray`]; non-zero bytes are true.
+fn pack_bools(tensor: &Tensor) -> Result<BooleanArray> {
+    let bytes = row_major_values(tensor, true)?;
+    let bytes = bytes.as_slice();
+    let bits = BooleanBuffer::collect_bool(bytes.len(), |i| bytes[i] != 0);
+    Ok(BooleanArray::new(bits, None))
+}
