@@ -83,11 +83,17 @@ pub fn to_tensor(array: &dyn Array, allow_nulls: bool) -> Result<Tensor> {
 /// # Ok::<(), arrow_dlpack::Error>(())
 /// ```
 pub fn to_tensor_with(array: &dyn Array, options: ToTensorOptions) -> Result<Tensor> {
-    let data = array.to_data();
+    data_to_tensor(&array.to_data(), options)
+}
+
+/// Walks `data` and its fixed-size list children down to the leaf values, applying the offset of
+/// every level (arrow-rs arrays fold offsets into their children, but `ArrayData` in general
+/// does not).
+fn data_to_tensor(data: &ArrayData, options: ToTensorOptions) -> Result<Tensor> {
     let mut shape = vec![data.len()];
     // `start` and `count` delimit the exported elements of the current level, in the level's
     // logical indices (its own offset not yet applied).
-    let mut level: &ArrayData = &data;
+    let mut level: &ArrayData = data;
     let mut start = 0usize;
     let mut count = data.len();
     let mut depth = 0usize;
@@ -210,4 +216,73 @@ pub fn validity_to_tensor(array: &dyn Array) -> Tensor {
     Tensor::try_new_row_major(buffer, DType::Bool, vec![len])
         .expect("a buffer of len bytes holds a 1-D bool tensor of len elements")
         .with_read_only(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::{Array, Int32Array};
+    use arrow_buffer::NullBuffer;
+    use arrow_schema::Field;
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// `ArrayData` with an offset at every level: 2 lists of 2 lists of 3 values, taken from the
+    /// middle of larger parents and children.
+    fn nested_with_offsets(leaf_nulls: Option<NullBuffer>) -> ArrayData {
+        // Leaf: 40 values 0..40, sliced from 5: logical leaf index i holds 5 + i.
+        let leaf = Int32Array::new((0..40).collect(), leaf_nulls)
+            .to_data()
+            .slice(5, 30);
+        let inner_type =
+            DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Int32, true)), 3);
+        // Inner lists: 10 lists over the 30 leaf values, sliced from 2 (offset 2).
+        let inner = ArrayData::builder(inner_type.clone())
+            .len(10)
+            .add_child_data(leaf)
+            .build()
+            .unwrap()
+            .slice(2, 8);
+        let outer_type = DataType::FixedSizeList(Arc::new(Field::new("item", inner_type, true)), 2);
+        // Outer lists: 4 lists over the 8 inner lists, sliced from 1 (offset 1).
+        ArrayData::builder(outer_type)
+            .len(4)
+            .add_child_data(inner)
+            .build()
+            .unwrap()
+            .slice(1, 2)
+    }
+
+    #[test]
+    fn applies_the_offset_of_every_level() {
+        let data = nested_with_offsets(None);
+        assert_eq!(data.offset(), 1);
+        assert_eq!(data.child_data()[0].offset(), 2);
+        assert_eq!(data.child_data()[0].child_data()[0].offset(), 5);
+        let tensor = data_to_tensor(&data, ToTensorOptions::default()).unwrap();
+        assert_eq!(tensor.shape(), &[2, 2, 3]);
+        // Outer list 0 is outer slot 1, i.e. inner lists 2..4 of the sliced inner array, i.e.
+        // inner slots 4..6, i.e. leaf values 12..18 of the sliced leaf, which hold 17..23.
+        let values = tensor.row_major_buffer().unwrap();
+        let expected: Vec<i32> = (17..29).collect();
+        assert_eq!(values.typed_data::<i32>(), expected.as_slice());
+    }
+
+    #[test]
+    fn counts_only_the_nulls_inside_the_exported_range() {
+        // Leaf nulls at buffer positions 5 (logical leaf 0, outside the range) and 20 (logical
+        // leaf 15, inside: exported leaf range is 12..24).
+        let validity: Vec<bool> = (0..40).map(|i| i != 5 && i != 20).collect();
+        let data = nested_with_offsets(Some(NullBuffer::from(validity)));
+        let error = data_to_tensor(&data, ToTensorOptions::default()).unwrap_err();
+        assert!(
+            matches!(&error, Error::Nulls { null_count: 1, location } if location == "the child values at depth 2"),
+            "{error}"
+        );
+        let options = ToTensorOptions {
+            allow_nulls: true,
+            ..Default::default()
+        };
+        assert_eq!(data_to_tensor(&data, options).unwrap().shape(), &[2, 2, 3]);
+    }
 }
