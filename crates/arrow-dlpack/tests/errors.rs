@@ -1,0 +1,155 @@
+//! Every error message, produced by a real call where one exists, in one snapshot.
+
+use std::sync::Arc;
+
+use arrow_array::{
+    ArrayRef, BooleanArray, Date32Array, FixedSizeListArray, Int32Array, StringArray,
+};
+use arrow_buffer::{Buffer, NullBuffer};
+use arrow_dlpack::{
+    Error, FixedShapeTensorArray, FixedShapeTensorType, ToTensorOptions, arrow_type_of,
+    concat_chunks, tensor_to_array, tensor_to_array_with, tensor_to_fixed_size_list, to_tensor,
+    to_tensor_with,
+};
+use arrow_dlpack_tensor::{DType, Tensor};
+use arrow_schema::{ArrowError, DataType, Field};
+
+fn tensor(shape: &[usize], strides: &[isize], dtype: DType) -> Tensor {
+    Tensor::try_new(
+        Buffer::from_vec(vec![0u64; 64]),
+        dtype,
+        shape.to_vec(),
+        strides.to_vec(),
+        0,
+    )
+    .unwrap()
+}
+
+fn list(values: ArrayRef, size: i32, nulls: Option<NullBuffer>) -> FixedSizeListArray {
+    let field = Arc::new(Field::new_list_field(values.data_type().clone(), true));
+    FixedSizeListArray::new(field, size, values, nulls)
+}
+
+/// The variant's name, so that the snapshot shows which variant each message belongs to.
+fn variant(error: &Error) -> &'static str {
+    match error {
+        Error::Tensor(_) => "Tensor",
+        Error::UnsupportedType { .. } => "UnsupportedType",
+        Error::Nulls { .. } => "Nulls",
+        Error::NotOneDimensional { .. } => "NotOneDimensional",
+        Error::TooFewDimensions { .. } => "TooFewDimensions",
+        Error::NotRowMajor { .. } => "NotRowMajor",
+        Error::NotFirstMajor { .. } => "NotFirstMajor",
+        Error::ZeroDimensional => "ZeroDimensional",
+        Error::GappedStrides { .. } => "GappedStrides",
+        Error::CopyRequired { .. } => "CopyRequired",
+        Error::UnsupportedDType { .. } => "UnsupportedDType",
+        Error::InvalidExtension { .. } => "InvalidExtension",
+        Error::ListSizeOverflow { .. } => "ListSizeOverflow",
+        Error::MixedChunkTypes { .. } => "MixedChunkTypes",
+        Error::NoChunks => "NoChunks",
+        Error::Arrow(_) => "Arrow",
+        other => panic!("a variant this test does not know: {other:?}; add it here"),
+    }
+}
+
+const EVERY_VARIANT: [&str; 16] = [
+    "Tensor",
+    "UnsupportedType",
+    "Nulls",
+    "NotOneDimensional",
+    "TooFewDimensions",
+    "NotRowMajor",
+    "NotFirstMajor",
+    "ZeroDimensional",
+    "GappedStrides",
+    "CopyRequired",
+    "UnsupportedDType",
+    "InvalidExtension",
+    "ListSizeOverflow",
+    "MixedChunkTypes",
+    "NoChunks",
+    "Arrow",
+];
+
+#[test]
+fn every_error_message() {
+    let float_type =
+        FixedShapeTensorType::try_new(DataType::Float32, vec![2, 2], None, None).unwrap();
+    let errors: Vec<Error> = vec![
+        Error::from(arrow_dlpack_tensor::Error::Overflow {
+            what: "the element count",
+        }),
+        to_tensor(&BooleanArray::from(vec![true]), false).unwrap_err(),
+        to_tensor(&Date32Array::from(vec![1]), false).unwrap_err(),
+        to_tensor(
+            &list(Arc::new(StringArray::from(vec!["a", "b"])), 2, None),
+            false,
+        )
+        .unwrap_err(),
+        to_tensor(&Int32Array::from(vec![Some(1), None, None]), false).unwrap_err(),
+        to_tensor(
+            &list(Arc::new(Int32Array::from(vec![Some(1), None])), 2, None),
+            false,
+        )
+        .unwrap_err(),
+        tensor_to_array(&tensor(&[2, 3], &[3, 1], DType::Int32)).unwrap_err(),
+        tensor_to_fixed_size_list(&tensor(&[6], &[1], DType::Int32)).unwrap_err(),
+        tensor_to_array(&tensor(&[4], &[2], DType::Int32)).unwrap_err(),
+        FixedShapeTensorArray::from_tensor(&tensor(&[3, 2], &[1, 3], DType::Int32), false)
+            .unwrap_err(),
+        FixedShapeTensorArray::from_tensor(&tensor(&[], &[], DType::Int32), false).unwrap_err(),
+        FixedShapeTensorArray::from_tensor(&tensor(&[2, 2], &[4, 1], DType::Int32), false)
+            .unwrap_err(),
+        concat_chunks(
+            &[
+                Arc::new(Int32Array::from(vec![1])),
+                Arc::new(Int32Array::from(vec![2])),
+            ],
+            false,
+        )
+        .unwrap_err(),
+        to_tensor_with(&BooleanArray::from(vec![true]), ToTensorOptions::default()).unwrap_err(),
+        tensor_to_array(&tensor(&[2], &[1], DType::Bool)).unwrap_err(),
+        arrow_type_of(DType::Bool).unwrap_err(),
+        tensor_to_array_with(&tensor(&[2], &[1], DType::BFloat16), true).unwrap_err(),
+        tensor_to_array(&tensor(&[2], &[1], DType::Complex64)).unwrap_err(),
+        FixedShapeTensorType::try_new(DataType::Int8, vec![2, 3], Some(vec![1, 1]), None)
+            .unwrap_err(),
+        FixedShapeTensorType::try_new(DataType::Int8, vec![2, 3], None, Some(vec!["x".into()]))
+            .unwrap_err(),
+        FixedShapeTensorType::try_new(DataType::Int8, vec![65536, 65536], None, None).unwrap_err(),
+        FixedShapeTensorType::from_metadata(DataType::Int8, r#"{"shape":[2,-2]}"#).unwrap_err(),
+        FixedShapeTensorType::try_from_field(&Field::new("plain", DataType::Int8, true))
+            .unwrap_err(),
+        FixedShapeTensorArray::try_new(
+            float_type.clone(),
+            list(Arc::new(Int32Array::from_iter_values(0..4)), 4, None),
+        )
+        .unwrap_err(),
+        tensor_to_fixed_size_list(&tensor(&[0, 1 << 31], &[1, 1], DType::Int8)).unwrap_err(),
+        concat_chunks(
+            &[
+                Arc::new(Int32Array::from(vec![1])),
+                Arc::new(StringArray::from(vec!["a"])),
+            ],
+            true,
+        )
+        .unwrap_err(),
+        concat_chunks(&[], true).unwrap_err(),
+        Error::from(ArrowError::InvalidArgumentError(
+            "an error raised by arrow-rs".to_string(),
+        )),
+    ];
+
+    let mut seen: Vec<&str> = errors.iter().map(variant).collect();
+    seen.dedup();
+    for name in EVERY_VARIANT {
+        assert!(seen.contains(&name), "no message for {name}");
+    }
+    let listing: String = errors
+        .iter()
+        .map(|error| format!("{}: {error}\n", variant(error)))
+        .collect();
+    insta::assert_snapshot!(listing);
+}
