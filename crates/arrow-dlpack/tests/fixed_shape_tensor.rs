@@ -664,3 +664,35 @@ fn invalid_types_and_storage_are_refused() {
         Err(Error::InvalidExtension { .. })
     ));
 }
+
+#[test]
+fn the_worked_example_of_the_docs_holds() {
+    // docs/fixed-shape-tensor.md: shape [2, 3, 4], permutation [2, 0, 1], names [x, y, z].
+    let names = ["x", "y", "z"].map(String::from).to_vec();
+    let t = FixedShapeTensorType::try_new(
+        DataType::Int32,
+        vec![2, 3, 4],
+        Some(vec![2, 0, 1]),
+        Some(names),
+    )
+    .unwrap();
+    assert_eq!(t.logical_shape(), [4, 2, 3]);
+    assert_eq!(t.logical_dim_names().unwrap(), ["z", "x", "y"]);
+    assert_eq!(spec_value(0, &[3, 1, 2], &[2, 3, 4], &[2, 0, 1]), 23);
+
+    let physical = Tensor::try_new_row_major(
+        Buffer::from_vec((0..48i32).collect::<Vec<_>>()),
+        DType::Int32,
+        vec![2, 2, 3, 4],
+    )
+    .unwrap();
+    let logical = physical.permuted(&[0, 3, 1, 2]).unwrap();
+    let column = FixedShapeTensorArray::from_tensor(&logical, false).unwrap();
+    assert_eq!(
+        column.extension_type().metadata(),
+        r#"{"shape":[2,3,4],"permutation":[2,0,1]}"#
+    );
+    let tensor = column.to_tensor(false).unwrap();
+    assert_eq!(tensor.shape(), &[2, 4, 2, 3]);
+    assert_eq!(tensor.strides(), &[24, 1, 12, 4]);
+}
