@@ -90,6 +90,17 @@ pub fn to_tensor_with(array: &dyn Array, options: ToTensorOptions) -> Result<Ten
 /// every level (arrow-rs arrays fold offsets into their children, but `ArrayData` in general
 /// does not).
 fn data_to_tensor(data: &ArrayData, options: ToTensorOptions) -> Result<Tensor> {
+    // The type decides before the nulls: an array of strings with nulls is refused for its type.
+    let leaf = leaf_type(data.data_type());
+    if leaf == &DataType::Boolean {
+        if !options.allow_copy {
+            return Err(Error::CopyRequired {
+                reason: "unpacking bit-packed booleans into one byte per element".to_string(),
+            });
+        }
+    } else {
+        dtype_of(leaf)?;
+    }
     let mut shape = vec![data.len()];
     // `start` and `count` delimit the exported elements of the current level, in the level's
     // logical indices (its own offset not yet applied).
@@ -117,12 +128,6 @@ fn data_to_tensor(data: &ArrayData, options: ToTensorOptions) -> Result<Tensor> 
                 depth += 1;
             }
             DataType::Boolean => {
-                if !options.allow_copy {
-                    return Err(Error::CopyRequired {
-                        reason: "unpacking bit-packed booleans into one byte per element"
-                            .to_string(),
-                    });
-                }
                 let buffer = unpack_bits(&level.buffers()[0], level.offset() + start, count);
                 let tensor = Tensor::try_new_row_major(buffer, DType::Bool, shape)?;
                 return Ok(tensor.with_read_only(false));

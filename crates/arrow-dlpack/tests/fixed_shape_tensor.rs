@@ -696,3 +696,74 @@ fn the_worked_example_of_the_docs_holds() {
     assert_eq!(tensor.shape(), &[2, 4, 2, 3]);
     assert_eq!(tensor.strides(), &[24, 1, 12, 4]);
 }
+
+mod sweep {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// A view of a row-major tensor: dimensions reordered by `order`, then each dimension
+    /// stepped by 1, 2 or -1 (reversed), as numpy's `x.transpose(order)[::s0, ::s1, ...]`.
+    fn view(shape: &[usize], order: &[usize], steps: &[i8]) -> Tensor {
+        let base = row_major(shape).permuted(order).unwrap();
+        let mut shape = base.shape().to_vec();
+        let mut strides = base.strides().to_vec();
+        let mut offset = base.offset() as isize;
+        for (dim, &step) in steps.iter().enumerate() {
+            match step {
+                2 => {
+                    shape[dim] = shape[dim].div_ceil(2);
+                    strides[dim] *= 2;
+                }
+                -1 => {
+                    offset += (shape[dim] as isize - 1) * strides[dim];
+                    strides[dim] = -strides[dim];
+                }
+                _ => {}
+            }
+        }
+        Tensor::try_new(
+            base.buffer().clone(),
+            DType::Int64,
+            shape,
+            strides,
+            offset as usize,
+        )
+        .unwrap()
+    }
+
+    fn case() -> impl Strategy<Value = (Vec<usize>, Vec<usize>, Vec<i8>)> {
+        prop::collection::vec(1usize..5, 1..5).prop_flat_map(|shape| {
+            let ndim = shape.len();
+            let order = Just((0..ndim).collect::<Vec<_>>()).prop_shuffle();
+            let steps = prop::collection::vec(prop::sample::select(vec![1i8, 1, 2, -1]), ndim);
+            (Just(shape), order, steps)
+        })
+    }
+
+    proptest! {
+        /// Whatever the strides, `from_tensor` either refuses with a layout error or gives a
+        /// column whose tensor has exactly the input's elements; without a copy it shares memory.
+        #[test]
+        fn from_tensor_never_misreads_a_view((shape, order, steps) in case()) {
+            let input = view(&shape, &order, &steps);
+            for allow_copy in [false, true] {
+                match FixedShapeTensorArray::from_tensor(&input, allow_copy) {
+                    Ok(array) => {
+                        let back = array.to_tensor(false).unwrap();
+                        prop_assert_eq!(back.shape(), input.shape());
+                        for index in indices(input.shape()) {
+                            prop_assert_eq!(element(&back, &index), element(&input, &index));
+                        }
+                        if !allow_copy && !input.is_empty() {
+                            prop_assert_eq!(back.data_ptr(), input.data_ptr());
+                        }
+                    }
+                    Err(Error::NotFirstMajor { .. }) => {}
+                    Err(Error::GappedStrides { .. }) => prop_assert!(!allow_copy),
+                    Err(other) => prop_assert!(false, "unexpected error {other}"),
+                }
+            }
+        }
+    }
+}

@@ -348,3 +348,21 @@ fn validity_mask_marks_valid_slots() {
         &[1, 1]
     );
 }
+
+#[test]
+fn the_type_is_refused_before_the_nulls_are_counted() {
+    let strings = StringArray::from(vec![Some("a"), None]);
+    assert!(matches!(
+        to_tensor(&strings, false),
+        Err(Error::UnsupportedType { .. })
+    ));
+    let booleans = BooleanArray::from(vec![Some(true), None]);
+    assert!(matches!(
+        to_tensor(&booleans, false),
+        Err(Error::UnsupportedType { .. })
+    ));
+    assert!(matches!(
+        to_tensor_with(&booleans, ToTensorOptions::default()),
+        Err(Error::CopyRequired { .. })
+    ));
+}
