@@ -235,7 +235,7 @@ impl FixedShapeTensorType {
     }
 
     /// The metadata as a struct.
-    pub fn to_metadata(&self) -> &FixedShapeTensorMetadata {
+    pub fn as_metadata(&self) -> &FixedShapeTensorMetadata {
         &self.metadata
     }
 
