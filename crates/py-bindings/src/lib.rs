@@ -1,1 +1,39 @@
-//! The native module of the Python package `arrow_dlpack` (filled in by the Python wheel issue).
+//! The native module `arrow_dlpack._arrow_dlpack` of the Python package `arrow_dlpack`.
+//!
+//! This crate is thin: the conversions live in `arrow-dlpack` (Arrow arrays <-> tensors) and
+//! `arrow-dlpack-tensor` (tensors <-> DLPack); this crate only speaks Python's protocols.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`array`] | `Array` and `array()`: Arrow columns from any Arrow PyCapsule producer |
+//! | [`tensor`] | `Tensor`: n-D strided views, DLPack both ways |
+//! | [`fixed_shape_tensor`] | `FixedShapeTensorArray`: `arrow.fixed_shape_tensor` columns |
+//! | [`dlpack_export`] | `__dlpack__`: argument rules and capsules (dlpark's capsule machinery) |
+//! | [`dlpack_import`] | `from_dlpack`: negotiation with producers, legacy retry, capsule consumption |
+//! | [`arrow_ffi`] | the Arrow PyCapsule interface over arrow-rs's C data and stream interfaces |
+//! | [`errors`] | the exception classes and the mapping of every Rust error variant to them |
+//! | [`type_names`], [`pretty`] | PyArrow's type names, reprs and `to_pylist` |
+
+mod array;
+mod arrow_ffi;
+mod dlpack_export;
+mod dlpack_import;
+mod errors;
+mod fixed_shape_tensor;
+mod pretty;
+mod tensor;
+mod type_names;
+
+use pyo3::prelude::*;
+
+/// The native module; `arrow_dlpack/__init__.py` re-exports its public names.
+#[pymodule]
+fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    module.add_function(wrap_pyfunction!(array::array, module)?)?;
+    module.add_class::<array::PyArray>()?;
+    module.add_class::<tensor::PyTensor>()?;
+    module.add_class::<fixed_shape_tensor::PyFixedShapeTensorArray>()?;
+    errors::register(module)?;
+    Ok(())
+}

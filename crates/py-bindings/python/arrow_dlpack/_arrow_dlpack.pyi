@@ -1,0 +1,210 @@
+"""Type stubs of the native module ``arrow_dlpack._arrow_dlpack``.
+
+Written by hand and checked against the built module by ``mypy.stubtest``.
+"""
+
+from typing import Any, Optional, Tuple, Union
+
+from typing_extensions import CapsuleType, disjoint_base, final
+
+__all__ = [
+    "Array",
+    "ArrowDLPackBufferError",
+    "ArrowDLPackError",
+    "ArrowDLPackTypeError",
+    "ArrowDLPackValueError",
+    "FixedShapeTensorArray",
+    "Tensor",
+    "__version__",
+    "array",
+]
+__version__: str
+
+_Device = Union[None, str, Tuple[int, int]]
+
+class ArrowDLPackError(Exception):
+    """Base class of every exception raised by arrow_dlpack."""
+
+class ArrowDLPackTypeError(ArrowDLPackError, TypeError):
+    """Data that DLPack cannot carry (nulls, an unsupported type), or an object with no DLPack or
+    Arrow protocol."""
+
+class ArrowDLPackValueError(ArrowDLPackError, ValueError):
+    """A tensor or array that cannot become the requested object, or nulls refused by
+    to_tensor()."""
+
+class ArrowDLPackBufferError(ArrowDLPackError, BufferError):
+    """A device other than the CPU, a stream, or copy=False when a copy is needed."""
+
+def array(obj: Any) -> Union[Array, FixedShapeTensorArray]:
+    """Imports any object with ``__arrow_c_array__`` or ``__arrow_c_stream__`` (pyarrow Array and
+    ChunkedArray, polars Series, nanoarrow, arro3, ...) without copying.
+
+    An ``arrow.fixed_shape_tensor`` column gives a :class:`FixedShapeTensorArray`.
+    A stream of several chunks keeps its chunks; they are concatenated only when an export needs
+    one array and copying is allowed.
+
+    Raises ArrowDLPackTypeError when ``obj`` has neither method.
+    """
+
+@disjoint_base
+class Array:
+    """An Arrow array (one column, possibly in several chunks) that speaks DLPack and the Arrow
+    PyCapsule interface."""
+
+    @staticmethod
+    def from_dlpack(
+        x: Any, /, *, device: _Device = None, copy: Optional[bool] = None
+    ) -> Array:
+        """Imports a 1-D contiguous DLPack tensor (any producer, or a capsule) without copying.
+
+        ``device`` must be None, ``"cpu"`` or ``(1, 0)``. ``copy=True`` copies (and accepts
+        strided tensors); ``copy=False`` refuses a producer that copies. Bool tensors are packed
+        into Arrow's bits, a copy that ``copy=None`` allows.
+
+        Raises ArrowDLPackValueError for a tensor that is not 1-D contiguous or whose dtype Arrow
+        cannot hold, ArrowDLPackBufferError for a device other than the CPU.
+        """
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> CapsuleType:
+        """Exports the array as a DLPack capsule: primitive arrays as 1-D tensors, (nested)
+        fixed-size lists as n-D tensors.
+
+        ``max_version`` None or below (1, 0) gives a legacy ``dltensor`` capsule, otherwise a
+        ``dltensor_versioned`` capsule (DLPack 1.3, flagged READ_ONLY). ``copy=True`` always
+        copies; booleans and several chunks are copied unless ``copy=False``.
+
+        Raises ArrowDLPackTypeError for nulls or a type DLPack cannot carry,
+        ArrowDLPackBufferError for a ``stream``, a ``dl_device`` other than (1, 0), or
+        ``copy=False`` when a copy is needed.
+        """
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """The DLPack device of the data: always ``(1, 0)``, the CPU."""
+    def __arrow_c_schema__(self) -> CapsuleType:
+        """The array's Arrow schema as an ``arrow_schema`` capsule (extension metadata
+        included)."""
+    def __arrow_c_array__(
+        self, requested_schema: Optional[object] = None
+    ) -> Tuple[CapsuleType, CapsuleType]:
+        """The array as (``arrow_schema``, ``arrow_array``) capsules; zero-copy for one chunk.
+        ``requested_schema`` is ignored, as the interface allows."""
+    def to_tensor(self, *, allow_nulls: bool = False) -> Tensor:
+        """A tensor view: 1-D for primitive arrays, n-D for (nested) fixed-size lists.
+
+        Raises ArrowDLPackValueError for nulls unless ``allow_nulls=True`` (null slots then hold
+        unspecified values), ArrowDLPackTypeError for a type DLPack cannot carry.
+        """
+    @property
+    def type(self) -> str:
+        """The Arrow type, named as PyArrow names it (``int64``, ``float``,
+        ``fixed_size_list<item: int32>[2]``, ...)."""
+    @property
+    def null_count(self) -> int:
+        """The number of null elements."""
+    def __len__(self) -> int: ...
+    def to_pylist(self) -> list[Any]:
+        """The elements as Python objects; nulls are None."""
+
+@final
+class Tensor:
+    """A strided n-dimensional tensor over Arrow memory, exchanged through DLPack without
+    copying; PyArrow's ``pa.Tensor`` with any strides (zero and negative included)."""
+
+    @staticmethod
+    def from_dlpack(
+        x: Any, /, *, device: _Device = None, copy: Optional[bool] = None
+    ) -> Tensor:
+        """Imports any DLPack producer (or capsule) without copying; any shape and strides.
+
+        ``copy=True`` gives a row-major copy that no one else references.
+        """
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> CapsuleType:
+        """Exports the tensor as a DLPack capsule (see :meth:`Array.__dlpack__` for the
+        rules)."""
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """The DLPack device of the data: always ``(1, 0)``, the CPU."""
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """The extent of each dimension."""
+    @property
+    def strides(self) -> Tuple[int, ...]:
+        """The stride of each dimension in bytes (as numpy and PyArrow report them)."""
+    @property
+    def ndim(self) -> int:
+        """The number of dimensions."""
+    @property
+    def size(self) -> int:
+        """The number of elements."""
+    @property
+    def type(self) -> str:
+        """The element type, named as PyArrow names it (``int32``, ``float``, ``double``, ...)."""
+    @property
+    def dim_names(self) -> Optional[list[str]]:
+        """The dimension names, or None."""
+    @property
+    def is_contiguous(self) -> bool:
+        """Whether the layout is row-major or column-major."""
+    @property
+    def is_row_major(self) -> bool:
+        """Whether the layout is row-major (C order)."""
+    @property
+    def is_column_major(self) -> bool:
+        """Whether the layout is column-major (Fortran order)."""
+    @property
+    def is_mutable(self) -> bool:
+        """Whether DLPack consumers may write to the data (False for Arrow memory)."""
+
+@final
+class FixedShapeTensorArray(Array):
+    """An array of tensors of one shape (the ``arrow.fixed_shape_tensor`` extension type)."""
+
+    @staticmethod
+    def from_dlpack(
+        x: Any, /, *, device: _Device = None, copy: Optional[bool] = None
+    ) -> FixedShapeTensorArray:
+        """Imports a DLPack tensor whose outermost dimension (the largest stride) becomes the
+        array length; the order of the other strides becomes the permutation.
+
+        Gapped strides are copied unless ``copy=False`` (then ArrowDLPackBufferError); a tensor
+        that is not first-major, or 0-d, raises ArrowDLPackValueError unless ``copy=True``.
+        """
+    @staticmethod
+    def from_tensor(tensor: Any) -> FixedShapeTensorArray:
+        """Builds an array from a :class:`Tensor` (or any DLPack producer); the outermost
+        dimension becomes the array length."""
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> CapsuleType:
+        """Exports the whole ``(len, *cell_shape)`` tensor as a DLPack capsule."""
+    def to_tensor(self, *, allow_nulls: bool = False) -> Tensor:
+        """The whole ``(len, *cell_shape)`` tensor, zero-copy."""
+    @property
+    def shape(self) -> list[int]:
+        """The shape of each tensor, as stored (physical order)."""
+    @property
+    def permutation(self) -> Optional[list[int]]:
+        """The permutation from logical to physical dimensions, or None."""
+    @property
+    def dim_names(self) -> Optional[list[str]]:
+        """The names of the (physical) dimensions, or None."""
+    @property
+    def value_type(self) -> str:
+        """The element type, named as PyArrow names it."""

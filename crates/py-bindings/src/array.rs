@@ -1,0 +1,211 @@
+//! `arrow_dlpack.Array` and `arrow_dlpack.array()`: an Arrow column from any Arrow PyCapsule
+//! producer, exchanged through DLPack and the Arrow PyCapsule interface without copying.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, new_empty_array};
+use arrow_dlpack::{
+    EXTENSION_NAME, FixedShapeTensorType, ToTensorOptions, concat_chunks, tensor_to_array_with,
+    to_tensor_with,
+};
+use arrow_dlpack_tensor::{DType, Tensor};
+use arrow_schema::{Field, FieldRef};
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyTuple};
+
+use crate::arrow_ffi;
+use crate::dlpack_export::{DlpackRequest, cpu_device};
+use crate::dlpack_import::import_tensor;
+use crate::errors::{self, Operation};
+use crate::fixed_shape_tensor::PyFixedShapeTensorArray;
+use crate::pretty;
+use crate::tensor::PyTensor;
+use crate::type_names::field_type_name;
+
+/// An Arrow array (one column, possibly in several chunks) that speaks DLPack.
+///
+/// The chunks share the memory of whoever produced them; several chunks are concatenated only
+/// when an export needs one array and copying is allowed.
+#[pyclass(name = "Array", module = "arrow_dlpack", subclass, frozen)]
+pub(crate) struct PyArray {
+    field: FieldRef,
+    chunks: Vec<ArrayRef>,
+}
+
+impl PyArray {
+    /// An array of `chunks`, described by `field`; no chunks at all means an empty array.
+    pub(crate) fn new(field: FieldRef, chunks: Vec<ArrayRef>) -> Self {
+        let chunks = if chunks.is_empty() {
+            vec![new_empty_array(field.data_type())]
+        } else {
+            chunks
+        };
+        PyArray { field, chunks }
+    }
+
+    /// The field: name, storage type, nullability and extension metadata.
+    pub(crate) fn field(&self) -> &FieldRef {
+        &self.field
+    }
+
+    /// The chunks as one array: the chunk itself when there is one, else a concatenation when
+    /// `allow_copy`.
+    pub(crate) fn combined(&self, allow_copy: bool) -> arrow_dlpack::Result<ArrayRef> {
+        concat_chunks(&self.chunks, allow_copy)
+    }
+
+    fn len(&self) -> usize {
+        self.chunks.iter().map(|chunk| chunk.len()).sum()
+    }
+}
+
+/// Wraps an imported column: an `arrow.fixed_shape_tensor` field gives a `FixedShapeTensorArray`.
+pub(crate) fn wrap_column(
+    py: Python<'_>,
+    field: FieldRef,
+    chunks: Vec<ArrayRef>,
+) -> PyResult<Py<PyAny>> {
+    if field.extension_type_name() == Some(EXTENSION_NAME) {
+        let tensor_type = FixedShapeTensorType::try_from_field(&field)
+            .map_err(|error| errors::arrow_error(error, Operation::Import))?;
+        return Ok(PyFixedShapeTensorArray::create(py, field, chunks, tensor_type)?.into_any());
+    }
+    Ok(Py::new(py, PyArray::new(field, chunks))?.into_any())
+}
+
+/// Imports any object with `__arrow_c_array__` or `__arrow_c_stream__` (pyarrow Array and
+/// ChunkedArray, polars Series, nanoarrow, arro3, ...) without copying.
+///
+/// An `arrow.fixed_shape_tensor` column gives a `FixedShapeTensorArray`.
+#[pyfunction]
+pub(crate) fn array(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let imported = arrow_ffi::import(obj)?;
+    wrap_column(py, imported.field, imported.chunks)
+}
+
+#[pymethods]
+impl PyArray {
+    /// Imports a 1-D contiguous DLPack tensor without copying.
+    #[staticmethod]
+    #[pyo3(signature = (x, /, *, device = None, copy = None))]
+    fn from_dlpack(
+        x: &Bound<'_, PyAny>,
+        device: Option<&Bound<'_, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Self> {
+        let tensor = import_tensor(x, device, copy)?;
+        // Packing a bool tensor into Arrow's bits is the one copy `copy=None` needs; a strided
+        // tensor is refused unless `copy=True` (which has already compacted it).
+        let allow_copy = match copy {
+            Some(allow) => allow,
+            None => tensor.dtype() == DType::Bool,
+        };
+        let array = tensor_to_array_with(&tensor, allow_copy)
+            .map_err(|error| errors::arrow_error(error, Operation::Import))?;
+        let field = Field::new("", array.data_type().clone(), true);
+        Ok(PyArray::new(Arc::new(field), vec![array]))
+    }
+
+    /// Exports the array as a DLPack capsule: primitive arrays as 1-D tensors, fixed-size lists
+    /// as n-D tensors; booleans and several chunks are copied unless `copy=False`.
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__(
+        &self,
+        py: Python<'_>,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(u32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        let request = DlpackRequest::parse(stream, max_version, dl_device, copy)?;
+        let tensor = self
+            .tensor_with(ToTensorOptions {
+                allow_nulls: false,
+                allow_copy: request.allows_copy(),
+            })
+            .map_err(|error| errors::arrow_error(error, Operation::Export))?;
+        request.export(py, &tensor)
+    }
+
+    /// The DLPack device of the data: always `(1, 0)`, the CPU.
+    fn __dlpack_device__(&self) -> (u32, i32) {
+        cpu_device()
+    }
+
+    /// The Arrow schema of the array as an `arrow_schema` capsule (extension metadata included).
+    fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>> {
+        arrow_ffi::schema_capsule(py, &self.field)
+    }
+
+    /// The array as (`arrow_schema`, `arrow_array`) capsules, zero-copy for one chunk.
+    ///
+    /// `requested_schema` is accepted and ignored, as the interface allows: the array is given in
+    /// its own type.
+    #[pyo3(signature = (requested_schema = None))]
+    fn __arrow_c_array__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let _ = requested_schema;
+        let array = self
+            .combined(true)
+            .map_err(|error| errors::arrow_error(error, Operation::Import))?;
+        let schema = arrow_ffi::schema_capsule(py, &self.field)?;
+        let array = arrow_ffi::array_capsule(py, array.as_ref())?;
+        PyTuple::new(py, [schema, array])
+    }
+
+    /// A tensor view of the array: 1-D for primitive arrays, n-D for (nested) fixed-size lists.
+    ///
+    /// Nulls are refused with a ValueError unless `allow_nulls=True`; null slots then hold
+    /// unspecified values.
+    #[pyo3(signature = (*, allow_nulls = false))]
+    fn to_tensor(&self, allow_nulls: bool) -> PyResult<PyTensor> {
+        let tensor = self
+            .tensor_with(ToTensorOptions {
+                allow_nulls,
+                allow_copy: true,
+            })
+            .map_err(|error| errors::arrow_error(error, Operation::ToTensor))?;
+        Ok(PyTensor::new(tensor))
+    }
+
+    /// The Arrow type, named as PyArrow names it (`int64`, `float`,
+    /// `fixed_size_list<item: int32>[2]`, ...).
+    #[getter]
+    fn r#type(&self) -> String {
+        field_type_name(&self.field)
+    }
+
+    /// The number of null elements.
+    #[getter]
+    fn null_count(&self) -> usize {
+        self.chunks.iter().map(|chunk| chunk.null_count()).sum()
+    }
+
+    fn __len__(&self) -> usize {
+        self.len()
+    }
+
+    /// The elements as Python objects; nulls are None.
+    fn to_pylist<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+        pretty::to_pylist(py, &self.chunks)
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let class = slf.get_type().qualname()?;
+        Ok(format!(
+            "<arrow_dlpack.{class} object at {:#x}>\n{}",
+            slf.as_ptr() as usize,
+            pretty::format_chunks(&slf.get().chunks)
+        ))
+    }
+}
+
+impl PyArray {
+    fn tensor_with(&self, options: ToTensorOptions) -> arrow_dlpack::Result<Tensor> {
+        let array = self.combined(options.allow_copy)?;
+        to_tensor_with(array.as_ref(), options)
+    }
+}

@@ -1,0 +1,90 @@
+//! The producer side of the Python DLPack protocol: `__dlpack__` arguments and capsules.
+//!
+//! dlpark parses the arguments ([`ExportRequest`]) and turns managed tensors into capsules whose
+//! destructor releases an unconsumed tensor exactly once.
+//! Its `export_dlpack` refuses `copy=True` and refuses legacy capsules for read-only data (legacy
+//! capsules have no flags), which would lock JAX out of Arrow data; so the tensor crate builds the
+//! managed tensor here, with the flags and the copy each request asks for.
+
+use arrow_dlpack_tensor::{ExportOptions, Tensor};
+use dlpark::python::{ExportAbi, ExportRequest};
+use pyo3::IntoPyObject;
+use pyo3::prelude::*;
+
+use crate::errors;
+
+/// The `DLDeviceType` of host memory.
+const CPU: u32 = 1;
+
+/// The checked arguments of one `__dlpack__` call.
+pub(crate) struct DlpackRequest {
+    abi: ExportAbi,
+    copy: Option<bool>,
+}
+
+impl DlpackRequest {
+    /// Checks the arguments of `__dlpack__(*, stream, max_version, dl_device, copy)`.
+    ///
+    /// - `stream` must be `None`: CPU data has no stream to synchronise (`BufferError`).
+    /// - `dl_device` must be `None` or the CPU, `(1, 0)` (`BufferError`).
+    /// - `max_version` `None` or below `(1, 0)` selects a legacy `dltensor` capsule, anything else
+    ///   a `dltensor_versioned` capsule stamped with DLPack 1.3.
+    pub(crate) fn parse(
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(u32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Self> {
+        if let Some(stream) = stream {
+            return Err(errors::buffer_error(format!(
+                "stream={} is not supported for CPU data; expected stream=None",
+                stream
+                    .repr()
+                    .map_or_else(|_| "?".into(), |repr| repr.to_string())
+            )));
+        }
+        if let Some((device_type, device_id)) = dl_device
+            && (device_type, device_id) != (CPU, 0)
+        {
+            return Err(errors::buffer_error(format!(
+                "dl_device=({device_type}, {device_id}) is not supported: the data is on the CPU; \
+                 expected dl_device=None or (1, 0)"
+            )));
+        }
+        let request = ExportRequest::parse(None, max_version, dl_device, copy)?;
+        Ok(DlpackRequest {
+            abi: request.abi(),
+            copy: request.copy(),
+        })
+    }
+
+    /// Whether the array layer may copy to produce a tensor (booleans, several chunks).
+    pub(crate) fn allows_copy(&self) -> bool {
+        self.copy != Some(false)
+    }
+
+    /// Exports `tensor` as the capsule this request asks for.
+    ///
+    /// Versioned capsules flag read-only data `READ_ONLY` and copies `IS_COPIED`; legacy capsules
+    /// carry no flags and are produced all the same. `copy=True` copies exactly the logical
+    /// elements, compacted, for both kinds.
+    pub(crate) fn export(&self, py: Python<'_>, tensor: &Tensor) -> PyResult<Py<PyAny>> {
+        let options = ExportOptions::copy(self.copy);
+        let capsule = match self.abi {
+            ExportAbi::Versioned => tensor
+                .to_dlpack_versioned(options)
+                .map_err(errors::tensor_error)?
+                .into_pyobject(py)?,
+            ExportAbi::Legacy => tensor
+                .to_dlpack_legacy(options)
+                .map_err(errors::tensor_error)?
+                .into_pyobject(py)?,
+        };
+        Ok(capsule.unbind())
+    }
+}
+
+/// `__dlpack_device__` of every object of this package: the CPU, device 0.
+pub(crate) fn cpu_device() -> (u32, i32) {
+    (CPU, 0)
+}

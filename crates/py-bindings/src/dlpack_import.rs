@@ -1,0 +1,225 @@
+//! The consumer side of the Python DLPack protocol: any producer (or capsule) becomes a [`Tensor`].
+//!
+//! dlpark's `from_dlpack` does not retry producers that reject `max_version` (JAX is legacy-only)
+//! and maps capsule errors to exception types of its own choosing, so the negotiation lives here:
+//!
+//! 1. `device` must name the CPU (`None`, `"cpu"` or `(1, 0)`);
+//! 2. a producer whose `__dlpack_device__` is not the CPU is refused before it is asked to export;
+//! 3. `__dlpack__(max_version=(1, 3), copy=...)` is called, and called again without keywords when
+//!    the producer raises `TypeError` (a legacy producer);
+//! 4. the capsule is consumed exactly once and its tensor handed to [`Tensor::from_raw_versioned`]
+//!    or [`Tensor::from_raw_legacy`], which own it from then on;
+//! 5. `copy=True` is honoured here when the producer did not copy (legacy capsules cannot say).
+
+use arrow_dlpack_tensor::Tensor;
+use dlpack_sys::{
+    DLManagedTensor, DLManagedTensorVersioned, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
+    DLTENSOR, DLTENSOR_VERSIONED, DlpackFlags, USED_DLTENSOR, USED_DLTENSOR_VERSIONED,
+};
+use pyo3::exceptions::{PyAttributeError, PyTypeError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
+
+use crate::errors;
+
+/// The `DLDeviceType` of host memory.
+const CPU: u32 = 1;
+
+/// Imports any DLPack producer, or an unconsumed DLPack capsule, as a [`Tensor`].
+///
+/// `copy` follows the Python array API: `Some(true)` returns memory that no one else references,
+/// `Some(false)` refuses a producer that copied, `None` takes what the producer gives.
+pub(crate) fn import_tensor(
+    object: &Bound<'_, PyAny>,
+    device: Option<&Bound<'_, PyAny>>,
+    copy: Option<bool>,
+) -> PyResult<Tensor> {
+    check_requested_device(device)?;
+    let (tensor, copied) = match object.cast::<PyCapsule>() {
+        Ok(capsule) => consume_capsule(capsule)?,
+        Err(_) => {
+            let capsule = request_capsule(object, copy)?;
+            match capsule.cast::<PyCapsule>() {
+                Ok(capsule) => consume_capsule(capsule)?,
+                Err(_) => {
+                    return Err(errors::type_error(format!(
+                        "{}.__dlpack__() returned {}; expected a PyCapsule",
+                        type_name(object),
+                        type_name(&capsule)
+                    )));
+                }
+            }
+        }
+    };
+    match copy {
+        Some(true) if !copied => Ok(tensor.to_contiguous()),
+        Some(false) if copied => Err(errors::buffer_error(format!(
+            "{} copied its data although copy=False was requested",
+            type_name(object)
+        ))),
+        _ => Ok(tensor),
+    }
+}
+
+/// Checks the `device` argument of `from_dlpack`: only the CPU is supported.
+fn check_requested_device(device: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    let Some(device) = device else {
+        return Ok(());
+    };
+    if device.is_none() {
+        return Ok(());
+    }
+    if let Ok(name) = device.extract::<String>()
+        && name.eq_ignore_ascii_case("cpu")
+    {
+        return Ok(());
+    }
+    if let Ok((device_type, device_id)) = device.extract::<(u32, i32)>()
+        && device_type == CPU
+        && device_id == 0
+    {
+        return Ok(());
+    }
+    Err(errors::buffer_error(format!(
+        "unsupported device {}; expected None, \"cpu\" or (1, 0): arrow_dlpack holds CPU data only",
+        device
+            .repr()
+            .map_or_else(|_| "?".into(), |repr| repr.to_string())
+    )))
+}
+
+/// Asks a producer for a capsule: versioned first, then legacy when it rejects the keywords.
+fn request_capsule<'py>(
+    object: &Bound<'py, PyAny>,
+    copy: Option<bool>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = object.py();
+    let dlpack = match object.getattr(intern!(py, "__dlpack__")) {
+        Ok(method) => method,
+        Err(error) if error.is_instance_of::<PyAttributeError>(py) => {
+            return Err(errors::type_error(format!(
+                "{} does not support the DLPack protocol: it has no __dlpack__ method",
+                type_name(object)
+            )));
+        }
+        Err(error) => return Err(error),
+    };
+    check_producer_device(object)?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item(
+        intern!(py, "max_version"),
+        (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION),
+    )?;
+    if let Some(copy) = copy {
+        kwargs.set_item(intern!(py, "copy"), copy)?;
+    }
+    match dlpack.call((), Some(&kwargs)) {
+        Ok(capsule) => Ok(capsule),
+        // A producer that predates DLPack 1.0 (JAX) rejects the keywords with a TypeError; a
+        // producer whose TypeError is real (nulls, say) raises it again on the plain call.
+        Err(error) if error.is_instance_of::<PyTypeError>(py) => dlpack.call0(),
+        Err(error) => Err(error),
+    }
+}
+
+/// Refuses a producer that reports a device other than the CPU, before it exports anything.
+fn check_producer_device(object: &Bound<'_, PyAny>) -> PyResult<()> {
+    let py = object.py();
+    let method = match object.getattr(intern!(py, "__dlpack_device__")) {
+        Ok(method) => method,
+        // Legacy producers may lack it; the imported tensor's device is checked anyway.
+        Err(error) if error.is_instance_of::<PyAttributeError>(py) => return Ok(()),
+        Err(error) => return Err(error),
+    };
+    let (device_type, device_id): (u32, i32) = method.call0()?.extract()?;
+    if device_type != CPU {
+        return Err(errors::buffer_error(format!(
+            "{} holds data on DLPack device ({device_type}, {device_id}); expected the CPU \
+             (1, 0): arrow_dlpack imports CPU data only",
+            type_name(object)
+        )));
+    }
+    Ok(())
+}
+
+/// Consumes a DLPack capsule: renames it so that no one consumes it again, and hands its managed
+/// tensor to the tensor crate, which runs the deleter exactly once (on error, before returning).
+///
+/// Returns the tensor and whether the producer flagged it `IS_COPIED`.
+fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<(Tensor, bool)> {
+    if capsule.is_valid_checked(Some(DLTENSOR_VERSIONED)) {
+        let pointer = take_pointer(capsule, DLTENSOR_VERSIONED, USED_DLTENSOR_VERSIONED)?;
+        let managed = pointer.cast::<DLManagedTensorVersioned>();
+        // SAFETY: a capsule named `dltensor_versioned` holds an owned `DLManagedTensorVersioned`
+        // (DLPack Python specification); the rename above transferred its ownership to us, and
+        // `flags` is only read when the major version says the layout is the one we know.
+        let copied = unsafe {
+            (*managed).version.major == DLPACK_MAJOR_VERSION
+                && (*managed).flags.contains(DlpackFlags::IS_COPIED)
+        };
+        // SAFETY: as above: we own the tensor, and its producer keeps shape, strides and data
+        // valid until its deleter runs, which the tensor crate does exactly once.
+        let tensor = unsafe { Tensor::from_raw_versioned(managed) };
+        return Ok((tensor.map_err(errors::tensor_error)?, copied));
+    }
+    if capsule.is_valid_checked(Some(DLTENSOR)) {
+        let pointer = take_pointer(capsule, DLTENSOR, USED_DLTENSOR)?;
+        // SAFETY: a capsule named `dltensor` holds an owned legacy `DLManagedTensor`; the rename
+        // transferred its ownership to us, and the tensor crate runs its deleter exactly once.
+        let tensor = unsafe { Tensor::from_raw_legacy(pointer.cast::<DLManagedTensor>()) };
+        return Ok((tensor.map_err(errors::tensor_error)?, false));
+    }
+    if capsule.is_valid_checked(Some(USED_DLTENSOR_VERSIONED))
+        || capsule.is_valid_checked(Some(USED_DLTENSOR))
+    {
+        return Err(errors::value_error(
+            "the DLPack capsule has already been consumed; a capsule can be imported only once",
+        ));
+    }
+    let name = capsule
+        .name()
+        .ok()
+        .flatten()
+        // SAFETY: the name pointer of a live capsule is a valid C string while the capsule lives,
+        // and it is copied at once.
+        .map(|name| unsafe { name.as_cstr() }.to_string_lossy().into_owned());
+    Err(errors::type_error(format!(
+        "the capsule is named {name:?}; expected a DLPack capsule named \"dltensor_versioned\" or \
+         \"dltensor\""
+    )))
+}
+
+/// Reads the pointer of a capsule named `name` and renames the capsule `used`.
+fn take_pointer(
+    capsule: &Bound<'_, PyCapsule>,
+    name: &'static std::ffi::CStr,
+    used: &'static std::ffi::CStr,
+) -> PyResult<*mut std::ffi::c_void> {
+    let pointer = capsule.pointer_checked(Some(name))?;
+    // SAFETY: `capsule` is a live capsule object and `used` is a static C string, as
+    // `PyCapsule_SetName` requires; the capsule keeps the name pointer, which lives forever.
+    let status = unsafe { pyo3::ffi::PyCapsule_SetName(capsule.as_ptr(), used.as_ptr()) };
+    if status != 0 {
+        return Err(PyErr::fetch(capsule.py()));
+    }
+    Ok(pointer.as_ptr())
+}
+
+/// The qualified type name of `object`, for messages.
+pub(crate) fn type_name(object: &Bound<'_, PyAny>) -> String {
+    let class = object.get_type();
+    let module = class
+        .getattr(intern!(object.py(), "__module__"))
+        .and_then(|module| module.extract::<String>())
+        .unwrap_or_default();
+    let name = class
+        .getattr(intern!(object.py(), "__qualname__"))
+        .and_then(|name| name.extract::<String>())
+        .unwrap_or_else(|_| "object".into());
+    if module.is_empty() || module == "builtins" {
+        name
+    } else {
+        format!("{module}.{name}")
+    }
+}

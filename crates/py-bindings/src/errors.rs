@@ -1,0 +1,236 @@
+//! The one place where failures become Python exceptions, variant by variant.
+//!
+//! Every exception this package raises is an instance of one of four classes, created when the
+//! module is first imported:
+//!
+//! | class | bases | raised for |
+//! |---|---|---|
+//! | `ArrowDLPackError` | `Exception` | never directly: the common base |
+//! | `ArrowDLPackTypeError` | `ArrowDLPackError`, `TypeError` | export of data with nulls or of a type DLPack cannot carry; an object with no DLPack or Arrow protocol |
+//! | `ArrowDLPackValueError` | `ArrowDLPackError`, `ValueError` | import that cannot become the requested object; `to_tensor()` on data with nulls |
+//! | `ArrowDLPackBufferError` | `ArrowDLPackError`, `BufferError` | a device other than the CPU; a `stream`; `copy=False` when a copy is needed |
+//!
+//! Each class subclasses the builtin it stands for, so code written against PyArrow and numpy's
+//! retry logic (which catches `TypeError` from `__dlpack__`) keep working.
+//! Allocation failures raise the builtin `MemoryError`.
+
+use std::fmt::Display;
+
+use arrow_dlpack_tensor::Error as TensorError;
+use pyo3::exceptions::{PyBufferError, PyException, PyMemoryError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple, PyType};
+
+/// The exception classes of the package, created once per interpreter.
+struct Classes {
+    base: Py<PyType>,
+    type_error: Py<PyType>,
+    value_error: Py<PyType>,
+    buffer_error: Py<PyType>,
+}
+
+static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
+
+/// The kind of exception a failure maps to; the class is one of [`Classes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Type,
+    Value,
+    Buffer,
+}
+
+/// What the failing call was doing, where one error variant maps to different exceptions.
+///
+/// Nulls are the one case: exporting data with nulls through `__dlpack__` is a `TypeError` (as in
+/// PyArrow), while `to_tensor()` on data with nulls is a `ValueError`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Operation {
+    /// `__dlpack__` and the DLPack C exchange API.
+    Export,
+    /// `to_tensor()`.
+    ToTensor,
+    /// `from_dlpack`, `from_tensor`, `array()` and everything else.
+    Import,
+}
+
+/// Creates `name(*bases)` with `__module__` set to `arrow_dlpack`.
+fn new_class(
+    py: Python<'_>,
+    name: &str,
+    doc: &str,
+    bases: Bound<'_, PyTuple>,
+) -> PyResult<Py<PyType>> {
+    let namespace = PyDict::new(py);
+    namespace.set_item("__module__", "arrow_dlpack")?;
+    namespace.set_item("__doc__", doc)?;
+    let class = py
+        .get_type::<PyType>()
+        .call1((name, bases, namespace))?
+        .cast_into::<PyType>()?;
+    Ok(class.unbind())
+}
+
+fn classes(py: Python<'_>) -> PyResult<&'static Classes> {
+    CLASSES.get_or_try_init(py, || {
+        let base = new_class(
+            py,
+            "ArrowDLPackError",
+            "Base class of every exception raised by arrow_dlpack.",
+            PyTuple::new(py, [py.get_type::<PyException>()])?,
+        )?;
+        let derived = |name: &str, doc: &str, builtin: Bound<'_, PyType>| {
+            new_class(
+                py,
+                name,
+                doc,
+                PyTuple::new(py, [base.bind(py).clone(), builtin])?,
+            )
+        };
+        Ok::<_, PyErr>(Classes {
+            type_error: derived(
+                "ArrowDLPackTypeError",
+                "Data that DLPack cannot carry (nulls, an unsupported type), or an object with no \
+                 DLPack or Arrow protocol.",
+                py.get_type::<PyTypeError>(),
+            )?,
+            value_error: derived(
+                "ArrowDLPackValueError",
+                "A tensor or array that cannot become the requested object, or nulls refused by \
+                 to_tensor().",
+                py.get_type::<PyValueError>(),
+            )?,
+            buffer_error: derived(
+                "ArrowDLPackBufferError",
+                "A device other than the CPU, a stream, or copy=False when a copy is needed.",
+                py.get_type::<PyBufferError>(),
+            )?,
+            base,
+        })
+    })
+}
+
+/// Adds the exception classes to the native module.
+pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = module.py();
+    let classes = classes(py)?;
+    module.add("ArrowDLPackError", classes.base.bind(py))?;
+    module.add("ArrowDLPackTypeError", classes.type_error.bind(py))?;
+    module.add("ArrowDLPackValueError", classes.value_error.bind(py))?;
+    module.add("ArrowDLPackBufferError", classes.buffer_error.bind(py))?;
+    Ok(())
+}
+
+/// An exception of `kind` with `message`.
+fn raise(kind: Kind, message: impl Display) -> PyErr {
+    let message = message.to_string();
+    Python::attach(|py| match classes(py) {
+        Ok(classes) => {
+            let class = match kind {
+                Kind::Type => &classes.type_error,
+                Kind::Value => &classes.value_error,
+                Kind::Buffer => &classes.buffer_error,
+            };
+            PyErr::from_type(class.bind(py).clone(), message)
+        }
+        Err(error) => error,
+    })
+}
+
+/// `ArrowDLPackTypeError(message)`.
+pub(crate) fn type_error(message: impl Display) -> PyErr {
+    raise(Kind::Type, message)
+}
+
+/// `ArrowDLPackValueError(message)`.
+pub(crate) fn value_error(message: impl Display) -> PyErr {
+    raise(Kind::Value, message)
+}
+
+/// `ArrowDLPackBufferError(message)`.
+pub(crate) fn buffer_error(message: impl Display) -> PyErr {
+    raise(Kind::Buffer, message)
+}
+
+/// Maps an error of the tensor crate, variant by variant.
+///
+/// These arise when a foreign DLPack tensor is validated on import, or when a tensor is built or
+/// exported; none of them depends on the operation.
+pub(crate) fn tensor_error(error: TensorError) -> PyErr {
+    match tensor_kind(&error) {
+        Some(kind) => raise(kind, error),
+        None => PyMemoryError::new_err(error.to_string()),
+    }
+}
+
+/// The exception kind of a tensor error; `None` for `MemoryError`.
+fn tensor_kind(error: &TensorError) -> Option<Kind> {
+    let kind = match error {
+        // Memory that is not host memory: the device rule, as for `dl_device`.
+        TensorError::UnsupportedDevice { .. } => Kind::Buffer,
+        // The producer's tensor cannot be represented (dtype, version, malformed metadata).
+        TensorError::UnknownTypeCode { .. }
+        | TensorError::UnsupportedBits { .. }
+        | TensorError::UnsupportedLanes { .. }
+        | TensorError::UnsupportedVersion { .. }
+        | TensorError::NullManagedTensor
+        | TensorError::InvalidNdim { .. }
+        | TensorError::NullShape { .. }
+        | TensorError::NegativeExtent { .. }
+        | TensorError::StridesLength { .. }
+        | TensorError::DimNamesLength { .. }
+        | TensorError::Overflow { .. }
+        | TensorError::NullData { .. }
+        | TensorError::Misaligned { .. }
+        | TensorError::BeforeBuffer { .. }
+        | TensorError::PastBuffer { .. }
+        | TensorError::InvalidPermutation { .. } => Kind::Value,
+        TensorError::Allocation { .. } => return None,
+        // A variant added to the tensor crate after this file was written: a value problem
+        // until it is mapped here on purpose.
+        _ => Kind::Value,
+    };
+    Some(kind)
+}
+
+/// Maps an error of the arrow-dlpack crate, variant by variant; `operation` decides nulls.
+pub(crate) fn arrow_error(error: arrow_dlpack::Error, operation: Operation) -> PyErr {
+    use arrow_dlpack::Error as E;
+    let kind = match &error {
+        E::Tensor(inner) => match tensor_kind(inner) {
+            Some(kind) => kind,
+            None => return PyMemoryError::new_err(error.to_string()),
+        },
+        // An Arrow type DLPack cannot carry: PyArrow raises a TypeError here too.
+        E::UnsupportedType { .. } => Kind::Type,
+        // Nulls refused by `__dlpack__` are a TypeError (as in PyArrow); by `to_tensor()`, a
+        // ValueError (as in PyArrow).
+        E::Nulls { .. } => match operation {
+            Operation::Export => Kind::Type,
+            Operation::ToTensor | Operation::Import => Kind::Value,
+        },
+        // A tensor that cannot become the requested array.
+        E::NotOneDimensional { .. }
+        | E::TooFewDimensions { .. }
+        | E::NotRowMajor { .. }
+        | E::NotFirstMajor { .. }
+        | E::ZeroDimensional
+        | E::UnsupportedDType { .. }
+        | E::InvalidExtension { .. }
+        | E::ListSizeOverflow { .. }
+        | E::MixedChunkTypes { .. }
+        | E::NoChunks
+        | E::Arrow(_) => Kind::Value,
+        // A copy was needed and `copy=False` forbade it.
+        E::GappedStrides { .. } | E::CopyRequired { .. } => Kind::Buffer,
+        // A variant added to arrow-dlpack after this file was written: a value problem until it
+        // is mapped here on purpose.
+        _ => Kind::Value,
+    };
+    raise(kind, error)
+}
+
+/// Maps an error of arrow-rs (C data interface import and export, concatenation).
+pub(crate) fn arrow_rs_error(error: arrow_schema::ArrowError) -> PyErr {
+    raise(Kind::Value, error)
+}

@@ -1,0 +1,169 @@
+//! `arrow_dlpack.FixedShapeTensorArray`: an `arrow.fixed_shape_tensor` column whose DLPack export
+//! is the whole `(len, *cell_shape)` tensor.
+
+use std::sync::Arc;
+
+use arrow_array::ArrayRef;
+use arrow_dlpack::{EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorType};
+use arrow_schema::{Field, FieldRef};
+use pyo3::PyClassInitializer;
+use pyo3::prelude::*;
+
+use crate::array::PyArray;
+use crate::dlpack_export::DlpackRequest;
+use crate::dlpack_import::import_tensor;
+use crate::errors::{self, Operation};
+use crate::tensor::PyTensor;
+use crate::type_names::data_type_name;
+
+/// An array of tensors of one shape (the `arrow.fixed_shape_tensor` canonical extension type).
+#[pyclass(
+    name = "FixedShapeTensorArray",
+    module = "arrow_dlpack",
+    extends = PyArray,
+    frozen
+)]
+pub(crate) struct PyFixedShapeTensorArray {
+    tensor_type: FixedShapeTensorType,
+}
+
+impl PyFixedShapeTensorArray {
+    /// Wraps the storage `chunks` of a column whose `field` carries `tensor_type`.
+    pub(crate) fn create(
+        py: Python<'_>,
+        field: FieldRef,
+        chunks: Vec<ArrayRef>,
+        tensor_type: FixedShapeTensorType,
+    ) -> PyResult<Py<Self>> {
+        let initializer = PyClassInitializer::from(PyArray::new(field, chunks))
+            .add_subclass(PyFixedShapeTensorArray { tensor_type });
+        Py::new(py, initializer)
+    }
+
+    fn from_array(py: Python<'_>, array: FixedShapeTensorArray) -> PyResult<Py<Self>> {
+        let field = Arc::new(array.field(""));
+        let (tensor_type, storage) = array.into_parts();
+        Self::create(py, field, vec![Arc::new(storage)], tensor_type)
+    }
+
+    /// The chunks as one extension array, concatenated when there are several and `allow_copy`.
+    fn combined(
+        slf: &Bound<'_, Self>,
+        allow_copy: bool,
+    ) -> arrow_dlpack::Result<FixedShapeTensorArray> {
+        let base = slf.as_super().get();
+        let storage = base.combined(allow_copy)?;
+        FixedShapeTensorArray::try_from_field_and_array(base.field(), storage)
+    }
+}
+
+#[pymethods]
+impl PyFixedShapeTensorArray {
+    /// Imports a DLPack tensor whose outermost dimension (the largest stride) becomes the array
+    /// length; the order of the other strides becomes the permutation.
+    ///
+    /// Gapped strides are copied unless `copy=False`; a tensor that is not first-major is
+    /// refused unless `copy=True`.
+    #[staticmethod]
+    #[pyo3(signature = (x, /, *, device = None, copy = None))]
+    fn from_dlpack(
+        py: Python<'_>,
+        x: &Bound<'_, PyAny>,
+        device: Option<&Bound<'_, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<Self>> {
+        let tensor = import_tensor(x, device, copy)?;
+        let array = FixedShapeTensorArray::from_tensor(&tensor, copy != Some(false))
+            .map_err(|error| errors::arrow_error(error, Operation::Import))?;
+        Self::from_array(py, array)
+    }
+
+    /// Builds an array from a tensor (an `arrow_dlpack.Tensor` or any DLPack producer); the
+    /// outermost dimension becomes the array length.
+    #[staticmethod]
+    fn from_tensor(py: Python<'_>, tensor: &Bound<'_, PyAny>) -> PyResult<Py<Self>> {
+        let array = match tensor.cast::<PyTensor>() {
+            Ok(ours) => FixedShapeTensorArray::from_tensor(ours.get().tensor(), true),
+            Err(_) => FixedShapeTensorArray::from_tensor(&import_tensor(tensor, None, None)?, true),
+        }
+        .map_err(|error| errors::arrow_error(error, Operation::Import))?;
+        Self::from_array(py, array)
+    }
+
+    /// Exports the whole `(len, *cell_shape)` tensor as a DLPack capsule.
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__(
+        slf: &Bound<'_, Self>,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(u32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        let request = DlpackRequest::parse(stream, max_version, dl_device, copy)?;
+        let tensor = Self::combined(slf, request.allows_copy())
+            .and_then(|array| array.to_tensor(false))
+            .map_err(|error| errors::arrow_error(error, Operation::Export))?;
+        request.export(slf.py(), &tensor)
+    }
+
+    /// The whole `(len, *cell_shape)` tensor, zero-copy.
+    ///
+    /// Nulls are refused with a ValueError unless `allow_nulls=True`.
+    #[pyo3(signature = (*, allow_nulls = false))]
+    fn to_tensor(slf: &Bound<'_, Self>, allow_nulls: bool) -> PyResult<PyTensor> {
+        let tensor = Self::combined(slf, true)
+            .and_then(|array| array.to_tensor(allow_nulls))
+            .map_err(|error| errors::arrow_error(error, Operation::ToTensor))?;
+        Ok(PyTensor::new(tensor))
+    }
+
+    /// The shape of each tensor, as stored (physical order).
+    #[getter]
+    fn shape(&self) -> Vec<usize> {
+        self.tensor_type.shape().to_vec()
+    }
+
+    /// The permutation from logical to physical dimensions, or None.
+    #[getter]
+    fn permutation(&self) -> Option<Vec<usize>> {
+        self.tensor_type.permutation().map(<[usize]>::to_vec)
+    }
+
+    /// The names of the (physical) dimensions, or None.
+    #[getter]
+    fn dim_names(&self) -> Option<Vec<String>> {
+        self.tensor_type.dim_names().map(<[String]>::to_vec)
+    }
+
+    /// The element type, named as PyArrow names it.
+    #[getter]
+    fn value_type(&self) -> String {
+        data_type_name(self.tensor_type.value_type())
+    }
+}
+
+/// The PyArrow name of an extension field's type, when this package knows the extension:
+/// `extension<arrow.fixed_shape_tensor[value_type=int32, shape=[2,2], permutation=[0,1]]>`.
+pub(crate) fn extension_type_name(field: &Field) -> Option<String> {
+    if field.extension_type_name() != Some(EXTENSION_NAME) {
+        return None;
+    }
+    let tensor_type = FixedShapeTensorType::try_from_field(field).ok()?;
+    let list = |items: &[usize]| {
+        let items: Vec<String> = items.iter().map(ToString::to_string).collect();
+        format!("[{}]", items.join(","))
+    };
+    let mut name = format!(
+        "extension<{EXTENSION_NAME}[value_type={}, shape={}",
+        data_type_name(tensor_type.value_type()),
+        list(tensor_type.shape())
+    );
+    if let Some(permutation) = tensor_type.permutation() {
+        name.push_str(&format!(", permutation={}", list(permutation)));
+    }
+    if let Some(names) = tensor_type.dim_names() {
+        name.push_str(&format!(", dim_names=[{}]", names.join(",")));
+    }
+    name.push_str("]>");
+    Some(name)
+}

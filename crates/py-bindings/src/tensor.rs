@@ -1,0 +1,138 @@
+//! `arrow_dlpack.Tensor`: an n-dimensional strided view, PyArrow's `pa.Tensor` with DLPack both
+//! ways and any strides (zero and negative included).
+
+use arrow_dlpack_tensor::Tensor;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+use crate::dlpack_export::{DlpackRequest, cpu_device};
+use crate::dlpack_import::import_tensor;
+
+/// A strided n-dimensional tensor over Arrow memory, exchanged through DLPack without copying.
+#[pyclass(name = "Tensor", module = "arrow_dlpack", frozen)]
+pub(crate) struct PyTensor {
+    tensor: Tensor,
+}
+
+impl PyTensor {
+    pub(crate) fn new(tensor: Tensor) -> Self {
+        PyTensor { tensor }
+    }
+
+    pub(crate) fn tensor(&self) -> &Tensor {
+        &self.tensor
+    }
+}
+
+#[pymethods]
+impl PyTensor {
+    /// Imports any DLPack producer (or capsule) without copying; any shape and strides.
+    #[staticmethod]
+    #[pyo3(signature = (x, /, *, device = None, copy = None))]
+    fn from_dlpack(
+        x: &Bound<'_, PyAny>,
+        device: Option<&Bound<'_, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Self> {
+        Ok(PyTensor::new(import_tensor(x, device, copy)?))
+    }
+
+    /// Exports the tensor as a DLPack capsule.
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__(
+        &self,
+        py: Python<'_>,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(u32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        DlpackRequest::parse(stream, max_version, dl_device, copy)?.export(py, &self.tensor)
+    }
+
+    /// The DLPack device of the data: always `(1, 0)`, the CPU.
+    fn __dlpack_device__(&self) -> (u32, i32) {
+        cpu_device()
+    }
+
+    /// The extent of each dimension.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.tensor.shape())
+    }
+
+    /// The stride of each dimension in bytes (as numpy and PyArrow report them).
+    #[getter]
+    fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.tensor.byte_strides())
+    }
+
+    /// The number of dimensions.
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.tensor.ndim()
+    }
+
+    /// The number of elements.
+    #[getter]
+    fn size(&self) -> usize {
+        self.tensor.len()
+    }
+
+    /// The element type, named as PyArrow names it (`int32`, `float`, `double`, ...).
+    #[getter]
+    fn r#type(&self) -> &'static str {
+        self.tensor.dtype().name()
+    }
+
+    /// The dimension names, or `None`.
+    #[getter]
+    fn dim_names(&self) -> Option<Vec<String>> {
+        self.tensor.dim_names().map(<[String]>::to_vec)
+    }
+
+    /// Whether the layout is row-major or column-major.
+    #[getter]
+    fn is_contiguous(&self) -> bool {
+        self.tensor.is_contiguous()
+    }
+
+    /// Whether the layout is row-major (C order).
+    #[getter]
+    fn is_row_major(&self) -> bool {
+        self.tensor.is_row_major()
+    }
+
+    /// Whether the layout is column-major (Fortran order).
+    #[getter]
+    fn is_column_major(&self) -> bool {
+        self.tensor.is_column_major()
+    }
+
+    /// Whether DLPack consumers may write to the data (False for Arrow memory).
+    #[getter]
+    fn is_mutable(&self) -> bool {
+        !self.tensor.is_read_only()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<arrow_dlpack.Tensor>\ntype: {}\nshape: {}\nstrides: {}",
+            self.tensor.dtype().name(),
+            python_tuple(self.tensor.shape()),
+            python_tuple(&self.tensor.byte_strides()),
+        )
+    }
+}
+
+/// `items` written as Python writes a tuple: `()`, `(3,)`, `(2, 2)`.
+fn python_tuple<T: std::fmt::Display>(items: &[T]) -> String {
+    match items {
+        [] => "()".into(),
+        [one] => format!("({one},)"),
+        many => {
+            let items: Vec<String> = many.iter().map(ToString::to_string).collect();
+            format!("({})", items.join(", "))
+        }
+    }
+}

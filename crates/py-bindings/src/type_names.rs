@@ -1,0 +1,156 @@
+//! Arrow type names as PyArrow prints them (`str(pa_type)`), so that `ad.Array.type` reads the
+//! same as `pa.Array.type`: `int64`, `float`, `fixed_size_list<item: int32>[2]`, ...
+
+use arrow_schema::{DataType, Field, IntervalUnit, TimeUnit, UnionMode};
+
+use crate::fixed_shape_tensor::extension_type_name;
+
+/// The PyArrow name of `field`'s type, extension types included.
+pub(crate) fn field_type_name(field: &Field) -> String {
+    extension_type_name(field).unwrap_or_else(|| data_type_name(field.data_type()))
+}
+
+/// The PyArrow name of a plain Arrow type.
+pub(crate) fn data_type_name(data_type: &DataType) -> String {
+    match data_type {
+        DataType::Null => "null".into(),
+        DataType::Boolean => "bool".into(),
+        DataType::Int8 => "int8".into(),
+        DataType::Int16 => "int16".into(),
+        DataType::Int32 => "int32".into(),
+        DataType::Int64 => "int64".into(),
+        DataType::UInt8 => "uint8".into(),
+        DataType::UInt16 => "uint16".into(),
+        DataType::UInt32 => "uint32".into(),
+        DataType::UInt64 => "uint64".into(),
+        DataType::Float16 => "halffloat".into(),
+        DataType::Float32 => "float".into(),
+        DataType::Float64 => "double".into(),
+        DataType::Timestamp(unit, None) => format!("timestamp[{}]", unit_name(*unit)),
+        DataType::Timestamp(unit, Some(tz)) => {
+            format!("timestamp[{}, tz={tz}]", unit_name(*unit))
+        }
+        DataType::Date32 => "date32[day]".into(),
+        DataType::Date64 => "date64[ms]".into(),
+        DataType::Time32(unit) => format!("time32[{}]", unit_name(*unit)),
+        DataType::Time64(unit) => format!("time64[{}]", unit_name(*unit)),
+        DataType::Duration(unit) => format!("duration[{}]", unit_name(*unit)),
+        DataType::Interval(IntervalUnit::YearMonth) => "month_interval".into(),
+        DataType::Interval(IntervalUnit::DayTime) => "day_time_interval".into(),
+        DataType::Interval(IntervalUnit::MonthDayNano) => "month_day_nano_interval".into(),
+        DataType::Binary => "binary".into(),
+        DataType::FixedSizeBinary(size) => format!("fixed_size_binary[{size}]"),
+        DataType::LargeBinary => "large_binary".into(),
+        DataType::BinaryView => "binary_view".into(),
+        DataType::Utf8 => "string".into(),
+        DataType::LargeUtf8 => "large_string".into(),
+        DataType::Utf8View => "string_view".into(),
+        DataType::List(item) => format!("list<{}>", field_name(item)),
+        DataType::ListView(item) => format!("list_view<{}>", field_name(item)),
+        DataType::LargeList(item) => format!("large_list<{}>", field_name(item)),
+        DataType::LargeListView(item) => format!("large_list_view<{}>", field_name(item)),
+        DataType::FixedSizeList(item, size) => {
+            format!("fixed_size_list<{}>[{size}]", field_name(item))
+        }
+        DataType::Struct(fields) => {
+            let fields: Vec<String> = fields.iter().map(|field| field_name(field)).collect();
+            format!("struct<{}>", fields.join(", "))
+        }
+        DataType::Union(fields, mode) => {
+            let mode = match mode {
+                UnionMode::Sparse => "sparse",
+                UnionMode::Dense => "dense",
+            };
+            let fields: Vec<String> = fields
+                .iter()
+                .map(|(code, field)| format!("{}={code}", field_name(field)))
+                .collect();
+            format!("{mode}_union<{}>", fields.join(", "))
+        }
+        DataType::Dictionary(indices, values) => format!(
+            "dictionary<values={}, indices={}, ordered=0>",
+            data_type_name(values),
+            data_type_name(indices)
+        ),
+        DataType::Decimal32(precision, scale) => format!("decimal32({precision}, {scale})"),
+        DataType::Decimal64(precision, scale) => format!("decimal64({precision}, {scale})"),
+        DataType::Decimal128(precision, scale) => format!("decimal128({precision}, {scale})"),
+        DataType::Decimal256(precision, scale) => format!("decimal256({precision}, {scale})"),
+        DataType::Map(entries, sorted) => {
+            let (key, value) = match entries.data_type() {
+                DataType::Struct(fields) if fields.len() == 2 => {
+                    (field_type_name(&fields[0]), field_type_name(&fields[1]))
+                }
+                other => return format!("map<{}>", data_type_name(other)),
+            };
+            if *sorted {
+                format!("map<{key}, {value}, keys_sorted>")
+            } else {
+                format!("map<{key}, {value}>")
+            }
+        }
+        DataType::RunEndEncoded(run_ends, values) => format!(
+            "run_end_encoded<run_ends: {}, values: {}>",
+            field_type_name(run_ends),
+            field_type_name(values)
+        ),
+        // A type added to arrow-rs after this file was written: arrow-rs's own name.
+        #[allow(unreachable_patterns)]
+        other => other.to_string(),
+    }
+}
+
+/// `name: type`, with ` not null` for a non-nullable field, as PyArrow prints child fields.
+fn field_name(field: &Field) -> String {
+    let not_null = if field.is_nullable() { "" } else { " not null" };
+    format!("{}: {}{not_null}", field.name(), field_type_name(field))
+}
+
+fn unit_name(unit: TimeUnit) -> &'static str {
+    match unit {
+        TimeUnit::Second => "s",
+        TimeUnit::Millisecond => "ms",
+        TimeUnit::Microsecond => "us",
+        TimeUnit::Nanosecond => "ns",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn names_match_pyarrow() {
+        let item = Arc::new(Field::new("item", DataType::Int32, true));
+        let strict = Arc::new(Field::new("item", DataType::Int32, false));
+        let cases = [
+            (DataType::Int64, "int64"),
+            (DataType::Float16, "halffloat"),
+            (DataType::Float32, "float"),
+            (DataType::Float64, "double"),
+            (
+                DataType::FixedSizeList(item.clone(), 2),
+                "fixed_size_list<item: int32>[2]",
+            ),
+            (
+                DataType::FixedSizeList(strict, 2),
+                "fixed_size_list<item: int32 not null>[2]",
+            ),
+            (DataType::List(item.clone()), "list<item: int32>"),
+            (
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                "timestamp[us, tz=UTC]",
+            ),
+            (DataType::Decimal128(10, 2), "decimal128(10, 2)"),
+            (
+                DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+                "dictionary<values=string, indices=int32, ordered=0>",
+            ),
+        ];
+        for (data_type, expected) in cases {
+            assert_eq!(data_type_name(&data_type), expected);
+        }
+    }
+}
