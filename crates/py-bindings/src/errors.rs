@@ -221,8 +221,11 @@ pub(crate) fn arrow_error(error: arrow_dlpack::Error, operation: Operation) -> P
         | E::MixedChunkTypes { .. }
         | E::NoChunks
         | E::Arrow(_) => Kind::Value,
-        // A copy was needed and `copy=False` forbade it.
-        E::GappedStrides { .. } | E::CopyRequired { .. } => Kind::Buffer,
+        // A copy was needed and `copy=False` forbade it; the Rust message speaks of
+        // `allow_copy`, so say which Python argument that is.
+        E::GappedStrides { .. } | E::CopyRequired { .. } => {
+            return raise(Kind::Buffer, format!("{error} (in Python: copy=False)"));
+        }
         // A variant added to arrow-dlpack after this file was written: a value problem until it
         // is mapped here on purpose.
         _ => Kind::Value,

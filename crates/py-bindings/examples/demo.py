@@ -1,0 +1,134 @@
+"""Every example of PyArrow's DLPack guide, with arrow_dlpack objects in place of PyArrow's.
+
+Run it with `cargo xtask demo`, or with any Python that has arrow_dlpack, numpy, pyarrow, torch
+and jax installed: `python crates/py-bindings/examples/demo.py`.
+Each step prints the code it runs and what it gives.
+"""
+
+import numpy as np
+import pyarrow as pa
+
+import arrow_dlpack as ad
+
+
+def step(title):
+    print()
+    print(f"== {title}")
+
+
+def show(code, value):
+    print(f">>> {code}")
+    print(value if isinstance(value, str) else repr(value))
+
+
+def optional(name):
+    """Imports a peer framework, or says it is missing and returns None."""
+    try:
+        return __import__(name)
+    except ImportError:
+        print(f"(skipped: {name} is not installed)")
+        return None
+
+
+def producing():
+    step("A PyArrow array, imported zero-copy through the Arrow PyCapsule interface")
+    source = pa.array([2, 0, 2, 4])
+    array = ad.array(source)
+    show("array = ad.array(pa.array([2, 0, 2, 4]))", array)
+    show("array.type, len(array), array.null_count", (array.type, len(array), array.null_count))
+
+    step("To NumPy, sharing memory")
+    result = np.from_dlpack(array)
+    show("np.from_dlpack(array)", result)
+    show(
+        "np.from_dlpack(array).ctypes.data == source.buffers()[1].address",
+        result.ctypes.data == source.buffers()[1].address,
+    )
+
+    step("To PyTorch")
+    torch = optional("torch")
+    if torch is not None:
+        show("torch.from_dlpack(array)", torch.from_dlpack(array))
+
+    step("To JAX (which asks for legacy capsules only)")
+    jax = optional("jax")
+    if jax is not None:
+        import jax.dlpack
+        import jax.numpy
+
+        show("jax.numpy.from_dlpack(array)", jax.numpy.from_dlpack(array))
+        show("jax.dlpack.from_dlpack(array)", jax.dlpack.from_dlpack(array))
+
+    step("A fixed-size list array to a tensor with its full shape")
+    list_array = ad.array(
+        pa.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], pa.list_(pa.float64(), 2))
+    )
+    show("list_array.type", list_array.type)
+    show("list_array.to_tensor()", list_array.to_tensor())
+    show("np.from_dlpack(list_array.to_tensor())", np.from_dlpack(list_array.to_tensor()))
+
+    step("A fixed-shape tensor array exports the (len, *cell_shape) tensor")
+    nested = ad.array(
+        pa.array([[[1, 2], [3, 4]], [[5, 6], [7, 8]]], pa.list_(pa.list_(pa.int32(), 2), 2))
+    )
+    tensor_array = ad.FixedShapeTensorArray.from_tensor(nested.to_tensor())
+    show("tensor_array.type", tensor_array.type)
+    show("np.from_dlpack(tensor_array).shape", np.from_dlpack(tensor_array).shape)
+    show("pa.array(tensor_array).type  # back to PyArrow, zero-copy", pa.array(tensor_array).type)
+
+    step("Nulls are refused, unless the conversion to a tensor allows them")
+    array_with_nulls = ad.array(pa.array([2, None, 4], pa.int32()))
+    try:
+        np.from_dlpack(array_with_nulls)
+    except TypeError as error:
+        show("np.from_dlpack(array_with_nulls)", f"{type(error).__name__}: {error}")
+    try:
+        array_with_nulls.to_tensor()
+    except ValueError as error:
+        show("array_with_nulls.to_tensor()", f"{type(error).__name__}: {error}")
+    values = np.from_dlpack(array_with_nulls.to_tensor(allow_nulls=True))
+    show(
+        "np.from_dlpack(array_with_nulls.to_tensor(allow_nulls=True))  # the middle is unspecified",
+        f"array([{values[0]}, ..., {values[2]}], dtype={values.dtype})",
+    )
+
+
+def consuming():
+    step("NumPy to an Array, without copying")
+    show(
+        "ad.Array.from_dlpack(np.array([2, 0, 2, 4]))",
+        ad.Array.from_dlpack(np.array([2, 0, 2, 4])),
+    )
+
+    step("NumPy to a Tensor")
+    show(
+        "ad.Tensor.from_dlpack(np.array([[2, 0], [2, 4]], np.int32))",
+        ad.Tensor.from_dlpack(np.array([[2, 0], [2, 4]], np.int32)),
+    )
+
+    step("Array.from_dlpack accepts only 1-D contiguous tensors")
+    try:
+        ad.Array.from_dlpack(np.arange(12, dtype=np.int32).reshape(3, 4))
+    except ValueError as error:
+        show("ad.Array.from_dlpack(<a 3x4 array>)", f"{type(error).__name__}: {error}")
+
+    step("Multi-dimensional data becomes a FixedShapeTensorArray")
+    array = ad.FixedShapeTensorArray.from_dlpack(np.arange(12, dtype=np.int32).reshape(3, 2, 2))
+    show("array.type", array.type)
+    show("len(array)", len(array))
+
+    step("JAX arrays (legacy-only producers) are accepted too")
+    jax = optional("jax")
+    if jax is not None:
+        import jax.numpy
+
+        show(
+            "ad.Tensor.from_dlpack(jax.numpy.arange(6.0).reshape(2, 3))",
+            ad.Tensor.from_dlpack(jax.numpy.arange(6.0).reshape(2, 3)),
+        )
+
+
+if __name__ == "__main__":
+    print(f"arrow_dlpack {ad.__version__}, pyarrow {pa.__version__}, numpy {np.__version__}")
+    producing()
+    consuming()
