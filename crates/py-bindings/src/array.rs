@@ -22,25 +22,25 @@ use crate::pretty;
 use crate::tensor::PyTensor;
 use crate::type_names::field_type_name;
 
-/// An Arrow array (one column, possibly in several chunks) that speaks DLPack.
+/// One Arrow column: its field and its chunks, each sharing the memory of whoever produced it.
 ///
-/// The chunks share the memory of whoever produced them; several chunks are concatenated only
-/// when an export needs one array and copying is allowed.
-#[pyclass(name = "Array", module = "arrow_dlpack", subclass, frozen)]
-pub(crate) struct PyArray {
+/// Several chunks are concatenated only when an export needs one array and copying is allowed.
+/// Cloning is cheap (reference counts).
+#[derive(Clone)]
+pub(crate) struct Column {
     field: FieldRef,
     chunks: Vec<ArrayRef>,
 }
 
-impl PyArray {
-    /// An array of `chunks`, described by `field`; no chunks at all means an empty array.
+impl Column {
+    /// A column of `chunks`, described by `field`; no chunks at all means an empty column.
     pub(crate) fn new(field: FieldRef, chunks: Vec<ArrayRef>) -> Self {
         let chunks = if chunks.is_empty() {
             vec![new_empty_array(field.data_type())]
         } else {
             chunks
         };
-        PyArray { field, chunks }
+        Column { field, chunks }
     }
 
     /// The field: name, storage type, nullability and extension metadata.
@@ -54,8 +54,30 @@ impl PyArray {
         concat_chunks(&self.chunks, allow_copy)
     }
 
+    /// The column as one tensor: 1-D for primitive arrays, n-D for (nested) fixed-size lists.
+    pub(crate) fn tensor_with(&self, options: ToTensorOptions) -> arrow_dlpack::Result<Tensor> {
+        let array = self.combined(options.allow_copy)?;
+        to_tensor_with(array.as_ref(), options)
+    }
+
     fn len(&self) -> usize {
         self.chunks.iter().map(|chunk| chunk.len()).sum()
+    }
+}
+
+/// An Arrow array (one column, possibly in several chunks) that speaks DLPack.
+#[pyclass(name = "Array", module = "arrow_dlpack", subclass, frozen)]
+pub(crate) struct PyArray {
+    column: Column,
+}
+
+impl PyArray {
+    pub(crate) fn new(column: Column) -> Self {
+        PyArray { column }
+    }
+
+    pub(crate) fn column(&self) -> &Column {
+        &self.column
     }
 }
 
@@ -68,9 +90,10 @@ pub(crate) fn wrap_column(
     if field.extension_type_name() == Some(EXTENSION_NAME) {
         let tensor_type = FixedShapeTensorType::try_from_field(&field)
             .map_err(|error| errors::arrow_error(error, Operation::Import))?;
-        return Ok(PyFixedShapeTensorArray::create(py, field, chunks, tensor_type)?.into_any());
+        let column = Column::new(field, chunks);
+        return Ok(PyFixedShapeTensorArray::create(py, column, tensor_type)?.into_any());
     }
-    Ok(Py::new(py, PyArray::new(field, chunks))?.into_any())
+    Ok(Py::new(py, PyArray::new(Column::new(field, chunks)))?.into_any())
 }
 
 /// Imports any object with `__arrow_c_array__` or `__arrow_c_stream__` (pyarrow Array and
@@ -103,7 +126,7 @@ impl PyArray {
         let array = tensor_to_array_with(&tensor, allow_copy)
             .map_err(|error| errors::arrow_error(error, Operation::Import))?;
         let field = Field::new("", array.data_type().clone(), true);
-        Ok(PyArray::new(Arc::new(field), vec![array]))
+        Ok(PyArray::new(Column::new(Arc::new(field), vec![array])))
     }
 
     /// Exports the array as a DLPack capsule: primitive arrays as 1-D tensors, fixed-size lists
@@ -119,6 +142,7 @@ impl PyArray {
     ) -> PyResult<Py<PyAny>> {
         let request = DlpackRequest::parse(stream, max_version, dl_device, copy)?;
         let tensor = self
+            .column
             .tensor_with(ToTensorOptions {
                 allow_nulls: false,
                 allow_copy: request.allows_copy(),
@@ -134,7 +158,7 @@ impl PyArray {
 
     /// The Arrow schema of the array as an `arrow_schema` capsule (extension metadata included).
     fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>> {
-        arrow_ffi::schema_capsule(py, &self.field)
+        arrow_ffi::schema_capsule(py, &self.column.field)
     }
 
     /// The array as (`arrow_schema`, `arrow_array`) capsules, zero-copy for one chunk.
@@ -149,9 +173,10 @@ impl PyArray {
     ) -> PyResult<Bound<'py, PyTuple>> {
         let _ = requested_schema;
         let array = self
+            .column
             .combined(true)
             .map_err(|error| errors::arrow_error(error, Operation::Import))?;
-        let schema = arrow_ffi::schema_capsule(py, &self.field)?;
+        let schema = arrow_ffi::schema_capsule(py, &self.column.field)?;
         let array = arrow_ffi::array_capsule(py, array.as_ref())?;
         PyTuple::new(py, [schema, array])
     }
@@ -163,6 +188,7 @@ impl PyArray {
     #[pyo3(signature = (*, allow_nulls = false))]
     fn to_tensor(&self, allow_nulls: bool) -> PyResult<PyTensor> {
         let tensor = self
+            .column
             .tensor_with(ToTensorOptions {
                 allow_nulls,
                 allow_copy: true,
@@ -175,22 +201,26 @@ impl PyArray {
     /// `fixed_size_list<item: int32>[2]`, ...).
     #[getter]
     fn r#type(&self) -> String {
-        field_type_name(&self.field)
+        field_type_name(&self.column.field)
     }
 
     /// The number of null elements.
     #[getter]
     fn null_count(&self) -> usize {
-        self.chunks.iter().map(|chunk| chunk.null_count()).sum()
+        self.column
+            .chunks
+            .iter()
+            .map(|chunk| chunk.null_count())
+            .sum()
     }
 
     fn __len__(&self) -> usize {
-        self.len()
+        self.column.len()
     }
 
     /// The elements as Python objects; nulls are None.
     fn to_pylist<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyList>> {
-        pretty::to_pylist(py, &self.chunks)
+        pretty::to_pylist(py, &self.column.chunks)
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
@@ -198,14 +228,7 @@ impl PyArray {
         Ok(format!(
             "<arrow_dlpack.{class} object at {:#x}>\n{}",
             slf.as_ptr() as usize,
-            pretty::format_chunks(&slf.get().chunks)
+            pretty::format_chunks(&slf.get().column.chunks)
         ))
-    }
-}
-
-impl PyArray {
-    fn tensor_with(&self, options: ToTensorOptions) -> arrow_dlpack::Result<Tensor> {
-        let array = self.combined(options.allow_copy)?;
-        to_tensor_with(array.as_ref(), options)
     }
 }

@@ -4,18 +4,21 @@
 //! and maps capsule errors to exception types of its own choosing, so the negotiation lives here:
 //!
 //! 1. `device` must name the CPU (`None`, `"cpu"` or `(1, 0)`);
-//! 2. a producer whose `__dlpack_device__` is not the CPU is refused before it is asked to export;
-//! 3. `__dlpack__(max_version=(1, 3), copy=...)` is called, and called again without keywords when
+//! 2. a producer that publishes the DLPack C exchange API (PyTorch) is asked through it when
+//!    `copy` is None (it has no `copy` argument), instead of steps 4 and 5;
+//! 3. a producer whose `__dlpack_device__` is not the CPU is refused before it is asked to export;
+//! 4. `__dlpack__(max_version=(1, 3), copy=...)` is called, and called again without keywords when
 //!    the producer raises `TypeError` (a legacy producer);
-//! 4. the capsule is consumed exactly once and its tensor handed to [`Tensor::from_raw_versioned`]
+//! 5. the capsule is consumed exactly once and its tensor handed to [`Tensor::from_raw_versioned`]
 //!    or [`Tensor::from_raw_legacy`], which own it from then on;
-//! 5. `copy=True` is honoured here when the producer did not copy (legacy capsules cannot say).
+//! 6. `copy=True` is honoured here when the producer did not copy (legacy capsules cannot say).
 
 use arrow_dlpack_tensor::Tensor;
 use dlpack_sys::{
     DLManagedTensor, DLManagedTensorVersioned, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
     DLTENSOR, DLTENSOR_VERSIONED, DlpackFlags, USED_DLTENSOR, USED_DLTENSOR_VERSIONED,
 };
+use dlpark::python::consumer::exchange::ExchangeApi;
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -36,21 +39,20 @@ pub(crate) fn import_tensor(
     copy: Option<bool>,
 ) -> PyResult<Tensor> {
     check_requested_device(device)?;
-    let (tensor, copied) = match object.cast::<PyCapsule>() {
-        Ok(capsule) => consume_capsule(capsule)?,
-        Err(_) => {
-            let capsule = request_capsule(object, copy)?;
-            match capsule.cast::<PyCapsule>() {
-                Ok(capsule) => consume_capsule(capsule)?,
-                Err(_) => {
-                    return Err(errors::type_error(format!(
-                        "{}.__dlpack__() returned {}; expected a PyCapsule",
-                        type_name(object),
-                        type_name(&capsule)
-                    )));
-                }
-            }
-        }
+    let (tensor, copied) = if let Ok(capsule) = object.cast::<PyCapsule>() {
+        consume_capsule(capsule)?
+    } else if let Some(api) = exchange_api(object, copy)? {
+        import_through_exchange_api(object, &api)?
+    } else {
+        let capsule = request_capsule(object, copy)?;
+        let Ok(capsule) = capsule.cast::<PyCapsule>() else {
+            return Err(errors::type_error(format!(
+                "{}.__dlpack__() returned {}; expected a PyCapsule",
+                type_name(object),
+                type_name(&capsule)
+            )));
+        };
+        consume_capsule(capsule)?
     };
     match copy {
         Some(true) if !copied => Ok(tensor.to_contiguous()),
@@ -60,6 +62,30 @@ pub(crate) fn import_tensor(
         ))),
         _ => Ok(tensor),
     }
+}
+
+/// The producer's DLPack C exchange API, used when `copy` is None (the API has no `copy`).
+fn exchange_api(object: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<Option<ExchangeApi>> {
+    if copy.is_some() {
+        return Ok(None);
+    }
+    ExchangeApi::from_object(object.as_borrowed())
+}
+
+/// Imports through a producer's DLPack C exchange API (PyTorch, this package), which skips the
+/// Python `__dlpack__` call and the capsule.
+fn import_through_exchange_api(
+    object: &Bound<'_, PyAny>,
+    api: &ExchangeApi,
+) -> PyResult<(Tensor, bool)> {
+    check_producer_device(object)?;
+    // The CPU has no streams, so the producer's work stream needs no ordering.
+    let (managed, _stream) = api
+        .import_managed_no_sync(object.as_borrowed())?
+        .into_parts();
+    let copied = managed.flags().contains(DlpackFlags::IS_COPIED);
+    let tensor = Tensor::from_managed(managed).map_err(errors::tensor_error)?;
+    Ok((tensor, copied))
 }
 
 /// Checks the `device` argument of `from_dlpack`: only the CPU is supported.

@@ -3,13 +3,12 @@
 
 use std::sync::Arc;
 
-use arrow_array::ArrayRef;
 use arrow_dlpack::{EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorType};
-use arrow_schema::{Field, FieldRef};
+use arrow_schema::Field;
 use pyo3::PyClassInitializer;
 use pyo3::prelude::*;
 
-use crate::array::PyArray;
+use crate::array::{Column, PyArray};
 use crate::dlpack_export::DlpackRequest;
 use crate::dlpack_import::import_tensor;
 use crate::errors::{self, Operation};
@@ -25,35 +24,37 @@ use crate::type_names::data_type_name;
 )]
 pub(crate) struct PyFixedShapeTensorArray {
     tensor_type: FixedShapeTensorType,
+    /// The base class's column, shared (cheaply) so that code holding only `&self`, such as the
+    /// DLPack C exchange API, can export.
+    column: Column,
 }
 
 impl PyFixedShapeTensorArray {
     /// Wraps the storage `chunks` of a column whose `field` carries `tensor_type`.
     pub(crate) fn create(
         py: Python<'_>,
-        field: FieldRef,
-        chunks: Vec<ArrayRef>,
+        column: Column,
         tensor_type: FixedShapeTensorType,
     ) -> PyResult<Py<Self>> {
-        let initializer = PyClassInitializer::from(PyArray::new(field, chunks))
-            .add_subclass(PyFixedShapeTensorArray { tensor_type });
+        let initializer = PyClassInitializer::from(PyArray::new(column.clone())).add_subclass(
+            PyFixedShapeTensorArray {
+                tensor_type,
+                column,
+            },
+        );
         Py::new(py, initializer)
     }
 
     fn from_array(py: Python<'_>, array: FixedShapeTensorArray) -> PyResult<Py<Self>> {
         let field = Arc::new(array.field(""));
         let (tensor_type, storage) = array.into_parts();
-        Self::create(py, field, vec![Arc::new(storage)], tensor_type)
+        Self::create(py, Column::new(field, vec![Arc::new(storage)]), tensor_type)
     }
 
     /// The chunks as one extension array, concatenated when there are several and `allow_copy`.
-    fn combined(
-        slf: &Bound<'_, Self>,
-        allow_copy: bool,
-    ) -> arrow_dlpack::Result<FixedShapeTensorArray> {
-        let base = slf.as_super().get();
-        let storage = base.combined(allow_copy)?;
-        FixedShapeTensorArray::try_from_field_and_array(base.field(), storage)
+    pub(crate) fn combined(&self, allow_copy: bool) -> arrow_dlpack::Result<FixedShapeTensorArray> {
+        let storage = self.column.combined(allow_copy)?;
+        FixedShapeTensorArray::try_from_field_and_array(self.column.field(), storage)
     }
 }
 
@@ -93,25 +94,28 @@ impl PyFixedShapeTensorArray {
     /// Exports the whole `(len, *cell_shape)` tensor as a DLPack capsule.
     #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
     fn __dlpack__(
-        slf: &Bound<'_, Self>,
+        &self,
+        py: Python<'_>,
         stream: Option<&Bound<'_, PyAny>>,
         max_version: Option<(u32, u32)>,
         dl_device: Option<(u32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
         let request = DlpackRequest::parse(stream, max_version, dl_device, copy)?;
-        let tensor = Self::combined(slf, request.allows_copy())
+        let tensor = self
+            .combined(request.allows_copy())
             .and_then(|array| array.to_tensor(false))
             .map_err(|error| errors::arrow_error(error, Operation::Export))?;
-        request.export(slf.py(), &tensor)
+        request.export(py, &tensor)
     }
 
     /// The whole `(len, *cell_shape)` tensor, zero-copy.
     ///
     /// Nulls are refused with a ValueError unless `allow_nulls=True`.
     #[pyo3(signature = (*, allow_nulls = false))]
-    fn to_tensor(slf: &Bound<'_, Self>, allow_nulls: bool) -> PyResult<PyTensor> {
-        let tensor = Self::combined(slf, true)
+    fn to_tensor(&self, allow_nulls: bool) -> PyResult<PyTensor> {
+        let tensor = self
+            .combined(true)
             .and_then(|array| array.to_tensor(allow_nulls))
             .map_err(|error| errors::arrow_error(error, Operation::ToTensor))?;
         Ok(PyTensor::new(tensor))

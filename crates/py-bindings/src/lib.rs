@@ -10,6 +10,7 @@
 //! | [`fixed_shape_tensor`] | `FixedShapeTensorArray`: `arrow.fixed_shape_tensor` columns |
 //! | [`dlpack_export`] | `__dlpack__`: argument rules and capsules (dlpark's capsule machinery) |
 //! | [`dlpack_import`] | `from_dlpack`: negotiation with producers, legacy retry, capsule consumption |
+//! | [`exchange`] | the DLPack C exchange API (`__dlpack_c_exchange_api__`) of each class |
 //! | [`arrow_ffi`] | the Arrow PyCapsule interface over arrow-rs's C data and stream interfaces |
 //! | [`errors`] | the exception classes and the mapping of every Rust error variant to them |
 //! | [`type_names`], [`pretty`] | PyArrow's type names, reprs and `to_pylist` |
@@ -19,6 +20,7 @@ mod arrow_ffi;
 mod dlpack_export;
 mod dlpack_import;
 mod errors;
+mod exchange;
 mod fixed_shape_tensor;
 mod pretty;
 mod tensor;
@@ -35,5 +37,6 @@ fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<tensor::PyTensor>()?;
     module.add_class::<fixed_shape_tensor::PyFixedShapeTensorArray>()?;
     errors::register(module)?;
+    exchange::install(module.py())?;
     Ok(())
 }

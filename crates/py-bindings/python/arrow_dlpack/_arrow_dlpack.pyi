@@ -3,7 +3,7 @@
 Written by hand and checked against the built module by ``mypy.stubtest``.
 """
 
-from typing import Any, Optional, Tuple, Union
+from typing import Any, ClassVar, Optional, Tuple, Union
 
 from typing_extensions import CapsuleType, disjoint_base, final
 
@@ -51,6 +51,10 @@ def array(obj: Any) -> Union[Array, FixedShapeTensorArray]:
 class Array:
     """An Arrow array (one column, possibly in several chunks) that speaks DLPack and the Arrow
     PyCapsule interface."""
+
+    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
+    """The DLPack 1.3 C exchange API: what ``__dlpack__(max_version=(1, 3))`` gives, without the
+    Python call."""
 
     @staticmethod
     def from_dlpack(
@@ -116,6 +120,9 @@ class Tensor:
     """A strided n-dimensional tensor over Arrow memory, exchanged through DLPack without
     copying; PyArrow's ``pa.Tensor`` with any strides (zero and negative included)."""
 
+    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
+    """The DLPack 1.3 C exchange API (see :attr:`Array.__dlpack_c_exchange_api__`)."""
+
     @staticmethod
     def from_dlpack(
         x: Any, /, *, device: _Device = None, copy: Optional[bool] = None
@@ -170,6 +177,9 @@ class Tensor:
 @final
 class FixedShapeTensorArray(Array):
     """An array of tensors of one shape (the ``arrow.fixed_shape_tensor`` extension type)."""
+
+    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
+    """The DLPack 1.3 C exchange API, exporting the whole ``(len, *cell_shape)`` tensor."""
 
     @staticmethod
     def from_dlpack(

@@ -1,0 +1,102 @@
+//! The DLPack C exchange API (DLPack 1.3): a `__dlpack_c_exchange_api__` type attribute through
+//! which consumers such as PyTorch exchange tensors in tens of nanoseconds instead of a Python
+//! `__dlpack__` call.
+//!
+//! dlpark builds the process-lifetime function table and its capsule; this module says how each
+//! class produces a managed tensor: exactly what `__dlpack__(max_version=(1, 3))` gives, without
+//! the Python call.
+
+use std::ffi::c_void;
+
+use arrow_dlpack::ToTensorOptions;
+use arrow_dlpack_tensor::{ExportOptions, Tensor};
+use dlpack_sys::{DLDevice, DLDeviceType, DLManagedTensorVersioned};
+use dlpark::Managed;
+use dlpark::python::{DlpackExchangeProducer, install_exchange_api};
+use pyo3::prelude::*;
+
+use crate::array::PyArray;
+use crate::errors::{self, Operation};
+use crate::fixed_shape_tensor::PyFixedShapeTensorArray;
+use crate::tensor::PyTensor;
+
+/// Publishes the exchange API on every class; call once the classes are registered.
+pub(crate) fn install(py: Python<'_>) -> PyResult<()> {
+    install_exchange_api::<PyArray>(py)?;
+    install_exchange_api::<PyTensor>(py)?;
+    install_exchange_api::<PyFixedShapeTensorArray>(py)?;
+    Ok(())
+}
+
+/// A shared, versioned export with the default options (`copy=None`).
+fn export(tensor: &Tensor) -> PyResult<Managed<DLManagedTensorVersioned>> {
+    tensor
+        .to_dlpack_versioned(ExportOptions::default())
+        .map_err(errors::tensor_error)
+}
+
+/// The CPU has no streams: the work stream is NULL, and other devices are refused.
+fn cpu_work_stream(device: DLDevice) -> PyResult<*mut c_void> {
+    if device.device_type != DLDeviceType::CPU {
+        return Err(errors::buffer_error(format!(
+            "no work stream for DLPack device type {}: arrow_dlpack holds CPU data only",
+            device.device_type.0
+        )));
+    }
+    Ok(std::ptr::null_mut())
+}
+
+// SAFETY: `HAS_DLTENSOR_VIEW` is false, so no borrowed view is handed out; the managed tensors
+// come from the tensor crate, which keeps the data alive until their deleter runs and lets it run
+// from any thread; the work stream of the CPU is NULL, which DLPack defines as "no stream".
+unsafe impl DlpackExchangeProducer for PyArray {
+    fn managed_tensor_no_sync(
+        &self,
+        _py: Python<'_>,
+    ) -> PyResult<Managed<DLManagedTensorVersioned>> {
+        let tensor = self
+            .column()
+            .tensor_with(ToTensorOptions {
+                allow_nulls: false,
+                allow_copy: true,
+            })
+            .map_err(|error| errors::arrow_error(error, Operation::Export))?;
+        export(&tensor)
+    }
+
+    fn current_work_stream(_py: Python<'_>, device: DLDevice) -> PyResult<*mut c_void> {
+        cpu_work_stream(device)
+    }
+}
+
+// SAFETY: as for `PyArray`.
+unsafe impl DlpackExchangeProducer for PyTensor {
+    fn managed_tensor_no_sync(
+        &self,
+        _py: Python<'_>,
+    ) -> PyResult<Managed<DLManagedTensorVersioned>> {
+        export(self.tensor())
+    }
+
+    fn current_work_stream(_py: Python<'_>, device: DLDevice) -> PyResult<*mut c_void> {
+        cpu_work_stream(device)
+    }
+}
+
+// SAFETY: as for `PyArray`.
+unsafe impl DlpackExchangeProducer for PyFixedShapeTensorArray {
+    fn managed_tensor_no_sync(
+        &self,
+        _py: Python<'_>,
+    ) -> PyResult<Managed<DLManagedTensorVersioned>> {
+        let tensor = self
+            .combined(true)
+            .and_then(|array| array.to_tensor(false))
+            .map_err(|error| errors::arrow_error(error, Operation::Export))?;
+        export(&tensor)
+    }
+
+    fn current_work_stream(_py: Python<'_>, device: DLDevice) -> PyResult<*mut c_void> {
+        cpu_work_stream(device)
+    }
+}
