@@ -306,7 +306,9 @@ mod tests {
         assert_eq!(float(1e20), "1e+20");
         assert_eq!(float(1e-7), "1e-7");
         assert_eq!(float(123456789.0), "123456789");
-        assert_eq!(float(1234567890.0), "1.23456789e+9");
+        assert_eq!(float(1234567890.0), "1234567890");
+        assert_eq!(float(1e10), "1e+10");
+        assert_eq!(float(1.5e-6), "0.0000015");
         assert_eq!(float(0.000123), "0.000123");
         assert_eq!(float(-0.0), "-0");
         assert_eq!(float(-3.25), "-3.25");
