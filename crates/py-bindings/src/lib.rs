@@ -5,15 +5,15 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | [`array`] | `Array` and `array()`: Arrow columns from any Arrow PyCapsule producer |
-//! | [`tensor`] | `Tensor`: n-D strided views, DLPack both ways |
-//! | [`fixed_shape_tensor`] | `FixedShapeTensorArray`: `arrow.fixed_shape_tensor` columns |
-//! | [`dlpack_export`] | `__dlpack__`: argument rules and capsules (dlpark's capsule machinery) |
-//! | [`dlpack_import`] | `from_dlpack`: negotiation with producers, legacy retry, capsule consumption |
-//! | [`exchange`] | the DLPack C exchange API (`__dlpack_c_exchange_api__`) of each class |
-//! | [`arrow_ffi`] | the Arrow PyCapsule interface over arrow-rs's C data and stream interfaces |
-//! | [`errors`] | the exception classes and the mapping of every Rust error variant to them |
-//! | [`type_names`], [`pretty`] | PyArrow's type names, reprs and `to_pylist` |
+//! | `array` | `Array` and `array()`: Arrow columns from any Arrow PyCapsule producer |
+//! | `tensor` | `Tensor`: n-D strided views, DLPack both ways |
+//! | `fixed_shape_tensor` | `FixedShapeTensorArray`: `arrow.fixed_shape_tensor` columns |
+//! | `dlpack_export` | `__dlpack__`: argument rules and capsules (dlpark's capsule machinery) |
+//! | `dlpack_import` | `from_dlpack`: negotiation with producers, legacy retry, capsule consumption |
+//! | `exchange` | the DLPack C exchange API (`__dlpack_c_exchange_api__`) of each class |
+//! | `arrow_ffi` | the Arrow PyCapsule interface over arrow-rs's C data and stream interfaces |
+//! | `errors` | the exception classes and the mapping of every Rust error variant to them |
+//! | `type_names`, `pretty` | PyArrow's type names, reprs and `to_pylist` |
 
 mod array;
 mod arrow_ffi;
