@@ -124,10 +124,18 @@ impl Cmd {
         words.join(" ")
     }
 
-    /// Shows a path under the project root relative to it, and quotes what a shell would split.
+    /// Shows a path under the project root, alone or as the value of an `--option=`, relative
+    /// to the root, and quotes what a shell would split.
     fn shorten(&self, word: &OsStr) -> String {
-        match Path::new(word).strip_prefix(&self.root) {
-            Ok(relative) if Path::new(word).is_absolute() => quote(relative.as_os_str()),
+        let text = word.to_string_lossy();
+        let (option, path) = match text.split_once('=') {
+            Some((option, path)) if option.starts_with('-') => (format!("{option}="), path),
+            _ => (String::new(), text.as_ref()),
+        };
+        match Path::new(path).strip_prefix(&self.root) {
+            Ok(relative) if Path::new(path).is_absolute() => {
+                quote(format!("{option}{}", relative.display()).as_ref())
+            }
             _ => quote(word),
         }
     }
@@ -182,6 +190,17 @@ mod tests {
         assert_eq!(
             cmd.display(),
             "CI=true target/venv/bin/python -m pytest crates/py-bindings/tests -k 'a and b'"
+        );
+    }
+
+    #[test]
+    fn display_shortens_paths_given_as_option_values() {
+        let cmd = Cmd::new(Path::new("/repo"), "valgrind")
+            .arg("--log-file=/repo/target/valgrind/a.log")
+            .arg("--tool=memcheck");
+        assert_eq!(
+            cmd.display(),
+            "valgrind --log-file=target/valgrind/a.log --tool=memcheck"
         );
     }
 
