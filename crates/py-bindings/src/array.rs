@@ -3,15 +3,15 @@
 
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, new_empty_array};
+use arrow_array::{ArrayRef, UInt8Array, new_empty_array};
 use arrow_dlpack::{
     EXTENSION_NAME, FixedShapeTensorType, ToTensorOptions, concat_chunks, tensor_to_array_with,
-    to_tensor_with,
+    to_tensor_with, validity_to_tensor,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{Field, FieldRef};
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyTuple};
+use pyo3::types::{PyCapsule, PyList, PyTuple};
 
 use crate::arrow_ffi;
 use crate::dlpack_export::{DlpackRequest, cpu_device};
@@ -33,13 +33,8 @@ pub(crate) struct Column {
 }
 
 impl Column {
-    /// A column of `chunks`, described by `field`; no chunks at all means an empty column.
+    /// A column of `chunks` (possibly none: an empty stream), described by `field`.
     pub(crate) fn new(field: FieldRef, chunks: Vec<ArrayRef>) -> Self {
-        let chunks = if chunks.is_empty() {
-            vec![new_empty_array(field.data_type())]
-        } else {
-            chunks
-        };
         Column { field, chunks }
     }
 
@@ -48,10 +43,38 @@ impl Column {
         &self.field
     }
 
-    /// The chunks as one array: the chunk itself when there is one, else a concatenation when
-    /// `allow_copy`.
+    /// The chunks as one array: the chunk itself when there is one, an empty array when there
+    /// is none, else a concatenation when `allow_copy`.
     pub(crate) fn combined(&self, allow_copy: bool) -> arrow_dlpack::Result<ArrayRef> {
+        if self.chunks.is_empty() {
+            return Ok(new_empty_array(self.field.data_type()));
+        }
         concat_chunks(&self.chunks, allow_copy)
+    }
+
+    /// The validity of every element as one 1-D `bool` tensor (1 = valid), a copy.
+    pub(crate) fn validity(&self) -> Tensor {
+        match self.chunks.as_slice() {
+            [chunk] => validity_to_tensor(chunk.as_ref()),
+            chunks => {
+                // Each chunk's mask is a fresh byte buffer; one more copy joins them.
+                let mut joined = Vec::with_capacity(self.len());
+                for chunk in chunks {
+                    let mask = validity_to_tensor(chunk.as_ref());
+                    let bytes = mask
+                        .row_major_buffer()
+                        .expect("a validity tensor is 1-D and row-major");
+                    joined.extend_from_slice(bytes.as_slice());
+                }
+                let len = joined.len();
+                // A `Vec<u8>` becomes an Arrow buffer without a copy (through `UInt8Array`, which
+                // spares this crate a dependency on arrow-buffer).
+                let buffer = UInt8Array::from(joined).into_parts().1.into_inner();
+                Tensor::try_new_row_major(buffer, DType::Bool, vec![len])
+                    .expect("a buffer of len bytes holds a 1-D bool tensor of len elements")
+                    .with_read_only(false)
+            }
+        }
     }
 
     /// The column as one tensor: 1-D for primitive arrays, n-D for (nested) fixed-size lists.
@@ -100,8 +123,14 @@ pub(crate) fn wrap_column(
 /// ChunkedArray, polars Series, nanoarrow, arro3, ...) without copying.
 ///
 /// An `arrow.fixed_shape_tensor` column gives a `FixedShapeTensorArray`.
+///
+/// An `arrow_dlpack` array is taken as it is (its chunks shared, without the C interfaces).
 #[pyfunction]
 pub(crate) fn array(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    if let Ok(ours) = obj.cast::<PyArray>() {
+        let column = ours.get().column();
+        return wrap_column(py, column.field.clone(), column.chunks.clone());
+    }
     let imported = arrow_ffi::import(obj)?;
     wrap_column(py, imported.field, imported.chunks)
 }
@@ -181,6 +210,48 @@ impl PyArray {
         PyTuple::new(py, [schema, array])
     }
 
+    /// The array as an `arrow_array_stream` capsule that hands out its chunks one by one,
+    /// zero-copy (extension metadata included), so that `pa.chunked_array(obj)`, polars and other
+    /// stream consumers keep the chunks.
+    ///
+    /// `requested_schema` is accepted and ignored, as the interface allows.
+    #[pyo3(signature = (requested_schema = None))]
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let _ = requested_schema;
+        arrow_ffi::stream_capsule(py, &self.column.field, &self.column.chunks)
+    }
+
+    /// The number of chunks (0 for an empty stream).
+    #[getter]
+    fn num_chunks(&self) -> usize {
+        self.column.chunks.len()
+    }
+
+    /// The chunks, each an array of this class sharing its memory.
+    #[getter]
+    fn chunks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let chunks = self
+            .column
+            .chunks
+            .iter()
+            .map(|chunk| wrap_column(py, self.column.field.clone(), vec![chunk.clone()]))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, chunks)
+    }
+
+    /// The validity of each element as a 1-D `bool` tensor: true where the element is valid,
+    /// false where it is null (all true without nulls).
+    ///
+    /// A copy (Arrow validity is bit-packed), writable, beside the values of
+    /// `to_tensor(allow_nulls=True)`; several chunks give one tensor.
+    fn validity(&self) -> PyTensor {
+        PyTensor::new(self.column.validity())
+    }
+
     /// A tensor view of the array: 1-D for primitive arrays, n-D for (nested) fixed-size lists.
     ///
     /// Nulls are refused with a ValueError unless `allow_nulls=True`; null slots then hold
@@ -219,7 +290,7 @@ impl PyArray {
     }
 
     /// The elements as Python objects; nulls are None.
-    fn to_pylist<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+    fn to_pylist<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         pretty::to_pylist(py, &self.column.chunks)
     }
 

@@ -8,13 +8,17 @@
 //!   capsules (leaving them released, as the protocol asks) and imported zero-copy;
 //! - export: the schema comes from the [`Field`], so that extension metadata travels with it
 //!   (`arrow_array::ffi::to_ffi` would drop it), and the capsules own the structs until a consumer
-//!   moves them out.
+//!   moves them out;
+//! - stream export: arrow-rs 60 exports only streams of record batches, so a column's chunks are
+//!   handed out by a small `ArrowArrayStream` of our own ([`stream_capsule`]), whose private data
+//!   owns the chunks until the consumer releases the stream.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
 
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema, from_ffi_and_data_type};
 use arrow_array::ffi_stream::{ArrayStreamReader, FFI_ArrowArrayStream};
 use arrow_array::{Array, ArrayRef, make_array};
+use arrow_schema::ArrowError;
 use arrow_schema::{Field, FieldRef};
 use pyo3::exceptions::PyAttributeError;
 use pyo3::intern;
@@ -166,4 +170,237 @@ pub(crate) fn array_capsule<'py>(
 ) -> PyResult<Bound<'py, PyCapsule>> {
     let array = FFI_ArrowArray::new(&array.to_data());
     PyCapsule::new_with_value(py, array, ARROW_ARRAY)
+}
+
+/// `EINVAL` and `EIO`: the C stream interface reports failures as `errno` values, and these two
+/// have the same numbers on Linux, macOS and Windows.
+const EINVAL: c_int = 22;
+const EIO: c_int = 5;
+
+/// The private data of a stream made by [`stream_capsule`]: the column's field and chunks, and
+/// where the consumer has got to.
+struct ExportedStream {
+    field: FieldRef,
+    chunks: Vec<ArrayRef>,
+    /// The index of the chunk the next `get_next` hands out.
+    next: usize,
+    /// The message of the last failed call, kept for `get_last_error`.
+    last_error: Option<CString>,
+}
+
+impl ExportedStream {
+    /// Remembers `error` for `get_last_error` and returns the errno to report.
+    fn fail(&mut self, errno: c_int, error: &ArrowError) -> c_int {
+        // A message with an interior NUL is cut there rather than lost.
+        let message = error.to_string();
+        let message = message.split('\0').next().unwrap_or_default();
+        self.last_error = CString::new(message).ok();
+        errno
+    }
+}
+
+/// An `arrow_array_stream` capsule that hands out `chunks` one by one, zero-copy, described by
+/// `field` (extension metadata included).
+///
+/// The stream owns reference-counted handles to the chunks, so the column may die before the
+/// consumer reads the stream; its release callback frees them exactly once.
+pub(crate) fn stream_capsule<'py>(
+    py: Python<'py>,
+    field: &FieldRef,
+    chunks: &[ArrayRef],
+) -> PyResult<Bound<'py, PyCapsule>> {
+    // Fail now, in Python, rather than in the consumer's `get_schema`.
+    FFI_ArrowSchema::try_from(field.as_ref()).map_err(errors::arrow_rs_error)?;
+    let stream = export_stream(field, chunks);
+    // The capsule owns the struct until a consumer moves it out (leaving a released copy); if
+    // no one does, dropping it releases the stream.
+    PyCapsule::new_with_value(py, stream, ARROW_ARRAY_STREAM)
+}
+
+/// An `ArrowArrayStream` that hands out `chunks` one by one, zero-copy, described by `field`.
+fn export_stream(field: &FieldRef, chunks: &[ArrayRef]) -> FFI_ArrowArrayStream {
+    let state = Box::new(ExportedStream {
+        field: field.clone(),
+        chunks: chunks.to_vec(),
+        next: 0,
+        last_error: None,
+    });
+    // SAFETY: the callbacks implement the C stream interface for a stream whose private data is a
+    // `Box<ExportedStream>` made by `Box::into_raw` here; `release_stream` frees it exactly once
+    // and marks the stream released, and nothing else frees it.
+    unsafe {
+        FFI_ArrowArrayStream::new_unchecked(
+            Some(stream_get_schema),
+            Some(stream_get_next),
+            Some(stream_get_last_error),
+            Some(release_stream),
+            Box::into_raw(state).cast::<c_void>(),
+        )
+    }
+}
+
+/// The [`ExportedStream`] behind `stream`.
+///
+/// # Safety
+///
+/// `stream` must be a live, unreleased stream made by [`stream_capsule`] (or moved out of one),
+/// and no other reference to its private data may be alive: the C stream interface lets one
+/// consumer call the callbacks of a stream, one at a time.
+unsafe fn exported_stream<'a>(stream: *mut FFI_ArrowArrayStream) -> Option<&'a mut ExportedStream> {
+    // SAFETY: the caller guarantees `stream` is valid for reads, or null (checked by `as_ref`).
+    let stream = unsafe { stream.as_ref() }?;
+    let state = stream.private_data().cast::<ExportedStream>();
+    // SAFETY: the private data of our streams is a live `Box<ExportedStream>` until release,
+    // and the caller guarantees that this is the only reference to it.
+    unsafe { state.as_mut() }
+}
+
+/// `get_schema`: the column's field, as a schema of its own.
+unsafe extern "C" fn stream_get_schema(
+    stream: *mut FFI_ArrowArrayStream,
+    out: *mut FFI_ArrowSchema,
+) -> c_int {
+    // SAFETY: the consumer calls the callbacks of a live stream with the stream itself, one call
+    // at a time (C stream interface).
+    let Some(state) = (unsafe { exported_stream(stream) }) else {
+        return EINVAL;
+    };
+    if out.is_null() {
+        return EINVAL;
+    }
+    match FFI_ArrowSchema::try_from(state.field.as_ref()) {
+        Ok(schema) => {
+            // SAFETY: `out` is non-null and points to a struct the consumer owns and expects us
+            // to fill; `write` does not drop its (uninitialised or released) old value.
+            unsafe { out.write(schema) };
+            0
+        }
+        Err(error) => state.fail(EIO, &error),
+    }
+}
+
+/// `get_next`: the next chunk, sharing its buffers; a released array once all are handed out.
+unsafe extern "C" fn stream_get_next(
+    stream: *mut FFI_ArrowArrayStream,
+    out: *mut FFI_ArrowArray,
+) -> c_int {
+    // SAFETY: as in `stream_get_schema`.
+    let Some(state) = (unsafe { exported_stream(stream) }) else {
+        return EINVAL;
+    };
+    if out.is_null() {
+        return EINVAL;
+    }
+    let array = match state.chunks.get(state.next) {
+        Some(chunk) => {
+            state.next += 1;
+            FFI_ArrowArray::new(&chunk.to_data())
+        }
+        // The end of the stream is an array whose release callback is NULL.
+        None => FFI_ArrowArray::empty(),
+    };
+    // SAFETY: as in `stream_get_schema`: `out` is the consumer's struct to fill.
+    unsafe { out.write(array) };
+    0
+}
+
+/// `get_last_error`: the message of the last failure, valid until the next call on the stream.
+unsafe extern "C" fn stream_get_last_error(stream: *mut FFI_ArrowArrayStream) -> *const c_char {
+    // SAFETY: as in `stream_get_schema`.
+    match unsafe { exported_stream(stream) } {
+        Some(ExportedStream {
+            last_error: Some(message),
+            ..
+        }) => message.as_ptr(),
+        _ => std::ptr::null(),
+    }
+}
+
+/// `release`: frees the private data (and so the stream's handles on the chunks) and marks the
+/// stream released, so that a second call does nothing.
+unsafe extern "C" fn release_stream(stream: *mut FFI_ArrowArrayStream) {
+    // SAFETY: the consumer (or the capsule's destructor, through `Drop`) passes the live stream,
+    // valid for reads and writes, or null (checked by `as_mut`).
+    let Some(stream) = (unsafe { stream.as_mut() }) else {
+        return;
+    };
+    if stream.release().is_none() {
+        return;
+    }
+    // SAFETY: the stream is not released, so its private data is the `Box<ExportedStream>` made
+    // by `stream_capsule`; taking it back and marking the stream released (below) frees it
+    // exactly once.
+    let state = unsafe { Box::from_raw(stream.private_data().cast::<ExportedStream>()) };
+    drop(state);
+    // SAFETY: the old pointer was freed just above; NULL is what a released stream holds.
+    unsafe { stream.set_private_data(std::ptr::null_mut()) };
+    // SAFETY: a NULL release callback marks the stream released, so that neither the consumer
+    // nor `Drop` calls this function on it again.
+    unsafe { stream.set_release(None) };
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::Int32Array;
+    use arrow_array::ffi_stream::ArrayStreamReader;
+    use arrow_schema::DataType;
+
+    use super::*;
+
+    fn chunks() -> (FieldRef, Vec<ArrayRef>) {
+        let field = Arc::new(Field::new("x", DataType::Int32, true));
+        let chunks: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from(vec![1, 2, 3])),
+            Arc::new(Int32Array::from(vec![Some(4), None])),
+        ];
+        (field, chunks)
+    }
+
+    #[test]
+    fn exported_stream_hands_out_every_chunk_zero_copy_then_ends() {
+        let (field, chunks) = chunks();
+        let reader = ArrayStreamReader::try_new(export_stream(&field, &chunks)).unwrap();
+        assert_eq!(
+            arrow_array::ArrayReader::field(&reader).as_ref(),
+            field.as_ref()
+        );
+        let read: Vec<ArrayRef> = reader.collect::<Result<_, _>>().unwrap();
+        assert_eq!(read.len(), 2);
+        for (read, chunk) in read.iter().zip(&chunks) {
+            assert_eq!(read.to_data(), chunk.to_data());
+            assert_eq!(
+                read.to_data().buffers()[0].as_ptr(),
+                chunk.to_data().buffers()[0].as_ptr()
+            );
+        }
+    }
+
+    #[test]
+    fn release_frees_the_chunks_once_and_a_second_release_does_nothing() {
+        let (field, chunks) = chunks();
+        let mut stream = export_stream(&field, &chunks);
+        assert_eq!(Arc::strong_count(&chunks[0]), 2);
+        let release = stream.release().unwrap();
+        // SAFETY: `stream` is a live stream made by `export_stream`.
+        unsafe { release(&mut stream) };
+        assert!(stream.release().is_none());
+        assert!(stream.private_data().is_null());
+        assert_eq!(Arc::strong_count(&chunks[0]), 1);
+        // SAFETY: calling the saved callback again on the released stream must be harmless.
+        unsafe { release(&mut stream) };
+        assert_eq!(Arc::strong_count(&chunks[0]), 1);
+        drop(stream);
+        assert_eq!(Arc::strong_count(&chunks[0]), 1);
+    }
+
+    #[test]
+    fn dropping_an_unread_stream_releases_it() {
+        let (field, chunks) = chunks();
+        let stream = export_stream(&field, &chunks);
+        assert_eq!(Arc::strong_count(&chunks[1]), 2);
+        drop(stream);
+        assert_eq!(Arc::strong_count(&chunks[1]), 1);
+    }
 }

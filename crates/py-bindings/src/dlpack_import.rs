@@ -79,6 +79,7 @@ fn import_through_exchange_api(
     api: &ExchangeApi,
 ) -> PyResult<(Tensor, bool)> {
     check_producer_device(object)?;
+    crate::exchange::count_import();
     // The CPU has no streams, so the producer's work stream needs no ordering.
     let (managed, _stream) = api
         .import_managed_no_sync(object.as_borrowed())?

@@ -5,8 +5,13 @@
 //! dlpark builds the process-lifetime function table and its capsule; this module says how each
 //! class produces a managed tensor: exactly what `__dlpack__(max_version=(1, 3))` gives, without
 //! the Python call.
+//!
+//! Both directions are counted, so that tests can tell which path an exchange took: a Python
+//! `__dlpack__` call cannot be observed on a pyo3 class, a call through the table can
+//! ([`_exchange_calls`]).
 
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use arrow_dlpack::ToTensorOptions;
 use arrow_dlpack_tensor::{ExportOptions, Tensor};
@@ -14,11 +19,39 @@ use dlpack_sys::{DLDevice, DLDeviceType, DLManagedTensorVersioned};
 use dlpark::Managed;
 use dlpark::python::{DlpackExchangeProducer, install_exchange_api};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::array::PyArray;
 use crate::errors::{self, Operation};
 use crate::fixed_shape_tensor::PyFixedShapeTensorArray;
 use crate::tensor::PyTensor;
+
+/// How many managed tensors our tables have handed to consumers.
+static EXPORTED: AtomicU64 = AtomicU64::new(0);
+/// How many tensors our `from_dlpack` has taken through a producer's table.
+static IMPORTED: AtomicU64 = AtomicU64::new(0);
+
+/// Counts one import through a producer's exchange table (called by `dlpack_import`).
+pub(crate) fn count_import() {
+    IMPORTED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Counts one export through one of our tables, successful or not.
+fn count_export() {
+    EXPORTED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// `{"exported": n, "imported": m}`: how many tensors went out through this package's DLPack C
+/// exchange tables, and came in through producers' tables, since the module was loaded.
+///
+/// Private, for tests: it is how they prove which path an exchange took.
+#[pyfunction(name = "_exchange_calls")]
+pub(crate) fn exchange_calls(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let calls = PyDict::new(py);
+    calls.set_item("exported", EXPORTED.load(Ordering::Relaxed))?;
+    calls.set_item("imported", IMPORTED.load(Ordering::Relaxed))?;
+    Ok(calls)
+}
 
 /// Publishes the exchange API on every class; call once the classes are registered.
 pub(crate) fn install(py: Python<'_>) -> PyResult<()> {
@@ -54,6 +87,7 @@ unsafe impl DlpackExchangeProducer for PyArray {
         &self,
         _py: Python<'_>,
     ) -> PyResult<Managed<DLManagedTensorVersioned>> {
+        count_export();
         let tensor = self
             .column()
             .tensor_with(ToTensorOptions {
@@ -75,6 +109,7 @@ unsafe impl DlpackExchangeProducer for PyTensor {
         &self,
         _py: Python<'_>,
     ) -> PyResult<Managed<DLManagedTensorVersioned>> {
+        count_export();
         export(self.tensor())
     }
 
@@ -89,6 +124,7 @@ unsafe impl DlpackExchangeProducer for PyFixedShapeTensorArray {
         &self,
         _py: Python<'_>,
     ) -> PyResult<Managed<DLManagedTensorVersioned>> {
+        count_export();
         let tensor = self
             .combined(true)
             .and_then(|array| array.to_tensor(false))

@@ -33,6 +33,7 @@ use pyo3::prelude::*;
 fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add_function(wrap_pyfunction!(array::array, module)?)?;
+    module.add_function(wrap_pyfunction!(exchange::exchange_calls, module)?)?;
     module.add_class::<array::PyArray>()?;
     module.add_class::<tensor::PyTensor>()?;
     module.add_class::<fixed_shape_tensor::PyFixedShapeTensorArray>()?;

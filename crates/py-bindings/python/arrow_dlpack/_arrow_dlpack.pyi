@@ -16,6 +16,7 @@ __all__ = [
     "FixedShapeTensorArray",
     "Tensor",
     "__version__",
+    "_exchange_calls",
     "array",
 ]
 __version__: str
@@ -46,6 +47,10 @@ def array(obj: Any) -> Union[Array, FixedShapeTensorArray]:
 
     Raises ArrowDLPackTypeError when ``obj`` has neither method.
     """
+
+def _exchange_calls() -> dict[str, int]:
+    """Private, for tests: ``{"exported": n, "imported": m}``, how many tensors went out through
+    this package's DLPack C exchange tables and came in through producers' tables."""
 
 @disjoint_base
 class Array:
@@ -96,8 +101,27 @@ class Array:
     def __arrow_c_array__(
         self, requested_schema: Optional[object] = None
     ) -> Tuple[CapsuleType, CapsuleType]:
-        """The array as (``arrow_schema``, ``arrow_array``) capsules; zero-copy for one chunk.
+        """The array as (``arrow_schema``, ``arrow_array``) capsules; zero-copy for one chunk,
+        several chunks concatenated (a copy: the interface asks for one array).
         ``requested_schema`` is ignored, as the interface allows."""
+    def __arrow_c_stream__(self, requested_schema: Optional[object] = None) -> CapsuleType:
+        """The array as an ``arrow_array_stream`` capsule that hands out its chunks one by one,
+        zero-copy, extension metadata included: ``pa.chunked_array(obj)`` and nanoarrow keep the
+        chunks. ``requested_schema`` is ignored, as the interface allows."""
+    @property
+    def num_chunks(self) -> int:
+        """The number of chunks the producer gave (0 for an empty stream)."""
+    @property
+    def chunks(self) -> list[Array]:
+        """The chunks, each an array of this class sharing its memory."""
+    def validity(self) -> Tensor:
+        """The validity of each element as a 1-D ``bool`` tensor: True where the element is
+        valid, False where it is null (all True without nulls).
+
+        A writable copy (Arrow validity is bit-packed), to send beside the values of
+        ``to_tensor(allow_nulls=True)``; several chunks give one tensor. Only the array's own
+        validity is given, not that of the child values of a fixed-size list.
+        """
     def to_tensor(self, *, allow_nulls: bool = False) -> Tensor:
         """A tensor view: 1-D for primitive arrays, n-D for (nested) fixed-size lists.
 
