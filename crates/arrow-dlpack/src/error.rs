@@ -149,6 +149,58 @@ pub enum Error {
     #[error("no chunks given; expected at least one chunk (the data type comes from chunk 0)")]
     NoChunks,
 
+    /// A record batch or struct array without columns: the tensor's dtype would be unknown.
+    #[error(
+        "no columns given; expected at least one numeric column (the tensor's dtype comes from \
+         the columns)"
+    )]
+    NoColumns,
+
+    /// A column of a record batch or struct array whose type cannot become tensor elements.
+    #[error("cannot convert column {column:?} of type {data_type}: {reason}; expected {expected}")]
+    UnsupportedColumnType {
+        /// The column's name.
+        column: String,
+        /// The column's type.
+        data_type: DataType,
+        /// Why it cannot be converted.
+        reason: &'static str,
+        /// The types the conversion accepts.
+        expected: &'static str,
+    },
+
+    /// Nulls in a column converted with `null_to_nan` off.
+    #[error(
+        "found {null_count} nulls in column {column:?}; expected none, or pass null_to_nan=true \
+         to write them as NaN"
+    )]
+    ColumnNulls {
+        /// The column's name.
+        column: String,
+        /// How many nulls it holds (a null struct row counts in every column).
+        null_count: usize,
+    },
+
+    /// Columns that do not all have the same number of rows.
+    #[error("column {column:?} has {found} rows; expected {expected}, the length of column 0")]
+    ColumnLength {
+        /// The name of the first column whose length differs.
+        column: String,
+        /// Its length.
+        found: usize,
+        /// The length of column 0.
+        expected: usize,
+    },
+
+    /// Column names and columns that do not pair up.
+    #[error("found {names} column names for {columns} columns; expected one name per column")]
+    ColumnNames {
+        /// How many names were given.
+        names: usize,
+        /// How many columns were given.
+        columns: usize,
+    },
+
     /// An error from arrow-rs while assembling an array.
     #[error(transparent)]
     Arrow(#[from] arrow_schema::ArrowError),

@@ -16,6 +16,8 @@
 //! | [`FixedShapeTensorType`], [`FixedShapeTensorMetadata`] | both | the `arrow.fixed_shape_tensor` extension type and its JSON metadata, PyArrow-compatible |
 //! | [`FixedShapeTensorArray`] | both | `to_tensor` (permutation applied exactly) and `from_tensor` (permutation derived from strides) |
 //! | [`concat_chunks`] | Arrow | one chunk zero-copy; several concatenated only when a copy is allowed |
+//! | [`record_batch_to_tensor`], [`struct_array_to_tensor`], [`columns_to_tensor`], [`RecordBatchToTensorOptions`] | Arrow -> tensor | numeric columns -> one writable 2-D tensor (a copy), row- or column-major, PyArrow's type promotion, nulls refused or NaN |
+//! | [`record_batch_columns_to_tensors`], [`struct_array_columns_to_tensors`], [`columns_to_tensors`] | Arrow -> tensor | one zero-copy tensor per column, named |
 //! | [`arrow_type_of`], [`dtype_of`] | both | the dtype <-> Arrow type correspondence |
 //! | [`Error`] | | the one error type |
 //!
@@ -76,6 +78,7 @@ mod error;
 mod export;
 mod fixed_shape_tensor;
 mod import;
+mod record_batch;
 
 pub use chunked::concat_chunks;
 pub use data_type::{arrow_type_of, dtype_of};
@@ -85,3 +88,8 @@ pub use fixed_shape_tensor::{
     EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorMetadata, FixedShapeTensorType,
 };
 pub use import::{tensor_to_array, tensor_to_array_with, tensor_to_fixed_size_list};
+pub use record_batch::{
+    RecordBatchToTensorOptions, columns_to_tensor, columns_to_tensors,
+    record_batch_columns_to_tensors, record_batch_to_tensor, struct_array_columns_to_tensors,
+    struct_array_to_tensor,
+};

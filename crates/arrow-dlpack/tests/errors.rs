@@ -3,13 +3,13 @@
 use std::sync::Arc;
 
 use arrow_array::{
-    ArrayRef, BooleanArray, Date32Array, FixedSizeListArray, Int32Array, StringArray,
+    ArrayRef, BooleanArray, Date32Array, FixedSizeListArray, Int32Array, RecordBatch, StringArray,
 };
 use arrow_buffer::{Buffer, NullBuffer};
 use arrow_dlpack::{
-    Error, FixedShapeTensorArray, FixedShapeTensorType, ToTensorOptions, arrow_type_of,
-    concat_chunks, tensor_to_array, tensor_to_array_with, tensor_to_fixed_size_list, to_tensor,
-    to_tensor_with,
+    Error, FixedShapeTensorArray, FixedShapeTensorType, RecordBatchToTensorOptions,
+    ToTensorOptions, arrow_type_of, columns_to_tensor, concat_chunks, record_batch_to_tensor,
+    tensor_to_array, tensor_to_array_with, tensor_to_fixed_size_list, to_tensor, to_tensor_with,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{ArrowError, DataType, Field};
@@ -48,12 +48,17 @@ fn variant(error: &Error) -> &'static str {
         Error::ListSizeOverflow { .. } => "ListSizeOverflow",
         Error::MixedChunkTypes { .. } => "MixedChunkTypes",
         Error::NoChunks => "NoChunks",
+        Error::NoColumns => "NoColumns",
+        Error::UnsupportedColumnType { .. } => "UnsupportedColumnType",
+        Error::ColumnNulls { .. } => "ColumnNulls",
+        Error::ColumnLength { .. } => "ColumnLength",
+        Error::ColumnNames { .. } => "ColumnNames",
         Error::Arrow(_) => "Arrow",
         other => panic!("a variant this test does not know: {other:?}; add it here"),
     }
 }
 
-const EVERY_VARIANT: [&str; 16] = [
+const EVERY_VARIANT: [&str; 21] = [
     "Tensor",
     "UnsupportedType",
     "Nulls",
@@ -69,6 +74,11 @@ const EVERY_VARIANT: [&str; 16] = [
     "ListSizeOverflow",
     "MixedChunkTypes",
     "NoChunks",
+    "NoColumns",
+    "UnsupportedColumnType",
+    "ColumnNulls",
+    "ColumnLength",
+    "ColumnNames",
     "Arrow",
 ];
 
@@ -137,6 +147,40 @@ fn every_error_message() {
         )
         .unwrap_err(),
         concat_chunks(&[], true).unwrap_err(),
+        columns_to_tensor(&[] as &[&str], &[], RecordBatchToTensorOptions::default()).unwrap_err(),
+        record_batch_to_tensor(
+            &RecordBatch::try_from_iter([(
+                "name",
+                Arc::new(StringArray::from(vec!["a"])) as ArrayRef,
+            )])
+            .unwrap(),
+            RecordBatchToTensorOptions::default(),
+        )
+        .unwrap_err(),
+        record_batch_to_tensor(
+            &RecordBatch::try_from_iter([(
+                "x",
+                Arc::new(Int32Array::from(vec![None, Some(1)])) as ArrayRef,
+            )])
+            .unwrap(),
+            RecordBatchToTensorOptions::default(),
+        )
+        .unwrap_err(),
+        columns_to_tensor(
+            &["a", "b"],
+            &[
+                Arc::new(Int32Array::from(vec![1, 2])),
+                Arc::new(Int32Array::from(vec![1])),
+            ],
+            RecordBatchToTensorOptions::default(),
+        )
+        .unwrap_err(),
+        columns_to_tensor(
+            &["a", "b"],
+            &[Arc::new(Int32Array::from(vec![1])) as ArrayRef],
+            RecordBatchToTensorOptions::default(),
+        )
+        .unwrap_err(),
         Error::from(ArrowError::InvalidArgumentError(
             "an error raised by arrow-rs".to_string(),
         )),

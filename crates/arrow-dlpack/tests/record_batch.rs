@@ -1,0 +1,1020 @@
+//! Record batches and struct arrays to tensors: the 2-D copy checked element by element against an
+//! independent reference for every pair of column types, PyArrow's promotion table, nulls refused
+//! or NaN, slices, both layouts, empty batches, and the zero-copy per-column tensors.
+
+use std::sync::Arc;
+
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, FixedSizeListArray, Float16Array, Float32Array, Float64Array,
+    Int8Array, Int16Array, Int32Array, Int64Array, RecordBatch, RecordBatchOptions, StringArray,
+    StructArray, UInt8Array, UInt16Array, UInt32Array, UInt64Array,
+};
+use arrow_buffer::NullBuffer;
+use arrow_dlpack::{
+    Error, RecordBatchToTensorOptions, columns_to_tensor, columns_to_tensors,
+    record_batch_columns_to_tensors, record_batch_to_tensor, struct_array_columns_to_tensors,
+    struct_array_to_tensor,
+};
+use arrow_dlpack_tensor::{DType, Tensor};
+use arrow_schema::{DataType, Field, Schema};
+use half::f16;
+use proptest::prelude::*;
+
+/// The column dtypes, in the order of the promotion table below.
+const DTYPES: [DType; 11] = [
+    DType::Int8,
+    DType::Int16,
+    DType::Int32,
+    DType::Int64,
+    DType::UInt8,
+    DType::UInt16,
+    DType::UInt32,
+    DType::UInt64,
+    DType::Float16,
+    DType::Float32,
+    DType::Float64,
+];
+
+/// PyArrow's result type for two columns (row: first column, column: second), written out by hand
+/// from Arrow C++'s `MaybeMergeNumericTypes` (`cpp/src/arrow/type.cc`) with integer-to-float,
+/// integer-sign and numeric-width promotion. PyArrow refuses the pairs with one float16 and
+/// another type; they follow the same rule here.
+const PROMOTION: [[&str; 11]; 11] = [
+    //  i8      i16     i32     i64     u8      u16     u32     u64     f16     f32     f64
+    [
+        "i8", "i16", "i32", "i64", "i16", "i32", "i64", "i64", "f16", "f32", "f64",
+    ], // i8
+    [
+        "i16", "i16", "i32", "i64", "i16", "i32", "i64", "i64", "f32", "f32", "f64",
+    ], // i16
+    [
+        "i32", "i32", "i32", "i64", "i32", "i32", "i64", "i64", "f64", "f64", "f64",
+    ], // i32
+    [
+        "i64", "i64", "i64", "i64", "i64", "i64", "i64", "i64", "f64", "f64", "f64",
+    ], // i64
+    [
+        "i16", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "f32", "f64",
+    ], // u8
+    [
+        "i32", "i32", "i32", "i64", "u16", "u16", "u32", "u64", "f32", "f32", "f64",
+    ], // u16
+    [
+        "i64", "i64", "i64", "i64", "u32", "u32", "u32", "u64", "f64", "f64", "f64",
+    ], // u32
+    [
+        "i64", "i64", "i64", "i64", "u64", "u64", "u64", "u64", "f64", "f64", "f64",
+    ], // u64
+    [
+        "f16", "f32", "f64", "f64", "f16", "f32", "f64", "f64", "f16", "f32", "f64",
+    ], // f16
+    [
+        "f32", "f32", "f64", "f64", "f32", "f32", "f64", "f64", "f32", "f32", "f64",
+    ], // f32
+    [
+        "f64", "f64", "f64", "f64", "f64", "f64", "f64", "f64", "f64", "f64", "f64",
+    ], // f64
+];
+
+fn short_name(name: &str) -> DType {
+    match name {
+        "i8" => DType::Int8,
+        "i16" => DType::Int16,
+        "i32" => DType::Int32,
+        "i64" => DType::Int64,
+        "u8" => DType::UInt8,
+        "u16" => DType::UInt16,
+        "u32" => DType::UInt32,
+        "u64" => DType::UInt64,
+        "f16" => DType::Float16,
+        "f32" => DType::Float32,
+        "f64" => DType::Float64,
+        other => panic!("no dtype {other}"),
+    }
+}
+
+/// A number of any column type, held exactly: integers as `i128`, floats as `f64`.
+#[derive(Debug, Clone, Copy)]
+enum Num {
+    Int(i128),
+    Float(f64),
+}
+
+impl Num {
+    fn int(self) -> i128 {
+        match self {
+            Num::Int(value) => value,
+            Num::Float(value) => panic!("{value} is not an integer"),
+        }
+    }
+
+    fn float(self) -> f64 {
+        match self {
+            Num::Float(value) => value,
+            Num::Int(value) => panic!("{value} is not a float"),
+        }
+    }
+
+    /// Equal values; floats by bits (so -0.0 differs from 0.0), NaN equal to NaN.
+    fn same(self, other: Num) -> bool {
+        match (self, other) {
+            (Num::Int(a), Num::Int(b)) => a == b,
+            (Num::Float(a), Num::Float(b)) => {
+                (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
+            }
+            _ => false,
+        }
+    }
+}
+
+fn is_float(dtype: DType) -> bool {
+    matches!(dtype, DType::Float16 | DType::Float32 | DType::Float64)
+}
+
+fn is_signed(dtype: DType) -> bool {
+    matches!(
+        dtype,
+        DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64
+    )
+}
+
+/// The smallest and largest values of an integer dtype.
+fn int_range(dtype: DType) -> (i128, i128) {
+    let bits = dtype.size() as u32 * 8;
+    if is_signed(dtype) {
+        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+    } else {
+        (0, (1i128 << bits) - 1)
+    }
+}
+
+/// Eight values of `dtype`, extremes included.
+fn samples(dtype: DType) -> Vec<Num> {
+    match dtype {
+        DType::Float16 => [-65504.0, -1.5, -0.0, 0.0, 0.25, 1000.0, 65504.0, f64::NAN]
+            .map(Num::Float)
+            .to_vec(),
+        DType::Float32 => [
+            f32::MIN as f64,
+            -1.5,
+            -0.0,
+            f32::MIN_POSITIVE as f64,
+            0.1f32 as f64,
+            16777216.0,
+            f32::INFINITY as f64,
+            f64::NAN,
+        ]
+        .map(Num::Float)
+        .to_vec(),
+        DType::Float64 => [
+            f64::MIN,
+            -1.5,
+            -0.0,
+            0.1,
+            1e300,
+            f64::MAX,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ]
+        .map(Num::Float)
+        .to_vec(),
+        _ => {
+            let (min, max) = int_range(dtype);
+            let middle = (min + max) / 2;
+            [
+                min,
+                min + 1,
+                middle - 1,
+                middle,
+                middle + 1,
+                42,
+                max - 1,
+                max,
+            ]
+            .map(Num::Int)
+            .to_vec()
+        }
+    }
+}
+
+/// An array of `dtype` holding `values`, with the given validity.
+fn array_of(dtype: DType, values: &[Num], validity: Option<&[bool]>) -> ArrayRef {
+    let nulls = validity.map(|validity| NullBuffer::from(validity.to_vec()));
+    macro_rules! int {
+        ($array:ty, $native:ty) => {
+            Arc::new(<$array>::new(
+                values.iter().map(|v| v.int() as $native).collect(),
+                nulls,
+            ))
+        };
+    }
+    match dtype {
+        DType::Int8 => int!(Int8Array, i8),
+        DType::Int16 => int!(Int16Array, i16),
+        DType::Int32 => int!(Int32Array, i32),
+        DType::Int64 => int!(Int64Array, i64),
+        DType::UInt8 => int!(UInt8Array, u8),
+        DType::UInt16 => int!(UInt16Array, u16),
+        DType::UInt32 => int!(UInt32Array, u32),
+        DType::UInt64 => int!(UInt64Array, u64),
+        DType::Float16 => Arc::new(Float16Array::new(
+            values.iter().map(|v| f16::from_f64(v.float())).collect(),
+            nulls,
+        )),
+        DType::Float32 => Arc::new(Float32Array::new(
+            values.iter().map(|v| v.float() as f32).collect(),
+            nulls,
+        )),
+        DType::Float64 => Arc::new(Float64Array::new(
+            values.iter().map(|v| v.float()).collect(),
+            nulls,
+        )),
+        other => panic!("no column type for {other}"),
+    }
+}
+
+/// What `value` (of a column) must become in a tensor of `target`: integers wrap into the
+/// target's width (only `uint64` into `int64` ever needs it), integers become the nearest float,
+/// floats widen exactly.
+fn expected(value: Num, target: DType) -> Num {
+    match (value, is_float(target)) {
+        (Num::Int(value), false) => {
+            let bits = target.size() as u32 * 8;
+            let modulus = 1i128 << bits;
+            let mut wrapped = value.rem_euclid(modulus);
+            if is_signed(target) && wrapped >= modulus / 2 {
+                wrapped -= modulus;
+            }
+            Num::Int(wrapped)
+        }
+        (Num::Int(value), true) => Num::Float(match target {
+            DType::Float16 => f16::from_f64(value as f64).to_f64(),
+            DType::Float32 => value as f32 as f64,
+            _ => value as f64,
+        }),
+        (Num::Float(value), true) => Num::Float(match target {
+            DType::Float16 => f16::from_f64(value).to_f64(),
+            DType::Float32 => value as f32 as f64,
+            _ => value,
+        }),
+        (Num::Float(value), false) => panic!("promotion never turns float {value} into {target}"),
+    }
+}
+
+/// The element `[row, column]` of a 2-D tensor, read through its strides.
+fn element(tensor: &Tensor, row: usize, column: usize) -> Num {
+    let index = tensor.offset() as isize
+        + row as isize * tensor.strides()[0]
+        + column as isize * tensor.strides()[1];
+    let size = tensor.dtype().size();
+    let bytes = &tensor.buffer().as_slice()[index as usize * size..][..size];
+    macro_rules! read {
+        ($native:ty) => {
+            <$native>::from_le_bytes(bytes.try_into().unwrap())
+        };
+    }
+    match tensor.dtype() {
+        DType::Int8 => Num::Int(read!(i8).into()),
+        DType::Int16 => Num::Int(read!(i16).into()),
+        DType::Int32 => Num::Int(read!(i32).into()),
+        DType::Int64 => Num::Int(read!(i64).into()),
+        DType::UInt8 => Num::Int(read!(u8).into()),
+        DType::UInt16 => Num::Int(read!(u16).into()),
+        DType::UInt32 => Num::Int(read!(u32).into()),
+        DType::UInt64 => Num::Int(read!(u64).into()),
+        DType::Float16 => Num::Float(f16::from_bits(read!(u16)).to_f64()),
+        DType::Float32 => Num::Float(read!(f32).into()),
+        DType::Float64 => Num::Float(read!(f64)),
+        other => panic!("unexpected tensor dtype {other}"),
+    }
+}
+
+/// A column given by its dtype, values and validity, for the reference check.
+#[derive(Debug, Clone)]
+struct Spec {
+    dtype: DType,
+    values: Vec<Num>,
+    validity: Option<Vec<bool>>,
+}
+
+impl Spec {
+    fn array(&self) -> ArrayRef {
+        array_of(self.dtype, &self.values, self.validity.as_deref())
+    }
+
+    fn is_valid(&self, row: usize) -> bool {
+        self.validity.as_ref().is_none_or(|validity| validity[row])
+    }
+}
+
+fn batch_of(arrays: Vec<ArrayRef>) -> RecordBatch {
+    let columns = arrays
+        .into_iter()
+        .enumerate()
+        .map(|(index, array)| (format!("c{index}"), array));
+    RecordBatch::try_from_iter(columns).unwrap()
+}
+
+/// Checks a tensor made from the rows `offset..offset + len` of `specs` against the reference:
+/// shape, strides, dtype, writability and every element.
+fn check_against_reference(
+    tensor: &Tensor,
+    specs: &[Spec],
+    offset: usize,
+    len: usize,
+    dtype: DType,
+    options: RecordBatchToTensorOptions,
+) {
+    let columns = specs.len();
+    assert_eq!(tensor.dtype(), dtype);
+    assert_eq!(tensor.shape(), &[len, columns]);
+    let strides: [isize; 2] = if options.row_major {
+        [columns as isize, 1]
+    } else {
+        [1, len.max(1) as isize]
+    };
+    assert_eq!(tensor.strides(), strides);
+    assert!(!tensor.is_read_only());
+    for row in 0..len {
+        for (column, spec) in specs.iter().enumerate() {
+            let want = if spec.is_valid(offset + row) {
+                expected(spec.values[offset + row], dtype)
+            } else {
+                Num::Float(f64::NAN)
+            };
+            let found = element(tensor, row, column);
+            assert!(
+                found.same(want),
+                "[{row}, {column}] of a {dtype} tensor from {}: found {found:?}, expected {want:?}",
+                spec.dtype
+            );
+        }
+    }
+}
+
+const ROW_MAJOR: RecordBatchToTensorOptions = RecordBatchToTensorOptions {
+    row_major: true,
+    null_to_nan: false,
+};
+const COLUMN_MAJOR: RecordBatchToTensorOptions = RecordBatchToTensorOptions {
+    row_major: false,
+    null_to_nan: false,
+};
+
+fn with_nan(options: RecordBatchToTensorOptions) -> RecordBatchToTensorOptions {
+    RecordBatchToTensorOptions {
+        null_to_nan: true,
+        ..options
+    }
+}
+
+/// The dtype `null_to_nan` gives for a result of `dtype`: integers become floats.
+fn nan_capable(dtype: DType) -> DType {
+    match dtype {
+        DType::Int8 | DType::Int16 | DType::UInt8 | DType::UInt16 => DType::Float32,
+        DType::Int32 | DType::Int64 | DType::UInt32 | DType::UInt64 => DType::Float64,
+        float => float,
+    }
+}
+
+#[test]
+fn default_options_are_pyarrows() {
+    assert_eq!(RecordBatchToTensorOptions::default(), ROW_MAJOR);
+}
+
+#[test]
+fn every_pair_of_column_types_promotes_as_pyarrow_and_converts_every_value() {
+    for (i, &first) in DTYPES.iter().enumerate() {
+        for (j, &second) in DTYPES.iter().enumerate() {
+            let promoted = short_name(PROMOTION[i][j]);
+            let specs = [first, second].map(|dtype| Spec {
+                dtype,
+                values: samples(dtype),
+                validity: None,
+            });
+            let batch = batch_of(specs.iter().map(Spec::array).collect());
+            for options in [ROW_MAJOR, COLUMN_MAJOR] {
+                let tensor = record_batch_to_tensor(&batch, options).unwrap();
+                check_against_reference(&tensor, &specs, 0, 8, promoted, options);
+
+                let options = with_nan(options);
+                let tensor = record_batch_to_tensor(&batch, options).unwrap();
+                check_against_reference(&tensor, &specs, 0, 8, nan_capable(promoted), options);
+            }
+        }
+    }
+}
+
+#[test]
+fn one_column_keeps_its_type() {
+    for dtype in DTYPES {
+        let specs = [Spec {
+            dtype,
+            values: samples(dtype),
+            validity: None,
+        }];
+        let batch = batch_of(vec![specs[0].array()]);
+        for options in [ROW_MAJOR, COLUMN_MAJOR] {
+            let tensor = record_batch_to_tensor(&batch, options).unwrap();
+            check_against_reference(&tensor, &specs, 0, 8, dtype, options);
+            let tensor = record_batch_to_tensor(&batch, with_nan(options)).unwrap();
+            check_against_reference(&tensor, &specs, 0, 8, nan_capable(dtype), options);
+        }
+    }
+}
+
+fn promoted_type_of(dtypes: &[DType]) -> DType {
+    let arrays = dtypes
+        .iter()
+        .map(|&dtype| array_of(dtype, &samples(dtype)[..1], None))
+        .collect();
+    record_batch_to_tensor(&batch_of(arrays), ROW_MAJOR)
+        .unwrap()
+        .dtype()
+}
+
+#[test]
+fn promotion_follows_arrows_tests_for_three_columns() {
+    // Arrow C++ record_batch_test.cc, ToTensorSupportedTypesMixed.
+    assert_eq!(
+        promoted_type_of(&[DType::UInt16, DType::Int16, DType::Float32]),
+        DType::Float64
+    );
+    assert_eq!(
+        promoted_type_of(&[DType::UInt16, DType::Int16]),
+        DType::Int32
+    );
+}
+
+#[test]
+fn promotion_folds_left_to_right_as_pyarrow_does() {
+    // uint16 + int8 = int32, then int32 + float32 = float64; but uint16 + float32 = float32, then
+    // float32 + int8 = float32. numpy's result_type would say float64 for both orders.
+    assert_eq!(
+        promoted_type_of(&[DType::UInt16, DType::Int8, DType::Float32]),
+        DType::Float64
+    );
+    assert_eq!(
+        promoted_type_of(&[DType::UInt16, DType::Float32, DType::Int8]),
+        DType::Float32
+    );
+}
+
+#[test]
+fn uint64_with_a_signed_integer_wraps_into_int64_as_pyarrow() {
+    let batch = batch_of(vec![
+        Arc::new(UInt64Array::from(vec![u64::MAX, 1 << 63, 5])),
+        Arc::new(Int8Array::from(vec![-1, 0, 1])),
+    ]);
+    let tensor = record_batch_to_tensor(&batch, ROW_MAJOR).unwrap();
+    assert_eq!(tensor.dtype(), DType::Int64);
+    let values = tensor.row_major_buffer().unwrap();
+    assert_eq!(values.typed_data::<i64>(), &[-1, -1, i64::MIN, 0, 5, 1]);
+}
+
+#[test]
+fn null_to_nan_promotes_integers_as_pyarrow() {
+    // Arrow C++ record_batch_test.cc, ToTensorSupportedNullToNan: int32 + float32 = float64,
+    // int32 alone = float64, int8 alone = float32.
+    let int32 = Int32Array::from(vec![None, Some(2), Some(3)]);
+    let float32 = Float32Array::from(vec![Some(10.0), None, Some(30.0)]);
+    let int8 = Int8Array::from(vec![None, Some(2), Some(3)]);
+    let nan = with_nan(ROW_MAJOR);
+    for (arrays, dtype, last) in [
+        (
+            vec![Arc::new(int32.clone()) as ArrayRef, Arc::new(float32)],
+            DType::Float64,
+            30.0,
+        ),
+        (
+            vec![Arc::new(int32.clone()) as ArrayRef, Arc::new(int32)],
+            DType::Float64,
+            3.0,
+        ),
+        (
+            vec![Arc::new(int8.clone()) as ArrayRef, Arc::new(int8)],
+            DType::Float32,
+            3.0,
+        ),
+    ] {
+        let tensor = record_batch_to_tensor(&batch_of(arrays), nan).unwrap();
+        assert_eq!(tensor.dtype(), dtype);
+        assert!(matches!(element(&tensor, 0, 0), Num::Float(value) if value.is_nan()));
+        assert!(element(&tensor, 2, 1).same(Num::Float(last)));
+    }
+    // Without nulls, null_to_nan still gives a float, as in PyArrow.
+    let batch = batch_of(vec![Arc::new(Int16Array::from(vec![1, 2]))]);
+    assert_eq!(
+        record_batch_to_tensor(&batch, nan).unwrap().dtype(),
+        DType::Float32
+    );
+}
+
+#[test]
+fn float16_nulls_become_a_real_half_precision_nan() {
+    let batch = batch_of(vec![Arc::new(Float16Array::from(vec![
+        Some(f16::ONE),
+        None,
+    ]))]);
+    let tensor = record_batch_to_tensor(&batch, with_nan(ROW_MAJOR)).unwrap();
+    assert_eq!(tensor.dtype(), DType::Float16);
+    let bits = tensor.row_major_buffer().unwrap();
+    let bits = bits.typed_data::<u16>();
+    assert_eq!(bits[0], f16::ONE.to_bits());
+    assert!(f16::from_bits(bits[1]).is_nan());
+}
+
+#[test]
+fn nulls_are_refused_naming_the_column() {
+    let batch = batch_of(vec![
+        Arc::new(Int32Array::from(vec![1, 2, 3])),
+        Arc::new(Float64Array::from(vec![Some(1.0), None, None])),
+    ]);
+    let error = record_batch_to_tensor(&batch, ROW_MAJOR).unwrap_err();
+    assert!(
+        matches!(&error, Error::ColumnNulls { column, null_count: 2 } if column == "c1"),
+        "{error}"
+    );
+}
+
+#[test]
+fn nulls_become_nan_in_both_layouts() {
+    let specs = [
+        Spec {
+            dtype: DType::Int64,
+            values: samples(DType::Int64),
+            validity: Some(vec![true, false, true, true, false, false, true, true]),
+        },
+        Spec {
+            dtype: DType::Float32,
+            values: samples(DType::Float32),
+            validity: Some(vec![false, true, true, true, true, true, true, false]),
+        },
+        Spec {
+            dtype: DType::UInt8,
+            values: samples(DType::UInt8),
+            validity: None,
+        },
+    ];
+    let batch = batch_of(specs.iter().map(Spec::array).collect());
+    for options in [ROW_MAJOR, COLUMN_MAJOR] {
+        let options = with_nan(options);
+        let tensor = record_batch_to_tensor(&batch, options).unwrap();
+        check_against_reference(&tensor, &specs, 0, 8, DType::Float64, options);
+    }
+}
+
+#[test]
+fn a_slice_starts_at_its_offset_and_ignores_nulls_outside_it() {
+    let specs = [
+        Spec {
+            dtype: DType::Int16,
+            values: samples(DType::Int16),
+            validity: Some(vec![false, true, true, true, true, true, true, false]),
+        },
+        Spec {
+            dtype: DType::Float64,
+            values: samples(DType::Float64),
+            validity: None,
+        },
+    ];
+    let batch = batch_of(specs.iter().map(Spec::array).collect());
+    let slice = batch.slice(2, 5);
+    for options in [ROW_MAJOR, COLUMN_MAJOR] {
+        let tensor = record_batch_to_tensor(&slice, options).unwrap();
+        check_against_reference(&tensor, &specs, 2, 5, DType::Float64, options);
+    }
+    // Nulls inside the slice count.
+    let error = record_batch_to_tensor(&batch.slice(0, 3), ROW_MAJOR).unwrap_err();
+    assert!(
+        matches!(error, Error::ColumnNulls { null_count: 1, .. }),
+        "{error}"
+    );
+}
+
+#[test]
+fn many_rows_span_several_blocks() {
+    // Enough rows, and an odd count, that row-major filling goes through several blocks and a
+    // partial last one.
+    let rows = 20_011;
+    let int32: Vec<Num> = (0..rows)
+        .map(|i| Num::Int(i as i128 * 7 - 50_000))
+        .collect();
+    let float32: Vec<Num> = (0..rows)
+        .map(|i| Num::Float(((i % 1000) as f32 * 0.5) as f64))
+        .collect();
+    let uint16: Vec<Num> = (0..rows)
+        .map(|i| Num::Int((i * 13 % 65_536) as i128))
+        .collect();
+    let validity: Vec<bool> = (0..rows).map(|i| i % 17 != 3).collect();
+    let specs = [
+        Spec {
+            dtype: DType::Int32,
+            values: int32,
+            validity: None,
+        },
+        Spec {
+            dtype: DType::Float32,
+            values: float32,
+            validity: Some(validity),
+        },
+        Spec {
+            dtype: DType::UInt16,
+            values: uint16,
+            validity: None,
+        },
+    ];
+    let batch = batch_of(specs.iter().map(Spec::array).collect());
+    for options in [ROW_MAJOR, COLUMN_MAJOR] {
+        let options = with_nan(options);
+        let tensor = record_batch_to_tensor(&batch, options).unwrap();
+        check_against_reference(&tensor, &specs, 0, rows, DType::Float64, options);
+        let sliced = record_batch_to_tensor(&batch.slice(999, 10_001), options).unwrap();
+        check_against_reference(&sliced, &specs, 999, 10_001, DType::Float64, options);
+    }
+}
+
+#[test]
+fn the_copy_is_writable_and_owns_fresh_memory() {
+    let values = Float64Array::from(vec![1.0, 2.0, 3.0]);
+    let batch = batch_of(vec![Arc::new(values.clone())]);
+    let tensor = record_batch_to_tensor(&batch, ROW_MAJOR).unwrap();
+    assert!(!tensor.is_read_only());
+    assert_ne!(tensor.data_ptr(), values.values().as_ptr().cast());
+    assert_eq!(
+        tensor.row_major_buffer().unwrap().typed_data::<f64>(),
+        &[1.0, 2.0, 3.0]
+    );
+}
+
+#[test]
+fn a_batch_without_rows_gives_an_empty_tensor() {
+    let batch = batch_of(vec![
+        Arc::new(Int32Array::from(Vec::<i32>::new())),
+        Arc::new(Float32Array::from(Vec::<f32>::new())),
+    ]);
+    let tensor = record_batch_to_tensor(&batch, ROW_MAJOR).unwrap();
+    assert_eq!(tensor.dtype(), DType::Float64);
+    assert_eq!(tensor.shape(), &[0, 2]);
+    assert_eq!(tensor.strides(), &[2, 1]);
+    assert!(tensor.is_empty() && tensor.is_row_major());
+    let tensor = record_batch_to_tensor(&batch, COLUMN_MAJOR).unwrap();
+    assert_eq!(tensor.shape(), &[0, 2]);
+    assert_eq!(tensor.strides(), &[1, 1]);
+    // An empty slice of a batch with nulls has no nulls left.
+    let with_nulls = batch_of(vec![Arc::new(Int32Array::from(vec![None, Some(1)]))]);
+    let tensor = record_batch_to_tensor(&with_nulls.slice(1, 0), ROW_MAJOR).unwrap();
+    assert_eq!(tensor.shape(), &[0, 1]);
+}
+
+#[test]
+fn a_batch_without_columns_is_refused() {
+    let batch = RecordBatch::try_new_with_options(
+        Arc::new(Schema::empty()),
+        vec![],
+        &RecordBatchOptions::new().with_row_count(Some(4)),
+    )
+    .unwrap();
+    assert!(matches!(
+        record_batch_to_tensor(&batch, ROW_MAJOR),
+        Err(Error::NoColumns)
+    ));
+    let empty: [&str; 0] = [];
+    assert!(matches!(
+        columns_to_tensor(&empty, &[], ROW_MAJOR),
+        Err(Error::NoColumns)
+    ));
+}
+
+#[test]
+fn layouts_have_the_strides_pyarrow_gives() {
+    let batch = batch_of(vec![
+        Arc::new(Int32Array::from(vec![1, 2, 3])),
+        Arc::new(Int32Array::from(vec![4, 5, 6])),
+    ]);
+    let row = record_batch_to_tensor(&batch, ROW_MAJOR).unwrap();
+    assert_eq!(row.strides(), &[2, 1]);
+    assert!(row.is_row_major() && !row.is_column_major());
+    assert_eq!(
+        row.row_major_buffer().unwrap().typed_data::<i32>(),
+        &[1, 4, 2, 5, 3, 6]
+    );
+    let column = record_batch_to_tensor(&batch, COLUMN_MAJOR).unwrap();
+    assert_eq!(column.strides(), &[1, 3]);
+    assert!(column.is_column_major() && !column.is_row_major());
+    assert_eq!(column.buffer().typed_data::<i32>(), &[1, 2, 3, 4, 5, 6]);
+    assert_eq!(
+        column
+            .to_contiguous()
+            .row_major_buffer()
+            .unwrap()
+            .typed_data::<i32>(),
+        &[1, 4, 2, 5, 3, 6]
+    );
+}
+
+#[test]
+fn unsupported_columns_are_refused_naming_column_and_type() {
+    let batch = RecordBatch::try_from_iter([
+        ("x", Arc::new(Int32Array::from(vec![1, 2])) as ArrayRef),
+        ("flag", Arc::new(BooleanArray::from(vec![true, false]))),
+    ])
+    .unwrap();
+    let error = record_batch_to_tensor(&batch, ROW_MAJOR).unwrap_err();
+    assert!(
+        matches!(&error, Error::UnsupportedColumnType { column, data_type: DataType::Boolean, .. } if column == "flag"),
+        "{error}"
+    );
+    // The type decides before the nulls, as for single arrays.
+    let batch = RecordBatch::try_from_iter([
+        (
+            "x",
+            Arc::new(Int32Array::from(vec![None, Some(2)])) as ArrayRef,
+        ),
+        ("name", Arc::new(StringArray::from(vec!["a", "b"]))),
+    ])
+    .unwrap();
+    assert!(matches!(
+        record_batch_to_tensor(&batch, ROW_MAJOR),
+        Err(Error::UnsupportedColumnType { .. })
+    ));
+}
+
+fn struct_of(arrays: Vec<ArrayRef>, nulls: Option<NullBuffer>) -> StructArray {
+    let fields: Vec<Field> = arrays
+        .iter()
+        .enumerate()
+        .map(|(index, array)| Field::new(format!("f{index}"), array.data_type().clone(), true))
+        .collect();
+    StructArray::new(fields.into(), arrays, nulls)
+}
+
+#[test]
+fn struct_arrays_convert_like_record_batches() {
+    let specs = [
+        Spec {
+            dtype: DType::UInt32,
+            values: samples(DType::UInt32),
+            validity: None,
+        },
+        Spec {
+            dtype: DType::Int8,
+            values: samples(DType::Int8),
+            validity: Some(vec![true, true, false, true, true, true, true, true]),
+        },
+    ];
+    let array = struct_of(specs.iter().map(Spec::array).collect(), None);
+    let sliced = array.slice(1, 6);
+    for options in [ROW_MAJOR, COLUMN_MAJOR] {
+        let options = with_nan(options);
+        let tensor = struct_array_to_tensor(&array, options).unwrap();
+        check_against_reference(&tensor, &specs, 0, 8, DType::Float64, options);
+        let tensor = struct_array_to_tensor(&sliced, options).unwrap();
+        check_against_reference(&tensor, &specs, 1, 6, DType::Float64, options);
+    }
+    let error = struct_array_to_tensor(&array, ROW_MAJOR).unwrap_err();
+    assert!(matches!(&error, Error::ColumnNulls { column, null_count: 1 } if column == "f1"));
+}
+
+#[test]
+fn a_null_struct_row_is_null_in_every_column() {
+    let array = struct_of(
+        vec![
+            Arc::new(Int16Array::from(vec![1, 2, 3])),
+            Arc::new(Float32Array::from(vec![Some(0.5), Some(1.5), None])),
+        ],
+        Some(NullBuffer::from(vec![true, false, true])),
+    );
+    let error = struct_array_to_tensor(&array, ROW_MAJOR).unwrap_err();
+    assert!(matches!(&error, Error::ColumnNulls { column, null_count: 1 } if column == "f0"));
+    let tensor = struct_array_to_tensor(&array, with_nan(ROW_MAJOR)).unwrap();
+    assert_eq!(tensor.dtype(), DType::Float32);
+    let values = tensor.row_major_buffer().unwrap();
+    let values = values.typed_data::<f32>();
+    assert_eq!(&values[..2], &[1.0, 0.5]);
+    assert!(values[2].is_nan() && values[3].is_nan());
+    assert_eq!(values[4], 3.0);
+    assert!(values[5].is_nan());
+}
+
+#[test]
+fn columns_must_pair_with_names_and_share_a_length() {
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int32Array::from(vec![1, 2, 3])),
+        Arc::new(Int32Array::from(vec![1, 2])),
+    ];
+    assert!(matches!(
+        columns_to_tensor(&["a"], &columns, ROW_MAJOR),
+        Err(Error::ColumnNames {
+            names: 1,
+            columns: 2
+        })
+    ));
+    let error = columns_to_tensor(&["a", "b"], &columns, ROW_MAJOR).unwrap_err();
+    assert!(
+        matches!(&error, Error::ColumnLength { column, found: 2, expected: 3 } if column == "b"),
+        "{error}"
+    );
+    let tensor = columns_to_tensor(&["a", "b"], &columns[..1], ROW_MAJOR);
+    assert!(matches!(tensor, Err(Error::ColumnNames { .. })));
+    let tensor = columns_to_tensor(&["a"], &columns[..1], ROW_MAJOR).unwrap();
+    assert_eq!(tensor.shape(), &[3, 1]);
+}
+
+#[test]
+fn columns_become_zero_copy_tensors_in_order() {
+    let ids = Int64Array::from(vec![1, 2, 3, 4]);
+    let embeddings = FixedSizeListArray::new(
+        Arc::new(Field::new_list_field(DataType::Float32, false)),
+        2,
+        Arc::new(Float32Array::from_iter_values((0..8).map(|i| i as f32))),
+        None,
+    );
+    let batch = RecordBatch::try_from_iter([
+        ("id", Arc::new(ids.clone()) as ArrayRef),
+        ("embedding", Arc::new(embeddings.clone())),
+    ])
+    .unwrap();
+    let tensors = record_batch_columns_to_tensors(&batch, false).unwrap();
+    let names: Vec<&str> = tensors.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["id", "embedding"]);
+    assert_eq!(tensors[0].1.shape(), &[4]);
+    assert_eq!(tensors[0].1.data_ptr(), ids.values().as_ptr().cast());
+    assert!(tensors[0].1.is_read_only());
+    assert_eq!(tensors[1].1.shape(), &[4, 2]);
+    assert_eq!(tensors[1].1.dtype(), DType::Float32);
+
+    // A slice shares memory too, from its offset.
+    let tensors = record_batch_columns_to_tensors(&batch.slice(1, 2), false).unwrap();
+    assert_eq!(tensors[0].1.data_ptr(), ids.values()[1..].as_ptr().cast());
+    assert_eq!(tensors[1].1.shape(), &[2, 2]);
+}
+
+#[test]
+fn column_tensors_refuse_nulls_and_types_naming_the_column() {
+    let batch = RecordBatch::try_from_iter([
+        ("ok", Arc::new(Int8Array::from(vec![1, 2])) as ArrayRef),
+        ("holes", Arc::new(Int8Array::from(vec![None, Some(2)]))),
+    ])
+    .unwrap();
+    let error = record_batch_columns_to_tensors(&batch, false).unwrap_err();
+    assert!(
+        matches!(&error, Error::Nulls { null_count: 1, location } if location == "column \"holes\""),
+        "{error}"
+    );
+    assert_eq!(
+        record_batch_columns_to_tensors(&batch, true).unwrap().len(),
+        2
+    );
+
+    let nested_nulls = FixedSizeListArray::new(
+        Arc::new(Field::new_list_field(DataType::Int8, true)),
+        1,
+        Arc::new(Int8Array::from(vec![None, Some(2)])),
+        None,
+    );
+    let error = columns_to_tensors(&["vectors"], &[Arc::new(nested_nulls)], false).unwrap_err();
+    assert!(
+        matches!(&error, Error::Nulls { location, .. } if location == "the child values at depth 1 of column \"vectors\""),
+        "{error}"
+    );
+
+    let strings: ArrayRef = Arc::new(StringArray::from(vec!["a"]));
+    let error = columns_to_tensors(&["text"], &[strings], false).unwrap_err();
+    assert!(
+        matches!(&error, Error::UnsupportedColumnType { column, data_type: DataType::Utf8, .. } if column == "text"),
+        "{error}"
+    );
+}
+
+#[test]
+fn struct_columns_refuse_null_rows_unless_allowed() {
+    let array = struct_of(
+        vec![Arc::new(Int32Array::from(vec![1, 2]))],
+        Some(NullBuffer::from(vec![true, false])),
+    );
+    let error = struct_array_columns_to_tensors(&array, false).unwrap_err();
+    assert!(
+        matches!(&error, Error::Nulls { null_count: 1, location } if location == "the struct array")
+    );
+    let tensors = struct_array_columns_to_tensors(&array, true).unwrap();
+    assert_eq!(tensors[0].0, "f0");
+    assert_eq!(tensors[0].1.shape(), &[2]);
+}
+
+#[test]
+fn error_messages() {
+    let batch = RecordBatch::try_from_iter([
+        (
+            "price",
+            Arc::new(Float64Array::from(vec![Some(1.0), None])) as ArrayRef,
+        ),
+        ("flag", Arc::new(BooleanArray::from(vec![true, false]))),
+    ])
+    .unwrap();
+    let pair: Vec<ArrayRef> = vec![
+        Arc::new(Int32Array::from(vec![1, 2, 3])),
+        Arc::new(Int32Array::from(vec![1])),
+    ];
+    let empty: [&str; 0] = [];
+    let errors = [
+        record_batch_to_tensor(&batch, ROW_MAJOR).unwrap_err(),
+        record_batch_to_tensor(&batch.project(&[0]).unwrap(), ROW_MAJOR).unwrap_err(),
+        columns_to_tensor(&empty, &[], ROW_MAJOR).unwrap_err(),
+        columns_to_tensor(&["a", "b"], &pair, ROW_MAJOR).unwrap_err(),
+        columns_to_tensor(&["a"], &pair, ROW_MAJOR).unwrap_err(),
+        record_batch_columns_to_tensors(&batch, false).unwrap_err(),
+        record_batch_columns_to_tensors(&batch, true).unwrap_err(),
+    ];
+    let listing: String = errors.iter().map(|error| format!("{error}\n")).collect();
+    insta::assert_snapshot!(listing);
+}
+
+/// One column of random type, values and validity, `rows` long.
+fn column_strategy(rows: usize) -> impl Strategy<Value = Spec> {
+    (
+        0..DTYPES.len(),
+        proptest::collection::vec(any::<u64>(), rows),
+        proptest::option::of(proptest::collection::vec(any::<bool>(), rows)),
+    )
+        .prop_map(|(index, raw, validity)| {
+            let dtype = DTYPES[index];
+            let values = raw
+                .into_iter()
+                .map(|raw| {
+                    if is_float(dtype) {
+                        // Multiples of 1/8 below 256 in magnitude are exact in every float width.
+                        Num::Float(((raw % 4096) as f64 - 2048.0) / 8.0)
+                    } else {
+                        let (min, max) = int_range(dtype);
+                        Num::Int(min + (raw as i128).rem_euclid(max - min + 1))
+                    }
+                })
+                .collect();
+            Spec {
+                dtype,
+                values,
+                validity,
+            }
+        })
+}
+
+fn batch_strategy() -> impl Strategy<Value = (Vec<Spec>, usize, usize)> {
+    (1usize..6, 0usize..300).prop_flat_map(|(columns, rows)| {
+        (
+            proptest::collection::vec(column_strategy(rows), columns),
+            0..=rows,
+        )
+            .prop_flat_map(move |(specs, offset)| {
+                let specs = proptest::strategy::Just(specs);
+                (specs, proptest::strategy::Just(offset), 0..=rows - offset)
+            })
+            .prop_map(|(specs, offset, len)| (specs, offset, len))
+    })
+}
+
+/// PyArrow's left fold of the pairwise table, and its null_to_nan rule.
+fn reference_dtype(dtypes: &[DType], null_to_nan: bool) -> DType {
+    let index = |dtype: DType| DTYPES.iter().position(|&d| d == dtype).unwrap();
+    let merged = dtypes[1..].iter().fold(dtypes[0], |promoted, &other| {
+        short_name(PROMOTION[index(promoted)][index(other)])
+    });
+    if null_to_nan {
+        nan_capable(merged)
+    } else {
+        merged
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        // Shrunk failures are printed; no regression files are written into the source tree.
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn random_batches_match_the_reference((specs, offset, len) in batch_strategy(), row_major: bool) {
+        let batch = batch_of(specs.iter().map(Spec::array).collect()).slice(offset, len);
+        let dtypes: Vec<DType> = specs.iter().map(|spec| spec.dtype).collect();
+        let options = with_nan(RecordBatchToTensorOptions { row_major, null_to_nan: false });
+        let tensor = record_batch_to_tensor(&batch, options).unwrap();
+        check_against_reference(&tensor, &specs, offset, len, reference_dtype(&dtypes, true), options);
+
+        let has_nulls = specs
+            .iter()
+            .any(|spec| (offset..offset + len).any(|row| !spec.is_valid(row)));
+        let options = RecordBatchToTensorOptions { row_major, null_to_nan: false };
+        match record_batch_to_tensor(&batch, options) {
+            Ok(tensor) => {
+                prop_assert!(!has_nulls);
+                check_against_reference(&tensor, &specs, offset, len, reference_dtype(&dtypes, false), options);
+            }
+            Err(error) => {
+                prop_assert!(has_nulls, "{}", error);
+                prop_assert!(matches!(error, Error::ColumnNulls { .. }), "{}", error);
+            }
+        }
+    }
+}
