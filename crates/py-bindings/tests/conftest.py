@@ -121,7 +121,11 @@ class DLPackInspector:
         pointer = _api.PyCapsule_GetPointer(capsule, name.encode())
         if name == "dltensor_versioned":
             managed = DLManagedTensorVersioned.from_address(pointer)
-            version, flags, tensor = (managed.major, managed.minor), managed.flags, managed.dl_tensor
+            version, flags, tensor = (
+                (managed.major, managed.minor),
+                managed.flags,
+                managed.dl_tensor,
+            )
         elif name == "dltensor":
             version, flags, tensor = None, None, DLManagedTensor.from_address(pointer).dl_tensor
         else:

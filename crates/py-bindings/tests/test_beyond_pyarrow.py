@@ -20,7 +20,25 @@ import torch
 
 import arrow_dlpack as ad
 
-BOOLS = [True, False, True, True, False, False, True, False, True, True, False, True, False, False, True, True, True]
+BOOLS = [
+    True,
+    False,
+    True,
+    True,
+    False,
+    False,
+    True,
+    False,
+    True,
+    True,
+    False,
+    True,
+    False,
+    False,
+    True,
+    True,
+    True,
+]
 
 
 def address(array: pa.Array) -> int:
@@ -129,7 +147,9 @@ def test_chunks_of_sliced_pyarrow_chunks_concatenate_to_pyarrows_values():
 
 
 def test_chunked_fixed_shape_tensor_column_keeps_class_and_extension_type():
-    chunk = pa.FixedShapeTensorArray.from_numpy_ndarray(np.arange(8, dtype=np.int16).reshape(2, 2, 2))
+    chunk = pa.FixedShapeTensorArray.from_numpy_ndarray(
+        np.arange(8, dtype=np.int16).reshape(2, 2, 2)
+    )
     array = ad.array(pa.chunked_array([chunk, chunk]))
     assert type(array) is ad.FixedShapeTensorArray
     assert array.num_chunks == 2
@@ -138,7 +158,10 @@ def test_chunked_fixed_shape_tensor_column_keeps_class_and_extension_type():
     theirs = pa.chunked_array(array)
     assert theirs.num_chunks == 2
     assert isinstance(theirs.type, pa.FixedShapeTensorType)
-    assert theirs.chunk(1).storage.values.buffers()[1].address == chunk.storage.values.buffers()[1].address
+    assert (
+        theirs.chunk(1).storage.values.buffers()[1].address
+        == chunk.storage.values.buffers()[1].address
+    )
 
 
 def test_pyarrow_chunked_array_of_ours_shares_each_chunk():
@@ -185,7 +208,9 @@ def test_from_arrow_matches_pyarrow_record_batch_to_tensor(columns, row_major, n
 
 
 def test_from_arrow_writes_nan_for_nulls_like_pyarrow():
-    batch = pa.record_batch({"a": pa.array([1, None, 3], pa.int32()), "b": pa.array([None, 0.5, 1.5])})
+    batch = pa.record_batch(
+        {"a": pa.array([1, None, 3], pa.int32()), "b": pa.array([None, 0.5, 1.5])}
+    )
     theirs = np.asarray(batch.to_tensor(null_to_nan=True))
     ours = np.from_dlpack(ad.Tensor.from_arrow(batch, null_to_nan=True))
     assert ours.dtype == theirs.dtype
@@ -206,7 +231,9 @@ def test_from_arrow_converts_float16_mixes_pyarrow_refuses(columns, expected_dty
         batch.to_tensor()
     result = np.from_dlpack(ad.Tensor.from_arrow(batch))
     assert result.dtype == expected_dtype
-    np.testing.assert_array_equal(result, np.column_stack(list(columns.values())).astype(expected_dtype))
+    np.testing.assert_array_equal(
+        result, np.column_stack(list(columns.values())).astype(expected_dtype)
+    )
 
 
 def test_from_arrow_concatenates_the_batches_of_a_table():
@@ -259,12 +286,16 @@ def test_column_tensors_of_record_batch_and_polars_frame():
 
 
 def test_column_tensors_give_fixed_shape_tensor_columns_their_logical_shape():
-    images = pa.FixedShapeTensorArray.from_numpy_ndarray(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    images = pa.FixedShapeTensorArray.from_numpy_ndarray(
+        np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    )
     table = pa.table({"image": images, "label": pa.array([0, 1], pa.int8())})
     tensors = ad.column_tensors(table)
     assert tensors["image"].shape == (2, 3, 4)
     np.testing.assert_array_equal(np.from_dlpack(tensors["image"]), images.to_numpy_ndarray())
-    assert np.from_dlpack(tensors["image"]).ctypes.data == images.storage.values.buffers()[1].address
+    assert (
+        np.from_dlpack(tensors["image"]).ctypes.data == images.storage.values.buffers()[1].address
+    )
 
 
 def test_column_tensors_copy_rules():
@@ -298,7 +329,9 @@ def test_validity_of_sliced_arrays_is_pyarrows_is_valid(offset):
     values = [None if i % 3 == 0 else i for i in range(30)]
     source = pa.array(values, pa.int32()).slice(offset, 12)
     mask = ad.array(source).validity()
-    np.testing.assert_array_equal(np.from_dlpack(mask), source.is_valid().to_numpy(zero_copy_only=False))
+    np.testing.assert_array_equal(
+        np.from_dlpack(mask), source.is_valid().to_numpy(zero_copy_only=False)
+    )
 
 
 def test_validity_of_polars_series_with_nulls():
@@ -319,7 +352,9 @@ def test_validity_masks_the_values_to_pyarrows_drop_null():
 
 _FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(ctypes.c_void_p))
 _TO_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.py_object))
-_WORK_STREAM = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p))
+_WORK_STREAM = ctypes.PYFUNCTYPE(
+    ctypes.c_int, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p)
+)
 _DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _get_pointer.restype = ctypes.c_void_p
@@ -333,7 +368,9 @@ class ExchangeTable:
         self.address = _get_pointer(cls.__dlpack_c_exchange_api__, b"dlpack_exchange_api")
         words = (ctypes.c_void_p * 7).from_address(self.address + 8)
         self.version = tuple((ctypes.c_uint32 * 2).from_address(self.address))
-        self.prev_api, self.allocator, from_py, to_py, self.view, stream = (words[i] for i in range(6))
+        self.prev_api, self.allocator, from_py, to_py, self.view, stream = (
+            words[i] for i in range(6)
+        )
         self.from_py_object = _FROM_PY(from_py)
         self.to_py_object = _TO_PY(to_py)
         self.current_work_stream = _WORK_STREAM(stream)
@@ -362,7 +399,10 @@ def test_exchange_table_is_a_process_lifetime_dlpack_1_3_table(cls):
     [
         pytest.param(lambda x: ad.Array.from_dlpack(x), id="Array"),
         pytest.param(lambda x: ad.Tensor.from_dlpack(x.reshape(2, 3)), id="Tensor"),
-        pytest.param(lambda x: ad.FixedShapeTensorArray.from_dlpack(x.reshape(3, 2)), id="FixedShapeTensorArray"),
+        pytest.param(
+            lambda x: ad.FixedShapeTensorArray.from_dlpack(x.reshape(3, 2)),
+            id="FixedShapeTensorArray",
+        ),
     ],
 )
 def test_exchange_table_exports_a_read_only_versioned_tensor_that_owns_its_data(make, dlpack):
@@ -390,7 +430,9 @@ def test_exchange_table_exports_a_read_only_versioned_tensor_that_owns_its_data(
 
 def test_exchange_table_hands_our_tensor_to_torchs_table():
     source = pa.array(np.arange(12, dtype=np.int32))
-    tensors = ad.FixedShapeTensorArray.from_dlpack(np.from_dlpack(ad.array(source)).reshape(3, 2, 2))
+    tensors = ad.FixedShapeTensorArray.from_dlpack(
+        np.from_dlpack(ad.array(source)).reshape(3, 2, 2)
+    )
     pointer = managed_from(ad.FixedShapeTensorArray, tensors)
     result = ctypes.py_object()
     assert ExchangeTable(torch.Tensor).to_py_object(pointer, ctypes.byref(result)) == 0

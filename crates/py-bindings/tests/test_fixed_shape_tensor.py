@@ -24,7 +24,9 @@ def extension_metadata(obj) -> dict:
 def pyarrow_column(shape, permutation=None, dim_names=None, length=2, value_type=pa.int32()):
     """A pyarrow fixed_shape_tensor column with values 0, 1, 2, ... in storage order."""
     size = int(np.prod(shape))
-    extension = pa.fixed_shape_tensor(value_type, shape, dim_names=dim_names, permutation=permutation)
+    extension = pa.fixed_shape_tensor(
+        value_type, shape, dim_names=dim_names, permutation=permutation
+    )
     values = pa.array(np.arange(length * size).astype(value_type.to_pandas_dtype()))
     storage = pa.FixedSizeListArray.from_arrays(values, size)
     return pa.ExtensionArray.from_storage(extension, storage)

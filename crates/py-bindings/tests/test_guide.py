@@ -63,9 +63,7 @@ def test_guide_array_to_jax_keeps_int64_in_64_bit_mode(jax_x64):
 def test_guide_fixed_size_list_to_tensor_repr_and_strides():
     source = pa.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], pa.list_(pa.float64(), 2))
     tensor = ad.array(source).to_tensor()
-    assert repr(tensor) == (
-        "<arrow_dlpack.Tensor>\ntype: double\nshape: (3, 2)\nstrides: (16, 8)"
-    )
+    assert repr(tensor) == ("<arrow_dlpack.Tensor>\ntype: double\nshape: (3, 2)\nstrides: (16, 8)")
     assert body(tensor) == body(source.to_tensor())
     assert tensor.shape == (3, 2)
     assert tensor.strides == (16, 8)
@@ -136,3 +134,58 @@ def test_guide_fixed_shape_tensor_array_from_numpy():
     assert array.shape == [2, 2]
     assert pa.array(array).type == pa.FixedShapeTensorArray.from_dlpack(source).type
     np.testing.assert_array_equal(np.from_dlpack(array), source)
+
+
+# Reprs in PyArrow's layout (the guide prints them): the body of an Array's repr is PyArrow's,
+# and a Tensor's repr is PyArrow's with the class name changed.
+
+REPR_CASES = {
+    "20 values": pa.array(range(20)),
+    "21 values (PyArrow prints 2 * 10 + 1 in full)": pa.array(range(21)),
+    "22 values (elided)": pa.array(range(22)),
+    "30 values (elided)": pa.array(range(30)),
+    "doubles": pa.array([0.1, 1e20, -0.0, float("nan"), float("inf"), 1.5e-7, 1 / 3]),
+    "floats": pa.array(np.array([0.1, 1e20, 1 / 3, 65504], np.float32)),
+    "halffloats": pa.array(np.array([0.1, 1 / 3, 65504, 6e-5], np.float16)),
+    "uint64 max": pa.array([np.iinfo(np.uint64).max, 0], pa.uint64()),
+    "int8 extremes": pa.array([-128, 127], pa.int8()),
+    "nulls": pa.array([1, None, 3], pa.int32()),
+    "booleans with nulls": pa.array([True, None, False]),
+    "strings with nulls": pa.array(["a", None, "bc"]),
+    "empty": pa.array([], pa.float32()),
+    "5 fixed-size lists (PyArrow's container window is 2)": pa.array(
+        [[1, 2]] * 5, pa.list_(pa.int8(), 2)
+    ),
+    "6 fixed-size lists (elided)": pa.array([[1, 2]] * 6, pa.list_(pa.int8(), 2)),
+    "fixed-size list of 30 values": pa.array([list(range(30))], pa.list_(pa.int8(), 30)),
+    "nested fixed-size lists": pa.array(
+        [[[1, 2], [3, 4]]] * 3, pa.list_(pa.list_(pa.int16(), 2), 2)
+    ),
+    "fixed-size list with a null": pa.array([[1, 2], None], pa.list_(pa.float64(), 2)),
+    "variable-size lists": pa.array([[1], [2, 3], []]),
+}
+
+
+@pytest.mark.parametrize("source", REPR_CASES.values(), ids=REPR_CASES.keys())
+def test_array_repr_body_matches_pyarrow(source):
+    array = ad.array(source)
+    assert re.fullmatch(r"<arrow_dlpack\.Array object at 0x[0-9a-f]+>", repr(array).split("\n")[0])
+    assert body(array) == body(source)
+
+
+TENSOR_CASES = {
+    "0-d": np.array(2.5),
+    "1-D": np.arange(3, dtype=np.int8),
+    "2-D": np.zeros((2, 3), np.uint32),
+    "transposed 3-D": np.zeros((2, 3, 4), np.float16).transpose(2, 0, 1),
+    "gapped": np.zeros((4, 6), np.int64)[::2, 1::3],
+    "empty": np.zeros((0, 3), np.float32),
+}
+
+
+@pytest.mark.parametrize("source", TENSOR_CASES.values(), ids=TENSOR_CASES.keys())
+def test_tensor_repr_matches_pyarrow(source):
+    theirs = repr(pa.Tensor.from_numpy(source))
+    assert repr(ad.Tensor.from_dlpack(source)) == theirs.replace(
+        "<pyarrow.Tensor>", "<arrow_dlpack.Tensor>"
+    )

@@ -100,7 +100,9 @@ def test_imports_pyarrow_fixed_size_list_as_array_with_tensor():
 
 
 def test_imports_pyarrow_fixed_shape_tensor_column_as_fixed_shape_tensor_array():
-    source = pa.FixedShapeTensorArray.from_numpy_ndarray(np.arange(12, dtype=np.float32).reshape(3, 2, 2))
+    source = pa.FixedShapeTensorArray.from_numpy_ndarray(
+        np.arange(12, dtype=np.float32).reshape(3, 2, 2)
+    )
     array = ad.array(source)
     assert type(array) is ad.FixedShapeTensorArray
     assert isinstance(array, ad.Array)
@@ -111,7 +113,9 @@ def test_imports_pyarrow_fixed_shape_tensor_column_as_fixed_shape_tensor_array()
 
 
 def test_imports_pyarrow_chunked_fixed_shape_tensor_column():
-    chunk = pa.FixedShapeTensorArray.from_numpy_ndarray(np.arange(8, dtype=np.int32).reshape(2, 2, 2))
+    chunk = pa.FixedShapeTensorArray.from_numpy_ndarray(
+        np.arange(8, dtype=np.int32).reshape(2, 2, 2)
+    )
     array = ad.array(pa.chunked_array([chunk, chunk]))
     assert type(array) is ad.FixedShapeTensorArray
     assert len(array) == 4
@@ -227,7 +231,10 @@ def test_imports_arro3_array_zero_copy():
 
 
 def test_imports_arro3_chunked_array_of_several_chunks():
-    chunks = [a3.Array.from_numpy(np.arange(2, dtype=np.int32)), a3.Array.from_numpy(np.arange(3, dtype=np.int32))]
+    chunks = [
+        a3.Array.from_numpy(np.arange(2, dtype=np.int32)),
+        a3.Array.from_numpy(np.arange(3, dtype=np.int32)),
+    ]
     array = ad.array(a3.ChunkedArray(chunks))
     assert array.to_pylist() == [0, 1, 0, 1, 2]
     assert np.from_dlpack(array).tolist() == [0, 1, 0, 1, 2]
@@ -309,7 +316,9 @@ def test_arrow_c_array_gives_fresh_capsules_each_call():
     [(None, None), ([1, 0, 2], None), ([2, 0, 1], ["C", "H", "W"]), (None, ["x", "y", "z"])],
 )
 def test_pyarrow_round_trips_fixed_shape_tensor_extension_type(permutation, dim_names):
-    extension = pa.fixed_shape_tensor(pa.int16(), [2, 3, 4], dim_names=dim_names, permutation=permutation)
+    extension = pa.fixed_shape_tensor(
+        pa.int16(), [2, 3, 4], dim_names=dim_names, permutation=permutation
+    )
     storage = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(48, dtype=np.int16)), 24)
     source = pa.ExtensionArray.from_storage(extension, storage)
     ours = ad.array(source)

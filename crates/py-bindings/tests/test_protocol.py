@@ -10,9 +10,6 @@ import pytest
 
 import arrow_dlpack as ad
 
-INT32 = (0, 32, 1)
-STRING_TYPES = [pa.string(), pa.large_string(), pa.binary()]
-
 
 def arrow_source():
     """A sliced pyarrow int32 array: the exported data must start at the slice."""

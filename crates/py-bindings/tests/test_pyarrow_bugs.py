@@ -214,7 +214,9 @@ def test_bug4_reads_pyarrow_permuted_column_by_the_spec(permutation):
     assert isinstance(array, ad.FixedShapeTensorArray)
     assert array.shape == physical
     assert array.permutation == list(permutation)
-    expected = storage_values.reshape(2, *physical).transpose(0, *(axis + 1 for axis in permutation))
+    expected = storage_values.reshape(2, *physical).transpose(
+        0, *(axis + 1 for axis in permutation)
+    )
     result = np.from_dlpack(array)
     np.testing.assert_array_equal(result, expected)
     assert result.ctypes.data == storage.values.buffers()[1].address
@@ -247,9 +249,7 @@ def test_bug5_rejects_nulls_in_child_values_on_to_tensor():
 
 
 def test_bug5_rejects_nulls_in_nested_child_values_on_to_tensor():
-    source = pa.array(
-        [[[1, 2], [3, 4]], [[5, 6], [7, None]]], pa.list_(pa.list_(pa.int16(), 2), 2)
-    )
+    source = pa.array([[[1, 2], [3, 4]], [[5, 6], [7, None]]], pa.list_(pa.list_(pa.int16(), 2), 2))
     with pytest.raises(ValueError, match="depth 2"):
         ad.array(source).to_tensor()
     source = pa.array([[[1, 2], [3, 4]], [[5, 6], None]], pa.list_(pa.list_(pa.int16(), 2), 2))
