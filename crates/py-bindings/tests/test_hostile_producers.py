@@ -1,0 +1,778 @@
+"""Hostile DLPack producers: malformed tensors and misbehaving protocol objects, built by hand.
+
+Every case checks three things: the documented exception type with a message naming the field,
+the producer's deleter called exactly once (or never, where the capsule was not ours to consume),
+and the process alive (the run goes on to the next case).
+The contract is DESIGN.md section 4 and the exception list of ``arrow_dlpack.__init__``: malformed
+imports raise ``ValueError``, devices ``BufferError``, non-DLPack objects ``TypeError``.
+
+Capsules are always held in a variable while a call that may raise runs: the helper's capsule
+destructor is Python code, which cannot run while an exception propagates (see the helper).
+"""
+
+import importlib.util
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import arrow_dlpack as ad
+
+
+def _load_helper():
+    """Loads ``_dlpack_ctypes.py`` by path, once per process (the tests are not a package)."""
+    name = "arrow_dlpack_tests._dlpack_ctypes"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, Path(__file__).with_name("_dlpack_ctypes.py")
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+dl = _load_helper()
+
+I64_MAX = 2**63 - 1
+U64_MAX = 2**64 - 1
+
+# The three import entry points; each validates the tensor before anything else.
+ENTRY_POINTS = {
+    "Tensor": ad.Tensor.from_dlpack,
+    "Array": ad.Array.from_dlpack,
+    "FixedShapeTensorArray": ad.FixedShapeTensorArray.from_dlpack,
+}
+
+
+def f32(**changes):
+    return dl.float32_spec(**changes)
+
+
+# (id, spec, exception, message pattern): every malformed field of a DLTensor.
+MALFORMED = [
+    # shape and ndim
+    ("null_shape_with_ndim_2", f32(shape=None, ndim=2), ValueError, r"shape is NULL but ndim is 2"),
+    ("null_shape_with_ndim_1", f32(shape=None, ndim=1), ValueError, r"shape is NULL but ndim is 1"),
+    ("negative_ndim", f32(ndim=-1), ValueError, r"invalid ndim -1"),
+    ("ndim_above_the_maximum", f32(ndim=5000), ValueError, r"invalid ndim 5000"),
+    ("negative_extent", f32(shape=(2, -3)), ValueError, r"shape\[1\] is -3"),
+    (
+        "most_negative_extent",
+        f32(shape=(-(2**63),)),
+        ValueError,
+        r"shape\[0\] is -9223372036854775808",
+    ),
+    # sizes and strides whose products overflow 64 bits
+    (
+        "element_count_overflows",
+        f32(shape=(2**62, 2**62), strides=(1, 1)),
+        ValueError,
+        r"overflow computing the element count",
+    ),
+    (
+        "implicit_row_major_strides_overflow",
+        f32(shape=(2**62, 2**62), strides=None),
+        ValueError,
+        r"overflow computing (row-major strides|the element count)",
+    ),
+    (
+        "strides_times_extents_overflow",
+        f32(shape=(2**20, 2**20, 4), strides=(I64_MAX, I64_MAX, 1)),
+        ValueError,
+        r"overflow computing the address range",
+    ),
+    (
+        "stride_times_extent_overflows_in_one_dimension",
+        f32(shape=(3,), strides=(2**62,)),
+        ValueError,
+        r"overflow computing the address range",
+    ),
+    (
+        "negative_stride_times_extent_overflows",
+        f32(shape=(3,), strides=(-(2**62),)),
+        ValueError,
+        r"overflow computing the address range",
+    ),
+    (
+        "most_negative_stride",
+        f32(shape=(2,), strides=(-(2**63),)),
+        ValueError,
+        r"overflow computing the address range",
+    ),
+    # byte offsets and data pointers outside the address space
+    (
+        "byte_offset_overflows_the_address",
+        f32(byte_offset=U64_MAX - 3),
+        ValueError,
+        r"overflow computing the data address",
+    ),
+    (
+        "aligned_byte_offset_overflows_the_address",
+        f32(byte_offset=2**64 - 64),
+        ValueError,
+        r"overflow computing the data address",
+    ),
+    (
+        "data_end_overflows_the_address",
+        f32(shape=(4,), data_address=2**64 - 8),
+        ValueError,
+        r"overflow computing the address range",
+    ),
+    (
+        "negative_stride_reaches_below_address_zero",
+        f32(shape=(6,), strides=(-1,), data_address=16),
+        ValueError,
+        r"overflow computing the address range",
+    ),
+    # NULL data
+    (
+        "null_data_with_elements",
+        f32(shape=(2, 3), data_address=0),
+        ValueError,
+        r"data is NULL but the tensor has 6 elements",
+    ),
+    (
+        "null_data_with_a_byte_offset",
+        f32(data_address=0, byte_offset=64),
+        ValueError,
+        r"data is NULL",
+    ),
+    (
+        "null_data_zero_dimensional",
+        f32(shape=(), data_address=0),
+        ValueError,
+        r"data is NULL but the tensor has 1 elements",
+    ),
+    # alignment
+    (
+        "misaligned_float32_data",
+        f32(data_offset=1),
+        ValueError,
+        r"not aligned for float; expected a multiple of 4",
+    ),
+    (
+        "misaligned_float32_byte_offset",
+        f32(byte_offset=2),
+        ValueError,
+        r"not aligned for float; expected a multiple of 4",
+    ),
+    (
+        "misaligned_float64",
+        dl.array_spec(np.arange(4.0), data_offset=4),
+        ValueError,
+        r"not aligned for double; expected a multiple of 8",
+    ),
+    (
+        "misaligned_int16",
+        dl.array_spec(np.arange(4, dtype=np.int16), byte_offset=1),
+        ValueError,
+        r"not aligned for int16; expected a multiple of 2",
+    ),
+    # dtype: lanes, bits, codes
+    ("lanes_0", f32(dtype=(dl.FLOAT, 32, 0)), ValueError, r"lanes is 0; expected 1"),
+    ("lanes_2", f32(dtype=(dl.FLOAT, 32, 2)), ValueError, r"lanes is 2; expected 1"),
+    ("lanes_65535", f32(dtype=(dl.FLOAT, 32, 65535)), ValueError, r"lanes is 65535; expected 1"),
+    ("float_bits_0", f32(dtype=(dl.FLOAT, 0, 1)), ValueError, r"float with dtype.bits 0"),
+    ("int_bits_1", f32(dtype=(dl.INT, 1, 1)), ValueError, r"int with dtype.bits 1"),
+    ("uint_bits_4", f32(dtype=(dl.UINT, 4, 1)), ValueError, r"uint with dtype.bits 4"),
+    ("int_bits_7", f32(dtype=(dl.INT, 7, 1)), ValueError, r"int with dtype.bits 7"),
+    ("float_bits_128", f32(dtype=(dl.FLOAT, 128, 1)), ValueError, r"float with dtype.bits 128"),
+    ("int_bits_128", f32(dtype=(dl.INT, 128, 1)), ValueError, r"int with dtype.bits 128"),
+    ("bool_bits_1", f32(dtype=(dl.BOOL, 1, 1)), ValueError, r"bool with dtype.bits 1"),
+    ("bfloat_bits_32", f32(dtype=(dl.BFLOAT, 32, 1)), ValueError, r"bfloat with dtype.bits 32"),
+    ("complex_bits_32", f32(dtype=(dl.COMPLEX, 32, 1)), ValueError, r"complex with dtype.bits 32"),
+    (
+        "float4_sub_byte",
+        f32(dtype=(dl.FLOAT4_E2M1FN, 4, 1)),
+        ValueError,
+        r"float4 with dtype.bits 4",
+    ),
+    (
+        "opaque_handle_type_code",
+        f32(dtype=(dl.OPAQUE_HANDLE, 64, 1)),
+        ValueError,
+        r"unknown DLPack type code 3",
+    ),
+    ("unknown_type_code_200", f32(dtype=(200, 32, 1)), ValueError, r"unknown DLPack type code 200"),
+    ("unknown_type_code_255", f32(dtype=(255, 8, 1)), ValueError, r"unknown DLPack type code 255"),
+    # devices
+    ("cuda_device", f32(device=(dl.CUDA, 0)), BufferError, r"device_type 2 \(CUDA\)"),
+    (
+        "cuda_device_1",
+        f32(device=(dl.CUDA, 1)),
+        BufferError,
+        r"device_type 2 \(CUDA\) with device_id 1",
+    ),
+    ("cuda_host_device", f32(device=(dl.CUDA_HOST, 0)), BufferError, r"device_type 3"),
+    ("unknown_device_99", f32(device=(99, 0)), BufferError, r"device_type 99"),
+    ("device_type_0", f32(device=(0, 0)), BufferError, r"device_type 0"),
+]
+
+# Version cases exist only in the versioned ABI.
+BAD_VERSIONS = [
+    (
+        "major_version_0",
+        f32(version=(0, 8)),
+        ValueError,
+        r"unsupported DLPack version 0\.8; expected major version 1",
+    ),
+    (
+        "major_version_2",
+        f32(version=(2, 0)),
+        ValueError,
+        r"unsupported DLPack version 2\.0; expected major version 1",
+    ),
+    (
+        "major_version_max",
+        f32(version=(2**32 - 1, 0)),
+        ValueError,
+        r"unsupported DLPack version 4294967295\.0",
+    ),
+]
+
+
+def _ids(cases):
+    return [case[0] for case in cases]
+
+
+def _refuse(entry, capsule_or_producer, exception, pattern):
+    """Runs one import that must fail; returns the exception."""
+    with pytest.raises(exception, match=pattern) as raised:
+        entry(capsule_or_producer)
+    assert isinstance(raised.value, ad.ArrowDLPackError), type(raised.value).__mro__
+    return raised.value
+
+
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS), ids=list(ENTRY_POINTS))
+@pytest.mark.parametrize("abi", ["versioned", "legacy"])
+@pytest.mark.parametrize("name, spec, exception, pattern", MALFORMED, ids=_ids(MALFORMED))
+def test_malformed_capsule_is_refused_and_released_once(name, spec, exception, pattern, abi, entry):
+    managed = dl.ManagedTensor(spec.replace(versioned=abi == "versioned"))
+    capsule = managed.capsule()
+    _refuse(ENTRY_POINTS[entry], capsule, exception, pattern)
+    assert managed.deleted == 1, "the deleter must run exactly once, before the error is raised"
+    assert dl.capsule_name(capsule) == f"used_{managed.default_name.decode()}"
+    del capsule
+    assert managed.deleted == 1, "a consumed capsule must not release the tensor again"
+    assert not managed.is_live
+
+
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS), ids=list(ENTRY_POINTS))
+@pytest.mark.parametrize("name, spec, exception, pattern", BAD_VERSIONS, ids=_ids(BAD_VERSIONS))
+def test_other_major_versions_are_refused_and_released_once(name, spec, exception, pattern, entry):
+    managed = dl.ManagedTensor(spec)
+    capsule = managed.capsule()
+    _refuse(ENTRY_POINTS[entry], capsule, exception, pattern)
+    assert managed.deleted == 1
+    del capsule
+    assert managed.deleted == 1
+
+
+@pytest.mark.parametrize(
+    "name, spec, exception, pattern", MALFORMED + BAD_VERSIONS, ids=_ids(MALFORMED + BAD_VERSIONS)
+)
+def test_malformed_tensor_from_a_producer_is_refused_and_released_once(
+    name, spec, exception, pattern
+):
+    # `__dlpack_device__` tells the truth about the CPU so that the capsule itself is checked.
+    producer = dl.Producer(spec, device=(dl.CPU, 0))
+    _refuse(ad.Tensor.from_dlpack, producer, exception, pattern)
+    assert producer.calls == [{"max_version": (1, 3)}]
+    assert len(producer.tensors) == 1
+    assert producer.deleted == 1
+
+
+def test_malformed_legacy_tensor_with_null_strides_is_refused():
+    managed = dl.ManagedTensor(f32(shape=(2, -3), strides=None, versioned=False))
+    _refuse(ad.Tensor.from_dlpack, managed.capsule(), ValueError, r"shape\[1\] is -3")
+    assert managed.deleted == 1
+
+
+def test_the_helper_counts_every_deleter_call_and_releases_unconsumed_capsules():
+    """The oracle itself: a second deleter call is counted (so a double free would show), and a
+    capsule nobody consumed is released by its destructor exactly once."""
+    managed = dl.ManagedTensor(f32())
+    deleter = dl._DeleterVersioned(dl.DELETER_VERSIONED_ADDRESS)
+    pointer = dl.ctypes.pointer(managed.struct)
+    deleter(pointer)
+    deleter(pointer)
+    assert managed.deleted == 2
+    unconsumed = dl.ManagedTensor(f32(versioned=False))
+    capsule = unconsumed.capsule()
+    assert dl.capsule_name(capsule) == "dltensor"
+    del capsule
+    assert unconsumed.deleted == 1 and not unconsumed.is_live
+
+
+# --- capsules that are not ours to consume -------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [b"dltensor_wrong", b"DLTENSOR"])
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS), ids=list(ENTRY_POINTS))
+def test_wrong_capsule_name_is_a_type_error_and_the_capsule_is_left_alone(name, entry):
+    managed = dl.ManagedTensor(f32())
+    capsule = managed.capsule(name)
+    pattern = rf"capsule is named .*{name.decode()}.*expected a DLPack capsule"
+    with pytest.raises(TypeError, match=pattern):
+        ENTRY_POINTS[entry](capsule)
+    assert dl.capsule_name(capsule) == name.decode(), "a foreign capsule must not be renamed"
+    assert managed.deleted == 0
+    del capsule
+    assert managed.deleted == 0, "the capsule's own destructor does not know this name"
+    managed.reclaim()
+
+
+@pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
+def test_an_already_consumed_capsule_is_refused(versioned):
+    managed = dl.ManagedTensor(f32(versioned=versioned))
+    capsule = managed.capsule()
+    tensor = ad.Tensor.from_dlpack(capsule)
+    with pytest.raises(ValueError, match=r"already been consumed"):
+        ad.Tensor.from_dlpack(capsule)
+    with pytest.raises(ValueError, match=r"already been consumed"):
+        ad.Array.from_dlpack(capsule)
+    assert managed.deleted == 0, "the first import still holds the tensor"
+    np.testing.assert_array_equal(np.from_dlpack(tensor), np.arange(6, dtype=np.float32))
+    del capsule
+    assert managed.deleted == 0
+    del tensor
+    assert managed.deleted == 1
+
+
+@pytest.mark.parametrize("name", [b"used_dltensor", b"used_dltensor_versioned"])
+def test_a_capsule_handed_out_already_used_is_refused_and_never_released(name):
+    managed = dl.ManagedTensor(f32(versioned=name == b"used_dltensor_versioned"))
+    capsule = managed.capsule(name)
+    with pytest.raises(ValueError, match=r"already been consumed"):
+        ad.Tensor.from_dlpack(capsule)
+    del capsule
+    assert managed.deleted == 0
+    managed.reclaim()
+
+
+def test_a_producer_that_hands_out_the_same_capsule_twice_is_refused_the_second_time():
+    producer = dl.Producer(f32(), mode="reuse")
+    first = ad.Tensor.from_dlpack(producer)
+    with pytest.raises(ValueError, match=r"already been consumed"):
+        ad.Tensor.from_dlpack(producer)
+    assert len(producer.tensors) == 1 and producer.deleted == 0
+    del first
+    assert producer.deleted == 1
+    producer._reused = None
+    assert producer.deleted == 1
+
+
+# --- `__dlpack__` misbehaving --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "returned, pattern",
+    [
+        (lambda p: 42, r"__dlpack__\(\) returned int; expected a PyCapsule"),
+        (lambda p: None, r"__dlpack__\(\) returned NoneType; expected a PyCapsule"),
+        (lambda p: b"dltensor", r"__dlpack__\(\) returned bytes; expected a PyCapsule"),
+        (lambda p: np.arange(3), r"__dlpack__\(\) returned numpy.ndarray; expected a PyCapsule"),
+    ],
+    ids=["int", "None", "bytes", "ndarray"],
+)
+def test_dlpack_returning_a_non_capsule_is_a_type_error(returned, pattern):
+    producer = dl.Producer(f32(), mode="return", returns=returned)
+    with pytest.raises(TypeError, match=pattern) as raised:
+        ad.Tensor.from_dlpack(producer)
+    assert isinstance(raised.value, ad.ArrowDLPackError)
+    assert producer.calls == [{"max_version": (1, 3)}]
+
+
+def test_dlpack_returning_a_capsule_inside_a_list_is_refused_and_the_producer_cleans_up():
+    producer = dl.Producer(f32(), mode="return", returns=lambda p: [p.export()])
+    with pytest.raises(TypeError, match=r"__dlpack__\(\) returned list; expected a PyCapsule"):
+        ad.Tensor.from_dlpack(producer)
+    # The capsule was never consumed: its own destructor released the tensor when the list died.
+    assert len(producer.tensors) == 1
+    assert producer.deleted == 1
+
+
+@pytest.mark.parametrize(
+    "exception",
+    [RuntimeError("producer exploded"), BufferError("producer cannot export to the CPU")],
+    ids=["RuntimeError", "BufferError"],
+)
+def test_dlpack_raising_propagates_the_producer_exception_unchanged(exception):
+    producer = dl.Producer(f32(), mode="raise", exception=exception)
+    with pytest.raises(type(exception)) as raised:
+        ad.Tensor.from_dlpack(producer)
+    assert raised.value is exception
+    assert producer.calls == [{"max_version": (1, 3)}], "only TypeError is retried"
+    assert producer.tensors == []
+
+
+def test_dlpack_raising_type_error_is_retried_once_without_keywords_then_propagated():
+    exception = TypeError("this producer refuses everything")
+    producer = dl.Producer(f32(), mode="raise", exception=exception)
+    with pytest.raises(TypeError, match=r"refuses everything") as raised:
+        ad.Tensor.from_dlpack(producer)
+    assert raised.value is exception
+    assert producer.calls == [{"max_version": (1, 3)}, {}]
+
+
+def test_legacy_signature_producer_is_retried_without_keywords():
+    producer = dl.Producer(f32(), mode="legacy_signature")
+    tensor = ad.Tensor.from_dlpack(producer)
+    assert producer.calls == [{}]
+    result = np.from_dlpack(tensor)
+    np.testing.assert_array_equal(result, np.arange(6, dtype=np.float32))
+    assert result.ctypes.data == producer.data_address
+    assert len(producer.tensors) == 1 and not producer.tensors[0].spec.versioned
+    del tensor, result
+    assert producer.deleted == 1
+
+
+def test_producer_without_dlpack_device_is_accepted():
+    producer = dl.LegacyProducer(f32())
+    assert not hasattr(producer, "__dlpack_device__")
+    tensor = ad.Tensor.from_dlpack(producer)
+    np.testing.assert_array_equal(np.from_dlpack(tensor), np.arange(6, dtype=np.float32))
+    del tensor
+    assert producer.deleted == 1
+
+
+def test_producer_ignoring_max_version_with_a_legacy_capsule_is_accepted():
+    producer = dl.Producer(f32(versioned=False), mode="ignore")
+    tensor = ad.Tensor.from_dlpack(producer)
+    assert producer.calls == [{"max_version": (1, 3)}]
+    result = np.from_dlpack(tensor)
+    assert result.ctypes.data == producer.data_address
+    np.testing.assert_array_equal(result, np.arange(6, dtype=np.float32))
+    del tensor, result
+    assert producer.deleted == 1
+
+
+def test_producer_ignoring_copy_true_is_copied_by_the_consumer():
+    producer = dl.Producer(f32(), mode="ignore")
+    tensor = ad.Tensor.from_dlpack(producer, copy=True)
+    assert producer.calls == [{"max_version": (1, 3), "copy": True}]
+    # The producer shared its memory without IS_COPIED: the consumer copied and let go at once.
+    assert producer.deleted == 1
+    result = np.from_dlpack(tensor)
+    assert result.ctypes.data != producer.data_address
+    np.testing.assert_array_equal(result, np.arange(6, dtype=np.float32))
+
+
+def test_producer_ignoring_copy_false_is_refused():
+    producer = dl.Producer(f32(flags=dl.IS_COPIED), mode="ignore")
+    with pytest.raises(BufferError, match=r"copied its data although copy=False"):
+        ad.Tensor.from_dlpack(producer, copy=False)
+    assert producer.calls == [{"max_version": (1, 3), "copy": False}]
+    assert producer.deleted == 1
+
+
+def test_producer_ignoring_the_version_with_another_minor_is_accepted():
+    producer = dl.Producer(f32(version=(1, 99)), mode="ignore")
+    tensor = ad.Tensor.from_dlpack(producer)
+    np.testing.assert_array_equal(np.from_dlpack(tensor), np.arange(6, dtype=np.float32))
+    del tensor
+    assert producer.deleted == 1
+
+
+# --- `__dlpack_device__` lying -------------------------------------------------------------------
+
+
+def test_device_claiming_cuda_for_cpu_data_is_refused_before_export():
+    producer = dl.Producer(f32(), device=(dl.CUDA, 0))
+    pattern = r"holds data on DLPack device \(2, 0\); expected the CPU"
+    with pytest.raises(BufferError, match=pattern):
+        ad.Tensor.from_dlpack(producer)
+    assert producer.device_calls == 1
+    assert producer.calls == [], "a producer on another device must not be asked to export"
+    assert producer.tensors == []
+
+
+def test_device_claiming_cpu_for_cuda_data_is_caught_in_the_capsule():
+    producer = dl.Producer(f32(device=(dl.CUDA, 0)), device=(dl.CPU, 0))
+    with pytest.raises(BufferError, match=r"device_type 2 \(CUDA\)"):
+        ad.Tensor.from_dlpack(producer)
+    assert producer.calls == [{"max_version": (1, 3)}]
+    assert producer.deleted == 1
+
+
+@pytest.mark.parametrize("answer", ["cpu", (1,), None], ids=["str", "short_tuple", "None"])
+def test_device_answering_garbage_is_a_type_error_naming_dlpack_device(answer):
+    producer = dl.Producer(f32(), device=answer)
+    with pytest.raises(TypeError, match=r"__dlpack_device__"):
+        ad.Tensor.from_dlpack(producer)
+    assert producer.calls == []
+
+
+def test_device_raising_propagates_unchanged():
+    exception = RuntimeError("device query failed")
+
+    class Raising(dl.Producer):
+        def __dlpack_device__(self):
+            raise exception
+
+    producer = Raising(f32())
+    with pytest.raises(RuntimeError) as raised:
+        ad.Tensor.from_dlpack(producer)
+    assert raised.value is exception
+    assert producer.calls == []
+
+
+@pytest.mark.parametrize("device", ["cuda", (dl.CUDA, 0), (dl.CPU, 1), "gpu"])
+def test_requested_device_other_than_the_cpu_is_refused_before_asking(device):
+    producer = dl.Producer(f32())
+    pattern = r"unsupported device .*expected None, \"cpu\" or \(1, 0\)"
+    with pytest.raises(BufferError, match=pattern):
+        ad.Tensor.from_dlpack(producer, device=device)
+    assert producer.calls == []
+
+
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS), ids=list(ENTRY_POINTS))
+def test_object_without_dlpack_is_a_type_error(entry):
+    pattern = r"object does not support the DLPack protocol: it has no __dlpack__"
+    with pytest.raises(TypeError, match=pattern):
+        ENTRY_POINTS[entry](object())
+
+
+# --- NULL deleters -------------------------------------------------------------------------------
+
+
+def test_null_deleter_on_a_valid_tensor_imports_and_is_never_called():
+    managed = dl.ManagedTensor(f32(null_deleter=True))
+    tensor = ad.Tensor.from_dlpack(managed.capsule())
+    result = np.from_dlpack(tensor)
+    np.testing.assert_array_equal(result, np.arange(6, dtype=np.float32))
+    assert result.ctypes.data == managed.data_address
+    del tensor, result
+    assert managed.deleted == 0
+    managed.reclaim()
+
+
+@pytest.mark.parametrize(
+    "spec, exception, pattern",
+    [
+        (f32(shape=(-1,)), ValueError, r"shape\[0\] is -1"),
+        (f32(version=(2, 0)), ValueError, r"unsupported DLPack version 2\.0"),
+        (f32(device=(dl.CUDA, 0)), BufferError, r"device_type 2"),
+        (f32(versioned=False, dtype=(dl.FLOAT, 32, 2)), ValueError, r"lanes is 2"),
+    ],
+    ids=["negative_extent", "major_version_2", "cuda", "legacy_lanes_2"],
+)
+def test_null_deleter_on_a_refused_tensor_is_not_called(spec, exception, pattern):
+    managed = dl.ManagedTensor(spec.replace(null_deleter=True))
+    capsule = managed.capsule()
+    _refuse(ad.Tensor.from_dlpack, capsule, exception, pattern)
+    del capsule
+    assert managed.deleted == 0
+    managed.reclaim()
+
+
+# --- deleters misbehaving ------------------------------------------------------------------------
+
+
+def test_deleter_that_reenters_arrow_dlpack_is_served():
+    inner = dl.Producer(f32())
+    seen = []
+
+    def reenter(tensor):
+        # Runs inside arrow_dlpack's release of the outer tensor.
+        imported = ad.Tensor.from_dlpack(inner)
+        seen.append(np.from_dlpack(imported).tolist())
+
+    outer = dl.Producer(f32(), on_delete=reenter)
+    tensor = ad.Tensor.from_dlpack(outer)
+    del tensor
+    assert outer.deleted == 1
+    assert seen == [[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]]
+    assert inner.deleted == 1
+
+
+def test_deleter_that_raises_is_reported_and_counted_once(monkeypatch):
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", reported.append)
+
+    def explode(tensor):
+        raise RuntimeError("deleter exploded")
+
+    producer = dl.Producer(f32(), on_delete=explode)
+    tensor = ad.Tensor.from_dlpack(producer)
+    del tensor
+    assert producer.deleted == 1
+    assert [type(report.exc_value) for report in reported] == [RuntimeError]
+    # arrow_dlpack goes on working.
+    again = dl.Producer(f32())
+    assert np.from_dlpack(ad.Tensor.from_dlpack(again))[5] == 5.0
+    assert again.deleted == 1
+
+
+# --- unusual but valid tensors -------------------------------------------------------------------
+
+
+def test_metadata_is_copied_at_import():
+    managed = dl.ManagedTensor(f32(shape=(2, 3), strides=(3, 1)))
+    tensor = ad.Tensor.from_dlpack(managed.capsule())
+    managed.set_shape(0, 1_000_000)
+    assert tensor.shape == (2, 3)
+    assert tensor.strides == (12, 4)
+    expected = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(np.from_dlpack(tensor), expected)
+    del tensor
+    assert managed.deleted == 1
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        f32(shape=(0, 3), data_address=0),
+        f32(shape=(0, 3), strides=(-7, 99), data_address=0),
+        # An empty tensor's data pointer is never read, whatever it is.
+        f32(shape=(3, 0), data_address=2**64 - 8),
+        f32(shape=(0,), data_offset=1),
+    ],
+    ids=["null_data", "wild_strides", "wild_pointer", "misaligned"],
+)
+def test_empty_tensor_imports_and_is_released_at_once(spec):
+    managed = dl.ManagedTensor(spec)
+    tensor = ad.Tensor.from_dlpack(managed.capsule())
+    assert managed.deleted == 1, "an empty tensor holds no foreign memory"
+    assert tensor.shape == tuple(spec.shape)
+    assert tensor.size == 0
+    assert np.from_dlpack(tensor).shape == tuple(spec.shape)
+
+
+def test_zero_dimensional_tensor_with_null_shape_imports():
+    managed = dl.ManagedTensor(f32(shape=None, ndim=0, strides=None, byte_offset=12))
+    tensor = ad.Tensor.from_dlpack(managed.capsule())
+    assert tensor.shape == () and tensor.size == 1
+    assert np.from_dlpack(tensor)[()] == 3.0
+    del tensor
+    assert managed.deleted == 1
+
+
+def test_null_strides_with_ndim_2_mean_row_major():
+    managed = dl.ManagedTensor(f32(shape=(2, 3), strides=None, versioned=False))
+    tensor = ad.Tensor.from_dlpack(managed.capsule())
+    assert tensor.strides == (12, 4) and tensor.is_row_major
+    expected = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(np.from_dlpack(tensor), expected)
+    del tensor
+    assert managed.deleted == 1
+
+
+def test_zero_and_negative_strides_are_viewed_exactly():
+    # Rows in reverse order, every other column: storage holds 0..12.
+    spec = dl.float32_spec(range(12), shape=(3, 2), strides=(-4, 2), byte_offset=8 * 4)
+    managed = dl.ManagedTensor(spec)
+    tensor = ad.Tensor.from_dlpack(managed.capsule())
+    assert tensor.strides == (-16, 8)
+    np.testing.assert_array_equal(np.from_dlpack(tensor), [[8, 10], [4, 6], [0, 2]])
+    del tensor
+    assert managed.deleted == 1
+    broadcast = dl.ManagedTensor(dl.float32_spec(range(3), shape=(2, 3), strides=(0, 1)))
+    tensor = ad.Tensor.from_dlpack(broadcast.capsule())
+    np.testing.assert_array_equal(np.from_dlpack(tensor), [[0, 1, 2], [0, 1, 2]])
+    del tensor
+    assert broadcast.deleted == 1
+
+
+def test_read_only_flag_is_honoured():
+    managed = dl.ManagedTensor(f32(flags=dl.READ_ONLY))
+    tensor = ad.Tensor.from_dlpack(managed.capsule())
+    assert not tensor.is_mutable
+    writable = dl.ManagedTensor(f32())
+    assert ad.Tensor.from_dlpack(writable.capsule()).is_mutable
+    assert writable.deleted == 1
+    del tensor
+    assert managed.deleted == 1
+
+
+@pytest.mark.parametrize(
+    "entry, spec, pattern",
+    [
+        ("Array", f32(shape=(2, 3)), r"1-D|one-dimensional|dimension"),
+        ("Array", f32(shape=(3,), strides=(2,)), r"contiguous|stride"),
+        ("FixedShapeTensorArray", f32(shape=(), byte_offset=4), r"0-d|zero-dimensional|dimension"),
+        ("FixedShapeTensorArray", f32(shape=(2, 3), strides=(1, 2)), r"first-major|largest stride"),
+    ],
+    ids=["array_2d", "array_strided", "fixed_shape_0d", "fixed_shape_column_major"],
+)
+def test_valid_tensor_that_cannot_become_the_requested_object_is_released_once(
+    entry, spec, pattern
+):
+    managed = dl.ManagedTensor(spec)
+    capsule = managed.capsule()
+    with pytest.raises(ValueError, match=pattern) as raised:
+        ENTRY_POINTS[entry](capsule, copy=False)
+    assert isinstance(raised.value, ad.ArrowDLPackError)
+    assert managed.deleted == 1
+
+
+def test_bool_tensor_is_packed_into_an_array_and_released_at_once():
+    managed = dl.ManagedTensor(dl.array_spec(np.array([True, False, True, True])))
+    array = ad.Array.from_dlpack(managed.capsule())
+    assert array.type == "bool"
+    assert array.to_pylist() == [True, False, True, True]
+    assert managed.deleted == 1, "packing copied the values; the producer is released at once"
+    refused = dl.ManagedTensor(dl.array_spec(np.array([True, False])))
+    capsule = refused.capsule()
+    with pytest.raises(BufferError, match=r"copy=False"):
+        ad.Array.from_dlpack(capsule, copy=False)
+    assert refused.deleted == 1
+
+
+# --- the happy path ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
+def test_hand_built_tensor_imports_zero_copy_and_is_released_when_the_last_reexport_dies(versioned):
+    values = np.arange(12, dtype=np.int32).reshape(3, 4)
+    producer = dl.Producer(dl.array_spec(values, versioned=versioned), mode="ignore")
+    tensor = ad.Tensor.from_dlpack(producer)
+    assert (tensor.shape, tensor.strides, tensor.type) == ((3, 4), (16, 4), "int32")
+    reexported = np.from_dlpack(tensor)
+    assert reexported.ctypes.data == producer.data_address, "the import must not copy"
+    np.testing.assert_array_equal(reexported, values)
+    del tensor
+    assert producer.deleted == 0, "numpy's re-export still holds the producer's memory"
+    np.testing.assert_array_equal(reexported, values)
+    del reexported
+    assert producer.deleted == 1
+    assert dl.STRAY_DELETES == []
+
+
+def test_hand_built_array_survives_in_pyarrow_and_is_released_once():
+    producer = dl.Producer(dl.array_spec(np.arange(5, dtype=np.int64)))
+    array = ad.Array.from_dlpack(producer)
+    arrow = pa.array(array)
+    assert arrow.buffers()[1].address == producer.data_address
+    del array
+    assert producer.deleted == 0
+    assert arrow.to_pylist() == [0, 1, 2, 3, 4]
+    del arrow
+    assert producer.deleted == 1
+
+
+def test_hand_built_fixed_shape_tensor_array_is_zero_copy_and_released_once():
+    values = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    producer = dl.Producer(dl.array_spec(values))
+    array = ad.FixedShapeTensorArray.from_dlpack(producer)
+    assert array.shape == [3, 4] and len(array) == 2
+    back = np.from_dlpack(array)
+    assert back.ctypes.data == producer.data_address
+    np.testing.assert_array_equal(back, values)
+    del array
+    assert producer.deleted == 0
+    del back
+    assert producer.deleted == 1
+
+
+def test_values_written_by_the_producer_after_import_are_seen():
+    producer = dl.Producer(f32())
+    tensor = ad.Tensor.from_dlpack(producer)
+    producer.storage.write(0, struct.pack("<f", 42.0))
+    assert np.from_dlpack(tensor)[0] == 42.0, "zero-copy: the view is the producer's memory"
+    del tensor
+    assert producer.deleted == 1

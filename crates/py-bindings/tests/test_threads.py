@@ -1,0 +1,177 @@
+"""Threads: exports and imports from 8 Python threads at once, and deleters run from the thread
+that drops the last reference, which is not the thread that imported."""
+
+import importlib.util
+import queue
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import arrow_dlpack as ad
+
+
+def _load_helper():
+    """Loads ``_dlpack_ctypes.py`` by path, once per process (the tests are not a package)."""
+    name = "arrow_dlpack_tests._dlpack_ctypes"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, Path(__file__).with_name("_dlpack_ctypes.py")
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+dl = _load_helper()
+
+THREADS = 8
+ITERATIONS = 1000
+
+
+def _worker(worker, barrier, shared_array, shared_tensor, shared_fixed):
+    """One thread's mix of exports and imports; returns its hand-built tensors for counting."""
+    barrier.wait()
+    managed_tensors = []
+    for i in range(ITERATIONS):
+        seed = worker * 1_000_000 + i
+        # Export of objects shared by every thread.
+        exported = np.from_dlpack(shared_array)
+        assert exported[0] == 0 and exported[-1] == 999
+        assert np.from_dlpack(shared_tensor)[2, 3] == 11.0
+        assert np.from_dlpack(shared_fixed)[1, 1, 0] == 6
+        capsule = shared_tensor.__dlpack__(max_version=(1, 3) if i % 2 else None)
+        assert np.from_dlpack(ad.Tensor.from_dlpack(capsule))[1, 0] == 4.0
+        del capsule
+        # Export of this thread's own Arrow data.
+        own = np.arange(seed, seed + 16, dtype=np.int64)
+        assert np.from_dlpack(ad.array(pa.array(own)))[15] == seed + 15
+        # Import of this thread's own numpy data, a strided view.
+        view = own.reshape(4, 4)[::-1, ::2]
+        tensor = ad.Tensor.from_dlpack(view)
+        assert tensor.strides == (-32, 16)
+        np.testing.assert_array_equal(np.from_dlpack(tensor), view)
+        # Import of a hand-built tensor with a counting deleter; every other one malformed.
+        values = (float(seed % 1000), float(i), float(worker))
+        shape = (3,) if i % 2 == 0 else (-3,)
+        managed = dl.ManagedTensor(dl.float32_spec(values, shape=shape))
+        managed_tensors.append(managed)
+        capsule = managed.capsule()
+        if i % 2 == 0:
+            np.testing.assert_array_equal(
+                np.from_dlpack(ad.Tensor.from_dlpack(capsule)), np.float32(values)
+            )
+        else:
+            with pytest.raises(ValueError, match=r"shape\[0\] is -3"):
+                ad.Tensor.from_dlpack(capsule)
+        del capsule
+        assert managed.deleted == 1
+    return managed_tensors
+
+
+def test_exports_and_imports_from_eight_threads_at_once():
+    shared_array = ad.array(pa.array(np.arange(1000, dtype=np.int64)))
+    shared_tensor = ad.Tensor.from_dlpack(np.arange(12, dtype=np.float64).reshape(3, 4))
+    cells = np.arange(8, dtype=np.int32).reshape(2, 2, 2)
+    shared_fixed = ad.FixedShapeTensorArray.from_dlpack(cells)
+    barrier = threading.Barrier(THREADS)
+    with ThreadPoolExecutor(THREADS) as pool:
+        futures = [
+            pool.submit(_worker, worker, barrier, shared_array, shared_tensor, shared_fixed)
+            for worker in range(THREADS)
+        ]
+        results = [future.result(timeout=300) for future in futures]
+    managed = [tensor for result in results for tensor in result]
+    assert len(managed) == THREADS * ITERATIONS
+    assert [tensor.deleted for tensor in managed] == [1] * len(managed)
+    assert dl.STRAY_DELETES == []
+    # The shared objects are intact after the storm.
+    np.testing.assert_array_equal(np.from_dlpack(shared_array), np.arange(1000))
+    np.testing.assert_array_equal(np.from_dlpack(shared_tensor), np.arange(12.0).reshape(3, 4))
+
+
+def test_deleters_run_in_the_worker_that_drops_the_last_reference():
+    main = threading.get_ident()
+    producers = [dl.Producer(dl.float32_spec((k, k + 1.0, k + 2.0))) for k in range(THREADS)]
+    handoff = [queue.Queue() for _ in range(THREADS)]
+    for producer, box in zip(producers, handoff):
+        tensor = ad.Tensor.from_dlpack(producer)
+        # The last reference lives in a numpy re-export, handed to the worker with the tensor.
+        box.put((tensor, np.from_dlpack(tensor)))
+        del tensor
+    barrier = threading.Barrier(THREADS)
+
+    def drop(index):
+        objects = handoff[index].get()
+        barrier.wait()
+        tensor, reexport = objects
+        del objects
+        assert reexport[2] == index + 2.0
+        del tensor
+        assert producers[index].deleted == 0
+        del reexport
+        assert producers[index].deleted == 1
+        return threading.get_ident()
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        workers = list(pool.map(drop, range(THREADS)))
+    for producer, worker in zip(producers, workers):
+        assert producer.deleted == 1
+        assert producer.tensors[0].deleter_threads == [worker]
+        assert worker != main
+
+
+def test_deleters_run_in_the_main_thread_for_tensors_imported_by_workers():
+    main = threading.get_ident()
+
+    def load(index):
+        producer = dl.Producer(dl.float32_spec((index, 0.0, 0.0)))
+        array = ad.Array.from_dlpack(producer)
+        return producer, array, threading.get_ident()
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        loaded = list(pool.map(load, range(THREADS)))
+    importers = {worker for _, _, worker in loaded}
+    assert main not in importers
+    for index, (producer, array, _) in enumerate(loaded):
+        assert array.to_pylist() == [index, 0.0, 0.0]
+        assert producer.deleted == 0
+    producers = [producer for producer, _, _ in loaded]
+    del loaded, array
+    for producer in producers:
+        assert producer.deleted == 1
+        assert producer.tensors[0].deleter_threads == [main]
+
+
+def test_deleter_called_while_other_threads_import_counts_each_tensor_once():
+    """A deleter that itself takes time (it calls back into Python) does not block or double up
+    with imports running in other threads."""
+    started = threading.Event()
+    seen = []
+
+    def slow_delete(tensor):
+        seen.append(threading.get_ident())
+        started.set()
+
+    producers = [dl.Producer(dl.float32_spec(), on_delete=slow_delete) for _ in range(THREADS * 8)]
+
+    def churn(chunk):
+        total = 0
+        for producer in chunk:
+            tensor = ad.Tensor.from_dlpack(producer)
+            total += int(np.from_dlpack(tensor).sum())
+            del tensor
+        return total
+
+    chunks = [producers[k::THREADS] for k in range(THREADS)]
+    with ThreadPoolExecutor(THREADS) as pool:
+        totals = list(pool.map(churn, chunks))
+    assert totals == [15 * len(chunk) for chunk in chunks]
+    assert started.is_set()
+    assert len(seen) == len(producers)
+    assert [producer.deleted for producer in producers] == [1] * len(producers)
