@@ -359,6 +359,8 @@ _DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _get_pointer.restype = ctypes.c_void_p
 _get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_decref = ctypes.pythonapi.Py_DecRef
+_decref.argtypes = [ctypes.py_object]
 
 
 class ExchangeTable:
@@ -374,6 +376,13 @@ class ExchangeTable:
         self.from_py_object = _FROM_PY(from_py)
         self.to_py_object = _TO_PY(to_py)
         self.current_work_stream = _WORK_STREAM(stream)
+
+
+def take_new_reference(out: ctypes.py_object):
+    """The object a table wrote into ``out``, owning the new reference the table gave."""
+    obj = out.value
+    _decref(obj)  # ``out.value`` took a reference of its own; drop the table's.
+    return obj
 
 
 def managed_from(cls, obj):
@@ -436,24 +445,33 @@ def test_exchange_table_hands_our_tensor_to_torchs_table():
     pointer = managed_from(ad.FixedShapeTensorArray, tensors)
     result = ctypes.py_object()
     assert ExchangeTable(torch.Tensor).to_py_object(pointer, ctypes.byref(result)) == 0
-    assert isinstance(result.value, torch.Tensor)
-    assert tuple(result.value.shape) == (3, 2, 2)
-    assert result.value.data_ptr() == address(source)
-    np.testing.assert_array_equal(result.value.numpy(), np.arange(12).reshape(3, 2, 2))
+    result = take_new_reference(result)
+    assert isinstance(result, torch.Tensor)
+    assert tuple(result.shape) == (3, 2, 2)
+    assert result.data_ptr() == address(source)
+    np.testing.assert_array_equal(result.numpy(), np.arange(12).reshape(3, 2, 2))
 
 
-def test_exchange_table_turns_a_foreign_managed_tensor_into_our_tensor():
+@pytest.mark.parametrize(
+    "cls, shape",
+    [(ad.Array, (6,)), (ad.Tensor, (2, 3)), (ad.FixedShapeTensorArray, (2, 3))],
+    ids=["Array", "Tensor", "FixedShapeTensorArray"],
+)
+def test_exchange_table_turns_a_foreign_managed_tensor_into_our_object(cls, shape):
     # The table's managed_tensor_to_py_object_no_sync is how a C library returns a result to the
     # framework whose table it uses: here torch's tensor, exported by torch's table, must come
-    # back as an arrow_dlpack Tensor sharing torch's memory.
-    source = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    # back as an arrow_dlpack object sharing torch's memory.
+    source = torch.arange(6, dtype=torch.float64).reshape(shape)
     out = ctypes.c_void_p()
     assert ExchangeTable(torch.Tensor).from_py_object(source, ctypes.byref(out)) == 0
     result = ctypes.py_object()
-    assert ExchangeTable(ad.Tensor).to_py_object(out.value, ctypes.byref(result)) == 0
-    assert isinstance(result.value, ad.Tensor)
-    assert result.value.shape == (2, 3)
-    assert np.from_dlpack(result.value).ctypes.data == source.data_ptr()
+    assert ExchangeTable(cls).to_py_object(out.value, ctypes.byref(result)) == 0
+    obj = take_new_reference(result)
+    assert type(obj) is cls
+    back = np.from_dlpack(obj)
+    assert back.shape == shape
+    assert back.ctypes.data == source.data_ptr()
+    np.testing.assert_array_equal(back, source.numpy())
 
 
 def test_our_from_dlpack_imports_through_torchs_table_without_calling_dunder_dlpack():

@@ -444,6 +444,18 @@ def test_from_dlpack_copy_true_gives_fresh_memory():
     assert np.from_dlpack(tensor).tolist() == [100, 2, 4]
 
 
+def test_from_dlpack_copy_true_gives_a_row_major_tensor():
+    # The stub: copy=True "gives a row-major copy that no one else references", whatever the
+    # producer's copy looks like (numpy's copy keeps a transposed layout).
+    source = np.arange(24, dtype=np.float64).reshape(2, 3, 4).transpose(2, 0, 1)
+    tensor = ad.Tensor.from_dlpack(source, copy=True)
+    assert tensor.is_row_major
+    assert tensor.strides == (96, 32, 8)
+    result = np.from_dlpack(tensor)
+    assert result.ctypes.data != source.ctypes.data
+    np.testing.assert_array_equal(result, source)
+
+
 def test_from_dlpack_copy_false_shares_memory():
     source = np.arange(6, dtype=np.int32)
     array = ad.Array.from_dlpack(source, copy=False)
