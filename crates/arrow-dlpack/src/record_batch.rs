@@ -3,8 +3,10 @@
 //!
 //! The 2-D copy is written at memory speed: the conversion from each column's element type to the
 //! tensor's is chosen once per column (a function monomorphised for the pair), never per element;
-//! column-major output is one sequential pass per column, and row-major output is filled block by
-//! block so that the strided stores of every column land in a block that stays in cache.
+//! column-major output is one sequential pass per column; row-major output is filled block of rows
+//! by block of rows: each column converts its rows into a column-major staging block that stays in
+//! cache, and the block is transposed into the output, so that memory is read and written
+//! sequentially (strided stores straight into the output miss the cache once per element).
 
 use std::mem::MaybeUninit;
 use std::ops::Range;
@@ -475,12 +477,12 @@ fn promoted_dtype(sources: &[DType], null_to_nan: bool) -> DType {
     }
 }
 
-/// The bytes of output that row-major filling keeps in cache at a time: every column writes its
-/// strided slots of one block of rows before the next block starts.
-const BLOCK_BYTES: usize = 32 * 1024;
+/// The bytes of the staging block of row-major filling: small enough to stay in the L2 cache,
+/// large enough that each column is read in runs long enough for the prefetcher.
+const BLOCK_BYTES: usize = 64 * 1024;
 
 /// The fewest rows in a block, so that a very wide batch still moves a few values per call.
-const MIN_BLOCK_ROWS: usize = 16;
+const MIN_BLOCK_ROWS: usize = 8;
 
 /// Checked columns, ready to be copied.
 struct Plan<'a> {
@@ -506,23 +508,40 @@ impl Plan<'_> {
             }
             .into());
         }
-        let writers: Vec<Writers<D>> = self
+        let writers: Vec<Writer<D>> = self
             .sources
             .iter()
-            .map(|&source| D::writers(source))
+            .map(|&source| D::writer(source))
             .collect();
         let mut values: Vec<D> = Vec::with_capacity(count);
         let slots = &mut values.spare_capacity_mut()[..count];
 
         if self.row_major && num_columns > 1 {
+            // Each column converts a block of rows into its run of a column-major staging block
+            // (sequential reads and writes, in cache), and the block is then transposed into the
+            // output (sequential writes to memory). Strided stores straight into the output would
+            // miss the cache once per element, and interleaving the columns element by element
+            // would need a dispatch per element.
             let block_rows = (BLOCK_BYTES / (num_columns * size_of::<D>())).max(MIN_BLOCK_ROWS);
+            let mut stage = vec![MaybeUninit::<D>::uninit(); block_rows * num_columns];
             let mut start = 0;
             while start < num_rows {
                 let end = num_rows.min(start + block_rows);
-                let block = &mut slots[start * num_columns..end * num_columns];
-                for (index, (column, writer)) in self.columns.iter().zip(&writers).enumerate() {
-                    (writer.rows)(column.array, start..end, block, index, num_columns);
+                let rows = end - start;
+                let stage = &mut stage[..rows * num_columns];
+                for ((column, writer), run) in self
+                    .columns
+                    .iter()
+                    .zip(&writers)
+                    .zip(stage.chunks_exact_mut(rows))
+                {
+                    writer(column.array, start..end, run);
                 }
+                transpose(
+                    stage,
+                    rows,
+                    &mut slots[start * num_columns..end * num_columns],
+                );
                 start = end;
             }
         } else if num_rows > 0 {
@@ -533,7 +552,7 @@ impl Plan<'_> {
                 .zip(&writers)
                 .zip(slots.chunks_exact_mut(num_rows))
             {
-                (writer.column)(column.array, run);
+                writer(column.array, 0..num_rows, run);
             }
         }
 
@@ -556,14 +575,15 @@ impl Plan<'_> {
         }
 
         // SAFETY: `values` has capacity `count = num_rows * num_columns`, and every one of those
-        // slots was written above. Row-major: the blocks `start..end` cover `0..num_rows`, and
-        // in each block the writer of column `index` writes slot `row * num_columns + index` of
-        // every row (its values slice and the block's rows have the same length, since every
-        // column has `num_rows` values, checked in `convert`), for every `index` in
-        // `0..num_columns`. Column-major (or one column): `chunks_exact_mut(num_rows)` gives one
-        // run of `num_rows` slots per column, and each writer fills its run completely (same
-        // length argument); with `num_rows == 0`, `count` is 0. `D` is a plain number type, so any
-        // written bits are a valid value.
+        // slots holds a value written above. A writer given rows `a..b` and a run of `b - a`
+        // slots initialises the whole run: every column has `num_rows` values (checked in
+        // `convert`), so its values `a..b` are as many as the slots. Column-major (or one
+        // column): `chunks_exact_mut(num_rows)` gives each column its run of `num_rows` slots.
+        // Row-major: the blocks `start..end` cover `0..num_rows`; in each block the staging
+        // runs of all columns cover the staging block, and `transpose` copies it into every slot
+        // of the block's output rows (its groups of columns cover `0..num_columns`, each for
+        // every row of the block). With `num_rows == 0`, `count` is 0. `D` is a plain number
+        // type, so any bits written are a valid value.
         unsafe { values.set_len(count) };
 
         let strides = if self.row_major {
@@ -601,56 +621,80 @@ fn null_rows(nulls: &NullBuffer) -> impl Iterator<Item = usize> + '_ {
     .flatten()
 }
 
-/// Writes the rows `rows` of column `column` into its slots of a row-major block of
-/// `num_columns` columns: slot `(row - rows.start) * num_columns + column` for each row.
-type RowsWriter<D> = fn(&dyn Array, Range<usize>, &mut [MaybeUninit<D>], usize, usize);
+/// Converts the values `rows` of one column into a run of as many slots; the column's type and
+/// the element type are fixed by the monomorphisation chosen for the column.
+type Writer<D> = fn(&dyn Array, Range<usize>, &mut [MaybeUninit<D>]);
 
-/// Writes every row of one column into a contiguous run of slots.
-type ColumnWriter<D> = fn(&dyn Array, &mut [MaybeUninit<D>]);
-
-/// The two writers of one (source type, tensor element type) pair.
-struct Writers<D> {
-    rows: RowsWriter<D>,
-    column: ColumnWriter<D>,
-}
-
-impl<D> Writers<D> {
-    fn of<T>() -> Self
-    where
-        T: ArrowPrimitiveType,
-        T::Native: ConvertTo<D>,
-    {
-        Writers {
-            rows: write_rows::<T, D>,
-            column: write_column::<T, D>,
-        }
-    }
-}
-
-fn write_rows<T, D>(
-    array: &dyn Array,
-    rows: Range<usize>,
-    block: &mut [MaybeUninit<D>],
-    column: usize,
-    num_columns: usize,
-) where
-    T: ArrowPrimitiveType,
-    T::Native: ConvertTo<D>,
-{
-    let values = &array.as_primitive::<T>().values()[rows];
-    for (row, &value) in block.chunks_exact_mut(num_columns).zip(values) {
-        row[column].write(value.convert());
-    }
-}
-
-fn write_column<T, D>(array: &dyn Array, run: &mut [MaybeUninit<D>])
+fn write<T, D>(array: &dyn Array, rows: Range<usize>, run: &mut [MaybeUninit<D>])
 where
     T: ArrowPrimitiveType,
     T::Native: ConvertTo<D>,
 {
-    let values = array.as_primitive::<T>().values();
-    for (slot, &value) in run.iter_mut().zip(values.iter()) {
+    let values = &array.as_primitive::<T>().values()[rows];
+    // The unsafe `set_len` in `Plan::fill` relies on every slot of the run being written.
+    assert_eq!(values.len(), run.len(), "a run has one slot per value");
+    for (slot, &value) in run.iter_mut().zip(values) {
         slot.write(value.convert());
+    }
+}
+
+/// The most columns [`transpose_group`] moves at once; wider blocks go in groups.
+const MAX_GROUP: usize = 16;
+
+/// Copies a column-major block (`stage`: one run of `rows` slots per column) into the same block
+/// in row-major order (`out`), whether or not the slots are initialised.
+fn transpose<D: Copy>(stage: &[MaybeUninit<D>], rows: usize, out: &mut [MaybeUninit<D>]) {
+    debug_assert_eq!(stage.len(), out.len());
+    let num_columns = stage.len() / rows;
+    let mut first = 0;
+    while first < num_columns {
+        let width = (num_columns - first).min(MAX_GROUP);
+        let group = &stage[first * rows..(first + width) * rows];
+        let transpose: GroupTranspose<D> = match width {
+            1 => transpose_group::<D, 1>,
+            2 => transpose_group::<D, 2>,
+            3 => transpose_group::<D, 3>,
+            4 => transpose_group::<D, 4>,
+            5 => transpose_group::<D, 5>,
+            6 => transpose_group::<D, 6>,
+            7 => transpose_group::<D, 7>,
+            8 => transpose_group::<D, 8>,
+            9 => transpose_group::<D, 9>,
+            10 => transpose_group::<D, 10>,
+            11 => transpose_group::<D, 11>,
+            12 => transpose_group::<D, 12>,
+            13 => transpose_group::<D, 13>,
+            14 => transpose_group::<D, 14>,
+            15 => transpose_group::<D, 15>,
+            16 => transpose_group::<D, 16>,
+            _ => unreachable!("groups have 1 to {MAX_GROUP} columns"),
+        };
+        transpose(group, rows, out, num_columns, first);
+        first += width;
+    }
+}
+
+/// A monomorphisation of [`transpose_group`]: group, rows, output block, columns, first column.
+type GroupTranspose<D> = fn(&[MaybeUninit<D>], usize, &mut [MaybeUninit<D>], usize, usize);
+
+/// Copies `K` runs of `rows` slots (`group`) into columns `first..first + K` of the row-major
+/// block `out` of `num_columns` columns. With `K` known, each output row is a fixed-size array
+/// filled by an unrolled loop.
+fn transpose_group<D: Copy, const K: usize>(
+    group: &[MaybeUninit<D>],
+    rows: usize,
+    out: &mut [MaybeUninit<D>],
+    num_columns: usize,
+    first: usize,
+) {
+    let runs: [&[MaybeUninit<D>]; K] = std::array::from_fn(|c| &group[c * rows..][..rows]);
+    for (row, out_row) in (0..rows).zip(out.chunks_exact_mut(num_columns)) {
+        let slots: &mut [MaybeUninit<D>; K] = (&mut out_row[first..first + K])
+            .try_into()
+            .expect("a group of K columns lies inside the row");
+        for (slot, run) in slots.iter_mut().zip(runs) {
+            *slot = run[row];
+        }
     }
 }
 
@@ -660,8 +704,8 @@ trait Element: ArrowNativeType {
     const DTYPE: DType;
     /// NaN, for the float types.
     const NAN: Option<Self>;
-    /// The writers that convert a column of dtype `source` into this element type.
-    fn writers(source: DType) -> Writers<Self>;
+    /// The writer that converts a column of dtype `source` into this element type.
+    fn writer(source: DType) -> Writer<Self>;
 }
 
 macro_rules! element {
@@ -669,19 +713,19 @@ macro_rules! element {
         impl Element for $native {
             const DTYPE: DType = DType::$dtype;
             const NAN: Option<Self> = $nan;
-            fn writers(source: DType) -> Writers<Self> {
+            fn writer(source: DType) -> Writer<Self> {
                 match source {
-                    DType::Int8 => Writers::of::<Int8Type>(),
-                    DType::Int16 => Writers::of::<Int16Type>(),
-                    DType::Int32 => Writers::of::<Int32Type>(),
-                    DType::Int64 => Writers::of::<Int64Type>(),
-                    DType::UInt8 => Writers::of::<UInt8Type>(),
-                    DType::UInt16 => Writers::of::<UInt16Type>(),
-                    DType::UInt32 => Writers::of::<UInt32Type>(),
-                    DType::UInt64 => Writers::of::<UInt64Type>(),
-                    DType::Float16 => Writers::of::<Float16Type>(),
-                    DType::Float32 => Writers::of::<Float32Type>(),
-                    DType::Float64 => Writers::of::<Float64Type>(),
+                    DType::Int8 => write::<Int8Type, Self>,
+                    DType::Int16 => write::<Int16Type, Self>,
+                    DType::Int32 => write::<Int32Type, Self>,
+                    DType::Int64 => write::<Int64Type, Self>,
+                    DType::UInt8 => write::<UInt8Type, Self>,
+                    DType::UInt16 => write::<UInt16Type, Self>,
+                    DType::UInt32 => write::<UInt32Type, Self>,
+                    DType::UInt64 => write::<UInt64Type, Self>,
+                    DType::Float16 => write::<Float16Type, Self>,
+                    DType::Float32 => write::<Float32Type, Self>,
+                    DType::Float64 => write::<Float64Type, Self>,
                     other => unreachable!("{other} is not a column dtype"),
                 }
             }

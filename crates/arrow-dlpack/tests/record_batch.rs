@@ -635,6 +635,46 @@ fn many_rows_span_several_blocks() {
 }
 
 #[test]
+fn wide_batches_of_mixed_types_match_the_reference() {
+    // More columns than one transposition group holds (16), in several blocks of rows.
+    let rows = 3_001;
+    let specs: Vec<Spec> = (0..37)
+        .map(|column| {
+            let dtype = DTYPES[column % DTYPES.len()];
+            let values = (0..rows)
+                .map(|row| {
+                    let value = (row * 37 + column) % 251;
+                    if is_float(dtype) {
+                        Num::Float(value as f64 / 4.0)
+                    } else {
+                        Num::Int(value as i128 % (int_range(dtype).1 + 1))
+                    }
+                })
+                .collect();
+            Spec {
+                dtype,
+                values,
+                validity: None,
+            }
+        })
+        .collect();
+    let batch = batch_of(specs.iter().map(Spec::array).collect());
+    for options in [ROW_MAJOR, COLUMN_MAJOR] {
+        let tensor = record_batch_to_tensor(&batch, options).unwrap();
+        check_against_reference(&tensor, &specs, 0, rows, DType::Float64, options);
+    }
+    // Every width from 2 to 20 columns, row-major.
+    for width in 2..=20 {
+        let specs = &specs[..width];
+        let batch = batch_of(specs.iter().map(Spec::array).collect());
+        let dtypes: Vec<DType> = specs.iter().map(|spec| spec.dtype).collect();
+        let tensor = record_batch_to_tensor(&batch, ROW_MAJOR).unwrap();
+        let dtype = reference_dtype(&dtypes, false);
+        check_against_reference(&tensor, specs, 0, rows, dtype, ROW_MAJOR);
+    }
+}
+
+#[test]
 fn the_copy_is_writable_and_owns_fresh_memory() {
     let values = Float64Array::from(vec![1.0, 2.0, 3.0]);
     let batch = batch_of(vec![Arc::new(values.clone())]);
@@ -960,7 +1000,7 @@ fn column_strategy(rows: usize) -> impl Strategy<Value = Spec> {
 }
 
 fn batch_strategy() -> impl Strategy<Value = (Vec<Spec>, usize, usize)> {
-    (1usize..6, 0usize..300).prop_flat_map(|(columns, rows)| {
+    (1usize..40, 0usize..150).prop_flat_map(|(columns, rows)| {
         (
             proptest::collection::vec(column_strategy(rows), columns),
             0..=rows,

@@ -1,0 +1,188 @@
+//! Criterion benchmarks of the Arrow layer.
+//!
+//! - `exchange`: the zero-copy crossings at 10, 10 thousand and 10 million elements, whose cost
+//!   must not grow with the size: a `Float32Array` exported to a versioned managed tensor and
+//!   dropped; a managed tensor imported into an Arrow array and dropped; a fixed-shape tensor
+//!   array (cells of 2x5) to a tensor, and a tensor to a fixed-shape tensor array.
+//! - `copy`: the paths that copy, reported as throughput beside a plain `memcpy` of the same
+//!   number of output bytes (`memcpy/alloc` clones a `Vec<u8>`, allocation included as in every
+//!   copy path; `memcpy/into` copies into a preallocated buffer, the floor): booleans unpacked to
+//!   one byte each, four chunks concatenated, and a record batch of ten `float64` columns copied
+//!   into a 2-D tensor, row-major and column-major.
+//!
+//! Run with `cargo bench -p arrow-dlpack -- --warm-up-time 1 --measurement-time 3` for a quick
+//! pass (about two minutes).
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, BooleanArray, Float32Array, Float64Array, RecordBatch};
+use arrow_buffer::Buffer;
+use arrow_dlpack::{
+    FixedShapeTensorArray, RecordBatchToTensorOptions, ToTensorOptions, concat_chunks,
+    record_batch_to_tensor, tensor_to_array, to_tensor, to_tensor_with,
+};
+use arrow_dlpack_tensor::{DType, ExportOptions, Tensor};
+use criterion::measurement::WallTime;
+use criterion::{
+    BatchSize, BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
+};
+
+/// Element counts of the zero-copy benchmarks.
+const SIZES: [usize; 3] = [10, 10_000, 10_000_000];
+
+/// The cell shape of the fixed-shape tensor benchmarks: 10 elements per cell.
+const CELL: [usize; 2] = [2, 5];
+
+fn float32(len: usize) -> Float32Array {
+    Float32Array::from_iter_values((0..len).map(|i| i as f32))
+}
+
+fn exchange(c: &mut Criterion) {
+    let mut group = c.benchmark_group("exchange");
+    for len in SIZES {
+        let array = float32(len);
+        group.bench_with_input(BenchmarkId::new("export+drop", len), &array, |b, array| {
+            b.iter(|| {
+                let tensor = to_tensor(black_box(array), false).unwrap();
+                drop(black_box(
+                    tensor.to_dlpack_versioned(ExportOptions::default()),
+                ))
+            })
+        });
+
+        let tensor = to_tensor(&array, false).unwrap();
+        group.bench_with_input(
+            BenchmarkId::new("import+drop", len),
+            &tensor,
+            |b, tensor| {
+                b.iter_batched(
+                    || {
+                        tensor
+                            .to_dlpack_versioned(ExportOptions::default())
+                            .unwrap()
+                    },
+                    |managed| {
+                        let imported = Tensor::from_managed(managed).unwrap();
+                        drop(black_box(tensor_to_array(&imported)))
+                    },
+                    BatchSize::SmallInput,
+                )
+            },
+        );
+
+        let cells = len / (CELL[0] * CELL[1]);
+        let buffer = Buffer::from_vec((0..len).map(|i| i as f32).collect::<Vec<_>>());
+        let stacked =
+            Tensor::try_new_row_major(buffer, DType::Float32, vec![cells, CELL[0], CELL[1]])
+                .unwrap();
+        group.bench_with_input(
+            BenchmarkId::new("fixed_shape_tensor/from_tensor", len),
+            &stacked,
+            |b, stacked| {
+                b.iter(|| {
+                    black_box(FixedShapeTensorArray::from_tensor(
+                        black_box(stacked),
+                        false,
+                    ))
+                })
+            },
+        );
+        let column = FixedShapeTensorArray::from_tensor(&stacked, false).unwrap();
+        group.bench_with_input(
+            BenchmarkId::new("fixed_shape_tensor/to_tensor", len),
+            &column,
+            |b, column| b.iter(|| black_box(black_box(column).to_tensor(false))),
+        );
+    }
+    group.finish();
+}
+
+/// Benchmarks a plain `memcpy` of `bytes` bytes, with and without allocating the destination.
+fn memcpy(group: &mut BenchmarkGroup<'_, WallTime>, bytes: usize) {
+    let mut source: Option<Vec<u8>> = None;
+    group.bench_function(BenchmarkId::new("memcpy/alloc", bytes), |b| {
+        let source = source.get_or_insert_with(|| vec![7u8; bytes]);
+        b.iter(|| black_box(black_box(&*source).clone()))
+    });
+    let mut buffers: Option<(Vec<u8>, Vec<u8>)> = None;
+    group.bench_function(BenchmarkId::new("memcpy/into", bytes), |b| {
+        let (source, destination) =
+            buffers.get_or_insert_with(|| (vec![7u8; bytes], vec![0u8; bytes]));
+        b.iter(|| black_box(&mut *destination).copy_from_slice(black_box(&*source)))
+    });
+}
+
+fn copies(c: &mut Criterion) {
+    // Inputs are built on first use, so that a filtered run builds only what it measures.
+    let mut group = c.benchmark_group("copy");
+    group.sample_size(20);
+
+    // Booleans: 10 million bits become 10 million bytes.
+    let len = 10_000_000;
+    group.throughput(Throughput::Bytes(len as u64));
+    memcpy(&mut group, len);
+    let mut booleans: Option<BooleanArray> = None;
+    let options = ToTensorOptions {
+        allow_copy: true,
+        ..Default::default()
+    };
+    group.bench_function(BenchmarkId::new("bool_unpack", len), |b| {
+        let booleans = booleans
+            .get_or_insert_with(|| BooleanArray::from_iter((0..len).map(|i| Some(i % 3 == 0))));
+        b.iter(|| black_box(to_tensor_with(black_box(&*booleans), options)))
+    });
+
+    // Chunks: four chunks of 2.5 million float32, 40 MB in all.
+    group.throughput(Throughput::Bytes(len as u64 * 4));
+    memcpy(&mut group, len * 4);
+    let mut chunks: Option<Vec<ArrayRef>> = None;
+    group.bench_function(BenchmarkId::new("concat_chunks", "4x2500000"), |b| {
+        let chunks = chunks.get_or_insert_with(|| {
+            (0..4)
+                .map(|_| Arc::new(float32(len / 4)) as ArrayRef)
+                .collect()
+        });
+        b.iter(|| black_box(concat_chunks(black_box(&*chunks), true)))
+    });
+
+    // A table: ten float64 columns of a million rows, 80 MB, and of a hundred thousand rows, 8 MB
+    // (an output small enough for the allocator to reuse, so that no page faults are measured).
+    group.sample_size(10);
+    for rows in [1_000_000, 100_000] {
+        let columns = 10;
+        group.throughput(Throughput::Bytes((rows * columns * 8) as u64));
+        memcpy(&mut group, rows * columns * 8);
+        let mut batch: Option<RecordBatch> = None;
+        for (name, row_major) in [("row_major", true), ("column_major", false)] {
+            let options = RecordBatchToTensorOptions {
+                row_major,
+                null_to_nan: false,
+            };
+            let id = BenchmarkId::new(
+                format!("record_batch_to_tensor/{name}"),
+                format!("{columns}x{rows}"),
+            );
+            group.bench_function(id, |b| {
+                let batch = batch.get_or_insert_with(|| float64_table(columns, rows));
+                b.iter(|| black_box(record_batch_to_tensor(black_box(&*batch), options)))
+            });
+        }
+    }
+    group.finish();
+}
+
+/// A record batch of `columns` float64 columns of `rows` rows.
+fn float64_table(columns: usize, rows: usize) -> RecordBatch {
+    RecordBatch::try_from_iter((0..columns).map(|column| {
+        let values = (0..rows).map(|row| (row * columns + column) as f64);
+        (
+            format!("c{column}"),
+            Arc::new(Float64Array::from_iter_values(values)) as ArrayRef,
+        )
+    }))
+    .unwrap()
+}
+
+criterion_group!(benches, exchange, copies);
+criterion_main!(benches);
