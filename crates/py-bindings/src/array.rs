@@ -102,6 +102,20 @@ impl PyArray {
     pub(crate) fn column(&self) -> &Column {
         &self.column
     }
+
+    /// The array of an imported 1-D tensor, shared; `copy` as in `from_dlpack`.
+    pub(crate) fn from_tensor(tensor: &Tensor, copy: Option<bool>) -> PyResult<Self> {
+        // Packing a bool tensor into Arrow's bits is the one copy `copy=None` needs; a strided
+        // tensor is refused unless `copy=True` (which has already compacted it).
+        let allow_copy = match copy {
+            Some(allow) => allow,
+            None => tensor.dtype() == DType::Bool,
+        };
+        let array = tensor_to_array_with(tensor, allow_copy)
+            .map_err(|error| errors::arrow_error(error, Operation::Import))?;
+        let field = Field::new("", array.data_type().clone(), true);
+        Ok(PyArray::new(Column::new(Arc::new(field), vec![array])))
+    }
 }
 
 /// Wraps an imported column: an `arrow.fixed_shape_tensor` field gives a `FixedShapeTensorArray`.
@@ -146,16 +160,7 @@ impl PyArray {
         copy: Option<bool>,
     ) -> PyResult<Self> {
         let tensor = import_tensor(x, device, copy)?;
-        // Packing a bool tensor into Arrow's bits is the one copy `copy=None` needs; a strided
-        // tensor is refused unless `copy=True` (which has already compacted it).
-        let allow_copy = match copy {
-            Some(allow) => allow,
-            None => tensor.dtype() == DType::Bool,
-        };
-        let array = tensor_to_array_with(&tensor, allow_copy)
-            .map_err(|error| errors::arrow_error(error, Operation::Import))?;
-        let field = Field::new("", array.data_type().clone(), true);
-        Ok(PyArray::new(Column::new(Arc::new(field), vec![array])))
+        PyArray::from_tensor(&tensor, copy)
     }
 
     /// Exports the array as a DLPack capsule: primitive arrays as 1-D tensors, fixed-size lists

@@ -39,11 +39,17 @@ pub(crate) struct Imported {
     pub(crate) chunks: Vec<ArrayRef>,
 }
 
-/// Imports any object with `__arrow_c_array__` or `__arrow_c_stream__`, zero-copy.
+/// Imports any object with `__arrow_c_stream__` or `__arrow_c_array__`, zero-copy.
 ///
-/// `__arrow_c_array__` is preferred: it gives one array; a stream gives one chunk per array.
+/// `__arrow_c_stream__` is preferred when an object has both: it keeps the producer's chunks
+/// (nanoarrow, for one, refuses `__arrow_c_array__` for an array of several chunks), and gives
+/// one chunk for one array.
 pub(crate) fn import(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
     let py = object.py();
+    if let Some(method) = optional_method(object, intern!(py, "__arrow_c_stream__"))? {
+        let capsule = method.call0()?;
+        return import_stream(&capsule);
+    }
     if let Some(method) = optional_method(object, intern!(py, "__arrow_c_array__"))? {
         let capsules = method.call0()?;
         let capsules = capsules.cast::<PyTuple>().map_err(|_| {
@@ -63,10 +69,6 @@ pub(crate) fn import(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
             }
         };
         return import_array(&schema, &array);
-    }
-    if let Some(method) = optional_method(object, intern!(py, "__arrow_c_stream__"))? {
-        let capsule = method.call0()?;
-        return import_stream(&capsule);
     }
     Err(errors::type_error(format!(
         "{} does not support the Arrow PyCapsule interface: it has neither __arrow_c_array__ nor \

@@ -6,7 +6,7 @@
 //! | class | bases | raised for |
 //! |---|---|---|
 //! | `ArrowDLPackError` | `Exception` | never directly: the common base |
-//! | `ArrowDLPackTypeError` | `ArrowDLPackError`, `TypeError` | export of data with nulls or of a type DLPack cannot carry; an object with no DLPack or Arrow protocol |
+//! | `ArrowDLPackTypeError` | `ArrowDLPackError`, `TypeError` | export of data with nulls or of a type DLPack cannot carry; an object with no DLPack or Arrow protocol; a table `Tensor.from_arrow` cannot convert (as PyArrow's `to_tensor`) |
 //! | `ArrowDLPackValueError` | `ArrowDLPackError`, `ValueError` | import that cannot become the requested object; `to_tensor()` on data with nulls |
 //! | `ArrowDLPackBufferError` | `ArrowDLPackError`, `BufferError` | a device other than the CPU; a `stream`; `copy=False` when a copy is needed |
 //!
@@ -209,6 +209,12 @@ pub(crate) fn arrow_error(error: arrow_dlpack::Error, operation: Operation) -> P
             Operation::Export => Kind::Type,
             Operation::ToTensor | Operation::Import => Kind::Value,
         },
+        // A table that `Tensor.from_arrow` cannot convert: PyArrow's `to_tensor` raises a
+        // TypeError for each of these (nulls without null_to_nan, a non-numeric column, no
+        // columns), so code written for it keeps working.
+        E::ColumnNulls { .. } | E::UnsupportedColumnType { .. } | E::NoColumns => Kind::Type,
+        // Columns that do not form a table.
+        E::ColumnLength { .. } | E::ColumnNames { .. } => Kind::Value,
         // A tensor that cannot become the requested array.
         E::NotOneDimensional { .. }
         | E::TooFewDimensions { .. }

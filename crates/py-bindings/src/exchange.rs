@@ -1,14 +1,18 @@
 //! The DLPack C exchange API (DLPack 1.3): a `__dlpack_c_exchange_api__` type attribute through
-//! which consumers such as PyTorch exchange tensors in tens of nanoseconds instead of a Python
-//! `__dlpack__` call.
+//! which C-level consumers (tvm-ffi, CuteDSL, ...) exchange tensors in tens of nanoseconds instead
+//! of a Python `__dlpack__` call.
+//! PyTorch 2.15 publishes such a table on `torch.Tensor`, but its `torch.from_dlpack` still calls
+//! `__dlpack__` on the objects it is given (see `docs/compatibility.md`); our `from_dlpack` uses
+//! a producer's table when it has one (`dlpack_import`).
 //!
 //! dlpark builds the process-lifetime function table and its capsule; this module says how each
-//! class produces a managed tensor: exactly what `__dlpack__(max_version=(1, 3))` gives, without
-//! the Python call.
+//! class produces a managed tensor (exactly what `__dlpack__(max_version=(1, 3))` gives, without
+//! the Python call) and how it takes one back from a C consumer (as its `from_dlpack` does with
+//! `copy=None`).
 //!
 //! Both directions are counted, so that tests can tell which path an exchange took: a Python
-//! `__dlpack__` call cannot be observed on a pyo3 class, a call through the table can
-//! ([`_exchange_calls`]).
+//! `__dlpack__` call cannot be observed on a pyo3 class, a call through a table can
+//! (`_exchange_calls()`).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,10 +32,11 @@ use crate::tensor::PyTensor;
 
 /// How many managed tensors our tables have handed to consumers.
 static EXPORTED: AtomicU64 = AtomicU64::new(0);
-/// How many tensors our `from_dlpack` has taken through a producer's table.
+/// How many tensors came in through an exchange table: a producer's, used by our `from_dlpack`,
+/// or ours, called by a C consumer handing back a result.
 static IMPORTED: AtomicU64 = AtomicU64::new(0);
 
-/// Counts one import through a producer's exchange table (called by `dlpack_import`).
+/// Counts one import through an exchange table (ours, or a producer's used by `dlpack_import`).
 pub(crate) fn count_import() {
     IMPORTED.fetch_add(1, Ordering::Relaxed);
 }
@@ -42,7 +47,8 @@ fn count_export() {
 }
 
 /// `{"exported": n, "imported": m}`: how many tensors went out through this package's DLPack C
-/// exchange tables, and came in through producers' tables, since the module was loaded.
+/// exchange tables, and came in through a table (a producer's, used by `from_dlpack`, or ours,
+/// called by a C consumer), since the module was loaded.
 ///
 /// Private, for tests: it is how they prove which path an exchange took.
 #[pyfunction(name = "_exchange_calls")]
@@ -66,6 +72,13 @@ fn export(tensor: &Tensor) -> PyResult<Managed<DLManagedTensorVersioned>> {
     tensor
         .to_dlpack_versioned(ExportOptions::default())
         .map_err(errors::tensor_error)
+}
+
+/// A managed tensor handed to one of our tables, validated and owned by a [`Tensor`] (which runs
+/// its deleter exactly once, also when validation fails).
+fn import(tensor: Managed<DLManagedTensorVersioned>) -> PyResult<Tensor> {
+    count_import();
+    Tensor::from_managed(tensor).map_err(errors::tensor_error)
 }
 
 /// The CPU has no streams: the work stream is NULL, and other devices are refused.
@@ -101,6 +114,15 @@ unsafe impl DlpackExchangeProducer for PyArray {
     fn current_work_stream(_py: Python<'_>, device: DLDevice) -> PyResult<*mut c_void> {
         cpu_work_stream(device)
     }
+
+    /// A 1-D tensor handed back by a C consumer, as `Array.from_dlpack` takes it.
+    fn from_managed_tensor_no_sync(
+        py: Python<'_>,
+        tensor: Managed<DLManagedTensorVersioned>,
+    ) -> PyResult<Py<Self>> {
+        let tensor = import(tensor)?;
+        Py::new(py, PyArray::from_tensor(&tensor, None)?)
+    }
 }
 
 // SAFETY: as for `PyArray`.
@@ -115,6 +137,14 @@ unsafe impl DlpackExchangeProducer for PyTensor {
 
     fn current_work_stream(_py: Python<'_>, device: DLDevice) -> PyResult<*mut c_void> {
         cpu_work_stream(device)
+    }
+
+    /// A tensor handed back by a C consumer, as `Tensor.from_dlpack` takes it.
+    fn from_managed_tensor_no_sync(
+        py: Python<'_>,
+        tensor: Managed<DLManagedTensorVersioned>,
+    ) -> PyResult<Py<Self>> {
+        Py::new(py, PyTensor::new(import(tensor)?))
     }
 }
 
@@ -134,5 +164,14 @@ unsafe impl DlpackExchangeProducer for PyFixedShapeTensorArray {
 
     fn current_work_stream(_py: Python<'_>, device: DLDevice) -> PyResult<*mut c_void> {
         cpu_work_stream(device)
+    }
+
+    /// A tensor handed back by a C consumer, as `FixedShapeTensorArray.from_dlpack` takes it.
+    fn from_managed_tensor_no_sync(
+        py: Python<'_>,
+        tensor: Managed<DLManagedTensorVersioned>,
+    ) -> PyResult<Py<Self>> {
+        let tensor = import(tensor)?;
+        PyFixedShapeTensorArray::from_imported(py, &tensor, None)
     }
 }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use arrow_dlpack::{EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorType};
+use arrow_dlpack_tensor::Tensor;
 use arrow_schema::Field;
 use pyo3::PyClassInitializer;
 use pyo3::prelude::*;
@@ -45,6 +46,17 @@ impl PyFixedShapeTensorArray {
         Py::new(py, initializer)
     }
 
+    /// The array of an imported tensor; `copy` as in `from_dlpack`.
+    pub(crate) fn from_imported(
+        py: Python<'_>,
+        tensor: &Tensor,
+        copy: Option<bool>,
+    ) -> PyResult<Py<Self>> {
+        let array = FixedShapeTensorArray::from_tensor(tensor, copy != Some(false))
+            .map_err(|error| errors::arrow_error(error, Operation::Import))?;
+        Self::from_array(py, array)
+    }
+
     fn from_array(py: Python<'_>, array: FixedShapeTensorArray) -> PyResult<Py<Self>> {
         let field = Arc::new(array.field(""));
         let (tensor_type, storage) = array.into_parts();
@@ -74,9 +86,7 @@ impl PyFixedShapeTensorArray {
         copy: Option<bool>,
     ) -> PyResult<Py<Self>> {
         let tensor = import_tensor(x, device, copy)?;
-        let array = FixedShapeTensorArray::from_tensor(&tensor, copy != Some(false))
-            .map_err(|error| errors::arrow_error(error, Operation::Import))?;
-        Self::from_array(py, array)
+        Self::from_imported(py, &tensor, copy)
     }
 
     /// Builds an array from a tensor (an `arrow_dlpack.Tensor` or any DLPack producer); the

@@ -8,10 +8,11 @@
 //! | `array` | `Array` and `array()`: Arrow columns from any Arrow PyCapsule producer |
 //! | `tensor` | `Tensor`: n-D strided views, DLPack both ways |
 //! | `fixed_shape_tensor` | `FixedShapeTensorArray`: `arrow.fixed_shape_tensor` columns |
+//! | `tables` | `Tensor.from_arrow` and `column_tensors()`: tables and record batches to tensors |
 //! | `dlpack_export` | `__dlpack__`: argument rules and capsules (dlpark's capsule machinery) |
 //! | `dlpack_import` | `from_dlpack`: negotiation with producers, legacy retry, capsule consumption |
 //! | `exchange` | the DLPack C exchange API (`__dlpack_c_exchange_api__`) of each class |
-//! | `arrow_ffi` | the Arrow PyCapsule interface over arrow-rs's C data and stream interfaces |
+//! | `arrow_ffi` | the Arrow PyCapsule interface over arrow-rs's C data and stream interfaces, and a stream of a column's chunks |
 //! | `errors` | the exception classes and the mapping of every Rust error variant to them |
 //! | `type_names`, `pretty` | PyArrow's type names, reprs and `to_pylist` |
 
@@ -23,6 +24,7 @@ mod errors;
 mod exchange;
 mod fixed_shape_tensor;
 mod pretty;
+mod tables;
 mod tensor;
 mod type_names;
 
@@ -33,6 +35,7 @@ use pyo3::prelude::*;
 fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add_function(wrap_pyfunction!(array::array, module)?)?;
+    module.add_function(wrap_pyfunction!(tables::column_tensors, module)?)?;
     module.add_function(wrap_pyfunction!(exchange::exchange_calls, module)?)?;
     module.add_class::<array::PyArray>()?;
     module.add_class::<tensor::PyTensor>()?;

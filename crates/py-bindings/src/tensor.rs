@@ -7,6 +7,7 @@ use pyo3::types::PyTuple;
 
 use crate::dlpack_export::{DlpackRequest, cpu_device};
 use crate::dlpack_import::import_tensor;
+use crate::tables;
 
 /// A strided n-dimensional tensor over Arrow memory, exchanged through DLPack without copying.
 #[pyclass(name = "Tensor", module = "arrow_dlpack", frozen)]
@@ -35,6 +36,20 @@ impl PyTensor {
         copy: Option<bool>,
     ) -> PyResult<Self> {
         Ok(PyTensor::new(import_tensor(x, device, copy)?))
+    }
+
+    /// Copies every column of a table, record batch or struct array (anything with
+    /// `__arrow_c_stream__` or `__arrow_c_array__` of struct type: pyarrow, polars, ...) into one
+    /// writable 2-D tensor of shape `(num_rows, num_columns)`, as PyArrow's
+    /// `RecordBatch.to_tensor` does (same type promotion).
+    ///
+    /// `row_major=False` lays the columns out one after another (Fortran order).
+    /// Nulls are refused with a TypeError unless `null_to_nan=True` (the dtype is then a float
+    /// type); so are non-numeric columns and tables without columns, as in PyArrow.
+    #[staticmethod]
+    #[pyo3(signature = (obj, /, *, row_major = true, null_to_nan = false))]
+    fn from_arrow(obj: &Bound<'_, PyAny>, row_major: bool, null_to_nan: bool) -> PyResult<Self> {
+        tables::table_to_tensor(obj, row_major, null_to_nan)
     }
 
     /// Exports the tensor as a DLPack capsule.

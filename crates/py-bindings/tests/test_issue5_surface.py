@@ -145,6 +145,16 @@ def test_nanoarrow_reads_our_stream_chunk_by_chunk():
     assert [chunk.to_pylist() for chunk in chunks] == [[1, 2, 3], [4, 5]]
 
 
+def test_a_producer_with_both_protocols_is_read_through_its_stream():
+    # nanoarrow refuses __arrow_c_array__ for an array of several chunks; its stream keeps them.
+    source = na.Array(pa.chunked_array([[1, 2], [3]], pa.int32()))
+    with pytest.raises(ValueError, match="non-contiguous"):
+        source.__arrow_c_array__()
+    array = ad.array(source)
+    assert array.num_chunks == 2
+    assert array.to_pylist() == [1, 2, 3]
+
+
 def test_polars_series_with_several_chunks_keeps_them():
     series = pl.concat([pl.Series("x", [1, 2, 3]), pl.Series("x", [4, 5])], rechunk=False)
     assert series.n_chunks() == 2
@@ -387,6 +397,30 @@ def test_our_table_hands_a_tensor_to_torchs_table_without_a_python_call():
     np.testing.assert_array_equal(result.numpy(), [2.5, 3.5, 4.5])
 
 
+@pytest.mark.parametrize(
+    "cls, shape",
+    [(ad.Tensor, (2, 3)), (ad.Array, (6,)), (ad.FixedShapeTensorArray, (3, 2))],
+    ids=["Tensor", "Array", "FixedShapeTensorArray"],
+)
+def test_our_table_takes_back_a_tensor_that_torchs_table_exported(cls, shape):
+    # What a C library does to return its result: torch's table exports, ours wraps.
+    source = torch.arange(6, dtype=torch.float64).reshape(shape)
+    managed = ctypes.c_void_p()
+    assert exchange_table(torch.Tensor).managed_tensor_from_py_object_no_sync(
+        id(source), ctypes.byref(managed)
+    ) == 0
+    before = _exchange_calls()
+    out = ctypes.c_void_p()
+    assert exchange_table(cls).managed_tensor_to_py_object_no_sync(managed, ctypes.byref(out)) == 0
+    assert calls_since(before) == {"exported": 0, "imported": 1}
+    result = ctypes.cast(out, ctypes.py_object).value
+    _decref(result)
+    assert type(result) is cls
+    exported = np.from_dlpack(result)
+    assert address(exported) == source.data_ptr()
+    np.testing.assert_array_equal(exported, source.numpy())
+
+
 def test_our_table_reports_errors_as_our_exceptions():
     array = ad.array(pa.array([1, None], pa.int64()))
     managed = ctypes.c_void_p()
@@ -423,3 +457,222 @@ def test_from_dlpack_with_copy_asks_dunder_dlpack_as_the_table_has_no_copy_argum
     exported = np.from_dlpack(result)
     assert address(exported) != source.data_ptr()
     np.testing.assert_array_equal(exported, source.numpy())
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables and record batches to tensors
+
+
+NUMERIC = [
+    pa.int8(),
+    pa.int16(),
+    pa.int32(),
+    pa.int64(),
+    pa.uint8(),
+    pa.uint16(),
+    pa.uint32(),
+    pa.uint64(),
+    pa.float32(),
+    pa.float64(),
+]
+
+
+def numeric_batch(types, rows=5, nulls=False):
+    columns = {}
+    for index, arrow_type in enumerate(types):
+        values = [(row * 7 + index * 3) % 100 for row in range(rows)]
+        if nulls and rows > 1:
+            values[(index + 1) % rows] = None
+        columns[f"c{index}"] = pa.array(values, arrow_type)
+    return pa.record_batch(columns)
+
+
+def assert_same_tensor(ours: ad.Tensor, theirs: pa.Tensor):
+    expected = theirs.to_numpy()
+    result = np.from_dlpack(ours)
+    assert result.dtype == expected.dtype
+    assert result.shape == expected.shape
+    assert result.strides == expected.strides
+    np.testing.assert_array_equal(result, expected)
+
+
+@pytest.mark.parametrize("row_major", [True, False])
+@pytest.mark.parametrize("first", NUMERIC, ids=str)
+@pytest.mark.parametrize("second", NUMERIC, ids=str)
+def test_from_arrow_promotes_types_as_pyarrows_to_tensor(first, second, row_major):
+    batch = numeric_batch([first, second])
+    ours = ad.Tensor.from_arrow(batch, row_major=row_major)
+    assert_same_tensor(ours, batch.to_tensor(row_major=row_major))
+    assert ours.is_mutable
+
+
+@pytest.mark.parametrize("row_major", [True, False])
+@pytest.mark.parametrize(
+    "types",
+    [[pa.int32(), pa.float32()], [pa.uint8(), pa.int16()], [pa.int64()], [pa.float64()] * 3],
+    ids=str,
+)
+def test_from_arrow_null_to_nan_matches_pyarrow(types, row_major):
+    batch = numeric_batch(types, nulls=True)
+    ours = ad.Tensor.from_arrow(batch, row_major=row_major, null_to_nan=True)
+    assert_same_tensor(ours, batch.to_tensor(row_major=row_major, null_to_nan=True))
+
+
+def test_from_arrow_of_a_multi_batch_table_concatenates_the_rows():
+    batch = numeric_batch([pa.int16(), pa.float32(), pa.uint8()], rows=7)
+    table = pa.Table.from_batches([batch, batch.slice(2, 3), batch.slice(0, 0), batch.slice(5)])
+    assert table.column(0).num_chunks == 4
+    for row_major in (True, False):
+        ours = ad.Tensor.from_arrow(table, row_major=row_major)
+        assert_same_tensor(ours, table.to_tensor(row_major=row_major))
+
+
+def test_from_arrow_of_a_sliced_record_batch_reads_from_its_offset():
+    batch = numeric_batch([pa.int32(), pa.float64()], rows=10).slice(3, 4)
+    assert_same_tensor(ad.Tensor.from_arrow(batch), batch.to_tensor())
+
+
+def test_from_arrow_of_an_empty_table_has_zero_rows():
+    batch = numeric_batch([pa.int32(), pa.float64()], rows=0)
+    ours = ad.Tensor.from_arrow(batch)
+    assert ours.shape == (0, 2)
+    assert np.from_dlpack(ours).dtype == np.float64
+    assert ad.Tensor.from_arrow(pa.Table.from_batches([], batch.schema)).shape == (0, 2)
+
+
+def test_from_arrow_of_a_polars_dataframe_matches_pyarrow():
+    frame = pl.DataFrame(
+        {"a": pl.Series([1, 2, 3], dtype=pl.Int32), "b": pl.Series([0.5, None, 2.5])}
+    )
+    ours = ad.Tensor.from_arrow(frame, null_to_nan=True)
+    assert_same_tensor(ours, frame.to_arrow().to_batches()[0].to_tensor(null_to_nan=True))
+
+
+def test_from_arrow_of_a_struct_array_and_of_our_struct_array():
+    batch = numeric_batch([pa.int64(), pa.uint16()])
+    struct = batch.to_struct_array()
+    assert_same_tensor(ad.Tensor.from_arrow(struct), batch.to_tensor())
+    assert_same_tensor(ad.Tensor.from_arrow(ad.array(struct)), batch.to_tensor())
+
+
+def test_from_arrow_converts_float16_mixes_that_pyarrow_refuses():
+    batch = pa.record_batch(
+        {
+            "h": pa.array(np.array([0.5, 1.5], np.float16)),
+            "f": pa.array([2.5, 3.5], pa.float32()),
+        }
+    )
+    with pytest.raises(pa.ArrowNotImplementedError, match="halffloat"):
+        batch.to_tensor()
+    result = np.from_dlpack(ad.Tensor.from_arrow(batch))
+    assert result.dtype == np.float32
+    np.testing.assert_array_equal(result, [[0.5, 2.5], [1.5, 3.5]])
+
+
+def test_from_arrow_refusals_are_pyarrows_type_errors():
+    with_nulls = numeric_batch([pa.int32()], nulls=True)
+    with pytest.raises(TypeError, match="with no nulls"):
+        with_nulls.to_tensor()
+    with pytest.raises(TypeError, match=r'found 1 nulls in column "c0".*null_to_nan'):
+        ad.Tensor.from_arrow(with_nulls)
+    strings = pa.record_batch({"s": ["x", "y"]})
+    with pytest.raises(TypeError, match="not supported: string"):
+        strings.to_tensor()
+    with pytest.raises(TypeError, match='cannot convert column "s"'):
+        ad.Tensor.from_arrow(strings)
+    empty = pa.RecordBatch.from_pydict({})
+    with pytest.raises(TypeError, match="without columns"):
+        empty.to_tensor()
+    with pytest.raises(TypeError, match="no columns given"):
+        ad.Tensor.from_arrow(empty)
+
+
+def test_from_arrow_refuses_what_is_not_a_table():
+    with pytest.raises(TypeError, match=r"expected a table.*found Arrow type int64"):
+        ad.Tensor.from_arrow(pa.array([1, 2]))
+    with pytest.raises(TypeError, match="neither __arrow_c_array__ nor __arrow_c_stream__"):
+        ad.Tensor.from_arrow({"a": [1, 2]})
+
+
+def test_column_tensors_share_each_columns_memory():
+    embeddings = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(12, dtype=np.float32)), 4)
+    batch = pa.record_batch(
+        {"id": pa.array([7, 8, 9], pa.int64()), "embedding": embeddings, "flag": [1, 0, 1]}
+    )
+    tensors = ad.column_tensors(batch)
+    assert list(tensors) == ["id", "embedding", "flag"]
+    assert tensors["embedding"].shape == (3, 4)
+    assert not tensors["id"].is_mutable
+    for name in ("id", "flag"):
+        result = np.from_dlpack(tensors[name])
+        assert address(result) == values_address(batch[name])
+        np.testing.assert_array_equal(result, batch[name].to_numpy())
+    result = np.from_dlpack(tensors["embedding"])
+    assert address(result) == values_address(embeddings.values)
+    np.testing.assert_array_equal(result, embeddings.values.to_numpy().reshape(3, 4))
+
+
+def test_column_tensors_of_a_polars_dataframe():
+    frame = pl.DataFrame({"x": [1, 2, 3], "y": [0.5, 1.5, 2.5]})
+    tensors = ad.column_tensors(frame)
+    for name in frame.columns:
+        np.testing.assert_array_equal(np.from_dlpack(tensors[name]), frame[name].to_numpy())
+    assert torch.from_dlpack(tensors["y"]).dtype == torch.float64
+
+
+def test_column_tensors_of_a_fixed_shape_tensor_column_use_the_logical_shape():
+    cells = np.arange(24, dtype=np.int32).reshape(2, 3, 4).transpose(0, 2, 1)  # (2, 4, 3)
+    column = ad.FixedShapeTensorArray.from_dlpack(cells)
+    assert column.permutation == [1, 0]
+    table = pa.table({"image": pa.array(column)})
+    tensor = ad.column_tensors(table)["image"]
+    assert tensor.shape == (2, 4, 3)
+    np.testing.assert_array_equal(np.from_dlpack(tensor), cells)
+
+
+def test_column_tensors_of_several_batches_concatenate_unless_copy_false():
+    batch = pa.record_batch({"a": pa.array([1, 2, 3], pa.int32()), "b": [0.5, 1.5, 2.5]})
+    table = pa.Table.from_batches([batch, batch.slice(1)])
+    tensors = ad.column_tensors(table)
+    for name in table.column_names:
+        np.testing.assert_array_equal(np.from_dlpack(tensors[name]), table[name].to_numpy())
+    with pytest.raises(BufferError, match="concatenating 2 chunks requires a copy"):
+        ad.column_tensors(table, copy=False)
+
+
+def test_column_tensors_unpack_booleans_unless_copy_false():
+    batch = pa.record_batch({"flag": [True, False, True]})
+    result = np.from_dlpack(ad.column_tensors(batch)["flag"])
+    np.testing.assert_array_equal(result, batch["flag"].to_numpy(zero_copy_only=False))
+    with pytest.raises(TypeError, match='column "flag" of type Boolean: bit-packed'):
+        ad.column_tensors(batch, copy=False)
+
+
+def test_column_tensors_with_copy_true_are_fresh():
+    batch = pa.record_batch({"a": pa.array([1, 2, 3], pa.int64())})
+    result = np.from_dlpack(ad.column_tensors(batch, copy=True)["a"])
+    assert address(result) != values_address(batch["a"])
+    np.testing.assert_array_equal(result, [1, 2, 3])
+
+
+def test_column_tensors_refuse_nulls_unless_allowed():
+    batch = pa.record_batch({"a": pa.array([1, None, 3], pa.int64())})
+    with pytest.raises(ValueError, match=r'found 1 nulls in column "a".*allow_nulls'):
+        ad.column_tensors(batch)
+    result = np.from_dlpack(ad.column_tensors(batch, allow_nulls=True)["a"])
+    assert (result[0], result[2]) == (1, 3)
+    struct = pa.StructArray.from_arrays(
+        [pa.array([1, 2], pa.int64())], names=["a"], mask=pa.array([False, True])
+    )
+    with pytest.raises(ValueError, match="found 1 nulls in the struct array"):
+        ad.column_tensors(struct)
+
+
+def test_column_tensors_refuse_other_types_and_duplicate_names():
+    with pytest.raises(TypeError, match='cannot convert column "s"'):
+        ad.column_tensors(pa.record_batch({"s": ["x"]}))
+    duplicated = pa.record_batch([pa.array([1]), pa.array([2])], names=["a", "a"])
+    with pytest.raises(ValueError, match='duplicate column name "a"'):
+        ad.column_tensors(duplicated)
+    with pytest.raises(TypeError, match="expected a table"):
+        ad.column_tensors(pa.array([1.0]))

@@ -14,8 +14,22 @@ array([2, 0, 2, 4])
   through ``__dlpack__`` (to numpy, PyTorch, JAX, PyArrow, ...) and import any
   DLPack producer through ``from_dlpack``, JAX's legacy-only capsules included.
 - :class:`Array` and :class:`FixedShapeTensorArray` export
-  ``__arrow_c_schema__`` and ``__arrow_c_array__``, extension metadata
-  included, so ``pa.array(ad_obj)`` gives the pyarrow equivalent zero-copy.
+  ``__arrow_c_schema__``, ``__arrow_c_array__`` and ``__arrow_c_stream__``,
+  extension metadata included, so ``pa.array(ad_obj)`` and
+  ``pa.chunked_array(ad_obj)`` give the pyarrow equivalent zero-copy.
+
+Beyond PyArrow:
+
+- chunked columns keep their chunks (``num_chunks``, ``chunks``); DLPack
+  concatenates them only when ``copy`` allows;
+- boolean arrays export as ``bool`` tensors (an unpacking copy) and ``bool``
+  tensors import as boolean arrays (a packing copy);
+- :meth:`Array.validity` gives the nulls as a ``bool`` tensor (True = valid);
+- :meth:`Tensor.from_arrow` copies a table, record batch or polars DataFrame
+  into one 2-D tensor (PyArrow's ``RecordBatch.to_tensor``), and
+  :func:`column_tensors` gives one zero-copy tensor per column;
+- every class publishes the DLPack 1.3 C exchange API
+  (``__dlpack_c_exchange_api__``), and ``from_dlpack`` uses a producer's.
 
 Exceptions
 ----------
@@ -24,12 +38,16 @@ and the builtin it stands for, so code written against PyArrow and numpy keeps
 working:
 
 - :class:`ArrowDLPackTypeError` (a ``TypeError``): export of data with nulls
-  or of a type DLPack cannot carry; an object with no DLPack or Arrow protocol.
+  or of a type DLPack cannot carry; an object with no DLPack or Arrow protocol;
+  a table that :meth:`Tensor.from_arrow` cannot convert (nulls without
+  ``null_to_nan``, a non-numeric column, no columns: as PyArrow's
+  ``to_tensor``); a non-numeric column in :func:`column_tensors`.
 - :class:`ArrowDLPackValueError` (a ``ValueError``): an import that cannot
   become the requested object (not 1-D contiguous for ``Array``, not
   first-major or 0-d for ``FixedShapeTensorArray``, unsupported dtype, lanes
   other than 1, bad version, malformed tensor, a capsule already consumed);
-  ``to_tensor()`` on data with nulls without ``allow_nulls=True``.
+  ``to_tensor()`` and :func:`column_tensors` on data with nulls without
+  ``allow_nulls=True``; duplicate column names in :func:`column_tensors`.
 - :class:`ArrowDLPackBufferError` (a ``BufferError``): a device other than the
   CPU (``dl_device``, ``device``, a producer's data), a ``stream`` other than
   ``None``, or ``copy=False`` when a copy is needed.
@@ -46,6 +64,7 @@ from arrow_dlpack._arrow_dlpack import (
     Tensor,
     __version__,
     array,
+    column_tensors,
 )
 
 __all__ = [
@@ -58,4 +77,5 @@ __all__ = [
     "Tensor",
     "__version__",
     "array",
+    "column_tensors",
 ]

@@ -18,6 +18,7 @@ __all__ = [
     "__version__",
     "_exchange_calls",
     "array",
+    "column_tensors",
 ]
 __version__: str
 
@@ -46,6 +47,28 @@ def array(obj: Any) -> Union[Array, FixedShapeTensorArray]:
     one array and copying is allowed.
 
     Raises ArrowDLPackTypeError when ``obj`` has neither method.
+    """
+
+def column_tensors(
+    obj: Any, /, *, allow_nulls: bool = False, copy: Optional[bool] = None
+) -> dict[str, Tensor]:
+    """One tensor per column of a table, record batch or struct array (anything with
+    ``__arrow_c_stream__`` or ``__arrow_c_array__`` of struct type: pyarrow Table and
+    RecordBatch, polars DataFrame, ...), keyed by column name in column order, zero-copy.
+
+    Primitive columns give 1-D tensors, fixed-size list columns ``(num_rows, l1, ...)``,
+    ``arrow.fixed_shape_tensor`` columns ``(num_rows, *shape)`` in their logical order.
+
+    ``copy=None`` concatenates a stream of several record batches and unpacks boolean columns
+    into ``bool`` tensors (the copies ``Array.__dlpack__`` makes too) and shares everything else;
+    ``copy=False`` refuses those copies; ``copy=True`` gives every column as a fresh row-major
+    copy.
+
+    Raises ArrowDLPackValueError for nulls unless ``allow_nulls=True`` (null slots then hold
+    unspecified values) and for duplicate column names; ArrowDLPackTypeError for a column type
+    with no tensor layout (strings, timestamps, ...; booleans with ``copy=False``) or an object
+    that is not a table; ArrowDLPackBufferError for several record batches with
+    ``copy=False``.
     """
 
 def _exchange_calls() -> dict[str, int]:
@@ -154,6 +177,21 @@ class Tensor:
         """Imports any DLPack producer (or capsule) without copying; any shape and strides.
 
         ``copy=True`` gives a row-major copy that no one else references.
+        """
+    @staticmethod
+    def from_arrow(obj: Any, /, *, row_major: bool = True, null_to_nan: bool = False) -> Tensor:
+        """Copies every column of a table, record batch or struct array (anything with
+        ``__arrow_c_stream__`` or ``__arrow_c_array__`` of struct type: pyarrow Table and
+        RecordBatch, polars DataFrame, ...) into one writable 2-D tensor of shape
+        ``(num_rows, num_columns)``, as PyArrow's ``RecordBatch.to_tensor`` does (same type
+        promotion; float16 mixes are converted where PyArrow refuses them).
+
+        ``row_major=False`` lays the columns out one after another (Fortran order). Several
+        record batches are concatenated first, then converted in one pass.
+
+        Raises ArrowDLPackTypeError, as PyArrow does, for nulls unless ``null_to_nan=True`` (the
+        dtype is then a float type), for a non-numeric column, for a table without columns, and
+        for an object that is not a table.
         """
     def __dlpack__(
         self,
