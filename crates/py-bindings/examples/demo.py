@@ -1,4 +1,5 @@
-"""Every example of PyArrow's DLPack guide, with arrow_dlpack objects in place of PyArrow's.
+"""Every example of PyArrow's DLPack guide, with arrow_dlpack objects in place of PyArrow's,
+then what arrow_dlpack does beyond PyArrow (booleans, chunks, validity masks, tables).
 
 Run it with `cargo xtask demo`, or with any Python that has arrow_dlpack, numpy, pyarrow, torch
 and jax installed: `python crates/py-bindings/examples/demo.py`.
@@ -128,7 +129,72 @@ def consuming():
         )
 
 
+def beyond_pyarrow():
+    step("Beyond PyArrow: booleans export as bool tensors (an unpacking copy)")
+    flags = ad.array(pa.array([True, False, True]))
+    show("np.from_dlpack(ad.array(pa.array([True, False, True])))", np.from_dlpack(flags))
+    try:
+        np.from_dlpack(flags, copy=False)
+    except BufferError as error:
+        show("np.from_dlpack(flags, copy=False)", f"{type(error).__name__}: {error}")
+    show(
+        "ad.Array.from_dlpack(np.array([True, False])).type  # packed into Arrow bits",
+        ad.Array.from_dlpack(np.array([True, False])).type,
+    )
+
+    step("Beyond PyArrow: chunked columns keep their chunks")
+    chunked = ad.array(pa.chunked_array([[1, 2, 3], [4, 5]]))
+    show("chunked.num_chunks", chunked.num_chunks)
+    show("np.from_dlpack(chunked)  # concatenated: a copy", np.from_dlpack(chunked))
+    try:
+        np.from_dlpack(chunked, copy=False)
+    except BufferError as error:
+        show("np.from_dlpack(chunked, copy=False)", f"{type(error).__name__}: {error}")
+    show(
+        "pa.chunked_array(chunked).num_chunks  # back to PyArrow, chunks and all, zero-copy",
+        pa.chunked_array(chunked).num_chunks,
+    )
+
+    step("Beyond PyArrow: nulls travel as a validity mask beside the values")
+    with_nulls = ad.array(pa.array([1.0, None, 3.0]))
+    show("np.from_dlpack(with_nulls.validity())", np.from_dlpack(with_nulls.validity()))
+    torch = optional("torch")
+    if torch is not None:
+        values = torch.from_dlpack(with_nulls.to_tensor(allow_nulls=True))
+        valid = torch.from_dlpack(with_nulls.validity())
+        show("values[valid]  # in PyTorch", values[valid])
+
+    step("Beyond PyArrow: a table to one 2-D tensor, as RecordBatch.to_tensor, for any producer")
+    table = pa.table(
+        {"a": pa.array([1, 2, 3], pa.int16()), "b": pa.array([0.5, 1.5, 2.5], pa.float32())}
+    )
+    show("ad.Tensor.from_arrow(table)", ad.Tensor.from_arrow(table))
+    show("np.from_dlpack(ad.Tensor.from_arrow(table))", np.from_dlpack(ad.Tensor.from_arrow(table)))
+    polars = optional("polars")
+    if polars is not None:
+        frame = polars.DataFrame({"x": [1.0, None], "y": [2.0, 3.0]})
+        show(
+            "np.from_dlpack(ad.Tensor.from_arrow(polars_frame, null_to_nan=True))",
+            np.from_dlpack(ad.Tensor.from_arrow(frame, null_to_nan=True)),
+        )
+
+    step("Beyond PyArrow: one zero-copy tensor per column")
+    columns = ad.column_tensors(table)
+    show(
+        "{name: tensor.shape for name, tensor in ad.column_tensors(table).items()}",
+        {name: tensor.shape for name, tensor in columns.items()},
+    )
+    show(
+        "np.from_dlpack(columns['a']).ctypes.data == table['a'].chunk(0).buffers()[1].address",
+        np.from_dlpack(columns["a"]).ctypes.data == table["a"].chunk(0).buffers()[1].address,
+    )
+
+    step("Beyond PyArrow: the DLPack C exchange API is published on every class")
+    show("ad.Array.__dlpack_c_exchange_api__", ad.Array.__dlpack_c_exchange_api__)
+
+
 if __name__ == "__main__":
     print(f"arrow_dlpack {ad.__version__}, pyarrow {pa.__version__}, numpy {np.__version__}")
     producing()
     consuming()
+    beyond_pyarrow()
