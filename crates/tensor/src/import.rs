@@ -207,14 +207,23 @@ unsafe fn check_foreign(raw: &DLTensor) -> Result<Checked> {
         });
     }
     // Addresses and lengths in i128: the checks below are exact, whatever the inputs.
+    // `span` bounds `low` and `high` only by i128, so even the byte arithmetic is checked.
     let size = size as i128;
-    let lowest = first as i128 + low * size;
-    let end = first as i128 + (high + 1) * size;
+    let range_overflow = || Error::Overflow {
+        what: "the address range of the data",
+    };
+    let lowest = low
+        .checked_mul(size)
+        .and_then(|bytes| bytes.checked_add(first as i128))
+        .ok_or_else(range_overflow)?;
+    let end = high
+        .checked_add(1)
+        .and_then(|elements| elements.checked_mul(size))
+        .and_then(|bytes| bytes.checked_add(first as i128))
+        .ok_or_else(range_overflow)?;
     let len = end - lowest;
     if lowest <= 0 || end > usize::MAX as i128 || len > isize::MAX as i128 {
-        return Err(Error::Overflow {
-            what: "the address range of the data",
-        });
+        return Err(range_overflow());
     }
     // Derive the pointer from `data` so that it keeps the producer allocation's provenance; the
     // checks above make both steps land inside (or at the start of) the addressed range.

@@ -382,7 +382,12 @@ fn check_view(
             lowest: lowest.unsigned_abs(),
         });
     }
-    let needed = (offset as i128 + high + 1) * size as i128;
+    // `high` is bounded only by i128 (strides may be huge), so the byte count is checked too.
+    let needed = (offset as i128 + high + 1)
+        .checked_mul(size as i128)
+        .ok_or(Error::Overflow {
+            what: "the span of the strides",
+        })?;
     if needed > buffer.len() as i128 {
         return Err(Error::PastBuffer {
             needed: needed as u128,

@@ -76,6 +76,14 @@ fn malformed_cases() -> Vec<(&'static str, Spec)> {
             }),
         ),
         (
+            "16-byte elements whose byte span overflows i128",
+            with(&[2], |s| {
+                s.dtype = dtype(5, 128, 1);
+                s.shape = Some(vec![1 << 62, 2]);
+                s.strides = Some(vec![i64::MAX, i64::MAX]);
+            }),
+        ),
+        (
             "byte offset overflows the address",
             with(&[4], |s| s.byte_offset = u64::MAX - 3),
         ),
