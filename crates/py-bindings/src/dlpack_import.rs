@@ -11,7 +11,8 @@
 //!    the producer raises `TypeError` (a legacy producer);
 //! 5. the capsule is consumed exactly once and its tensor handed to [`Tensor::from_raw_versioned`]
 //!    or [`Tensor::from_raw_legacy`], which own it from then on;
-//! 6. `copy=True` is honoured here when the producer did not copy (legacy capsules cannot say).
+//! 6. `copy=True` is honoured here, with a row-major copy, when the producer did not copy (legacy
+//!    capsules cannot say) or copied into another layout.
 
 use arrow_dlpack_tensor::Tensor;
 use dlpack_sys::{
@@ -31,7 +32,8 @@ const CPU: u32 = 1;
 
 /// Imports any DLPack producer, or an unconsumed DLPack capsule, as a [`Tensor`].
 ///
-/// `copy` follows the Python array API: `Some(true)` returns memory that no one else references,
+/// `copy` follows the Python array API: `Some(true)` returns memory that no one else references
+/// (row-major, as `Tensor.from_dlpack` documents),
 /// `Some(false)` refuses a producer that copied, `None` takes what the producer gives.
 pub(crate) fn import_tensor(
     object: &Bound<'_, PyAny>,
@@ -55,7 +57,9 @@ pub(crate) fn import_tensor(
         consume_capsule(capsule)?
     };
     match copy {
-        Some(true) if !copied => Ok(tensor.to_contiguous()),
+        // `copy=True` promises memory no one else references, laid out row-major; a producer's
+        // copy may keep its source's layout (numpy copies a Fortran-ordered view as such).
+        Some(true) if !copied || !tensor.is_row_major() => Ok(tensor.to_contiguous()),
         Some(false) if copied => Err(errors::buffer_error(format!(
             "{} copied its data although copy=False was requested",
             type_name(object)
@@ -159,7 +163,17 @@ fn check_producer_device(object: &Bound<'_, PyAny>) -> PyResult<()> {
         Err(error) if error.is_instance_of::<PyAttributeError>(py) => return Ok(()),
         Err(error) => return Err(error),
     };
-    let (device_type, device_id): (u32, i32) = method.call0()?.extract()?;
+    let answer = method.call0()?;
+    let (device_type, device_id): (u32, i32) = answer.extract().map_err(|_| {
+        errors::type_error(format!(
+            "{}.__dlpack_device__() returned {}; expected a (device_type, device_id) tuple of \
+             two integers",
+            type_name(object),
+            answer
+                .repr()
+                .map_or_else(|_| type_name(&answer), |repr| repr.to_string())
+        ))
+    })?;
     if device_type != CPU {
         return Err(errors::buffer_error(format!(
             "{} holds data on DLPack device ({device_type}, {device_id}); expected the CPU \

@@ -14,21 +14,40 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use crate::errors;
 use crate::type_names::data_type_name;
 
-/// How many values PyArrow prints at each end of a long array before eliding the middle.
+/// How many values PyArrow prints at each end of a long array before eliding the middle
+/// (`PrettyPrintOptions::window`).
 const WINDOW: usize = 10;
 
+/// The same for an array whose values are lists (`PrettyPrintOptions::container_window`).
+const CONTAINER_WINDOW: usize = 2;
+
+/// The window of an array of `data_type`: lists of any kind are containers.
+fn window_of(data_type: &DataType) -> usize {
+    match data_type {
+        DataType::FixedSizeList(_, _) | DataType::List(_) | DataType::LargeList(_) => {
+            CONTAINER_WINDOW
+        }
+        _ => WINDOW,
+    }
+}
+
 /// The body of an array's repr: `[`, one value per line, `]`, nested lists indented by two, with
-/// the middle of arrays longer than twice [`WINDOW`] elided as `...`.
+/// the middle of arrays longer than `2 * window + 1` elided as `...` (the window is [`WINDOW`],
+/// or [`CONTAINER_WINDOW`] for arrays of lists), as Arrow C++'s pretty printer does.
 pub(crate) fn format_chunks(chunks: &[ArrayRef]) -> String {
     // A lazy view over the chunks as one sequence: (chunk, index in chunk) for each position.
     let positions: Vec<(&ArrayRef, usize)> = chunks
         .iter()
         .flat_map(|chunk| (0..chunk.len()).map(move |index| (chunk, index)))
         .collect();
+    let window = chunks
+        .first()
+        .map_or(WINDOW, |chunk| window_of(chunk.data_type()));
     let mut out = String::new();
     format_sequence(
         &mut out,
         positions.len(),
+        window,
         |out, position, indent| {
             let (chunk, index) = positions[position];
             format_value(out, chunk.as_ref(), index, indent);
@@ -38,10 +57,12 @@ pub(crate) fn format_chunks(chunks: &[ArrayRef]) -> String {
     out
 }
 
-/// Writes `[ ... ]` for `len` items, each written by `item` at `indent + 2`.
+/// Writes `[ ... ]` for `len` items, each written by `item` at `indent + 2`, eliding all but
+/// `window` items at each end when there are more than `2 * window + 1`.
 fn format_sequence(
     out: &mut String,
     len: usize,
+    window: usize,
     item: impl Fn(&mut String, usize, usize),
     indent: usize,
 ) {
@@ -50,12 +71,12 @@ fn format_sequence(
         return;
     }
     let pad = " ".repeat(indent + 2);
-    let elide = len > 2 * WINDOW;
+    let elide = len > 2 * window + 1;
     let shown =
-        (0..len).filter(|&position| !elide || position < WINDOW || position >= len - WINDOW);
+        (0..len).filter(|&position| !elide || position < window || position >= len - window);
     out.push_str("[\n");
     for position in shown {
-        if elide && position == len - WINDOW {
+        if elide && position == len - window {
             out.push_str(",\n");
             out.push_str(&pad);
             out.push_str("...\n");
@@ -135,6 +156,7 @@ fn format_nested(out: &mut String, values: &dyn Array, indent: usize) {
     format_sequence(
         out,
         values.len(),
+        window_of(values.data_type()),
         |out, position, indent| format_value(out, values, position, indent),
         indent,
     );
