@@ -382,7 +382,8 @@ fn check_view(
             lowest: lowest.unsigned_abs(),
         });
     }
-    // `high` is bounded only by i128 (strides may be huge), so the byte count is checked too.
+    // With the element count bounded above, `high` stays far below 2^120; checked all the same,
+    // so that a future relaxation of those checks cannot turn into wrapping arithmetic.
     let needed = (offset as i128 + high + 1)
         .checked_mul(size as i128)
         .ok_or(Error::Overflow {
