@@ -11,7 +11,7 @@
 //!   into a 2-D tensor, row-major and column-major.
 //!
 //! Run with `cargo bench -p arrow-dlpack -- --warm-up-time 1 --measurement-time 3` for a quick
-//! pass (about two minutes).
+//! pass (about two minutes once built).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -25,7 +25,8 @@ use arrow_dlpack::{
 use arrow_dlpack_tensor::{DType, ExportOptions, Tensor};
 use criterion::measurement::WallTime;
 use criterion::{
-    BatchSize, BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
+    BatchSize, BenchmarkGroup, BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group,
+    criterion_main,
 };
 
 /// Element counts of the zero-copy benchmarks.
@@ -116,7 +117,10 @@ fn memcpy(group: &mut BenchmarkGroup<'_, WallTime>, bytes: usize) {
 fn copies(c: &mut Criterion) {
     // Inputs are built on first use, so that a filtered run builds only what it measures.
     let mut group = c.benchmark_group("copy");
-    group.sample_size(20);
+    // Tens of milliseconds per iteration: flat sampling with few samples keeps each benchmark
+    // within its measurement time.
+    group.sampling_mode(SamplingMode::Flat);
+    group.sample_size(10);
 
     // Booleans: 10 million bits become 10 million bytes.
     let len = 10_000_000;
@@ -148,7 +152,6 @@ fn copies(c: &mut Criterion) {
 
     // A table: ten float64 columns of a million rows, 80 MB, and of a hundred thousand rows, 8 MB
     // (an output small enough for the allocator to reuse, so that no page faults are measured).
-    group.sample_size(10);
     for rows in [1_000_000, 100_000] {
         let columns = 10;
         group.throughput(Throughput::Bytes((rows * columns * 8) as u64));

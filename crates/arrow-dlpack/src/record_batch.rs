@@ -517,32 +517,42 @@ impl Plan<'_> {
         let slots = &mut values.spare_capacity_mut()[..count];
 
         if self.row_major && num_columns > 1 {
-            // Each column converts a block of rows into its run of a column-major staging block
-            // (sequential reads and writes, in cache), and the block is then transposed into the
-            // output (sequential writes to memory). Strided stores straight into the output would
-            // miss the cache once per element, and interleaving the columns element by element
-            // would need a dispatch per element.
+            // Row-major output is written block of rows by block of rows, each block transposed
+            // from one run per column, so that memory is read and written sequentially (strided
+            // stores straight into the output would miss the cache once per element).
             let block_rows = (BLOCK_BYTES / (num_columns * size_of::<D>())).max(MIN_BLOCK_ROWS);
-            let mut stage = vec![MaybeUninit::<D>::uninit(); block_rows * num_columns];
-            let mut start = 0;
-            while start < num_rows {
-                let end = num_rows.min(start + block_rows);
-                let rows = end - start;
-                let stage = &mut stage[..rows * num_columns];
-                for ((column, writer), run) in self
+            let same_type = self.sources.iter().all(|&source| source == D::DTYPE);
+            if same_type {
+                // Every column already holds `D`: the runs are the columns' own values.
+                let values: Vec<&[D]> = self
                     .columns
                     .iter()
-                    .zip(&writers)
-                    .zip(stage.chunks_exact_mut(rows))
-                {
-                    writer(column.array, start..end, run);
+                    .map(|column| column.array.as_primitive::<D::Arrow>().values().as_ref())
+                    .collect();
+                for start in (0..num_rows).step_by(block_rows) {
+                    let end = num_rows.min(start + block_rows);
+                    let runs: Vec<&[D]> = values.iter().map(|values| &values[start..end]).collect();
+                    transpose(&runs, &mut slots[start * num_columns..end * num_columns]);
                 }
-                transpose(
-                    stage,
-                    rows,
-                    &mut slots[start * num_columns..end * num_columns],
-                );
-                start = end;
+            } else {
+                // Each column converts the block's rows into its run of a column-major staging
+                // block that stays in cache, with the conversion chosen once per column.
+                let mut stage = vec![MaybeUninit::<D>::uninit(); block_rows * num_columns];
+                for start in (0..num_rows).step_by(block_rows) {
+                    let end = num_rows.min(start + block_rows);
+                    let rows = end - start;
+                    let stage = &mut stage[..rows * num_columns];
+                    for ((column, writer), run) in self
+                        .columns
+                        .iter()
+                        .zip(&writers)
+                        .zip(stage.chunks_exact_mut(rows))
+                    {
+                        writer(column.array, start..end, run);
+                    }
+                    let runs: Vec<&[MaybeUninit<D>]> = stage.chunks_exact(rows).collect();
+                    transpose(&runs, &mut slots[start * num_columns..end * num_columns]);
+                }
             }
         } else if num_rows > 0 {
             // Column-major, or a single column: each column is one contiguous run.
@@ -579,10 +589,10 @@ impl Plan<'_> {
         // slots initialises the whole run: every column has `num_rows` values (checked in
         // `convert`), so its values `a..b` are as many as the slots. Column-major (or one
         // column): `chunks_exact_mut(num_rows)` gives each column its run of `num_rows` slots.
-        // Row-major: the blocks `start..end` cover `0..num_rows`; in each block the staging
-        // runs of all columns cover the staging block, and `transpose` copies it into every slot
-        // of the block's output rows (its groups of columns cover `0..num_columns`, each for
-        // every row of the block). With `num_rows == 0`, `count` is 0. `D` is a plain number
+        // Row-major: the blocks `start..end` cover `0..num_rows`; in each block there is one run
+        // of `end - start` values per column (the columns' own values, or staging runs that the
+        // writers filled), and `transpose` copies them into every slot of the block's output
+        // rows (its groups of columns cover `0..num_columns`, each for every row). With `num_rows == 0`, `count` is 0. `D` is a plain number
         // type, so any bits written are a valid value.
         unsafe { values.set_len(count) };
 
@@ -641,65 +651,81 @@ where
 /// The most columns [`transpose_group`] moves at once; wider blocks go in groups.
 const MAX_GROUP: usize = 16;
 
-/// Copies a column-major block (`stage`: one run of `rows` slots per column) into the same block
-/// in row-major order (`out`), whether or not the slots are initialised.
-fn transpose<D: Copy>(stage: &[MaybeUninit<D>], rows: usize, out: &mut [MaybeUninit<D>]) {
-    debug_assert_eq!(stage.len(), out.len());
-    let num_columns = stage.len() / rows;
+/// A value that fills a slot of the output: a value of `D` itself, or a staged slot.
+trait Cell<D>: Copy {
+    fn slot(self) -> MaybeUninit<D>;
+}
+
+impl<D: Copy> Cell<D> for MaybeUninit<D> {
+    #[inline(always)]
+    fn slot(self) -> MaybeUninit<D> {
+        self
+    }
+}
+
+/// Copies one run per column (`runs`, all of the same length) into the row-major block `out`
+/// (as many rows, one slot per column).
+fn transpose<D: Copy, C: Cell<D>>(runs: &[&[C]], out: &mut [MaybeUninit<D>]) {
+    let num_columns = runs.len();
     let mut first = 0;
     while first < num_columns {
         let width = (num_columns - first).min(MAX_GROUP);
-        let group = &stage[first * rows..(first + width) * rows];
-        let transpose: GroupTranspose<D> = match width {
-            1 => transpose_group::<D, 1>,
-            2 => transpose_group::<D, 2>,
-            3 => transpose_group::<D, 3>,
-            4 => transpose_group::<D, 4>,
-            5 => transpose_group::<D, 5>,
-            6 => transpose_group::<D, 6>,
-            7 => transpose_group::<D, 7>,
-            8 => transpose_group::<D, 8>,
-            9 => transpose_group::<D, 9>,
-            10 => transpose_group::<D, 10>,
-            11 => transpose_group::<D, 11>,
-            12 => transpose_group::<D, 12>,
-            13 => transpose_group::<D, 13>,
-            14 => transpose_group::<D, 14>,
-            15 => transpose_group::<D, 15>,
-            16 => transpose_group::<D, 16>,
+        let group = &runs[first..first + width];
+        let transpose: GroupTranspose<D, C> = match width {
+            1 => transpose_group::<D, C, 1>,
+            2 => transpose_group::<D, C, 2>,
+            3 => transpose_group::<D, C, 3>,
+            4 => transpose_group::<D, C, 4>,
+            5 => transpose_group::<D, C, 5>,
+            6 => transpose_group::<D, C, 6>,
+            7 => transpose_group::<D, C, 7>,
+            8 => transpose_group::<D, C, 8>,
+            9 => transpose_group::<D, C, 9>,
+            10 => transpose_group::<D, C, 10>,
+            11 => transpose_group::<D, C, 11>,
+            12 => transpose_group::<D, C, 12>,
+            13 => transpose_group::<D, C, 13>,
+            14 => transpose_group::<D, C, 14>,
+            15 => transpose_group::<D, C, 15>,
+            16 => transpose_group::<D, C, 16>,
             _ => unreachable!("groups have 1 to {MAX_GROUP} columns"),
         };
-        transpose(group, rows, out, num_columns, first);
+        transpose(group, out, num_columns, first);
         first += width;
     }
 }
 
-/// A monomorphisation of [`transpose_group`]: group, rows, output block, columns, first column.
-type GroupTranspose<D> = fn(&[MaybeUninit<D>], usize, &mut [MaybeUninit<D>], usize, usize);
+/// A monomorphisation of [`transpose_group`]: runs, output block, columns, first column.
+type GroupTranspose<D, C> = fn(&[&[C]], &mut [MaybeUninit<D>], usize, usize);
 
-/// Copies `K` runs of `rows` slots (`group`) into columns `first..first + K` of the row-major
-/// block `out` of `num_columns` columns. With `K` known, each output row is a fixed-size array
-/// filled by an unrolled loop.
-fn transpose_group<D: Copy, const K: usize>(
-    group: &[MaybeUninit<D>],
-    rows: usize,
+/// Copies `K` runs (`group`) into columns `first..first + K` of the row-major block `out` of
+/// `num_columns` columns. With `K` known, each output row is a fixed-size array filled by an
+/// unrolled loop.
+fn transpose_group<D: Copy, C: Cell<D>, const K: usize>(
+    group: &[&[C]],
     out: &mut [MaybeUninit<D>],
     num_columns: usize,
     first: usize,
 ) {
-    let runs: [&[MaybeUninit<D>]; K] = std::array::from_fn(|c| &group[c * rows..][..rows]);
+    let runs: &[&[C]; K] = group.try_into().expect("a group has K runs");
+    let rows = runs[0].len();
+    // The unsafe `set_len` in `Plan::fill` relies on every row of the block being written.
+    assert!(runs.iter().all(|run| run.len() == rows) && out.len() == rows * num_columns);
+    let runs: [&[C]; K] = std::array::from_fn(|c| &runs[c][..rows]);
     for (row, out_row) in (0..rows).zip(out.chunks_exact_mut(num_columns)) {
         let slots: &mut [MaybeUninit<D>; K] = (&mut out_row[first..first + K])
             .try_into()
             .expect("a group of K columns lies inside the row");
         for (slot, run) in slots.iter_mut().zip(runs) {
-            *slot = run[row];
+            *slot = run[row].slot();
         }
     }
 }
 
 /// A tensor element type: the numeric Arrow native types.
-trait Element: ArrowNativeType {
+trait Element: ArrowNativeType + Cell<Self> {
+    /// The Arrow type whose values are this element.
+    type Arrow: ArrowPrimitiveType<Native = Self>;
     /// The dtype of tensors of this element.
     const DTYPE: DType;
     /// NaN, for the float types.
@@ -709,8 +735,16 @@ trait Element: ArrowNativeType {
 }
 
 macro_rules! element {
-    ($native:ty, $dtype:ident, $nan:expr) => {
+    ($native:ty, $arrow:ty, $dtype:ident, $nan:expr) => {
+        impl Cell<$native> for $native {
+            #[inline(always)]
+            fn slot(self) -> MaybeUninit<$native> {
+                MaybeUninit::new(self)
+            }
+        }
+
         impl Element for $native {
+            type Arrow = $arrow;
             const DTYPE: DType = DType::$dtype;
             const NAN: Option<Self> = $nan;
             fn writer(source: DType) -> Writer<Self> {
@@ -733,17 +767,17 @@ macro_rules! element {
     };
 }
 
-element!(i8, Int8, None);
-element!(i16, Int16, None);
-element!(i32, Int32, None);
-element!(i64, Int64, None);
-element!(u8, UInt8, None);
-element!(u16, UInt16, None);
-element!(u32, UInt32, None);
-element!(u64, UInt64, None);
-element!(f16, Float16, Some(f16::NAN));
-element!(f32, Float32, Some(f32::NAN));
-element!(f64, Float64, Some(f64::NAN));
+element!(i8, Int8Type, Int8, None);
+element!(i16, Int16Type, Int16, None);
+element!(i32, Int32Type, Int32, None);
+element!(i64, Int64Type, Int64, None);
+element!(u8, UInt8Type, UInt8, None);
+element!(u16, UInt16Type, UInt16, None);
+element!(u32, UInt32Type, UInt32, None);
+element!(u64, UInt64Type, UInt64, None);
+element!(f16, Float16Type, Float16, Some(f16::NAN));
+element!(f32, Float32Type, Float32, Some(f32::NAN));
+element!(f64, Float64Type, Float64, Some(f64::NAN));
 
 /// A conversion between numeric types with the meaning of C++'s `static_cast` (Rust's `as`).
 trait ConvertTo<D>: Copy {

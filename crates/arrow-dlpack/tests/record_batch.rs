@@ -663,14 +663,33 @@ fn wide_batches_of_mixed_types_match_the_reference() {
         let tensor = record_batch_to_tensor(&batch, options).unwrap();
         check_against_reference(&tensor, &specs, 0, rows, DType::Float64, options);
     }
-    // Every width from 2 to 20 columns, row-major.
+    // Every width from 2 to 20 columns, row-major, of mixed types and of one type (whose
+    // columns are transposed without staging).
+    let same: Vec<Spec> = specs
+        .iter()
+        .map(|spec| Spec {
+            dtype: DType::Int64,
+            values: spec
+                .values
+                .iter()
+                .map(|&value| match value {
+                    Num::Float(value) => Num::Int((value * 4.0) as i128),
+                    int => int,
+                })
+                .collect(),
+            validity: None,
+        })
+        .collect();
     for width in 2..=20 {
-        let specs = &specs[..width];
-        let batch = batch_of(specs.iter().map(Spec::array).collect());
-        let dtypes: Vec<DType> = specs.iter().map(|spec| spec.dtype).collect();
-        let tensor = record_batch_to_tensor(&batch, ROW_MAJOR).unwrap();
-        let dtype = reference_dtype(&dtypes, false);
-        check_against_reference(&tensor, specs, 0, rows, dtype, ROW_MAJOR);
+        for specs in [&specs[..width], &same[..width]] {
+            let batch = batch_of(specs.iter().map(Spec::array).collect());
+            let dtypes: Vec<DType> = specs.iter().map(|spec| spec.dtype).collect();
+            let tensor = record_batch_to_tensor(&batch, ROW_MAJOR).unwrap();
+            let dtype = reference_dtype(&dtypes, false);
+            check_against_reference(&tensor, specs, 0, rows, dtype, ROW_MAJOR);
+            let sliced = record_batch_to_tensor(&batch.slice(7, 2_000), ROW_MAJOR).unwrap();
+            check_against_reference(&sliced, specs, 7, 2_000, dtype, ROW_MAJOR);
+        }
     }
 }
 
