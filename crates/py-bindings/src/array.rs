@@ -86,6 +86,12 @@ impl Column {
     fn len(&self) -> usize {
         self.chunks.iter().map(|chunk| chunk.len()).sum()
     }
+
+    /// Whether `tensor`, made from this column for an export, is a copy that nothing else
+    /// references: several chunks are concatenated, and booleans are unpacked, into new memory.
+    pub(crate) fn copies_to_export(&self, tensor: &Tensor) -> bool {
+        self.chunks.len() > 1 || tensor.dtype() == arrow_dlpack_tensor::DType::Bool
+    }
 }
 
 /// An Arrow array (one column, possibly in several chunks) that speaks DLPack.
@@ -182,7 +188,8 @@ impl PyArray {
                 allow_copy: request.allows_copy(),
             })
             .map_err(|error| errors::arrow_error(error, Operation::Export))?;
-        request.export(py, &tensor)
+        let made_for_export = self.column.copies_to_export(&tensor);
+        request.export(py, &tensor, made_for_export)
     }
 
     /// The DLPack device of the data: always `(1, 0)`, the CPU.

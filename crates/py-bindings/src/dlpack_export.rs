@@ -68,8 +68,16 @@ impl DlpackRequest {
     /// Versioned capsules flag read-only data `READ_ONLY` and copies `IS_COPIED`; legacy capsules
     /// carry no flags and are produced all the same. `copy=True` copies exactly the logical
     /// elements, compacted, for both kinds.
-    pub(crate) fn export(&self, py: Python<'_>, tensor: &Tensor) -> PyResult<Py<PyAny>> {
-        let options = ExportOptions::copy(self.copy);
+    ///
+    /// `made_for_export` says that `tensor`'s memory was made for this export alone (unpacked
+    /// booleans, concatenated chunks): it is then flagged `IS_COPIED` and not copied again.
+    pub(crate) fn export(
+        &self,
+        py: Python<'_>,
+        tensor: &Tensor,
+        made_for_export: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let options = ExportOptions::copy(self.copy).made_for_export(made_for_export);
         let capsule = match self.abi {
             ExportAbi::Versioned => tensor
                 .to_dlpack_versioned(options)

@@ -116,7 +116,8 @@ impl PyFixedShapeTensorArray {
             .combined(request.allows_copy())
             .and_then(|array| array.to_tensor(false))
             .map_err(|error| errors::arrow_error(error, Operation::Export))?;
-        request.export(py, &tensor)
+        let made_for_export = self.column.copies_to_export(&tensor);
+        request.export(py, &tensor, made_for_export)
     }
 
     /// The whole `(len, *cell_shape)` tensor, zero-copy.

@@ -62,7 +62,7 @@ impl PyTensor {
         dl_device: Option<(u32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
-        DlpackRequest::parse(stream, max_version, dl_device, copy)?.export(py, &self.tensor)
+        DlpackRequest::parse(stream, max_version, dl_device, copy)?.export(py, &self.tensor, false)
     }
 
     /// The DLPack device of the data: always `(1, 0)`, the CPU.

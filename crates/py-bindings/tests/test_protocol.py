@@ -159,6 +159,23 @@ def test_copy_true_copies_exactly_the_logical_elements_compacted(dlpack):
     assert copied.flags.c_contiguous
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ad.array(pa.array([True, False, True])),
+        lambda: ad.array(pa.chunked_array([[1, 2], [3]], pa.int64())),
+    ],
+    ids=["booleans (unpacked)", "two chunks (concatenated)"],
+)
+def test_copies_made_for_an_export_are_flagged_and_not_copied_twice(make, dlpack):
+    obj = make()
+    for copy in (None, True):
+        read = dlpack.read(obj.__dlpack__(max_version=(1, 3), copy=copy))
+        assert read.flags & dlpack.IS_COPIED, f"copy={copy}"
+        assert not read.flags & dlpack.READ_ONLY, f"copy={copy}"
+    assert np.from_dlpack(obj).tolist() == pa.array(obj).to_pylist()
+
+
 def test_copy_true_of_a_slice_copies_only_the_slice(dlpack):
     array = ad.array(pa.array(np.arange(1000, dtype=np.int64)).slice(500, 3))
     read = dlpack.read(array.__dlpack__(max_version=(1, 3), copy=True))
@@ -449,8 +466,9 @@ def test_from_dlpack_copy_true_gives_a_row_major_tensor():
     # producer's copy looks like (numpy's copy keeps a transposed layout).
     source = np.arange(24, dtype=np.float64).reshape(2, 3, 4).transpose(2, 0, 1)
     tensor = ad.Tensor.from_dlpack(source, copy=True)
+    assert tensor.shape == (4, 2, 3)
     assert tensor.is_row_major
-    assert tensor.strides == (96, 32, 8)
+    assert tensor.strides == (48, 24, 8)
     result = np.from_dlpack(tensor)
     assert result.ctypes.data != source.ctypes.data
     np.testing.assert_array_equal(result, source)

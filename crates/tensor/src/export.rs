@@ -6,7 +6,7 @@ use dlpark::{Managed, ManagedTensorBase};
 
 use crate::{Error, Result, Tensor};
 
-/// What a consumer asked for when it requested an export.
+/// What a consumer asked for when it requested an export, and what the producer knows.
 ///
 /// `copy` follows the Python array API: `Some(true)` always copies, `Some(false)` never copies,
 /// `None` copies only when the data cannot be shared as it is (never, for a [`Tensor`]).
@@ -14,12 +14,27 @@ use crate::{Error, Result, Tensor};
 pub struct ExportOptions {
     /// The consumer's `copy` argument.
     pub copy: Option<bool>,
+    /// The producer made this tensor's memory for this export alone (unpacked booleans,
+    /// concatenated chunks) and keeps no other reference to it: the export is flagged `IS_COPIED`
+    /// and `copy=Some(true)` does not copy it a second time.
+    pub made_for_export: bool,
 }
 
 impl ExportOptions {
     /// Options with the given `copy` request.
     pub const fn copy(copy: Option<bool>) -> Self {
-        ExportOptions { copy }
+        ExportOptions {
+            copy,
+            made_for_export: false,
+        }
+    }
+
+    /// Declares whether the tensor's memory was made for this export alone.
+    pub const fn made_for_export(self, made_for_export: bool) -> Self {
+        ExportOptions {
+            made_for_export,
+            ..self
+        }
     }
 }
 
@@ -29,7 +44,8 @@ impl Tensor {
     /// Shape and strides are always explicit, `byte_offset` is 0 (the offset is folded into
     /// `data`), and `data` is NULL for a tensor without elements.
     /// Flags: `READ_ONLY` when the tensor is read-only and shared, `IS_COPIED` when `copy` was
-    /// `Some(true)` (then the data is a fresh row-major copy of exactly the logical elements).
+    /// `Some(true)` (then the data is a fresh row-major copy of exactly the logical elements) or
+    /// the memory was [made for the export](ExportOptions::made_for_export).
     pub fn to_dlpack_versioned(
         &self,
         options: ExportOptions,
@@ -45,6 +61,9 @@ impl Tensor {
 
     /// Exports into either managed-tensor ABI.
     pub fn to_managed<M: ManagedTensorBase>(&self, options: ExportOptions) -> Result<Managed<M>> {
+        if options.made_for_export && (options.copy != Some(true) || self.is_row_major()) {
+            return self.managed_view(DlpackFlags::IS_COPIED);
+        }
         if options.copy == Some(true) {
             let copy = self.to_contiguous();
             return copy.managed_view(DlpackFlags::IS_COPIED);
@@ -75,7 +94,8 @@ impl Tensor {
             .set_dtype(self.dtype().to_dlpack())
             .set_byte_offset(0);
         // SAFETY: `IS_COPIED` is only passed by `to_managed` for the fresh buffer made by
-        // `to_contiguous`, which no one else references; `READ_ONLY` only restricts consumers.
+        // `to_contiguous`, or for memory the caller declared made for this export alone (flags are
+        // promises to the consumer, not memory safety); `READ_ONLY` only restricts consumers.
         unsafe { initialized.set_flags_unchecked(flags) };
         // SAFETY: `data` addresses only elements inside the buffer (checked when the tensor was
         // built), and the buffer is kept alive by the boxed clone installed as the context until

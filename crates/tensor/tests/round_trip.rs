@@ -334,3 +334,29 @@ fn to_contiguous_copies_values_in_row_major_order() {
     );
     assert!(!copy.is_read_only());
 }
+
+#[test]
+fn memory_made_for_the_export_is_flagged_copied_and_not_copied_again() {
+    let (buffer, _) = counted_buffer(24 * 4);
+    let fresh = Tensor::try_new_row_major(buffer, DType::Float32, vec![4, 6])
+        .unwrap()
+        .with_read_only(false);
+    for copy in [None, Some(false), Some(true)] {
+        let options = ExportOptions::copy(copy).made_for_export(true);
+        let managed = fresh.to_dlpack_versioned(options).unwrap();
+        assert_eq!(managed.flags(), DlpackFlags::IS_COPIED, "copy={copy:?}");
+        let back = Tensor::from_managed(managed).unwrap();
+        assert_eq!(
+            back.data_ptr(),
+            fresh.data_ptr(),
+            "copy={copy:?}: no second copy"
+        );
+    }
+    // A fresh but strided tensor still gets its compacting copy for copy=True.
+    let strided = fresh.permuted(&[1, 0]).unwrap();
+    let options = ExportOptions::copy(Some(true)).made_for_export(true);
+    let back = Tensor::from_managed(strided.to_dlpack_versioned(options).unwrap()).unwrap();
+    assert_ne!(back.data_ptr(), strided.data_ptr());
+    assert!(back.is_row_major());
+    assert_eq!(elements(&back), elements(&strided));
+}
