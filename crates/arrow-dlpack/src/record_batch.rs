@@ -524,14 +524,15 @@ impl Plan<'_> {
             let same_type = self.sources.iter().all(|&source| source == D::DTYPE);
             if same_type {
                 // Every column already holds `D`: the runs are the columns' own values.
-                let values: Vec<&[D]> = self
+                let sources: Vec<&[D]> = self
                     .columns
                     .iter()
                     .map(|column| column.array.as_primitive::<D::Arrow>().values().as_ref())
                     .collect();
                 for start in (0..num_rows).step_by(block_rows) {
                     let end = num_rows.min(start + block_rows);
-                    let runs: Vec<&[D]> = values.iter().map(|values| &values[start..end]).collect();
+                    let runs: Vec<&[D]> =
+                        sources.iter().map(|source| &source[start..end]).collect();
                     transpose(&runs, &mut slots[start * num_columns..end * num_columns]);
                 }
             } else {
@@ -592,8 +593,9 @@ impl Plan<'_> {
         // Row-major: the blocks `start..end` cover `0..num_rows`; in each block there is one run
         // of `end - start` values per column (the columns' own values, or staging runs that the
         // writers filled), and `transpose` copies them into every slot of the block's output
-        // rows (its groups of columns cover `0..num_columns`, each for every row). With `num_rows == 0`, `count` is 0. `D` is a plain number
-        // type, so any bits written are a valid value.
+        // rows (its groups of columns cover `0..num_columns`, each for every row). With
+        // `num_rows == 0`, `count` is 0. `D` is a plain number type, so any bits written are a
+        // valid value.
         unsafe { values.set_len(count) };
 
         let strides = if self.row_major {
