@@ -1,0 +1,1651 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of arrow_dlpack against PyArrow's own DLPack, and the page that shows it.
+
+`cargo xtask bench` runs criterion first and then this script as
+
+    python bench_exchange.py --output <root>/docs/benchmarks.md --criterion-dir <root>/target/criterion
+
+Every Python row times our call and its PyArrow (or memcpy) counterpart in the same process,
+alternating batch by batch and swapping the order every round, so that the noise of a shared
+machine falls on both sides alike; the row reports the medians and their ratio.
+Zero-copy rows run at 10 and at 10 million elements, to show that the cost does not grow; copy
+rows report GB/s beside a plain memcpy of the same bytes.
+The script then reads criterion's estimates and renders the Rust table too, and writes the whole
+page (machine, versions, date, tables, targets met or missed, and why) to `--output`.
+
+Only the standard library times anything (`timeit`, CPU time by default: see `Clocks`); numpy,
+pyarrow and torch are the peers. The measurements fit in `--budget-s` (150 s by default): a row
+on a heavily loaded machine cuts its rounds rather than overrun. `--only SUBSTRING` runs the
+matching rows alone (to profile one row), and without `--output` nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import timeit
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+import pyarrow as pa
+
+import arrow_dlpack as ad
+
+try:
+    import torch
+except ImportError:  # torch is a test requirement; the torch rows say so when it is missing.
+    torch = None  # type: ignore[assignment]
+
+SMALL = 10
+LARGE = 10_000_000
+COPY_ELEMENTS = 10_000_000
+
+# The targets of issue 6.
+ZERO_COPY_TARGET = 0.8
+FIXED_SHAPE_TARGET = 0.5
+TORCH_TARGET = 0.5
+WRAP_TARGET = 3.0
+SCALE_TARGET = 1.3
+COPY_TARGET = 0.7
+TABLE_TARGET = 1.0
+
+# The repository, for the commit and for telling whether the installed wheel is older than the
+# sources; the script lives in crates/py-bindings/bench/.
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class Clocks:
+    """What the rows are timed with.
+
+    By default CPU time, not wall time: on a shared 2-core machine with compilers running beside
+    us, a batch of a few milliseconds is often preempted, and wall time then measures the other
+    processes. Calls are timed with the calling thread's CPU time (every side is single-threaded);
+    copies with the whole process's CPU time, so that a copy spread over threads cannot hide work.
+    `--clock wall` times everything with `time.perf_counter` instead.
+    """
+
+    calls: Callable[[], float] = time.thread_time
+    copies: Callable[[], float] = time.process_time
+    name: str = "cpu"
+
+    def use_wall(self) -> None:
+        self.calls = self.copies = time.perf_counter
+        self.name = "wall"
+
+
+CLOCKS = Clocks()
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Timing
+
+
+@dataclass
+class Side:
+    """One callable of a row: `stmt` run by timeit in `namespace`."""
+
+    label: str
+    stmt: str
+    namespace: dict[str, Any]
+    timer: Optional[timeit.Timer] = None
+    clock: Callable[[], float] = time.thread_time
+    number: int = 1
+    samples: list[float] = field(default_factory=list)  # seconds per call, one per round
+
+    def prepare(self, batch_s: float) -> None:
+        """Checks that the statement runs, warms it up and picks a batch of about `batch_s`."""
+        self.timer = timeit.Timer(self.stmt, timer=self.clock, globals=self.namespace)
+        number = 1
+        while True:
+            elapsed = self.timer.timeit(number)
+            if elapsed >= batch_s / 4 or number >= 1 << 24:
+                break
+            number *= 4 if elapsed < batch_s / 40 else 2
+        self.number = max(1, round(number * batch_s / max(elapsed, 1e-9)))
+
+    def run_batch(self) -> None:
+        assert self.timer is not None
+        self.samples.append(self.timer.timeit(self.number) / self.number)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+
+MIN_ROUNDS = 11
+
+
+def measure(
+    sides: list[Side],
+    rounds: int,
+    batch_s: float,
+    clock: Callable[[], float],
+    deadline: Optional[float] = None,
+) -> None:
+    """Times the sides alternately: every round runs one batch of each, in a rotated order.
+
+    Past `deadline` (a `time.perf_counter` value) the row stops after at least `MIN_ROUNDS`
+    rounds, so that a heavily loaded machine still finishes the suite in its time budget.
+    """
+    for side in sides:
+        side.clock = clock
+        side.prepare(batch_s)
+    gc.collect()
+    for round_index in range(rounds):
+        if (
+            deadline is not None
+            and round_index >= MIN_ROUNDS
+            and time.perf_counter() > deadline
+        ):
+            break
+        shift = round_index % len(sides)
+        order = sides[shift:] + sides[:shift]
+        if round_index % 2:
+            order.reverse()
+        for side in order:
+            side.run_batch()
+
+
+def paired_ratio_spread(ours: Side, theirs: Side) -> tuple[float, float]:
+    """The quartiles of the per-round ratios ours/theirs: how much the noise moved the ratio."""
+    ratios = sorted(a / b for a, b in zip(ours.samples, theirs.samples))
+    if len(ratios) < 4:
+        return ratios[0], ratios[-1]
+    quartiles = statistics.quantiles(ratios, n=4)
+    return quartiles[0], quartiles[2]
+
+
+def fmt_time(seconds: float) -> str:
+    if seconds < 1e-6:
+        return f"{seconds * 1e9:.0f} ns"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.2f} µs"
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def fmt_gbs(bytes_per_second: float) -> str:
+    return f"{bytes_per_second / 1e9:.2f} GB/s"
+
+
+# --------------------------------------------------------------------------------------------
+# Rows
+
+
+@dataclass
+class Result:
+    """What one row measured and how it compares with its target."""
+
+    row_id: str
+    title: str
+    size: int
+    ours: Optional[Side] = None
+    theirs: Optional[Side] = None
+    ratio: Optional[float] = None
+    spread: Optional[tuple[float, float]] = None
+    target: Optional[float] = None
+    target_text: str = ""
+    met: Optional[bool] = None
+    note: str = ""
+
+
+@dataclass
+class ZeroCopyRow:
+    """A zero-copy exchange: ours against PyArrow's (or against a floor), at every size."""
+
+    row_id: str
+    title: str
+    # Every target is an upper bound on the ratio ours / theirs.
+    target: float
+    build: Callable[[int], tuple[Side, Side]]
+
+
+def int64_array(n: int) -> pa.Array:
+    return pa.array(np.arange(n, dtype=np.int64))
+
+
+def matrix(n: int) -> np.ndarray:
+    """A row-major float32 matrix of n elements: (2, 5) or (1_000_000, 10)."""
+    cols = 5 if n < 100 else 10
+    return np.arange(n, dtype=np.float32).reshape(n // cols, cols)
+
+
+def cube(n: int) -> np.ndarray:
+    """A float32 array of n elements shaped (len, 2, 5): n // 10 tensors of 2 x 5."""
+    return np.arange(n, dtype=np.float32).reshape(n // 10, 2, 5)
+
+
+def zero_copy_rows() -> list[ZeroCopyRow]:
+    rows: list[ZeroCopyRow] = []
+
+    def np_from_array(n: int) -> tuple[Side, Side]:
+        theirs = int64_array(n)
+        ours = ad.array(theirs)
+        f = np.from_dlpack
+        return (
+            Side("ours", "f(x)", {"f": f, "x": ours}),
+            Side("pyarrow", "f(x)", {"f": f, "x": theirs}),
+        )
+
+    rows.append(
+        ZeroCopyRow(
+            "np_array",
+            "`np.from_dlpack(x)`, x an int64 array",
+            ZERO_COPY_TARGET,
+            np_from_array,
+        )
+    )
+
+    if torch is not None:
+
+        def torch_from_array(n: int) -> tuple[Side, Side]:
+            theirs = int64_array(n)
+            ours = ad.array(theirs)
+            f = torch.from_dlpack
+            return (
+                Side("ours", "f(x)", {"f": f, "x": ours}),
+                Side("pyarrow", "f(x)", {"f": f, "x": theirs}),
+            )
+
+        rows.append(
+            ZeroCopyRow(
+                "torch_array",
+                "`torch.from_dlpack(x)`, x an int64 array",
+                TORCH_TARGET,
+                torch_from_array,
+            )
+        )
+
+    def np_from_tensor(n: int) -> tuple[Side, Side]:
+        source = matrix(n)
+        f = np.from_dlpack
+        return (
+            Side("ours", "f(x)", {"f": f, "x": ad.Tensor.from_dlpack(source)}),
+            Side("pyarrow", "f(x)", {"f": f, "x": pa.Tensor.from_dlpack(source)}),
+        )
+
+    rows.append(
+        ZeroCopyRow(
+            "np_tensor",
+            "`np.from_dlpack(x)`, x a 2-D float32 tensor",
+            ZERO_COPY_TARGET,
+            np_from_tensor,
+        )
+    )
+
+    def np_from_fixed_shape(n: int) -> tuple[Side, Side]:
+        theirs = pa.FixedShapeTensorArray.from_numpy_ndarray(cube(n))
+        ours = ad.array(theirs)
+        assert isinstance(ours, ad.FixedShapeTensorArray)
+        f = np.from_dlpack
+        return (
+            Side("ours", "f(x)", {"f": f, "x": ours}),
+            Side("pyarrow", "f(x)", {"f": f, "x": theirs}),
+        )
+
+    rows.append(
+        ZeroCopyRow(
+            "np_fixed_shape",
+            "`np.from_dlpack(x)`, x a fixed-shape-tensor array of 2 x 5 float32",
+            FIXED_SHAPE_TARGET,
+            np_from_fixed_shape,
+        )
+    )
+
+    def array_from_dlpack(n: int) -> tuple[Side, Side]:
+        source = np.arange(n, dtype=np.int64)
+        return (
+            Side("ours", "f(x)", {"f": ad.Array.from_dlpack, "x": source}),
+            Side("pyarrow", "f(x)", {"f": pa.Array.from_dlpack, "x": source}),
+        )
+
+    rows.append(
+        ZeroCopyRow(
+            "array_from_dlpack",
+            "`Array.from_dlpack(np_1d)`, int64",
+            ZERO_COPY_TARGET,
+            array_from_dlpack,
+        )
+    )
+
+    def tensor_from_dlpack(n: int) -> tuple[Side, Side]:
+        source = matrix(n)
+        return (
+            Side("ours", "f(x)", {"f": ad.Tensor.from_dlpack, "x": source}),
+            Side("pyarrow", "f(x)", {"f": pa.Tensor.from_dlpack, "x": source}),
+        )
+
+    rows.append(
+        ZeroCopyRow(
+            "tensor_from_dlpack",
+            "`Tensor.from_dlpack(np_2d)`, float32",
+            ZERO_COPY_TARGET,
+            tensor_from_dlpack,
+        )
+    )
+
+    def fixed_shape_from_dlpack(n: int) -> tuple[Side, Side]:
+        source = cube(n)
+        return (
+            Side("ours", "f(x)", {"f": ad.FixedShapeTensorArray.from_dlpack, "x": source}),
+            Side("pyarrow", "f(x)", {"f": pa.FixedShapeTensorArray.from_dlpack, "x": source}),
+        )
+
+    rows.append(
+        ZeroCopyRow(
+            "fixed_shape_from_dlpack",
+            "`FixedShapeTensorArray.from_dlpack(np_3d)`, (len, 2, 5) float32",
+            FIXED_SHAPE_TARGET,
+            fixed_shape_from_dlpack,
+        )
+    )
+
+    if torch is not None:
+
+        def array_from_torch(n: int) -> tuple[Side, Side]:
+            source = torch.arange(n, dtype=torch.int64)
+            return (
+                Side("ours", "f(x)", {"f": ad.Array.from_dlpack, "x": source}),
+                Side("pyarrow", "f(x)", {"f": pa.Array.from_dlpack, "x": source}),
+            )
+
+        rows.append(
+            ZeroCopyRow(
+                "array_from_torch",
+                "`Array.from_dlpack(torch_1d)`, int64 (ours through torch's C exchange API)",
+                ZERO_COPY_TARGET,
+                array_from_torch,
+            )
+        )
+
+    def wrap_array(n: int) -> tuple[Side, Side]:
+        source = int64_array(n)
+        return (
+            Side("ours", "f(x)", {"f": ad.array, "x": source}),
+            Side("floor", "f()", {"f": source.__arrow_c_array__}),
+        )
+
+    rows.append(
+        ZeroCopyRow(
+            "wrap_array",
+            "`ad.array(pa_arr)`, int64, beside `pa_arr.__arrow_c_array__()` alone",
+            WRAP_TARGET,
+            wrap_array,
+        )
+    )
+
+    def wrap_fixed_shape(n: int) -> tuple[Side, Side]:
+        source = pa.FixedShapeTensorArray.from_numpy_ndarray(cube(n))
+        return (
+            Side("ours", "f(x)", {"f": ad.array, "x": source}),
+            Side("floor", "f()", {"f": source.__arrow_c_array__}),
+        )
+
+    rows.append(
+        ZeroCopyRow(
+            "wrap_fixed_shape",
+            "`ad.array(pa_fsta)`, a fixed-shape-tensor array, beside its `__arrow_c_array__()`",
+            WRAP_TARGET,
+            wrap_fixed_shape,
+        )
+    )
+    return rows
+
+
+@dataclass
+class CopyRow:
+    """A copying path, in GB/s beside memcpy of the bytes it writes (and PyArrow's nearest)."""
+
+    row_id: str
+    title: str
+    nbytes: int
+    ours: Side
+    pyarrow: Optional[Side]
+    pyarrow_note: str
+
+
+def copy_rows() -> list[CopyRow]:
+    n = COPY_ELEMENTS
+    rows: list[CopyRow] = []
+    f = np.from_dlpack
+
+    bools = pa.array(np.arange(n) % 3 == 0)
+    ours_bools = ad.array(bools)
+    rows.append(
+        CopyRow(
+            "copy_bool_export",
+            "bool export: `np.from_dlpack(ad.array(pa_bool))` unpacks bits to bytes",
+            n,
+            Side("ours", "f(x)", {"f": f, "x": ours_bools}),
+            Side("pyarrow", "x.to_numpy(zero_copy_only=False)", {"x": bools}),
+            "`pa_bool.to_numpy(zero_copy_only=False)` (PyArrow's DLPack refuses bool)",
+        )
+    )
+
+    bool_bytes = np.arange(n) % 3 == 0
+    rows.append(
+        CopyRow(
+            "copy_bool_import",
+            "bool import: `ad.Array.from_dlpack(np_bool)` packs bytes to bits (reads n bytes)",
+            n,
+            Side("ours", "f(x)", {"f": ad.Array.from_dlpack, "x": bool_bytes}),
+            Side("pyarrow", "f(x)", {"f": pa.array, "x": bool_bytes}),
+            "`pa.array(np_bool)` (PyArrow's DLPack refuses bool)",
+        )
+    )
+
+    half = np.arange(n // 2, dtype=np.int64)
+    chunked = pa.chunked_array([pa.array(half), pa.array(half)])
+    ours_chunked = ad.array(chunked)
+    rows.append(
+        CopyRow(
+            "copy_chunks",
+            "two chunks: `np.from_dlpack(ad.array(pa_chunked))` concatenates int64",
+            n * 8,
+            Side("ours", "f(x)", {"f": f, "x": ours_chunked}),
+            Side("pyarrow", "f(x.combine_chunks())", {"f": f, "x": chunked}),
+            "`np.from_dlpack(pa_chunked.combine_chunks())` (no DLPack on ChunkedArray)",
+        )
+    )
+
+    values = int64_array(n)
+    ours_values = ad.array(values)
+    rows.append(
+        CopyRow(
+            "copy_true_export",
+            "`np.from_dlpack(x, copy=True)`, int64",
+            n * 8,
+            Side("ours", "f(x, copy=True)", {"f": f, "x": ours_values}),
+            Side("pyarrow", "f(x, copy=True)", {"f": f, "x": values}),
+            "the same call on `pa_arr`",
+        )
+    )
+
+    source = np.arange(n, dtype=np.int64)
+    rows.append(
+        CopyRow(
+            "copy_true_import",
+            "`ad.Array.from_dlpack(np_1d, copy=True)`, int64",
+            n * 8,
+            Side("ours", "f(x, copy=True)", {"f": ad.Array.from_dlpack, "x": source}),
+            Side("pyarrow", "pa.array(x.copy())", {"pa": pa, "x": source}),
+            "`pa.array(np_1d.copy())` (`pa.Array.from_dlpack` has no `copy`)",
+        )
+    )
+    return rows
+
+
+def set_madvise_hugepage() -> Optional[Callable[[bool], bool]]:
+    """numpy's switch for `madvise(MADV_HUGEPAGE)` on its large allocations, if it has one."""
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            imported = __import__(module, fromlist=["_set_madvise_hugepage"])
+        except ImportError:
+            continue
+        switch = getattr(imported, "_set_madvise_hugepage", None)
+        if callable(switch):
+            return switch
+    return None
+
+
+def memcpy_sides(nbytes: int) -> list[Side]:
+    """memcpy of `nbytes` into a fresh allocation (what a copying export must do), the same with
+    4 KiB pages only (numpy otherwise asks the kernel for 2 MiB pages with `madvise`), and into a
+    buffer already written once (the bandwidth of the copy alone)."""
+    source = np.ones(nbytes, dtype=np.uint8)
+    target = np.empty_like(source)
+    np.copyto(target, source)
+    sides = [
+        Side("alloc+memcpy", "x.copy()", {"x": source}),
+        Side("memcpy", "copyto(y, x)", {"copyto": np.copyto, "x": source, "y": target}),
+    ]
+    switch = set_madvise_hugepage()
+    if switch is not None:
+        sides.append(
+            Side(
+                "alloc+memcpy, 4 KiB pages",
+                "previous = s(False)\ntry:\n    x.copy()\nfinally:\n    s(previous)",
+                {"x": source, "s": switch},
+            )
+        )
+    return sides
+
+
+TABLE_TO_TENSOR_NAMES = ("from_arrow", "from_record_batch", "from_table", "from_batch")
+
+
+def table_to_tensor_function() -> Optional[Callable[..., Any]]:
+    """The bindings' table-to-2-D-tensor function, if they expose one yet."""
+    for name in TABLE_TO_TENSOR_NAMES:
+        function = getattr(ad.Tensor, name, None) or getattr(ad, name, None)
+        if callable(function):
+            return function
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Checks of what the consumers call
+
+
+def count_dlpack_calls(consumer: Callable[[Any], Any], producer: Any) -> int:
+    """How many times a Python-level consumer calls `producer.__dlpack__` during one exchange."""
+    calls = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "c_call" and getattr(arg, "__name__", None) == "__dlpack__":
+            calls += 1
+
+    sys.setprofile(profile)
+    try:
+        consumer(producer)
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+# --------------------------------------------------------------------------------------------
+# Criterion
+
+
+@dataclass
+class CriterionEntry:
+    group: str
+    function: str
+    value: Optional[str]
+    median_ns: float
+    throughput_bytes: Optional[int]
+    throughput_elements: Optional[int]
+    measured: float  # mtime of the estimates
+
+    @property
+    def bytes_per_second(self) -> Optional[float]:
+        if self.throughput_bytes is None:
+            return None
+        return self.throughput_bytes / (self.median_ns * 1e-9)
+
+
+def read_criterion(directory: Path) -> list[CriterionEntry]:
+    entries: list[CriterionEntry] = []
+    if not directory.is_dir():
+        return entries
+    for estimates_path in sorted(directory.glob("**/new/estimates.json")):
+        new = estimates_path.parent
+        try:
+            estimates = json.loads(estimates_path.read_text())
+            benchmark_path = new / "benchmark.json"
+            benchmark = json.loads(benchmark_path.read_text()) if benchmark_path.is_file() else {}
+        except (OSError, ValueError) as error:
+            log(f"    skipping {estimates_path}: {error}")
+            continue
+        relative = new.parent.relative_to(directory).parts
+        group = benchmark.get("group_id") or relative[0]
+        function = benchmark.get("function_id") or "/".join(relative[1:2]) or group
+        value = benchmark.get("value_str") or ("/".join(relative[2:]) or None)
+        throughput = benchmark.get("throughput") or {}
+        throughput_bytes = throughput.get("Bytes", throughput.get("BytesDecimal"))
+        entries.append(
+            CriterionEntry(
+                group=group,
+                function=function,
+                value=value,
+                median_ns=float(estimates["median"]["point_estimate"]),
+                throughput_bytes=throughput_bytes,
+                throughput_elements=throughput.get("Elements"),
+                measured=estimates_path.stat().st_mtime,
+            )
+        )
+    return entries
+
+
+def size_key(value: Optional[str]) -> tuple[int, str]:
+    if value is not None and value.isdigit():
+        return (int(value), "")
+    return (-1, value or "")
+
+
+def fmt_ns(ns: float) -> str:
+    return fmt_time(ns * 1e-9)
+
+
+def fmt_count(value: str) -> str:
+    if value.isdigit():
+        number = int(value)
+        for scale, word in ((1_000_000, " million"), (1_000, " thousand")):
+            if number >= scale and number % scale == 0:
+                return f"{number // scale}{word}"
+    return value
+
+
+STALE_S = 1800
+
+
+def is_reference(entry: CriterionEntry) -> bool:
+    """Whether a benchmark is a memcpy reference rather than a path of ours."""
+    return entry.function == "memcpy" or entry.function.startswith("memcpy/")
+
+
+def memcpy_reference(
+    entry: CriterionEntry, references: list[CriterionEntry]
+) -> Optional[CriterionEntry]:
+    """The memcpy a copy path is judged against: one into a fresh allocation of the same bytes
+    (a copying path allocates its output), else any memcpy of the same bytes, else the plain one."""
+    same_bytes = [r for r in references if r.throughput_bytes == entry.throughput_bytes]
+    for candidates in (
+        [r for r in same_bytes if "alloc" in r.function],
+        same_bytes,
+        [r for r in references if r.function == "memcpy"],
+    ):
+        if candidates:
+            return candidates[0]
+    return None
+
+
+def render_criterion(
+    entries: list[CriterionEntry],
+) -> tuple[list[str], list[str], list[str]]:
+    """The Rust section of the page, its lines of the targets table, and the missed ids."""
+    lines: list[str] = []
+    targets: list[str] = []
+    missed: list[str] = []
+    if not entries:
+        lines.append("No criterion estimates were found: run `cargo xtask bench`.")
+        lines.append("")
+        return lines, targets, missed
+    # A renamed benchmark leaves its old directory behind: keep the newest estimate of each name.
+    newest_by_name: dict[tuple[str, str], CriterionEntry] = {}
+    for entry in entries:
+        key = (entry.group, entry.function + (f"/{entry.value}" if entry.value else ""))
+        if key not in newest_by_name or newest_by_name[key].measured < entry.measured:
+            newest_by_name[key] = entry
+    entries = list(newest_by_name.values())
+    newest = max(entry.measured for entry in entries)
+    stale = {id(e) for e in entries if newest - e.measured > STALE_S}
+
+    def when(entry: CriterionEntry) -> str:
+        if id(entry) not in stale:
+            return ""
+        measured = datetime.datetime.fromtimestamp(entry.measured)
+        return f" (stale: {measured:%H:%M})"
+
+    groups: dict[str, list[CriterionEntry]] = {}
+    for entry in entries:
+        groups.setdefault(entry.group, []).append(entry)
+
+    for group, members in sorted(groups.items()):
+        lines.append(f"### `{group}`")
+        lines.append("")
+        values = sorted({e.value for e in members if e.value is not None}, key=size_key)
+        references = [e for e in members if is_reference(e) and e.bytes_per_second]
+        if values and all(v.isdigit() for v in values) and not references:
+            # A size sweep: one column per size, and the growth from the smallest to the largest.
+            functions: dict[str, list[CriterionEntry]] = {}
+            for entry in members:
+                functions.setdefault(entry.function, []).append(entry)
+            lines.append(
+                "| benchmark | "
+                + " | ".join(fmt_count(v) for v in values)
+                + f" | {fmt_count(values[-1])} / {fmt_count(values[0])} |"
+            )
+            lines.append("|---" * (len(values) + 2) + "|")
+            for function, runs in sorted(functions.items()):
+                by_value = {e.value: e for e in runs}
+                cells = [
+                    fmt_ns(by_value[v].median_ns) + when(by_value[v]) if v in by_value else ""
+                    for v in values
+                ]
+                growth = ""
+                small, large = by_value.get(values[0]), by_value.get(values[-1])
+                if small is not None and large is not None and len(values) > 1:
+                    ratio = large.median_ns / small.median_ns
+                    growth = f"{ratio:.2f}"
+                    if id(small) not in stale and id(large) not in stale:
+                        met = ratio <= SCALE_TARGET
+                        targets.append(
+                            f"| Rust `{group}/{function}`: {fmt_count(values[-1])} vs "
+                            f"{fmt_count(values[0])} elements | <= {SCALE_TARGET} | {ratio:.2f} | "
+                            f"{verdict(met)} |"
+                        )
+                        if not met:
+                            missed.append(f"rust:{group}/{function}")
+                lines.append(f"| `{function}` | " + " | ".join(cells) + f" | {growth} |")
+        else:
+            lines.append(
+                "| benchmark | bytes | median | throughput | reference | vs reference |"
+            )
+            lines.append("|---|---|---|---|---|---|")
+            ordered = sorted(
+                members,
+                key=lambda e: (not is_reference(e), e.function, size_key(e.value)),
+            )
+            for entry in ordered:
+                name = entry.function + (f"/{entry.value}" if entry.value else "")
+                nbytes = (
+                    f"{entry.throughput_bytes / 1e6:g} MB" if entry.throughput_bytes else ""
+                )
+                throughput = ""
+                reference_name = ""
+                versus = ""
+                if entry.bytes_per_second:
+                    throughput = fmt_gbs(entry.bytes_per_second)
+                    reference = None if is_reference(entry) else memcpy_reference(entry, references)
+                    if reference is not None and reference.bytes_per_second:
+                        reference_name = f"`{reference.function}" + (
+                            f"/{reference.value}`" if reference.value else "`"
+                        )
+                        ratio = entry.bytes_per_second / reference.bytes_per_second
+                        versus = f"{ratio:.2f}"
+                        if id(entry) not in stale and id(reference) not in stale:
+                            met = ratio >= COPY_TARGET
+                            targets.append(
+                                f"| Rust `{group}/{name}` vs {reference_name} | "
+                                f">= {COPY_TARGET} | {ratio:.2f} | {verdict(met)} |"
+                            )
+                            if not met:
+                                missed.append(f"rust:{group}/{entry.function}")
+                elif entry.throughput_elements:
+                    rate = entry.throughput_elements / (entry.median_ns * 1e-9)
+                    throughput = f"{rate / 1e6:.1f} M elements/s"
+                lines.append(
+                    f"| `{name}`{when(entry)} | {nbytes} | {fmt_ns(entry.median_ns)} | "
+                    f"{throughput} | {reference_name} | {versus} |"
+                )
+        lines.append("")
+    if stale:
+        lines.append(
+            f"{len(stale)} estimates marked stale are older than the newest by more than "
+            f"{STALE_S // 60} minutes (criterion was run with a filter since); they are shown but "
+            "not judged."
+        )
+        lines.append("")
+    lines.append(
+        "Criterion measures one benchmark after another, not alternately, so on this shared "
+        "machine a ratio between two rows (a size against another, a path against memcpy) "
+        "carries the drift of the load between them; the Python rows above are alternated."
+    )
+    lines.append("")
+    return lines, targets, list(dict.fromkeys(missed))
+
+
+# --------------------------------------------------------------------------------------------
+# The page
+
+INTRO = """\
+# Benchmarks
+
+Generated by `cargo xtask bench`: criterion for the Rust crates, then
+`crates/py-bindings/bench/bench_exchange.py` for Python, which writes this page.
+Edit the script's template, not this file: the next run overwrites it.
+
+Machines here are shared, noisy VMs, so every Python row times our call and PyArrow's (or
+memcpy's) in the same process, alternating batch by batch, and reports the ratio of the medians.
+The spread column gives the quartiles of the per-round ratios: how far the noise moved the ratio.
+Read ratios and trends, not absolute times.
+"""
+
+# Why each missed target is missed, with the profile that says so; keyed by row id (a Rust id
+# "rust:group/function" falls back to its longest matching prefix). Written by hand after
+# profiling, so that a regenerated page keeps it: `perf record -e cpu-clock --call-graph dwarf` on
+# a Python process running one row in a loop for a few seconds (`--only ROW` here runs one row);
+# shares are of the whole call, from the profile of 2026-11-29 against the wheel of commit bc62298
+# (pyo3 0.30, abi3-py39).
+CALLING_CONVENTION = (
+    "The wheel is built for `abi3-py39`, and under the limited API before 3.10 pyo3 cannot use "
+    "`METH_FASTCALL`: every method that takes keywords is `METH_VARARGS | METH_KEYWORDS`, so "
+    "CPython builds an argument tuple and a keyword dict per call (`_PyDict_FromItems`) and pyo3 "
+    "copies every keyword name into a new UTF-8 bytes object (`PyBackedStr`) to match it. "
+)
+FASTCALL_FIX = (
+    "Fix: build with pyo3's `abi3-py310` (and `requires-python >= 3.10`): the same sources built "
+    "that way took `np.from_dlpack(ad.Tensor)` from 0.77 to 0.38 µs (ratio 2.1 to 1.0) and "
+    "`np.from_dlpack(ad.Array)` from 1.9 to 1.27 µs in an alternating run. "
+)
+MISSING_ATTRIBUTE = (
+    "looks the attribute up with `getattr` on the instance; when it is absent CPython builds an "
+    "`AttributeError` with a formatted message (`PyErr_Format`, `PyUnicode_FromFormatV`), "
+    "normalises it and pyo3 drops it. "
+)
+MISSING_ATTRIBUTE_FIX = (
+    "Fix: look protocol attributes up on the type, and remember an absence per type for "
+    "immutable types (`PyType_GetFlags(t) & Py_TPFLAGS_IMMUTABLETYPE`, true of numpy's and "
+    "pyarrow's classes), or use `PyObject_GetOptionalAttr` where the build targets 3.13; either "
+    "way no exception is made for the common case. "
+)
+PAGE_FAULTS = (
+    "Copies into fresh memory on this kernel are bound by page faults: transparent huge pages "
+    "are on `madvise`, numpy advises `MADV_HUGEPAGE` for allocations of 4 MiB and more and "
+    "copies 80 MB at about 5.5 GB/s, but the same numpy copy with the advice switched off runs "
+    "at about 1.2 GB/s (the `4 KiB pages` column), which is where our copies land: the profile "
+    "of every large copy is 70-75% page faults (`asm_exc_page_fault`, `clear_page_erms`). "
+)
+PAGE_FAULTS_FIX = (
+    "Fix (arrow-dlpack and tensor crates): allocate large outputs uninitialised "
+    "(`MutableBuffer::with_capacity`, set the length once written) instead of "
+    "`MutableBuffer::from_len_zeroed`, which with Arrow's 64-byte alignment is `posix_memalign` "
+    "plus a full `memset` pass before the copy, and advise `MADV_HUGEPAGE` on the 2 MiB-aligned "
+    "interior of outputs of 4 MiB and more, as numpy does (`libc::madvise`, Linux only). "
+)
+EXPLANATIONS: dict[str, str] = {
+    "np_array": (
+        "`np.from_dlpack(ad.array(pa_arr))` spends 47% of its time in our `Array.__dlpack__` "
+        "proper and 36% in the calling convention: "
+        + CALLING_CONVENTION
+        + "Inside `__dlpack__`, 25% of the call rebuilds the export tensor on every call "
+        "(`Column::tensor_with`: `concat_chunks` clones the chunk list, `PrimitiveArray::to_data` "
+        "builds an `ArrayData`, `Tensor::try_new` recomputes strides and checks the view), and 8% "
+        "is `to_dlpack_versioned` plus the capsule. "
+        + FASTCALL_FIX
+        + "Then compute the zero-copy export tensor once per object (the class is frozen: a "
+        "`OnceLock<Tensor>` beside the column), so that `__dlpack__` is argument parsing, "
+        "`Tensor::to_dlpack_versioned` (about 90 ns in criterion) and `PyCapsule_New`, as "
+        "`Tensor.__dlpack__` already is. Even so 0.8 is at the edge: numpy's own share of the "
+        "exchange (see \"What the consumers call\") leaves our whole `__dlpack__` about 0.1 µs "
+        "to reach it."
+    ),
+    "np_tensor": (
+        "`Tensor.__dlpack__` does no Arrow work; the gap to PyArrow is the calling convention. "
+        + CALLING_CONVENTION
+        + FASTCALL_FIX
+        + "That reaches parity, not 0.8: numpy's own work is about half of PyArrow's exchange, "
+        "so 0.8 needs our `__dlpack__` at under half of PyArrow's (about 0.1 µs): a managed "
+        "tensor allocated once with its shape and strides inline instead of three allocations, "
+        "and `max_version` read without building a Rust tuple."
+    ),
+    "np_fixed_shape": (
+        "`FixedShapeTensorArray.__dlpack__` re-parses the extension metadata JSON on every "
+        "export: `FixedShapeTensorArray::to_tensor` is 32% of the call, of which "
+        "`FixedShapeTensorType::try_from_field` (serde_json) 18%, "
+        "`FixedSizeListArray::to_data` 8% and `Tensor::permuted` 6%; the calling convention "
+        "(see `np_array`) is another 19%. Fix: the type is already parsed when the object is "
+        "made (`wrap_column`): keep it, and compute the export tensor once per object; plus "
+        "`abi3-py310`."
+    ),
+    "torch_array": (
+        "torch 2.15's `torch.from_dlpack` is Python code (`torch/utils/dlpack.py`) that calls "
+        "`__dlpack_device__()`, `__dlpack__(max_version=(1, 0))` and "
+        "`torch._C._from_dlpack(capsule)`; it never reads `__dlpack_c_exchange_api__` (torch "
+        "publishes the API only as a producer), so the exchange-API target of 0.5 cannot be met "
+        "through `torch.from_dlpack`: torch's own work is about 90% of PyArrow's exchange (see "
+        "\"What the consumers call\"). What we can fix is our `__dlpack__`, 3 to 4 times PyArrow's for the reasons of "
+        "`np_array`; that brings the ratio to about 1.0, no lower."
+    ),
+    "array_from_dlpack": (
+        "34% of `ad.Array.from_dlpack(np_array)` is a failed attribute lookup: dlpark's "
+        "`ExchangeApi::from_object` "
+        + MISSING_ATTRIBUTE
+        + "Another 10% is `check_producer_device` (a Python call of `__dlpack_device__`), 10% "
+        "consuming the capsule, 11% `tensor_to_array_with` and 12% building the `Array` object "
+        "(`PyArray::from_tensor`: a `Field`, a `Column`, the Python object). "
+        + MISSING_ATTRIBUTE_FIX
+    ),
+    "tensor_from_dlpack": (
+        "44% of `ad.Tensor.from_dlpack(np_2d)` is dlpark's `ExchangeApi::from_object`, which "
+        + MISSING_ATTRIBUTE
+        + MISSING_ATTRIBUTE_FIX
+        + "That alone puts the ratio near 0.5."
+    ),
+    "fixed_shape_from_dlpack": (
+        "26% of `ad.FixedShapeTensorArray.from_dlpack(np_3d)` is the failed "
+        "`__dlpack_c_exchange_api__` lookup of `array_from_dlpack`; 12% serialises the "
+        "extension metadata to JSON (`FixedShapeTensorArray::field`), 17% builds the Python "
+        "object (`from_array`). " + MISSING_ATTRIBUTE_FIX + "and serialise the metadata lazily "
+        "(only `__arrow_c_schema__` needs it)."
+    ),
+    "array_from_torch": (
+        "Our import of a torch tensor does use torch's C exchange API, but first calls "
+        "`check_producer_device`, i.e. `torch.Tensor.__dlpack_device__()`, which is Python code "
+        "in torch costing about 2.7 µs, half of our call. Fix: in the exchange-API path the "
+        "managed tensor carries its device: check `dl_tensor.device` after the import (the "
+        "owner calls the deleter when it is refused) and skip `__dlpack_device__`."
+    ),
+    "wrap_array": (
+        "39% of `ad.array(pa_arr)` is a failed lookup of `__arrow_c_stream__` "
+        "(`arrow_ffi::optional_method`, which "
+        + MISSING_ATTRIBUTE
+        + "pa.Array has only `__arrow_c_array__`, and streams are tried first). The floor itself "
+        "(`pa_arr.__arrow_c_array__()`) is 21% of the call, importing the C structs "
+        "(`from_ffi_and_data_type`, `Field::try_from`) 12%, and freeing the wrapped array 6%. "
+        + MISSING_ATTRIBUTE_FIX
+        + "That brings the ratio to about 3."
+    ),
+    "wrap_fixed_shape": (
+        "As `wrap_array` (the failed `__arrow_c_stream__` lookup), plus parsing the "
+        "`arrow.fixed_shape_tensor` metadata JSON, which is needed once per object here."
+    ),
+    "copy_bool_export": (
+        "The output is 10 MB, so the memcpy reference runs from cache, far above the 80 MB "
+        "copies. Unpacking "
+        "goes through a 256-entry table now, but into `MutableBuffer::from_len_zeroed`, so "
+        "every byte is written twice (a `memset` first). Fix: write the table entries into an "
+        "uninitialised buffer; one pass should reach the 0.7."
+    ),
+    "copy_bool_import": (
+        "Packing is `BooleanBuffer::collect_bool(n, |i| bytes[i] != 0)`: 74% of the call, "
+        "about 1.1 ns per element, because the bounds-checked closure defeats vectorisation. "
+        "Fix: pack 8 bytes at a time: load a `u64`, set the high bit of each non-zero byte "
+        "(`((v & 0x7f7f..7f) + 0x7f7f..7f) | v) & 0x8080..80`), gather the 8 bits with one "
+        "multiply (`(m >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56`) and push a byte; or "
+        "`chunks_exact(64)` building each `u64` without bounds checks."
+    ),
+    "copy_chunks": (
+        "`arrow_select::concat` is 67% of the call and 75% of all time is page faults. "
+        + PAGE_FAULTS
+        + PAGE_FAULTS_FIX
+    ),
+    "copy_true_export": (
+        "`Tensor::to_contiguous` is 70% of the call: 61% is `MutableBuffer::from_len_zeroed` "
+        "(`posix_memalign` then `memset`, where every page fault is taken), then the copy runs "
+        "through memory a second time. "
+        + PAGE_FAULTS
+        + PAGE_FAULTS_FIX
+        + "A contiguous source can also be copied with one `copy_from_slice`."
+    ),
+    "table_to_tensor": (
+        "`Tensor.from_arrow` (`record_batch::transpose_group`) spends 72% of its time in page "
+        "faults writing a fresh 80 MB tensor with 4 KiB pages; PyArrow's `to_tensor` allocates "
+        "from its memory pool. " + PAGE_FAULTS_FIX
+    ),
+    "rust:copy/to_contiguous/reversed": (
+        "Profile (`perf` on the criterion binary with `--profile-time`): 31% is the `memset` of "
+        "`MutableBuffer::from_len_zeroed` before the copy, 67% the element-by-element backwards "
+        "loop in `Tensor::to_contiguous`, which is not vectorised. Fix: allocate uninitialised, "
+        "and copy a reversed run in blocks (load forwards, reverse in registers, e.g. "
+        "`chunks_exact(8)` then `reverse()` on the block)."
+    ),
+    "rust:copy/to_contiguous/transposed": (
+        "Profile: 83% is the strided copy loop of `Tensor::to_contiguous` itself, 15% the "
+        "`memset` of the zeroed allocation. Reading a transposed 2000 x 1250 float32 matrix "
+        "touches a new cache line every element; the tile size and the inner loop (no SIMD "
+        "transpose of 8 x 8 blocks) are where the remaining factor is."
+    ),
+    "rust:copy/bool_unpack": "See `copy_bool_export`: the output is zeroed before it is written.",
+    "rust:copy/concat_chunks": "See `copy_chunks`: page faults of a fresh allocation.",
+    "rust:copy/record_batch_to_tensor/row_major": (
+        "Profile (`perf` on the criterion binary with `--profile-time`): for same-typed "
+        "columns 95% is `record_batch::transpose_group` itself, the column-to-row transpose, "
+        "whose writes stride across the row; the column-major cases, which write each column "
+        "contiguously, reach memcpy. Blocked transposition (a few rows of every column at a "
+        "time, 8 x 8 SIMD transposes) is the known fix."
+    ),
+    "rust:copy/record_batch_to_tensor/row_major/int32+float32": (
+        "Profile: 63% page faults and 42% `Buffer::from_iter`: each int32 or float32 column is "
+        "first promoted to float64 into a fresh staging buffer, which faults its pages in, and "
+        "only then transposed. Fix: promote while transposing, with no staging buffer."
+    ),
+    "rust:exchange/export+drop": (
+        "Criterion measures 10 and 10 million one after another, not alternately; the Python "
+        "rows of the same export, alternated, show 10M/10 at 1.0. Export copies only shape and "
+        "strides, so its cost cannot depend on the length."
+    ),
+    "rust:tensor/export+drop": (
+        "Tens of nanoseconds measured one size after another (criterion does not alternate): "
+        "a few nanoseconds of drift make the ratio. Export copies only shape and strides; the "
+        "alternated Python rows show 10M/10 at 1.0."
+    ),
+    "rust:": (
+        "Criterion measures one benchmark after another, not alternately, on a shared machine; "
+        "rerun `cargo xtask bench` before reading more into this row."
+    ),
+}
+
+
+def explanation_for(row_id: str) -> Optional[str]:
+    """The hand-written explanation of a miss: the row's own, else its longest prefix's."""
+    if row_id in EXPLANATIONS:
+        return EXPLANATIONS[row_id]
+    if row_id.startswith("scale:"):
+        return (
+            "Zero-copy costs are measured at both sizes alternately in one run; a growth above "
+            "1.3 means the export or import touches the data. Profile this row."
+        )
+    prefixes = [key for key in EXPLANATIONS if row_id.startswith(key)]
+    return EXPLANATIONS[max(prefixes, key=len)] if prefixes else None
+
+
+REMAINS = """\
+## What remains and why
+
+Every zero-copy exchange costs the same at 10 and at 10 million elements: nothing touches the
+data.
+Against PyArrow, the fixed-shape-tensor rows and `Tensor.from_dlpack` are cheaper but not by as
+much as the targets ask; the exports of plain arrays and tensors through numpy and torch,
+`Array.from_dlpack`, `ad.array` and every large copy are slower, and the profiles above say why.
+None of it is inherent; in order of what they buy, the fixes for the bindings and crates are:
+
+1. **Build for `abi3-py310`** (pyo3 feature; `requires-python >= 3.10`), so that pyo3 uses
+   `METH_FASTCALL`: every `__dlpack__` and `from_dlpack` call stops building a tuple and a dict
+   and copying keyword names; measured here, `np.from_dlpack(ad.Tensor)` halves (0.77 to
+   0.38 µs).
+2. **No exception for an absent protocol attribute**: `__arrow_c_stream__` in `ad.array`
+   (39% of it) and `__dlpack_c_exchange_api__` in every `from_dlpack` (26-44%); look them up on
+   the type and remember absences per immutable type.
+3. **Compute the export tensor once per object** (`Array`, `FixedShapeTensorArray`), instead
+   of rebuilding `ArrayData`, strides and, for fixed-shape tensors, re-parsing the metadata JSON
+   on every `__dlpack__`.
+4. **Skip `__dlpack_device__` when the C exchange API is used** on import (torch's is 2.7 µs of
+   Python).
+5. **Copies into fresh memory**: no zeroing pass before the copy, and `MADV_HUGEPAGE` on large
+   outputs as numpy does; without the advice, 4 KiB page faults cap every large copy at about
+   1.2 GB/s on this kernel, numpy's own copy included.
+6. **Pack booleans eight bytes at a time** instead of `collect_bool` with a bounds-checked
+   closure.
+
+Two targets cannot be met by this library alone:
+`torch.from_dlpack` at 0.5 needs a consumer that uses the DLPack C exchange API, and torch 2.15's
+`from_dlpack` does not (it calls `__dlpack__` from Python; torch's own work is about 90% of
+PyArrow's exchange); and the numpy exports at 0.8 need our whole `__dlpack__` at about 0.1 µs,
+since numpy's own share of an exchange is about half of PyArrow's total.
+"""
+
+
+def machine_lines() -> list[str]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = ""
+    if hasattr(os, "getloadavg"):
+        load = ", load average at start {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    return [f"{os.cpu_count()} CPUs ({cpu}), {platform.system()} {platform.machine()}{load}"]
+
+
+def command_output(arguments: list[str]) -> Optional[str]:
+    try:
+        result = subprocess.run(
+            arguments, capture_output=True, text=True, check=True, cwd=ROOT, timeout=60
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip()
+
+
+def versions() -> list[tuple[str, str]]:
+    rustc = command_output([os.environ.get("RUSTC", "rustc"), "--version"]) or "unknown"
+    commit = command_output(["git", "rev-parse", "--short", "HEAD"])
+    dirty = command_output(["git", "status", "--porcelain", "--untracked-files=no"])
+    arrow_dlpack = ad.__version__
+    if commit:
+        arrow_dlpack += f" (built from {commit}{', with uncommitted changes' if dirty else ''})"
+    found = [
+        ("python", platform.python_version()),
+        ("numpy", np.__version__),
+        ("pyarrow", pa.__version__),
+        ("torch", torch.__version__ if torch is not None else "not installed"),
+        ("arrow_dlpack", arrow_dlpack),
+        ("rustc", rustc),
+    ]
+    return found
+
+
+def stale_wheel_warning() -> Optional[str]:
+    """A warning when a Rust source is newer than the installed extension module."""
+    module = Path(ad._arrow_dlpack.__file__)
+    built = module.stat().st_mtime
+    crates = ROOT / "crates"
+    if not crates.is_dir():
+        return None
+    newer = [
+        path
+        for path in crates.glob("*/src/**/*.rs")
+        if path.stat().st_mtime > built
+    ]
+    if newer:
+        return (
+            f"the installed wheel ({module}) is older than {len(newer)} Rust source(s), "
+            f"e.g. {newer[0].relative_to(ROOT)}: rebuild it (cargo xtask bench does)"
+        )
+    return None
+
+
+def verdict(met: Optional[bool]) -> str:
+    if met is None:
+        return "n/a"
+    return "met" if met else "**missed**"
+
+
+def render_page(
+    zero_copy: list[Result],
+    scale: list[tuple[str, str, float, float]],
+    copies: list[dict[str, Any]],
+    table_row: Optional[dict[str, Any]],
+    consumer_notes: list[str],
+    rust_lines: list[str],
+    rust_targets: list[str],
+    rust_missed: list[str],
+    started: datetime.datetime,
+    elapsed_s: float,
+    rounds: int,
+    batch_s: float,
+) -> str:
+    out: list[str] = [INTRO]
+    out.append("## Machine and versions")
+    out.append("")
+    out.append(f"- Date: {started:%Y-%m-%d %H:%M} UTC; the Python part took {elapsed_s:.0f} s.")
+    for line in machine_lines():
+        out.append(f"- Machine: {line}")
+    for name, version in versions():
+        out.append(f"- {name}: {version}")
+    out.append(
+        f"- Method: `timeit`, {rounds} rounds of batches of about {batch_s * 1e3:.0f} ms per side "
+        "(50 ms for copies), sides alternating and the order rotated every round; medians of the "
+        "per-call times. "
+        + (
+            "Timed in CPU time (the calling thread's for calls, the process's for copies), so that "
+            "preemption by other processes on the shared machine does not count."
+            if CLOCKS.name == "cpu"
+            else "Timed in wall-clock time."
+        )
+    )
+    out.append("")
+
+    out.append("## Python: zero-copy exchanges, ours beside PyArrow's")
+    out.append("")
+    out.append("| exchange | elements | ours | PyArrow (or floor) | ratio | spread | target | |")
+    out.append("|---|---|---|---|---|---|---|---|")
+    for result in zero_copy:
+        assert result.ours is not None and result.theirs is not None and result.ratio is not None
+        low, high = result.spread or (result.ratio, result.ratio)
+        out.append(
+            f"| {result.title} | {fmt_count(str(result.size))} | {fmt_time(result.ours.median)} | "
+            f"{fmt_time(result.theirs.median)} | {result.ratio:.2f} | {low:.2f}-{high:.2f} | "
+            f"{result.target_text} | {verdict(result.met)} |"
+        )
+    out.append("")
+    if REMEASURED:
+        out.append(
+            "Measured twice, because in the first measurement one side cost more than 1.5 times "
+            "as much at one size as at the other (the sizes run the same code; the cause of such "
+            "runs is not known); the second measurement is the one shown: "
+            + ", ".join(f"`{row_id}`" for row_id in REMEASURED)
+            + "."
+        )
+        out.append("")
+    out.append("Where the cost goes does not depend on the size: 10 million elements against 10.")
+    out.append("")
+    out.append("| exchange | ours, 10M / 10 | PyArrow, 10M / 10 | target | |")
+    out.append("|---|---|---|---|---|")
+    for title, _row_id, ours_growth, theirs_growth in scale:
+        met = ours_growth <= SCALE_TARGET
+        out.append(
+            f"| {title} | {ours_growth:.2f} | {theirs_growth:.2f} | <= {SCALE_TARGET} | "
+            f"{verdict(met)} |"
+        )
+    out.append("")
+    if consumer_notes:
+        out.append("What the consumers call:")
+        out.append("")
+        out.extend(f"- {note}" for note in consumer_notes)
+        out.append("")
+
+    out.append("## Python: copying paths, beside memcpy of the same bytes")
+    out.append("")
+    out.append(
+        "`alloc+memcpy` is `ndarray.copy()` of the bytes the path handles (a fresh allocation, as "
+        "a copying export needs; numpy asks for 2 MiB pages with `madvise(MADV_HUGEPAGE)`); "
+        "`4 KiB pages` is the same copy with numpy's huge-page advice switched off, which is what "
+        "an allocation without the advice gets on this kernel (transparent huge pages on "
+        "`madvise`); `memcpy` is `np.copyto` into a buffer already written once, the bandwidth of "
+        "the copy alone. The target is judged against `alloc+memcpy`."
+    )
+    out.append("")
+    out.append(
+        "| path | bytes | ours | alloc+memcpy | ours / alloc+memcpy | target | | "
+        "4 KiB pages | memcpy | ours / memcpy | PyArrow's nearest |"
+    )
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for row in copies:
+        small = row["small_pages_bps"]
+        out.append(
+            f"| {row['title']} | {row['nbytes'] / 1e6:.0f} MB | {fmt_gbs(row['ours_bps'])} | "
+            f"{fmt_gbs(row['alloc_bps'])} | {row['alloc_ratio']:.2f} | >= {COPY_TARGET} | "
+            f"{verdict(row['met'])} | {fmt_gbs(small) if small else 'n/a'} | "
+            f"{fmt_gbs(row['memcpy_bps'])} | {row['memcpy_ratio']:.2f} | {row['pyarrow_text']} |"
+        )
+    out.append("")
+    out.append("## Python: table to 2-D tensor")
+    out.append("")
+    if table_row is None:
+        out.append(
+            "Not yet exposed: the bindings have no table-to-tensor function "
+            f"(looked for `Tensor.{'`, `Tensor.'.join(TABLE_TO_TENSOR_NAMES)}`); "
+            "`pa.RecordBatch.to_tensor()` has nothing to be compared with yet."
+        )
+    else:
+        out.append(
+            "| conversion | bytes written | ours | `RecordBatch.to_tensor()` | ratio | target | | "
+            "ours vs alloc+memcpy |"
+        )
+        out.append("|---|---|---|---|---|---|---|---|")
+        out.append(
+            f"| {table_row['title']} | {table_row['nbytes'] / 1e6:.0f} MB | "
+            f"{fmt_time(table_row['ours'])} | {fmt_time(table_row['theirs'])} | "
+            f"{table_row['ratio']:.2f} | <= {TABLE_TARGET} | {verdict(table_row['met'])} | "
+            f"{table_row['alloc_ratio']:.2f} |"
+        )
+    out.append("")
+
+    out.append("## Rust (criterion)")
+    out.append("")
+    out.append(
+        "Median point estimates from `target/criterion`, release profile; throughput from the "
+        "benchmark's declared bytes."
+    )
+    out.append("")
+    out.extend(rust_lines)
+
+    out.append("## Targets (issue 6)")
+    out.append("")
+    out.append("| target | bound | measured | |")
+    out.append("|---|---|---|---|")
+    missed_ids: list[str] = []
+    for result in zero_copy:
+        out.append(
+            f"| {result.title}, {fmt_count(str(result.size))} elements | {result.target_text} | "
+            f"{result.ratio:.2f} | {verdict(result.met)} |"
+        )
+        if result.met is False and result.row_id not in missed_ids:
+            missed_ids.append(result.row_id)
+    for title, row_id, ours_growth, _ in scale:
+        met = ours_growth <= SCALE_TARGET
+        out.append(
+            f"| {title}: 10 million vs 10 elements | <= {SCALE_TARGET} | {ours_growth:.2f} | "
+            f"{verdict(met)} |"
+        )
+        if not met and f"scale:{row_id}" not in missed_ids:
+            missed_ids.append(f"scale:{row_id}")
+    for row in copies:
+        out.append(
+            f"| {row['title']} vs alloc+memcpy | >= {COPY_TARGET} | {row['alloc_ratio']:.2f} | "
+            f"{verdict(row['met'])} |"
+        )
+        if row["met"] is False:
+            missed_ids.append(row["row_id"])
+    if table_row is None:
+        out.append("| table to 2-D tensor vs `RecordBatch.to_tensor()` | <= 1.0 | not yet exposed | n/a |")
+    else:
+        out.append(
+            f"| table to 2-D tensor vs `RecordBatch.to_tensor()` | <= {TABLE_TARGET} | "
+            f"{table_row['ratio']:.2f} | {verdict(table_row['met'])} |"
+        )
+        if table_row["met"] is False:
+            missed_ids.append("table_to_tensor")
+    out.extend(rust_targets)
+    out.append("")
+    missed_ids.extend(rust_missed)
+
+    out.append("## Misses, and where the time goes")
+    out.append("")
+    if not missed_ids:
+        out.append("No target was missed in this run.")
+    for row_id in missed_ids:
+        explanation = explanation_for(row_id)
+        out.append(f"- `{row_id}`: " + (explanation or "no explanation recorded yet: profile it."))
+    out.append("")
+    out.append(REMAINS)
+    return "\n".join(out).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# Main
+
+
+# Rows whose first measurement disagreed between sizes and that were measured again.
+REMEASURED: list[str] = []
+
+
+def sizes_agree(small: tuple[Side, Side], large: tuple[Side, Side]) -> bool:
+    """Whether both sides of a row cost within 1.5x of each other at the two sizes."""
+    return all(
+        1 / 1.5 <= big.median / little.median <= 1.5 for little, big in zip(small, large)
+    )
+
+
+def run_zero_copy(
+    rows: list[ZeroCopyRow],
+    rounds: int,
+    batch_s: float,
+    sizes: tuple[int, ...],
+    budget_s: float,
+) -> tuple[list[Result], list[tuple[str, str, float, float]]]:
+    results: list[Result] = []
+    section_end = time.perf_counter() + budget_s
+    scale: list[tuple[str, str, float, float]] = []
+    total = len(rows) * len(sizes)
+    step = 0
+    for row in rows:
+        # Both sizes are timed in one alternation, so that the 10M/10 growth is a same-run ratio
+        # too and not the drift of the machine between two rows.
+        rows_left = len(rows) - step // len(sizes)
+        row_budget = (section_end - time.perf_counter()) / rows_left
+        deadline = time.perf_counter() + row_budget
+        pairs = {size: row.build(size) for size in sizes}
+        sides = [side for pair in pairs.values() for side in pair]
+        measure(sides, rounds, batch_s, CLOCKS.calls, deadline)
+        if len(sizes) > 1 and not sizes_agree(pairs[sizes[0]], pairs[sizes[-1]]):
+            # Once in a run of many (2026-11-29: 1 in about 10) one side was several times slower
+            # in every round, at one size only, and not again in the next processes; the sizes
+            # share every line of code and the cause is not known. Measure the row once more,
+            # with freshly built objects, and keep the second measurement, whatever it says.
+            growths = ", ".join(
+                f"{little.label} {big.median / little.median:.2f}"
+                for little, big in zip(pairs[sizes[0]], pairs[sizes[-1]])
+            )
+            log(
+                f"        {row.row_id}: 10M/10 disagree in the first pass ({growths}); "
+                "measuring the row again"
+            )
+            REMEASURED.append(row.row_id)
+            pairs = {size: row.build(size) for size in sizes}
+            measure(
+                [side for pair in pairs.values() for side in pair],
+                rounds,
+                batch_s,
+                CLOCKS.calls,
+                time.perf_counter() + row_budget,
+            )
+        by_size: dict[int, Result] = {}
+        for size, (ours, theirs) in pairs.items():
+            step += 1
+            ratio = ours.median / theirs.median
+            target_text = (
+                f"<= {row.target:g}x floor" if row.row_id.startswith("wrap") else f"<= {row.target:g}"
+            )
+            result = Result(
+                row_id=row.row_id,
+                title=row.title,
+                size=size,
+                ours=ours,
+                theirs=theirs,
+                ratio=ratio,
+                spread=paired_ratio_spread(ours, theirs),
+                target=row.target,
+                target_text=target_text,
+                met=ratio <= row.target,
+            )
+            results.append(result)
+            by_size[size] = result
+            log(
+                f"[{step:2}/{total}] {row.row_id:24} n={size:<9} ours {fmt_time(ours.median):>10}  "
+                f"{theirs.label} {fmt_time(theirs.median):>10}  ratio {ratio:.2f} "
+                f"({result.target_text}: {'met' if result.met else 'MISSED'}; "
+                f"{len(ours.samples)} rounds)"
+            )
+        if len(sizes) > 1:
+            small, large = by_size[sizes[0]], by_size[sizes[-1]]
+            assert small.ours and large.ours and small.theirs and large.theirs
+            ours_growth = large.ours.median / small.ours.median
+            theirs_growth = large.theirs.median / small.theirs.median
+            scale.append((row.title, row.row_id, ours_growth, theirs_growth))
+            log(
+                f"        {row.row_id:24} 10M/10: ours {ours_growth:.2f}, "
+                f"{small.theirs.label} {theirs_growth:.2f}"
+            )
+        # Keep the medians, free the sources (10 million elements each).
+        for ours, theirs in pairs.values():
+            for side in (ours, theirs):
+                side.namespace = {}
+                side.timer = None
+        del pairs
+        gc.collect()
+    return results, scale
+
+
+def run_copies(rounds: int, only: Optional[str], budget_s: float) -> list[dict[str, Any]]:
+    rows = [row for row in copy_rows() if only is None or only in row.row_id]
+    results: list[dict[str, Any]] = []
+    section_end = time.perf_counter() + budget_s
+    for index, row in enumerate(rows, 1):
+        references = memcpy_sides(row.nbytes)
+        alloc, memcpy = references[0], references[1]
+        small_pages = references[2] if len(references) > 2 else None
+        sides = [row.ours, *references] + ([row.pyarrow] if row.pyarrow else [])
+        deadline = time.perf_counter() + (section_end - time.perf_counter()) / (
+            len(rows) - index + 1
+        )
+        measure(sides, rounds, 0.05, CLOCKS.copies, deadline)
+        ours_bps = row.nbytes / row.ours.median
+        alloc_bps = row.nbytes / alloc.median
+        memcpy_bps = row.nbytes / memcpy.median
+        small_pages_bps = row.nbytes / small_pages.median if small_pages else None
+        alloc_ratio = ours_bps / alloc_bps
+        pyarrow_text = ""
+        if row.pyarrow is not None:
+            relative = row.ours.median / row.pyarrow.median
+            pyarrow_text = (
+                f"{row.pyarrow_note}: {fmt_gbs(row.nbytes / row.pyarrow.median)}, "
+                f"ours/theirs time {relative:.2f}"
+            )
+        met = alloc_ratio >= COPY_TARGET
+        results.append(
+            {
+                "row_id": row.row_id,
+                "title": row.title,
+                "nbytes": row.nbytes,
+                "ours_bps": ours_bps,
+                "alloc_bps": alloc_bps,
+                "memcpy_bps": memcpy_bps,
+                "alloc_ratio": alloc_ratio,
+                "memcpy_ratio": ours_bps / memcpy_bps,
+                "small_pages_bps": small_pages_bps,
+                "met": met,
+                "pyarrow_text": pyarrow_text,
+            }
+        )
+        log(
+            f"[copy {index}/{len(rows)}] {row.row_id:18} ours {fmt_gbs(ours_bps)}  "
+            f"alloc+memcpy {fmt_gbs(alloc_bps)} "
+            f"(4 KiB pages {fmt_gbs(small_pages_bps) if small_pages_bps else 'n/a'})  "
+            f"memcpy {fmt_gbs(memcpy_bps)}  "
+            f"ratio {alloc_ratio:.2f} (>= {COPY_TARGET}: {'met' if met else 'MISSED'})"
+        )
+        for side in sides:
+            side.namespace = {}
+            side.timer = None
+        gc.collect()
+    return results
+
+
+def run_table(rounds: int, budget_s: float) -> Optional[dict[str, Any]]:
+    function = table_to_tensor_function()
+    if function is None:
+        log("[table] table to 2-D tensor: not yet exposed by the bindings")
+        return None
+    columns, rows = 8, 1_250_000
+    batch = pa.record_batch(
+        [pa.array(np.arange(rows, dtype=np.float64) + c) for c in range(columns)],
+        names=[f"c{c}" for c in range(columns)],
+    )
+    nbytes = columns * rows * 8
+    ours = Side("ours", "f(x)", {"f": function, "x": batch})
+    theirs = Side("pyarrow", "x.to_tensor()", {"x": batch})
+    alloc = memcpy_sides(nbytes)[0]
+    measure([ours, theirs, alloc], rounds, 0.05, CLOCKS.copies, time.perf_counter() + budget_s)
+    ratio = ours.median / theirs.median
+    met = ratio <= TABLE_TARGET
+    log(
+        f"[table] {function.__qualname__}(record batch {rows} x {columns} float64): ours "
+        f"{fmt_time(ours.median)}  RecordBatch.to_tensor {fmt_time(theirs.median)}  ratio "
+        f"{ratio:.2f} (<= {TABLE_TARGET}: {'met' if met else 'MISSED'})"
+    )
+    return {
+        "title": f"`{function.__qualname__}(batch)`, {rows:,} x {columns} float64",
+        "nbytes": nbytes,
+        "ours": ours.median,
+        "theirs": theirs.median,
+        "ratio": ratio,
+        "met": met,
+        "alloc_ratio": alloc.median / ours.median,
+    }
+
+
+def consumer_share(
+    name: str, consumer: Callable[[Any], Any], rounds: int, batch_s: float
+) -> tuple[str, dict[str, float]]:
+    """Splits one consumer's exchange into the consumer's own work and the producer's
+    `__dlpack__`, for PyArrow and for us, measured alternately in one run.
+
+    The consumer's share (its call minus PyArrow's `__dlpack__` called alone) is a floor that no
+    producer can go under; it bounds the best ratio a row of this consumer can reach.
+    """
+    theirs = pa.array(np.arange(10, dtype=np.int64))
+    ours = ad.array(theirs)
+    call = "x.__dlpack__(max_version=(1, 0))"
+    sides = [
+        Side("consumer(ours)", "f(x)", {"f": consumer, "x": ours}),
+        Side("consumer(pyarrow)", "f(x)", {"f": consumer, "x": theirs}),
+        Side("ours.__dlpack__", call, {"x": ours}),
+        Side("pyarrow.__dlpack__", call, {"x": theirs}),
+    ]
+    measure(sides, rounds, batch_s, CLOCKS.calls)
+    ours_total, theirs_total, ours_dlpack, theirs_dlpack = (side.median for side in sides)
+    consumer_own = theirs_total - theirs_dlpack
+    best = consumer_own / theirs_total
+    log(
+        f"[check] {name}: consumer's own work {fmt_time(consumer_own)} of PyArrow's "
+        f"{fmt_time(theirs_total)} (best reachable ratio {best:.2f}); __dlpack__ called alone: "
+        f"ours {fmt_time(ours_dlpack)}, PyArrow's {fmt_time(theirs_dlpack)}"
+    )
+    note = (
+        f"`{name}`: of PyArrow's {fmt_time(theirs_total)} per exchange, "
+        f"{fmt_time(consumer_own)} is the consumer's own work (the exchange minus "
+        f"`pa_arr.__dlpack__(max_version=(1, 0))` called alone, {fmt_time(theirs_dlpack)}); "
+        f"even a free `__dlpack__` would leave a ratio of {best:.2f}. "
+        f"Our `__dlpack__` called alone: {fmt_time(ours_dlpack)} "
+        f"({ours_dlpack / theirs_dlpack:.1f}x PyArrow's)."
+    )
+    return note, {"best": best, "ours_dlpack": ours_dlpack, "theirs_dlpack": theirs_dlpack}
+
+
+def consumer_checks(rounds: int, batch_s: float) -> list[str]:
+    notes: list[str] = []
+    note, _ = consumer_share("np.from_dlpack", np.from_dlpack, rounds, batch_s)
+    notes.append(note)
+    if torch is None:
+        notes.append("torch is not installed: no torch rows.")
+        return notes
+    source = ad.array(pa.array(np.arange(10, dtype=np.int64)))
+    calls = count_dlpack_calls(torch.from_dlpack, source)
+    uses_api = calls == 0
+    notes.append(
+        f"`torch.from_dlpack(ad_array)` (torch {torch.__version__}) called our `__dlpack__` "
+        f"{calls} time(s) per exchange: "
+        + (
+            "it uses our `__dlpack_c_exchange_api__`."
+            if uses_api
+            else "torch's consumer does not use the DLPack C exchange API (its `from_dlpack` is "
+            "Python code that calls `__dlpack_device__`, `__dlpack__` and "
+            "`torch._C._from_dlpack(capsule)`; torch publishes the API only as a producer), so "
+            "the exchange-API target cannot be reached through `torch.from_dlpack`."
+        )
+    )
+    log(f"[check] torch.from_dlpack called __dlpack__ {calls} time(s) per exchange")
+    note, _ = consumer_share("torch.from_dlpack", torch.from_dlpack, rounds, batch_s)
+    notes.append(note)
+    return notes
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", type=Path, help="the page to write (docs/benchmarks.md)")
+    parser.add_argument("--criterion-dir", type=Path, help="criterion's output (target/criterion)")
+    parser.add_argument("--rounds", type=int, default=101, help="alternating rounds per row")
+    parser.add_argument(
+        "--batch-ms", type=float, default=2.0, help="milliseconds per timed batch (zero-copy rows)"
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="time CPU time of the thread/process (default) or wall-clock time",
+    )
+    parser.add_argument("--only", help="run only the rows whose id contains this")
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=150.0,
+        help="seconds the measurements may take in all; rows cut their rounds to fit",
+    )
+    parser.add_argument(
+        "--sizes", default=f"{SMALL},{LARGE}", help="element counts of the zero-copy rows"
+    )
+    args = parser.parse_args()
+
+    if args.clock == "wall":
+        CLOCKS.use_wall()
+    started = datetime.datetime.now(datetime.timezone.utc)
+    clock = time.perf_counter()
+    sizes = tuple(int(size) for size in args.sizes.split(","))
+    log(
+        f"==> Python exchange benchmark: arrow_dlpack {ad.__version__}, pyarrow {pa.__version__}, "
+        f"numpy {np.__version__}, torch {torch.__version__ if torch else 'missing'}"
+    )
+    warning = stale_wheel_warning()
+    if warning:
+        log(f"    warning: {warning}")
+
+    notes = consumer_checks(41, args.batch_ms / 1e3) if args.only is None else []
+    rows = [row for row in zero_copy_rows() if args.only is None or args.only in row.row_id]
+    zero_copy, scale = run_zero_copy(
+        rows, args.rounds, args.batch_ms / 1e3, sizes, 0.55 * args.budget_s
+    )
+    log(f"==> zero-copy rows done at {time.perf_counter() - clock:.0f} s")
+    copy_budget = 0.9 * args.budget_s - (time.perf_counter() - clock)
+    copies = run_copies(max(MIN_ROUNDS, args.rounds // 8), args.only, copy_budget)
+    log(f"==> copy rows done at {time.perf_counter() - clock:.0f} s")
+    table_budget = max(10.0, args.budget_s - (time.perf_counter() - clock))
+    table_row = (
+        run_table(max(MIN_ROUNDS, args.rounds // 8), table_budget)
+        if args.only in (None, "table")
+        else None
+    )
+    elapsed = time.perf_counter() - clock
+    log(f"==> Python part done in {elapsed:.0f} s")
+
+    if args.output is None:
+        return 0
+    rust_lines: list[str] = []
+    rust_targets: list[str] = []
+    rust_missed: list[str] = []
+    if args.criterion_dir is not None:
+        entries = read_criterion(args.criterion_dir)
+        log(f"==> {len(entries)} criterion estimates read from {args.criterion_dir}")
+        rust_lines, rust_targets, rust_missed = render_criterion(entries)
+    page = render_page(
+        zero_copy,
+        scale,
+        copies,
+        table_row,
+        notes,
+        rust_lines,
+        rust_targets,
+        rust_missed,
+        started,
+        elapsed,
+        args.rounds,
+        args.batch_ms / 1e3,
+    )
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(page)
+    log(f"==> wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
