@@ -305,13 +305,15 @@ impl Tensor {
     pub fn to_contiguous(&self) -> Tensor {
         let size = self.dtype.size();
         let count = self.len();
-        let mut out = MutableBuffer::from_len_zeroed(count * size);
+        // Uninitialised on purpose: zeroing first would write every byte twice; the copy below
+        // writes each of the `count * size` bytes exactly once before the length is set.
+        let mut out = MutableBuffer::with_capacity(count * size);
         if count > 0 {
             let src = self.data_ptr();
             let dst = out.as_mut_ptr();
             // SAFETY: construction checked that every element addressed by shape, strides and
             // offset lies inside the buffer and is aligned for the dtype, whose size selects `T`;
-            // `dst` holds `count` elements and is 64-byte aligned.
+            // `dst` has capacity for `count` elements and is 64-byte aligned.
             unsafe {
                 match size {
                     1 => copy_strided::<u8>(src, &self.shape, &self.strides, dst),
@@ -323,6 +325,9 @@ impl Tensor {
                 }
             }
         }
+        // SAFETY: `copy_strided` wrote all `count` elements, so the first `count * size` bytes of
+        // the capacity are initialised.
+        unsafe { out.set_len(count * size) };
         let strides = layout::row_major_strides(&self.shape)
             .expect("row-major strides of a checked shape fit isize");
         Tensor {
