@@ -20,8 +20,6 @@ use arrow_array::ffi_stream::{ArrayStreamReader, FFI_ArrowArrayStream};
 use arrow_array::{Array, ArrayRef, make_array};
 use arrow_schema::ArrowError;
 use arrow_schema::{Field, FieldRef};
-use pyo3::exceptions::PyAttributeError;
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
 
@@ -45,12 +43,11 @@ pub(crate) struct Imported {
 /// (nanoarrow, for one, refuses `__arrow_c_array__` for an array of several chunks), and gives
 /// one chunk for one array.
 pub(crate) fn import(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
-    let py = object.py();
-    if let Some(method) = optional_method(object, intern!(py, "__arrow_c_stream__"))? {
+    if let Some(method) = crate::protocols::optional_attribute(object, "__arrow_c_stream__")? {
         let capsule = method.call0()?;
         return import_stream(&capsule);
     }
-    if let Some(method) = optional_method(object, intern!(py, "__arrow_c_array__"))? {
+    if let Some(method) = crate::protocols::optional_attribute(object, "__arrow_c_array__")? {
         let capsules = method.call0()?;
         let capsules = capsules.cast::<PyTuple>().map_err(|_| {
             errors::type_error(format!(
@@ -75,17 +72,6 @@ pub(crate) fn import(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
          __arrow_c_stream__",
         type_name(object)
     )))
-}
-
-fn optional_method<'py>(
-    object: &Bound<'py, PyAny>,
-    name: &Bound<'py, pyo3::types::PyString>,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    match object.getattr(name) {
-        Ok(method) => Ok(Some(method)),
-        Err(error) if error.is_instance_of::<PyAttributeError>(object.py()) => Ok(None),
-        Err(error) => Err(error),
-    }
 }
 
 /// The capsule `object`, checked to be named `name`.

@@ -16,8 +16,9 @@
 
 use arrow_dlpack_tensor::Tensor;
 use dlpack_sys::{
-    DLManagedTensor, DLManagedTensorVersioned, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
-    DLTENSOR, DLTENSOR_VERSIONED, DlpackFlags, USED_DLTENSOR, USED_DLTENSOR_VERSIONED,
+    DLManagedTensor, DLManagedTensorVersioned, DLPACK_EXCHANGE_API_ATTRIBUTE, DLPACK_MAJOR_VERSION,
+    DLPACK_MINOR_VERSION, DLTENSOR, DLTENSOR_VERSIONED, DlpackFlags, USED_DLTENSOR,
+    USED_DLTENSOR_VERSIONED,
 };
 use dlpark::python::consumer::exchange::ExchangeApi;
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
@@ -25,7 +26,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
 
-use crate::errors;
+use crate::{errors, protocols};
 
 /// The `DLDeviceType` of host memory.
 const CPU: u32 = 1;
@@ -70,10 +71,14 @@ pub(crate) fn import_tensor(
 
 /// The producer's DLPack C exchange API, used when `copy` is None (the API has no `copy`).
 fn exchange_api(object: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<Option<ExchangeApi>> {
-    if copy.is_some() {
+    if copy.is_some() || protocols::known_absent(object, DLPACK_EXCHANGE_API_ATTRIBUTE) {
         return Ok(None);
     }
-    ExchangeApi::from_object(object.as_borrowed())
+    let api = ExchangeApi::from_object(object.as_borrowed())?;
+    if api.is_none() {
+        protocols::remember_absent(object, DLPACK_EXCHANGE_API_ATTRIBUTE);
+    }
+    Ok(api)
 }
 
 /// Imports through a producer's DLPack C exchange API (PyTorch, this package), which skips the
@@ -82,7 +87,8 @@ fn import_through_exchange_api(
     object: &Bound<'_, PyAny>,
     api: &ExchangeApi,
 ) -> PyResult<(Tensor, bool)> {
-    check_producer_device(object)?;
+    // The producer's `__dlpack_device__` is not asked here (for PyTorch it costs half of the
+    // exchange): the tensor crate refuses a tensor that is not on the CPU, deleter run and all.
     crate::exchange::count_import();
     // The CPU has no streams, so the producer's work stream needs no ordering.
     let (managed, _stream) = api

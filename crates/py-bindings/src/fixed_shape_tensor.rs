@@ -112,11 +112,13 @@ impl PyFixedShapeTensorArray {
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
         let request = DlpackRequest::parse(stream, max_version, dl_device, copy)?;
-        let tensor = self
-            .combined(request.allows_copy())
-            .and_then(|array| array.to_tensor(false))
+        let (tensor, made_for_export) = self
+            .column
+            .export_tensor(request.allows_copy(), |allow_copy| {
+                self.combined(allow_copy)
+                    .and_then(|array| array.to_tensor(false))
+            })
             .map_err(|error| errors::arrow_error(error, Operation::Export))?;
-        let made_for_export = self.column.copies_to_export(&tensor);
         request.export(py, &tensor, made_for_export)
     }
 

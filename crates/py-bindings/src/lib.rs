@@ -13,6 +13,7 @@
 //! | `dlpack_import` | `from_dlpack`: negotiation with producers, legacy retry, capsule consumption |
 //! | `exchange` | the DLPack C exchange API (`__dlpack_c_exchange_api__`) of each class |
 //! | `arrow_ffi` | the Arrow PyCapsule interface over arrow-rs's C data and stream interfaces, and a stream of a column's chunks |
+//! | `protocols` | cheap probes for optional protocols, remembered per immutable type |
 //! | `errors` | the exception classes and the mapping of every Rust error variant to them |
 //! | `type_names`, `pretty` | PyArrow's type names, reprs and `to_pylist` |
 
@@ -24,6 +25,7 @@ mod errors;
 mod exchange;
 mod fixed_shape_tensor;
 mod pretty;
+mod protocols;
 mod tables;
 mod tensor;
 mod type_names;

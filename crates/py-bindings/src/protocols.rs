@@ -1,0 +1,74 @@
+//! Cheap answers to "does this object's type implement protocol X?".
+//!
+//! Asking Python for an attribute that is absent costs a formatted `AttributeError` (a third to
+//! almost half of a `from_dlpack` of a numpy array, measured with perf), and producers usually lack
+//! at least one of the optional protocols we probe (`__dlpack_c_exchange_api__`,
+//! `__arrow_c_stream__`).
+//! For immutable types (numpy's, pyarrow's and every other extension type), whose attributes can
+//! never change, the answer "absent" is remembered per type; every other type is asked each time.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+/// `Py_TPFLAGS_IMMUTABLETYPE` (CPython 3.10 and later; older versions never set it, so nothing
+/// is cached there).
+const IMMUTABLE_TYPE: std::os::raw::c_ulong = 1 << 8;
+
+/// Immutable types known to lack an attribute, keyed by type address and attribute name.
+///
+/// Each entry holds a strong reference to its type, so the type is never freed and its address
+/// never reused for another type while the entry exists.
+type Lacking = HashMap<(usize, &'static str), Py<PyType>>;
+
+static LACKING: Mutex<Option<Lacking>> = Mutex::new(None);
+
+/// Whether `object`'s type is known, without asking Python, to lack the attribute `name`.
+///
+/// `false` means "ask": the attribute may or may not exist.
+pub(crate) fn known_absent(object: &Bound<'_, PyAny>, name: &'static str) -> bool {
+    let key = (object.get_type().as_ptr() as usize, name);
+    let lacking = LACKING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    lacking.as_ref().is_some_and(|map| map.contains_key(&key))
+}
+
+/// Records that `object`'s type lacks `name`, when its type is immutable.
+pub(crate) fn remember_absent(object: &Bound<'_, PyAny>, name: &'static str) {
+    let class = object.get_type();
+    // SAFETY: `class` is a live type object, which is all `PyType_GetFlags` requires.
+    let flags = unsafe { pyo3::ffi::PyType_GetFlags(class.as_ptr().cast()) };
+    if flags & IMMUTABLE_TYPE == 0 {
+        return;
+    }
+    let key = (class.as_ptr() as usize, name);
+    let mut lacking = LACKING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    lacking
+        .get_or_insert_with(HashMap::new)
+        .entry(key)
+        .or_insert_with(|| class.unbind());
+}
+
+/// `getattr(object, name)`, or `None` when the attribute is absent; absence on an immutable type
+/// is remembered, so the next object of that type is answered without an `AttributeError`.
+pub(crate) fn optional_attribute<'py>(
+    object: &Bound<'py, PyAny>,
+    name: &'static str,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    if known_absent(object, name) {
+        return Ok(None);
+    }
+    match object.getattr(name) {
+        Ok(value) => Ok(Some(value)),
+        Err(error) if error.is_instance_of::<pyo3::exceptions::PyAttributeError>(object.py()) => {
+            remember_absent(object, name);
+            Ok(None)
+        }
+        Err(error) => Err(error),
+    }
+}
