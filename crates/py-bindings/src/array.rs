@@ -138,6 +138,17 @@ impl PyArray {
         &self.column
     }
 
+    /// The tensor of a DLPack export (`__dlpack__` and the C exchange API alike), and whether it
+    /// is a copy made for that export alone; see [`Column::export_tensor`].
+    pub(crate) fn dlpack_tensor(&self, allow_copy: bool) -> arrow_dlpack::Result<(Tensor, bool)> {
+        self.column.export_tensor(allow_copy, |allow_copy| {
+            self.column.tensor_with(ToTensorOptions {
+                allow_nulls: false,
+                allow_copy,
+            })
+        })
+    }
+
     /// The array of an imported 1-D tensor, shared; `copy` as in `from_dlpack`.
     pub(crate) fn from_tensor(tensor: &Tensor, copy: Option<bool>) -> PyResult<Self> {
         // Packing a bool tensor into Arrow's bits is the one copy `copy=None` needs; a strided
@@ -211,13 +222,7 @@ impl PyArray {
     ) -> PyResult<Py<PyAny>> {
         let request = DlpackRequest::parse(stream, max_version, dl_device, copy)?;
         let (tensor, made_for_export) = self
-            .column
-            .export_tensor(request.allows_copy(), |allow_copy| {
-                self.column.tensor_with(ToTensorOptions {
-                    allow_nulls: false,
-                    allow_copy,
-                })
-            })
+            .dlpack_tensor(request.allows_copy())
             .map_err(|error| errors::arrow_error(error, Operation::Export))?;
         request.export(py, &tensor, made_for_export)
     }

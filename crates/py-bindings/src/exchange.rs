@@ -17,7 +17,6 @@
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use arrow_dlpack::ToTensorOptions;
 use arrow_dlpack_tensor::{ExportOptions, Tensor};
 use dlpack_sys::{DLDevice, DLDeviceType, DLManagedTensorVersioned};
 use dlpark::Managed;
@@ -67,10 +66,11 @@ pub(crate) fn install(py: Python<'_>) -> PyResult<()> {
     Ok(())
 }
 
-/// A shared, versioned export with the default options (`copy=None`).
-fn export(tensor: &Tensor) -> PyResult<Managed<DLManagedTensorVersioned>> {
+/// A versioned export with the default options (`copy=None`); `made_for_export` as in
+/// [`ExportOptions::made_for_export`].
+fn export(tensor: &Tensor, made_for_export: bool) -> PyResult<Managed<DLManagedTensorVersioned>> {
     tensor
-        .to_dlpack_versioned(ExportOptions::default())
+        .to_dlpack_versioned(ExportOptions::default().made_for_export(made_for_export))
         .map_err(errors::tensor_error)
 }
 
@@ -101,14 +101,10 @@ unsafe impl DlpackExchangeProducer for PyArray {
         _py: Python<'_>,
     ) -> PyResult<Managed<DLManagedTensorVersioned>> {
         count_export();
-        let tensor = self
-            .column()
-            .tensor_with(ToTensorOptions {
-                allow_nulls: false,
-                allow_copy: true,
-            })
+        let (tensor, made_for_export) = self
+            .dlpack_tensor(true)
             .map_err(|error| errors::arrow_error(error, Operation::Export))?;
-        export(&tensor)
+        export(&tensor, made_for_export)
     }
 
     fn current_work_stream(_py: Python<'_>, device: DLDevice) -> PyResult<*mut c_void> {
@@ -132,7 +128,7 @@ unsafe impl DlpackExchangeProducer for PyTensor {
         _py: Python<'_>,
     ) -> PyResult<Managed<DLManagedTensorVersioned>> {
         count_export();
-        export(self.tensor())
+        export(self.tensor(), false)
     }
 
     fn current_work_stream(_py: Python<'_>, device: DLDevice) -> PyResult<*mut c_void> {
@@ -155,11 +151,10 @@ unsafe impl DlpackExchangeProducer for PyFixedShapeTensorArray {
         _py: Python<'_>,
     ) -> PyResult<Managed<DLManagedTensorVersioned>> {
         count_export();
-        let tensor = self
-            .combined(true)
-            .and_then(|array| array.to_tensor(false))
+        let (tensor, made_for_export) = self
+            .dlpack_tensor(true)
             .map_err(|error| errors::arrow_error(error, Operation::Export))?;
-        export(&tensor)
+        export(&tensor, made_for_export)
     }
 
     fn current_work_stream(_py: Python<'_>, device: DLDevice) -> PyResult<*mut c_void> {

@@ -63,6 +63,15 @@ impl PyFixedShapeTensorArray {
         Self::create(py, Column::new(field, vec![Arc::new(storage)]), tensor_type)
     }
 
+    /// The whole `(len, *cell_shape)` tensor of a DLPack export (`__dlpack__` and the C exchange
+    /// API alike), and whether it is a copy made for that export alone.
+    pub(crate) fn dlpack_tensor(&self, allow_copy: bool) -> arrow_dlpack::Result<(Tensor, bool)> {
+        self.column.export_tensor(allow_copy, |allow_copy| {
+            self.combined(allow_copy)
+                .and_then(|array| array.to_tensor(false))
+        })
+    }
+
     /// The chunks as one extension array, concatenated when there are several and `allow_copy`.
     pub(crate) fn combined(&self, allow_copy: bool) -> arrow_dlpack::Result<FixedShapeTensorArray> {
         let storage = self.column.combined(allow_copy)?;
@@ -113,11 +122,7 @@ impl PyFixedShapeTensorArray {
     ) -> PyResult<Py<PyAny>> {
         let request = DlpackRequest::parse(stream, max_version, dl_device, copy)?;
         let (tensor, made_for_export) = self
-            .column
-            .export_tensor(request.allows_copy(), |allow_copy| {
-                self.combined(allow_copy)
-                    .and_then(|array| array.to_tensor(false))
-            })
+            .dlpack_tensor(request.allows_copy())
             .map_err(|error| errors::arrow_error(error, Operation::Export))?;
         request.export(py, &tensor, made_for_export)
     }
