@@ -1,6 +1,7 @@
 //! `arrow_dlpack.Array` and `arrow_dlpack.array()`: an Arrow column from any Arrow PyCapsule
 //! producer, exchanged through DLPack and the Arrow PyCapsule interface without copying.
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use arrow_array::{ArrayRef, UInt8Array, new_empty_array};
@@ -14,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyList, PyTuple};
 
 use crate::arrow_ffi;
-use crate::dlpack_export::{DlpackRequest, cpu_device};
+use crate::dlpack_export::{self, DlpackSource, cpu_device};
 use crate::dlpack_import::import_tensor;
 use crate::errors::{self, Operation};
 use crate::fixed_shape_tensor::PyFixedShapeTensorArray;
@@ -138,17 +139,6 @@ impl PyArray {
         &self.column
     }
 
-    /// The tensor of a DLPack export (`__dlpack__` and the C exchange API alike), and whether it
-    /// is a copy made for that export alone; see [`Column::export_tensor`].
-    pub(crate) fn dlpack_tensor(&self, allow_copy: bool) -> arrow_dlpack::Result<(Tensor, bool)> {
-        self.column.export_tensor(allow_copy, |allow_copy| {
-            self.column.tensor_with(ToTensorOptions {
-                allow_nulls: false,
-                allow_copy,
-            })
-        })
-    }
-
     /// The array of an imported 1-D tensor, shared; `copy` as in `from_dlpack`.
     pub(crate) fn from_tensor(tensor: &Tensor, copy: Option<bool>) -> PyResult<Self> {
         // Packing a bool tensor into Arrow's bits is the one copy `copy=None` needs; a strided
@@ -195,6 +185,20 @@ pub(crate) fn array(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<PyAny
     wrap_column(py, imported.field, imported.chunks)
 }
 
+impl DlpackSource for PyArray {
+    fn dlpack_tensor(&self, allow_copy: bool) -> PyResult<(Cow<'_, Tensor>, bool)> {
+        self.column
+            .export_tensor(allow_copy, |allow_copy| {
+                self.column.tensor_with(ToTensorOptions {
+                    allow_nulls: false,
+                    allow_copy,
+                })
+            })
+            .map(|(tensor, made_for_export)| (Cow::Owned(tensor), made_for_export))
+            .map_err(|error| errors::arrow_error(error, Operation::Export))
+    }
+}
+
 #[pymethods]
 impl PyArray {
     /// Imports a 1-D contiguous DLPack tensor without copying.
@@ -220,11 +224,7 @@ impl PyArray {
         dl_device: Option<(u32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
-        let request = DlpackRequest::parse(stream, max_version, dl_device, copy)?;
-        let (tensor, made_for_export) = self
-            .dlpack_tensor(request.allows_copy())
-            .map_err(|error| errors::arrow_error(error, Operation::Export))?;
-        request.export(py, &tensor, made_for_export)
+        dlpack_export::dlpack(py, self, stream, max_version, dl_device, copy)
     }
 
     /// The DLPack device of the data: always `(1, 0)`, the CPU.

@@ -6,6 +6,8 @@
 //! capsules have no flags), which would lock JAX out of Arrow data; so the tensor crate builds the
 //! managed tensor here, with the flags and the copy each request asks for.
 
+use std::borrow::Cow;
+
 use arrow_dlpack_tensor::{ExportOptions, Tensor};
 use dlpark::python::{ExportAbi, ExportRequest};
 use pyo3::IntoPyObject;
@@ -15,6 +17,31 @@ use crate::errors;
 
 /// The `DLDeviceType` of host memory.
 const CPU: u32 = 1;
+
+/// An object of this package that DLPack exports.
+///
+/// `__dlpack__` and the DLPack C exchange API both ask it for the tensor of one export, so the
+/// two paths cannot drift apart.
+pub(crate) trait DlpackSource {
+    /// The tensor of one export (borrowed when it is the object's own), and whether it is a copy
+    /// made for that export alone (unpacked booleans, concatenated chunks); copies are made only
+    /// when `allow_copy`.
+    fn dlpack_tensor(&self, allow_copy: bool) -> PyResult<(Cow<'_, Tensor>, bool)>;
+}
+
+/// `source.__dlpack__(stream=..., max_version=..., dl_device=..., copy=...)`, for every class.
+pub(crate) fn dlpack(
+    py: Python<'_>,
+    source: &impl DlpackSource,
+    stream: Option<&Bound<'_, PyAny>>,
+    max_version: Option<(u32, u32)>,
+    dl_device: Option<(u32, i32)>,
+    copy: Option<bool>,
+) -> PyResult<Py<PyAny>> {
+    let request = DlpackRequest::parse(stream, max_version, dl_device, copy)?;
+    let (tensor, made_for_export) = source.dlpack_tensor(request.allows_copy())?;
+    request.export(py, &tensor, made_for_export)
+}
 
 /// The checked arguments of one `__dlpack__` call.
 pub(crate) struct DlpackRequest {
@@ -71,7 +98,7 @@ impl DlpackRequest {
     ///
     /// `made_for_export` says that `tensor`'s memory was made for this export alone (unpacked
     /// booleans, concatenated chunks): it is then flagged `IS_COPIED` and not copied again.
-    pub(crate) fn export(
+    fn export(
         &self,
         py: Python<'_>,
         tensor: &Tensor,

@@ -25,7 +25,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::array::PyArray;
-use crate::errors::{self, Operation};
+use crate::dlpack_export::DlpackSource;
+use crate::errors;
 use crate::fixed_shape_tensor::PyFixedShapeTensorArray;
 use crate::tensor::PyTensor;
 
@@ -66,9 +67,10 @@ pub(crate) fn install(py: Python<'_>) -> PyResult<()> {
     Ok(())
 }
 
-/// A versioned export with the default options (`copy=None`); `made_for_export` as in
-/// [`ExportOptions::made_for_export`].
-fn export(tensor: &Tensor, made_for_export: bool) -> PyResult<Managed<DLManagedTensorVersioned>> {
+/// What `__dlpack__(max_version=(1, 3))` gives for `source`, without the Python call; counted.
+fn export(source: &impl DlpackSource) -> PyResult<Managed<DLManagedTensorVersioned>> {
+    count_export();
+    let (tensor, made_for_export) = source.dlpack_tensor(true)?;
     tensor
         .to_dlpack_versioned(ExportOptions::default().made_for_export(made_for_export))
         .map_err(errors::tensor_error)
@@ -92,81 +94,43 @@ fn cpu_work_stream(device: DLDevice) -> PyResult<*mut c_void> {
     Ok(std::ptr::null_mut())
 }
 
-// SAFETY: `HAS_DLTENSOR_VIEW` is false, so no borrowed view is handed out; the managed tensors
-// come from the tensor crate, which keeps the data alive until their deleter runs and lets it run
-// from any thread; the work stream of the CPU is NULL, which DLPack defines as "no stream".
-unsafe impl DlpackExchangeProducer for PyArray {
-    fn managed_tensor_no_sync(
-        &self,
-        _py: Python<'_>,
-    ) -> PyResult<Managed<DLManagedTensorVersioned>> {
-        count_export();
-        let (tensor, made_for_export) = self
-            .dlpack_tensor(true)
-            .map_err(|error| errors::arrow_error(error, Operation::Export))?;
-        export(&tensor, made_for_export)
-    }
+/// Implements the exchange table of a class: exports go through [`DlpackSource`], the work
+/// stream is the CPU's (none), and a tensor handed back by a C consumer becomes an object of the
+/// class as its `from_dlpack` (with `copy=None`) would make it, through `$from_tensor`.
+macro_rules! exchange_producer {
+    ($class:ty, |$py:ident, $tensor:ident| $from_tensor:expr) => {
+        // SAFETY: `HAS_DLTENSOR_VIEW` is false, so no borrowed view is handed out; the managed
+        // tensors come from the tensor crate, which keeps the data alive until their deleter runs
+        // and lets it run from any thread; the work stream of the CPU is NULL, which DLPack
+        // defines as "no stream".
+        unsafe impl DlpackExchangeProducer for $class {
+            fn managed_tensor_no_sync(
+                &self,
+                _py: Python<'_>,
+            ) -> PyResult<Managed<DLManagedTensorVersioned>> {
+                export(self)
+            }
 
-    fn current_work_stream(_py: Python<'_>, device: DLDevice) -> PyResult<*mut c_void> {
-        cpu_work_stream(device)
-    }
+            fn current_work_stream(_py: Python<'_>, device: DLDevice) -> PyResult<*mut c_void> {
+                cpu_work_stream(device)
+            }
 
-    /// A 1-D tensor handed back by a C consumer, as `Array.from_dlpack` takes it.
-    fn from_managed_tensor_no_sync(
-        py: Python<'_>,
-        tensor: Managed<DLManagedTensorVersioned>,
-    ) -> PyResult<Py<Self>> {
-        let tensor = import(tensor)?;
-        Py::new(py, PyArray::from_tensor(&tensor, None)?)
-    }
+            fn from_managed_tensor_no_sync(
+                $py: Python<'_>,
+                managed: Managed<DLManagedTensorVersioned>,
+            ) -> PyResult<Py<Self>> {
+                let $tensor = import(managed)?;
+                $from_tensor
+            }
+        }
+    };
 }
 
-// SAFETY: as for `PyArray`.
-unsafe impl DlpackExchangeProducer for PyTensor {
-    fn managed_tensor_no_sync(
-        &self,
-        _py: Python<'_>,
-    ) -> PyResult<Managed<DLManagedTensorVersioned>> {
-        count_export();
-        export(self.tensor(), false)
-    }
-
-    fn current_work_stream(_py: Python<'_>, device: DLDevice) -> PyResult<*mut c_void> {
-        cpu_work_stream(device)
-    }
-
-    /// A tensor handed back by a C consumer, as `Tensor.from_dlpack` takes it.
-    fn from_managed_tensor_no_sync(
-        py: Python<'_>,
-        tensor: Managed<DLManagedTensorVersioned>,
-    ) -> PyResult<Py<Self>> {
-        Py::new(py, PyTensor::new(import(tensor)?))
-    }
-}
-
-// SAFETY: as for `PyArray`.
-unsafe impl DlpackExchangeProducer for PyFixedShapeTensorArray {
-    fn managed_tensor_no_sync(
-        &self,
-        _py: Python<'_>,
-    ) -> PyResult<Managed<DLManagedTensorVersioned>> {
-        count_export();
-        let (tensor, made_for_export) = self
-            .dlpack_tensor(true)
-            .map_err(|error| errors::arrow_error(error, Operation::Export))?;
-        export(&tensor, made_for_export)
-    }
-
-    fn current_work_stream(_py: Python<'_>, device: DLDevice) -> PyResult<*mut c_void> {
-        cpu_work_stream(device)
-    }
-
-    /// A tensor handed back by a C consumer, as `FixedShapeTensorArray.from_dlpack` takes it.
-    fn from_managed_tensor_no_sync(
-        py: Python<'_>,
-        tensor: Managed<DLManagedTensorVersioned>,
-    ) -> PyResult<Py<Self>> {
-        let tensor = import(tensor)?;
-        PyFixedShapeTensorArray::from_imported(py, &tensor, None)
-    }
-}
+exchange_producer!(PyArray, |py, tensor| Py::new(
+    py,
+    PyArray::from_tensor(&tensor, None)?
+));
+exchange_producer!(PyTensor, |py, tensor| Py::new(py, PyTensor::new(tensor)));
+exchange_producer!(PyFixedShapeTensorArray, |py, tensor| {
+    PyFixedShapeTensorArray::from_imported(py, &tensor, None)
+});

@@ -1,6 +1,7 @@
 //! `arrow_dlpack.FixedShapeTensorArray`: an `arrow.fixed_shape_tensor` column whose DLPack export
 //! is the whole `(len, *cell_shape)` tensor.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use arrow_dlpack::{EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorType};
@@ -10,7 +11,7 @@ use pyo3::PyClassInitializer;
 use pyo3::prelude::*;
 
 use crate::array::{Column, PyArray};
-use crate::dlpack_export::DlpackRequest;
+use crate::dlpack_export::{self, DlpackSource};
 use crate::dlpack_import::import_tensor;
 use crate::errors::{self, Operation};
 use crate::tensor::PyTensor;
@@ -63,19 +64,23 @@ impl PyFixedShapeTensorArray {
         Self::create(py, Column::new(field, vec![Arc::new(storage)]), tensor_type)
     }
 
-    /// The whole `(len, *cell_shape)` tensor of a DLPack export (`__dlpack__` and the C exchange
-    /// API alike), and whether it is a copy made for that export alone.
-    pub(crate) fn dlpack_tensor(&self, allow_copy: bool) -> arrow_dlpack::Result<(Tensor, bool)> {
-        self.column.export_tensor(allow_copy, |allow_copy| {
-            self.combined(allow_copy)
-                .and_then(|array| array.to_tensor(false))
-        })
-    }
-
     /// The chunks as one extension array, concatenated when there are several and `allow_copy`.
     pub(crate) fn combined(&self, allow_copy: bool) -> arrow_dlpack::Result<FixedShapeTensorArray> {
         let storage = self.column.combined(allow_copy)?;
         FixedShapeTensorArray::try_from_field_and_array(self.column.field(), storage)
+    }
+}
+
+/// Exports the whole `(len, *cell_shape)` tensor, the permutation applied.
+impl DlpackSource for PyFixedShapeTensorArray {
+    fn dlpack_tensor(&self, allow_copy: bool) -> PyResult<(Cow<'_, Tensor>, bool)> {
+        self.column
+            .export_tensor(allow_copy, |allow_copy| {
+                self.combined(allow_copy)
+                    .and_then(|array| array.to_tensor(false))
+            })
+            .map(|(tensor, made_for_export)| (Cow::Owned(tensor), made_for_export))
+            .map_err(|error| errors::arrow_error(error, Operation::Export))
     }
 }
 
@@ -120,11 +125,7 @@ impl PyFixedShapeTensorArray {
         dl_device: Option<(u32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
-        let request = DlpackRequest::parse(stream, max_version, dl_device, copy)?;
-        let (tensor, made_for_export) = self
-            .dlpack_tensor(request.allows_copy())
-            .map_err(|error| errors::arrow_error(error, Operation::Export))?;
-        request.export(py, &tensor, made_for_export)
+        dlpack_export::dlpack(py, self, stream, max_version, dl_device, copy)
     }
 
     /// The whole `(len, *cell_shape)` tensor, zero-copy.

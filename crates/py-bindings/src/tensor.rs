@@ -1,11 +1,13 @@
 //! `arrow_dlpack.Tensor`: an n-dimensional strided view, PyArrow's `pa.Tensor` with DLPack both
 //! ways and any strides (zero and negative included).
 
+use std::borrow::Cow;
+
 use arrow_dlpack_tensor::Tensor;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::dlpack_export::{DlpackRequest, cpu_device};
+use crate::dlpack_export::{self, DlpackSource, cpu_device};
 use crate::dlpack_import::import_tensor;
 use crate::tables;
 
@@ -22,6 +24,13 @@ impl PyTensor {
 
     pub(crate) fn tensor(&self) -> &Tensor {
         &self.tensor
+    }
+}
+
+/// A tensor exports itself as it is: no copy is ever needed.
+impl DlpackSource for PyTensor {
+    fn dlpack_tensor(&self, _allow_copy: bool) -> PyResult<(Cow<'_, Tensor>, bool)> {
+        Ok((Cow::Borrowed(&self.tensor), false))
     }
 }
 
@@ -62,7 +71,7 @@ impl PyTensor {
         dl_device: Option<(u32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
-        DlpackRequest::parse(stream, max_version, dl_device, copy)?.export(py, &self.tensor, false)
+        dlpack_export::dlpack(py, self, stream, max_version, dl_device, copy)
     }
 
     /// The DLPack device of the data: always `(1, 0)`, the CPU.

@@ -6,10 +6,28 @@ The fixtures hand out objects rather than module-level helpers because the tests
 """
 
 import ctypes
+import importlib.util
+import sys
+from pathlib import Path
 from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
 import pytest
+
+
+def _register_dlpack_ctypes():
+    """Loads ``_dlpack_ctypes.py`` by path, once per process, as the module ``_dlpack_ctypes``,
+    so that test modules can ``import _dlpack_ctypes`` although the tests are not a package."""
+    if "_dlpack_ctypes" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "_dlpack_ctypes", Path(__file__).with_name("_dlpack_ctypes.py")
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["_dlpack_ctypes"] = module
+        spec.loader.exec_module(module)
+
+
+_register_dlpack_ctypes()
 
 # DLPack flag bits (dlpack.h 1.3).
 READ_ONLY = 1 << 0

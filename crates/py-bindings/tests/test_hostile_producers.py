@@ -10,10 +10,8 @@ Capsules are always held in a variable while a call that may raise runs: the hel
 destructor is Python code, which cannot run while an exception propagates (see the helper).
 """
 
-import importlib.util
 import struct
 import sys
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -22,20 +20,8 @@ import pytest
 import arrow_dlpack as ad
 
 
-def _load_helper():
-    """Loads ``_dlpack_ctypes.py`` by path, once per process (the tests are not a package)."""
-    name = "arrow_dlpack_tests._dlpack_ctypes"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("_dlpack_ctypes.py")
-        )
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-dl = _load_helper()
+# `conftest.py` loads the helper by path and registers it (the tests are not a package).
+import _dlpack_ctypes as dl  # noqa: E402
 
 I64_MAX = 2**63 - 1
 U64_MAX = 2**64 - 1

@@ -5,7 +5,6 @@ The memory figures of the last run are printed (``pytest -s``) and written to
 """
 
 import gc
-import importlib.util
 import itertools
 import json
 import os
@@ -22,20 +21,8 @@ import torch
 import arrow_dlpack as ad
 
 
-def _load_helper():
-    """Loads ``_dlpack_ctypes.py`` by path, once per process (the tests are not a package)."""
-    name = "arrow_dlpack_tests._dlpack_ctypes"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("_dlpack_ctypes.py")
-        )
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-dl = _load_helper()
+# `conftest.py` loads the helper by path and registers it (the tests are not a package).
+import _dlpack_ctypes as dl  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 REPORT = ROOT / "target" / "reliability" / "leaks.json"

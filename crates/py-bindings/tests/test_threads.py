@@ -1,12 +1,9 @@
 """Threads: exports and imports from 8 Python threads at once, and deleters run from the thread
 that drops the last reference, which is not the thread that imported."""
 
-import importlib.util
 import queue
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -15,20 +12,8 @@ import pytest
 import arrow_dlpack as ad
 
 
-def _load_helper():
-    """Loads ``_dlpack_ctypes.py`` by path, once per process (the tests are not a package)."""
-    name = "arrow_dlpack_tests._dlpack_ctypes"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("_dlpack_ctypes.py")
-        )
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-dl = _load_helper()
+# `conftest.py` loads the helper by path and registers it (the tests are not a package).
+import _dlpack_ctypes as dl  # noqa: E402
 
 THREADS = 8
 ITERATIONS = 1000
