@@ -42,51 +42,21 @@ _api.PyCapsule_New.restype = ctypes.py_object
 _api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+# The DLPack structs, declared once in the hostile-producer helper. Its pointer fields are raw
+# addresses (`c_void_p`), so that tests can store anything there; `int64_array` reads them.
+_dl = sys.modules["_dlpack_ctypes"]
+DLDevice = _dl.DLDevice
+DLDataType = _dl.DLDataType
+DLTensor = _dl.DLTensor
+DLPackVersion = _dl.DLPackVersion
+DLManagedTensor = _dl.DLManagedTensor
+DLManagedTensorVersioned = _dl.DLManagedTensorVersioned
 
 
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+def int64_array(address):
+    """The ``int64_t`` array at ``address`` (a ``shape`` or ``strides`` field), indexable."""
+    return ctypes.cast(address, ctypes.POINTER(ctypes.c_int64))
 
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class DLManagedTensor(ctypes.Structure):
-    _fields_ = [
-        ("dl_tensor", DLTensor),
-        ("manager_ctx", ctypes.c_void_p),
-        ("deleter", ctypes.c_void_p),
-    ]
-
-
-class DLManagedTensorVersioned(ctypes.Structure):
-    _fields_ = [
-        ("major", ctypes.c_uint32),
-        ("minor", ctypes.c_uint32),
-        ("manager_ctx", ctypes.c_void_p),
-        ("deleter", ctypes.c_void_p),
-        ("flags", ctypes.c_uint64),
-        ("dl_tensor", DLTensor),
-    ]
-
-
-# The ABI of DLPack 1.x on 64-bit machines (REFERENCE.md section 3).
-assert ctypes.sizeof(DLTensor) == 48
-assert ctypes.sizeof(DLManagedTensor) == 64
-assert ctypes.sizeof(DLManagedTensorVersioned) == 80
-assert DLManagedTensorVersioned.flags.offset == 24
-assert DLManagedTensorVersioned.dl_tensor.offset == 32
 
 _DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
@@ -140,7 +110,7 @@ class DLPackInspector:
         if name == "dltensor_versioned":
             managed = DLManagedTensorVersioned.from_address(pointer)
             version, flags, tensor = (
-                (managed.major, managed.minor),
+                (managed.version.major, managed.version.minor),
                 managed.flags,
                 managed.dl_tensor,
             )
@@ -157,8 +127,8 @@ class DLPackInspector:
             device=(tensor.device.device_type, tensor.device.device_id),
             ndim=ndim,
             dtype=(tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes),
-            shape=tuple(tensor.shape[i] for i in range(ndim)),
-            strides=tuple(tensor.strides[i] for i in range(ndim)) if tensor.strides else None,
+            shape=tuple(int64_array(tensor.shape)[i] for i in range(ndim)),
+            strides=tuple(int64_array(tensor.strides)[i] for i in range(ndim)) if tensor.strides else None,
             byte_offset=tensor.byte_offset,
         )
 
@@ -205,7 +175,8 @@ class CountedProducer:
 
         ``byte_offset`` moves that many bytes from ``data`` into ``byte_offset`` (the memory
         before ``array`` must belong to the same allocation); ``edit(dl_tensor)`` may then change
-        any field of the ``DLTensor`` to build a malformed tensor.
+        any field of the ``DLTensor`` to build a malformed tensor
+        (``int64_array(tensor.shape)`` reaches the extents).
         """
         shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
         strides = (ctypes.c_int64 * max(array.ndim, 1))(
@@ -217,8 +188,8 @@ class CountedProducer:
             device=DLDevice(1, 0),
             ndim=array.ndim,
             dtype=DLDataType(code, array.itemsize * 8, lanes),
-            shape=shape,
-            strides=None if null_strides else strides,
+            shape=ctypes.addressof(shape),
+            strides=None if null_strides else ctypes.addressof(strides),
             byte_offset=byte_offset,
         )
         if edit is not None:
@@ -226,7 +197,7 @@ class CountedProducer:
         deleter = ctypes.cast(self._deleter, ctypes.c_void_p).value
         if versioned:
             managed = DLManagedTensorVersioned(
-                major=version[0], minor=version[1], deleter=deleter, flags=flags, dl_tensor=tensor
+                version=DLPackVersion(*version), deleter=deleter, flags=flags, dl_tensor=tensor
             )
             name = b"dltensor_versioned"
         else:

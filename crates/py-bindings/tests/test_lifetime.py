@@ -2,6 +2,7 @@
 their producer alive, memory is released once the last holder dies (in any order), and a
 producer's deleter runs exactly once, on success and on failure."""
 
+import ctypes
 import gc
 import itertools
 import weakref
@@ -313,7 +314,7 @@ def test_deleter_runs_once_before_an_import_error_is_raised(producer, case):
 
 def test_deleter_runs_once_when_import_is_refused_for_malformed_metadata(producer):
     def negative_extent(tensor):
-        tensor.shape[0] = -1
+        ctypes.cast(tensor.shape, ctypes.POINTER(ctypes.c_int64))[0] = -1
 
     with pytest.raises(ValueError):
         ad.Tensor.from_dlpack(producer.capsule(np.arange(4, dtype=np.int8), edit=negative_extent))

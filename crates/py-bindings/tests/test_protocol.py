@@ -1,6 +1,7 @@
 """The Python DLPack protocol rules and exception types of DESIGN.md section 4, checked on the
 capsules themselves (read with ctypes, as a C consumer reads them) and through real consumers."""
 
+import ctypes
 import warnings
 
 import jax.numpy as jnp
@@ -607,7 +608,7 @@ def test_rejects_import_of_unknown_major_version_with_value_error(producer, vers
 
 def test_rejects_import_of_malformed_tensor_with_value_error(producer):
     def negative_extent(tensor):
-        tensor.shape[0] = -2
+        ctypes.cast(tensor.shape, ctypes.POINTER(ctypes.c_int64))[0] = -2
 
     def null_data(tensor):
         tensor.data = None
