@@ -8,6 +8,22 @@ use arrow_schema::DataType;
 
 use crate::{Error, Result};
 
+/// The dtypes that have an Arrow primitive type (and so convert both ways without a copy):
+/// the signed and unsigned integers, then the floats, narrowest first.
+pub const ARROW_DTYPES: [DType; 11] = [
+    DType::Int8,
+    DType::Int16,
+    DType::Int32,
+    DType::Int64,
+    DType::UInt8,
+    DType::UInt16,
+    DType::UInt32,
+    DType::UInt64,
+    DType::Float16,
+    DType::Float32,
+    DType::Float64,
+];
+
 /// The Arrow type whose values have the memory layout of `dtype`.
 ///
 /// ```
@@ -127,6 +143,18 @@ pub(crate) fn unsupported_reason(data_type: &DataType) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arrow_dtypes_are_exactly_the_dtypes_with_an_arrow_type() {
+        let convertible: Vec<DType> = DType::ALL
+            .into_iter()
+            .filter(|&dtype| arrow_type_of(dtype).is_ok())
+            .collect();
+        assert_eq!(convertible, ARROW_DTYPES);
+        for dtype in ARROW_DTYPES {
+            assert_eq!(dtype_of(&arrow_type_of(dtype).unwrap()).unwrap(), dtype);
+        }
+    }
 
     #[test]
     fn every_dtype_with_an_arrow_type_maps_back_to_itself() {

@@ -18,7 +18,7 @@
 //! | [`concat_chunks`] | Arrow | one chunk zero-copy; several concatenated only when a copy is allowed |
 //! | [`record_batch_to_tensor`], [`struct_array_to_tensor`], [`columns_to_tensor`], [`RecordBatchToTensorOptions`] | Arrow -> tensor | numeric columns -> one writable 2-D tensor (a copy), row- or column-major, PyArrow's type promotion, nulls refused or NaN |
 //! | [`record_batch_columns_to_tensors`], [`struct_array_columns_to_tensors`], [`columns_to_tensors`] | Arrow -> tensor | one zero-copy tensor per column, named |
-//! | [`arrow_type_of`], [`dtype_of`] | both | the dtype <-> Arrow type correspondence |
+//! | [`arrow_type_of`], [`dtype_of`], [`ARROW_DTYPES`] | both | the dtype <-> Arrow type correspondence |
 //! | [`Error`] | | the one error type |
 //!
 //! Tensors made from arrays are read-only: Arrow buffers are immutable, and DLPack exports flag
@@ -81,7 +81,7 @@ mod import;
 mod record_batch;
 
 pub use chunked::concat_chunks;
-pub use data_type::{arrow_type_of, dtype_of};
+pub use data_type::{ARROW_DTYPES, arrow_type_of, dtype_of};
 pub use error::{Error, Result};
 pub use export::{ToTensorOptions, to_tensor, to_tensor_with, validity_to_tensor};
 pub use fixed_shape_tensor::{

@@ -843,19 +843,7 @@ impl ConvertTo<f16> for f16 {
 mod tests {
     use super::*;
 
-    const ALL: [DType; 11] = [
-        DType::Int8,
-        DType::Int16,
-        DType::Int32,
-        DType::Int64,
-        DType::UInt8,
-        DType::UInt16,
-        DType::UInt32,
-        DType::UInt64,
-        DType::Float16,
-        DType::Float32,
-        DType::Float64,
-    ];
+    const ALL: [DType; 11] = crate::ARROW_DTYPES;
 
     #[test]
     fn merge_is_symmetric_for_every_pair() {

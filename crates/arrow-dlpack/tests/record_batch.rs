@@ -21,19 +21,7 @@ use half::f16;
 use proptest::prelude::*;
 
 /// The column dtypes, in the order of the promotion table below.
-const DTYPES: [DType; 11] = [
-    DType::Int8,
-    DType::Int16,
-    DType::Int32,
-    DType::Int64,
-    DType::UInt8,
-    DType::UInt16,
-    DType::UInt32,
-    DType::UInt64,
-    DType::Float16,
-    DType::Float32,
-    DType::Float64,
-];
+const DTYPES: [DType; 11] = arrow_dlpack::ARROW_DTYPES;
 
 /// PyArrow's result type for two columns (row: first column, column: second), written out by hand
 /// from Arrow C++'s `MaybeMergeNumericTypes` (`cpp/src/arrow/type.cc`) with integer-to-float,
