@@ -175,6 +175,68 @@ pub enum Error {
         /// The allocator's message.
         reason: String,
     },
+
+    /// A typed read or build whose Rust element type does not match the tensor's dtype.
+    #[error(
+        "element type mismatch: expected a Rust type for dtype {expected}, found {rust_type} \
+         (dtype {found})"
+    )]
+    DTypeMismatch {
+        /// The tensor's dtype.
+        expected: crate::DType,
+        /// The dtype of the Rust type asked for.
+        found: crate::DType,
+        /// The Rust type asked for, for example `"f32"`.
+        rust_type: &'static str,
+    },
+
+    /// A number of values that does not fill the shape exactly.
+    #[error(
+        "element count mismatch: expected {expected} values for shape {shape:?}, found {found}"
+    )]
+    ElementCount {
+        /// The shape asked for.
+        shape: Vec<usize>,
+        /// The element count of the shape.
+        expected: usize,
+        /// The number of values given.
+        found: usize,
+    },
+
+    /// A slice of the elements was asked of a tensor that is not row-major.
+    #[error(
+        "layout mismatch: expected a row-major tensor, found shape {shape:?} with strides \
+         {strides:?}"
+    )]
+    NotRowMajor {
+        /// The tensor's shape.
+        shape: Vec<usize>,
+        /// The tensor's strides, in elements.
+        strides: Vec<isize>,
+    },
+
+    /// An index with the wrong number of entries.
+    #[error("index length mismatch: expected {expected} entries, one per dimension, found {found}")]
+    IndexLength {
+        /// The tensor's rank.
+        expected: usize,
+        /// The number of entries in the index.
+        found: usize,
+    },
+
+    /// An index entry at or past the extent of its dimension.
+    #[error(
+        "index {index} is out of bounds for dimension {dim} of extent {extent}; expected an \
+         index below {extent}"
+    )]
+    IndexOutOfBounds {
+        /// The dimension.
+        dim: usize,
+        /// The index entry found.
+        index: usize,
+        /// The extent of the dimension.
+        extent: usize,
+    },
 }
 
 /// Shorthand for results of this crate.

@@ -9,8 +9,11 @@
 //! | [`Tensor::try_new`] | checked construction: every element inside the buffer, no overflow, aligned |
 //! | [`Tensor::is_row_major`], [`Tensor::is_column_major`], [`Tensor::is_contiguous`] | numpy's contiguity rules |
 //! | [`Tensor::to_contiguous`] | a row-major copy of exactly the logical elements |
+//! | [`Tensor::from_vec`], [`NativeDType`], [`DType::of`] | a tensor that owns a `Vec<T>`; the Rust element types |
+//! | [`Tensor::as_slice`], [`Tensor::get`], [`Tensor::iter`] | typed, checked reads: a row-major slice, one element, every element for any strides |
 //! | [`Tensor::to_dlpack_versioned`], [`Tensor::to_dlpack_legacy`] | export; the managed tensor keeps the buffer alive |
 //! | [`Tensor::from_managed`], [`Tensor::from_raw_versioned`], [`Tensor::from_raw_legacy`] | zero-copy import; the buffer owns the producer's tensor |
+//! | `Tensor::view`, `Tensor::from_ndarray`, `Tensor::from_ndarray_view` (feature `ndarray`) | an `ndarray::ArrayViewD` of any strides; an owned array without a copy |
 //! | [`layout`] | element counts, spans and contiguity on plain shapes and strides |
 //! | [`Error`] | the one error type |
 //!
@@ -42,13 +45,19 @@ mod error;
 mod export;
 mod import;
 pub mod layout;
+mod native;
+#[cfg(feature = "ndarray")]
+mod ndarray_interop;
 mod tensor;
+mod typed;
 
 pub use device::Device;
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use export::ExportOptions;
+pub use native::NativeDType;
 pub use tensor::{MAX_NDIM, Tensor};
+pub use typed::Iter;
 
 /// The managed-tensor handle of dlpark, re-exported so callers name one type.
 pub use dlpark::Managed;
