@@ -70,14 +70,14 @@ fn copies(c: &mut Criterion) {
     )
     .unwrap();
     group.bench_function("to_contiguous/reversed", |b| {
-        b.iter(|| black_box(reversed.to_contiguous()))
+        b.iter(|| black_box(reversed.to_contiguous().unwrap()))
     });
     let matrix =
         Tensor::try_new_row_major(matrix.buffer().clone(), DType::Float32, vec![rows, cols])
             .unwrap();
     let transposed = matrix.permuted(&[1, 0]).unwrap();
     group.bench_function("to_contiguous/transposed", |b| {
-        b.iter(|| black_box(transposed.to_contiguous()))
+        b.iter(|| black_box(transposed.to_contiguous().unwrap()))
     });
     // Half the rows: half the bytes move.
     group.throughput(Throughput::Bytes(bytes as u64 / 2));
@@ -90,7 +90,7 @@ fn copies(c: &mut Criterion) {
     )
     .unwrap();
     group.bench_function("to_contiguous/row_gapped", |b| {
-        b.iter(|| black_box(gapped.to_contiguous()))
+        b.iter(|| black_box(gapped.to_contiguous().unwrap()))
     });
     group.finish();
 }

@@ -169,6 +169,13 @@ pub enum Error {
         order: Vec<usize>,
     },
 
+    /// The allocator refused the memory of a copy.
+    #[error("cannot allocate {bytes} bytes for a copy")]
+    OutOfMemory {
+        /// The size asked for.
+        bytes: usize,
+    },
+
     /// dlpark could not allocate the managed tensor header and its shape and strides.
     #[error("cannot allocate the managed tensor: {reason}")]
     Allocation {

@@ -65,7 +65,7 @@ impl Tensor {
             return self.managed_view(DlpackFlags::IS_COPIED);
         }
         if options.copy == Some(true) {
-            let copy = self.to_contiguous();
+            let copy = self.to_contiguous()?;
             return copy.managed_view(DlpackFlags::IS_COPIED);
         }
         let flags = if self.is_read_only() {

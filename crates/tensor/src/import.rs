@@ -88,7 +88,11 @@ impl Tensor {
     /// which runs its deleter, before the error is returned.
     /// A tensor without elements releases `managed` at once and holds an empty buffer.
     pub fn from_managed<M: ManagedTensorBase>(managed: Managed<M>) -> Result<Tensor> {
-        let read_only = managed.flags().contains(DlpackFlags::READ_ONLY);
+        // A legacy tensor has no flags, so it cannot say that its memory may be written: it is
+        // read-only, as numpy imports it. A versioned one is read-only when it says so.
+        // SAFETY: `Managed` owns a live managed tensor until it drops, so its header is readable.
+        let legacy = unsafe { (*managed.as_ptr()).version() }.is_none();
+        let read_only = legacy || managed.flags().contains(DlpackFlags::READ_ONLY);
         // SAFETY: `Managed`'s contract keeps the descriptor readable and unchanged while we own it.
         let raw = unsafe { managed.tensor() };
         // SAFETY: same contract: shape and strides are readable for `ndim` entries.

@@ -15,6 +15,7 @@
 //! | [`Tensor::from_managed`], [`Tensor::from_raw_versioned`], [`Tensor::from_raw_legacy`] | zero-copy import; the buffer owns the producer's tensor |
 //! | `Tensor::view`, `Tensor::from_ndarray`, `Tensor::from_ndarray_view` (feature `ndarray`) | an `ndarray::ArrayViewD` of any strides; an owned array without a copy |
 //! | [`layout`] | element counts, spans and contiguity on plain shapes and strides |
+//! | [`alloc::UninitBuffer`] | fallible, aligned allocation for copies: `OutOfMemory` instead of an abort |
 //! | [`Error`] | the one error type |
 //!
 //! A round trip through DLPack shares the memory both ways:
@@ -39,6 +40,7 @@
 //! its deleter; an imported tensor's buffer holds the producer's managed tensor and calls its
 //! deleter exactly once, when the last clone of the buffer drops, or before an error is returned.
 
+pub mod alloc;
 mod device;
 mod dtype;
 mod error;

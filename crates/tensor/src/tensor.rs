@@ -3,6 +3,7 @@
 use arrow_buffer::{Buffer, MutableBuffer};
 use serde::Serialize;
 
+use crate::alloc::UninitBuffer;
 use crate::{DType, Device, Error, Result, layout};
 
 /// The largest rank a [`Tensor`] may have.
@@ -34,8 +35,8 @@ pub const MAX_NDIM: usize = 1024;
 /// let transposed = matrix.permuted(&[1, 0]).unwrap();
 /// assert_eq!(transposed.shape(), &[3, 2]);
 /// assert!(transposed.is_column_major() && !transposed.is_row_major());
-/// assert_eq!(transposed.to_contiguous().row_major_buffer().unwrap().typed_data::<i32>(),
-///            &[0, 3, 1, 4, 2, 5]);
+/// let copy = transposed.to_contiguous().unwrap();
+/// assert_eq!(copy.row_major_buffer().unwrap().typed_data::<i32>(), &[0, 3, 1, 4, 2, 5]);
 /// ```
 #[derive(Clone, Serialize)]
 pub struct Tensor {
@@ -302,36 +303,45 @@ impl Tensor {
     /// Copies exactly the logical elements, in row-major order, into a new buffer.
     ///
     /// The copy is writable (not read-only) and keeps the dimension names.
-    pub fn to_contiguous(&self) -> Tensor {
+    /// Fails with [`Error::OutOfMemory`] when the allocator refuses the memory (a zero-stride view
+    /// can describe far more elements than it holds).
+    pub fn to_contiguous(&self) -> Result<Tensor> {
         let size = self.dtype.size();
         let count = self.len();
+        let bytes = count
+            .checked_mul(size)
+            .ok_or(Error::OutOfMemory { bytes: usize::MAX })?;
         // Uninitialised on purpose: zeroing first would write every byte twice; the copy below
-        // writes each of the `count * size` bytes exactly once before the length is set.
-        let mut out = MutableBuffer::with_capacity(count * size);
+        // writes each of the `count * size` bytes exactly once before the buffer is made.
+        let mut out = UninitBuffer::try_new(bytes)?;
         if count > 0 {
             let src = self.data_ptr();
             let dst = out.as_mut_ptr();
             // SAFETY: construction checked that every element addressed by shape, strides and
-            // offset lies inside the buffer and is aligned for the dtype, whose size selects `T`;
-            // `dst` has capacity for `count` elements and is 64-byte aligned.
+            // offset lies inside the buffer and is aligned for the dtype, whose size and alignment
+            // select `T` (a type of that size whose alignment is at most the dtype's); `dst` has
+            // room for `count` elements and is 16-byte aligned.
             unsafe {
-                match size {
-                    1 => copy_strided::<u8>(src, &self.shape, &self.strides, dst),
-                    2 => copy_strided::<u16>(src, &self.shape, &self.strides, dst),
-                    4 => copy_strided::<u32>(src, &self.shape, &self.strides, dst),
-                    8 => copy_strided::<u64>(src, &self.shape, &self.strides, dst),
-                    16 => copy_strided::<[u64; 2]>(src, &self.shape, &self.strides, dst),
-                    other => unreachable!("no dtype has {other} bytes"),
+                match (size, self.dtype.alignment()) {
+                    (1, _) => copy_strided::<u8>(src, &self.shape, &self.strides, dst),
+                    (2, 2) => copy_strided::<u16>(src, &self.shape, &self.strides, dst),
+                    (4, 4) => copy_strided::<u32>(src, &self.shape, &self.strides, dst),
+                    (8, 8) => copy_strided::<u64>(src, &self.shape, &self.strides, dst),
+                    // complex64: two 4-byte floats, aligned to 4 only.
+                    (8, 4) => copy_strided::<[u32; 2]>(src, &self.shape, &self.strides, dst),
+                    (16, 8) => copy_strided::<[u64; 2]>(src, &self.shape, &self.strides, dst),
+                    (size, align) => {
+                        unreachable!("no dtype has {size} bytes aligned to {align}")
+                    }
                 }
             }
         }
-        // SAFETY: `copy_strided` wrote all `count` elements, so the first `count * size` bytes of
-        // the capacity are initialised.
-        unsafe { out.set_len(count * size) };
-        let strides = layout::row_major_strides(&self.shape)
-            .expect("row-major strides of a checked shape fit isize");
-        Tensor {
-            buffer: out.into(),
+        // SAFETY: `copy_strided` wrote all `count` elements, `bytes` bytes.
+        let buffer = unsafe { out.assume_init() };
+        // An empty shape such as (0, 2**62, 2**62) has no elements but strides that overflow.
+        let strides = layout::row_major_strides(&self.shape)?;
+        Ok(Tensor {
+            buffer,
             dtype: self.dtype,
             shape: self.shape.clone(),
             strides,
@@ -339,7 +349,7 @@ impl Tensor {
             dim_names: self.dim_names.clone(),
             read_only: false,
             device: self.device,
-        }
+        })
     }
 }
 

@@ -223,7 +223,7 @@ fn legacy_tensors_are_validated_the_same_way() {
 }
 
 fn values(tensor: &Tensor) -> Vec<f32> {
-    let contiguous = tensor.to_contiguous();
+    let contiguous = tensor.to_contiguous().unwrap();
     contiguous
         .row_major_buffer()
         .unwrap()
@@ -343,10 +343,32 @@ fn read_only_flag_and_minor_versions_are_read() {
     drop(tensor);
     assert_eq!(count(&deleted), 1);
 
+    let (raw, deleted) = versioned(&Spec::float32(&[2]));
+    // SAFETY: freshly built and owned.
+    let tensor = unsafe { Tensor::from_raw_versioned(raw) }.unwrap();
+    assert!(
+        !tensor.is_read_only(),
+        "a versioned tensor without READ_ONLY is writable"
+    );
+    drop(tensor);
+    assert_eq!(count(&deleted), 1);
+}
+
+#[test]
+fn legacy_tensors_are_read_only_since_they_cannot_say_otherwise() {
     let (raw, deleted) = legacy(&Spec::float32(&[2]));
     // SAFETY: freshly built and owned.
     let tensor = unsafe { Tensor::from_raw_legacy(raw) }.unwrap();
-    assert!(!tensor.is_read_only(), "legacy tensors carry no flags");
+    assert!(
+        tensor.is_read_only(),
+        "a legacy tensor carries no flags, so it cannot promise writable memory"
+    );
+    // Its re-export says so to versioned consumers.
+    let managed = tensor
+        .to_dlpack_versioned(arrow_dlpack_tensor::ExportOptions::default())
+        .unwrap();
+    assert!(managed.flags().contains(DlpackFlags::READ_ONLY));
+    drop(managed);
     drop(tensor);
     assert_eq!(count(&deleted), 1);
 }

@@ -318,7 +318,7 @@ fn tensor_metadata_snapshots() {
         .with_dim_names(Some(vec!["rows".into(), "cols".into()]))
         .unwrap();
     insta::assert_json_snapshot!("negative_strides", tensor);
-    insta::assert_json_snapshot!("contiguous_copy", tensor.to_contiguous());
+    insta::assert_json_snapshot!("contiguous_copy", tensor.to_contiguous().unwrap());
     let scalar = Tensor::try_new(tensor.buffer().clone(), DType::Int32, vec![], vec![], 7).unwrap();
     insta::assert_json_snapshot!("zero_dimensional", scalar);
 }
@@ -327,7 +327,7 @@ fn tensor_metadata_snapshots() {
 fn to_contiguous_copies_values_in_row_major_order() {
     let buffer = Buffer::from_vec((0..24i32).collect::<Vec<_>>());
     let tensor = Tensor::try_new(buffer, DType::Int32, vec![3, 4], vec![-8, -1], 23).unwrap();
-    let copy = tensor.to_contiguous();
+    let copy = tensor.to_contiguous().unwrap();
     assert_eq!(
         copy.row_major_buffer().unwrap().typed_data::<i32>(),
         &[23, 22, 21, 20, 15, 14, 13, 12, 7, 6, 5, 4]

@@ -1,0 +1,116 @@
+//! Fallible allocation of the buffers that copies write into.
+//!
+//! Every copy in the workspace is sized by its input, and an input can ask for more memory than
+//! the machine has (a zero-stride view of one element claims any size it likes). Arrow's
+//! `MutableBuffer` aborts the process when an allocation fails, so copies allocate here instead:
+//! a failure is [`Error::OutOfMemory`], which Python sees as `MemoryError`.
+
+use arrow_buffer::Buffer;
+
+use crate::{Error, Result};
+
+/// The allocation unit: 16 bytes, aligned for every DLPack dtype (complex128 needs 8).
+type Unit = i128;
+
+/// Memory for `len` bytes, allocated but not yet written, that becomes an Arrow [`Buffer`]
+/// without a copy once it is.
+///
+/// ```
+/// use arrow_dlpack_tensor::alloc::UninitBuffer;
+///
+/// let mut out = UninitBuffer::try_new(3)?;
+/// // SAFETY: `out` has room for 3 bytes; all three are written before `assume_init`.
+/// let buffer = unsafe {
+///     out.as_mut_ptr().copy_from_nonoverlapping([1u8, 2, 3].as_ptr(), 3);
+///     out.assume_init()
+/// };
+/// assert_eq!(buffer.as_slice(), &[1, 2, 3]);
+/// # Ok::<(), arrow_dlpack_tensor::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct UninitBuffer {
+    units: Vec<Unit>,
+    len: usize,
+}
+
+impl UninitBuffer {
+    /// Allocates room for `len` bytes, aligned to 16 bytes; [`Error::OutOfMemory`] when the
+    /// allocator refuses or `len` exceeds `isize::MAX`.
+    pub fn try_new(len: usize) -> Result<Self> {
+        let out_of_memory = || Error::OutOfMemory { bytes: len };
+        if len > isize::MAX as usize {
+            return Err(out_of_memory());
+        }
+        let mut units = Vec::new();
+        units
+            .try_reserve_exact(len.div_ceil(size_of::<Unit>()))
+            .map_err(|_| out_of_memory())?;
+        Ok(UninitBuffer { units, len })
+    }
+
+    /// The number of bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The start of the memory, valid for writes of [`len`](Self::len) bytes and 16-byte aligned.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.units.as_mut_ptr().cast()
+    }
+
+    /// The buffer of the written bytes.
+    ///
+    /// # Safety
+    ///
+    /// All [`len`](Self::len) bytes from [`as_mut_ptr`](Self::as_mut_ptr) must have been written.
+    pub unsafe fn assume_init(mut self) -> Buffer {
+        let units = self.len.div_ceil(size_of::<Unit>());
+        let tail = units * size_of::<Unit>() - self.len;
+        // SAFETY: the capacity holds `units` units; the bytes after `len` in the last unit (fewer
+        // than 16) are zeroed here so that every unit is initialised.
+        unsafe { self.as_mut_ptr().add(self.len).write_bytes(0, tail) };
+        // SAFETY: the caller wrote the first `len` bytes and the tail was zeroed above, so the
+        // first `units` units are initialised; `units` is within the reserved capacity.
+        unsafe { self.units.set_len(units) };
+        Buffer::from_vec(self.units).slice_with_length(0, self.len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_more_than_the_address_space_without_aborting() {
+        assert_eq!(
+            UninitBuffer::try_new(usize::MAX).unwrap_err(),
+            Error::OutOfMemory { bytes: usize::MAX }
+        );
+        // Fits `isize` but no machine has it: the allocator refuses, and that is an error too.
+        let huge = 1usize << 60;
+        assert_eq!(
+            UninitBuffer::try_new(huge).unwrap_err(),
+            Error::OutOfMemory { bytes: huge }
+        );
+    }
+
+    #[test]
+    fn buffers_are_aligned_and_exactly_long() {
+        for len in [0, 1, 15, 16, 17, 1000] {
+            let mut out = UninitBuffer::try_new(len).unwrap();
+            // SAFETY: `out` has room for `len` bytes, all written here.
+            let buffer = unsafe {
+                out.as_mut_ptr().write_bytes(0, len);
+                out.assume_init()
+            };
+            assert_eq!(buffer.len(), len);
+            assert!(buffer.as_slice().iter().all(|&byte| byte == 0));
+            assert_eq!(buffer.as_ptr().align_offset(16), 0);
+        }
+    }
+}
