@@ -6,6 +6,29 @@ use arrow_array::{Array, ArrayRef};
 
 use crate::{Error, Result};
 
+/// Whether [`concat_chunks`] copies these chunks: more than one of them holds elements.
+///
+/// Otherwise it returns one of the chunks itself, whose memory is shared with whoever made it;
+/// a caller that hands the result on must not call it a fresh copy.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow_array::{ArrayRef, Int64Array};
+/// use arrow_dlpack::chunks_need_copy;
+///
+/// let empty: ArrayRef = Arc::new(Int64Array::from(Vec::<i64>::new()));
+/// let full: ArrayRef = Arc::new(Int64Array::from(vec![7, 8, 9]));
+/// assert!(!chunks_need_copy(&[empty.clone(), full.clone(), empty]));
+/// assert!(chunks_need_copy(&[full.clone(), full]));
+/// ```
+pub fn chunks_need_copy(chunks: &[ArrayRef]) -> bool {
+    chunks
+        .iter()
+        .filter(|chunk| !chunk.is_empty())
+        .nth(1)
+        .is_some()
+}
+
 /// Turns the chunks of a column into one array: zero-copy when at most one chunk holds elements,
 /// a concatenation (a copy) otherwise, only if `allow_copy`.
 ///
@@ -47,18 +70,15 @@ pub fn concat_chunks(chunks: &[ArrayRef], allow_copy: bool) -> Result<ArrayRef> 
             found: chunk.data_type().clone(),
         });
     }
-    let non_empty: Vec<&ArrayRef> = chunks.iter().filter(|chunk| !chunk.is_empty()).collect();
-    match non_empty.as_slice() {
-        [] => Ok(first.clone()),
-        [only] => Ok(Arc::clone(only)),
-        several => {
-            if !allow_copy {
-                return Err(Error::CopyRequired {
-                    reason: format!("concatenating {} chunks", several.len()),
-                });
-            }
-            let arrays: Vec<&dyn Array> = several.iter().map(|chunk| chunk.as_ref()).collect();
-            Ok(arrow_select::concat::concat(&arrays)?)
-        }
+    let mut non_empty = chunks.iter().filter(|chunk| !chunk.is_empty());
+    if !chunks_need_copy(chunks) {
+        return Ok(Arc::clone(non_empty.next().unwrap_or(first)));
     }
+    let several: Vec<&dyn Array> = non_empty.map(|chunk| chunk.as_ref()).collect();
+    if !allow_copy {
+        return Err(Error::CopyRequired {
+            reason: format!("concatenating {} chunks", several.len()),
+        });
+    }
+    Ok(arrow_select::concat::concat(&several)?)
 }

@@ -2,7 +2,7 @@
 //! the array's values buffer; booleans are unpacked when a copy is allowed.
 
 use arrow_array::Array;
-use arrow_buffer::{Buffer, MutableBuffer};
+use arrow_buffer::Buffer;
 use arrow_data::ArrayData;
 use arrow_dlpack_tensor::{DType, Tensor, layout};
 use arrow_schema::DataType;
@@ -128,7 +128,7 @@ fn data_to_tensor(data: &ArrayData, options: ToTensorOptions) -> Result<Tensor> 
                 depth += 1;
             }
             DataType::Boolean => {
-                let buffer = unpack_bits(&level.buffers()[0], level.offset() + start, count);
+                let buffer = unpack_bits(&level.buffers()[0], level.offset() + start, count)?;
                 let tensor = Tensor::try_new_row_major(buffer, DType::Bool, shape)?;
                 return Ok(tensor.with_read_only(false));
             }
@@ -202,11 +202,11 @@ const fn spread_table() -> [u64; 256] {
 /// Bits before the first whole byte and after the last are unpacked one by one; every whole byte
 /// in between becomes eight output bytes through one table lookup, which runs near `memcpy` speed
 /// where a bit-by-bit loop runs at a tenth of it.
-fn unpack_bits(bits: &Buffer, offset: usize, count: usize) -> Buffer {
+fn unpack_bits(bits: &Buffer, offset: usize, count: usize) -> Result<Buffer> {
     let bytes = bits.as_slice();
     let bit_at = |index: usize| (bytes[index / 8] >> (index % 8)) & 1;
-    let mut out = MutableBuffer::from_len_zeroed(count);
-    let unpacked = out.as_slice_mut();
+    let mut out = filled_bytes(count, 0)?;
+    let unpacked = out.as_mut_slice();
     let head = ((8 - offset % 8) % 8).min(count);
     for (i, byte) in unpacked[..head].iter_mut().enumerate() {
         *byte = bit_at(offset + i);
@@ -224,7 +224,18 @@ fn unpack_bits(bits: &Buffer, offset: usize, count: usize) -> Buffer {
     for (i, byte) in unpacked[done..].iter_mut().enumerate() {
         *byte = bit_at(offset + done + i);
     }
-    out.into()
+    Ok(Buffer::from_vec(out))
+}
+
+/// `len` bytes of `value`, allocated fallibly: a length the allocator refuses is
+/// [`OutOfMemory`](arrow_dlpack_tensor::Error::OutOfMemory), not an abort.
+fn filled_bytes(len: usize, value: u8) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(len)
+        .map_err(|_| arrow_dlpack_tensor::Error::OutOfMemory { bytes: len })?;
+    bytes.resize(len, value);
+    Ok(bytes)
 }
 
 /// An array's validity as a 1-D [`DType::Bool`] tensor of its length: 1 where the slot is valid,
@@ -239,25 +250,22 @@ fn unpack_bits(bits: &Buffer, offset: usize, count: usize) -> Buffer {
 /// use arrow_dlpack::validity_to_tensor;
 ///
 /// let array = Int32Array::from(vec![Some(1), None, Some(3)]);
-/// let mask = validity_to_tensor(&array);
+/// let mask = validity_to_tensor(&array)?;
 /// assert_eq!(mask.row_major_buffer().unwrap().as_slice(), &[1, 0, 1]);
+/// # Ok::<(), arrow_dlpack::Error>(())
 /// ```
-pub fn validity_to_tensor(array: &dyn Array) -> Tensor {
+///
+/// Fails only when the memory for the mask cannot be allocated.
+pub fn validity_to_tensor(array: &dyn Array) -> Result<Tensor> {
     let len = array.len();
     let buffer = match array.logical_nulls() {
         Some(nulls) => {
             let bits = nulls.inner();
-            unpack_bits(bits.inner(), bits.offset(), len)
+            unpack_bits(bits.inner(), bits.offset(), len)?
         }
-        None => {
-            let mut ones = MutableBuffer::new(len);
-            ones.resize(len, 1);
-            ones.into()
-        }
+        None => Buffer::from_vec(filled_bytes(len, 1)?),
     };
-    Tensor::try_new_row_major(buffer, DType::Bool, vec![len])
-        .expect("a buffer of len bytes holds a 1-D bool tensor of len elements")
-        .with_read_only(false)
+    Ok(Tensor::try_new_row_major(buffer, DType::Bool, vec![len])?.with_read_only(false))
 }
 
 #[cfg(test)]
@@ -280,7 +288,7 @@ mod tests {
                     .map(|bit| (packed[bit / 8] >> (bit % 8)) & 1)
                     .collect();
                 assert_eq!(
-                    unpack_bits(&bits, offset, count).as_slice(),
+                    unpack_bits(&bits, offset, count).unwrap().as_slice(),
                     &expected[..],
                     "offset {offset}, count {count}"
                 );

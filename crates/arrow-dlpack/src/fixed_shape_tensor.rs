@@ -563,7 +563,7 @@ impl FixedShapeTensorArray {
             Ok(FixedShapeTensorArray { data_type, storage })
         };
         let copy = || {
-            let copy = tensor.to_contiguous();
+            let copy = tensor.to_contiguous()?;
             let buffer = copy
                 .row_major_buffer()
                 .expect("a contiguous copy is row-major");

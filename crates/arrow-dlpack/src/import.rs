@@ -148,7 +148,7 @@ pub(crate) fn row_major_values(tensor: &Tensor, allow_copy: bool) -> Result<Buff
         });
     }
     Ok(tensor
-        .to_contiguous()
+        .to_contiguous()?
         .row_major_buffer()
         .expect("a contiguous copy is row-major"))
 }

@@ -336,12 +336,13 @@ fn refuses_dtypes_without_an_arrow_type() {
 #[test]
 fn validity_mask_marks_valid_slots() {
     let array = PrimitiveArray::<Int32Type>::from(vec![Some(1), None, Some(3), None, Some(5)]);
-    let mask = arrow_dlpack::validity_to_tensor(&array.slice(1, 4));
+    let mask = arrow_dlpack::validity_to_tensor(&array.slice(1, 4)).unwrap();
     assert_eq!(mask.dtype(), DType::Bool);
     assert_eq!(mask.row_major_buffer().unwrap().as_slice(), &[0, 1, 0, 1]);
     let no_nulls = PrimitiveArray::<Int32Type>::from(vec![1, 2]);
     assert_eq!(
         arrow_dlpack::validity_to_tensor(&no_nulls)
+            .unwrap()
             .row_major_buffer()
             .unwrap()
             .as_slice(),

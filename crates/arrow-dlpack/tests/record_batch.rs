@@ -753,6 +753,7 @@ fn layouts_have_the_strides_pyarrow_gives() {
     assert_eq!(
         column
             .to_contiguous()
+            .unwrap()
             .row_major_buffer()
             .unwrap()
             .typed_data::<i32>(),
