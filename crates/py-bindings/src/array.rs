@@ -6,8 +6,8 @@ use std::sync::{Arc, OnceLock};
 
 use arrow_array::{ArrayRef, UInt8Array, new_empty_array};
 use arrow_dlpack::{
-    EXTENSION_NAME, FixedShapeTensorType, ToTensorOptions, concat_chunks, tensor_to_array_with,
-    to_tensor_with, validity_to_tensor,
+    EXTENSION_NAME, FixedShapeTensorType, ToTensorOptions, chunks_need_copy, concat_chunks,
+    tensor_to_array_with, to_tensor_with, validity_to_tensor,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{Field, FieldRef};
@@ -83,26 +83,30 @@ impl Column {
     }
 
     /// The validity of every element as one 1-D `bool` tensor (1 = valid), a copy.
-    pub(crate) fn validity(&self) -> Tensor {
+    pub(crate) fn validity(&self) -> arrow_dlpack::Result<Tensor> {
         match self.chunks.as_slice() {
             [chunk] => validity_to_tensor(chunk.as_ref()),
             chunks => {
                 // Each chunk's mask is a fresh byte buffer; one more copy joins them.
-                let mut joined = Vec::with_capacity(self.len());
+                let len = self.len();
+                let mut joined = Vec::new();
+                joined
+                    .try_reserve_exact(len)
+                    .map_err(|_| arrow_dlpack_tensor::Error::OutOfMemory { bytes: len })?;
                 for chunk in chunks {
-                    let mask = validity_to_tensor(chunk.as_ref());
+                    let mask = validity_to_tensor(chunk.as_ref())?;
                     let bytes = mask
                         .row_major_buffer()
                         .expect("a validity tensor is 1-D and row-major");
                     joined.extend_from_slice(bytes.as_slice());
                 }
-                let len = joined.len();
                 // A `Vec<u8>` becomes an Arrow buffer without a copy (through `UInt8Array`, which
                 // spares this crate a dependency on arrow-buffer).
                 let buffer = UInt8Array::from(joined).into_parts().1.into_inner();
-                Tensor::try_new_row_major(buffer, DType::Bool, vec![len])
-                    .expect("a buffer of len bytes holds a 1-D bool tensor of len elements")
-                    .with_read_only(false)
+                Ok(
+                    Tensor::try_new_row_major(buffer, DType::Bool, vec![len])?
+                        .with_read_only(false),
+                )
             }
         }
     }
@@ -118,9 +122,10 @@ impl Column {
     }
 
     /// Whether `tensor`, made from this column for an export, is a copy that nothing else
-    /// references: several chunks are concatenated, and booleans are unpacked, into new memory.
+    /// references: several non-empty chunks are concatenated, and booleans are unpacked, into
+    /// new memory. One non-empty chunk among empty ones is shared as it is, so it is not a copy.
     pub(crate) fn copies_to_export(&self, tensor: &Tensor) -> bool {
-        self.chunks.len() > 1 || tensor.dtype() == arrow_dlpack_tensor::DType::Bool
+        chunks_need_copy(&self.chunks) || tensor.dtype() == arrow_dlpack_tensor::DType::Bool
     }
 }
 
@@ -295,8 +300,11 @@ impl PyArray {
     ///
     /// A copy (Arrow validity is bit-packed), writable, beside the values of
     /// `to_tensor(allow_nulls=True)`; several chunks give one tensor.
-    fn validity(&self) -> PyTensor {
-        PyTensor::new(self.column.validity())
+    fn validity(&self) -> PyResult<PyTensor> {
+        self.column
+            .validity()
+            .map(PyTensor::new)
+            .map_err(|error| errors::arrow_error(error, Operation::ToTensor))
     }
 
     /// A tensor view of the array: 1-D for primitive arrays, n-D for (nested) fixed-size lists.

@@ -5,7 +5,8 @@
 //!
 //! - import: `__arrow_c_array__()` gives an `arrow_schema` and an `arrow_array` capsule,
 //!   `__arrow_c_stream__()` an `arrow_array_stream` capsule; the structs are moved out of the
-//!   capsules (leaving them released, as the protocol asks) and imported zero-copy;
+//!   capsules (leaving them released, as the protocol asks), checked field by field against
+//!   their format's layout (`arrow_ffi_checks`), imported zero-copy and validated;
 //! - export: the schema comes from the [`Field`], so that extension metadata travels with it
 //!   (`arrow_array::ffi::to_ffi` would drop it), and the capsules own the structs until a consumer
 //!   moves them out;
@@ -16,13 +17,14 @@
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema, from_ffi_and_data_type};
-use arrow_array::ffi_stream::{ArrayStreamReader, FFI_ArrowArrayStream};
+use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use arrow_array::{Array, ArrayRef, make_array};
-use arrow_schema::ArrowError;
-use arrow_schema::{Field, FieldRef};
+use arrow_data::ArrayData;
+use arrow_schema::{ArrowError, DataType, Field, FieldRef};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
 
+use crate::arrow_ffi_checks as checks;
 use crate::dlpack_import::type_name;
 use crate::errors;
 
@@ -43,6 +45,10 @@ pub(crate) struct Imported {
 /// (nanoarrow, for one, refuses `__arrow_c_array__` for an array of several chunks), and gives
 /// one chunk for one array.
 pub(crate) fn import(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
+    errors::no_panic("importing Arrow C data", || import_unguarded(object))
+}
+
+fn import_unguarded(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
     if let Some(method) = crate::protocols::optional_attribute(object, "__arrow_c_stream__")? {
         let capsule = method.call0()?;
         return import_stream(&capsule);
@@ -95,51 +101,164 @@ fn capsule_named<'a, 'py>(
 }
 
 /// Imports an (`arrow_schema`, `arrow_array`) capsule pair.
+///
+/// The schema is only borrowed (its capsule releases it); the array is moved out of its capsule,
+/// so from then on we own it and dropping it, on success when the last Arrow reference dies or
+/// on any error before we return, releases it exactly once.
 fn import_array(schema: &Bound<'_, PyAny>, array: &Bound<'_, PyAny>) -> PyResult<Imported> {
     let schema = capsule_named(schema, ARROW_SCHEMA)?;
     let array = capsule_named(array, ARROW_ARRAY)?;
     let schema = schema
         .pointer_checked(Some(ARROW_SCHEMA))?
         .cast::<FFI_ArrowSchema>();
-    // SAFETY: an `arrow_schema` capsule holds a valid `ArrowSchema` (Arrow PyCapsule interface)
-    // that the capsule keeps alive while we read it; we only borrow it.
-    let field = Field::try_from(unsafe { schema.as_ref() }).map_err(errors::arrow_rs_error)?;
+    let field = {
+        // SAFETY: an `arrow_schema` capsule holds an `ArrowSchema` (Arrow PyCapsule interface),
+        // kept alive by the capsule while we read it; `check_schema` reads `release` before
+        // anything else and follows no pointer of a released schema.
+        unsafe { checks::check_schema(schema.as_ptr(), "ArrowSchema") }
+            .map_err(errors::arrow_c_error)?;
+        // SAFETY: the schema was checked above: live, with valid strings and child pointers.
+        field_from_schema(unsafe { schema.as_ref() })?
+    };
     let array = array
         .pointer_checked(Some(ARROW_ARRAY))?
         .cast::<FFI_ArrowArray>();
-    // SAFETY: an `arrow_array` capsule holds a valid `ArrowArray`; `from_raw` moves it out and
-    // marks the capsule's copy released, so the capsule's destructor will not release it again.
+    // SAFETY: an `arrow_array` capsule holds an `ArrowArray`; `from_raw` moves it out and leaves
+    // a released struct behind, so the capsule's destructor will not release it again, and the
+    // moved struct releases it once when dropped.
     let array = unsafe { FFI_ArrowArray::from_raw(array.as_ptr()) };
     if array.is_released() {
         return Err(errors::value_error(
-            "the arrow_array capsule has already been consumed",
+            "malformed Arrow C data: ArrowArray.release is NULL: the arrow_array capsule has \
+             already been consumed",
         ));
     }
-    // SAFETY: the array was produced for this schema by the same producer, as the interface
-    // requires; arrow-rs validates the buffers it imports.
-    let data = unsafe { from_ffi_and_data_type(array, field.data_type().clone()) }
-        .map_err(errors::arrow_rs_error)?;
+    let data = import_checked(array, field.data_type(), "ArrowArray")?;
     Ok(Imported {
         field: field.into(),
         chunks: vec![make_array(data)],
     })
 }
 
-/// Imports an `arrow_array_stream` capsule: every chunk, in order.
+/// The field a checked schema describes.
+fn field_from_schema(schema: &FFI_ArrowSchema) -> PyResult<Field> {
+    Field::try_from(schema).map_err(|error| {
+        errors::arrow_c_error(checks::ArrowCError::Unsupported(format!(
+            "ArrowSchema.format: {error}"
+        )))
+    })
+}
+
+/// Imports an array we own, after checking it against `data_type`; the array is released
+/// (dropped) before an error is returned.
+fn import_checked(array: FFI_ArrowArray, data_type: &DataType, path: &str) -> PyResult<ArrayData> {
+    // SAFETY: `array` is a live struct we own; `check_array` follows its pointers only after the
+    // fields that vouch for them are checked.
+    unsafe { checks::check_array(&array, data_type, path) }.map_err(errors::arrow_c_error)?;
+    // SAFETY: the struct was checked against `data_type` above: buffer and child counts, non-NULL
+    // pointers where the layout needs memory, lengths and offsets whose byte sizes do not
+    // overflow. arrow-rs builds the `ArrayData` without validating it, so it is validated next,
+    // before anything reads it.
+    let data = unsafe { from_ffi_and_data_type(array, data_type.clone()) }
+        .map_err(errors::arrow_rs_error)?;
+    checks::validate_imported(&data, path).map_err(errors::arrow_c_error)?;
+    Ok(data)
+}
+
+/// Imports an `arrow_array_stream` capsule: every chunk, in order, each checked against the
+/// stream's schema.
+///
+/// The stream is moved out of its capsule, so we own it: it is released exactly once, when the
+/// reading ends, on success and on error alike.
 fn import_stream(capsule: &Bound<'_, PyAny>) -> PyResult<Imported> {
     let capsule = capsule_named(capsule, ARROW_ARRAY_STREAM)?;
     let stream = capsule
         .pointer_checked(Some(ARROW_ARRAY_STREAM))?
         .cast::<FFI_ArrowArrayStream>();
-    // SAFETY: an `arrow_array_stream` capsule holds a valid `ArrowArrayStream`; `from_raw` moves
-    // it out and marks the capsule's copy released.
-    let stream = unsafe { FFI_ArrowArrayStream::from_raw(stream.as_ptr()) };
-    let reader = ArrayStreamReader::try_new(stream).map_err(errors::arrow_rs_error)?;
-    let field = arrow_array::ArrayReader::field(&reader).clone();
-    let chunks = reader
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(errors::arrow_rs_error)?;
-    Ok(Imported { field, chunks })
+    // SAFETY: an `arrow_array_stream` capsule holds an `ArrowArrayStream`; `from_raw` moves it
+    // out and leaves a released struct behind, and the moved struct releases it once when dropped.
+    let mut stream = unsafe { FFI_ArrowArrayStream::from_raw(stream.as_ptr()) };
+    if stream.release().is_none() {
+        return Err(errors::arrow_c_error(checks::ArrowCError::Malformed(
+            "ArrowArrayStream.release is NULL: the stream has already been released or consumed"
+                .into(),
+        )));
+    }
+    let field = stream_schema(&mut stream)?;
+    let mut chunks = Vec::new();
+    while let Some(chunk) = stream_next(&mut stream, field.data_type(), chunks.len())? {
+        chunks.push(make_array(chunk));
+    }
+    Ok(Imported {
+        field: field.into(),
+        chunks,
+    })
+}
+
+/// Calls a stream's `get_schema` and checks what it gives.
+fn stream_schema(stream: &mut FFI_ArrowArrayStream) -> PyResult<Field> {
+    let Some(get_schema) = stream.get_schema() else {
+        return Err(stream_error("ArrowArrayStream.get_schema is NULL".into()));
+    };
+    let mut schema = FFI_ArrowSchema::empty();
+    // SAFETY: the stream is live (its release is set) and we own it; `schema` is a released
+    // struct for the callback to fill, and we own what it fills.
+    let status = unsafe { get_schema(stream, &mut schema) };
+    if status != 0 {
+        return Err(stream_error(format!(
+            "ArrowArrayStream.get_schema failed with error {status}{}",
+            last_error(stream)
+        )));
+    }
+    // SAFETY: `schema` was filled by the producer's `get_schema`; `check_schema` reads `release`
+    // first and follows no pointer of a released schema.
+    unsafe { checks::check_schema(&schema, "ArrowSchema") }.map_err(errors::arrow_c_error)?;
+    field_from_schema(&schema)
+}
+
+/// Calls a stream's `get_next`: the next chunk, checked against `data_type`, or `None` at the end.
+fn stream_next(
+    stream: &mut FFI_ArrowArrayStream,
+    data_type: &DataType,
+    index: usize,
+) -> PyResult<Option<ArrayData>> {
+    let Some(get_next) = stream.get_next() else {
+        return Err(stream_error("ArrowArrayStream.get_next is NULL".into()));
+    };
+    let mut array = FFI_ArrowArray::empty();
+    // SAFETY: the stream is live and ours; `array` is a released struct for the callback to fill,
+    // and we own (and drop, releasing it) what it fills.
+    let status = unsafe { get_next(stream, &mut array) };
+    if status != 0 {
+        return Err(stream_error(format!(
+            "ArrowArrayStream.get_next failed with error {status} at chunk {index}{}",
+            last_error(stream)
+        )));
+    }
+    if array.is_released() {
+        return Ok(None);
+    }
+    import_checked(array, data_type, &format!("ArrowArray (chunk {index})")).map(Some)
+}
+
+/// `": message"` from the stream's `get_last_error`, or nothing when it has none.
+fn last_error(stream: &mut FFI_ArrowArrayStream) -> String {
+    let Some(get_last_error) = stream.get_last_error() else {
+        return String::new();
+    };
+    // SAFETY: the stream is live and ours; the callback returns NULL or a NUL-terminated string
+    // valid until the next call on the stream, which is copied at once.
+    let message = unsafe { get_last_error(stream) };
+    if message.is_null() {
+        return String::new();
+    }
+    // SAFETY: non-NULL, NUL-terminated and alive until the next call on the stream (above).
+    let message = unsafe { CStr::from_ptr(message) };
+    format!(": {}", message.to_string_lossy())
+}
+
+fn stream_error(message: String) -> PyErr {
+    errors::arrow_c_error(checks::ArrowCError::Malformed(message))
 }
 
 /// An `arrow_schema` capsule describing `field`, extension metadata included.

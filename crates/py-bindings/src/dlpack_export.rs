@@ -39,8 +39,10 @@ pub(crate) fn dlpack(
     copy: Option<bool>,
 ) -> PyResult<Py<PyAny>> {
     let request = DlpackRequest::parse(stream, max_version, dl_device, copy)?;
-    let (tensor, made_for_export) = source.dlpack_tensor(request.allows_copy())?;
-    request.export(py, &tensor, made_for_export)
+    errors::no_panic("exporting a DLPack tensor", || {
+        let (tensor, made_for_export) = source.dlpack_tensor(request.allows_copy())?;
+        request.export(py, &tensor, made_for_export)
+    })
 }
 
 /// The checked arguments of one `__dlpack__` call.

@@ -16,9 +16,9 @@
 
 use arrow_dlpack_tensor::Tensor;
 use dlpack_sys::{
-    DLManagedTensor, DLManagedTensorVersioned, DLPACK_EXCHANGE_API_ATTRIBUTE, DLPACK_MAJOR_VERSION,
-    DLPACK_MINOR_VERSION, DLTENSOR, DLTENSOR_VERSIONED, DlpackFlags, USED_DLTENSOR,
-    USED_DLTENSOR_VERSIONED,
+    DLManagedTensor, DLManagedTensorVersioned, DLPACK_EXCHANGE_API, DLPACK_EXCHANGE_API_ATTRIBUTE,
+    DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, DLTENSOR, DLTENSOR_VERSIONED, DlpackFlags,
+    USED_DLTENSOR, USED_DLTENSOR_VERSIONED,
 };
 use dlpark::python::consumer::exchange::ExchangeApi;
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
@@ -37,6 +37,16 @@ const CPU: u32 = 1;
 /// (row-major, as `Tensor.from_dlpack` documents),
 /// `Some(false)` refuses a producer that copied, `None` takes what the producer gives.
 pub(crate) fn import_tensor(
+    object: &Bound<'_, PyAny>,
+    device: Option<&Bound<'_, PyAny>>,
+    copy: Option<bool>,
+) -> PyResult<Tensor> {
+    errors::no_panic("importing a DLPack tensor", || {
+        import_tensor_unguarded(object, device, copy)
+    })
+}
+
+fn import_tensor_unguarded(
     object: &Bound<'_, PyAny>,
     device: Option<&Bound<'_, PyAny>>,
     copy: Option<bool>,
@@ -60,7 +70,9 @@ pub(crate) fn import_tensor(
     match copy {
         // `copy=True` promises memory no one else references, laid out row-major; a producer's
         // copy may keep its source's layout (numpy copies a Fortran-ordered view as such).
-        Some(true) if !copied || !tensor.is_row_major() => Ok(tensor.to_contiguous()),
+        Some(true) if !copied || !tensor.is_row_major() => {
+            tensor.to_contiguous().map_err(errors::tensor_error)
+        }
         Some(false) if copied => Err(errors::buffer_error(format!(
             "{} copied its data although copy=False was requested",
             type_name(object)
@@ -74,11 +86,31 @@ fn exchange_api(object: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<Optio
     if copy.is_some() || protocols::known_absent(object, DLPACK_EXCHANGE_API_ATTRIBUTE) {
         return Ok(None);
     }
-    let api = ExchangeApi::from_object(object.as_borrowed())?;
+    let api = match ExchangeApi::from_object(object.as_borrowed()) {
+        Ok(api) => api,
+        // The table is an optional accelerator: an attribute that is not a `dlpack_exchange_api`
+        // capsule (None, say) is no table, and the producer's `__dlpack__` is asked instead.
+        Err(_) if !has_exchange_capsule(object) => None,
+        Err(error) => return Err(error),
+    };
     if api.is_none() {
         protocols::remember_absent(object, DLPACK_EXCHANGE_API_ATTRIBUTE);
     }
     Ok(api)
+}
+
+/// Whether `object`'s type holds a capsule named `dlpack_exchange_api` under the exchange
+/// attribute (where the protocol puts it: on the type).
+fn has_exchange_capsule(object: &Bound<'_, PyAny>) -> bool {
+    object
+        .get_type()
+        .getattr(DLPACK_EXCHANGE_API_ATTRIBUTE)
+        .ok()
+        .is_some_and(|attribute| {
+            attribute
+                .cast::<PyCapsule>()
+                .is_ok_and(|capsule| capsule.is_valid_checked(Some(DLPACK_EXCHANGE_API)))
+        })
 }
 
 /// Imports through a producer's DLPack C exchange API (PyTorch, this package), which skips the

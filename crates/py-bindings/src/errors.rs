@@ -13,6 +13,8 @@
 //! Each class subclasses the builtin it stands for, so code written against PyArrow and numpy's
 //! retry logic (which catches `TypeError` from `__dlpack__`) keep working.
 //! Allocation failures raise the builtin `MemoryError`.
+//! No Rust panic reaches Python as pyo3's `PanicException`: the entry points that read foreign
+//! data run under [`no_panic`], which makes any panic an `ArrowDLPackValueError`.
 
 use std::fmt::Display;
 
@@ -185,7 +187,7 @@ fn tensor_kind(error: &TensorError) -> Option<Kind> {
         | TensorError::BeforeBuffer { .. }
         | TensorError::PastBuffer { .. }
         | TensorError::InvalidPermutation { .. } => Kind::Value,
-        TensorError::Allocation { .. } => return None,
+        TensorError::Allocation { .. } | TensorError::OutOfMemory { .. } => return None,
         // A variant added to the tensor crate after this file was written: a value problem
         // until it is mapped here on purpose.
         _ => Kind::Value,
@@ -237,6 +239,39 @@ pub(crate) fn arrow_error(error: arrow_dlpack::Error, operation: Operation) -> P
         _ => Kind::Value,
     };
     raise(kind, error)
+}
+
+/// Runs `call`, which reads what a producer handed us; a Rust panic inside it (arrow-rs asserts
+/// on input it did not expect) becomes `ArrowDLPackValueError` instead of pyo3's
+/// `PanicException`, which derives from `BaseException` and escapes `except Exception`.
+///
+/// The imports check their input before arrow-rs reads it, so this is the net under those checks,
+/// not a replacement for them.
+pub(crate) fn no_panic<T>(doing: &str, call: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|message| message.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_string());
+            Err(raise(
+                Kind::Value,
+                format!("malformed input while {doing}: {message}"),
+            ))
+        }
+    }
+}
+
+/// Maps a refused Arrow C Data Interface struct: a malformed one is a `ValueError` (as every
+/// malformed import), a well-formed one of a type that cannot be imported a `TypeError`.
+pub(crate) fn arrow_c_error(error: crate::arrow_ffi_checks::ArrowCError) -> PyErr {
+    use crate::arrow_ffi_checks::ArrowCError as E;
+    match error {
+        E::Malformed(_) => raise(Kind::Value, error),
+        E::Unsupported(_) => raise(Kind::Type, error),
+    }
 }
 
 /// Maps an error of arrow-rs (C data interface import and export, concatenation).

@@ -13,12 +13,14 @@
 //! | `dlpack_import` | `from_dlpack`: negotiation with producers, legacy retry, capsule consumption |
 //! | `exchange` | the DLPack C exchange API (`__dlpack_c_exchange_api__`) of each class |
 //! | `arrow_ffi` | the Arrow PyCapsule interface over arrow-rs's C data and stream interfaces, and a stream of a column's chunks |
+//! | `arrow_ffi_checks` | every imported `ArrowSchema`/`ArrowArray` checked against its format's layout before arrow-rs reads it |
 //! | `protocols` | cheap probes for optional protocols, remembered per immutable type |
 //! | `errors` | the exception classes and the mapping of every Rust error variant to them |
 //! | `type_names`, `pretty` | PyArrow's type names, reprs and `to_pylist` |
 
 mod array;
 mod arrow_ffi;
+mod arrow_ffi_checks;
 mod dlpack_export;
 mod dlpack_import;
 mod errors;

@@ -35,21 +35,28 @@ fn window_of(data_type: &DataType) -> usize {
 /// the middle of arrays longer than `2 * window + 1` elided as `...` (the window is [`WINDOW`],
 /// or [`CONTAINER_WINDOW`] for arrays of lists), as Arrow C++'s pretty printer does.
 pub(crate) fn format_chunks(chunks: &[ArrayRef]) -> String {
-    // A lazy view over the chunks as one sequence: (chunk, index in chunk) for each position.
-    let positions: Vec<(&ArrayRef, usize)> = chunks
-        .iter()
-        .flat_map(|chunk| (0..chunk.len()).map(move |index| (chunk, index)))
-        .collect();
+    // The chunks as one sequence; only the shown positions (about 2 * window) are located, by a
+    // walk over the chunks, so a repr costs memory and time independent of the length.
+    let len = chunks.iter().map(|chunk| chunk.len()).sum();
+    let locate = |mut position: usize| {
+        for chunk in chunks {
+            if position < chunk.len() {
+                return (chunk, position);
+            }
+            position -= chunk.len();
+        }
+        unreachable!("format_sequence asks only for positions below the total length")
+    };
     let window = chunks
         .first()
         .map_or(WINDOW, |chunk| window_of(chunk.data_type()));
     let mut out = String::new();
     format_sequence(
         &mut out,
-        positions.len(),
+        len,
         window,
         |out, position, indent| {
-            let (chunk, index) = positions[position];
+            let (chunk, index) = locate(position);
             format_value(out, chunk.as_ref(), index, indent);
         },
         0,
@@ -72,8 +79,14 @@ fn format_sequence(
     }
     let pad = " ".repeat(indent + 2);
     let elide = len > 2 * window + 1;
-    let shown =
-        (0..len).filter(|&position| !elide || position < window || position >= len - window);
+    // The first and last `window` positions when eliding, else all of them; never a walk over
+    // the elided middle.
+    let (head, tail) = if elide {
+        (0..window, len - window..len)
+    } else {
+        (0..len, len..len)
+    };
+    let shown = head.chain(tail);
     out.push_str("[\n");
     for position in shown {
         if elide && position == len - window {

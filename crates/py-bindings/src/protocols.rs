@@ -4,8 +4,11 @@
 //! almost half of a `from_dlpack` of a numpy array, measured with perf), and producers usually lack
 //! at least one of the optional protocols we probe (`__dlpack_c_exchange_api__`,
 //! `__arrow_c_stream__`).
-//! For immutable types (numpy's, pyarrow's and every other extension type), whose attributes can
-//! never change, the answer "absent" is remembered per type; every other type is asked each time.
+//! The answer "absent" is remembered per type only where the type alone decides it: an immutable
+//! type (numpy's, pyarrow's and most other extension types), whose attributes never change, that
+//! looks attributes up generically (no `__getattr__` or `__getattribute__` of its own) and whose
+//! instances have no `__dict__` (where an instance could carry the attribute itself, as a
+//! `types.SimpleNamespace` does). Every other type is asked each time.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -36,12 +39,33 @@ pub(crate) fn known_absent(object: &Bound<'_, PyAny>, name: &'static str) -> boo
     lacking.as_ref().is_some_and(|map| map.contains_key(&key))
 }
 
-/// Records that `object`'s type lacks `name`, when its type is immutable.
-pub(crate) fn remember_absent(object: &Bound<'_, PyAny>, name: &'static str) {
-    let class = object.get_type();
+/// Whether every instance of `class` has exactly the attributes its type gives it: the type is
+/// immutable, looks attributes up with `PyObject_GenericGetAttr`, and gives instances no
+/// `__dict__`.
+fn attributes_fixed_by_type(class: &Bound<'_, PyType>) -> bool {
     // SAFETY: `class` is a live type object, which is all `PyType_GetFlags` requires.
     let flags = unsafe { pyo3::ffi::PyType_GetFlags(class.as_ptr().cast()) };
     if flags & IMMUTABLE_TYPE == 0 {
+        return false;
+    }
+    // SAFETY: `class` is a live type object; from Python 3.10 on (the wheel needs 3.11),
+    // `PyType_GetSlot` answers for static types as well as heap types, NULL when unset.
+    let getattro =
+        unsafe { pyo3::ffi::PyType_GetSlot(class.as_ptr().cast(), pyo3::ffi::Py_tp_getattro) };
+    if getattro != pyo3::ffi::PyObject_GenericGetAttr as *mut std::ffi::c_void {
+        return false;
+    }
+    class
+        .getattr("__dictoffset__")
+        .and_then(|offset| offset.extract::<isize>())
+        .is_ok_and(|offset| offset == 0)
+}
+
+/// Records that `object`'s type lacks `name`, when its type alone decides that (see the module
+/// documentation).
+pub(crate) fn remember_absent(object: &Bound<'_, PyAny>, name: &'static str) {
+    let class = object.get_type();
+    if !attributes_fixed_by_type(&class) {
         return;
     }
     let key = (class.as_ptr() as usize, name);

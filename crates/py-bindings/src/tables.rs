@@ -116,7 +116,7 @@ pub(crate) fn column_tensors<'py>(
         }
         .map_err(|error| errors::arrow_error(error, Operation::ToTensor))?;
         let tensor = if copy == Some(true) {
-            tensor.to_contiguous()
+            tensor.to_contiguous().map_err(errors::tensor_error)?
         } else {
             tensor
         };

@@ -279,3 +279,32 @@ def test_arrow_memory_exported_to_numpy_outlives_every_wrapper():
     assert pa.total_allocated_bytes() - before >= 8000, "the legacy capsule still holds it"
     del legacy
     assert pa.total_allocated_bytes() == before
+
+
+_REPR_PEAK = """
+import resource, sys
+import numpy as np
+import pyarrow as pa
+import arrow_dlpack as ad
+
+chunks = [np.zeros(25_000_000, dtype=np.int8), np.ones(25_000_000, dtype=np.int8)]
+ours = ad.array(pa.chunked_array([pa.array(chunk) for chunk in chunks]))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+text = repr(ours)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+assert text.count("\\n") < 40, text
+print((after - before) * 1024)
+"""
+
+
+def test_repr_of_50_million_elements_costs_memory_independent_of_length():
+    # A position table of 16 bytes per element once made this repr peak 760 MiB higher; it runs
+    # in a fresh interpreter, whose peak RSS is not already above what the repr would reach.
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, "-c", _REPR_PEAK], capture_output=True, text=True, check=True
+    )
+    growth = int(result.stdout.strip())
+    _record("repr_peak_growth_50m", {"bytes": growth})
+    assert growth < 8 << 20, f"repr raised the peak RSS by {growth} bytes"
