@@ -30,11 +30,14 @@ Commands:
              1. cargo test --workspace (with INSTA_UPDATE=no and CI=true: snapshots are never
                 written);
              2. the Python environment target/venv (see below);
-             3. the wheel, built by maturin in release mode into target/wheels and installed
+             3. the debug-build pass: the wheel built in the dev profile (debug assertions,
+                overflow checks, unsafe-precondition checks), installed, and the hostile suites
+                (hostile producers, hostile Arrow C, no panics, read-only rules) run against it;
+             4. the wheel, built by maturin in release mode into target/wheels and installed
                 into target/venv with pip;
-             4. python -m mypy.stubtest arrow_dlpack (with
+             5. python -m mypy.stubtest arrow_dlpack (with
                 crates/py-bindings/stubtest-allowlist.txt when that file exists);
-             5. pytest on crates/py-bindings/tests; arguments after `--` go to pytest.
+             6. pytest on crates/py-bindings/tests; arguments after `--` go to pytest.
                 A run that collects no test fails.
   demo       Builds and installs the wheel like `test`, then runs
              crates/py-bindings/examples/demo.py; arguments after `--` go to the script.

@@ -78,6 +78,11 @@ impl PythonEnv {
         Ok(env)
     }
 
+    /// The environment's interpreter.
+    pub(crate) fn python(&self) -> &Path {
+        &self.python
+    }
+
     /// A command that runs the environment's interpreter, without a `PYTHONPATH` that could put
     /// the source tree in front of the installed wheel.
     pub(crate) fn command(&self, root: &Path) -> Cmd {
@@ -97,11 +102,25 @@ impl PythonEnv {
     /// Builds the wheel in release mode into `target/wheels` and installs it into the
     /// environment, replacing whatever version was there.
     pub(crate) fn build_and_install_wheel(&self, root: &Path) -> Result {
+        self.build_and_install(root, WheelProfile::Release)
+    }
+
+    /// Builds the wheel in `profile` into `target/wheels` and installs it, replacing whatever
+    /// build was installed.
+    pub(crate) fn build_and_install(&self, root: &Path, profile: WheelProfile) -> Result {
         let wheels = root.join("target").join("wheels");
         // Exactly one wheel must be left, so that the one installed is the one just built.
         remove_wheels(&wheels)?;
+        let profile_args: &[&str] = match profile {
+            WheelProfile::Release => &["--release"],
+            // The dev profile keeps debug assertions and overflow checks, and with them the
+            // standard library's checks of unsafe preconditions (alignment, non-overlap).
+            WheelProfile::Debug => &["--profile", "dev"],
+        };
         self.command(root)
-            .args(["-m", "maturin", "build", "--release", "--manifest-path"])
+            .args(["-m", "maturin", "build"])
+            .args(profile_args)
+            .arg("--manifest-path")
             .arg(root.join(MANIFEST))
             .arg("--out")
             .arg(&wheels)
@@ -114,6 +133,15 @@ impl PythonEnv {
             .arg(&wheel)
             .run()
     }
+}
+
+/// The Cargo profile of a wheel build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WheelProfile {
+    /// Optimised: what users install, and what the test suite and benchmarks run against.
+    Release,
+    /// Debug assertions and overflow checks on: undefined-behaviour preconditions abort.
+    Debug,
 }
 
 /// The interpreter of a virtual environment.

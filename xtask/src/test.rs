@@ -4,13 +4,21 @@ use std::path::Path;
 
 use crate::Result;
 use crate::process::Cmd;
-use crate::python::PythonEnv;
+use crate::python::{PythonEnv, WheelProfile};
 
 /// The pytest suite, relative to the project root.
-const PYTHON_TESTS: &str = "crates/py-bindings/tests";
+pub(crate) const PYTHON_TESTS: &str = "crates/py-bindings/tests";
 
 /// Entries that `mypy.stubtest` may ignore, relative to the project root; used when it exists.
 const STUBTEST_ALLOWLIST: &str = "crates/py-bindings/stubtest-allowlist.txt";
+
+/// The suites of hostile input, which the debug-build pass runs (relative to [`PYTHON_TESTS`]).
+pub(crate) const HOSTILE_SUITES: &[&str] = &[
+    "test_hostile_producers.py",
+    "test_hostile_arrow_c.py",
+    "test_no_panics.py",
+    "test_read_only.py",
+];
 
 /// pytest's exit status when it collected no test.
 const PYTEST_NO_TESTS_COLLECTED: i32 = 5;
@@ -29,6 +37,22 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
         .run()?;
 
     let env = PythonEnv::ensure(root)?;
+
+    // The debug-build pass: the hostile suites against a wheel with debug assertions, overflow
+    // checks and the standard library's unsafe-precondition checks, so that a misaligned read or
+    // an overflow aborts the run instead of passing silently.
+    println!("==> debug-build pass: the hostile suites against a debug wheel");
+    env.build_and_install(root, WheelProfile::Debug)?;
+    let mut debug_pass = env
+        .command_outside_sources(root)?
+        .args(["-m", "pytest"])
+        .args(["-p", "no:cacheprovider", "--import-mode=importlib", "-q"]);
+    for suite in HOSTILE_SUITES {
+        debug_pass = debug_pass.arg(root.join(PYTHON_TESTS).join(suite));
+    }
+    debug_pass.run()?;
+
+    println!("==> the release wheel and the whole suite");
     env.build_and_install_wheel(root)?;
 
     let mut stubtest =

@@ -1,14 +1,21 @@
-//! `cargo xtask valgrind`: the Rust test binaries of the tensor and Arrow layers under memcheck.
+//! `cargo xtask valgrind`: the Rust test binaries of the tensor and Arrow layers under memcheck,
+//! then the hostile Python suites against the installed wheel.
 //!
 //! Those are the crates that own foreign memory (imported managed tensors, exported buffers), so
 //! leaks and invalid reads there are what memcheck is for.
 //! Doc tests are not run: rustdoc builds them on the fly, outside `cargo test --no-run`.
+//!
+//! The Python run uses the system allocator everywhere (`PYTHONMALLOC=malloc`,
+//! `ARROW_DEFAULT_MEMORY_POOL=system`), so that memcheck sees every allocation, and fails on any
+//! invalid read or write whose stack passes through the native module `_arrow_dlpack`; errors
+//! wholly inside CPython, numpy or pyarrow are reported in the log but are not ours to fix.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::Result;
 use crate::process::Cmd;
+use crate::python::PythonEnv;
 
 /// The packages whose test binaries run under valgrind.
 const PACKAGES: &[&str] = &["arrow-dlpack-tensor", "arrow-dlpack"];
@@ -95,15 +102,95 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
             ));
         }
     }
+    if let Err(failure) = python_suites(root, &logs) {
+        failures.push(failure);
+    }
     if failures.is_empty() {
         println!(
-            "valgrind: {} test binaries, no memcheck error",
+            "valgrind: {} test binaries with no memcheck error; the hostile Python suites with no \
+             invalid access in _arrow_dlpack",
             binaries.len()
         );
         Ok(())
     } else {
         Err(failures.join("\n"))
     }
+}
+
+/// The Python suites run under memcheck, relative to the Python test directory.
+const PYTHON_SUITES: &[&str] = &["test_hostile_producers.py", "test_hostile_arrow_c.py"];
+
+/// The native module's file name stem, which marks its frames in memcheck stacks.
+const NATIVE_MODULE: &str = "_arrow_dlpack";
+
+/// Runs the hostile Python suites under memcheck against a freshly installed release wheel.
+fn python_suites(root: &Path, logs: &Path) -> Result {
+    let env = PythonEnv::ensure(root)?;
+    env.build_and_install_wheel(root)?;
+    let log = logs.join("python-hostile.log");
+    let mut memcheck = Cmd::new(root, "valgrind")
+        .args(["--tool=memcheck", "--error-limit=no", "--num-callers=40"])
+        .arg(format!("--log-file={}", log.display()))
+        .arg(env.python())
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--import-mode=importlib",
+        ])
+        .env("PYTHONMALLOC", "malloc")
+        .env("ARROW_DEFAULT_MEMORY_POOL", "system")
+        .current_dir(&root.join("target"));
+    for suite in PYTHON_SUITES {
+        memcheck = memcheck.arg(root.join(crate::test::PYTHON_TESTS).join(suite));
+    }
+    let display = memcheck.display();
+    let status = memcheck.status()?;
+    let report = fs::read_to_string(&log).unwrap_or_default();
+    for line in summary(&report) {
+        println!("    {line}");
+    }
+    let ours = invalid_accesses_through(&report, NATIVE_MODULE);
+    println!("    invalid reads or writes through {NATIVE_MODULE}: {ours}");
+    if !status.success() {
+        return Err(format!(
+            "`{display}` failed: {status} (full memcheck log: {})",
+            log.display()
+        ));
+    }
+    if ours > 0 {
+        return Err(format!(
+            "memcheck found {ours} invalid read(s) or write(s) through {NATIVE_MODULE} (full log: \
+             {})",
+            log.display()
+        ));
+    }
+    Ok(())
+}
+
+/// The number of memcheck errors that are invalid reads or writes with `module` in their stack.
+fn invalid_accesses_through(report: &str, module: &str) -> usize {
+    let mut count = 0;
+    let mut in_invalid = false;
+    let mut counted = false;
+    for line in report.lines() {
+        let body = match line.split_once("== ") {
+            Some((prefix, rest)) if prefix.starts_with("==") => rest,
+            _ => line.trim_start_matches(|c: char| c == '=' || c.is_ascii_digit()),
+        };
+        if body.starts_with("Invalid read") || body.starts_with("Invalid write") {
+            in_invalid = true;
+            counted = false;
+        } else if body.trim().is_empty() {
+            in_invalid = false;
+        } else if in_invalid && !counted && body.contains(module) {
+            count += 1;
+            counted = true;
+        }
+    }
+    count
 }
 
 /// The test binaries in `cargo --message-format=json` output: artifacts built with the test
@@ -210,6 +297,29 @@ mod tests {
             string_field(line, "path").as_deref(),
             Some(r#"C:\dir\a "b" é"#)
         );
+    }
+
+    #[test]
+    fn invalid_accesses_are_counted_only_through_the_module() {
+        let report = "\
+==7== Invalid read of size 8
+==7==    at 0x1: decode (_arrow_dlpack.abi3.so)
+==7==    by 0x2: PyObject_Call (python3.11)
+==7== 
+==7== Invalid write of size 4
+==7==    at 0x3: memset (libc.so.6)
+==7== 
+==7== Conditional jump or move depends on uninitialised value(s)
+==7==    at 0x4: f (_arrow_dlpack.abi3.so)
+==7== 
+==7== Invalid read of size 1
+==7==    at 0x5: g (libpython3.11.so)
+==7==    by 0x6: h (_arrow_dlpack.abi3.so)
+==7==    by 0x7: i (_arrow_dlpack.abi3.so)
+==7== 
+";
+        assert_eq!(invalid_accesses_through(report, "_arrow_dlpack"), 2);
+        assert_eq!(invalid_accesses_through(report, "numpy"), 0);
     }
 
     #[test]
