@@ -1,10 +1,17 @@
 //! Arrow arrays to and from DLPack tensors, zero-copy.
 //!
-//! This is the Arrow layer of arrow-dlpack: it turns arrow-rs arrays into
-//! [`Tensor`](arrow_dlpack_tensor::Tensor)s that share their memory, and tensors (built in Rust or
-//! imported from any DLPack producer) back into arrays that own the producer's memory.
-//! DLPack itself, export and import, is the business of the tensor layer
-//! ([`arrow_dlpack_tensor`]): [`Tensor::to_dlpack_versioned`], [`Tensor::from_managed`].
+//! This is the Arrow layer of arrow-dlpack, and the one crate a Rust user needs: it turns arrow-rs
+//! arrays into [`Tensor`]s that share their memory, and tensors (built in Rust or imported from
+//! any DLPack producer) back into arrays that own the producer's memory. The tensor layer's types
+//! are re-exported here (and the whole layer as [`tensor`]): DLPack export and import are
+//! [`Tensor::to_dlpack_versioned`] and [`Tensor::from_managed`], typed reads are
+//! [`Tensor::as_slice`], [`Tensor::get`] and [`Tensor::iter`].
+//!
+//! ```toml
+//! [dependencies]
+//! arrow-dlpack = { git = "https://github.com/arrow-dlpack/arrow-dlpack", features = ["ndarray"] }
+//! arrow-array = "60"
+//! ```
 //!
 //! | item | direction | what it does |
 //! |---|---|---|
@@ -19,6 +26,11 @@
 //! | [`record_batch_to_tensor`], [`struct_array_to_tensor`], [`columns_to_tensor`], [`RecordBatchToTensorOptions`] | Arrow -> tensor | numeric columns -> one writable 2-D tensor (a copy), row- or column-major, PyArrow's type promotion, nulls refused or NaN |
 //! | [`record_batch_columns_to_tensors`], [`struct_array_columns_to_tensors`], [`columns_to_tensors`] | Arrow -> tensor | one zero-copy tensor per column, named |
 //! | [`arrow_type_of`], [`dtype_of`], [`ARROW_DTYPES`] | both | the dtype <-> Arrow type correspondence |
+//! | [`Tensor`], [`DType`], [`Device`], [`ExportOptions`], [`MAX_NDIM`] | | the tensor layer, re-exported: a checked strided view over an Arrow buffer, DLPack out and in |
+//! | [`Tensor::from_vec`], [`Tensor::as_slice`], [`Tensor::get`], [`Tensor::iter`], [`NativeDType`] | | typed values: build from a `Vec<T>`, read as `T` for any strides, dtype checked |
+//! | [`Managed`], [`dlpack_sys`] | | DLPack managed tensors (what `to_dlpack_*` returns and `from_managed` takes) and the raw C ABI |
+//! | [`FixedShapeTensorArray::into_field_and_array`] | Arrow | a fixed-shape tensor column as the `(Field, ArrayRef)` a `RecordBatch` takes |
+//! | `Tensor::view`, `Tensor::from_ndarray`, `FixedShapeTensorArray::from_ndarray`, `FixedShapeTensorArray::to_ndarray`, `ndarray` (feature `ndarray`) | both | ndarray views of any tensor, arrays to tensors and fixed-shape tensor columns |
 //! | [`Error`] | | the one error type |
 //!
 //! Tensors made from arrays are read-only: Arrow buffers are immutable, and DLPack exports flag
@@ -28,11 +40,11 @@
 //!
 //! ```
 //! use arrow_array::{Array, Float32Array};
-//! use arrow_dlpack::{tensor_to_array, to_tensor};
-//! use arrow_dlpack_tensor::{ExportOptions, Tensor};
+//! use arrow_dlpack::{ExportOptions, Tensor, tensor_to_array, to_tensor};
 //!
 //! let array = Float32Array::from(vec![1.0, 2.0, 3.0, 4.0]).slice(1, 3);
 //! let tensor = to_tensor(&array, false)?;
+//! assert_eq!(tensor.as_slice::<f32>()?, &[2.0, 3.0, 4.0]);
 //! let managed = tensor.to_dlpack_versioned(ExportOptions::default())?;
 //!
 //! // ... a consumer (numpy, PyTorch, a C library) reads `managed` and hands it back ...
@@ -48,12 +60,9 @@
 //! A tensor to a fixed-shape tensor column and back; the permutation records the transposition:
 //!
 //! ```
-//! use arrow_buffer::Buffer;
-//! use arrow_dlpack::FixedShapeTensorArray;
-//! use arrow_dlpack_tensor::{DType, Tensor};
+//! use arrow_dlpack::{FixedShapeTensorArray, Tensor};
 //!
-//! let buffer = Buffer::from_vec((0..24i64).collect::<Vec<_>>());
-//! let images = Tensor::try_new_row_major(buffer, DType::Int64, vec![2, 3, 4])?
+//! let images = Tensor::from_vec((0..24i64).collect(), vec![2, 3, 4])?
 //!     .permuted(&[0, 2, 1])?; // two 4x3 images, stored as 3x4
 //!
 //! let column = FixedShapeTensorArray::from_tensor(&images, false)?;
@@ -66,18 +75,18 @@
 //! assert_eq!(tensor.strides(), images.strides());
 //! # Ok::<(), arrow_dlpack::Error>(())
 //! ```
-//!
-//! [`Tensor::to_dlpack_versioned`]: arrow_dlpack_tensor::Tensor::to_dlpack_versioned
-//! [`Tensor::from_managed`]: arrow_dlpack_tensor::Tensor::from_managed
 
 #![warn(missing_docs)]
 
 mod chunked;
+mod column_parts;
 mod data_type;
 mod error;
 mod export;
 mod fixed_shape_tensor;
 mod import;
+#[cfg(feature = "ndarray")]
+mod ndarray_interop;
 mod record_batch;
 
 pub use chunked::concat_chunks;
@@ -93,3 +102,17 @@ pub use record_batch::{
     record_batch_columns_to_tensors, record_batch_to_tensor, struct_array_columns_to_tensors,
     struct_array_to_tensor,
 };
+
+/// The tensor layer, whole: [`tensor::layout`], [`tensor::Iter`] and everything re-exported above.
+pub use arrow_dlpack_tensor as tensor;
+pub use arrow_dlpack_tensor::{
+    DType, Device, ExportOptions, MAX_NDIM, Managed, NativeDType, Tensor,
+};
+/// The raw DLPack C ABI (`DLManagedTensorVersioned`, `DLDataType`, ...), to name the structs that
+/// [`Managed`] holds and to hand them to C.
+pub use dlpack_sys;
+/// The half-precision element types, [`half::f16`] and [`half::bf16`], that [`NativeDType`] reads.
+pub use half;
+/// The ndarray version that [`Tensor::view`] and [`Tensor::from_ndarray`] speak.
+#[cfg(feature = "ndarray")]
+pub use ndarray;
