@@ -2,7 +2,8 @@
 //!
 //! - Every `.rs` file starts with a `//!` comment that says what it is.
 //! - The crates depend on each other only along the layer graph of `docs/architecture.md`:
-//!   `dlpack-sys` <- `arrow-dlpack-tensor` <- `arrow-dlpack` <- `arrow-dlpack-python`.
+//!   `dlpack-sys` <- `arrow-dlpack-tensor` <- `arrow-dlpack` <- `arrow-dlpack-loader` <-
+//!   `arrow-dlpack-python`.
 //! - Only `arrow-dlpack-python` depends on pyo3.
 //! - No pending insta snapshot (`*.snap.new`, `*.pending-snap`) is left in the tree.
 
@@ -19,8 +20,17 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("arrow-dlpack-tensor", &["dlpack-sys"]),
     ("arrow-dlpack", &["arrow-dlpack-tensor", "dlpack-sys"]),
     (
-        "arrow-dlpack-python",
+        "arrow-dlpack-loader",
         &["arrow-dlpack", "arrow-dlpack-tensor", "dlpack-sys"],
+    ),
+    (
+        "arrow-dlpack-python",
+        &[
+            "arrow-dlpack-loader",
+            "arrow-dlpack",
+            "arrow-dlpack-tensor",
+            "dlpack-sys",
+        ],
     ),
     ("xtask", &[]),
 ];

@@ -1,0 +1,77 @@
+//! [`TensorBatch`]: the named tensors of one batch.
+
+use arrow_dlpack_tensor::Tensor;
+
+/// One batch: named tensors in the order of the [`BatchSpec`](crate::BatchSpec) (single columns,
+/// then groups), the validity masks asked for, and the row count.
+///
+/// Every tensor's first dimension is [`num_rows`](TensorBatch::num_rows).
+/// A tensor that lies inside one record batch shares its memory (read-only); a tensor copied
+/// from several record batches, a group, a boolean or a mask is a fresh, writable allocation.
+#[derive(Debug, Clone)]
+pub struct TensorBatch {
+    num_rows: usize,
+    tensors: Vec<(String, Tensor)>,
+    masks: Vec<(String, Tensor)>,
+}
+
+impl TensorBatch {
+    /// A batch of `num_rows` rows; used by the loader.
+    pub(crate) fn new(
+        num_rows: usize,
+        tensors: Vec<(String, Tensor)>,
+        masks: Vec<(String, Tensor)>,
+    ) -> Self {
+        TensorBatch {
+            num_rows,
+            tensors,
+            masks,
+        }
+    }
+
+    /// The number of rows.
+    pub fn num_rows(&self) -> usize {
+        self.num_rows
+    }
+
+    /// The number of tensors (masks not counted).
+    pub fn num_tensors(&self) -> usize {
+        self.tensors.len()
+    }
+
+    /// The tensor named `name`, if any.
+    pub fn get(&self, name: &str) -> Option<&Tensor> {
+        self.tensors
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, tensor)| tensor)
+    }
+
+    /// The validity mask of column `name` (bool, 1 = valid), when the spec asked for it.
+    pub fn mask(&self, name: &str) -> Option<&Tensor> {
+        self.masks
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, tensor)| tensor)
+    }
+
+    /// The names of the tensors, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tensors.iter().map(|(name, _)| name.as_str())
+    }
+
+    /// The named tensors, in order.
+    pub fn tensors(&self) -> &[(String, Tensor)] {
+        &self.tensors
+    }
+
+    /// The named masks, in the order of [`BatchSpec::masks`](crate::BatchSpec::masks).
+    pub fn masks(&self) -> &[(String, Tensor)] {
+        &self.masks
+    }
+
+    /// The named tensors and masks, consuming the batch.
+    pub fn into_parts(self) -> (Vec<(String, Tensor)>, Vec<(String, Tensor)>) {
+        (self.tensors, self.masks)
+    }
+}

@@ -1,0 +1,259 @@
+//! The outputs of a batch, resolved once against the first record batch's schema: which column
+//! feeds which tensor, and the dtype and cell shape each tensor has.
+
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, FixedSizeListArray, RecordBatch};
+use arrow_dlpack::{
+    EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorType, RecordBatchToTensorOptions,
+    columns_to_tensor, to_tensor,
+};
+use arrow_dlpack_tensor::{DType, Tensor};
+use arrow_schema::{DataType, Schema};
+
+use crate::{BatchSpec, Error, Result};
+
+/// The key under which Arrow stores an extension type's name in a field's metadata.
+const EXTENSION_NAME_KEY: &str = "ARROW:extension:name";
+
+/// The types a single column may have.
+const SINGLE_TYPES: &str = "a numeric or boolean column, a fixed-size list of numbers, or an \
+                            arrow.fixed_shape_tensor column";
+
+/// How one output tensor is made from its column or columns.
+#[derive(Debug, Clone)]
+pub(crate) enum Output {
+    /// A numeric column, a fixed-size list or a fixed-shape tensor: a view inside one record
+    /// batch, a byte copy across several.
+    Values {
+        name: String,
+        index: usize,
+        /// The extension type of an `arrow.fixed_shape_tensor` column.
+        extension: Option<FixedShapeTensorType>,
+        dtype: DType,
+        /// The shape of one row (empty for a primitive column).
+        cell_shape: Vec<usize>,
+        /// The strides of one row's dimensions, in elements (a permutation for a fixed-shape
+        /// tensor with one).
+        cell_strides: Vec<isize>,
+        /// The dimension names of the view, the outermost included.
+        dim_names: Option<Vec<String>>,
+    },
+    /// A boolean column, unpacked to one byte per row.
+    Bool { name: String, index: usize },
+    /// A group of numeric columns, or a primitive column with `null_to_nan` (a group of one whose
+    /// tensor is 1-D): converted to `dtype` and copied.
+    Group {
+        name: String,
+        indices: Vec<usize>,
+        column_names: Vec<String>,
+        dtype: DType,
+        /// A single column with `null_to_nan`: the tensor is `(B,)`, not `(B, 1)`.
+        flat: bool,
+        /// The source is float-typed already: with no nulls in range, a view is enough.
+        view_when_no_nulls: bool,
+    },
+}
+
+impl Output {
+    /// The tensor's name in the batch.
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Output::Values { name, .. }
+            | Output::Bool { name, .. }
+            | Output::Group { name, .. } => name,
+        }
+    }
+}
+
+/// The outputs and masks of a spec, resolved against a schema.
+#[derive(Debug, Clone)]
+pub(crate) struct Columns {
+    pub(crate) outputs: Vec<Output>,
+    /// The masks asked for: the column's name and its index.
+    pub(crate) masks: Vec<(String, usize)>,
+    /// The first record batch's columns, to check every later batch against.
+    pub(crate) schema: Arc<Schema>,
+}
+
+impl Columns {
+    /// Resolves `spec` against `batch`'s schema, probing each output on zero rows of `batch` so
+    /// that the Arrow layer decides types, promotion and cell shapes exactly as for real rows.
+    pub(crate) fn resolve(spec: &BatchSpec, batch: &RecordBatch) -> Result<Self> {
+        let schema = batch.schema();
+        let find = |column: &str| -> Result<usize> {
+            schema.index_of(column).map_err(|_| Error::MissingColumn {
+                column: column.to_string(),
+                available: schema.fields().iter().map(|f| f.name().clone()).collect(),
+            })
+        };
+        let mut singles: Vec<&str> = spec.columns.iter().map(String::as_str).collect();
+        if spec.columns.is_empty() && spec.groups.is_empty() {
+            singles = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        }
+        let mut outputs = Vec::new();
+        for name in singles {
+            let index = find(name)?;
+            outputs.push(single(spec, &schema, batch.column(index), name, index)?);
+        }
+        for group in &spec.groups {
+            let indices = group
+                .columns
+                .iter()
+                .map(|column| find(column))
+                .collect::<Result<Vec<_>>>()?;
+            let probe: Vec<ArrayRef> = indices
+                .iter()
+                .map(|&i| batch.column(i).slice(0, 0))
+                .collect();
+            let options = RecordBatchToTensorOptions {
+                row_major: spec.row_major,
+                null_to_nan: spec.null_to_nan,
+            };
+            let tensor = columns_to_tensor(&group.columns, &probe, options)
+                .map_err(|error| Error::column(&group.name, error))?;
+            outputs.push(Output::Group {
+                name: group.name.clone(),
+                indices,
+                column_names: group.columns.clone(),
+                dtype: tensor.dtype(),
+                flat: false,
+                view_when_no_nulls: false,
+            });
+        }
+        let masks = spec
+            .masks
+            .iter()
+            .map(|name| Ok((name.clone(), find(name)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Columns {
+            outputs,
+            masks,
+            schema,
+        })
+    }
+
+    /// Refuses a record batch whose columns differ (by name or type) from the first one's.
+    pub(crate) fn check_schema(
+        &self,
+        batch: &RecordBatch,
+        what: impl FnOnce() -> String,
+    ) -> Result<()> {
+        let schema = batch.schema_ref();
+        if Arc::ptr_eq(schema, &self.schema) {
+            return Ok(());
+        }
+        let same = schema.fields().len() == self.schema.fields().len()
+            && schema
+                .fields()
+                .iter()
+                .zip(self.schema.fields())
+                .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
+        if same {
+            Ok(())
+        } else {
+            Err(Error::SchemaMismatch {
+                what: what(),
+                found: describe(schema),
+                expected: describe(&self.schema),
+            })
+        }
+    }
+}
+
+/// The output for one single column.
+fn single(
+    spec: &BatchSpec,
+    schema: &Schema,
+    array: &ArrayRef,
+    name: &str,
+    index: usize,
+) -> Result<Output> {
+    let field = schema.field(index);
+    let data_type = field.data_type();
+    if data_type == &DataType::Boolean {
+        return Ok(Output::Bool {
+            name: name.to_string(),
+            index,
+        });
+    }
+    if spec.null_to_nan && data_type.is_numeric() {
+        let probe = [array.slice(0, 0)];
+        let options = RecordBatchToTensorOptions {
+            row_major: true,
+            null_to_nan: true,
+        };
+        let tensor = columns_to_tensor(&[name], &probe, options)
+            .map_err(|error| Error::column(name, error))?;
+        return Ok(Output::Group {
+            name: name.to_string(),
+            indices: vec![index],
+            column_names: vec![name.to_string()],
+            dtype: tensor.dtype(),
+            flat: true,
+            view_when_no_nulls: data_type.is_floating(),
+        });
+    }
+    let is_extension = field
+        .metadata()
+        .get(EXTENSION_NAME_KEY)
+        .is_some_and(|extension| extension == EXTENSION_NAME);
+    let extension = if is_extension {
+        Some(
+            FixedShapeTensorType::try_from_field(field)
+                .map_err(|error| Error::column(name, error))?,
+        )
+    } else {
+        None
+    };
+    let probe = view(&extension, &array.slice(0, 0), true).map_err(|error| match error {
+        arrow_dlpack::Error::UnsupportedType { .. } => Error::UnsupportedColumn {
+            column: name.to_string(),
+            data_type: data_type.clone(),
+            expected: SINGLE_TYPES,
+        },
+        other => Error::column(name, other),
+    })?;
+    Ok(Output::Values {
+        name: name.to_string(),
+        index,
+        extension,
+        dtype: probe.dtype(),
+        cell_shape: probe.shape()[1..].to_vec(),
+        cell_strides: probe.strides()[1..].to_vec(),
+        dim_names: probe.dim_names().map(<[String]>::to_vec),
+    })
+}
+
+/// A zero-copy view of `array` (a fixed-shape tensor column when `extension` is set).
+pub(crate) fn view(
+    extension: &Option<FixedShapeTensorType>,
+    array: &ArrayRef,
+    allow_nulls: bool,
+) -> std::result::Result<Tensor, arrow_dlpack::Error> {
+    match extension {
+        None => to_tensor(array.as_ref(), allow_nulls),
+        Some(extension) => {
+            let Some(storage) = array.as_any().downcast_ref::<FixedSizeListArray>() else {
+                return Err(arrow_dlpack::Error::InvalidExtension {
+                    reason: format!(
+                        "storage array has type {}; expected a fixed-size list array",
+                        array.data_type()
+                    ),
+                });
+            };
+            FixedShapeTensorArray::try_new(extension.clone(), storage.clone())?
+                .to_tensor(allow_nulls)
+        }
+    }
+}
+
+/// `name: type, ...` for messages.
+fn describe(schema: &Schema) -> String {
+    let fields: Vec<String> = schema
+        .fields()
+        .iter()
+        .map(|field| format!("{}: {}", field.name(), field.data_type()))
+        .collect();
+    format!("[{}]", fields.join(", "))
+}

@@ -1,0 +1,188 @@
+//! Arrow IPC files, memory-mapped: the footer and every record batch's header are read and
+//! checked when the file is opened, and record batches are decoded on demand as zero-copy slices
+//! of the map.
+
+use std::fs::File;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_buffer::Buffer;
+use arrow_ipc::reader::{FileDecoder, read_footer_length};
+use arrow_ipc::{Block, root_as_footer, root_as_message};
+use arrow_schema::SchemaRef;
+
+use crate::{Error, Result};
+
+/// The magic bytes that open and close an Arrow IPC file.
+const MAGIC: &[u8; 6] = b"ARROW1";
+
+/// The prefix of an encapsulated message written with the continuation marker.
+const CONTINUATION: [u8; 4] = [0xFF; 4];
+
+/// One memory-mapped Arrow IPC file.
+pub(crate) struct IpcFile {
+    path: PathBuf,
+    buffer: Buffer,
+    decoder: FileDecoder,
+    blocks: Vec<Block>,
+    rows: Vec<usize>,
+    schema: SchemaRef,
+}
+
+impl IpcFile {
+    /// Maps `path` and reads its footer, dictionaries and record-batch headers; `columns`, when
+    /// given, projects the decoding onto those columns (names absent from the file are left for
+    /// the column resolution to report).
+    pub(crate) fn open(path: &Path, columns: Option<&[String]>) -> Result<Self> {
+        let file = File::open(path).map_err(|error| Error::io(path, error))?;
+        // SAFETY: the map is only read, through the `Buffer` below, which keeps it alive as
+        // long as any record batch points into it. Like every memory map (and PyArrow's
+        // `memory_map`), it relies on the file not being truncated or rewritten by another
+        // process while it is mapped; that is documented in docs/loader.md.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|error| Error::io(path, error))?;
+        let buffer = Buffer::from(bytes::Bytes::from_owner(map));
+        let corrupt = |reason: String| Error::ipc(path, reason);
+        let len = buffer.len();
+        if len < 2 * MAGIC.len() + 4 || &buffer[..MAGIC.len()] != MAGIC {
+            return Err(corrupt(format!(
+                "the file is {len} bytes and does not start with ARROW1; expected an arrow ipc \
+                 file (for a stream, use Source::ipc_streams)"
+            )));
+        }
+        let mut tail = [0u8; 10];
+        tail.copy_from_slice(&buffer[len - 10..]);
+        let footer_len = read_footer_length(tail).map_err(|error| corrupt(error.to_string()))?;
+        let footer_start = (len - 10)
+            .checked_sub(footer_len)
+            .filter(|&start| start >= MAGIC.len())
+            .ok_or_else(|| {
+                corrupt(format!(
+                    "footer length {footer_len} does not fit in a file of {len} bytes; expected \
+                     a complete file"
+                ))
+            })?;
+        let footer = root_as_footer(&buffer[footer_start..len - 10])
+            .map_err(|error| corrupt(format!("invalid footer: {error}")))?;
+        let fb_schema = footer
+            .schema()
+            .ok_or_else(|| corrupt("the footer has no schema".to_string()))?;
+        let schema = Arc::new(
+            arrow_ipc::convert::try_fb_to_schema(fb_schema)
+                .map_err(|error| corrupt(error.to_string()))?,
+        );
+        let mut decoder = FileDecoder::new(schema.clone(), footer.version());
+        let mut projected = schema.clone();
+        if let Some(columns) = columns {
+            let indices: Vec<usize> = schema
+                .fields()
+                .iter()
+                .enumerate()
+                .filter(|(_, field)| columns.iter().any(|c| c == field.name()))
+                .map(|(i, _)| i)
+                .collect();
+            if indices.len() == columns.len() {
+                projected = Arc::new(schema.project(&indices)?);
+                decoder = decoder.with_projection(indices);
+            }
+        }
+        for block in footer.dictionaries().into_iter().flatten() {
+            let data = block_data(&buffer, block).map_err(corrupt)?;
+            catch_unwind(AssertUnwindSafe(|| decoder.read_dictionary(block, &data)))
+                .map_err(Error::from_panic)?
+                .map_err(|error| corrupt(format!("invalid dictionary: {error}")))?;
+        }
+        let blocks: Vec<Block> = footer
+            .recordBatches()
+            .map(|blocks| blocks.iter().copied().collect())
+            .unwrap_or_default();
+        let rows = blocks
+            .iter()
+            .enumerate()
+            .map(|(i, block)| {
+                block_rows(&buffer, block)
+                    .map_err(|reason| corrupt(format!("record batch {i}: {reason}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(IpcFile {
+            path: path.to_path_buf(),
+            buffer,
+            decoder,
+            blocks,
+            rows,
+            schema: projected,
+        })
+    }
+
+    /// The number of rows of each record batch.
+    pub(crate) fn rows(&self) -> &[usize] {
+        &self.rows
+    }
+
+    /// The (projected) schema.
+    pub(crate) fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Decodes record batch `index`, sharing the map's memory.
+    pub(crate) fn read(&self, index: usize) -> Result<RecordBatch> {
+        let block = &self.blocks[index];
+        let corrupt =
+            |reason: String| Error::ipc(&self.path, format!("record batch {index}: {reason}"));
+        let data = block_data(&self.buffer, block).map_err(corrupt)?;
+        let decoded = catch_unwind(AssertUnwindSafe(|| {
+            self.decoder.read_record_batch(block, &data)
+        }))
+        .map_err(Error::from_panic)?;
+        match decoded {
+            Ok(Some(batch)) => Ok(batch),
+            Ok(None) => Err(corrupt("the block holds no record batch".to_string())),
+            Err(error) => Err(corrupt(error.to_string())),
+        }
+    }
+}
+
+/// The bytes of `block` (metadata and body), checked against the file's length.
+fn block_data(buffer: &Buffer, block: &Block) -> std::result::Result<Buffer, String> {
+    let offset = usize::try_from(block.offset()).ok();
+    let meta = usize::try_from(block.metaDataLength()).ok();
+    let body = usize::try_from(block.bodyLength()).ok();
+    let range = offset
+        .zip(meta)
+        .zip(body)
+        .and_then(|((offset, meta), body)| {
+            let end = offset.checked_add(meta)?.checked_add(body)?;
+            (meta >= 8 && end <= buffer.len()).then_some((offset, end - offset))
+        });
+    match range {
+        Some((offset, len)) => Ok(buffer.slice_with_length(offset, len)),
+        None => Err(format!(
+            "block at offset {} with {} metadata and {} body bytes lies outside the file of {} \
+             bytes; expected a complete file",
+            block.offset(),
+            block.metaDataLength(),
+            block.bodyLength(),
+            buffer.len()
+        )),
+    }
+}
+
+/// The row count in the header of the record batch of `block`.
+fn block_rows(buffer: &Buffer, block: &Block) -> std::result::Result<usize, String> {
+    let data = block_data(buffer, block)?;
+    let meta = &data[..block.metaDataLength() as usize];
+    let message = if meta[..4] == CONTINUATION {
+        &meta[8..]
+    } else {
+        &meta[4..]
+    };
+    let message = root_as_message(message).map_err(|error| format!("invalid message: {error}"))?;
+    let header = message.header_as_record_batch().ok_or_else(|| {
+        format!(
+            "found a {:?} message; expected a record batch",
+            message.header_type()
+        )
+    })?;
+    usize::try_from(header.length()).map_err(|_| format!("negative row count {}", header.length()))
+}

@@ -1,0 +1,149 @@
+//! [`Batches`]: the iterator the caller holds, and the background thread behind it.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, sync_channel};
+use std::thread::JoinHandle;
+
+use crate::source::{Source, plan};
+use crate::{BatchSpec, Error, Result, TensorBatch, rebatch};
+
+/// Reads `source` into batches of tensors as `spec` says, on a background thread.
+///
+/// Metadata (IPC and Parquet footers) is read here, on the calling thread, so that a missing or
+/// truncated file is an error now; data is read, decoded and copied on the background threads
+/// while the caller consumes batches.
+/// See [`Batches`].
+pub fn batches(source: Source, spec: BatchSpec) -> Result<Batches> {
+    Batches::new(source, spec)
+}
+
+/// An iterator of [`TensorBatch`]es made on a background thread.
+///
+/// Batches are made ahead of the consumer, at most [`BatchSpec::prefetch`] waiting in a bounded
+/// channel. An error is yielded as an `Err` item at the batch where it happened, and the
+/// iterator ends after it.
+/// Dropping the iterator, at any point, stops the background threads and joins them before
+/// `drop` returns; the source (a reader, memory maps, open files) is released with them.
+///
+/// `Batches` is `Send`, so that a binding can move it to where it is consumed, and
+/// [`next`](Iterator::next) only waits on a channel, so a Python binding can release the GIL
+/// around it.
+pub struct Batches {
+    receiver: Option<Receiver<Result<TensorBatch>>>,
+    thread: Option<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    num_rows: Option<u64>,
+    num_batches: Option<usize>,
+    yielded: usize,
+    done: bool,
+}
+
+impl Batches {
+    /// Plans `source` and starts the background thread; the same as [`batches`].
+    pub fn new(source: Source, spec: BatchSpec) -> Result<Self> {
+        spec.validate()?;
+        let plan = plan(source, &spec)?;
+        let num_rows = plan.num_rows;
+        let num_batches = num_rows.map(|rows| {
+            let rows = usize::try_from(rows).unwrap_or(usize::MAX);
+            if spec.drop_last {
+                rows / spec.batch_size
+            } else {
+                rows.div_ceil(spec.batch_size)
+            }
+        });
+        let (sender, receiver) = sync_channel(spec.prefetch);
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread_stop = stop.clone();
+        let pieces = plan.pieces;
+        let thread = std::thread::Builder::new()
+            .name("arrow-dlpack-loader".to_string())
+            .spawn(move || {
+                let result = catch_unwind(AssertUnwindSafe(|| {
+                    rebatch::run(&spec, pieces, &sender, &thread_stop);
+                }));
+                if let Err(payload) = result {
+                    let _ = sender.send(Err(Error::from_panic(payload)));
+                }
+            })
+            .map_err(|source| Error::Thread { source })?;
+        Ok(Batches {
+            receiver: Some(receiver),
+            thread: Some(thread),
+            stop,
+            num_rows,
+            num_batches,
+            yielded: 0,
+            done: false,
+        })
+    }
+
+    /// The rows this loader yields in all (this shard's, before `drop_last`), when the source's
+    /// metadata tells (IPC files, Parquet files); `None` for streams and readers.
+    pub fn num_rows(&self) -> Option<u64> {
+        self.num_rows
+    }
+
+    /// The batches this loader yields in all, when [`num_rows`](Batches::num_rows) is known.
+    pub fn len(&self) -> Option<usize> {
+        self.num_batches
+    }
+
+    /// Whether the loader is known to yield no batch.
+    pub fn is_empty(&self) -> bool {
+        self.num_batches == Some(0)
+    }
+
+    /// Stops the threads and waits for them; what `drop` does.
+    fn shut_down(&mut self) -> Option<Error> {
+        self.stop.store(true, Ordering::Relaxed);
+        // Dropping the receiver wakes the thread if it waits on a full channel.
+        self.receiver = None;
+        let thread = self.thread.take()?;
+        thread.join().err().map(Error::from_panic)
+    }
+}
+
+impl Iterator for Batches {
+    type Item = Result<TensorBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let received = self.receiver.as_ref()?.recv();
+        match received {
+            Ok(Ok(batch)) => {
+                self.yielded += 1;
+                Some(Ok(batch))
+            }
+            Ok(Err(error)) => {
+                self.done = true;
+                self.shut_down();
+                Some(Err(error))
+            }
+            Err(_) => {
+                // The thread has ended: at the end of the source, or by a panic the thread could
+                // not report (it catches and sends its own).
+                self.done = true;
+                self.shut_down().map(Err)
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        if self.done {
+            return (0, Some(0));
+        }
+        // An error can end the iteration early, so the lower bound is 0.
+        (0, self.num_batches.map(|n| n.saturating_sub(self.yielded)))
+    }
+}
+
+impl Drop for Batches {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}

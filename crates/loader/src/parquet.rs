@@ -1,0 +1,262 @@
+//! Parquet files: metadata read once when the file is opened, row groups decoded in parallel by
+//! worker threads and handed back in their planned order.
+//!
+//! Worker `w` of `n` decodes the units `w, w + n, w + 2n, ...` of the plan and sends each unit's
+//! record batches, then an end marker, into its own channel of depth 1; the consumer reads the
+//! channels round-robin, unit by unit, so that the order never depends on thread timing.
+//! A worker holds at most one decoded record batch waiting in its channel and one being decoded.
+
+use std::fs::File;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+
+use crate::source::Pieces;
+use crate::{Error, Result};
+
+/// The most rows decoded into one record batch: a whole row group up to this size, so that most
+/// batches lie inside one record batch and are views.
+const MAX_DECODE_ROWS: usize = 1 << 20;
+
+/// One Parquet file, its metadata read.
+#[derive(Clone)]
+pub(crate) struct ParquetFile {
+    path: PathBuf,
+    metadata: ArrowReaderMetadata,
+    mask: ProjectionMask,
+    schema: SchemaRef,
+}
+
+impl ParquetFile {
+    /// Opens `path` and reads its footer; `columns`, when given, projects the decoding onto those
+    /// top-level columns (names absent from the file are left for the column resolution to
+    /// report).
+    pub(crate) fn open(path: &Path, columns: Option<&[String]>) -> Result<Self> {
+        let file = File::open(path).map_err(|error| Error::io(path, error))?;
+        let metadata = catch_unwind(AssertUnwindSafe(|| {
+            ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+        }))
+        .map_err(Error::from_panic)?
+        .map_err(|error| Error::parquet(path, error))?;
+        let arrow_schema = metadata.schema().clone();
+        let (mask, schema) = match columns {
+            Some(columns) => {
+                let indices: Vec<usize> = arrow_schema
+                    .fields()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, field)| columns.iter().any(|c| c == field.name()))
+                    .map(|(i, _)| i)
+                    .collect();
+                let mask =
+                    ProjectionMask::roots(metadata.parquet_schema(), indices.iter().copied());
+                (mask, Arc::new(arrow_schema.project(&indices)?))
+            }
+            None => (ProjectionMask::all(), arrow_schema),
+        };
+        Ok(ParquetFile {
+            path: path.to_path_buf(),
+            metadata,
+            mask,
+            schema,
+        })
+    }
+
+    /// The number of rows of each row group.
+    pub(crate) fn row_group_rows(&self) -> Vec<usize> {
+        self.metadata
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|group| usize::try_from(group.num_rows()).unwrap_or(0))
+            .collect()
+    }
+
+    /// The (projected) schema.
+    pub(crate) fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Decodes row group `row_group` of `rows` rows, handing each record batch to `emit`, which
+    /// returns `false` to stop.
+    fn decode(
+        &self,
+        file: &File,
+        row_group: usize,
+        rows: usize,
+        emit: &mut dyn FnMut(RecordBatch) -> bool,
+    ) -> Result<()> {
+        let input = file
+            .try_clone()
+            .map_err(|error| Error::io(&self.path, error))?;
+        let reader =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(input, self.metadata.clone())
+                .with_projection(self.mask.clone())
+                .with_row_groups(vec![row_group])
+                .with_batch_size(rows.clamp(1, MAX_DECODE_ROWS))
+                .build()
+                .map_err(|error| Error::parquet(&self.path, error))?;
+        for batch in reader {
+            let batch = batch.map_err(|source| Error::Decode {
+                path: self.path.clone(),
+                row_group,
+                source,
+            })?;
+            if !emit(batch) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a worker sends for its units.
+enum Message {
+    Batch(RecordBatch),
+    UnitEnd,
+    Failed(Error),
+}
+
+/// A unit of Parquet work: a row group of a file.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RowGroup {
+    pub(crate) file: usize,
+    pub(crate) row_group: usize,
+    pub(crate) rows: usize,
+}
+
+/// The record batches of planned row groups, decoded by worker threads.
+pub(crate) struct ParquetPieces {
+    receivers: Vec<Receiver<Message>>,
+    workers: Vec<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    next_unit: usize,
+    units: usize,
+    done: bool,
+}
+
+impl ParquetPieces {
+    /// Starts `threads` workers over `units` of `files`.
+    pub(crate) fn start(
+        files: Vec<ParquetFile>,
+        units: Vec<RowGroup>,
+        threads: usize,
+    ) -> Result<Self> {
+        let threads = threads.clamp(1, units.len().max(1));
+        let files = Arc::new(files);
+        let units = Arc::new(units);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut receivers = Vec::with_capacity(threads);
+        let mut workers = Vec::with_capacity(threads);
+        for worker in 0..threads {
+            let (sender, receiver) = sync_channel(1);
+            let (files, units, stop) = (files.clone(), units.clone(), stop.clone());
+            let handle = std::thread::Builder::new()
+                .name(format!("arrow-dlpack-parquet-{worker}"))
+                .spawn(move || decode_units(&files, &units, worker, threads, &stop, &sender))
+                .map_err(|source| Error::Thread { source })?;
+            receivers.push(receiver);
+            workers.push(handle);
+        }
+        Ok(ParquetPieces {
+            receivers,
+            workers,
+            stop,
+            next_unit: 0,
+            units: units.len(),
+            done: false,
+        })
+    }
+}
+
+/// The body of worker `worker` of `threads`.
+fn decode_units(
+    files: &[ParquetFile],
+    units: &[RowGroup],
+    worker: usize,
+    threads: usize,
+    stop: &AtomicBool,
+    sender: &SyncSender<Message>,
+) {
+    let mut open: Option<(usize, File)> = None;
+    for unit in units.iter().skip(worker).step_by(threads) {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let file = &files[unit.file];
+        let result = catch_unwind(AssertUnwindSafe(|| -> Result<bool> {
+            if open.as_ref().is_none_or(|(index, _)| *index != unit.file) {
+                let handle =
+                    File::open(&file.path).map_err(|error| Error::io(&file.path, error))?;
+                open = Some((unit.file, handle));
+            }
+            let (_, handle) = open.as_ref().expect("opened above");
+            let mut alive = true;
+            file.decode(handle, unit.row_group, unit.rows, &mut |batch| {
+                alive = !stop.load(Ordering::Relaxed) && sender.send(Message::Batch(batch)).is_ok();
+                alive
+            })?;
+            Ok(alive)
+        }))
+        .unwrap_or_else(|payload| Err(Error::from_panic(payload)));
+        match result {
+            Ok(true) => {
+                if sender.send(Message::UnitEnd).is_err() {
+                    return;
+                }
+            }
+            Ok(false) => return,
+            Err(error) => {
+                let _ = sender.send(Message::Failed(error));
+                return;
+            }
+        }
+    }
+}
+
+impl Pieces for ParquetPieces {
+    fn next_piece(&mut self) -> Option<Result<RecordBatch>> {
+        while !self.done && self.next_unit < self.units {
+            let worker = self.next_unit % self.receivers.len();
+            match self.receivers[worker].recv() {
+                Ok(Message::Batch(batch)) => return Some(Ok(batch)),
+                Ok(Message::UnitEnd) => self.next_unit += 1,
+                Ok(Message::Failed(error)) => {
+                    self.done = true;
+                    return Some(Err(error));
+                }
+                Err(_) => {
+                    self.done = true;
+                    return Some(Err(Error::Panicked {
+                        message: "a parquet decoding thread ended without finishing its row \
+                                  groups"
+                            .to_string(),
+                    }));
+                }
+            }
+        }
+        None
+    }
+}
+
+impl Drop for ParquetPieces {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Dropping the receivers wakes every worker blocked on a full channel.
+        self.receivers.clear();
+        for worker in self.workers.drain(..) {
+            // A worker's panics are caught and sent as errors; a join error cannot carry more.
+            let _ = worker.join();
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! Integration tests of the loader: one binary, one module per concern.
+
+mod data;
+
+mod boundaries;
+mod columns;
+mod lifecycle;
+mod malformed;
+mod shard;
+mod shuffle;

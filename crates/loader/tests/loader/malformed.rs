@@ -1,0 +1,106 @@
+//! Malformed files give clear errors, never a panic.
+
+use arrow_dlpack_loader::{Error, Source, TensorBatch, batches};
+
+use crate::data::{spec, table, write_ipc, write_parquet};
+
+/// Every batch of `source` and the first error, whether at planning or while reading.
+fn load(source: Source) -> Result<Vec<TensorBatch>, Error> {
+    batches(source, spec(8, &["id", "emb"]))?.collect()
+}
+
+#[test]
+fn a_truncated_parquet_file_is_a_parquet_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_parquet(&dir.path().join("t.parquet"), &table(&[50, 50]), 30);
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let error = load(Source::ParquetFiles(vec![path.clone()])).unwrap_err();
+    assert!(matches!(error, Error::Parquet { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(
+        message.starts_with(&format!("cannot read parquet file {}: ", path.display())),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_parquet_file_with_corrupt_pages_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_parquet(&dir.path().join("t.parquet"), &table(&[50, 50]), 30);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Scribble over the data pages, between the leading magic and the footer.
+    let end = bytes.len() / 2;
+    for byte in &mut bytes[8..end] {
+        *byte = byte.wrapping_mul(31).wrapping_add(7);
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let error = load(Source::ParquetFiles(vec![path])).unwrap_err();
+    assert!(
+        matches!(error, Error::Parquet { .. } | Error::Decode { .. }),
+        "expected a parquet or decode error, found {error:?}"
+    );
+}
+
+#[test]
+fn a_truncated_ipc_file_is_an_ipc_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_ipc(&dir.path().join("t.arrow"), &table(&[50, 50]));
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 20]).unwrap();
+    let error = load(Source::IpcFiles(vec![path.clone()])).unwrap_err();
+    assert!(matches!(error, Error::Ipc { .. }), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "cannot read arrow ipc {}: Parser error: Arrow file does not contain correct footer",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn an_ipc_file_with_a_corrupt_body_is_an_ipc_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_ipc(&dir.path().join("t.arrow"), &table(&[50, 50]));
+    let mut bytes = std::fs::read(&path).unwrap();
+    let len = bytes.len();
+    // Scribble over everything between the magic and the footer: schema, headers and bodies.
+    for byte in &mut bytes[8..len / 2] {
+        *byte = 0xAB;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let error = load(Source::IpcFiles(vec![path])).unwrap_err();
+    assert!(matches!(error, Error::Ipc { .. }), "{error:?}");
+}
+
+#[test]
+fn a_file_that_is_not_arrow_is_refused_by_its_first_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.arrow");
+    std::fs::write(&path, b"name,value\na,1\nb,2\n").unwrap();
+    let error = load(Source::IpcFiles(vec![path])).unwrap_err();
+    assert!(
+        error.to_string().contains("does not start with ARROW1"),
+        "{error}"
+    );
+    let error = Source::from_paths(["x.csv"]).unwrap_err();
+    assert!(matches!(error, Error::UnknownFormat { .. }));
+    assert_eq!(
+        error.to_string(),
+        "cannot tell the format of x.csv from its extension; expected .arrow, .feather, .ipc, \
+         .arrows or .parquet"
+    );
+}
+
+#[test]
+fn a_missing_file_is_an_io_error_naming_it() {
+    let error = load(Source::ParquetFiles(vec!["/nonexistent/t.parquet".into()])).unwrap_err();
+    assert!(matches!(error, Error::Io { .. }));
+    assert!(
+        error
+            .to_string()
+            .starts_with("cannot read /nonexistent/t.parquet: "),
+        "{error}"
+    );
+}
