@@ -15,19 +15,22 @@ import numpy as np
 import pytest
 
 
-def _register_dlpack_ctypes():
-    """Loads ``_dlpack_ctypes.py`` by path, once per process, as the module ``_dlpack_ctypes``,
-    so that test modules can ``import _dlpack_ctypes`` although the tests are not a package."""
-    if "_dlpack_ctypes" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "_dlpack_ctypes", Path(__file__).with_name("_dlpack_ctypes.py")
-        )
+def _register_helper(name):
+    """Loads the helper ``<name>.py`` by path, once per process, as the module ``name``, so that
+    test modules can ``import name`` although the tests are not a package."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
         module = importlib.util.module_from_spec(spec)
-        sys.modules["_dlpack_ctypes"] = module
+        sys.modules[name] = module
         spec.loader.exec_module(module)
 
 
-_register_dlpack_ctypes()
+# The hand-built DLPack producers and the hand-built Arrow C Data Interface producers.
+_register_helper("_dlpack_ctypes")
+_register_helper("_arrow_c_ctypes")
+# The hostile case tables built with them (shared by the hostile suites and test_no_panics.py).
+_register_helper("_dlpack_cases")
+_register_helper("_arrow_c_cases")
 
 # DLPack flag bits (dlpack.h 1.3).
 READ_ONLY = 1 << 0

@@ -1,0 +1,751 @@
+"""The hostile Arrow C Data Interface case tables, shared by `test_hostile_arrow_c.py` and
+`test_no_panics.py` (which runs every case once more and fails on any `BaseException` that is not
+an `Exception`).
+
+- :data:`ARROW_C_CASES` (:class:`ArrowCase`): malformed schemas, arrays and streams, each with the
+  exception, the field path its message must name and the release counts it must leave.
+- :data:`GOOD_ARROW_C_CASES` (:class:`GoodCase`): valid hand-built data and the values pyarrow
+  reads from it, to prove the helper right.
+
+The tests are not a package, so `conftest.py` loads this module by path, after `_arrow_c_ctypes`.
+"""
+
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+import _arrow_c_ctypes as ac
+
+I64_MAX = 2**63 - 1
+
+I32_MAX = 2**31 - 1
+#: A pointer that would crash whoever follows it (the first page is never mapped).
+GARBAGE = 0x10
+
+#: How an Arrow chunk handed out by a stream may be named in a message: ``ArrowArray``, possibly
+#: followed by a qualifier such as ``(chunk 2)`` or ``[2]``.
+CHUNK = r"ArrowArray(?:\s*\([^)]*\)|\[\d+\])?"
+
+
+class Releases(NamedTuple):
+    """The release calls each struct of a case must have seen once the call has raised and the
+    producer is gone: the schema (the capsule's, or each one ``get_schema`` handed out), the
+    array (the capsule's, or each one ``get_next`` handed out or still held) and the stream."""
+
+    schema: int = 1
+    array: int = 1
+    stream: int = 1
+
+
+class ArrowCase(NamedTuple):
+    """One hostile Arrow C input.
+
+    ``build()`` gives a ``(Schema, Array)`` pair (served as an ``__arrow_c_array__`` capsule pair
+    and, unless ``transports`` says otherwise, as a one-chunk ``__arrow_c_stream__``) or a
+    :class:`Stream`. ``field`` is a regex on the field path the message must name (``ArrowArray``
+    at its start also matches a stream's chunk qualifier, see :data:`CHUNK`).
+    ``verify(built)``, when given, checks what the producer saw (calls made, structs handed out).
+    """
+
+    id: str
+    build: Callable[[], Any]
+    exception: type
+    field: str
+    released: Releases = Releases()
+    transports: tuple[str, ...] = ("array", "stream")
+    verify: Optional[Callable[[Any], None]] = None
+
+
+def i32(values: Sequence[Optional[int]] = (1, None, 3), **overrides: Any) -> ac.Array:
+    return ac.int32_array(values, **overrides)
+
+
+def int32_pair(**overrides: Any) -> tuple[ac.Schema, ac.Array]:
+    """A valid int32 schema with ``overrides`` applied to the array."""
+    return ac.Schema("i"), i32(**overrides)
+
+
+def int32_schema_with(**overrides: Any) -> tuple[ac.Schema, ac.Array]:
+    """``overrides`` applied to an int32 schema over a valid array."""
+    return ac.Schema("i", **overrides), i32()
+
+
+def struct_pair(
+    schema: Optional[dict] = None, array: Optional[dict] = None, b: Optional[dict] = None
+) -> tuple[ac.Schema, ac.Array]:
+    """``struct<a: int32, b: utf8>`` of 3 rows, with overrides for the schema, the array and
+    the array's child ``b``."""
+    fields = dict(children=[ac.Schema("i", name="a"), ac.Schema("u", name="b")])
+    fields.update(schema or {})
+    children = [i32(), ac.utf8_array(["x", "yy", None], **(b or {}))]
+    arrays = dict(children=children)
+    arrays.update(array or {})
+    return ac.Schema("+s", **fields), ac.Array(3, [None], **arrays)
+
+
+def fixed_size_list_pair(
+    schema: Optional[dict] = None, array: Optional[dict] = None, size: int = 2
+) -> tuple[ac.Schema, ac.Array]:
+    """``fixed_size_list<item: int32>[2]`` of 3 rows ([1, 2], [3, 4], [5, 6]), with overrides."""
+    fields = dict(children=[ac.Schema("i", name="item")])
+    fields.update(schema or {})
+    arrays = dict(children=[i32(list(range(1, 3 * size + 1)))])
+    arrays.update(array or {})
+    return ac.Schema(f"+w:{size}", **fields), ac.Array(3, [None], **arrays)
+
+
+def list_pair(
+    schema: Optional[dict] = None, array: Optional[dict] = None
+) -> tuple[ac.Schema, ac.Array]:
+    """``list<item: int64>`` of 2 rows ([1, 2], [3]), with overrides."""
+    fields = dict(children=[ac.Schema("l", name="item")])
+    fields.update(schema or {})
+    values = ac.Array(3, [None, ac.packed("q", [1, 2, 3])])
+    buffers = [None, ac.packed("i", [0, 2, 3])]
+    arrays = dict(children=[values])
+    arrays.update(array or {})
+    return ac.Schema("+l", **fields), ac.Array(2, arrays.pop("buffers", buffers), **arrays)
+
+
+def run_end_encoded_pair(
+    schema: Optional[dict] = None, array: Optional[dict] = None
+) -> tuple[ac.Schema, ac.Array]:
+    """``run_end_encoded<run_ends: int32, values: double>`` of 3 rows ([1.5, 1.5, 2.5])."""
+    fields = dict(
+        children=[ac.Schema("i", name="run_ends", flags=0), ac.Schema("g", name="values")]
+    )
+    fields.update(schema or {})
+    run_ends = ac.Array(2, [None, ac.packed("i", [2, 3])])
+    values = ac.Array(2, [None, ac.packed("d", [1.5, 2.5])])
+    arrays = dict(children=[run_ends, values])
+    arrays.update(array or {})
+    return ac.Schema("+r", flags=0, **fields), ac.Array(3, [], **arrays)
+
+
+def dictionary_pair(
+    schema: Optional[dict] = None, array: Optional[dict] = None, values: Optional[dict] = None
+) -> tuple[ac.Schema, ac.Array]:
+    """``dictionary<values=utf8, indices=int8>`` of 3 rows (["b", "a", "b"]), with overrides."""
+    fields = dict(dictionary=ac.Schema("u"))
+    fields.update(schema or {})
+    arrays = dict(dictionary=ac.utf8_array(["a", "b"], **(values or {})))
+    arrays.update(array or {})
+    return ac.Schema("c", **fields), ac.Array(3, [None, ac.packed("b", [1, 0, 1])], **arrays)
+
+
+def int32_stream(chunks: Sequence[Any] = (), **knobs: Any) -> ac.Stream:
+    """A stream of int32 chunks built on demand (default: two good ones)."""
+    chunks = chunks or [lambda: i32([1, 2]), lambda: i32([3, None])]
+    return ac.Stream(lambda: ac.Schema("i"), chunks, **knobs)
+
+
+def released_garbage_schema() -> ac.Schema:
+    """An already released schema whose every pointer would crash whoever followed it."""
+    return ac.Schema(
+        GARBAGE,
+        name=GARBAGE,
+        metadata=GARBAGE,
+        n_children=5,
+        children_array=GARBAGE,
+        dictionary_address=GARBAGE,
+        release=False,
+    )
+
+
+def released_garbage_array(length: int = 3) -> ac.Array:
+    """An already released (or moved) array whose every pointer would crash whoever followed
+    it."""
+    return ac.Array(
+        length,
+        [],
+        n_buffers=7,
+        n_children=5,
+        buffers_array=GARBAGE,
+        children_array=GARBAGE,
+        dictionary_address=GARBAGE,
+        release=False,
+    )
+
+
+def _expect(**counts: int) -> Callable[[Any], None]:
+    """A ``verify`` that compares a stream's call counts (``get_schema_calls``, ...)."""
+
+    def verify(stream: ac.Stream) -> None:
+        found = {name: getattr(stream, name) for name in counts}
+        assert found == counts, f"the stream saw {found}; expected {counts}"
+
+    return verify
+
+
+def _metadata_with_lengths(*lengths: int) -> bytes:
+    """Metadata whose header says ``lengths[0]`` entries and then key and value lengths."""
+    return ac.packed("i", lengths) + b"\0" * 64
+
+
+S, A, R = "ArrowSchema", "ArrowArray", "ArrowArrayStream"
+NO_SCHEMA = Releases(schema=0)
+NO_ARRAY = Releases(array=0)
+STREAM_ONLY = ("stream",)
+
+ARROW_C_CASES: list[ArrowCase] = [
+    # --- ArrowSchema ----------------------------------------------------------------------------
+    # A released schema is refused before anything else is read: every other pointer is garbage.
+    ArrowCase(
+        "schema_already_released",
+        lambda: (released_garbage_schema(), i32()),
+        ValueError,
+        rf"{S}\.release",
+        NO_SCHEMA,
+    ),
+    ArrowCase(
+        "struct_schema_child_already_released",
+        lambda: struct_pair(
+            schema=dict(children=[ac.Schema("i", name="a"), released_garbage_schema()])
+        ),
+        ValueError,
+        rf"{S}\.children\[1\]\.release",
+    ),
+    ArrowCase("schema_format_null", lambda: (ac.Schema(None), i32()), ValueError, rf"{S}\.format"),
+    ArrowCase(
+        "schema_format_not_utf8",
+        lambda: (ac.Schema(b"\xff\xfe"), i32()),
+        ValueError,
+        rf"{S}\.format",
+    ),
+    ArrowCase(
+        "schema_name_not_utf8",
+        lambda: int32_schema_with(name=b"col\xc3\x28"),
+        ValueError,
+        rf"{S}\.name",
+    ),
+    ArrowCase(
+        "struct_schema_child_name_not_utf8",
+        lambda: struct_pair(schema=dict(children=[ac.Schema("i", name=b"\xff"), ac.Schema("u")])),
+        ValueError,
+        rf"{S}\.children\[0\]\.name",
+    ),
+    ArrowCase(
+        "struct_schema_child_format_null",
+        lambda: struct_pair(schema=dict(children=[ac.Schema("i"), ac.Schema(None)])),
+        ValueError,
+        rf"{S}\.children\[1\]\.format",
+    ),
+    ArrowCase(
+        "struct_schema_n_children_negative",
+        lambda: struct_pair(schema=dict(n_children=-1)),
+        ValueError,
+        rf"{S}\.n_children",
+    ),
+    ArrowCase(
+        "struct_schema_claims_a_third_child",
+        lambda: struct_pair(schema=dict(n_children=3)),
+        ValueError,
+        rf"{S}\.children\[2\]",
+    ),
+    ArrowCase(
+        "struct_schema_children_array_null",
+        lambda: struct_pair(schema=dict(children_array=None)),
+        ValueError,
+        rf"{S}\.children(?!\[)",
+    ),
+    ArrowCase(
+        "struct_schema_child_pointer_null",
+        lambda: struct_pair(schema=dict(children=[ac.Schema("i"), None])),
+        ValueError,
+        rf"{S}\.children\[1\]",
+    ),
+    ArrowCase(
+        "fixed_size_list_schema_without_child",
+        lambda: fixed_size_list_pair(schema=dict(children=[])),
+        ValueError,
+        rf"{S}\.n_children",
+    ),
+    ArrowCase(
+        "fixed_size_list_schema_with_two_children",
+        lambda: fixed_size_list_pair(schema=dict(children=[ac.Schema("i"), ac.Schema("i")])),
+        ValueError,
+        rf"{S}\.n_children",
+    ),
+    ArrowCase(
+        "fixed_size_list_schema_n_children_negative",
+        lambda: fixed_size_list_pair(schema=dict(n_children=-1)),
+        ValueError,
+        rf"{S}\.n_children",
+    ),
+    ArrowCase(
+        "fixed_size_list_negative_size",
+        lambda: fixed_size_list_pair(size=-1),
+        ValueError,
+        rf"{S}\.format",
+    ),
+    ArrowCase(
+        "list_schema_without_child",
+        lambda: list_pair(schema=dict(children=[])),
+        ValueError,
+        rf"{S}\.n_children",
+    ),
+    ArrowCase(
+        "list_schema_with_two_children",
+        lambda: list_pair(schema=dict(children=[ac.Schema("l"), ac.Schema("l")])),
+        ValueError,
+        rf"{S}\.n_children",
+    ),
+    ArrowCase(
+        "run_end_encoded_schema_with_one_child",
+        lambda: run_end_encoded_pair(schema=dict(children=[ac.Schema("i", flags=0)])),
+        ValueError,
+        rf"{S}\.n_children",
+    ),
+    ArrowCase(
+        "run_end_encoded_schema_with_three_children",
+        lambda: run_end_encoded_pair(
+            schema=dict(children=[ac.Schema("i", flags=0), ac.Schema("g"), ac.Schema("g")])
+        ),
+        ValueError,
+        rf"{S}\.n_children",
+    ),
+    ArrowCase(
+        "dictionary_schema_values_format_null",
+        lambda: dictionary_pair(schema=dict(dictionary=ac.Schema(None))),
+        ValueError,
+        rf"{S}\.dictionary\.format",
+    ),
+    ArrowCase(
+        "schema_metadata_negative_entry_count",
+        lambda: int32_schema_with(metadata=_metadata_with_lengths(-1)),
+        ValueError,
+        rf"{S}\.metadata",
+    ),
+    ArrowCase(
+        "schema_metadata_negative_key_length",
+        lambda: int32_schema_with(metadata=_metadata_with_lengths(1, -5)),
+        ValueError,
+        rf"{S}\.metadata",
+    ),
+    ArrowCase(
+        "schema_metadata_key_not_utf8",
+        lambda: int32_schema_with(metadata=ac.encode_metadata([(b"\xff\xfe", b"v")])),
+        ValueError,
+        rf"{S}\.metadata",
+    ),
+    # Well formed, but not a type arrow-rs knows: TypeError.
+    ArrowCase(
+        "schema_format_unknown",
+        lambda: (ac.Schema("X"), i32()),
+        TypeError,
+        rf"{S}\.format",
+    ),
+    ArrowCase(
+        "schema_format_decimal_of_512_bits",
+        lambda: (
+            ac.Schema("d:10,2,512"),
+            ac.Array(1, [None, b"\0" * 64]),
+        ),
+        TypeError,
+        rf"{S}\.format",
+    ),
+    # --- ArrowArray: release, counts and pointers -----------------------------------------------
+    # Handed out by get_next, a released array is the end of the stream, not an error: so this
+    # case is for capsules only.
+    ArrowCase(
+        "array_already_released",
+        lambda: (ac.Schema("i"), released_garbage_array()),
+        ValueError,
+        rf"{A}\.release",
+        NO_ARRAY,
+        transports=("array",),
+    ),
+    ArrowCase("int32_n_buffers_0", lambda: int32_pair(n_buffers=0), ValueError, rf"{A}\.n_buffers"),
+    ArrowCase("int32_n_buffers_1", lambda: int32_pair(n_buffers=1), ValueError, rf"{A}\.n_buffers"),
+    ArrowCase("int32_n_buffers_3", lambda: int32_pair(n_buffers=3), ValueError, rf"{A}\.n_buffers"),
+    ArrowCase(
+        "int32_n_buffers_negative",
+        lambda: int32_pair(n_buffers=-2),
+        ValueError,
+        rf"{A}\.n_buffers",
+    ),
+    ArrowCase(
+        "int32_buffers_array_null",
+        lambda: int32_pair(buffers_array=None),
+        ValueError,
+        rf"{A}\.buffers(?!\[)",
+    ),
+    ArrowCase(
+        "int32_data_buffer_null",
+        lambda: int32_pair(buffers=[None, None], null_count=0),
+        ValueError,
+        rf"{A}\.buffers\[1\]",
+    ),
+    ArrowCase(
+        "int32_validity_null_with_nulls",
+        lambda: int32_pair(buffers=[None, ac.packed("i", [1, 0, 3])]),
+        ValueError,
+        rf"{A}\.buffers\[0\]",
+    ),
+    ArrowCase(
+        "int32_n_children_negative",
+        lambda: int32_pair(n_children=-1),
+        ValueError,
+        rf"{A}\.n_children",
+    ),
+    ArrowCase(
+        "int32_with_a_child",
+        lambda: int32_pair(children=[i32()]),
+        ValueError,
+        rf"{A}\.n_children",
+    ),
+    ArrowCase(
+        "boolean_with_one_buffer",
+        lambda: (ac.Schema("b"), ac.Array(3, [None])),
+        ValueError,
+        rf"{A}\.n_buffers",
+    ),
+    ArrowCase(
+        "utf8_with_two_buffers",
+        lambda: (ac.Schema("u"), ac.utf8_array(["a", "b", "c"], n_buffers=2)),
+        ValueError,
+        rf"{A}\.n_buffers",
+    ),
+    ArrowCase(
+        "utf8_offsets_buffer_null",
+        lambda: (ac.Schema("u"), ac.utf8_array(["a", "b", "c"], buffers=[None, None, b"abc"])),
+        ValueError,
+        rf"{A}\.buffers\[1\]",
+    ),
+    ArrowCase(
+        "string_view_with_one_buffer",
+        lambda: (ac.Schema("vu"), ac.string_view_array(["a", "b"], n_buffers=1)),
+        ValueError,
+        rf"{A}\.n_buffers",
+    ),
+    ArrowCase(
+        "string_view_variadic_sizes_buffer_null",
+        lambda: (
+            ac.Schema("vu"),
+            ac.string_view_array(
+                ["short", "longer than twelve bytes"],
+                buffers=ac.string_view_buffers(["short", "longer than twelve bytes"])[:-1] + [None],
+            ),
+        ),
+        ValueError,
+        rf"{A}\.buffers\[3\]",
+    ),
+    # --- ArrowArray: lengths, offsets and null counts ------------------------------------------
+    ArrowCase("length_negative", lambda: int32_pair(length=-1), ValueError, rf"{A}\.length"),
+    ArrowCase("offset_negative", lambda: int32_pair(offset=-1), ValueError, rf"{A}\.offset"),
+    ArrowCase(
+        "null_count_minus_2",
+        lambda: int32_pair(null_count=-2),
+        ValueError,
+        rf"{A}\.null_count",
+    ),
+    ArrowCase(
+        "null_count_above_length",
+        lambda: int32_pair(null_count=4),
+        ValueError,
+        rf"{A}\.null_count",
+    ),
+    ArrowCase(
+        "int64_length_whose_byte_size_overflows",
+        lambda: (ac.Schema("l"), ac.Array(2**62, [None, ac.packed("q", [1, 2, 3])])),
+        ValueError,
+        rf"{A}\.length",
+    ),
+    ArrowCase(
+        "int32_length_i64_max",
+        lambda: int32_pair(length=I64_MAX, null_count=0, buffers=[None, ac.packed("i", [1])]),
+        ValueError,
+        rf"{A}\.length",
+    ),
+    ArrowCase(
+        "offset_plus_length_overflows",
+        lambda: int32_pair(offset=I64_MAX, null_count=0, buffers=[None, ac.packed("i", [1])]),
+        ValueError,
+        rf"{A}\.(offset|length)",
+    ),
+    # --- ArrowArray: children and dictionaries --------------------------------------------------
+    ArrowCase(
+        "struct_array_with_fewer_children_than_schema",
+        lambda: struct_pair(array=dict(children=[i32()])),
+        ValueError,
+        rf"{A}\.n_children",
+    ),
+    ArrowCase(
+        # The schema claims one child of the two it points to: the array's two then disagree.
+        "struct_schema_claims_fewer_children_than_array",
+        lambda: struct_pair(schema=dict(n_children=1)),
+        ValueError,
+        rf"{A}\.n_children",
+    ),
+    ArrowCase(
+        "struct_array_children_array_null",
+        lambda: struct_pair(array=dict(children_array=None, n_children=2)),
+        ValueError,
+        rf"{A}\.children(?!\[)",
+    ),
+    ArrowCase(
+        "struct_array_child_pointer_null",
+        lambda: struct_pair(array=dict(children=[i32(), None])),
+        ValueError,
+        rf"{A}\.children\[1\]",
+    ),
+    ArrowCase(
+        "struct_child_shorter_than_struct",
+        lambda: struct_pair(b=dict(length=2)),
+        ValueError,
+        rf"{A}\.children\[1\]\.length",
+    ),
+    ArrowCase(
+        "struct_child_length_negative",
+        lambda: struct_pair(b=dict(length=-1)),
+        ValueError,
+        rf"{A}\.children\[1\]\.length",
+    ),
+    ArrowCase(
+        "struct_child_n_buffers_wrong",
+        lambda: struct_pair(b=dict(n_buffers=2)),
+        ValueError,
+        rf"{A}\.children\[1\]\.n_buffers",
+    ),
+    ArrowCase(
+        "struct_child_already_released",
+        lambda: struct_pair(array=dict(children=[i32(), released_garbage_array()])),
+        ValueError,
+        rf"{A}\.children\[1\]\.release",
+    ),
+    ArrowCase(
+        "fixed_size_list_child_too_short",
+        lambda: fixed_size_list_pair(array=dict(children=[i32([1, 2, 3, 4, 5])])),
+        ValueError,
+        rf"{A}\.children\[0\]\.length",
+    ),
+    ArrowCase(
+        "fixed_size_list_array_without_child",
+        lambda: fixed_size_list_pair(array=dict(children=[])),
+        ValueError,
+        rf"{A}\.n_children",
+    ),
+    ArrowCase(
+        "fixed_size_list_array_with_two_children",
+        lambda: fixed_size_list_pair(array=dict(children=[i32(list(range(6))), i32()])),
+        ValueError,
+        rf"{A}\.n_children",
+    ),
+    ArrowCase(
+        "list_offsets_buffer_null",
+        lambda: list_pair(array=dict(buffers=[None, None])),
+        ValueError,
+        rf"{A}\.buffers\[1\]",
+    ),
+    ArrowCase(
+        "run_end_encoded_array_with_one_child",
+        lambda: run_end_encoded_pair(array=dict(children=[ac.Array(2, [None, ac.packed("i", [2, 3])])])),
+        ValueError,
+        rf"{A}\.n_children",
+    ),
+    ArrowCase(
+        "dictionary_on_a_plain_array",
+        lambda: int32_pair(dictionary=ac.utf8_array(["a"])),
+        ValueError,
+        rf"{A}\.dictionary",
+    ),
+    ArrowCase(
+        "dictionary_missing_for_a_dictionary_schema",
+        lambda: dictionary_pair(array=dict(dictionary=None)),
+        ValueError,
+        rf"{A}\.dictionary",
+    ),
+    ArrowCase(
+        "dictionary_values_n_buffers_wrong",
+        lambda: dictionary_pair(values=dict(n_buffers=2)),
+        ValueError,
+        rf"{A}\.dictionary\.n_buffers",
+    ),
+    # --- ArrowArrayStream -----------------------------------------------------------------------
+    ArrowCase(
+        "stream_already_released",
+        lambda: int32_stream(null_release=True),
+        ValueError,
+        rf"{R}\.release",
+        Releases(stream=0),
+        STREAM_ONLY,
+        _expect(get_schema_calls=0, get_next_calls=0),
+    ),
+    ArrowCase(
+        "stream_get_schema_null",
+        lambda: int32_stream(null_get_schema=True),
+        ValueError,
+        rf"{R}\.get_schema",
+        transports=STREAM_ONLY,
+        verify=_expect(get_next_calls=0),
+    ),
+    ArrowCase(
+        "stream_get_next_null",
+        lambda: int32_stream(null_get_next=True),
+        ValueError,
+        rf"{R}\.get_next",
+        transports=STREAM_ONLY,
+        verify=_expect(get_schema_calls=1),
+    ),
+    ArrowCase(
+        "stream_get_schema_fails",
+        lambda: int32_stream(get_schema_error=ac.EIO),
+        ValueError,
+        rf"{R}\.get_schema",
+        transports=STREAM_ONLY,
+        verify=_expect(get_schema_calls=1, get_next_calls=0),
+    ),
+    ArrowCase(
+        "stream_get_next_fails_at_the_first_chunk",
+        lambda: int32_stream(get_next_error=(0, ac.EIO)),
+        ValueError,
+        rf"{R}\.get_next",
+        transports=STREAM_ONLY,
+        verify=_expect(get_next_calls=1),
+    ),
+    ArrowCase(
+        "stream_get_next_fails_after_two_good_chunks",
+        lambda: int32_stream(get_next_error=(2, ac.EINVAL)),
+        ValueError,
+        rf"{R}\.get_next",
+        transports=STREAM_ONLY,
+        verify=_expect(get_next_calls=3),
+    ),
+    ArrowCase(
+        "stream_get_next_fails_without_get_last_error",
+        lambda: int32_stream(get_next_error=(1, ac.EIO), null_get_last_error=True),
+        ValueError,
+        rf"{R}\.get_next",
+        transports=STREAM_ONLY,
+    ),
+    ArrowCase(
+        "stream_get_next_fails_and_get_last_error_gives_null",
+        lambda: int32_stream(get_next_error=(0, ac.ENOMEM), last_error=None),
+        ValueError,
+        rf"{R}\.get_next",
+        transports=STREAM_ONLY,
+    ),
+    ArrowCase(
+        "stream_malformed_chunk_after_two_good_chunks",
+        lambda: int32_stream([lambda: i32([1]), lambda: i32([2]), lambda: i32([3], n_buffers=1)]),
+        ValueError,
+        rf"{CHUNK}\.n_buffers",
+        transports=STREAM_ONLY,
+        verify=_expect(get_next_calls=3),
+    ),
+    ArrowCase(
+        "stream_chunk_with_null_data_after_a_good_chunk",
+        lambda: int32_stream([lambda: i32([1]), lambda: i32([2, 3], buffers=[None, None])]),
+        ValueError,
+        rf"{CHUNK}\.buffers\[1\]",
+        transports=STREAM_ONLY,
+    ),
+    ArrowCase(
+        "stream_int32_schema_but_struct_shaped_chunk",
+        lambda: int32_stream([lambda: i32([1]), lambda: ac.Array(1, [None], children=[i32([7])])]),
+        ValueError,
+        rf"{CHUNK}\.n_(buffers|children)",
+        transports=STREAM_ONLY,
+    ),
+    ArrowCase(
+        "stream_struct_schema_but_int32_chunk",
+        lambda: ac.Stream(
+            lambda: ac.Schema("+s", children=[ac.Schema("i", name="a")]), [lambda: i32([1, 2])]
+        ),
+        ValueError,
+        rf"{CHUNK}\.n_(buffers|children)",
+        transports=STREAM_ONLY,
+    ),
+    ArrowCase(
+        "stream_utf8_schema_but_int32_chunk",
+        lambda: ac.Stream(lambda: ac.Schema("u"), [lambda: i32([1, 2])]),
+        ValueError,
+        rf"{CHUNK}\.n_buffers",
+        transports=STREAM_ONLY,
+    ),
+    ArrowCase(
+        "stream_chunk_with_a_dictionary_the_schema_lacks",
+        lambda: int32_stream([lambda: i32([1], dictionary=ac.utf8_array(["a"]))]),
+        ValueError,
+        rf"{CHUNK}\.dictionary",
+        transports=STREAM_ONLY,
+    ),
+]
+
+assert len({case.id for case in ARROW_C_CASES}) == len(ARROW_C_CASES), "duplicate case ids"
+
+
+# --- Valid hand-built Arrow data, to prove the helper right against pyarrow ----------------------
+
+
+class GoodCase(NamedTuple):
+    """Valid hand-built Arrow data and the values pyarrow must read from it."""
+
+    id: str
+    build: Callable[[], tuple[ac.Schema, ac.Array]]
+    values: list
+
+
+GOOD_ARROW_C_CASES: list[GoodCase] = [
+    GoodCase(
+        "int32_with_nulls_and_an_offset",
+        lambda: (
+            ac.Schema("i", name="x", metadata={"origin": "hand-built"}),
+            ac.Array(
+                4,
+                [ac.validity([1, 0, 1, 1, 1]), ac.packed("i", [9, 8, 2, 3, 4])],
+                offset=1,
+                null_count=1,
+            ),
+        ),
+        [None, 2, 3, 4],
+    ),
+    GoodCase(
+        "int32_with_an_unknown_null_count",
+        lambda: (
+            ac.Schema("i"),
+            ac.Array(3, [ac.validity([1, 0, 1]), ac.packed("i", [1, 0, 3])], null_count=-1),
+        ),
+        [1, None, 3],
+    ),
+    GoodCase(
+        "empty_int32_with_null_buffers",
+        lambda: (ac.Schema("i"), ac.Array(0, [None, None])),
+        [],
+    ),
+    GoodCase(
+        "float64_without_validity",
+        lambda: (ac.Schema("g"), ac.Array(3, [None, ac.packed("d", [0.5, -1.0, 2.25])])),
+        [0.5, -1.0, 2.25],
+    ),
+    GoodCase(
+        "boolean",
+        lambda: (
+            ac.Schema("b"),
+            ac.Array(
+                4, [ac.validity([1, 1, 0, 1]), ac.validity([1, 0, 0, 1])], null_count=1
+            ),
+        ),
+        [True, False, None, True],
+    ),
+    GoodCase(
+        "utf8_with_nulls",
+        lambda: (ac.Schema("u"), ac.utf8_array(["a", None, "ccc", ""])),
+        ["a", None, "ccc", ""],
+    ),
+    GoodCase(
+        "string_view_inline_and_out_of_line",
+        lambda: (
+            ac.Schema("vu"),
+            ac.string_view_array(["short", "longer than twelve bytes", ""]),
+        ),
+        ["short", "longer than twelve bytes", ""],
+    ),
+    GoodCase(
+        "struct_of_int32_and_utf8",
+        lambda: struct_pair(),
+        [{"a": 1, "b": "x"}, {"a": None, "b": "yy"}, {"a": 3, "b": None}],
+    ),
+    GoodCase("fixed_size_list_of_int32", lambda: fixed_size_list_pair(), [[1, 2], [3, 4], [5, 6]]),
+    GoodCase("list_of_int64", lambda: list_pair(), [[1, 2], [3]]),
+    GoodCase("run_end_encoded", lambda: run_end_encoded_pair(), [1.5, 1.5, 2.5]),
+    GoodCase("dictionary_of_utf8", lambda: dictionary_pair(), ["b", "a", "b"]),
+]
