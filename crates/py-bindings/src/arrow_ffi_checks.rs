@@ -133,6 +133,10 @@ unsafe fn check_raw_schema(raw: &RawSchema, path: &str, depth: usize) -> Result 
             .to_str()
             .map_err(|_| malformed(format!("{path}.name is not valid UTF-8")))?;
     }
+    if !raw.metadata.is_null() {
+        // SAFETY: a non-NULL `metadata` is the interface's encoded key-value list.
+        unsafe { check_metadata(raw.metadata.cast(), path) }?;
+    }
     if raw.n_children < 0 {
         return Err(malformed(format!(
             "{path}.n_children is {}; expected 0 or more",
@@ -161,6 +165,41 @@ unsafe fn check_raw_schema(raw: &RawSchema, path: &str, depth: usize) -> Result 
     if let Some(dictionary) = unsafe { raw.dictionary.as_ref() } {
         // SAFETY: as the caller guarantees for the whole tree.
         unsafe { check_raw_schema(dictionary, &format!("{path}.dictionary"), depth + 1) }?;
+    }
+    Ok(())
+}
+
+/// Checks a schema's encoded metadata: an `int32` count of entries, then for each a key and a
+/// value, each an `int32` byte length and that many bytes of UTF-8.
+///
+/// # Safety
+///
+/// `metadata` must point to metadata encoded as the interface prescribes, as long as its lengths
+/// say (which is all a consumer can know of it).
+unsafe fn check_metadata(metadata: *const u8, path: &str) -> Result {
+    let mut position = 0usize;
+    let read_length = |position: &mut usize, what: &str| {
+        // SAFETY: the caller guarantees the encoding; each length sits where the previous fields
+        // end, and `read_unaligned` spares an alignment precondition.
+        let length = unsafe { metadata.add(*position).cast::<i32>().read_unaligned() };
+        *position += 4;
+        usize::try_from(length).map_err(|_| {
+            malformed(format!(
+                "{path}.metadata gives {what} the length {length}; expected 0 or more"
+            ))
+        })
+    };
+    let entries = read_length(&mut position, "the number of entries")?;
+    for entry in 0..entries {
+        for part in ["key", "value"] {
+            let length = read_length(&mut position, &format!("{part} {entry}"))?;
+            // SAFETY: as above: `length` bytes follow the length, by the caller's guarantee.
+            let bytes = unsafe { std::slice::from_raw_parts(metadata.add(position), length) };
+            std::str::from_utf8(bytes).map_err(|_| {
+                malformed(format!("{path}.metadata {part} {entry} is not valid UTF-8"))
+            })?;
+            position += length;
+        }
     }
     Ok(())
 }

@@ -576,3 +576,85 @@ def test_values_written_by_the_producer_after_import_are_seen():
     assert np.from_dlpack(tensor)[0] == 42.0, "zero-copy: the view is the producer's memory"
     del tensor
     assert producer.deleted == 1
+
+
+# Regressions of issue 10: each failed before its fix.
+
+
+def test_copy_of_a_huge_broadcast_is_a_memory_error_not_a_panic():
+    # 2**47 float64 elements (1 PiB) viewed over one element: the copy cannot be allocated.
+    broadcast = np.broadcast_to(np.float64(1), (2**47,))
+    tensor = ad.Tensor.from_dlpack(broadcast)
+    assert tensor.shape == (2**47,)
+    with pytest.raises(MemoryError):
+        np.from_dlpack(tensor, copy=True)
+    with pytest.raises(MemoryError):
+        ad.Tensor.from_dlpack(broadcast, copy=True)
+    with pytest.raises(MemoryError):
+        ad.Tensor.from_dlpack(tensor.__dlpack__(max_version=(1, 3), copy=True))
+
+
+def test_copy_of_complex64_at_an_address_4_mod_8_reads_each_value_aligned():
+    # complex64 needs 4-byte alignment only; a strided copy must not read it as 8-byte words
+    # (undefined behaviour, which the debug-build pass turns into an abort).
+    values = np.arange(8, dtype=np.float32).view(np.complex64)  # 4 complex values
+    spec = dl.array_spec(values, data_offset=4, shape=(2,), strides=(2,))
+    spec = spec.replace(content=b"\0" * 4 + values.tobytes())
+    managed = dl.ManagedTensor(spec)
+    assert managed.data_address % 8 == 4
+    capsule = managed.capsule()
+    tensor = ad.Tensor.from_dlpack(capsule)
+    copied = np.from_dlpack(tensor, copy=True)
+    np.testing.assert_array_equal(copied, values[::2])
+    del tensor, capsule
+    assert managed.deleted == 1
+
+
+class _ExchangeAttributeNone:
+    """A producer whose type has ``__dlpack_c_exchange_api__ = None`` and a working ``__dlpack__``."""
+
+    __dlpack_c_exchange_api__ = None
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS), ids=list(ENTRY_POINTS))
+def test_an_exchange_attribute_that_is_no_capsule_falls_back_to_dlpack(entry):
+    source = np.arange(6, dtype=np.float32).reshape(3, 2)
+    if entry == "Array":
+        source = source.ravel()
+    imported = ENTRY_POINTS[entry](_ExchangeAttributeNone(source))
+    np.testing.assert_array_equal(np.from_dlpack(imported), source)
+
+
+def test_protocols_carried_by_an_instance_are_found_after_an_instance_without_them():
+    # `types.SimpleNamespace` is an immutable type whose instances carry attributes in their
+    # `__dict__`: "absent" for one instance says nothing about the next.
+    import types
+
+    with pytest.raises(TypeError):
+        ad.array(types.SimpleNamespace())
+    source = pa.array([1, 2, 3])
+    chunked = pa.chunked_array([source])
+    with_stream = types.SimpleNamespace(
+        __arrow_c_stream__=lambda requested_schema=None: chunked.__arrow_c_stream__()
+    )
+    assert ad.array(with_stream).to_pylist() == [1, 2, 3]
+    with_array = types.SimpleNamespace(
+        __arrow_c_array__=lambda requested_schema=None: source.__arrow_c_array__()
+    )
+    assert ad.array(with_array).to_pylist() == [1, 2, 3]
+    with pytest.raises(TypeError):
+        ad.Tensor.from_dlpack(types.SimpleNamespace())
+    array = np.arange(3.0)
+    with_dlpack = types.SimpleNamespace(
+        __dlpack__=array.__dlpack__, __dlpack_device__=array.__dlpack_device__
+    )
+    np.testing.assert_array_equal(np.from_dlpack(ad.Tensor.from_dlpack(with_dlpack)), array)
