@@ -22,7 +22,7 @@
 //! | [`tensor_to_fixed_size_list`] | tensor -> Arrow | n-d row-major -> nested `FixedSizeListArray`, zero-copy |
 //! | [`FixedShapeTensorType`], [`FixedShapeTensorMetadata`] | both | the `arrow.fixed_shape_tensor` extension type and its JSON metadata, PyArrow-compatible |
 //! | [`FixedShapeTensorArray`] | both | `to_tensor` (permutation applied exactly) and `from_tensor` (permutation derived from strides) |
-//! | [`concat_chunks`] | Arrow | one chunk zero-copy; several concatenated only when a copy is allowed |
+//! | [`concat_chunks`], [`chunks_need_copy`] | Arrow | one chunk zero-copy; several concatenated only when a copy is allowed |
 //! | [`record_batch_to_tensor`], [`struct_array_to_tensor`], [`columns_to_tensor`], [`RecordBatchToTensorOptions`] | Arrow -> tensor | numeric columns -> one writable 2-D tensor (a copy), row- or column-major, PyArrow's type promotion, nulls refused or NaN |
 //! | [`record_batch_columns_to_tensors`], [`struct_array_columns_to_tensors`], [`columns_to_tensors`] | Arrow -> tensor | one zero-copy tensor per column, named |
 //! | [`arrow_type_of`], [`dtype_of`], [`ARROW_DTYPES`] | both | the dtype <-> Arrow type correspondence |
@@ -89,7 +89,7 @@ mod import;
 mod ndarray_interop;
 mod record_batch;
 
-pub use chunked::concat_chunks;
+pub use chunked::{chunks_need_copy, concat_chunks};
 pub use data_type::{ARROW_DTYPES, arrow_type_of, dtype_of};
 pub use error::{Error, Result};
 pub use export::{ToTensorOptions, to_tensor, to_tensor_with, validity_to_tensor};
