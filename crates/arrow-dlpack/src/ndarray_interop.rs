@@ -24,7 +24,7 @@ impl FixedShapeTensorArray {
     /// use arrow_dlpack::ndarray::Array3;
     ///
     /// // Four 2x3 images.
-    /// let images = Array3::<f32>::from_shape_fn((4, 2, 3), |(n, i, j)| (n * 100 + i * 10 + j) as f32);
+    /// let images = Array3::from_shape_fn((4, 2, 3), |(n, i, j)| (n * 100 + i * 10 + j) as f32);
     /// let column = FixedShapeTensorArray::from_ndarray(images)?;
     /// assert_eq!(column.len(), 4);
     /// assert_eq!(column.extension_type().shape(), &[2, 3]);

@@ -23,8 +23,9 @@ impl Tensor {
     /// assert_eq!(view.shape(), &[2, 3]);
     /// assert_eq!(view[[1, 2]], 5);
     ///
-    /// let transposed = matrix.permuted(&[1, 0])?.view::<i32>()?;
-    /// assert_eq!(transposed[[2, 1]], 5);
+    /// // Any strides: the transpose's view reads the same memory.
+    /// let transposed = matrix.permuted(&[1, 0])?;
+    /// assert_eq!(transposed.view::<i32>()?[[2, 1]], 5);
     /// # Ok::<(), arrow_dlpack_tensor::Error>(())
     /// ```
     pub fn view<T: NativeDType>(&self) -> Result<ArrayViewD<'_, T>> {

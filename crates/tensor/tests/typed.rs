@@ -82,7 +82,11 @@ impl View {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: 1000,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     /// `get` and `iter` agree with index arithmetic, `as_slice` exists exactly for row-major
     /// views, and every index past an extent is an error.
