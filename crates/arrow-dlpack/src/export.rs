@@ -230,10 +230,7 @@ fn unpack_bits(bits: &Buffer, offset: usize, count: usize) -> Result<Buffer> {
 /// `len` bytes of `value`, allocated fallibly: a length the allocator refuses is
 /// [`OutOfMemory`](arrow_dlpack_tensor::Error::OutOfMemory), not an abort.
 fn filled_bytes(len: usize, value: u8) -> Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    bytes
-        .try_reserve_exact(len)
-        .map_err(|_| arrow_dlpack_tensor::Error::OutOfMemory { bytes: len })?;
+    let mut bytes = arrow_dlpack_tensor::alloc::try_vec_with_capacity(len)?;
     bytes.resize(len, value);
     Ok(bytes)
 }

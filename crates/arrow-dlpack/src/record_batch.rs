@@ -513,12 +513,7 @@ impl Plan<'_> {
             .iter()
             .map(|&source| D::writer(source))
             .collect();
-        let mut values: Vec<D> = Vec::new();
-        values
-            .try_reserve_exact(count)
-            .map_err(|_| arrow_dlpack_tensor::Error::OutOfMemory {
-                bytes: count.saturating_mul(size_of::<D>()),
-            })?;
+        let mut values: Vec<D> = arrow_dlpack_tensor::alloc::try_vec_with_capacity(count)?;
         let slots = &mut values.spare_capacity_mut()[..count];
 
         if self.row_major && num_columns > 1 {

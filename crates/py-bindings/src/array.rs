@@ -89,10 +89,7 @@ impl Column {
             chunks => {
                 // Each chunk's mask is a fresh byte buffer; one more copy joins them.
                 let len = self.len();
-                let mut joined = Vec::new();
-                joined
-                    .try_reserve_exact(len)
-                    .map_err(|_| arrow_dlpack_tensor::Error::OutOfMemory { bytes: len })?;
+                let mut joined = arrow_dlpack_tensor::alloc::try_vec_with_capacity(len)?;
                 for chunk in chunks {
                     let mask = validity_to_tensor(chunk.as_ref())?;
                     let bytes = mask

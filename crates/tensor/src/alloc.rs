@@ -4,6 +4,12 @@
 //! the machine has (a zero-stride view of one element claims any size it likes). Arrow's
 //! `MutableBuffer` aborts the process when an allocation fails, so copies allocate here instead:
 //! a failure is [`Error::OutOfMemory`], which Python sees as `MemoryError`.
+//!
+//! Copies into fresh memory are bound by page faults: with transparent huge pages on `madvise`
+//! (the common kernel default) every 4 KiB page of the output faults once, and the faults cost
+//! more than the copy. Outputs of [`HUGE_PAGE_THRESHOLD`] bytes and more are therefore advised
+//! `MADV_HUGEPAGE` on Linux, as numpy advises its large arrays, so that the kernel maps them with
+//! 2 MiB pages and faults 512 times less often.
 
 use arrow_buffer::Buffer;
 
@@ -11,6 +17,50 @@ use crate::{Error, Result};
 
 /// The allocation unit: 16 bytes, aligned for every DLPack dtype (complex128 needs 8).
 type Unit = i128;
+
+/// Outputs of this many bytes and more are advised for huge pages (numpy's threshold).
+pub const HUGE_PAGE_THRESHOLD: usize = 4 << 20;
+
+/// An empty `Vec<T>` with room for `capacity` elements, allocated fallibly
+/// ([`Error::OutOfMemory`] instead of an abort), and advised for huge pages when it spans
+/// [`HUGE_PAGE_THRESHOLD`] bytes or more.
+///
+/// ```
+/// let mut values = arrow_dlpack_tensor::alloc::try_vec_with_capacity::<f32>(1000)?;
+/// values.extend((0..1000).map(|i| i as f32));
+/// assert_eq!(values.capacity(), 1000);
+/// # Ok::<(), arrow_dlpack_tensor::Error>(())
+/// ```
+pub fn try_vec_with_capacity<T>(capacity: usize) -> Result<Vec<T>> {
+    let bytes = capacity.saturating_mul(size_of::<T>());
+    let mut vec = Vec::<T>::new();
+    vec.try_reserve_exact(capacity)
+        .map_err(|_| Error::OutOfMemory { bytes })?;
+    advise_huge_pages(vec.as_mut_ptr().cast(), bytes);
+    Ok(vec)
+}
+
+/// Asks the kernel to back `[start, start + len)` with huge pages, when it is large enough to
+/// gain from them; a hint, whose failure changes nothing.
+#[cfg(target_os = "linux")]
+fn advise_huge_pages(start: *mut u8, len: usize) {
+    const PAGE: usize = 4096;
+    if len < HUGE_PAGE_THRESHOLD {
+        return;
+    }
+    // `madvise` takes a page-aligned start; the part of the first page before it keeps 4 KiB
+    // pages.
+    let skip = (PAGE - start as usize % PAGE) % PAGE;
+    // SAFETY: `[start + skip, start + len)` lies inside an allocation we own and that stays
+    // alive; `MADV_HUGEPAGE` changes how the kernel backs the range, never its contents, and
+    // its result is ignored because it is only a hint.
+    unsafe {
+        libc::madvise(start.add(skip).cast(), len - skip, libc::MADV_HUGEPAGE);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages(_start: *mut u8, _len: usize) {}
 
 /// Memory for `len` bytes, allocated but not yet written, that becomes an Arrow [`Buffer`]
 /// without a copy once it is.
@@ -41,9 +91,7 @@ impl UninitBuffer {
         if len > isize::MAX as usize {
             return Err(out_of_memory());
         }
-        let mut units = Vec::new();
-        units
-            .try_reserve_exact(len.div_ceil(size_of::<Unit>()))
+        let units = try_vec_with_capacity::<Unit>(len.div_ceil(size_of::<Unit>()))
             .map_err(|_| out_of_memory())?;
         Ok(UninitBuffer { units, len })
     }
@@ -96,6 +144,23 @@ mod tests {
         assert_eq!(
             UninitBuffer::try_new(huge).unwrap_err(),
             Error::OutOfMemory { bytes: huge }
+        );
+    }
+
+    #[test]
+    fn huge_outputs_are_allocated_and_fully_writable() {
+        let len = HUGE_PAGE_THRESHOLD * 2 + 3;
+        let mut out = UninitBuffer::try_new(len).unwrap();
+        // SAFETY: `out` has room for `len` bytes, all written here.
+        let buffer = unsafe {
+            out.as_mut_ptr().write_bytes(7, len);
+            out.assume_init()
+        };
+        assert_eq!(buffer.len(), len);
+        assert!(buffer.as_slice().iter().all(|&byte| byte == 7));
+        assert_eq!(
+            try_vec_with_capacity::<u64>(usize::MAX / 4).unwrap_err(),
+            Error::OutOfMemory { bytes: usize::MAX }
         );
     }
 
