@@ -9,17 +9,13 @@ use crate::process::Cmd;
 pub(crate) fn run(root: &Path) -> Result {
     Cmd::cargo(root).args(["fmt", "--all", "--check"]).run()?;
     Cmd::cargo(root)
-        .args([
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ])
+        .args(["clippy", "--workspace", "--all-targets"])
+        .args(crate::test::FEATURES)
+        .args(["--", "-D", "warnings"])
         .run()?;
     Cmd::cargo(root)
         .args(["doc", "--workspace", "--no-deps"])
+        .args(crate::test::FEATURES)
         .env("RUSTDOCFLAGS", "-D warnings")
         .run()
 }

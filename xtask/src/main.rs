@@ -27,8 +27,9 @@ cargo xtask <command> [-- <arguments for the wrapped tool>]
 
 Commands:
   test       Every Rust test, then every Python test against the installed wheel:
-             1. cargo test --workspace (with INSTA_UPDATE=no and CI=true: snapshots are never
-                written);
+             1. cargo test --workspace --features arrow-dlpack/ndarray (with INSTA_UPDATE=no
+                and CI=true: snapshots are never written; the feature builds and runs the
+                ndarray interop and crates/arrow-dlpack/examples/rust_user.rs);
              2. the Python environment target/venv (see below);
              3. the debug-build pass: the wheel built in the dev profile (debug assertions,
                 overflow checks, unsafe-precondition checks), installed, and the hostile suites
@@ -41,8 +42,10 @@ Commands:
                 A run that collects no test fails.
   demo       Builds and installs the wheel like `test`, then runs
              crates/py-bindings/examples/demo.py; arguments after `--` go to the script.
-  lint       cargo fmt --all --check; cargo clippy --workspace --all-targets -- -D warnings;
-             cargo doc --workspace --no-deps with RUSTDOCFLAGS=\"-D warnings\".
+  lint       cargo fmt --all --check; cargo clippy --workspace --all-targets
+             --features arrow-dlpack/ndarray -- -D warnings;
+             cargo doc --workspace --no-deps --features arrow-dlpack/ndarray with
+             RUSTDOCFLAGS=\"-D warnings\".
   bench      cargo bench -p arrow-dlpack-tensor -p arrow-dlpack (criterion; arguments after
              `--` go to criterion), then builds and installs the wheel and runs
              crates/py-bindings/bench/bench_exchange.py --output docs/benchmarks.md

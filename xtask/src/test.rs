@@ -12,6 +12,11 @@ pub(crate) const PYTHON_TESTS: &str = "crates/py-bindings/tests";
 /// Entries that `mypy.stubtest` may ignore, relative to the project root; used when it exists.
 const STUBTEST_ALLOWLIST: &str = "crates/py-bindings/stubtest-allowlist.txt";
 
+/// The optional features that tests and lints turn on: the `ndarray` interop (which also builds
+/// and runs `crates/arrow-dlpack/examples/rust_user.rs`). Not `--all-features`: the bindings'
+/// `extension-module` feature leaves libpython unlinked, so their test binaries would not link.
+pub(crate) const FEATURES: &[&str] = &["--features", "arrow-dlpack/ndarray"];
+
 /// The suites of hostile input, which the debug-build pass runs (relative to [`PYTHON_TESTS`]).
 pub(crate) const HOSTILE_SUITES: &[&str] = &[
     "test_hostile_producers.py",
@@ -30,6 +35,7 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
     // its unit tests link and run like any other crate's.
     Cmd::cargo(root)
         .args(["test", "--workspace"])
+        .args(FEATURES)
         // A test run never writes snapshots: a changed snapshot fails instead of leaving a
         // `.snap.new` behind, as on CI.
         .env("INSTA_UPDATE", "no")
