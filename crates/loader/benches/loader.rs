@@ -1,2 +1,148 @@
-//! Bench placeholder.
-fn main() {}
+//! The loader on issue 13's workload: 2,000,000 rows of 16 float32 features, an int64 label and
+//! an `arrow.fixed_shape_tensor` float32[8] embedding, one pass in batches of 1,024 and 8,192
+//! rows, from a memory-mapped Arrow IPC file and from a Parquet file.
+//!
+//! The files are written once into a temporary directory (about 200 MB each). Each batch gives
+//! `features` (B, 16) float32 (a copy: a column group), `label` (B,) and `embedding` (B, 8).
+//! Run with `cargo bench -p arrow-dlpack-loader`; `LOADER_BENCH_ROWS` shrinks the workload.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, Int64Array, RecordBatch};
+use arrow_dlpack_loader::{BatchSpec, ColumnGroup, Source, batches};
+use arrow_schema::{DataType, Field, Schema};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use parquet::arrow::ArrowWriter;
+use parquet::file::properties::WriterProperties;
+
+/// Rows written per record batch (IPC) and per row group (Parquet).
+const CHUNK: usize = 131_072;
+
+fn rows() -> usize {
+    std::env::var("LOADER_BENCH_ROWS")
+        .ok()
+        .and_then(|rows| rows.parse().ok())
+        .unwrap_or(2_000_000)
+}
+
+fn feature_names() -> Vec<String> {
+    (0..16).map(|i| format!("f{i}")).collect()
+}
+
+/// The record batch of rows `start..start + len`.
+fn chunk(schema: &Arc<Schema>, start: usize, len: usize) -> RecordBatch {
+    let mut columns: Vec<ArrayRef> = (0..16)
+        .map(|f| {
+            Arc::new(Float32Array::from_iter_values(
+                (start..start + len).map(|row| (row * 16 + f) as f32),
+            )) as ArrayRef
+        })
+        .collect();
+    columns.push(Arc::new(Int64Array::from_iter_values(
+        (start..start + len).map(|row| (row % 10) as i64),
+    )));
+    let values = Float32Array::from_iter_values((start * 8..(start + len) * 8).map(|v| v as f32));
+    let item = Arc::new(Field::new_list_field(DataType::Float32, true));
+    columns.push(Arc::new(FixedSizeListArray::new(
+        item,
+        8,
+        Arc::new(values),
+        None,
+    )));
+    RecordBatch::try_new(schema.clone(), columns).unwrap()
+}
+
+fn schema() -> Arc<Schema> {
+    let mut fields: Vec<Field> = feature_names()
+        .into_iter()
+        .map(|name| Field::new(name, DataType::Float32, false))
+        .collect();
+    fields.push(Field::new("label", DataType::Int64, false));
+    let item = Arc::new(Field::new_list_field(DataType::Float32, true));
+    fields.push(
+        Field::new("embedding", DataType::FixedSizeList(item, 8), false).with_metadata(
+            [
+                ("ARROW:extension:name", "arrow.fixed_shape_tensor"),
+                ("ARROW:extension:metadata", r#"{"shape":[8]}"#),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ),
+    );
+    Arc::new(Schema::new(fields))
+}
+
+/// Writes the workload as an IPC file and a Parquet file in `dir`.
+fn write_files(dir: &Path, rows: usize) -> (PathBuf, PathBuf) {
+    let schema = schema();
+    let ipc = dir.join("workload.arrow");
+    let parquet = dir.join("workload.parquet");
+    let mut ipc_writer =
+        arrow_ipc::writer::FileWriter::try_new(File::create(&ipc).unwrap(), &schema).unwrap();
+    let properties = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(CHUNK))
+        .set_compression(parquet::basic::Compression::SNAPPY)
+        .build();
+    let mut parquet_writer = ArrowWriter::try_new(
+        File::create(&parquet).unwrap(),
+        schema.clone(),
+        Some(properties),
+    )
+    .unwrap();
+    for start in (0..rows).step_by(CHUNK) {
+        let batch = chunk(&schema, start, CHUNK.min(rows - start));
+        ipc_writer.write(&batch).unwrap();
+        parquet_writer.write(&batch).unwrap();
+    }
+    ipc_writer.finish().unwrap();
+    parquet_writer.close().unwrap();
+    (ipc, parquet)
+}
+
+/// One pass: every batch made, its tensors touched.
+fn pass(source: Source, batch_size: usize) -> usize {
+    let spec = BatchSpec {
+        batch_size,
+        columns: vec!["label".into(), "embedding".into()],
+        groups: vec![ColumnGroup::new("features", feature_names())],
+        ..BatchSpec::default()
+    };
+    let mut rows = 0;
+    for batch in batches(source, spec).unwrap() {
+        let batch = batch.unwrap();
+        rows += batch.get("features").unwrap().shape()[0];
+    }
+    rows
+}
+
+fn bench(c: &mut Criterion) {
+    let rows = rows();
+    let dir = tempfile::tempdir().unwrap();
+    let (ipc, parquet) = write_files(dir.path(), rows);
+    let mut group = c.benchmark_group("loader");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(5));
+    group.throughput(Throughput::Elements(rows as u64));
+    for batch_size in [1024, 8192] {
+        group.bench_function(format!("ipc_mmap/{batch_size}"), |b| {
+            b.iter(|| assert_eq!(pass(Source::IpcFiles(vec![ipc.clone()]), batch_size), rows));
+        });
+        group.bench_function(format!("parquet/{batch_size}"), |b| {
+            b.iter(|| {
+                assert_eq!(
+                    pass(Source::ParquetFiles(vec![parquet.clone()]), batch_size),
+                    rows
+                )
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -2,6 +2,9 @@
 
 use arrow_dlpack_tensor::Tensor;
 
+/// A tensor and its name in a [`TensorBatch`].
+pub type NamedTensor = (String, Tensor);
+
 /// One batch: named tensors in the order of the [`BatchSpec`](crate::BatchSpec) (single columns,
 /// then groups), the validity masks asked for, and the row count.
 ///
@@ -71,7 +74,7 @@ impl TensorBatch {
     }
 
     /// The named tensors and masks, consuming the batch.
-    pub fn into_parts(self) -> (Vec<(String, Tensor)>, Vec<(String, Tensor)>) {
+    pub fn into_parts(self) -> (Vec<NamedTensor>, Vec<NamedTensor>) {
         (self.tensors, self.masks)
     }
 }

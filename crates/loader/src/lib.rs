@@ -61,7 +61,7 @@ mod rng;
 mod source;
 mod spec;
 
-pub use batch::TensorBatch;
+pub use batch::{NamedTensor, TensorBatch};
 pub use error::{Error, Result};
 pub use loader::{Batches, batches};
 pub use source::Source;
