@@ -70,7 +70,7 @@ fn schema() -> Arc<Schema> {
             ]
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+            .collect::<std::collections::HashMap<_, _>>(),
         ),
     );
     Arc::new(Schema::new(fields))
