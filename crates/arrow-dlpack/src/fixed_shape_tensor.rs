@@ -541,6 +541,7 @@ impl FixedShapeTensorArray {
     /// permutation.
     /// The storage's child field is nullable, as in PyArrow's storage type, and holds no nulls.
     pub fn from_tensor(tensor: &Tensor, allow_copy: bool) -> Result<Self> {
+        tensor.require_cpu("make an Arrow array of it")?;
         if tensor.ndim() == 0 {
             return Err(Error::ZeroDimensional);
         }

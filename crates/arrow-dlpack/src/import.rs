@@ -48,7 +48,12 @@ pub fn tensor_to_array(tensor: &Tensor) -> Result<ArrayRef> {
 /// negative) is copied into a fresh buffer, and a [`DType::Bool`] tensor becomes a
 /// [`BooleanArray`] by packing (any non-zero byte is true).
 /// Without it they are refused with [`Error::NotRowMajor`] and [`Error::CopyRequired`].
+/// A tensor whose memory is not host memory (an import that allowed other devices) is refused
+/// with [`DeviceMemory`](arrow_dlpack_tensor::Error::DeviceMemory): anyone holding an Arrow array
+/// may read its values.
 pub fn tensor_to_array_with(tensor: &Tensor, allow_copy: bool) -> Result<ArrayRef> {
+    // An Arrow array's values are host memory that anyone holding it may read.
+    tensor.require_cpu("make an Arrow array of it")?;
     if tensor.ndim() != 1 {
         return Err(Error::NotOneDimensional {
             shape: tensor.shape().to_vec(),
@@ -90,6 +95,7 @@ pub fn tensor_to_array_with(tensor: &Tensor, allow_copy: bool) -> Result<ArrayRe
 /// # Ok::<(), arrow_dlpack::Error>(())
 /// ```
 pub fn tensor_to_fixed_size_list(tensor: &Tensor) -> Result<FixedSizeListArray> {
+    tensor.require_cpu("make an Arrow array of it")?;
     match tensor.ndim() {
         0 => return Err(Error::ZeroDimensional),
         1 => return Err(Error::TooFewDimensions { ndim: 1, min: 2 }),

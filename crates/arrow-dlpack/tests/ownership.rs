@@ -206,3 +206,36 @@ fn exported_arrow_memory_lives_until_the_consumer_releases_it() {
     drop(back);
     assert_eq!(released.load(Ordering::SeqCst), 1);
 }
+
+#[test]
+fn device_tensors_never_become_arrow_arrays() {
+    let deleted = Arc::new(AtomicUsize::new(0));
+    let managed = foreign_tensor((0..6).collect(), &[3, 2], &[2, 1], &deleted);
+    // SAFETY: `managed` was just built and is not yet owned by anyone; the device field is ours
+    // to set before the import (the host storage then plays device memory, never read).
+    unsafe {
+        (*managed).dl_tensor.device = DLDevice {
+            device_type: DLDeviceType::CUDA,
+            device_id: 0,
+        }
+    };
+    let options = arrow_dlpack::tensor::ImportOptions { any_device: true };
+    // SAFETY: as in `import`.
+    let tensor = unsafe { Tensor::from_raw_versioned_with(managed, options) }.unwrap();
+    let refused = |result: arrow_dlpack::Result<()>| {
+        let error = result.unwrap_err();
+        assert!(
+            matches!(
+                error,
+                arrow_dlpack::Error::Tensor(arrow_dlpack_tensor::Error::DeviceMemory { .. })
+            ),
+            "{error}"
+        );
+    };
+    refused(tensor_to_fixed_size_list(&tensor).map(drop));
+    refused(arrow_dlpack::FixedShapeTensorArray::from_tensor(&tensor, true).map(drop));
+    let row = tensor.permuted(&[1, 0]).unwrap();
+    refused(arrow_dlpack::tensor_to_array_with(&row, true).map(drop));
+    drop((tensor, row));
+    assert_eq!(deleted.load(Ordering::SeqCst), 1);
+}

@@ -168,8 +168,9 @@ pub(crate) fn tensor_error(error: TensorError) -> PyErr {
 /// The exception kind of a tensor error; `None` for `MemoryError`.
 fn tensor_kind(error: &TensorError) -> Option<Kind> {
     let kind = match error {
-        // Memory that is not host memory: the device rule, as for `dl_device`.
-        TensorError::UnsupportedDevice { .. } => Kind::Buffer,
+        // Memory that is not host memory: the device rule, as for `dl_device`; reading it would
+        // need a device move.
+        TensorError::UnsupportedDevice { .. } | TensorError::DeviceMemory { .. } => Kind::Buffer,
         // The producer's tensor cannot be represented (dtype, version, malformed metadata).
         TensorError::UnknownTypeCode { .. }
         | TensorError::UnsupportedBits { .. }

@@ -51,6 +51,23 @@ pub enum Error {
         name: &'static str,
     },
 
+    /// An operation that reads the data (a copy, a typed read) asked of a tensor whose memory is
+    /// not host memory; nothing in this crate dereferences device memory.
+    #[error(
+        "cannot {operation}: the memory is on {name} device {device_id} (device_type \
+         {device_type}), and only host memory can be read"
+    )]
+    DeviceMemory {
+        /// What was asked.
+        operation: &'static str,
+        /// The device type.
+        device_type: u32,
+        /// The device index.
+        device_id: i32,
+        /// The DLPack name of the device type.
+        name: &'static str,
+    },
+
     /// A versioned managed tensor whose major version differs from this crate's.
     #[error("unsupported DLPack version {major}.{minor}; expected major version {expected_major}")]
     UnsupportedVersion {

@@ -13,8 +13,28 @@ use dlpark::{Managed, ManagedTensorBase};
 
 use crate::{DType, Device, Error, MAX_NDIM, Result, Tensor, layout};
 
+/// What an import accepts beyond the default.
+///
+/// ```
+/// use arrow_dlpack_tensor::ImportOptions;
+///
+/// // The default: host memory only, as every operation on the data needs.
+/// assert!(!ImportOptions::default().any_device);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ImportOptions {
+    /// Accept memory on any device `dlpack.h` names (CUDA, ROCm, Metal, ...), not only the CPU.
+    ///
+    /// The tensor then keeps its [`Device`] and can be inspected, viewed and exported again
+    /// without a copy, while everything that would read its elements refuses it with
+    /// [`Error::DeviceMemory`]: this crate never dereferences device memory. Device types that
+    /// `dlpack.h` does not name are refused either way.
+    pub any_device: bool,
+}
+
 /// The metadata of a foreign `DLTensor` once every field has been checked.
 struct Checked {
+    device: Device,
     dtype: DType,
     shape: Vec<usize>,
     strides: Vec<isize>,
@@ -37,6 +57,20 @@ impl Tensor {
     /// and strides arrays must be readable for `ndim` entries, and its data must be readable for
     /// every element the metadata describes, until the deleter runs.
     pub unsafe fn from_raw_versioned(managed: *mut DLManagedTensorVersioned) -> Result<Tensor> {
+        // SAFETY: the caller's guarantees.
+        unsafe { Tensor::from_raw_versioned_with(managed, ImportOptions::default()) }
+    }
+
+    /// [`from_raw_versioned`](Tensor::from_raw_versioned) with [`ImportOptions`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`from_raw_versioned`](Tensor::from_raw_versioned); for memory on another device,
+    /// "readable" means readable on that device (this crate never reads it).
+    pub unsafe fn from_raw_versioned_with(
+        managed: *mut DLManagedTensorVersioned,
+        options: ImportOptions,
+    ) -> Result<Tensor> {
         if managed.is_null() {
             return Err(Error::NullManagedTensor);
         }
@@ -60,7 +94,7 @@ impl Tensor {
         // above, so this cannot fail, and ownership now lies with the returned handle.
         let managed =
             unsafe { Managed::from_raw(managed) }.map_err(|_| Error::NullManagedTensor)?;
-        Tensor::from_managed(managed)
+        Tensor::from_managed_with(managed, options)
     }
 
     /// Takes ownership of a foreign legacy `DLManagedTensor` and views it without copying.
@@ -72,22 +106,46 @@ impl Tensor {
     /// `ndim` entries and its data for every element the metadata describes, until the deleter
     /// runs.
     pub unsafe fn from_raw_legacy(managed: *mut DLManagedTensor) -> Result<Tensor> {
+        // SAFETY: the caller's guarantees.
+        unsafe { Tensor::from_raw_legacy_with(managed, ImportOptions::default()) }
+    }
+
+    /// [`from_raw_legacy`](Tensor::from_raw_legacy) with [`ImportOptions`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`from_raw_legacy`](Tensor::from_raw_legacy); for memory on another device,
+    /// "readable" means readable on that device (this crate never reads it).
+    pub unsafe fn from_raw_legacy_with(
+        managed: *mut DLManagedTensor,
+        options: ImportOptions,
+    ) -> Result<Tensor> {
         // SAFETY: the caller's guarantees are those of `Managed::from_raw`.
         let managed =
             unsafe { Managed::from_raw(managed) }.map_err(|_| Error::NullManagedTensor)?;
-        Tensor::from_managed(managed)
+        Tensor::from_managed_with(managed, options)
     }
 
     /// Views an owned managed tensor without copying.
     ///
-    /// Every field is validated: device (CPU only), dtype (one lane, whole bytes, known code),
-    /// ndim, shape (no NULL, no negative extents), strides (NULL means row-major; zero and negative
+    /// Every field is validated: device (the CPU unless the options allow others), dtype (one
+    /// lane, whole bytes, known code), ndim, shape (no NULL, no negative extents), strides (NULL means row-major; zero and negative
     /// strides are accepted), data (no NULL for a non-empty tensor, aligned for the dtype,
     /// `byte_offset` honoured) and every size and address computation for overflow.
     /// On success the returned tensor's buffer owns `managed`; on failure `managed` is dropped,
     /// which runs its deleter, before the error is returned.
     /// A tensor without elements releases `managed` at once and holds an empty buffer.
     pub fn from_managed<M: ManagedTensorBase>(managed: Managed<M>) -> Result<Tensor> {
+        Tensor::from_managed_with(managed, ImportOptions::default())
+    }
+
+    /// [`from_managed`](Tensor::from_managed) with [`ImportOptions`]: with
+    /// [`any_device`](ImportOptions::any_device), memory on another device is accepted and the
+    /// tensor keeps its [`Device`].
+    pub fn from_managed_with<M: ManagedTensorBase>(
+        managed: Managed<M>,
+        options: ImportOptions,
+    ) -> Result<Tensor> {
         // A legacy tensor has no flags, so it cannot say that its memory may be written: it is
         // read-only, as numpy imports it. A versioned one is read-only when it says so.
         // SAFETY: `Managed` owns a live managed tensor until it drops, so its header is readable.
@@ -96,7 +154,7 @@ impl Tensor {
         // SAFETY: `Managed`'s contract keeps the descriptor readable and unchanged while we own it.
         let raw = unsafe { managed.tensor() };
         // SAFETY: same contract: shape and strides are readable for `ndim` entries.
-        let checked = unsafe { check_foreign(raw) }?;
+        let checked = unsafe { check_foreign(raw, options) }?;
         let (buffer, offset) = match checked.range {
             None => {
                 drop(managed);
@@ -118,7 +176,7 @@ impl Tensor {
             checked.strides,
             offset,
         )?;
-        Ok(tensor.with_read_only(read_only))
+        Ok(tensor.with_read_only(read_only).on_device(checked.device))
     }
 }
 
@@ -139,9 +197,10 @@ impl std::fmt::Debug for ForeignOwner {
 ///
 /// When `ndim > 0`, a non-NULL `shape` must be readable for `ndim` entries, and so must a
 /// non-NULL `strides`.
-unsafe fn check_foreign(raw: &DLTensor) -> Result<Checked> {
+unsafe fn check_foreign(raw: &DLTensor, options: ImportOptions) -> Result<Checked> {
     let device = Device::from_dlpack(raw.device);
-    if !device.is_cpu() {
+    let accepted = device.is_cpu() || (options.any_device && device.type_name() != "unknown");
+    if !accepted {
         return Err(Error::UnsupportedDevice {
             device_type: device.device_type,
             device_id: device.device_id,
@@ -189,6 +248,7 @@ unsafe fn check_foreign(raw: &DLTensor) -> Result<Checked> {
     let count = layout::element_count(&shape)?;
     let Some((low, high)) = layout::span(&shape, &strides)? else {
         return Ok(Checked {
+            device,
             dtype,
             shape,
             strides,
@@ -240,6 +300,7 @@ unsafe fn check_foreign(raw: &DLTensor) -> Result<Checked> {
         what: "the address range of the data",
     })?;
     Ok(Checked {
+        device,
         dtype,
         shape,
         strides,

@@ -57,6 +57,7 @@ pub use device::Device;
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use export::ExportOptions;
+pub use import::ImportOptions;
 pub use native::NativeDType;
 pub use tensor::{MAX_NDIM, Tensor};
 pub use typed::Iter;

@@ -212,9 +212,32 @@ impl Tensor {
         self.read_only
     }
 
-    /// Where the memory lives; always [`Device::CPU`] for now.
+    /// Where the memory lives: [`Device::CPU`] for every tensor built in Rust, the producer's
+    /// device for an import that allowed other devices ([`ImportOptions::any_device`]).
+    ///
+    /// [`ImportOptions::any_device`]: crate::ImportOptions::any_device
     pub fn device(&self) -> Device {
         self.device
+    }
+
+    /// Refuses, with [`Error::DeviceMemory`] naming `operation`, a tensor whose memory is not
+    /// host memory: the check every operation that reads the elements makes first.
+    pub fn require_cpu(&self, operation: &'static str) -> Result<()> {
+        if self.device.is_cpu() {
+            return Ok(());
+        }
+        Err(Error::DeviceMemory {
+            operation,
+            device_type: self.device.device_type,
+            device_id: self.device.device_id,
+            name: self.device.type_name(),
+        })
+    }
+
+    /// The same tensor, on `device`; for the import only, which knows where the memory lives.
+    pub(crate) fn on_device(mut self, device: Device) -> Self {
+        self.device = device;
+        self
     }
 
     /// The number of dimensions.
@@ -304,8 +327,10 @@ impl Tensor {
     ///
     /// The copy is writable (not read-only) and keeps the dimension names.
     /// Fails with [`Error::OutOfMemory`] when the allocator refuses the memory (a zero-stride view
-    /// can describe far more elements than it holds).
+    /// can describe far more elements than it holds), and with [`Error::DeviceMemory`] for a
+    /// tensor that is not in host memory.
     pub fn to_contiguous(&self) -> Result<Tensor> {
+        self.require_cpu("copy the tensor")?;
         let size = self.dtype.size();
         let count = self.len();
         let bytes = count

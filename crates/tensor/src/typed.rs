@@ -159,15 +159,7 @@ impl Tensor {
                 rust_type: T::RUST_NAME,
             });
         }
-        let device = self.device();
-        if !device.is_cpu() {
-            return Err(Error::UnsupportedDevice {
-                device_type: device.device_type,
-                device_id: device.device_id,
-                name: device.type_name(),
-            });
-        }
-        Ok(())
+        self.require_cpu("read the elements")
     }
 }
 

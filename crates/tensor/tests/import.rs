@@ -402,3 +402,114 @@ fn deleters_may_run_on_another_thread() {
     }
     assert_eq!(count(&deleted), 1);
 }
+
+/// A float32 tensor of `shape` on CUDA device 1 at an address no host code may read: the first
+/// page is never mapped, so a dereference would crash the test.
+fn on_cuda(shape: &[i64]) -> Spec {
+    with(shape, |s| {
+        s.device.device_type = DLDeviceType::CUDA;
+        s.device.device_id = 1;
+        s.data = Data::Address(0x100);
+    })
+}
+
+fn any_device() -> arrow_dlpack_tensor::ImportOptions {
+    arrow_dlpack_tensor::ImportOptions { any_device: true }
+}
+
+#[test]
+fn device_tensors_are_refused_by_default_and_kept_when_allowed() {
+    let spec = on_cuda(&[2, 3]);
+    let (raw, deleted) = versioned(&spec);
+    // SAFETY: freshly built and owned; the data is never read.
+    let refused = unsafe { Tensor::from_raw_versioned(raw) }.unwrap_err();
+    assert!(matches!(
+        refused,
+        Error::UnsupportedDevice {
+            device_type: 2,
+            device_id: 1,
+            ..
+        }
+    ));
+    assert_eq!(count(&deleted), 1);
+
+    let (raw, deleted) = versioned(&spec);
+    // SAFETY: as above.
+    let tensor = unsafe { Tensor::from_raw_versioned_with(raw, any_device()) }.unwrap();
+    assert_eq!(
+        tensor.device(),
+        arrow_dlpack_tensor::Device {
+            device_type: 2,
+            device_id: 1
+        }
+    );
+    assert_eq!(tensor.shape(), &[2, 3]);
+    assert_eq!(tensor.strides(), &[3, 1]);
+    assert_eq!(tensor.data_ptr() as usize, 0x100);
+    assert!(tensor.is_row_major());
+    drop(tensor);
+    assert_eq!(count(&deleted), 1);
+}
+
+#[test]
+fn device_tensors_are_exported_again_zero_copy_with_their_device() {
+    let (raw, deleted) = legacy(&on_cuda(&[4]));
+    // SAFETY: freshly built and owned; the data is never read.
+    let tensor = unsafe { Tensor::from_raw_legacy_with(raw, any_device()) }.unwrap();
+    let exported = tensor
+        .to_dlpack_versioned(arrow_dlpack_tensor::ExportOptions::default())
+        .unwrap();
+    // SAFETY: `exported` is a live managed tensor made just above.
+    let raw = unsafe { exported.tensor() };
+    assert_eq!(raw.device.device_type, DLDeviceType::CUDA);
+    assert_eq!(raw.device.device_id, 1);
+    assert_eq!(raw.data as usize, 0x100);
+    let again = Tensor::from_managed_with(exported, any_device()).unwrap();
+    assert_eq!(again.device(), tensor.device());
+    assert_eq!(again.data_ptr(), tensor.data_ptr());
+    drop((tensor, again));
+    assert_eq!(count(&deleted), 1);
+}
+
+#[test]
+fn nothing_reads_device_memory() {
+    let (raw, deleted) = versioned(&on_cuda(&[2, 3]));
+    // SAFETY: freshly built and owned; the data is never read.
+    let tensor = unsafe { Tensor::from_raw_versioned_with(raw, any_device()) }.unwrap();
+    let transposed = tensor.permuted(&[1, 0]).unwrap();
+    let copy = transposed.to_contiguous().unwrap_err();
+    assert_eq!(
+        copy.to_string(),
+        "cannot copy the tensor: the memory is on CUDA device 1 (device_type 2), and only host \
+         memory can be read"
+    );
+    assert!(matches!(
+        tensor.as_slice::<f32>().unwrap_err(),
+        Error::DeviceMemory {
+            operation: "read the elements",
+            ..
+        }
+    ));
+    assert!(tensor.get::<f32>(&[0, 0]).is_err());
+    assert!(tensor.iter::<f32>().is_err());
+    let copied = tensor.to_dlpack_versioned(arrow_dlpack_tensor::ExportOptions::copy(Some(true)));
+    assert!(matches!(copied, Err(Error::DeviceMemory { .. })));
+    drop((tensor, transposed));
+    assert_eq!(count(&deleted), 1);
+}
+
+#[test]
+fn unknown_device_types_are_refused_even_when_devices_are_allowed() {
+    let spec = with(&[2], |s| s.device.device_type = DLDeviceType(99));
+    let (raw, deleted) = versioned(&spec);
+    // SAFETY: freshly built and owned.
+    let error = unsafe { Tensor::from_raw_versioned_with(raw, any_device()) }.unwrap_err();
+    assert!(matches!(
+        error,
+        Error::UnsupportedDevice {
+            device_type: 99,
+            ..
+        }
+    ));
+    assert_eq!(count(&deleted), 1);
+}
