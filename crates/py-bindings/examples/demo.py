@@ -1,5 +1,6 @@
 """Every example of PyArrow's DLPack guide, with arrow_dlpack objects in place of PyArrow's,
-then what arrow_dlpack does beyond PyArrow (booleans, chunks, validity masks, tables).
+then what arrow_dlpack does beyond PyArrow (booleans, chunks, validity masks, tables, and a
+Parquet file turned into torch batches for a training loop).
 
 Run it with `cargo xtask demo`, or with any Python that has arrow_dlpack, numpy, pyarrow, torch
 and jax installed: `python crates/py-bindings/examples/demo.py`.
@@ -193,8 +194,48 @@ def beyond_pyarrow():
     show("ad.Array.__dlpack_c_exchange_api__", ad.Array.__dlpack_c_exchange_api__)
 
 
+def training_batches():
+    step("Beyond PyArrow: a Parquet file becomes torch batches for a training loop")
+    import tempfile
+    import time
+
+    import pyarrow.parquet as pq
+
+    torch = optional("torch")
+    if torch is None:
+        return
+    rows = 200_000
+    rng = np.random.default_rng(0)
+    table = pa.table(
+        {
+            **{f"f{i}": rng.standard_normal(rows, dtype=np.float32) for i in range(16)},
+            "label": pa.array(rng.integers(0, 10, rows)),
+        }
+    )
+    with tempfile.TemporaryDirectory() as directory:
+        path = f"{directory}/train.parquet"
+        pq.write_table(table, path, row_group_size=50_000)
+        features = [f"f{i}" for i in range(16)]
+        code = (
+            'for batch in ad.batches(path, 1024, groups={"features": features}, '
+            'columns=["label"]):\n'
+            '    x, y = torch.from_dlpack(batch["features"]), torch.from_dlpack(batch["label"])'
+        )
+        start = time.perf_counter()
+        count = 0
+        for batch in ad.batches(path, 1024, groups={"features": features}, columns=["label"]):
+            x, y = torch.from_dlpack(batch["features"]), torch.from_dlpack(batch["label"])
+            count += 1
+        elapsed = time.perf_counter() - start
+        show(code, f"{count} batches; the last: x {tuple(x.shape)} {x.dtype}, y {tuple(y.shape)} {y.dtype}")
+        show("len(ad.batches(path, 1024))", len(ad.batches(path, 1024)))
+        print(f"({rows:,} rows decoded and batched in {elapsed:.2f} s on background threads)")
+        np.testing.assert_array_equal(x.numpy()[:, 0], table["f0"].to_numpy()[-len(x):])
+
+
 if __name__ == "__main__":
     print(f"arrow_dlpack {ad.__version__}, pyarrow {pa.__version__}, numpy {np.__version__}")
     producing()
     consuming()
     beyond_pyarrow()
+    training_batches()

@@ -118,7 +118,7 @@ fn import_array(schema: &Bound<'_, PyAny>, array: &Bound<'_, PyAny>) -> PyResult
         unsafe { checks::check_schema(schema.as_ptr(), "ArrowSchema") }
             .map_err(errors::arrow_c_error)?;
         // SAFETY: the schema was checked above: live, with valid strings and child pointers.
-        field_from_schema(unsafe { schema.as_ref() })?
+        field_from_schema(unsafe { schema.as_ref() }).map_err(errors::arrow_c_error)?
     };
     let array = array
         .pointer_checked(Some(ARROW_ARRAY))?
@@ -133,7 +133,8 @@ fn import_array(schema: &Bound<'_, PyAny>, array: &Bound<'_, PyAny>) -> PyResult
              already been consumed",
         ));
     }
-    let data = import_checked(array, field.data_type(), "ArrowArray")?;
+    let data =
+        import_checked(array, field.data_type(), "ArrowArray").map_err(errors::arrow_c_error)?;
     Ok(Imported {
         field: field.into(),
         chunks: vec![make_array(data)],
@@ -141,62 +142,108 @@ fn import_array(schema: &Bound<'_, PyAny>, array: &Bound<'_, PyAny>) -> PyResult
 }
 
 /// The field a checked schema describes.
-fn field_from_schema(schema: &FFI_ArrowSchema) -> PyResult<Field> {
-    Field::try_from(schema).map_err(|error| {
-        errors::arrow_c_error(checks::ArrowCError::Unsupported(format!(
-            "ArrowSchema.format: {error}"
-        )))
-    })
+fn field_from_schema(schema: &FFI_ArrowSchema) -> Result<Field, checks::ArrowCError> {
+    Field::try_from(schema)
+        .map_err(|error| checks::ArrowCError::Unsupported(format!("ArrowSchema.format: {error}")))
 }
 
 /// Imports an array we own, after checking it against `data_type`; the array is released
 /// (dropped) before an error is returned.
-fn import_checked(array: FFI_ArrowArray, data_type: &DataType, path: &str) -> PyResult<ArrayData> {
+fn import_checked(
+    array: FFI_ArrowArray,
+    data_type: &DataType,
+    path: &str,
+) -> Result<ArrayData, checks::ArrowCError> {
     // SAFETY: `array` is a live struct we own; `check_array` follows its pointers only after the
     // fields that vouch for them are checked.
-    unsafe { checks::check_array(&array, data_type, path) }.map_err(errors::arrow_c_error)?;
+    unsafe { checks::check_array(&array, data_type, path) }?;
     // SAFETY: the struct was checked against `data_type` above: buffer and child counts, non-NULL
     // pointers where the layout needs memory, lengths and offsets whose byte sizes do not
     // overflow. arrow-rs builds the `ArrayData` without validating it, so it is validated next,
     // before anything reads it.
     let data = unsafe { from_ffi_and_data_type(array, data_type.clone()) }
-        .map_err(errors::arrow_rs_error)?;
-    checks::validate_imported(&data, path).map_err(errors::arrow_c_error)?;
+        .map_err(|error| checks::ArrowCError::Malformed(format!("{path}: {error}")))?;
+    checks::validate_imported(&data, path)?;
     Ok(data)
 }
 
 /// Imports an `arrow_array_stream` capsule: every chunk, in order, each checked against the
 /// stream's schema.
-///
-/// The stream is moved out of its capsule, so we own it: it is released exactly once, when the
-/// reading ends, on success and on error alike.
 fn import_stream(capsule: &Bound<'_, PyAny>) -> PyResult<Imported> {
-    let capsule = capsule_named(capsule, ARROW_ARRAY_STREAM)?;
-    let stream = capsule
-        .pointer_checked(Some(ARROW_ARRAY_STREAM))?
-        .cast::<FFI_ArrowArrayStream>();
-    // SAFETY: an `arrow_array_stream` capsule holds an `ArrowArrayStream`; `from_raw` moves it
-    // out and leaves a released struct behind, and the moved struct releases it once when dropped.
-    let mut stream = unsafe { FFI_ArrowArrayStream::from_raw(stream.as_ptr()) };
-    if stream.release().is_none() {
-        return Err(errors::arrow_c_error(checks::ArrowCError::Malformed(
-            "ArrowArrayStream.release is NULL: the stream has already been released or consumed"
-                .into(),
-        )));
-    }
-    let field = stream_schema(&mut stream)?;
+    let mut stream = CheckedStream::from_capsule(capsule)?;
     let mut chunks = Vec::new();
-    while let Some(chunk) = stream_next(&mut stream, field.data_type(), chunks.len())? {
+    while let Some(chunk) = stream.next_chunk().map_err(errors::arrow_c_error)? {
         chunks.push(make_array(chunk));
     }
     Ok(Imported {
-        field: field.into(),
+        field: stream.field.into(),
         chunks,
     })
 }
 
+/// An `ArrowArrayStream` moved out of its capsule, whose schema has been checked and whose every
+/// chunk is checked against it before arrow-rs reads it.
+///
+/// We own the stream: dropping this releases it exactly once, wherever the reading stopped.
+pub(crate) struct CheckedStream {
+    stream: FFI_ArrowArrayStream,
+    field: Field,
+    /// The index of the chunk `next_chunk` asks for.
+    next: usize,
+    /// Set once the stream has ended or failed: it is not asked again.
+    finished: bool,
+}
+
+impl CheckedStream {
+    /// Takes the stream out of an `arrow_array_stream` capsule and reads its schema.
+    pub(crate) fn from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let capsule = capsule_named(capsule, ARROW_ARRAY_STREAM)?;
+        let stream = capsule
+            .pointer_checked(Some(ARROW_ARRAY_STREAM))?
+            .cast::<FFI_ArrowArrayStream>();
+        // SAFETY: an `arrow_array_stream` capsule holds an `ArrowArrayStream`; `from_raw` moves
+        // it out and leaves a released struct behind, and the moved struct releases it once when
+        // dropped.
+        let mut stream = unsafe { FFI_ArrowArrayStream::from_raw(stream.as_ptr()) };
+        if stream.release().is_none() {
+            return Err(errors::arrow_c_error(checks::ArrowCError::Malformed(
+                "ArrowArrayStream.release is NULL: the stream has already been released or \
+                 consumed"
+                    .into(),
+            )));
+        }
+        let field = stream_schema(&mut stream).map_err(errors::arrow_c_error)?;
+        Ok(CheckedStream {
+            stream,
+            field,
+            next: 0,
+            finished: false,
+        })
+    }
+
+    /// The stream's field: its name, type, nullability and metadata.
+    pub(crate) fn field(&self) -> &Field {
+        &self.field
+    }
+
+    /// The next chunk, checked against the stream's type, or `None` once the stream has ended
+    /// (or failed: a stream that reported an error is not asked again).
+    pub(crate) fn next_chunk(&mut self) -> Result<Option<ArrayData>, checks::ArrowCError> {
+        if self.finished {
+            return Ok(None);
+        }
+        let index = self.next;
+        self.next += 1;
+        let chunk = stream_next(&mut self.stream, self.field.data_type(), index);
+        if !matches!(chunk, Ok(Some(_))) {
+            self.finished = true;
+        }
+        chunk
+    }
+}
+
 /// Calls a stream's `get_schema` and checks what it gives.
-fn stream_schema(stream: &mut FFI_ArrowArrayStream) -> PyResult<Field> {
+fn stream_schema(stream: &mut FFI_ArrowArrayStream) -> Result<Field, checks::ArrowCError> {
     let Some(get_schema) = stream.get_schema() else {
         return Err(stream_error("ArrowArrayStream.get_schema is NULL".into()));
     };
@@ -212,7 +259,7 @@ fn stream_schema(stream: &mut FFI_ArrowArrayStream) -> PyResult<Field> {
     }
     // SAFETY: `schema` was filled by the producer's `get_schema`; `check_schema` reads `release`
     // first and follows no pointer of a released schema.
-    unsafe { checks::check_schema(&schema, "ArrowSchema") }.map_err(errors::arrow_c_error)?;
+    unsafe { checks::check_schema(&schema, "ArrowSchema") }?;
     field_from_schema(&schema)
 }
 
@@ -221,7 +268,7 @@ fn stream_next(
     stream: &mut FFI_ArrowArrayStream,
     data_type: &DataType,
     index: usize,
-) -> PyResult<Option<ArrayData>> {
+) -> Result<Option<ArrayData>, checks::ArrowCError> {
     let Some(get_next) = stream.get_next() else {
         return Err(stream_error("ArrowArrayStream.get_next is NULL".into()));
     };
@@ -257,8 +304,8 @@ fn last_error(stream: &mut FFI_ArrowArrayStream) -> String {
     format!(": {}", message.to_string_lossy())
 }
 
-fn stream_error(message: String) -> PyErr {
-    errors::arrow_c_error(checks::ArrowCError::Malformed(message))
+fn stream_error(message: String) -> checks::ArrowCError {
+    checks::ArrowCError::Malformed(message)
 }
 
 /// An `arrow_schema` capsule describing `field`, extension metadata included.

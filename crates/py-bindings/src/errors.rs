@@ -275,6 +275,57 @@ pub(crate) fn arrow_c_error(error: crate::arrow_ffi_checks::ArrowCError) -> PyEr
     }
 }
 
+/// Maps an error of the loader (`ad.batches`), variant by variant; the message is the loader's,
+/// which names the file, row group or column.
+pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
+    use arrow_dlpack::Error as A;
+    use arrow_dlpack_loader::Error as E;
+    use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyPermissionError};
+    let kind = match &error {
+        // The file system: the builtin exceptions `open()` raises.
+        E::Io { source, .. } => {
+            return match source.kind() {
+                std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(error.to_string()),
+                std::io::ErrorKind::PermissionDenied => {
+                    PyPermissionError::new_err(error.to_string())
+                }
+                _ => PyOSError::new_err(error.to_string()),
+            };
+        }
+        E::Thread { .. } => return PyOSError::new_err(error.to_string()),
+        // A column whose data cannot become the tensor asked for.
+        E::Column { source, .. } => match source {
+            A::UnsupportedType { .. } | A::UnsupportedColumnType { .. } => Kind::Type,
+            A::Tensor(inner) => match tensor_kind(inner) {
+                Some(kind) => kind,
+                None => return PyMemoryError::new_err(error.to_string()),
+            },
+            // Nulls refused without `allow_nulls` (as `to_tensor()`), and the rest.
+            _ => Kind::Value,
+        },
+        E::Tensor(inner) => match tensor_kind(inner) {
+            Some(kind) => kind,
+            None => return PyMemoryError::new_err(error.to_string()),
+        },
+        E::UnsupportedColumn { .. } => Kind::Type,
+        // A bad spec, a malformed or truncated file, a column that is not there, batches that
+        // disagree, an unknown extension, a panic caught on a loader thread.
+        E::InvalidSpec { .. }
+        | E::Ipc { .. }
+        | E::Parquet { .. }
+        | E::Decode { .. }
+        | E::Arrow(_)
+        | E::MissingColumn { .. }
+        | E::SchemaMismatch { .. }
+        | E::UnknownFormat { .. }
+        | E::Panicked { .. } => Kind::Value,
+        // A variant added to the loader after this file was written: a value problem until it
+        // is mapped here on purpose.
+        _ => Kind::Value,
+    };
+    raise(kind, error)
+}
+
 /// Maps an error of arrow-rs (C data interface import and export, concatenation).
 pub(crate) fn arrow_rs_error(error: arrow_schema::ArrowError) -> PyErr {
     raise(Kind::Value, error)

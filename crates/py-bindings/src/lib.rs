@@ -9,6 +9,7 @@
 //! | `tensor` | `Tensor`: n-D strided views, DLPack both ways |
 //! | `fixed_shape_tensor` | `FixedShapeTensorArray`: `arrow.fixed_shape_tensor` columns |
 //! | `tables` | `Tensor.from_arrow` and `column_tensors()`: tables and record batches to tensors |
+//! | `loader` | `_Batches`, behind `ad.batches`: the loader crate's exact-size batches as dicts of tensors, made without the GIL |
 //! | `dlpack_export` | `__dlpack__`: argument rules and capsules (dlpark's capsule machinery) |
 //! | `dlpack_import` | `from_dlpack`: negotiation with producers, legacy retry, capsule consumption |
 //! | `exchange` | the DLPack C exchange API (`__dlpack_c_exchange_api__`) of each class |
@@ -26,6 +27,7 @@ mod dlpack_import;
 mod errors;
 mod exchange;
 mod fixed_shape_tensor;
+mod loader;
 mod pretty;
 mod protocols;
 mod tables;
@@ -44,6 +46,7 @@ fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<array::PyArray>()?;
     module.add_class::<tensor::PyTensor>()?;
     module.add_class::<fixed_shape_tensor::PyFixedShapeTensorArray>()?;
+    module.add_class::<loader::PyBatches>()?;
     errors::register(module)?;
     exchange::install(module.py())?;
     Ok(())

@@ -29,7 +29,10 @@ Beyond PyArrow:
   into one 2-D tensor (PyArrow's ``RecordBatch.to_tensor``), and
   :func:`column_tensors` gives one zero-copy tensor per column;
 - every class publishes the DLPack 1.3 C exchange API
-  (``__dlpack_c_exchange_api__``), and ``from_dlpack`` uses a producer's.
+  (``__dlpack_c_exchange_api__``), and ``from_dlpack`` uses a producer's;
+- :func:`batches` turns Arrow data (IPC and Parquet files, any Arrow stream)
+  into exact-size batches of tensors for a training loop, made on background
+  threads, and :class:`BatchDataset` is the same for ``torch.utils.data``.
 
 Exceptions
 ----------
@@ -66,6 +69,7 @@ from arrow_dlpack._arrow_dlpack import (
     array,
     column_tensors,
 )
+from arrow_dlpack._batches import batches
 
 __all__ = [
     "Array",
@@ -76,6 +80,20 @@ __all__ = [
     "FixedShapeTensorArray",
     "Tensor",
     "__version__",
+    "BatchDataset",
     "array",
+    "batches",
     "column_tensors",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # `BatchDataset` subclasses torch's `IterableDataset`, so it is made on first use: importing
+    # arrow_dlpack never imports torch.
+    if name == "BatchDataset":
+        from arrow_dlpack._batches import _batch_dataset_class
+
+        cls = _batch_dataset_class()
+        globals()["BatchDataset"] = cls
+        return cls
+    raise AttributeError(f"module 'arrow_dlpack' has no attribute {name!r}")

@@ -280,3 +280,40 @@ class FixedShapeTensorArray(Array):
     @property
     def value_type(self) -> str:
         """The element type, named as PyArrow names it."""
+
+@final
+class _Batches:
+    """The batch iterator behind :func:`arrow_dlpack.batches` (which computes the shard and
+    shows progress): exact-size batches of tensors, made on background threads."""
+
+    def __new__(
+        cls,
+        source: Any,
+        batch_size: int,
+        *,
+        columns: list[str],
+        groups: list[tuple[str, list[str]]],
+        masks: list[str],
+        drop_last: bool,
+        allow_nulls: bool,
+        null_to_nan: bool,
+        row_major: bool,
+        shuffle: bool,
+        seed: int,
+        buffer_size: int,
+        shard_index: int,
+        num_shards: int,
+        prefetch: int,
+        decode_threads: int,
+    ) -> _Batches: ...
+    def __iter__(self) -> _Batches: ...
+    def __next__(self) -> dict[str, Tensor]:
+        """The next batch, waited for with the GIL released."""
+    def __len__(self) -> int:
+        """The number of batches, where the files' metadata gives the row count; TypeError
+        otherwise."""
+    @property
+    def num_rows(self) -> Optional[int]:
+        """The rows of this shard, or None when the source does not say."""
+    def close(self) -> None:
+        """Stops the background threads and releases the source now."""

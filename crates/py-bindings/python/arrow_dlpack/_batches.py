@@ -1,0 +1,217 @@
+"""``batches`` and ``BatchDataset``: exact-size batches of tensors from Arrow data, for a
+training loop.
+
+The work happens in Rust (the ``arrow-dlpack-loader`` crate): files are decoded, record batches
+cut and joined into batches of exactly ``batch_size`` rows, and columns promoted and copied, on
+background threads, with the GIL released while ``next()`` waits. This module only works out
+which shard of the data this process reads, and shows progress.
+"""
+
+import os
+import sys
+import time
+from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
+
+from arrow_dlpack._arrow_dlpack import Tensor, _Batches
+
+__all__ = ["BatchDataset", "batches"]
+
+#: What ``groups`` accepts: a mapping from group name to the columns it stacks.
+Groups = Mapping[str, Sequence[str]]
+
+
+def _worker() -> Tuple[int, int]:
+    """``(id, num_workers)`` of the ``torch.utils.data.DataLoader`` worker this runs in, or
+    ``(0, 1)`` outside one. torch is asked only if something already imported it."""
+    data = sys.modules.get("torch.utils.data")
+    info = data.get_worker_info() if data is not None else None
+    if info is None:
+        return 0, 1
+    return int(info.id), int(info.num_workers)
+
+
+def _distributed() -> Tuple[int, int]:
+    """``(rank, world_size)`` of an initialised ``torch.distributed`` process group, else
+    ``(0, 1)``."""
+    distributed = sys.modules.get("torch.distributed")
+    if (
+        distributed is not None
+        and distributed.is_available()
+        and distributed.is_initialized()
+    ):
+        return int(distributed.get_rank()), int(distributed.get_world_size())
+    return 0, 1
+
+
+def _shard(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int]:
+    """This process's ``(shard_index, num_shards)``: one shard per DataLoader worker of each
+    rank, so that workers and ranks together read every row exactly once."""
+    if (rank is None) != (world_size is None):
+        raise ValueError("rank and world_size go together; give both or neither")
+    if rank is None or world_size is None:
+        rank, world_size = _distributed()
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} and world_size {world_size}; expected 0 <= rank < world_size")
+    worker, workers = _worker()
+    return rank * workers + worker, world_size * workers
+
+
+class _Progress:
+    """Wraps a batch iterator and shows rows per second on standard error while a terminal
+    watches it; a last line when the iteration ends."""
+
+    def __init__(self, inner: _Batches, stream: Any = None):
+        self._inner = inner
+        self._stream = stream if stream is not None else sys.stderr
+        self._live = bool(getattr(self._stream, "isatty", lambda: False)())
+        self._rows = 0
+        self._start = time.perf_counter()
+        self._shown = self._start
+
+    def __iter__(self) -> "_Progress":
+        return self
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    @property
+    def num_rows(self) -> Optional[int]:
+        return self._inner.num_rows
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def _line(self) -> str:
+        elapsed = max(time.perf_counter() - self._start, 1e-9)
+        total = self._inner.num_rows
+        of = f" of {total:,}" if total is not None else ""
+        return f"{self._rows:,}{of} rows, {self._rows / elapsed:,.0f} rows/s"
+
+    def __next__(self) -> Dict[str, Tensor]:
+        try:
+            batch = next(self._inner)
+        except StopIteration:
+            end = "\r" if self._live else ""
+            print(f"{end}{self._line()}, done", file=self._stream, flush=True)
+            raise
+        first = next(iter(batch.values()), None)
+        self._rows += first.shape[0] if first is not None and first.ndim else 0
+        now = time.perf_counter()
+        if self._live and now - self._shown >= 0.2:
+            self._shown = now
+            print(f"\r{self._line()}", end="", file=self._stream, flush=True)
+        return batch
+
+
+def batches(
+    source: Any,
+    batch_size: int = 1024,
+    *,
+    columns: Optional[Sequence[str]] = None,
+    groups: Optional[Groups] = None,
+    masks: Iterable[str] = (),
+    drop_last: bool = False,
+    allow_nulls: bool = False,
+    null_to_nan: bool = False,
+    row_major: bool = True,
+    shuffle: bool = False,
+    seed: Optional[int] = None,
+    buffer_size: int = 65_536,
+    rank: Optional[int] = None,
+    world_size: Optional[int] = None,
+    prefetch: int = 2,
+    decode_threads: int = 0,
+    progress: bool = False,
+) -> Union[_Batches, _Progress]:
+    """Batches of exactly ``batch_size`` rows from Arrow data, each a dict from name to
+    :class:`Tensor`, made on background threads.
+
+    >>> for batch in ad.batches("train.parquet", 1024, groups={"x": features}, columns=["y"]):
+    ...     x, y = torch.from_dlpack(batch["x"]), torch.from_dlpack(batch["y"])
+
+    ``source`` is a path or a list of paths of Arrow IPC files (``.arrow``, ``.feather``,
+    ``.ipc``: memory-mapped, zero-copy), IPC streams (``.arrows``) or Parquet files
+    (``.parquet``, ``.pq``: projected, row groups decoded in parallel), or any object with
+    ``__arrow_c_stream__`` (a pyarrow Table or RecordBatchReader, a polars DataFrame, a DuckDB
+    result, nanoarrow).
+
+    - ``columns``: the columns that become one tensor each: primitive columns ``(B,)``,
+      fixed-size lists and ``arrow.fixed_shape_tensor`` columns ``(B, *shape)``, booleans
+      ``bool`` tensors. ``None`` means every column not in a group.
+    - ``groups``: name -> columns stacked into one ``(B, k)`` tensor, promoted as
+      :meth:`Tensor.from_arrow` promotes (``row_major`` chooses the layout).
+    - ``masks``: columns whose validity comes as an extra ``bool`` tensor ``"<name>_mask"``.
+    - Nulls are refused (``ValueError``, at the batch that holds them) unless ``allow_nulls``
+      (null slots hold unspecified values) or ``null_to_nan`` (floats with NaN).
+    - ``drop_last`` drops a last batch shorter than ``batch_size``.
+    - ``shuffle`` shuffles files and row groups (or record batches) and rows within windows of
+      ``buffer_size`` rows; with a ``seed`` the order is the same on every run.
+    - Shards: inside a ``torch.utils.data.DataLoader`` worker each worker reads its own share,
+      and ``rank``/``world_size`` (default: an initialised ``torch.distributed`` group) split
+      the data between processes, so that together they read every row exactly once.
+    - ``prefetch`` batches wait ready in a bounded queue; memory stays below ``prefetch`` times
+      a batch's bytes plus the row groups being decoded.
+    - ``progress`` shows rows per second on a terminal.
+
+    A batch that lies inside one record batch is made of zero-copy views; one across record
+    batches, groups, booleans, masks and shuffled batches are fresh, writable copies.
+    The result has ``len()`` (the number of batches) when the files' metadata gives the row
+    count, and ``close()`` stops its threads at once; breaking out of the loop and dropping it
+    does the same.
+    """
+    shard_index, num_shards = _shard(rank, world_size)
+    if seed is None:
+        seed = int.from_bytes(os.urandom(8), "little") if shuffle else 0
+    inner = _Batches(
+        source,
+        batch_size,
+        columns=list(columns) if columns is not None else [],
+        groups=[(name, list(group)) for name, group in (groups or {}).items()],
+        masks=list(masks),
+        drop_last=drop_last,
+        allow_nulls=allow_nulls,
+        null_to_nan=null_to_nan,
+        row_major=row_major,
+        shuffle=shuffle,
+        seed=seed,
+        buffer_size=buffer_size,
+        shard_index=shard_index,
+        num_shards=num_shards,
+        prefetch=prefetch,
+        decode_threads=decode_threads,
+    )
+    return _Progress(inner) if progress else inner
+
+
+def _batch_dataset_class() -> type:
+    """``BatchDataset``, made on first use so that importing ``arrow_dlpack`` never imports
+    torch."""
+    from torch import from_dlpack
+    from torch.utils.data import IterableDataset
+
+    class BatchDataset(IterableDataset):  # type: ignore[misc,type-arg]
+        """A ``torch.utils.data.IterableDataset`` of :func:`batches`, as torch tensors.
+
+        ``DataLoader(BatchDataset(source, 1024, ...), batch_size=None, num_workers=2)``: the
+        dataset batches itself (hence ``batch_size=None``), and each worker reads its own shard.
+        Every other argument is :func:`batches`'s.
+        """
+
+        def __init__(self, source: Any, batch_size: int = 1024, **options: Any):
+            super().__init__()
+            if "progress" in options:
+                raise TypeError("BatchDataset has no progress option; wrap the DataLoader instead")
+            self.source = source
+            self.batch_size = batch_size
+            self.options = options
+
+        def __iter__(self) -> Iterator[Dict[str, Any]]:
+            iterator = batches(self.source, self.batch_size, **self.options)
+            try:
+                for batch in iterator:
+                    yield {name: from_dlpack(tensor) for name, tensor in batch.items()}
+            finally:
+                iterator.close()
+
+    BatchDataset.__module__ = "arrow_dlpack"
+    return BatchDataset

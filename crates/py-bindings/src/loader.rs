@@ -1,0 +1,291 @@
+//! `arrow_dlpack._Batches`: the loader layer (`arrow-dlpack-loader`) as a Python iterator of
+//! batches, each a dict of `Tensor`s.
+//!
+//! The Python function `arrow_dlpack.batches` (in `python/arrow_dlpack/_batches.py`) is the
+//! public face: it works out the shard of a DataLoader worker or a distributed rank and shows
+//! progress, and hands everything else to this class.
+//!
+//! Sources are paths of Arrow IPC or Parquet files, read by the loader's own threads, or any
+//! object with `__arrow_c_stream__`, whose stream is moved out of its capsule and read on the
+//! loader's thread through [`CheckedStream`], so that every chunk is checked as `ad.array`
+//! checks it.
+//! `__next__` waits for the next batch with the GIL released: decoding, re-batching and copies
+//! never hold it.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, TryLockError};
+
+use arrow_array::{RecordBatch, RecordBatchReader, StructArray};
+use arrow_dlpack_loader::{BatchSpec, Batches, ColumnGroup, Source};
+use arrow_schema::{ArrowError, DataType, Schema, SchemaRef};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+
+use crate::arrow_ffi::CheckedStream;
+use crate::dlpack_import::type_name;
+use crate::errors;
+use crate::tensor::PyTensor;
+
+/// The record batches of a checked Arrow C stream whose type is a struct (a table).
+struct StreamBatches {
+    stream: CheckedStream,
+    schema: SchemaRef,
+}
+
+impl StreamBatches {
+    fn new(stream: CheckedStream) -> PyResult<Self> {
+        let DataType::Struct(fields) = stream.field().data_type() else {
+            return Err(errors::type_error(format!(
+                "the Arrow stream holds {} values; expected record batches (a struct type), as a \
+                 table, a record batch reader or a data frame gives",
+                stream.field().data_type()
+            )));
+        };
+        let schema = Arc::new(Schema::new_with_metadata(
+            fields.clone(),
+            stream.field().metadata().clone(),
+        ));
+        Ok(StreamBatches { stream, schema })
+    }
+}
+
+impl Iterator for StreamBatches {
+    type Item = Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.stream.next_chunk() {
+            Ok(Some(data)) => {
+                let batch = RecordBatch::from(StructArray::from(data));
+                Some(batch.with_schema(self.schema.clone()))
+            }
+            Ok(None) => None,
+            Err(error) => Some(Err(ArrowError::CDataInterface(error.to_string()))),
+        }
+    }
+}
+
+impl RecordBatchReader for StreamBatches {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+}
+
+/// The loader's source for a Python object: a path or a list of paths, or an Arrow stream.
+fn source_of(object: &Bound<'_, PyAny>) -> PyResult<Source> {
+    if let Some(paths) = paths_of(object)? {
+        return Source::from_paths(paths).map_err(errors::loader_error);
+    }
+    let Some(method) = crate::protocols::optional_attribute(object, "__arrow_c_stream__")? else {
+        return Err(errors::type_error(format!(
+            "{} is neither a path, a list of paths, nor an object with __arrow_c_stream__ (a \
+             pyarrow Table or RecordBatchReader, a polars DataFrame, a DuckDB result, ...)",
+            type_name(object)
+        )));
+    };
+    let capsule = method.call0()?;
+    let stream = CheckedStream::from_capsule(&capsule)?;
+    Ok(Source::reader(StreamBatches::new(stream)?))
+}
+
+/// The paths in `object`: one path (`str` or `os.PathLike`), or a list or tuple of them.
+fn paths_of(object: &Bound<'_, PyAny>) -> PyResult<Option<Vec<PathBuf>>> {
+    let one = |item: &Bound<'_, PyAny>| -> PyResult<Option<PathBuf>> {
+        if item.is_instance_of::<PyString>() || item.hasattr("__fspath__")? {
+            return Ok(Some(item.extract::<PathBuf>()?));
+        }
+        Ok(None)
+    };
+    if let Some(path) = one(object)? {
+        return Ok(Some(vec![path]));
+    }
+    if object.is_instance_of::<PyList>() || object.is_instance_of::<PyTuple>() {
+        let mut paths = Vec::new();
+        for item in object.try_iter()? {
+            let item = item?;
+            match one(&item)? {
+                Some(path) => paths.push(path),
+                None => {
+                    return Err(errors::type_error(format!(
+                        "a list of sources holds {}; expected paths (str or os.PathLike)",
+                        type_name(&item)
+                    )));
+                }
+            }
+        }
+        if paths.is_empty() {
+            return Err(errors::value_error("the list of paths is empty"));
+        }
+        return Ok(Some(paths));
+    }
+    Ok(None)
+}
+
+/// Batches of exactly `batch_size` rows from an Arrow source, made on background threads; each
+/// is a dict from column (or group) name to `Tensor`.
+#[pyclass(name = "_Batches", module = "arrow_dlpack")]
+pub(crate) struct PyBatches {
+    /// `None` once the iteration ended or `close()` ran: the threads are joined then.
+    /// The lock is only ever tried, never waited for with the GIL held.
+    batches: Mutex<Option<Batches>>,
+    /// The rows of this shard, where the source's metadata tells.
+    num_rows: Option<u64>,
+    /// The number of batches, where the row count is known.
+    len: Option<usize>,
+}
+
+#[pymethods]
+impl PyBatches {
+    #[new]
+    #[pyo3(signature = (
+        source, batch_size, *, columns, groups, masks, drop_last, allow_nulls, null_to_nan,
+        row_major, shuffle, seed, buffer_size, shard_index, num_shards, prefetch, decode_threads
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        source: &Bound<'_, PyAny>,
+        batch_size: usize,
+        columns: Vec<String>,
+        groups: Vec<(String, Vec<String>)>,
+        masks: Vec<String>,
+        drop_last: bool,
+        allow_nulls: bool,
+        null_to_nan: bool,
+        row_major: bool,
+        shuffle: bool,
+        seed: u64,
+        buffer_size: usize,
+        shard_index: usize,
+        num_shards: usize,
+        prefetch: usize,
+        decode_threads: usize,
+    ) -> PyResult<Self> {
+        let spec = BatchSpec {
+            batch_size,
+            drop_last,
+            columns,
+            groups: groups
+                .into_iter()
+                .map(|(name, columns)| ColumnGroup::new(name, columns))
+                .collect(),
+            masks,
+            allow_nulls,
+            null_to_nan,
+            row_major,
+            shuffle,
+            seed,
+            buffer_size,
+            shard_index,
+            num_shards,
+            prefetch,
+            decode_threads,
+        };
+        let source = errors::no_panic("reading an Arrow source", || source_of(source))?;
+        // Opening files reads their metadata; that is I/O, done without the GIL.
+        let batches = py
+            .detach(|| Batches::new(source, spec))
+            .map_err(errors::loader_error)?;
+        Ok(PyBatches {
+            num_rows: batches.num_rows(),
+            len: batches.len(),
+            batches: Mutex::new(Some(batches)),
+        })
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let mut guard = match self.batches.try_lock() {
+            Ok(guard) => guard,
+            // Another thread is inside `__next__` (without the GIL): waiting for it here, with
+            // the GIL, could deadlock, so refuse as a running generator does.
+            Err(TryLockError::WouldBlock) => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "the batch iterator is already running in another thread",
+                ));
+            }
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        };
+        let Some(batches) = guard.as_mut() else {
+            return Ok(None);
+        };
+        let next = py.detach(|| batches.next());
+        let batch = match next {
+            Some(Ok(batch)) => batch,
+            Some(Err(error)) => {
+                let ended = guard.take();
+                drop(guard);
+                py.detach(move || drop(ended));
+                return Err(errors::loader_error(error));
+            }
+            None => {
+                let ended = guard.take();
+                drop(guard);
+                py.detach(move || drop(ended));
+                return Ok(None);
+            }
+        };
+        drop(guard);
+        let out = PyDict::new(py);
+        let (tensors, masks) = batch.into_parts();
+        for (name, tensor) in tensors {
+            out.set_item(name, PyTensor::new(tensor))?;
+        }
+        for (name, mask) in masks {
+            out.set_item(format!("{name}_mask"), PyTensor::new(mask))?;
+        }
+        Ok(Some(out))
+    }
+
+    /// The number of batches, where the source's metadata gives the row count (IPC and Parquet
+    /// files); a `TypeError` otherwise, as `len()` of any iterator without a length.
+    fn __len__(&self) -> PyResult<usize> {
+        self.len.ok_or_else(|| {
+            pyo3::exceptions::PyTypeError::new_err(
+                "the number of batches of a stream is not known in advance",
+            )
+        })
+    }
+
+    /// The rows this iterator yields in all (after sharding, before `drop_last`), or None when
+    /// the source does not say.
+    #[getter]
+    fn num_rows(&self) -> Option<u64> {
+        self.num_rows
+    }
+
+    /// Stops the background threads and releases the source now, rather than when the iterator
+    /// is garbage collected; iterating afterwards yields nothing.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let batches = match self.batches.try_lock() {
+            Ok(mut guard) => guard.take(),
+            Err(TryLockError::WouldBlock) => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "the batch iterator is running in another thread; close it from there",
+                ));
+            }
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner().take(),
+        };
+        // Joining the threads may wait for a decode in flight: without the GIL, so that a
+        // producer that needs it (a Python generator behind a stream) can finish.
+        py.detach(move || drop(batches));
+        Ok(())
+    }
+}
+
+impl Drop for PyBatches {
+    fn drop(&mut self) {
+        let batches = self
+            .batches
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(batches) = batches {
+            // Collected without `close()`: the threads are joined without the GIL all the same,
+            // so that a stream producer that needs it can finish its call.
+            Python::attach(|py| py.detach(move || drop(batches)));
+        }
+    }
+}
