@@ -15,10 +15,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyList, PyTuple};
 
 use crate::arrow_ffi;
+use crate::conveniences::{self, Selection};
 use crate::dlpack_export::{self, DlpackSource, cpu_device};
 use crate::dlpack_import::import_tensor;
 use crate::errors::{self, Operation};
 use crate::fixed_shape_tensor::PyFixedShapeTensorArray;
+use crate::numpy::{self, ArrayFacts};
 use crate::pretty;
 use crate::tensor::PyTensor;
 use crate::type_names::field_type_name;
@@ -339,6 +341,89 @@ impl PyArray {
 
     fn __len__(&self) -> usize {
         self.column.len()
+    }
+
+    /// PyArrow's `to_numpy`: a read-only zero-copy view of a numeric array without nulls in one
+    /// chunk; what needs a copy is refused with a ValueError unless `zero_copy_only=False`
+    /// (see `numpy::array_to_numpy`). numpy is imported here, not with the package.
+    #[pyo3(signature = (zero_copy_only = true, writable = false))]
+    fn to_numpy<'py>(
+        slf: &Bound<'py, Self>,
+        zero_copy_only: bool,
+        writable: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let this = slf.get();
+        let facts = ArrayFacts {
+            data_type: this.column.field.data_type(),
+            len: this.column.len(),
+            null_count: this.null_count(),
+            needs_concat: chunks_need_copy(&this.column.chunks),
+        };
+        numpy::array_to_numpy(slf.as_any(), facts, zero_copy_only, writable)
+    }
+
+    /// The elements `offset..offset + length` (to the end when `length` is None), zero-copy
+    /// across chunks, as an array of this class; a range past the end is clamped.
+    ///
+    /// A negative offset raises IndexError and a negative length ValueError, as in PyArrow.
+    #[pyo3(signature = (offset = 0, length = None))]
+    fn slice(&self, py: Python<'_>, offset: isize, length: Option<isize>) -> PyResult<Py<PyAny>> {
+        let (offset, length) = conveniences::slice_arguments(offset, length)?;
+        let chunks = conveniences::slice_chunks(&self.column.chunks, offset, length);
+        wrap_column(py, self.column.field.clone(), chunks)
+    }
+
+    /// `array[i]` is the element as a Python value (None for a null); `array[a:b]` a zero-copy
+    /// slice, and `array[a:b:step]` a copy of the selected elements, as arrays of this class.
+    fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        match conveniences::select(py, &self.column.chunks, key)? {
+            Selection::Chunks(chunks) => wrap_column(py, self.column.field.clone(), chunks),
+            Selection::Value(value) => Ok(value.unbind()),
+        }
+    }
+
+    /// The bytes that the elements reference (values, validity, children), counted as PyArrow
+    /// counts them for sliced arrays.
+    #[getter]
+    fn nbytes(&self) -> PyResult<usize> {
+        conveniences::referenced_bytes(&self.column.chunks)
+    }
+
+    /// Whether `other` (an array of this package or any Arrow producer) has the same type and
+    /// values; the chunk layout does not matter, NaN is unequal to itself, as in PyArrow.
+    fn equals(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let other = match other.cast::<PyArray>() {
+            Ok(ours) => ours.get().column.clone(),
+            Err(_) => {
+                let imported = arrow_ffi::import(other)?;
+                Column::new(imported.field, imported.chunks)
+            }
+        };
+        conveniences::columns_equal(
+            &self.column.field,
+            &self.column.chunks,
+            &other.field,
+            &other.chunks,
+        )
+    }
+
+    /// A boolean array, True where the element is null (or NaN, with `nan_is_null=True`).
+    #[pyo3(signature = (*, nan_is_null = false))]
+    fn is_null(&self, nan_is_null: bool) -> PyResult<PyArray> {
+        let chunks = conveniences::validity_chunks(&self.column.chunks, false, nan_is_null)?;
+        Ok(PyArray::new(Column::new(
+            conveniences::boolean_field(),
+            chunks,
+        )))
+    }
+
+    /// A boolean array, True where the element is valid (not null).
+    fn is_valid(&self) -> PyResult<PyArray> {
+        let chunks = conveniences::validity_chunks(&self.column.chunks, true, false)?;
+        Ok(PyArray::new(Column::new(
+            conveniences::boolean_field(),
+            chunks,
+        )))
     }
 
     /// The elements as Python objects; nulls are None.

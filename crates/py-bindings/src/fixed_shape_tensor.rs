@@ -14,6 +14,7 @@ use crate::array::{Column, PyArray};
 use crate::dlpack_export::{self, DlpackSource};
 use crate::dlpack_import::import_tensor;
 use crate::errors::{self, Operation};
+use crate::numpy;
 use crate::tensor::PyTensor;
 use crate::type_names::data_type_name;
 
@@ -138,6 +139,65 @@ impl PyFixedShapeTensorArray {
             .and_then(|array| array.to_tensor(allow_nulls))
             .map_err(|error| errors::arrow_error(error, Operation::ToTensor))?;
         Ok(PyTensor::new(tensor))
+    }
+
+    /// The whole `(len, *cell_shape)` array as a numpy array (PyArrow's `to_numpy_ndarray`):
+    /// zero-copy and read-only for one chunk, the permutation applied as in `to_tensor()`.
+    ///
+    /// Nulls raise ArrowDLPackValueError, as in PyArrow; numpy is imported here, not with the
+    /// package.
+    fn to_numpy_ndarray<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let tensor = self.to_tensor(false)?;
+        let read_only = tensor.tensor().is_read_only();
+        let tensor = Bound::new(py, tensor)?;
+        numpy::from_dlpack(
+            tensor.as_any(),
+            read_only,
+            "FixedShapeTensorArray.to_numpy_ndarray()",
+        )
+    }
+
+    /// PyArrow's `from_numpy_ndarray(obj, dim_names=None)`: the first axis of `obj` (a numpy
+    /// array or any DLPack producer of at least 2 dimensions) becomes the length, the others
+    /// the cell shape; the order of their strides becomes the permutation.
+    ///
+    /// Zero-copy for densely packed data; gapped strides are copied. A first axis without the
+    /// largest stride (Fortran order) raises ArrowDLPackValueError, as in PyArrow; so do fewer
+    /// than 2 dimensions and `dim_names` of the wrong length.
+    #[staticmethod]
+    #[pyo3(signature = (obj, dim_names = None))]
+    fn from_numpy_ndarray(
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        dim_names: Option<Vec<String>>,
+    ) -> PyResult<Py<Self>> {
+        let tensor = import_tensor(obj, None, None)?;
+        let ndim = tensor.ndim();
+        if ndim < 2 {
+            return Err(errors::value_error(format!(
+                "cannot convert a 1-D array or a scalar to a fixed-shape tensor array: expected \
+                 at least 2 dimensions, found {ndim}"
+            )));
+        }
+        let tensor = match dim_names {
+            None => tensor,
+            Some(names) if names.len() == ndim - 1 => {
+                let all = std::iter::once(String::new()).chain(names).collect();
+                tensor
+                    .with_dim_names(Some(all))
+                    .map_err(errors::tensor_error)?
+            }
+            Some(names) => {
+                return Err(errors::value_error(format!(
+                    "expected one dimension name per tensor dimension ({}), found {}",
+                    ndim - 1,
+                    names.len()
+                )));
+            }
+        };
+        let array = FixedShapeTensorArray::from_tensor(&tensor, true)
+            .map_err(|error| errors::arrow_error(error, Operation::Import))?;
+        Self::from_array(py, array)
     }
 
     /// The shape of each tensor, as stored (physical order).

@@ -8,6 +8,8 @@
 //! | `array` | `Array` and `array()`: Arrow columns from any Arrow PyCapsule producer |
 //! | `tensor` | `Tensor`: n-D strided views, DLPack both ways |
 //! | `fixed_shape_tensor` | `FixedShapeTensorArray`: `arrow.fixed_shape_tensor` columns |
+//! | `conveniences` | PyArrow's conveniences over chunks and tensors: slices, indexing, `nbytes`, `equals`, `is_null` |
+//! | `numpy` | `to_numpy` and friends through `np.from_dlpack`, numpy imported only when called |
 //! | `tables` | `Tensor.from_arrow` and `column_tensors()`: tables and record batches to tensors |
 //! | `loader` | `_Batches`, behind `ad.batches`: the loader crate's exact-size batches as dicts of tensors, made without the GIL |
 //! | `dlpack_export` | `__dlpack__`: argument rules and capsules (dlpark's capsule machinery) |
@@ -22,12 +24,14 @@
 mod array;
 mod arrow_ffi;
 mod arrow_ffi_checks;
+mod conveniences;
 mod dlpack_export;
 mod dlpack_import;
 mod errors;
 mod exchange;
 mod fixed_shape_tensor;
 mod loader;
+mod numpy;
 mod pretty;
 mod protocols;
 mod tables;

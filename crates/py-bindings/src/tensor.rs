@@ -7,8 +7,10 @@ use arrow_dlpack_tensor::Tensor;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
+use crate::conveniences;
 use crate::dlpack_export::{self, DlpackSource, cpu_device};
 use crate::dlpack_import::import_tensor;
+use crate::numpy;
 use crate::tables;
 
 /// A strided n-dimensional tensor over Arrow memory, exchanged through DLPack without copying.
@@ -137,6 +139,33 @@ impl PyTensor {
     #[getter]
     fn is_mutable(&self) -> bool {
         !self.tensor.is_read_only()
+    }
+
+    /// A numpy view of the tensor (PyArrow's `to_numpy`), zero-copy, read-only when the tensor
+    /// is; numpy is imported here, not with the package.
+    fn to_numpy<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let read_only = slf.get().tensor.is_read_only();
+        numpy::from_dlpack(slf.as_any(), read_only, "Tensor.to_numpy()")
+    }
+
+    /// The bytes of the elements: `size` times the element size (numpy's `nbytes`).
+    #[getter]
+    fn nbytes(&self) -> PyResult<usize> {
+        conveniences::tensor_nbytes(&self.tensor)
+    }
+
+    /// Whether `other` (a Tensor or any DLPack producer) has the same type, shape and values,
+    /// whatever the strides and dimension names; NaN is unequal to itself, as in PyArrow.
+    fn equals(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        match other.cast::<PyTensor>() {
+            Ok(ours) => conveniences::tensors_equal(&self.tensor, &ours.get().tensor),
+            Err(_) => conveniences::tensors_equal(&self.tensor, &import_tensor(other, None, None)?),
+        }
+    }
+
+    /// The name of dimension `i`, `""` when the tensor has no names; IndexError out of range.
+    fn dim_name(&self, i: isize) -> PyResult<String> {
+        conveniences::dim_name(&self.tensor, i)
     }
 
     fn __repr__(&self) -> String {

@@ -3,9 +3,10 @@
 Written by hand and checked against the built module by ``mypy.stubtest``.
 """
 
-from typing import Any, ClassVar, Optional, Tuple, Union
+import builtins
+from typing import Any, ClassVar, Optional, Sequence, SupportsIndex, Tuple, Union, overload
 
-from typing_extensions import CapsuleType, disjoint_base, final
+from typing_extensions import CapsuleType, Self, disjoint_base, final
 
 __all__ = [
     "Array",
@@ -161,6 +162,47 @@ class Array:
     def __len__(self) -> int: ...
     def to_pylist(self) -> list[Any]:
         """The elements as Python objects; nulls are None."""
+    def to_numpy(self, zero_copy_only: bool = True, writable: bool = False) -> Any:
+        """PyArrow's ``to_numpy``: a read-only zero-copy numpy view of an integer or float array
+        without nulls in one chunk.
+
+        With ``zero_copy_only=True`` (the default) what needs a copy raises
+        ArrowDLPackValueError (PyArrow raises ``ArrowInvalid``, also a ValueError): nulls,
+        booleans, several chunks, other types, and ``writable=True``. With
+        ``zero_copy_only=False`` nulls become NaN (integers become ``float64``, floats keep their
+        type), booleans give ``bool`` (``object`` with None where there are nulls), fixed-size
+        lists an ``object`` array of one numpy array per element (None for nulls), other types
+        an ``object`` array of Python values; ``writable=True`` copies a read-only result.
+
+        numpy is imported by this method, not by the package; ImportError without it.
+        """
+    def slice(self, offset: int = 0, length: Optional[int] = None) -> Self:
+        """The elements ``offset .. offset + length`` (to the end when ``length`` is None) as an
+        array of this class, zero-copy across chunks; a range past the end is clamped.
+
+        A negative offset raises IndexError, a negative length ArrowDLPackValueError, as in
+        PyArrow.
+        """
+    @overload
+    def __getitem__(self, key: SupportsIndex, /) -> Any:
+        """The element as a Python value (None for a null); PyArrow returns a ``pa.Scalar``."""
+    @overload
+    def __getitem__(self, key: builtins.slice, /) -> Self:
+        """A zero-copy slice for step 1; other steps copy the selected elements, as PyArrow's
+        ``take``."""
+    @property
+    def nbytes(self) -> int:
+        """The bytes that the elements reference (values, validity bitmaps, children), counted
+        as PyArrow counts them for sliced arrays."""
+    def equals(self, other: Any) -> bool:
+        """Whether ``other`` (an array of this package or any Arrow producer) has the same type
+        and values; chunk layout does not matter, nulls must match, NaN is unequal to itself
+        and ``0.0 == -0.0``, as in PyArrow."""
+    def is_null(self, *, nan_is_null: bool = False) -> Array:
+        """A boolean array (no nulls), True where the element is null, or NaN with
+        ``nan_is_null=True``; it exports through DLPack as a ``bool`` tensor."""
+    def is_valid(self) -> Array:
+        """A boolean array (no nulls), True where the element is not null."""
 
 @final
 class Tensor:
@@ -235,6 +277,20 @@ class Tensor:
     @property
     def is_mutable(self) -> bool:
         """Whether DLPack consumers may write to the data (False for Arrow memory)."""
+    def to_numpy(self) -> Any:
+        """A zero-copy numpy view with the same shape and strides (PyArrow's ``to_numpy``),
+        read-only when the tensor is. numpy is imported by this method, not by the package."""
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the elements: ``size`` times the element size, as numpy's ``nbytes``
+        (PyArrow's Tensor has none)."""
+    def equals(self, other: Any) -> bool:
+        """Whether ``other`` (a Tensor or any DLPack producer) has the same type, shape and
+        values, whatever the strides and dimension names; NaN is unequal to itself, as in
+        PyArrow."""
+    def dim_name(self, i: int) -> str:
+        """The name of dimension ``i``, ``""`` when the tensor has no names; IndexError out of
+        range (where PyArrow aborts the process)."""
 
 @final
 class FixedShapeTensorArray(Array):
@@ -268,6 +324,27 @@ class FixedShapeTensorArray(Array):
         """Exports the whole ``(len, *cell_shape)`` tensor as a DLPack capsule."""
     def to_tensor(self, *, allow_nulls: bool = False) -> Tensor:
         """The whole ``(len, *cell_shape)`` tensor, zero-copy."""
+    def to_numpy_ndarray(self) -> Any:
+        """The whole ``(len, *cell_shape)`` array as numpy (PyArrow's ``to_numpy_ndarray``),
+        zero-copy and read-only for one chunk, the permutation applied as in :meth:`to_tensor`.
+
+        Nulls raise ArrowDLPackValueError, as in PyArrow. numpy is imported by this method, not
+        by the package.
+        """
+    @staticmethod
+    def from_numpy_ndarray(
+        obj: Any, dim_names: Optional[Sequence[str]] = None
+    ) -> FixedShapeTensorArray:
+        """PyArrow's ``from_numpy_ndarray``: the first axis of ``obj`` (a numpy array or any
+        DLPack producer with at least 2 dimensions) becomes the length, the others the cell
+        shape, the order of their strides the permutation; ``dim_names`` name the cell
+        dimensions.
+
+        Zero-copy for densely packed data; gapped strides are copied. ArrowDLPackValueError,
+        as PyArrow's ValueError, for a first axis without the largest stride (Fortran order),
+        fewer than 2 dimensions or ``dim_names`` of the wrong length; also for booleans, which
+        PyArrow packs. Empty arrays are accepted (PyArrow refuses them).
+        """
     @property
     def shape(self) -> list[int]:
         """The shape of each tensor, as stored (physical order)."""
