@@ -28,6 +28,11 @@ Beyond PyArrow:
 - :meth:`Tensor.from_arrow` copies a table, record batch or polars DataFrame
   into one 2-D tensor (PyArrow's ``RecordBatch.to_tensor``), and
   :func:`column_tensors` gives one zero-copy tensor per column;
+- PyArrow's conveniences: ``to_numpy`` (and ``to_numpy_ndarray`` /
+  ``from_numpy_ndarray``), zero-copy ``slice`` and ``[]``, ``nbytes``,
+  ``equals``, ``is_null``/``is_valid`` (boolean arrays that export as ``bool``
+  tensors) and ``Tensor.dim_name``; numpy is imported only when a ``to_numpy``
+  method runs (``docs/compatibility.md`` lists the differences);
 - every class publishes the DLPack 1.3 C exchange API
   (``__dlpack_c_exchange_api__``), and ``from_dlpack`` uses a producer's;
 - :func:`batches` turns Arrow data (IPC and Parquet files, any Arrow stream)
@@ -80,7 +85,6 @@ __all__ = [
     "FixedShapeTensorArray",
     "Tensor",
     "__version__",
-    "BatchDataset",
     "array",
     "batches",
     "column_tensors",
@@ -89,7 +93,7 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     # `BatchDataset` subclasses torch's `IterableDataset`, so it is made on first use: importing
-    # arrow_dlpack never imports torch.
+    # arrow_dlpack never imports torch. (Not in `__all__`: a star import would import torch.)
     if name == "BatchDataset":
         from arrow_dlpack._batches import _batch_dataset_class
 
