@@ -1,9 +1,14 @@
-//! `cargo xtask bench`: the criterion benchmarks, then the Python exchange benchmark.
+//! `cargo xtask bench`: the criterion benchmarks, then the Python exchange benchmark, then the
+//! loader benchmark.
 //!
-//! The Python script owns `docs/benchmarks.md`: xtask runs it after criterion and passes it
+//! The exchange script owns `docs/benchmarks.md`: xtask runs it after criterion and passes it
 //! `--output docs/benchmarks.md` (where to write the page) and `--criterion-dir target/criterion`
-//! (where criterion left its estimates), as absolute paths.
+//! (where criterion left its estimates), as absolute paths. The loader's criterion bench keeps
+//! its estimates apart, in `target/criterion-loader`, so that the exchange script's Rust table
+//! stays as it was. The loader script writes its section to `target/bench/loader.md`, and xtask
+//! puts that section into the page under `## The loader`.
 
+use std::fs;
 use std::path::Path;
 
 use crate::Result;
@@ -13,10 +18,22 @@ use crate::python::PythonEnv;
 /// The Python benchmark script, relative to the project root.
 const PYTHON_BENCH: &str = "crates/py-bindings/bench/bench_exchange.py";
 
+/// The loader benchmark script, relative to the project root.
+const LOADER_BENCH: &str = "crates/py-bindings/bench/bench_loader.py";
+
+/// The anchors the loader benchmark needs beyond the test requirements.
+const BENCH_REQUIREMENTS: &str = "crates/py-bindings/requirements-bench.txt";
+
 /// The page the Python benchmark writes, relative to the project root.
 const OUTPUT: &str = "docs/benchmarks.md";
 
-/// Runs criterion with `forwarded` as its arguments, then the Python benchmark if it exists.
+/// The loader's section, as the loader script writes it, relative to the project root.
+const LOADER_OUTPUT: &str = "target/bench/loader.md";
+
+/// The heading of the loader's section in the page.
+const LOADER_HEADING: &str = "## The loader";
+
+/// Runs criterion with `forwarded` as its arguments, then the Python benchmarks if they exist.
 pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
     let mut criterion =
         Cmd::cargo(root).args(["bench", "-p", "arrow-dlpack-tensor", "-p", "arrow-dlpack"]);
@@ -24,6 +41,15 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
         criterion = criterion.arg("--").args(forwarded);
     }
     criterion.run()?;
+
+    let loader_criterion = root.join("target").join("criterion-loader");
+    let mut loader = Cmd::cargo(root)
+        .args(["bench", "-p", "arrow-dlpack-loader"])
+        .env("CRITERION_HOME", &loader_criterion);
+    if !forwarded.is_empty() {
+        loader = loader.arg("--").args(forwarded);
+    }
+    loader.run()?;
 
     let script = root.join(PYTHON_BENCH);
     if !script.is_file() {
@@ -38,5 +64,79 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
         .arg(root.join(OUTPUT))
         .arg("--criterion-dir")
         .arg(root.join("target").join("criterion"))
-        .run()
+        .run()?;
+
+    let loader_script = root.join(LOADER_BENCH);
+    if !loader_script.is_file() {
+        println!("==> skipping the loader benchmark: {LOADER_BENCH} does not exist");
+        return Ok(());
+    }
+    env.install_extra_requirements(root, BENCH_REQUIREMENTS)?;
+    let section_path = root.join(LOADER_OUTPUT);
+    env.command_outside_sources(root)?
+        .arg(loader_script)
+        .arg("--output")
+        .arg(&section_path)
+        .arg("--criterion-dir")
+        .arg(&loader_criterion)
+        .run()?;
+    let read = |path: &Path| {
+        fs::read_to_string(path)
+            .map_err(|error| format!("could not read {}: {error}", path.display()))
+    };
+    let page_path = root.join(OUTPUT);
+    let page = splice_section(&read(&page_path)?, LOADER_HEADING, &read(&section_path)?);
+    fs::write(&page_path, page)
+        .map_err(|error| format!("could not write {}: {error}", page_path.display()))?;
+    println!("==> put {LOADER_OUTPUT} into {OUTPUT} under `{LOADER_HEADING}`");
+    Ok(())
+}
+
+/// `page` with the section that starts at the line `heading` (up to the next `## ` heading or
+/// the end) replaced by `section`, or with `section` appended when there is no such line.
+fn splice_section(page: &str, heading: &str, section: &str) -> String {
+    let section = section.trim_end_matches('\n');
+    let lines: Vec<&str> = page.lines().collect();
+    let Some(start) = lines.iter().position(|line| line.trim_end() == heading) else {
+        return format!("{}\n\n{section}\n", page.trim_end_matches('\n'));
+    };
+    let end = lines[start + 1..]
+        .iter()
+        .position(|line| line.starts_with("## "))
+        .map_or(lines.len(), |offset| start + 1 + offset);
+    let mut out: Vec<&str> = lines[..start].to_vec();
+    out.push(section);
+    if end < lines.len() {
+        out.push("");
+        out.extend(&lines[end..]);
+    }
+    out.join("\n") + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splice_appends_a_missing_section() {
+        let page = "# Page\n\n## One\n\ntext\n";
+        assert_eq!(
+            splice_section(page, "## The loader", "## The loader\n\nnew\n"),
+            "# Page\n\n## One\n\ntext\n\n## The loader\n\nnew\n"
+        );
+    }
+
+    #[test]
+    fn splice_replaces_the_section_and_keeps_the_rest() {
+        let page = "# Page\n\n## The loader\n\nold\n### sub\n\nold\n\n## After\n\nkept\n";
+        assert_eq!(
+            splice_section(page, "## The loader", "## The loader\n\nnew\n"),
+            "# Page\n\n## The loader\n\nnew\n\n## After\n\nkept\n"
+        );
+        let last = "# Page\n\n## The loader\n\nold\n";
+        assert_eq!(
+            splice_section(last, "## The loader", "## The loader\n\nnew\n"),
+            "# Page\n\n## The loader\n\nnew\n"
+        );
+    }
 }

@@ -46,10 +46,16 @@ Commands:
              --features arrow-dlpack/ndarray -- -D warnings;
              cargo doc --workspace --no-deps --features arrow-dlpack/ndarray with
              RUSTDOCFLAGS=\"-D warnings\".
-  bench      cargo bench -p arrow-dlpack-tensor -p arrow-dlpack (criterion; arguments after
-             `--` go to criterion), then builds and installs the wheel and runs
+  bench      cargo bench -p arrow-dlpack-tensor -p arrow-dlpack, then cargo bench -p
+             arrow-dlpack-loader with CRITERION_HOME=target/criterion-loader (criterion;
+             arguments after `--` go to both), then builds and installs the wheel and runs
              crates/py-bindings/bench/bench_exchange.py --output docs/benchmarks.md
-             --criterion-dir target/criterion when that script exists.
+             --criterion-dir target/criterion when that script exists; then installs
+             crates/py-bindings/requirements-bench.txt (duckdb, datasets) into target/venv,
+             runs crates/py-bindings/bench/bench_loader.py --output target/bench/loader.md
+             --criterion-dir target/criterion-loader (the loader beside pyarrow, polars,
+             duckdb, Ray Data and datasets; about 10 minutes) and puts that section into
+             docs/benchmarks.md under `## The loader`.
   tidy       Repository hygiene: every .rs file starts with `//!`, the crates' dependencies
              follow the layer graph of docs/architecture.md, only arrow-dlpack-python depends on
              pyo3, and no *.snap.new or *.pending-snap file exists. Also runs as a test.

@@ -78,6 +78,33 @@ impl PythonEnv {
         Ok(env)
     }
 
+    /// Installs the extra requirements file `relative` (to the project root) into the
+    /// environment on top of the test requirements, unless its stamp in the environment says
+    /// that this exact file is already installed. A recreated environment has no stamp.
+    pub(crate) fn install_extra_requirements(&self, root: &Path, relative: &str) -> Result {
+        let path = root.join(relative);
+        let requirements = fs::read(&path)
+            .map_err(|error| format!("could not read {}: {error}", path.display()))?;
+        let stamp = format!("{relative} fnv1a64: {:016x}\n", fnv1a64(&requirements));
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let stamp_path = root
+            .join("target")
+            .join("venv")
+            .join(format!(".{name}-stamp"));
+        if fs::read_to_string(&stamp_path).ok().as_deref() == Some(stamp.as_str()) {
+            println!("==> reusing target/venv: {relative} is unchanged since it was installed");
+            return Ok(());
+        }
+        println!("==> installing {relative} into target/venv from the package registry");
+        let _ = fs::remove_file(&stamp_path);
+        self.command(root)
+            .args(["-m", "pip", "install", "--requirement"])
+            .arg(&path)
+            .run()?;
+        fs::write(&stamp_path, &stamp)
+            .map_err(|error| format!("could not write {}: {error}", stamp_path.display()))
+    }
+
     /// The environment's interpreter.
     pub(crate) fn python(&self) -> &Path {
         &self.python
