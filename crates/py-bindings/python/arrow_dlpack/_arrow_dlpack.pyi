@@ -17,6 +17,7 @@ __all__ = [
     "FixedShapeTensorArray",
     "Tensor",
     "__version__",
+    "_Batches",
     "_exchange_calls",
     "array",
     "column_tensors",

@@ -14,7 +14,8 @@ from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence, T
 
 from arrow_dlpack._arrow_dlpack import Tensor, _Batches
 
-__all__ = ["BatchDataset", "batches"]
+# `BatchDataset` is made on first use (see `_batch_dataset_class`), so it is not listed here.
+__all__ = ["batches"]
 
 #: What ``groups`` accepts: a mapping from group name to the columns it stacks.
 Groups = Mapping[str, Sequence[str]]
@@ -183,35 +184,45 @@ def batches(
     return _Progress(inner) if progress else inner
 
 
+_BATCH_DATASET_DOC = """A ``torch.utils.data.IterableDataset`` of :func:`batches`, as torch tensors.
+
+``DataLoader(BatchDataset(source, 1024, ...), batch_size=None, num_workers=2)``: the dataset
+batches itself (hence ``batch_size=None``), and each worker reads its own shard. Every other
+argument is :func:`batches`'s.
+"""
+
+
+def _dataset_init(self: Any, source: Any, batch_size: int = 1024, **options: Any) -> None:
+    if "progress" in options:
+        raise TypeError("BatchDataset has no progress option; wrap the DataLoader instead")
+    self.source = source
+    self.batch_size = batch_size
+    self.options = options
+
+
+def _dataset_iter(self: Any) -> Iterator[Dict[str, Any]]:
+    from torch import from_dlpack
+
+    iterator = batches(self.source, self.batch_size, **self.options)
+    try:
+        for batch in iterator:
+            yield {name: from_dlpack(tensor) for name, tensor in batch.items()}
+    finally:
+        iterator.close()
+
+
 def _batch_dataset_class() -> type:
     """``BatchDataset``, made on first use so that importing ``arrow_dlpack`` never imports
     torch."""
-    from torch import from_dlpack
     from torch.utils.data import IterableDataset
 
-    class BatchDataset(IterableDataset):  # type: ignore[misc,type-arg]
-        """A ``torch.utils.data.IterableDataset`` of :func:`batches`, as torch tensors.
-
-        ``DataLoader(BatchDataset(source, 1024, ...), batch_size=None, num_workers=2)``: the
-        dataset batches itself (hence ``batch_size=None``), and each worker reads its own shard.
-        Every other argument is :func:`batches`'s.
-        """
-
-        def __init__(self, source: Any, batch_size: int = 1024, **options: Any):
-            super().__init__()
-            if "progress" in options:
-                raise TypeError("BatchDataset has no progress option; wrap the DataLoader instead")
-            self.source = source
-            self.batch_size = batch_size
-            self.options = options
-
-        def __iter__(self) -> Iterator[Dict[str, Any]]:
-            iterator = batches(self.source, self.batch_size, **self.options)
-            try:
-                for batch in iterator:
-                    yield {name: from_dlpack(tensor) for name, tensor in batch.items()}
-            finally:
-                iterator.close()
-
-    BatchDataset.__module__ = "arrow_dlpack"
-    return BatchDataset
+    return type(
+        "BatchDataset",
+        (IterableDataset,),
+        {
+            "__init__": _dataset_init,
+            "__iter__": _dataset_iter,
+            "__doc__": _BATCH_DATASET_DOC,
+            "__module__": "arrow_dlpack",
+        },
+    )
