@@ -21,8 +21,8 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, RecordBatch};
 use arrow_buffer::Buffer;
 use arrow_dlpack::{
-    FixedShapeTensorArray, RecordBatchToTensorOptions, ToTensorOptions, concat_chunks,
-    record_batch_to_tensor, tensor_to_array, to_tensor, to_tensor_with,
+    FixedShapeTensorArray, Table, TableToTensorOptions, ToTensorOptions, concat_chunks,
+    table_to_tensor, tensor_to_array, to_tensor, to_tensor_with,
 };
 use arrow_dlpack_tensor::{DType, ExportOptions, Tensor};
 use criterion::measurement::WallTime;
@@ -160,7 +160,7 @@ fn copies(c: &mut Criterion) {
         memcpy(&mut group, rows * columns * 8);
         let mut batch: Option<RecordBatch> = None;
         for (name, row_major) in [("row_major", true), ("column_major", false)] {
-            let options = RecordBatchToTensorOptions {
+            let options = TableToTensorOptions {
                 row_major,
                 null_to_nan: false,
             };
@@ -170,7 +170,7 @@ fn copies(c: &mut Criterion) {
             );
             group.bench_function(id, |b| {
                 let batch = batch.get_or_insert_with(|| float64_table(columns, rows));
-                b.iter(|| black_box(record_batch_to_tensor(black_box(&*batch), options)))
+                b.iter(|| black_box(table_to_tensor(&Table::from(black_box(&*batch)), options)))
             });
         }
     }
@@ -178,7 +178,7 @@ fn copies(c: &mut Criterion) {
     // converted, through the staging block when row-major. Throughput counts the 8 MB written.
     let mut mixed: Option<RecordBatch> = None;
     for (name, row_major) in [("row_major", true), ("column_major", false)] {
-        let options = RecordBatchToTensorOptions {
+        let options = TableToTensorOptions {
             row_major,
             null_to_nan: false,
         };
@@ -188,7 +188,7 @@ fn copies(c: &mut Criterion) {
         );
         group.bench_function(id, |b| {
             let batch = mixed.get_or_insert_with(|| mixed_table(100_000));
-            b.iter(|| black_box(record_batch_to_tensor(black_box(&*batch), options)))
+            b.iter(|| black_box(table_to_tensor(&Table::from(black_box(&*batch)), options)))
         });
     }
     group.finish();

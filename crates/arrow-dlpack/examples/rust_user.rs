@@ -18,8 +18,8 @@ use arrow_array::types::Float32Type;
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float64Array, Int32Array, RecordBatch};
 use arrow_dlpack::ndarray::{Array2, Array3, Axis};
 use arrow_dlpack::{
-    DType, ExportOptions, FixedShapeTensorArray, RecordBatchToTensorOptions, Tensor,
-    record_batch_to_tensor, tensor_to_fixed_size_list, to_tensor,
+    DType, ExportOptions, FixedShapeTensorArray, Table, TableToTensorOptions, Tensor,
+    table_to_tensor, tensor_to_fixed_size_list, to_tensor,
 };
 use arrow_schema::{Field, Schema};
 
@@ -147,16 +147,16 @@ fn record_batch_as_one_tensor() -> Result<(), Box<dyn Error>> {
         ),
     ])?;
 
-    let rows = record_batch_to_tensor(&batch, RecordBatchToTensorOptions::default())?;
+    let rows = table_to_tensor(&Table::from(&batch), TableToTensorOptions::default())?;
     assert_eq!(rows.dtype(), DType::Float64); // int32 and float64 promote to float64
     assert_eq!(rows.shape(), &[3, 2]);
     assert_eq!(rows.as_slice::<f64>()?, &[1.0, 0.5, 2.0, 1.5, 3.0, 2.5]);
 
-    let options = RecordBatchToTensorOptions {
+    let options = TableToTensorOptions {
         row_major: false,
-        ..RecordBatchToTensorOptions::default()
+        ..TableToTensorOptions::default()
     };
-    let columns = record_batch_to_tensor(&batch, options)?;
+    let columns = table_to_tensor(&Table::from(&batch), options)?;
     assert!(columns.is_column_major());
     // Not row-major, so no row-major slice; `get`, `iter` and `view` read any layout.
     assert!(columns.as_slice::<f64>().is_err());

@@ -181,6 +181,18 @@ pub enum Error {
         null_count: usize,
     },
 
+    /// Nulls in a table converted to one tensor per column, and the caller did not allow them.
+    #[error(
+        "found {null_count} nulls in {location}; expected none, or pass allow_nulls=true to \
+         accept them (null slots then hold unspecified values)"
+    )]
+    TableNulls {
+        /// How many nulls were found at `location`.
+        null_count: usize,
+        /// Where they were found.
+        location: NullLocation,
+    },
+
     /// Columns that do not all have the same number of rows.
     #[error("column {column:?} has {found} rows; expected {expected}, the length of column 0")]
     ColumnLength {
@@ -204,6 +216,33 @@ pub enum Error {
     /// An error from arrow-rs while assembling an array.
     #[error(transparent)]
     Arrow(#[from] arrow_schema::ArrowError),
+}
+
+/// Where [`Error::TableNulls`] found nulls in a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NullLocation {
+    /// The rows of the table itself: the validity of a struct array.
+    Rows,
+    /// A column, at a nesting level of fixed-size lists.
+    Column {
+        /// The column's name.
+        column: String,
+        /// 0 for the column's own slots, `n` for the child values `n` fixed-size lists down.
+        depth: usize,
+    },
+}
+
+impl std::fmt::Display for NullLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NullLocation::Rows => write!(f, "the struct array (null rows)"),
+            NullLocation::Column { column, depth: 0 } => write!(f, "column {column:?}"),
+            NullLocation::Column { column, depth } => {
+                write!(f, "the child values at depth {depth} of column {column:?}")
+            }
+        }
+    }
 }
 
 /// Shorthand for results of this crate.

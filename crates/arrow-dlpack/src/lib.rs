@@ -23,8 +23,9 @@
 //! | [`FixedShapeTensorType`], [`FixedShapeTensorMetadata`] | both | the `arrow.fixed_shape_tensor` extension type and its JSON metadata, PyArrow-compatible |
 //! | [`FixedShapeTensorArray`] | both | `to_tensor` (permutation applied exactly) and `from_tensor` (permutation derived from strides) |
 //! | [`concat_chunks`], [`chunks_need_copy`] | Arrow | one chunk zero-copy; several concatenated only when a copy is allowed |
-//! | [`record_batch_to_tensor`], [`struct_array_to_tensor`], [`columns_to_tensor`], [`RecordBatchToTensorOptions`] | Arrow -> tensor | numeric columns -> one writable 2-D tensor (a copy), row- or column-major, PyArrow's type promotion, nulls refused or NaN |
-//! | [`record_batch_columns_to_tensors`], [`struct_array_columns_to_tensors`], [`columns_to_tensors`] | Arrow -> tensor | one zero-copy tensor per column, named |
+//! | [`Table`] | Arrow | the columns of a `RecordBatch`, a `StructArray`, or names and arrays |
+//! | [`table_to_tensor`], [`TableToTensorOptions`] | Arrow -> tensor | numeric columns -> one writable 2-D tensor (a copy), row- or column-major, PyArrow's type promotion, nulls refused or NaN |
+//! | [`table_to_tensors`], [`ColumnTensorOptions`] | Arrow -> tensor | one zero-copy tensor per column, named; nulls located by [`NullLocation`] |
 //! | [`arrow_type_of`], [`dtype_of`], [`ARROW_DTYPES`] | both | the dtype <-> Arrow type correspondence |
 //! | [`Tensor`], [`DType`], [`Device`], [`ExportOptions`], [`MAX_NDIM`] | | the tensor layer, re-exported: a checked strided view over an Arrow buffer, DLPack out and in |
 //! | [`Tensor::from_vec`], [`Tensor::as_slice`], [`Tensor::get`], [`Tensor::iter`], [`NativeDType`] | | typed values: build from a `Vec<T>`, read as `T` for any strides, dtype checked |
@@ -87,20 +88,19 @@ mod fixed_shape_tensor;
 mod import;
 #[cfg(feature = "ndarray")]
 mod ndarray_interop;
-mod record_batch;
+mod table;
 
 pub use chunked::{chunks_need_copy, concat_chunks};
 pub use data_type::{ARROW_DTYPES, arrow_type_of, dtype_of};
-pub use error::{Error, Result};
+pub use error::{Error, NullLocation, Result};
 pub use export::{ToTensorOptions, to_tensor, to_tensor_with, validity_to_tensor};
 pub use fixed_shape_tensor::{
     EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorMetadata, FixedShapeTensorType,
 };
 pub use import::{tensor_to_array, tensor_to_array_with, tensor_to_fixed_size_list};
-pub use record_batch::{
-    RecordBatchToTensorOptions, columns_to_tensor, columns_to_tensors,
-    record_batch_columns_to_tensors, record_batch_to_tensor, struct_array_columns_to_tensors,
-    struct_array_to_tensor,
+pub use table::{
+    ColumnTensorOptions, RecordBatchToTensorOptions, Table, TableToTensorOptions,
+    columns_to_tensor, table_to_tensor, table_to_tensors,
 };
 
 /// The tensor layer, whole: [`tensor::layout`], [`tensor::Iter`] and everything re-exported above.

@@ -7,9 +7,10 @@ use arrow_array::{
 };
 use arrow_buffer::{Buffer, NullBuffer};
 use arrow_dlpack::{
-    Error, FixedShapeTensorArray, FixedShapeTensorType, RecordBatchToTensorOptions,
-    ToTensorOptions, arrow_type_of, columns_to_tensor, concat_chunks, record_batch_to_tensor,
-    tensor_to_array, tensor_to_array_with, tensor_to_fixed_size_list, to_tensor, to_tensor_with,
+    ColumnTensorOptions, Error, FixedShapeTensorArray, FixedShapeTensorType, Table,
+    TableToTensorOptions, ToTensorOptions, arrow_type_of, columns_to_tensor, concat_chunks,
+    table_to_tensor, table_to_tensors, tensor_to_array, tensor_to_array_with,
+    tensor_to_fixed_size_list, to_tensor, to_tensor_with,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{ArrowError, DataType, Field};
@@ -51,6 +52,7 @@ fn variant(error: &Error) -> &'static str {
         Error::NoColumns => "NoColumns",
         Error::UnsupportedColumnType { .. } => "UnsupportedColumnType",
         Error::ColumnNulls { .. } => "ColumnNulls",
+        Error::TableNulls { .. } => "TableNulls",
         Error::ColumnLength { .. } => "ColumnLength",
         Error::ColumnNames { .. } => "ColumnNames",
         Error::Arrow(_) => "Arrow",
@@ -58,7 +60,7 @@ fn variant(error: &Error) -> &'static str {
     }
 }
 
-const EVERY_VARIANT: [&str; 21] = [
+const EVERY_VARIANT: [&str; 22] = [
     "Tensor",
     "UnsupportedType",
     "Nulls",
@@ -77,6 +79,7 @@ const EVERY_VARIANT: [&str; 21] = [
     "NoColumns",
     "UnsupportedColumnType",
     "ColumnNulls",
+    "TableNulls",
     "ColumnLength",
     "ColumnNames",
     "Arrow",
@@ -147,23 +150,40 @@ fn every_error_message() {
         )
         .unwrap_err(),
         concat_chunks(&[], true).unwrap_err(),
-        columns_to_tensor(&[] as &[&str], &[], RecordBatchToTensorOptions::default()).unwrap_err(),
-        record_batch_to_tensor(
-            &RecordBatch::try_from_iter([(
-                "name",
-                Arc::new(StringArray::from(vec!["a"])) as ArrayRef,
-            )])
-            .unwrap(),
-            RecordBatchToTensorOptions::default(),
+        columns_to_tensor(&[] as &[&str], &[], TableToTensorOptions::default()).unwrap_err(),
+        table_to_tensor(
+            &Table::from(
+                &RecordBatch::try_from_iter([(
+                    "name",
+                    Arc::new(StringArray::from(vec!["a"])) as ArrayRef,
+                )])
+                .unwrap(),
+            ),
+            TableToTensorOptions::default(),
         )
         .unwrap_err(),
-        record_batch_to_tensor(
-            &RecordBatch::try_from_iter([(
-                "x",
-                Arc::new(Int32Array::from(vec![None, Some(1)])) as ArrayRef,
-            )])
+        table_to_tensor(
+            &Table::from(
+                &RecordBatch::try_from_iter([(
+                    "x",
+                    Arc::new(Int32Array::from(vec![None, Some(1)])) as ArrayRef,
+                )])
+                .unwrap(),
+            ),
+            TableToTensorOptions::default(),
+        )
+        .unwrap_err(),
+        table_to_tensors(
+            &Table::try_from_columns(
+                &["vectors"],
+                &[Arc::new(list(
+                    Arc::new(Int32Array::from(vec![Some(1), None])),
+                    2,
+                    None,
+                )) as ArrayRef],
+            )
             .unwrap(),
-            RecordBatchToTensorOptions::default(),
+            ColumnTensorOptions::default(),
         )
         .unwrap_err(),
         columns_to_tensor(
@@ -172,13 +192,13 @@ fn every_error_message() {
                 Arc::new(Int32Array::from(vec![1, 2])),
                 Arc::new(Int32Array::from(vec![1])),
             ],
-            RecordBatchToTensorOptions::default(),
+            TableToTensorOptions::default(),
         )
         .unwrap_err(),
         columns_to_tensor(
             &["a", "b"],
             &[Arc::new(Int32Array::from(vec![1])) as ArrayRef],
-            RecordBatchToTensorOptions::default(),
+            TableToTensorOptions::default(),
         )
         .unwrap_err(),
         Error::from(ArrowError::InvalidArgumentError(

@@ -11,9 +11,8 @@ use arrow_array::{
 };
 use arrow_buffer::NullBuffer;
 use arrow_dlpack::{
-    Error, RecordBatchToTensorOptions, columns_to_tensor, columns_to_tensors,
-    record_batch_columns_to_tensors, record_batch_to_tensor, struct_array_columns_to_tensors,
-    struct_array_to_tensor,
+    ColumnTensorOptions, Error, NullLocation, Table, TableToTensorOptions, columns_to_tensor,
+    table_to_tensor, table_to_tensors,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{DataType, Field, Schema};
@@ -311,7 +310,7 @@ fn check_against_reference(
     offset: usize,
     len: usize,
     dtype: DType,
-    options: RecordBatchToTensorOptions,
+    options: TableToTensorOptions,
 ) {
     let columns = specs.len();
     assert_eq!(tensor.dtype(), dtype);
@@ -340,17 +339,44 @@ fn check_against_reference(
     }
 }
 
-const ROW_MAJOR: RecordBatchToTensorOptions = RecordBatchToTensorOptions {
+const ROW_MAJOR: TableToTensorOptions = TableToTensorOptions {
     row_major: true,
     null_to_nan: false,
 };
-const COLUMN_MAJOR: RecordBatchToTensorOptions = RecordBatchToTensorOptions {
+const COLUMN_MAJOR: TableToTensorOptions = TableToTensorOptions {
     row_major: false,
     null_to_nan: false,
 };
 
-fn with_nan(options: RecordBatchToTensorOptions) -> RecordBatchToTensorOptions {
-    RecordBatchToTensorOptions {
+const NO_NULLS: ColumnTensorOptions = ColumnTensorOptions {
+    allow_nulls: false,
+    allow_copy: false,
+};
+const WITH_NULLS: ColumnTensorOptions = ColumnTensorOptions {
+    allow_nulls: true,
+    allow_copy: false,
+};
+
+/// The 2-D tensor of named columns.
+fn named_columns_to_tensor(
+    names: &[&str],
+    columns: &[ArrayRef],
+    options: TableToTensorOptions,
+) -> Result<Tensor, Error> {
+    table_to_tensor(&Table::try_from_columns(names, columns)?, options)
+}
+
+/// One tensor per named column.
+fn named_columns_to_tensors(
+    names: &[&str],
+    columns: &[ArrayRef],
+    options: ColumnTensorOptions,
+) -> Result<Vec<(String, Tensor)>, Error> {
+    table_to_tensors(&Table::try_from_columns(names, columns)?, options)
+}
+
+fn with_nan(options: TableToTensorOptions) -> TableToTensorOptions {
+    TableToTensorOptions {
         null_to_nan: true,
         ..options
     }
@@ -367,7 +393,7 @@ fn nan_capable(dtype: DType) -> DType {
 
 #[test]
 fn default_options_are_pyarrows() {
-    assert_eq!(RecordBatchToTensorOptions::default(), ROW_MAJOR);
+    assert_eq!(TableToTensorOptions::default(), ROW_MAJOR);
 }
 
 #[test]
@@ -382,11 +408,11 @@ fn every_pair_of_column_types_promotes_as_pyarrow_and_converts_every_value() {
             });
             let batch = batch_of(specs.iter().map(Spec::array).collect());
             for options in [ROW_MAJOR, COLUMN_MAJOR] {
-                let tensor = record_batch_to_tensor(&batch, options).unwrap();
+                let tensor = table_to_tensor(&Table::from(&batch), options).unwrap();
                 check_against_reference(&tensor, &specs, 0, 8, promoted, options);
 
                 let options = with_nan(options);
-                let tensor = record_batch_to_tensor(&batch, options).unwrap();
+                let tensor = table_to_tensor(&Table::from(&batch), options).unwrap();
                 check_against_reference(&tensor, &specs, 0, 8, nan_capable(promoted), options);
             }
         }
@@ -403,9 +429,9 @@ fn one_column_keeps_its_type() {
         }];
         let batch = batch_of(vec![specs[0].array()]);
         for options in [ROW_MAJOR, COLUMN_MAJOR] {
-            let tensor = record_batch_to_tensor(&batch, options).unwrap();
+            let tensor = table_to_tensor(&Table::from(&batch), options).unwrap();
             check_against_reference(&tensor, &specs, 0, 8, dtype, options);
-            let tensor = record_batch_to_tensor(&batch, with_nan(options)).unwrap();
+            let tensor = table_to_tensor(&Table::from(&batch), with_nan(options)).unwrap();
             check_against_reference(&tensor, &specs, 0, 8, nan_capable(dtype), options);
         }
     }
@@ -416,7 +442,7 @@ fn promoted_type_of(dtypes: &[DType]) -> DType {
         .iter()
         .map(|&dtype| array_of(dtype, &samples(dtype)[..1], None))
         .collect();
-    record_batch_to_tensor(&batch_of(arrays), ROW_MAJOR)
+    table_to_tensor(&Table::from(&batch_of(arrays)), ROW_MAJOR)
         .unwrap()
         .dtype()
 }
@@ -454,7 +480,7 @@ fn uint64_with_a_signed_integer_wraps_into_int64_as_pyarrow() {
         Arc::new(UInt64Array::from(vec![u64::MAX, 1 << 63, 5])),
         Arc::new(Int8Array::from(vec![-1, 0, 1])),
     ]);
-    let tensor = record_batch_to_tensor(&batch, ROW_MAJOR).unwrap();
+    let tensor = table_to_tensor(&Table::from(&batch), ROW_MAJOR).unwrap();
     assert_eq!(tensor.dtype(), DType::Int64);
     let values = tensor.row_major_buffer().unwrap();
     assert_eq!(values.typed_data::<i64>(), &[-1, -1, i64::MIN, 0, 5, 1]);
@@ -485,7 +511,7 @@ fn null_to_nan_promotes_integers_as_pyarrow() {
             3.0,
         ),
     ] {
-        let tensor = record_batch_to_tensor(&batch_of(arrays), nan).unwrap();
+        let tensor = table_to_tensor(&Table::from(&batch_of(arrays)), nan).unwrap();
         assert_eq!(tensor.dtype(), dtype);
         assert!(matches!(element(&tensor, 0, 0), Num::Float(value) if value.is_nan()));
         assert!(element(&tensor, 2, 1).same(Num::Float(last)));
@@ -493,7 +519,7 @@ fn null_to_nan_promotes_integers_as_pyarrow() {
     // Without nulls, null_to_nan still gives a float, as in PyArrow.
     let batch = batch_of(vec![Arc::new(Int16Array::from(vec![1, 2]))]);
     assert_eq!(
-        record_batch_to_tensor(&batch, nan).unwrap().dtype(),
+        table_to_tensor(&Table::from(&batch), nan).unwrap().dtype(),
         DType::Float32
     );
 }
@@ -504,7 +530,7 @@ fn float16_nulls_become_a_real_half_precision_nan() {
         Some(f16::ONE),
         None,
     ]))]);
-    let tensor = record_batch_to_tensor(&batch, with_nan(ROW_MAJOR)).unwrap();
+    let tensor = table_to_tensor(&Table::from(&batch), with_nan(ROW_MAJOR)).unwrap();
     assert_eq!(tensor.dtype(), DType::Float16);
     let bits = tensor.row_major_buffer().unwrap();
     let bits = bits.typed_data::<u16>();
@@ -518,7 +544,7 @@ fn nulls_are_refused_naming_the_column() {
         Arc::new(Int32Array::from(vec![1, 2, 3])),
         Arc::new(Float64Array::from(vec![Some(1.0), None, None])),
     ]);
-    let error = record_batch_to_tensor(&batch, ROW_MAJOR).unwrap_err();
+    let error = table_to_tensor(&Table::from(&batch), ROW_MAJOR).unwrap_err();
     assert!(
         matches!(&error, Error::ColumnNulls { column, null_count: 2 } if column == "c1"),
         "{error}"
@@ -547,7 +573,7 @@ fn nulls_become_nan_in_both_layouts() {
     let batch = batch_of(specs.iter().map(Spec::array).collect());
     for options in [ROW_MAJOR, COLUMN_MAJOR] {
         let options = with_nan(options);
-        let tensor = record_batch_to_tensor(&batch, options).unwrap();
+        let tensor = table_to_tensor(&Table::from(&batch), options).unwrap();
         check_against_reference(&tensor, &specs, 0, 8, DType::Float64, options);
     }
 }
@@ -569,11 +595,11 @@ fn a_slice_starts_at_its_offset_and_ignores_nulls_outside_it() {
     let batch = batch_of(specs.iter().map(Spec::array).collect());
     let slice = batch.slice(2, 5);
     for options in [ROW_MAJOR, COLUMN_MAJOR] {
-        let tensor = record_batch_to_tensor(&slice, options).unwrap();
+        let tensor = table_to_tensor(&Table::from(&slice), options).unwrap();
         check_against_reference(&tensor, &specs, 2, 5, DType::Float64, options);
     }
     // Nulls inside the slice count.
-    let error = record_batch_to_tensor(&batch.slice(0, 3), ROW_MAJOR).unwrap_err();
+    let error = table_to_tensor(&Table::from(&batch.slice(0, 3)), ROW_MAJOR).unwrap_err();
     assert!(
         matches!(error, Error::ColumnNulls { null_count: 1, .. }),
         "{error}"
@@ -615,9 +641,9 @@ fn many_rows_span_several_blocks() {
     let batch = batch_of(specs.iter().map(Spec::array).collect());
     for options in [ROW_MAJOR, COLUMN_MAJOR] {
         let options = with_nan(options);
-        let tensor = record_batch_to_tensor(&batch, options).unwrap();
+        let tensor = table_to_tensor(&Table::from(&batch), options).unwrap();
         check_against_reference(&tensor, &specs, 0, rows, DType::Float64, options);
-        let sliced = record_batch_to_tensor(&batch.slice(999, 10_001), options).unwrap();
+        let sliced = table_to_tensor(&Table::from(&batch.slice(999, 10_001)), options).unwrap();
         check_against_reference(&sliced, &specs, 999, 10_001, DType::Float64, options);
     }
 }
@@ -648,7 +674,7 @@ fn wide_batches_of_mixed_types_match_the_reference() {
         .collect();
     let batch = batch_of(specs.iter().map(Spec::array).collect());
     for options in [ROW_MAJOR, COLUMN_MAJOR] {
-        let tensor = record_batch_to_tensor(&batch, options).unwrap();
+        let tensor = table_to_tensor(&Table::from(&batch), options).unwrap();
         check_against_reference(&tensor, &specs, 0, rows, DType::Float64, options);
     }
     // Every width from 2 to 20 columns, row-major, of mixed types and of one type (whose
@@ -672,10 +698,10 @@ fn wide_batches_of_mixed_types_match_the_reference() {
         for specs in [&specs[..width], &same[..width]] {
             let batch = batch_of(specs.iter().map(Spec::array).collect());
             let dtypes: Vec<DType> = specs.iter().map(|spec| spec.dtype).collect();
-            let tensor = record_batch_to_tensor(&batch, ROW_MAJOR).unwrap();
+            let tensor = table_to_tensor(&Table::from(&batch), ROW_MAJOR).unwrap();
             let dtype = reference_dtype(&dtypes, false);
             check_against_reference(&tensor, specs, 0, rows, dtype, ROW_MAJOR);
-            let sliced = record_batch_to_tensor(&batch.slice(7, 2_000), ROW_MAJOR).unwrap();
+            let sliced = table_to_tensor(&Table::from(&batch.slice(7, 2_000)), ROW_MAJOR).unwrap();
             check_against_reference(&sliced, specs, 7, 2_000, dtype, ROW_MAJOR);
         }
     }
@@ -685,7 +711,7 @@ fn wide_batches_of_mixed_types_match_the_reference() {
 fn the_copy_is_writable_and_owns_fresh_memory() {
     let values = Float64Array::from(vec![1.0, 2.0, 3.0]);
     let batch = batch_of(vec![Arc::new(values.clone())]);
-    let tensor = record_batch_to_tensor(&batch, ROW_MAJOR).unwrap();
+    let tensor = table_to_tensor(&Table::from(&batch), ROW_MAJOR).unwrap();
     assert!(!tensor.is_read_only());
     assert_ne!(tensor.data_ptr(), values.values().as_ptr().cast());
     assert_eq!(
@@ -700,17 +726,17 @@ fn a_batch_without_rows_gives_an_empty_tensor() {
         Arc::new(Int32Array::from(Vec::<i32>::new())),
         Arc::new(Float32Array::from(Vec::<f32>::new())),
     ]);
-    let tensor = record_batch_to_tensor(&batch, ROW_MAJOR).unwrap();
+    let tensor = table_to_tensor(&Table::from(&batch), ROW_MAJOR).unwrap();
     assert_eq!(tensor.dtype(), DType::Float64);
     assert_eq!(tensor.shape(), &[0, 2]);
     assert_eq!(tensor.strides(), &[2, 1]);
     assert!(tensor.is_empty() && tensor.is_row_major());
-    let tensor = record_batch_to_tensor(&batch, COLUMN_MAJOR).unwrap();
+    let tensor = table_to_tensor(&Table::from(&batch), COLUMN_MAJOR).unwrap();
     assert_eq!(tensor.shape(), &[0, 2]);
     assert_eq!(tensor.strides(), &[1, 1]);
     // An empty slice of a batch with nulls has no nulls left.
     let with_nulls = batch_of(vec![Arc::new(Int32Array::from(vec![None, Some(1)]))]);
-    let tensor = record_batch_to_tensor(&with_nulls.slice(1, 0), ROW_MAJOR).unwrap();
+    let tensor = table_to_tensor(&Table::from(&with_nulls.slice(1, 0)), ROW_MAJOR).unwrap();
     assert_eq!(tensor.shape(), &[0, 1]);
 }
 
@@ -723,12 +749,11 @@ fn a_batch_without_columns_is_refused() {
     )
     .unwrap();
     assert!(matches!(
-        record_batch_to_tensor(&batch, ROW_MAJOR),
+        table_to_tensor(&Table::from(&batch), ROW_MAJOR),
         Err(Error::NoColumns)
     ));
-    let empty: [&str; 0] = [];
     assert!(matches!(
-        columns_to_tensor(&empty, &[], ROW_MAJOR),
+        named_columns_to_tensor(&[], &[], ROW_MAJOR),
         Err(Error::NoColumns)
     ));
 }
@@ -739,14 +764,14 @@ fn layouts_have_the_strides_pyarrow_gives() {
         Arc::new(Int32Array::from(vec![1, 2, 3])),
         Arc::new(Int32Array::from(vec![4, 5, 6])),
     ]);
-    let row = record_batch_to_tensor(&batch, ROW_MAJOR).unwrap();
+    let row = table_to_tensor(&Table::from(&batch), ROW_MAJOR).unwrap();
     assert_eq!(row.strides(), &[2, 1]);
     assert!(row.is_row_major() && !row.is_column_major());
     assert_eq!(
         row.row_major_buffer().unwrap().typed_data::<i32>(),
         &[1, 4, 2, 5, 3, 6]
     );
-    let column = record_batch_to_tensor(&batch, COLUMN_MAJOR).unwrap();
+    let column = table_to_tensor(&Table::from(&batch), COLUMN_MAJOR).unwrap();
     assert_eq!(column.strides(), &[1, 3]);
     assert!(column.is_column_major() && !column.is_row_major());
     assert_eq!(column.buffer().typed_data::<i32>(), &[1, 2, 3, 4, 5, 6]);
@@ -768,7 +793,7 @@ fn unsupported_columns_are_refused_naming_column_and_type() {
         ("flag", Arc::new(BooleanArray::from(vec![true, false]))),
     ])
     .unwrap();
-    let error = record_batch_to_tensor(&batch, ROW_MAJOR).unwrap_err();
+    let error = table_to_tensor(&Table::from(&batch), ROW_MAJOR).unwrap_err();
     assert!(
         matches!(&error, Error::UnsupportedColumnType { column, data_type: DataType::Boolean, .. } if column == "flag"),
         "{error}"
@@ -783,7 +808,7 @@ fn unsupported_columns_are_refused_naming_column_and_type() {
     ])
     .unwrap();
     assert!(matches!(
-        record_batch_to_tensor(&batch, ROW_MAJOR),
+        table_to_tensor(&Table::from(&batch), ROW_MAJOR),
         Err(Error::UnsupportedColumnType { .. })
     ));
 }
@@ -815,12 +840,12 @@ fn struct_arrays_convert_like_record_batches() {
     let sliced = array.slice(1, 6);
     for options in [ROW_MAJOR, COLUMN_MAJOR] {
         let options = with_nan(options);
-        let tensor = struct_array_to_tensor(&array, options).unwrap();
+        let tensor = table_to_tensor(&Table::from(&array), options).unwrap();
         check_against_reference(&tensor, &specs, 0, 8, DType::Float64, options);
-        let tensor = struct_array_to_tensor(&sliced, options).unwrap();
+        let tensor = table_to_tensor(&Table::from(&sliced), options).unwrap();
         check_against_reference(&tensor, &specs, 1, 6, DType::Float64, options);
     }
-    let error = struct_array_to_tensor(&array, ROW_MAJOR).unwrap_err();
+    let error = table_to_tensor(&Table::from(&array), ROW_MAJOR).unwrap_err();
     assert!(matches!(&error, Error::ColumnNulls { column, null_count: 1 } if column == "f1"));
 }
 
@@ -833,9 +858,9 @@ fn a_null_struct_row_is_null_in_every_column() {
         ],
         Some(NullBuffer::from(vec![true, false, true])),
     );
-    let error = struct_array_to_tensor(&array, ROW_MAJOR).unwrap_err();
+    let error = table_to_tensor(&Table::from(&array), ROW_MAJOR).unwrap_err();
     assert!(matches!(&error, Error::ColumnNulls { column, null_count: 1 } if column == "f0"));
-    let tensor = struct_array_to_tensor(&array, with_nan(ROW_MAJOR)).unwrap();
+    let tensor = table_to_tensor(&Table::from(&array), with_nan(ROW_MAJOR)).unwrap();
     assert_eq!(tensor.dtype(), DType::Float32);
     let values = tensor.row_major_buffer().unwrap();
     let values = values.typed_data::<f32>();
@@ -852,21 +877,50 @@ fn columns_must_pair_with_names_and_share_a_length() {
         Arc::new(Int32Array::from(vec![1, 2])),
     ];
     assert!(matches!(
-        columns_to_tensor(&["a"], &columns, ROW_MAJOR),
+        named_columns_to_tensor(&["a"], &columns, ROW_MAJOR),
         Err(Error::ColumnNames {
             names: 1,
             columns: 2
         })
     ));
-    let error = columns_to_tensor(&["a", "b"], &columns, ROW_MAJOR).unwrap_err();
+    let error = named_columns_to_tensor(&["a", "b"], &columns, ROW_MAJOR).unwrap_err();
     assert!(
         matches!(&error, Error::ColumnLength { column, found: 2, expected: 3 } if column == "b"),
         "{error}"
     );
-    let tensor = columns_to_tensor(&["a", "b"], &columns[..1], ROW_MAJOR);
+    let tensor = named_columns_to_tensor(&["a", "b"], &columns[..1], ROW_MAJOR);
     assert!(matches!(tensor, Err(Error::ColumnNames { .. })));
-    let tensor = columns_to_tensor(&["a"], &columns[..1], ROW_MAJOR).unwrap();
+    let tensor = named_columns_to_tensor(&["a"], &columns[..1], ROW_MAJOR).unwrap();
     assert_eq!(tensor.shape(), &[3, 1]);
+
+    // One tensor per column: lengths may differ, names must still pair up.
+    let tensors = named_columns_to_tensors(&["a", "b"], &columns, NO_NULLS).unwrap();
+    assert_eq!(tensors[0].1.shape(), &[3]);
+    assert_eq!(tensors[1].1.shape(), &[2]);
+    assert!(matches!(
+        named_columns_to_tensors(&["a"], &columns, NO_NULLS),
+        Err(Error::ColumnNames { .. })
+    ));
+}
+
+#[test]
+fn columns_to_tensor_is_the_table_of_named_columns() {
+    // The loader's entry point gives what `table_to_tensor` gives for the same columns.
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int16Array::from(vec![1, 2])),
+        Arc::new(UInt8Array::from(vec![3, 4])),
+    ];
+    let tensor = columns_to_tensor(&["a", "b"], &columns, COLUMN_MAJOR).unwrap();
+    assert_eq!(tensor.dtype(), DType::Int16);
+    assert_eq!(tensor.strides(), &[1, 2]);
+    assert_eq!(
+        tensor.iter::<i16>().unwrap().collect::<Vec<_>>(),
+        [1, 3, 2, 4]
+    );
+    assert!(matches!(
+        columns_to_tensor(&["a"], &columns, COLUMN_MAJOR),
+        Err(Error::ColumnNames { .. })
+    ));
 }
 
 #[test]
@@ -883,7 +937,7 @@ fn columns_become_zero_copy_tensors_in_order() {
         ("embedding", Arc::new(embeddings.clone())),
     ])
     .unwrap();
-    let tensors = record_batch_columns_to_tensors(&batch, false).unwrap();
+    let tensors = table_to_tensors(&Table::from(&batch), NO_NULLS).unwrap();
     let names: Vec<&str> = tensors.iter().map(|(name, _)| name.as_str()).collect();
     assert_eq!(names, ["id", "embedding"]);
     assert_eq!(tensors[0].1.shape(), &[4]);
@@ -893,7 +947,7 @@ fn columns_become_zero_copy_tensors_in_order() {
     assert_eq!(tensors[1].1.dtype(), DType::Float32);
 
     // A slice shares memory too, from its offset.
-    let tensors = record_batch_columns_to_tensors(&batch.slice(1, 2), false).unwrap();
+    let tensors = table_to_tensors(&Table::from(&batch.slice(1, 2)), NO_NULLS).unwrap();
     assert_eq!(tensors[0].1.data_ptr(), ids.values()[1..].as_ptr().cast());
     assert_eq!(tensors[1].1.shape(), &[2, 2]);
 }
@@ -905,13 +959,15 @@ fn column_tensors_refuse_nulls_and_types_naming_the_column() {
         ("holes", Arc::new(Int8Array::from(vec![None, Some(2)]))),
     ])
     .unwrap();
-    let error = record_batch_columns_to_tensors(&batch, false).unwrap_err();
+    let error = table_to_tensors(&Table::from(&batch), NO_NULLS).unwrap_err();
     assert!(
-        matches!(&error, Error::Nulls { null_count: 1, location } if location == "column \"holes\""),
+        matches!(&error, Error::TableNulls { null_count: 1, location: NullLocation::Column { column, depth: 0 } } if column == "holes"),
         "{error}"
     );
     assert_eq!(
-        record_batch_columns_to_tensors(&batch, true).unwrap().len(),
+        table_to_tensors(&Table::from(&batch), WITH_NULLS)
+            .unwrap()
+            .len(),
         2
     );
 
@@ -921,14 +977,15 @@ fn column_tensors_refuse_nulls_and_types_naming_the_column() {
         Arc::new(Int8Array::from(vec![None, Some(2)])),
         None,
     );
-    let error = columns_to_tensors(&["vectors"], &[Arc::new(nested_nulls)], false).unwrap_err();
+    let error =
+        named_columns_to_tensors(&["vectors"], &[Arc::new(nested_nulls)], NO_NULLS).unwrap_err();
     assert!(
-        matches!(&error, Error::Nulls { location, .. } if location == "the child values at depth 1 of column \"vectors\""),
+        matches!(&error, Error::TableNulls { null_count: 1, location: NullLocation::Column { column, depth: 1 } } if column == "vectors"),
         "{error}"
     );
 
     let strings: ArrayRef = Arc::new(StringArray::from(vec!["a"]));
-    let error = columns_to_tensors(&["text"], &[strings], false).unwrap_err();
+    let error = named_columns_to_tensors(&["text"], &[strings], NO_NULLS).unwrap_err();
     assert!(
         matches!(&error, Error::UnsupportedColumnType { column, data_type: DataType::Utf8, .. } if column == "text"),
         "{error}"
@@ -941,11 +998,15 @@ fn struct_columns_refuse_null_rows_unless_allowed() {
         vec![Arc::new(Int32Array::from(vec![1, 2]))],
         Some(NullBuffer::from(vec![true, false])),
     );
-    let error = struct_array_columns_to_tensors(&array, false).unwrap_err();
-    assert!(
-        matches!(&error, Error::Nulls { null_count: 1, location } if location == "the struct array")
-    );
-    let tensors = struct_array_columns_to_tensors(&array, true).unwrap();
+    let error = table_to_tensors(&Table::from(&array), NO_NULLS).unwrap_err();
+    assert!(matches!(
+        &error,
+        Error::TableNulls {
+            null_count: 1,
+            location: NullLocation::Rows
+        }
+    ));
+    let tensors = table_to_tensors(&Table::from(&array), WITH_NULLS).unwrap();
     assert_eq!(tensors[0].0, "f0");
     assert_eq!(tensors[0].1.shape(), &[2]);
 }
@@ -964,15 +1025,14 @@ fn error_messages() {
         Arc::new(Int32Array::from(vec![1, 2, 3])),
         Arc::new(Int32Array::from(vec![1])),
     ];
-    let empty: [&str; 0] = [];
     let errors = [
-        record_batch_to_tensor(&batch, ROW_MAJOR).unwrap_err(),
-        record_batch_to_tensor(&batch.project(&[0]).unwrap(), ROW_MAJOR).unwrap_err(),
-        columns_to_tensor(&empty, &[], ROW_MAJOR).unwrap_err(),
-        columns_to_tensor(&["a", "b"], &pair, ROW_MAJOR).unwrap_err(),
-        columns_to_tensor(&["a"], &pair, ROW_MAJOR).unwrap_err(),
-        record_batch_columns_to_tensors(&batch, false).unwrap_err(),
-        record_batch_columns_to_tensors(&batch, true).unwrap_err(),
+        table_to_tensor(&Table::from(&batch), ROW_MAJOR).unwrap_err(),
+        table_to_tensor(&Table::from(&batch.project(&[0]).unwrap()), ROW_MAJOR).unwrap_err(),
+        named_columns_to_tensor(&[], &[], ROW_MAJOR).unwrap_err(),
+        named_columns_to_tensor(&["a", "b"], &pair, ROW_MAJOR).unwrap_err(),
+        named_columns_to_tensor(&["a"], &pair, ROW_MAJOR).unwrap_err(),
+        table_to_tensors(&Table::from(&batch), NO_NULLS).unwrap_err(),
+        table_to_tensors(&Table::from(&batch), WITH_NULLS).unwrap_err(),
     ];
     let listing: String = errors.iter().map(|error| format!("{error}\n")).collect();
     insta::assert_snapshot!(listing);
@@ -1046,15 +1106,15 @@ proptest! {
     fn random_batches_match_the_reference((specs, offset, len) in batch_strategy(), row_major: bool) {
         let batch = batch_of(specs.iter().map(Spec::array).collect()).slice(offset, len);
         let dtypes: Vec<DType> = specs.iter().map(|spec| spec.dtype).collect();
-        let options = with_nan(RecordBatchToTensorOptions { row_major, null_to_nan: false });
-        let tensor = record_batch_to_tensor(&batch, options).unwrap();
+        let options = with_nan(TableToTensorOptions { row_major, null_to_nan: false });
+        let tensor = table_to_tensor(&Table::from(&batch), options).unwrap();
         check_against_reference(&tensor, &specs, offset, len, reference_dtype(&dtypes, true), options);
 
         let has_nulls = specs
             .iter()
             .any(|spec| (offset..offset + len).any(|row| !spec.is_valid(row)));
-        let options = RecordBatchToTensorOptions { row_major, null_to_nan: false };
-        match record_batch_to_tensor(&batch, options) {
+        let options = TableToTensorOptions { row_major, null_to_nan: false };
+        match table_to_tensor(&Table::from(&batch), options) {
             Ok(tensor) => {
                 prop_assert!(!has_nulls);
                 check_against_reference(&tensor, &specs, offset, len, reference_dtype(&dtypes, false), options);

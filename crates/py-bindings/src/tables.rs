@@ -10,13 +10,12 @@
 
 use std::collections::HashSet;
 
+use arrow_array::StructArray;
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, ArrayRef, StructArray};
 use arrow_dlpack::{
-    EXTENSION_NAME, FixedShapeTensorArray, RecordBatchToTensorOptions, ToTensorOptions,
-    columns_to_tensors, struct_array_to_tensor, to_tensor_with,
+    ColumnTensorOptions, Table, TableToTensorOptions, table_to_tensor as to_one_tensor,
+    table_to_tensors,
 };
-use arrow_dlpack_tensor::Tensor;
 use arrow_schema::DataType;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -58,11 +57,11 @@ pub(crate) fn table_to_tensor(
 ) -> PyResult<PyTensor> {
     // The conversion copies anyway; concatenating several batches first is one more copy.
     let table = import_struct(object, true)?;
-    let options = RecordBatchToTensorOptions {
+    let options = TableToTensorOptions {
         row_major,
         null_to_nan,
     };
-    let tensor = struct_array_to_tensor(&table, options)
+    let tensor = to_one_tensor(&Table::from(&table), options)
         .map_err(|error| errors::arrow_error(error, Operation::Export))?;
     Ok(PyTensor::new(tensor))
 }
@@ -88,84 +87,31 @@ pub(crate) fn column_tensors<'py>(
     copy: Option<bool>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let table = import_struct(obj, copy != Some(false))?;
-    let null_count = table.null_count();
-    if null_count > 0 && !allow_nulls {
-        let error = arrow_dlpack::Error::Nulls {
-            null_count,
-            location: "the struct array (null rows)".to_string(),
-        };
-        return Err(errors::arrow_error(error, Operation::ToTensor));
-    }
     let mut seen = HashSet::new();
-    let tensors = PyDict::new(py);
-    for (field, column) in table.fields().iter().zip(table.columns()) {
-        if !seen.insert(field.name().as_str()) {
-            return Err(errors::value_error(format!(
-                "duplicate column name {:?}; expected unique names, as they become the keys of \
-                 a dict",
-                field.name()
-            )));
-        }
-        let tensor = if field.extension_type_name() == Some(EXTENSION_NAME) {
-            FixedShapeTensorArray::try_from_field_and_array(field, column.clone())
-                .and_then(|array| array.to_tensor(allow_nulls))
-        } else if is_boolean(field.data_type()) && copy != Some(false) {
-            boolean_column_tensor(field.name(), column, allow_nulls)
-        } else {
-            column_tensor(field.name(), column, allow_nulls)
-        }
+    if let Some(name) = table
+        .column_names()
+        .into_iter()
+        .find(|name| !seen.insert(*name))
+    {
+        return Err(errors::value_error(format!(
+            "duplicate column name {name:?}; expected unique names, as they become the keys of a \
+             dict"
+        )));
+    }
+    let options = ColumnTensorOptions {
+        allow_nulls,
+        allow_copy: copy != Some(false),
+    };
+    let columns = table_to_tensors(&Table::from(&table), options)
         .map_err(|error| errors::arrow_error(error, Operation::ToTensor))?;
+    let tensors = PyDict::new(py);
+    for (name, tensor) in columns {
         let tensor = if copy == Some(true) {
             tensor.to_contiguous().map_err(errors::tensor_error)?
         } else {
             tensor
         };
-        tensors.set_item(field.name(), PyTensor::new(tensor))?;
+        tensors.set_item(name, PyTensor::new(tensor))?;
     }
     Ok(tensors)
-}
-
-/// One column's tensor, through arrow-dlpack's per-column conversion (whose errors name the
-/// column).
-fn column_tensor(name: &str, column: &ArrayRef, allow_nulls: bool) -> arrow_dlpack::Result<Tensor> {
-    let mut tensors = columns_to_tensors(&[name], std::slice::from_ref(column), allow_nulls)?;
-    let (_, tensor) = tensors
-        .pop()
-        .expect("columns_to_tensors gives one tensor per column");
-    Ok(tensor)
-}
-
-/// Whether `data_type` is boolean, or fixed-size lists of booleans.
-fn is_boolean(mut data_type: &DataType) -> bool {
-    while let DataType::FixedSizeList(item, _) = data_type {
-        data_type = item.data_type();
-    }
-    data_type == &DataType::Boolean
-}
-
-/// A boolean column unpacked into a `bool` tensor (a copy, as `Array.__dlpack__` makes one),
-/// with nulls reported in the column's name.
-fn boolean_column_tensor(
-    name: &str,
-    column: &ArrayRef,
-    allow_nulls: bool,
-) -> arrow_dlpack::Result<Tensor> {
-    let options = ToTensorOptions {
-        allow_nulls,
-        allow_copy: true,
-    };
-    to_tensor_with(column.as_ref(), options).map_err(|error| match error {
-        arrow_dlpack::Error::Nulls {
-            null_count,
-            location,
-        } => arrow_dlpack::Error::Nulls {
-            null_count,
-            location: if location == "the array" {
-                format!("column {name:?}")
-            } else {
-                format!("{location} of column {name:?}")
-            },
-        },
-        other => other,
-    })
 }

@@ -1,0 +1,438 @@
+//! Tables to tensors: the columns of a [`Table`] (a record batch, a struct array, or named
+//! arrays) copied into one 2-D tensor with PyArrow's type promotion ([`table_to_tensor`]), or
+//! one zero-copy tensor per column ([`table_to_tensors`]).
+//!
+//! The promotion rule lives in `promotion.rs`, the copy kernel in `copy.rs`; this file checks
+//! the columns and says what each function accepts.
+
+mod copy;
+mod promotion;
+
+use arrow_array::{Array, ArrayRef, RecordBatch, StructArray, cast::AsArray};
+use arrow_buffer::NullBuffer;
+use arrow_dlpack_tensor::{DType, Tensor};
+use arrow_schema::{DataType, Field};
+
+use crate::data_type::unsupported_reason;
+use crate::{
+    EXTENSION_NAME, Error, FixedShapeTensorArray, NullLocation, Result, ToTensorOptions, dtype_of,
+    to_tensor, to_tensor_with,
+};
+use copy::{CopyColumn, copy_columns};
+use promotion::promoted_dtype;
+
+/// The element types a column may have in [`table_to_tensor`].
+const NUMERIC_TYPES: &str =
+    "int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32 or float64";
+
+/// The column types [`table_to_tensors`] accepts.
+const TENSOR_TYPES: &str = "int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, \
+                            float32 or float64, or fixed-size lists of them";
+
+/// Named columns to turn into tensors: the input of [`table_to_tensor`] and [`table_to_tensors`].
+///
+/// A `Table` borrows its columns; build one from a [`RecordBatch`] or a [`StructArray`] (with
+/// `From`), or from names and arrays with [`Table::try_from_columns`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow_array::{ArrayRef, Int32Array, RecordBatch};
+/// use arrow_dlpack::Table;
+///
+/// let columns: Vec<ArrayRef> = vec![Arc::new(Int32Array::from(vec![1, 2]))];
+/// let batch = RecordBatch::try_from_iter([("a", columns[0].clone())])?;
+/// assert_eq!(Table::from(&batch).num_columns(), 1);
+/// assert_eq!(Table::try_from_columns(&["a"], &columns)?.num_columns(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Table<'a> {
+    columns: Vec<Column<'a>>,
+    /// The validity of the rows themselves: a struct array's own nulls.
+    row_nulls: Option<&'a NullBuffer>,
+}
+
+/// One column of a [`Table`].
+#[derive(Debug, Clone)]
+struct Column<'a> {
+    name: &'a str,
+    array: &'a ArrayRef,
+    /// The field, where the table has one: it carries extension types.
+    field: Option<&'a Field>,
+}
+
+impl<'a> Table<'a> {
+    /// The columns `arrays`, named by `names` (one name per column, else
+    /// [`Error::ColumnNames`]).
+    ///
+    /// The columns may have different lengths: [`table_to_tensors`] accepts that, and
+    /// [`table_to_tensor`] refuses it with [`Error::ColumnLength`].
+    pub fn try_from_columns<S: AsRef<str>>(names: &'a [S], arrays: &'a [ArrayRef]) -> Result<Self> {
+        if names.len() != arrays.len() {
+            return Err(Error::ColumnNames {
+                names: names.len(),
+                columns: arrays.len(),
+            });
+        }
+        let columns = names
+            .iter()
+            .zip(arrays)
+            .map(|(name, array)| Column {
+                name: name.as_ref(),
+                array,
+                field: None,
+            })
+            .collect();
+        Ok(Table {
+            columns,
+            row_nulls: None,
+        })
+    }
+
+    /// The number of columns.
+    pub fn num_columns(&self) -> usize {
+        self.columns.len()
+    }
+
+    /// The names of the columns, in order.
+    pub fn column_names(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.columns.iter().map(|column| column.name)
+    }
+}
+
+impl<'a> From<&'a RecordBatch> for Table<'a> {
+    fn from(batch: &'a RecordBatch) -> Self {
+        let columns = batch
+            .schema_ref()
+            .fields()
+            .iter()
+            .zip(batch.columns())
+            .map(|(field, array)| Column {
+                name: field.name(),
+                array,
+                field: Some(field),
+            })
+            .collect();
+        Table {
+            columns,
+            row_nulls: None,
+        }
+    }
+}
+
+/// The fields of a struct array (the form a record batch takes through the Arrow C data
+/// interface); a null struct row counts as a null in every column.
+impl<'a> From<&'a StructArray> for Table<'a> {
+    fn from(array: &'a StructArray) -> Self {
+        let columns = array
+            .fields()
+            .iter()
+            .zip(array.columns())
+            .map(|(field, child)| Column {
+                name: field.name(),
+                array: child,
+                field: Some(field),
+            })
+            .collect();
+        Table {
+            columns,
+            row_nulls: array.nulls(),
+        }
+    }
+}
+
+/// How [`table_to_tensor`] lays out and fills the tensor.
+///
+/// The default is PyArrow's `RecordBatch.to_tensor(null_to_nan=False, row_major=True)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableToTensorOptions {
+    /// Lay the rows out one after another (C order, strides `[num_columns, 1]` in elements);
+    /// otherwise the columns (Fortran order, strides `[1, num_rows]`). Default `true`.
+    pub row_major: bool,
+    /// Write nulls as NaN; the tensor's dtype is then always a float type (an integer result is
+    /// promoted, see [`table_to_tensor`]). Otherwise nulls are refused. Default `false`.
+    pub null_to_nan: bool,
+}
+
+impl Default for TableToTensorOptions {
+    fn default() -> Self {
+        TableToTensorOptions {
+            row_major: true,
+            null_to_nan: false,
+        }
+    }
+}
+
+/// The options of [`table_to_tensor`] under the name the loader uses.
+pub type RecordBatchToTensorOptions = TableToTensorOptions;
+
+/// What [`table_to_tensors`] may do beyond sharing memory.
+///
+/// The default allows neither nulls nor copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ColumnTensorOptions {
+    /// Accept nulls at any level, the table's null rows included; the null slots then hold
+    /// unspecified values.
+    pub allow_nulls: bool,
+    /// Accept columns that need a copy: boolean columns (and fixed-size lists of booleans),
+    /// unpacked into one byte per element. Without it they are refused with
+    /// [`Error::UnsupportedColumnType`].
+    pub allow_copy: bool,
+}
+
+/// Copies the numeric columns of a table into one writable 2-D tensor of shape
+/// `[num_rows, num_columns]`, as PyArrow's `RecordBatch.to_tensor` does.
+///
+/// # Columns
+///
+/// Every column must be int8..int64, uint8..uint64 or float16/32/64; any other type is refused
+/// with [`Error::UnsupportedColumnType`] naming the column.
+/// A table without columns is refused with [`Error::NoColumns`] (its dtype would be unknown;
+/// PyArrow refuses it too), columns of different lengths with [`Error::ColumnLength`].
+/// A table without rows gives shape `[0, num_columns]`.
+/// Slices are read from their offset: the tensor holds exactly the table's rows.
+///
+/// # Nulls
+///
+/// Without `null_to_nan`, a column holding nulls is refused with [`Error::ColumnNulls`]; a null
+/// row of a struct array counts as a null in every column.
+/// With it, null slots become NaN, and an integer result type is promoted to a float type by
+/// the same merge rule with `float32`: results of 8 and 16 bits become `float32`, of 32 and 64 bits
+/// `float64`. This promotion happens whether or not there are nulls, as in PyArrow.
+///
+/// # Type promotion
+///
+/// The dtype is PyArrow's: the column types folded left to right with Arrow's `Field::MergeWith`
+/// under `promote_integer_to_float`, `promote_integer_sign` and `promote_numeric_width`
+/// (`RecordBatchToTensor` in Arrow C++ `cpp/src/arrow/tensor.cc`, `MaybeMergeNumericTypes` in
+/// `cpp/src/arrow/type.cc`). Merging a type `a` with a type `b`:
+///
+/// - equal types: that type;
+/// - an unsigned and a signed integer: the narrowest signed integer with
+///   `max(bits(a), bits(b))` bits, plus one bit when the unsigned one is at least as wide:
+///   `uint8 + int8 = int16`, `uint8 + int16 = int16`, `uint16 + int16 = int32`,
+///   `uint32 + int8 = int64`, and `uint64 + int64 = int64` (there is no wider signed integer,
+///   so values above `i64::MAX` wrap, as in PyArrow);
+/// - an integer and a float: the integer counts as `float16` if it has 8 bits, `float32` if 16,
+///   `float64` if 32 or 64, and the wider float wins: `int16 + float32 = float32`,
+///   `int32 + float32 = float64`, `uint8 + float16 = float16`;
+/// - two signed, two unsigned or two float types: the wider.
+///
+/// This differs from numpy's `result_type` for `uint64` with a signed integer (numpy gives
+/// `float64`) and, because the fold goes left to right, depends on the column order in rare
+/// mixes: `[uint16, int8, float32]` gives `float64` (`int32` first), `[uint16, float32, int8]`
+/// gives `float32`.
+///
+/// Unlike PyArrow, which refuses any mix of `float16` with another type ("Casting from or to
+/// halffloat is not supported"), such mixes are converted by the same merge rule
+/// (`float16 + float32 = float32`, `int8 + float16 = float16`, `int16 + float16 = float32`);
+/// a table of `float16` columns alone gives `float16` in both, and NaN is a real half-precision
+/// NaN here.
+///
+/// Values convert as C++'s `static_cast` does, which is Rust's `as`: integers widen exactly,
+/// integers become the nearest float, `uint64` reinterprets as `int64`.
+///
+/// # Layout
+///
+/// Row-major (`row_major: true`) gives strides `[num_columns, 1]`, column-major
+/// `[1, num_rows]` (in elements, numpy's strides for an empty dimension included).
+/// The tensor is a fresh copy and writable.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow_array::{ArrayRef, Float32Array, Int16Array, RecordBatch};
+/// use arrow_dlpack::{DType, Table, TableToTensorOptions, table_to_tensor};
+///
+/// let batch = RecordBatch::try_from_iter([
+///     ("a", Arc::new(Int16Array::from(vec![1, 2, 3])) as ArrayRef),
+///     ("b", Arc::new(Float32Array::from(vec![0.5, 1.5, 2.5])) as ArrayRef),
+/// ])?;
+/// let tensor = table_to_tensor(&Table::from(&batch), TableToTensorOptions::default())?;
+/// assert_eq!(tensor.dtype(), DType::Float32); // int16 + float32 = float32
+/// assert_eq!(tensor.shape(), &[3, 2]);
+/// assert_eq!(tensor.strides(), &[2, 1]);
+/// assert_eq!(tensor.as_slice::<f32>()?, &[1.0, 0.5, 2.0, 1.5, 3.0, 2.5]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn table_to_tensor(table: &Table<'_>, options: TableToTensorOptions) -> Result<Tensor> {
+    let Some(first) = table.columns.first() else {
+        return Err(Error::NoColumns);
+    };
+    let num_rows = first.array.len();
+    let mut columns = Vec::with_capacity(table.columns.len());
+    for column in &table.columns {
+        let dtype = column_dtype(column)?;
+        if column.array.len() != num_rows {
+            return Err(Error::ColumnLength {
+                column: column.name.to_string(),
+                found: column.array.len(),
+                expected: num_rows,
+            });
+        }
+        columns.push(CopyColumn {
+            array: column.array.as_ref(),
+            dtype,
+            nulls: NullBuffer::union(table.row_nulls, column.array.nulls()),
+        });
+    }
+    if !options.null_to_nan
+        && let Some((column, copy)) = table
+            .columns
+            .iter()
+            .zip(&columns)
+            .find(|(_, copy)| null_count(&copy.nulls) > 0)
+    {
+        return Err(Error::ColumnNulls {
+            column: column.name.to_string(),
+            null_count: null_count(&copy.nulls),
+        });
+    }
+    let dtypes: Vec<DType> = columns.iter().map(|column| column.dtype).collect();
+    let dtype = promoted_dtype(&dtypes, options.null_to_nan);
+    copy_columns(&columns, num_rows, dtype, options.row_major)
+}
+
+/// Like [`table_to_tensor`], for columns given one by one with their names; the columns must all
+/// have the same length ([`Error::ColumnLength`]) and there must be one name per column
+/// ([`Error::ColumnNames`]).
+///
+/// Kept for the loader's column groups; new code builds a [`Table`] with
+/// [`Table::try_from_columns`].
+pub fn columns_to_tensor<S: AsRef<str>>(
+    names: &[S],
+    columns: &[ArrayRef],
+    options: TableToTensorOptions,
+) -> Result<Tensor> {
+    table_to_tensor(&Table::try_from_columns(names, columns)?, options)
+}
+
+fn null_count(nulls: &Option<NullBuffer>) -> usize {
+    nulls.as_ref().map_or(0, NullBuffer::null_count)
+}
+
+/// The tensor dtype of a column, or the error naming it.
+fn column_dtype(column: &Column<'_>) -> Result<DType> {
+    let data_type = column.array.data_type();
+    dtype_of(data_type).map_err(|_| Error::UnsupportedColumnType {
+        column: column.name.to_string(),
+        data_type: data_type.clone(),
+        reason: column_reason(data_type),
+        expected: NUMERIC_TYPES,
+    })
+}
+
+/// Why a column of `data_type` cannot be copied into a 2-D tensor.
+fn column_reason(data_type: &DataType) -> &'static str {
+    match data_type {
+        DataType::Boolean => {
+            "booleans are not numbers (PyArrow's RecordBatch.to_tensor refuses them too); cast \
+             them to an integer type first"
+        }
+        DataType::FixedSizeList(_, _) => {
+            "a fixed-size list holds several values per row, which one 2-D tensor cannot; convert \
+             the column alone (see table_to_tensors)"
+        }
+        other => unsupported_reason(other),
+    }
+}
+
+/// One tensor per column of a table, named by the column, in column order.
+///
+/// Primitive columns give 1-D tensors, fixed-size list columns (embeddings, images)
+/// `[num_rows, l1, ...]`, and `arrow.fixed_shape_tensor` columns (recognised by their field, so
+/// in tables made from a record batch or a struct array) `[num_rows, *shape]` in their logical
+/// order. Every tensor shares its column's memory and is read-only, except boolean columns,
+/// which `allow_copy` unpacks into fresh `bool` tensors (without it they are refused).
+///
+/// Nulls are refused with [`Error::TableNulls`], whose [`NullLocation`] names the column and
+/// the nesting level (or the table's null rows), unless `allow_nulls`; with it, the tensors hold
+/// whatever the columns hold in null slots. Other types are refused with
+/// [`Error::UnsupportedColumnType`]. Columns may have different lengths.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
+/// use arrow_dlpack::{ColumnTensorOptions, Table, table_to_tensors};
+///
+/// let ids = Int64Array::from(vec![7, 8]);
+/// let batch = RecordBatch::try_from_iter([
+///     ("id", Arc::new(ids.clone()) as ArrayRef),
+///     ("score", Arc::new(Float64Array::from(vec![0.1, 0.2])) as ArrayRef),
+/// ])?;
+/// let tensors = table_to_tensors(&Table::from(&batch), ColumnTensorOptions::default())?;
+/// assert_eq!(tensors[0].0, "id");
+/// assert_eq!(tensors[0].1.data_ptr(), ids.values().as_ptr().cast());
+/// assert_eq!(tensors[1].1.shape(), &[2]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn table_to_tensors(
+    table: &Table<'_>,
+    options: ColumnTensorOptions,
+) -> Result<Vec<(String, Tensor)>> {
+    let row_nulls = table.row_nulls.map_or(0, NullBuffer::null_count);
+    if !options.allow_nulls && row_nulls > 0 {
+        return Err(Error::TableNulls {
+            null_count: row_nulls,
+            location: NullLocation::Rows,
+        });
+    }
+    table
+        .columns
+        .iter()
+        .map(|column| Ok((column.name.to_string(), column_tensor(column, options)?)))
+        .collect()
+}
+
+/// The tensor of one column, with errors that name it.
+fn column_tensor(column: &Column<'_>, options: ColumnTensorOptions) -> Result<Tensor> {
+    let extension = column
+        .field
+        .filter(|field| field.extension_type_name() == Some(EXTENSION_NAME));
+    let result = match extension {
+        Some(field) => FixedShapeTensorArray::try_from_field_and_array(field, column.array.clone())
+            .and_then(|array| array.to_tensor(options.allow_nulls)),
+        // `to_tensor` names booleans as a type it cannot export rather than asking for a copy.
+        None if !options.allow_copy => to_tensor(column.array.as_ref(), options.allow_nulls),
+        None => {
+            let options = ToTensorOptions {
+                allow_nulls: options.allow_nulls,
+                allow_copy: true,
+            };
+            to_tensor_with(column.array.as_ref(), options)
+        }
+    };
+    result.map_err(|error| match error {
+        Error::UnsupportedType { data_type, reason } => Error::UnsupportedColumnType {
+            column: column.name.to_string(),
+            data_type,
+            reason,
+            expected: TENSOR_TYPES,
+        },
+        Error::Nulls { .. } => match first_nulls(column.array.as_ref()) {
+            Some((depth, null_count)) => Error::TableNulls {
+                null_count,
+                location: NullLocation::Column {
+                    column: column.name.to_string(),
+                    depth,
+                },
+            },
+            None => error,
+        },
+        other => other,
+    })
+}
+
+/// The first nesting level of `array` that holds nulls, and how many: 0 for the array's own
+/// slots, `n` for the child values `n` fixed-size lists down (arrow-rs slices a fixed-size
+/// list's values with the list, so every level holds exactly the array's elements).
+fn first_nulls(array: &dyn Array) -> Option<(usize, usize)> {
+    let mut level = array;
+    let mut depth = 0;
+    loop {
+        if level.null_count() > 0 {
+            return Some((depth, level.null_count()));
+        }
+        level = level.as_fixed_size_list_opt()?.values().as_ref();
+        depth += 1;
+    }
+}
