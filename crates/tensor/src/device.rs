@@ -1,13 +1,12 @@
 //! Where a tensor's memory lives.
 
 use dlpack_sys::{DLDevice, DLDeviceType};
-use serde::Serialize;
 
 /// A DLPack device: a device type and an index.
 ///
 /// This crate only holds host memory, so every [`Tensor`](crate::Tensor) is on [`Device::CPU`];
 /// the type exists so that errors and the Python `__dlpack_device__` speak DLPack's language.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Device {
     /// The `DLDeviceType` value (1 is the CPU).
     pub device_type: u32,

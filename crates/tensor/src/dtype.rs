@@ -1,7 +1,6 @@
 //! Element types: every DLPack dtype with one lane and a whole number of bytes.
 
 use dlpack_sys::{DLDataType, DLDataTypeCode};
-use serde::Serialize;
 
 use crate::{Error, Result};
 
@@ -9,8 +8,7 @@ use crate::{Error, Result};
 ///
 /// These are exactly the DLPack types with `lanes == 1` whose width is a whole number of bytes.
 /// Vector types and sub-byte types (float4, float6) are refused on import.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum DType {
     /// Signed 8-bit integer.

@@ -1,7 +1,6 @@
 //! The [`Tensor`] type: a checked, strided n-dimensional view over an Arrow [`Buffer`].
 
 use arrow_buffer::{Buffer, MutableBuffer};
-use serde::Serialize;
 
 use crate::alloc::UninitBuffer;
 use crate::{DType, Device, Error, Result, layout};
@@ -38,9 +37,8 @@ pub const MAX_NDIM: usize = 1024;
 /// let copy = transposed.to_contiguous().unwrap();
 /// assert_eq!(copy.row_major_buffer().unwrap().typed_data::<i32>(), &[0, 3, 1, 4, 2, 5]);
 /// ```
-#[derive(Clone, Serialize)]
+#[derive(Clone)]
 pub struct Tensor {
-    #[serde(skip)]
     buffer: Buffer,
     dtype: DType,
     shape: Vec<usize>,

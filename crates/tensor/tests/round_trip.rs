@@ -317,10 +317,10 @@ fn tensor_metadata_snapshots() {
         .unwrap()
         .with_dim_names(Some(vec!["rows".into(), "cols".into()]))
         .unwrap();
-    insta::assert_json_snapshot!("negative_strides", tensor);
-    insta::assert_json_snapshot!("contiguous_copy", tensor.to_contiguous().unwrap());
+    insta::assert_debug_snapshot!("negative_strides", tensor);
+    insta::assert_debug_snapshot!("contiguous_copy", tensor.to_contiguous().unwrap());
     let scalar = Tensor::try_new(tensor.buffer().clone(), DType::Int32, vec![], vec![], 7).unwrap();
-    insta::assert_json_snapshot!("zero_dimensional", scalar);
+    insta::assert_debug_snapshot!("zero_dimensional", scalar);
 }
 
 #[test]
