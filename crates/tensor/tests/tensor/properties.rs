@@ -1,13 +1,12 @@
 //! Property tests: arbitrary DLPack metadata never panics the importer, and what it accepts stays
 //! consistent with the memory it describes; random views round-trip through DLPack exactly.
 
-mod common;
-
 use arrow_buffer::Buffer;
 use arrow_dlpack_tensor::{DType, ExportOptions, Tensor, layout};
-use common::{Data, Spec, count, versioned};
 use dlpack_sys::{DLDataType, DLDataTypeCode};
 use proptest::prelude::*;
+
+use crate::common::{Data, Spec, count, versioned};
 
 fn extent() -> impl Strategy<Value = i64> {
     prop_oneof![8 => 0i64..5, 1 => Just(-1i64), 1 => Just(i64::MAX), 1 => Just(1i64 << 40)]

@@ -1,11 +1,10 @@
 //! Import of hand-built DLPack tensors: every malformed field is refused with an error naming it,
 //! every accepted layout is viewed without copying, and the deleter runs exactly once either way.
 
-mod common;
-
 use arrow_dlpack_tensor::{DType, Error, Tensor};
-use common::{Data, Spec, count, legacy, versioned};
 use dlpack_sys::{DLDataType, DLDataTypeCode, DLDeviceType, DLPackVersion, DlpackFlags};
+
+use crate::common::{Data, Spec, count, legacy, versioned};
 
 /// Imports `spec` as a versioned tensor and returns the error, checking the deleter ran once.
 fn refuse(name: &str, spec: &Spec) -> Error {
@@ -383,7 +382,7 @@ fn a_null_deleter_is_never_called() {
     drop(tensor);
     assert_eq!(count(&deleted), 0);
     // SAFETY: built with a NULL deleter, and the consumer above has dropped its view.
-    unsafe { common::reclaim_versioned(raw) };
+    unsafe { crate::common::reclaim_versioned(raw) };
 }
 
 #[test]

@@ -1,0 +1,10 @@
+//! Integration tests of the Arrow layer: one binary, one module per concern.
+
+mod chunked;
+mod errors;
+mod fixed_shape_tensor;
+mod fixed_size_list;
+mod interop;
+mod ownership;
+mod primitive;
+mod record_batch;
