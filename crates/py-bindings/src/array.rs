@@ -17,7 +17,7 @@ use pyo3::types::{PyCapsule, PyList, PyTuple};
 use crate::arrow_ffi;
 use crate::conveniences::{self, Selection};
 use crate::dlpack_export::{self, DlpackSource, cpu_device};
-use crate::dlpack_import::import_tensor;
+use crate::dlpack_import::{Devices, import_tensor};
 use crate::errors::{self, Operation};
 use crate::fixed_shape_tensor::PyFixedShapeTensorArray;
 use crate::numpy::{self, ArrayFacts};
@@ -213,7 +213,7 @@ impl PyArray {
         device: Option<&Bound<'_, PyAny>>,
         copy: Option<bool>,
     ) -> PyResult<Self> {
-        let tensor = import_tensor(x, device, copy)?;
+        let tensor = import_tensor(x, device, copy, Devices::Cpu)?;
         PyArray::from_tensor(&tensor, copy)
     }
 

@@ -8,15 +8,12 @@
 
 use std::borrow::Cow;
 
-use arrow_dlpack_tensor::{ExportOptions, Tensor};
+use arrow_dlpack_tensor::{Device, ExportOptions, Tensor};
 use dlpark::python::{ExportAbi, ExportRequest};
 use pyo3::IntoPyObject;
 use pyo3::prelude::*;
 
 use crate::errors;
-
-/// The `DLDeviceType` of host memory.
-const CPU: u32 = 1;
 
 /// An object of this package that DLPack exports.
 ///
@@ -27,6 +24,11 @@ pub(crate) trait DlpackSource {
     /// made for that export alone (unpacked booleans, concatenated chunks); copies are made only
     /// when `allow_copy`.
     fn dlpack_tensor(&self, allow_copy: bool) -> PyResult<(Cow<'_, Tensor>, bool)>;
+
+    /// Where the data lives: the CPU for everything made from Arrow arrays.
+    fn device(&self) -> Device {
+        Device::CPU
+    }
 }
 
 /// `source.__dlpack__(stream=..., max_version=..., dl_device=..., copy=...)`, for every class.
@@ -38,7 +40,7 @@ pub(crate) fn dlpack(
     dl_device: Option<(u32, i32)>,
     copy: Option<bool>,
 ) -> PyResult<Py<PyAny>> {
-    let request = DlpackRequest::parse(stream, max_version, dl_device, copy)?;
+    let request = DlpackRequest::parse(stream, max_version, dl_device, copy, source.device())?;
     errors::no_panic("exporting a DLPack tensor", || {
         let (tensor, made_for_export) = source.dlpack_tensor(request.allows_copy())?;
         request.export(py, &tensor, made_for_export)
@@ -52,10 +54,17 @@ pub(crate) struct DlpackRequest {
 }
 
 impl DlpackRequest {
-    /// Checks the arguments of `__dlpack__(*, stream, max_version, dl_device, copy)`.
+    /// Checks the arguments of `__dlpack__(*, stream, max_version, dl_device, copy)` for data on
+    /// `device`.
     ///
-    /// - `stream` must be `None`: CPU data has no stream to synchronise (`BufferError`).
-    /// - `dl_device` must be `None` or the CPU, `(1, 0)` (`BufferError`).
+    /// - `stream` must be `None` for CPU data, which has no stream to synchronise (`BufferError`).
+    ///   For device data, `None`, `-1` (no synchronisation wanted) and the legacy default stream
+    ///   `1` are accepted: the data was ordered before the legacy default stream when it was
+    ///   imported, which orders it before every blocking stream too. Any other stream would need
+    ///   the device runtime to make it wait, which this package does not load yet
+    ///   (`BufferError`).
+    /// - `dl_device` must be `None` or the data's own device (`BufferError`: anything else would
+    ///   be a device move).
     /// - `max_version` `None` or below `(1, 0)` selects a legacy `dltensor` capsule, anything else
     ///   a `dltensor_versioned` capsule stamped with DLPack 1.3.
     pub(crate) fn parse(
@@ -63,21 +72,40 @@ impl DlpackRequest {
         max_version: Option<(u32, u32)>,
         dl_device: Option<(u32, i32)>,
         copy: Option<bool>,
+        device: Device,
     ) -> PyResult<Self> {
-        if let Some(stream) = stream {
-            return Err(errors::buffer_error(format!(
-                "stream={} is not supported for CPU data; expected stream=None",
+        if let Some(stream) = stream.filter(|stream| !stream.is_none()) {
+            let repr = || {
                 stream
                     .repr()
                     .map_or_else(|_| "?".into(), |repr| repr.to_string())
-            )));
+            };
+            if device.is_cpu() {
+                return Err(errors::buffer_error(format!(
+                    "stream={} is not supported for CPU data; expected stream=None",
+                    repr()
+                )));
+            }
+            let ordered = stream
+                .extract::<i64>()
+                .is_ok_and(|stream| stream == -1 || stream == 1);
+            if !ordered {
+                return Err(errors::buffer_error(format!(
+                    "stream={} would need the device runtime to order the data before that \
+                     stream, which arrow_dlpack does not load; expected None, -1 or 1 (the legacy \
+                     default stream, before which the data was ordered when it was imported)",
+                    repr()
+                )));
+            }
         }
         if let Some((device_type, device_id)) = dl_device
-            && (device_type, device_id) != (CPU, 0)
+            && (device_type, device_id) != (device.device_type, device.device_id)
         {
             return Err(errors::buffer_error(format!(
-                "dl_device=({device_type}, {device_id}) is not supported: the data is on the CPU; \
-                 expected dl_device=None or (1, 0)"
+                "dl_device=({device_type}, {device_id}) is not supported: the data is on DLPack \
+                 device ({}, {}), and arrow_dlpack makes no device moves; expected dl_device=None \
+                 or ({}, {})",
+                device.device_type, device.device_id, device.device_type, device.device_id
             )));
         }
         let request = ExportRequest::parse(None, max_version, dl_device, copy)?;
@@ -121,7 +149,7 @@ impl DlpackRequest {
     }
 }
 
-/// `__dlpack_device__` of every object of this package: the CPU, device 0.
+/// `__dlpack_device__` of every object made from Arrow arrays: the CPU, device 0.
 pub(crate) fn cpu_device() -> (u32, i32) {
-    (CPU, 0)
+    (Device::CPU.device_type, Device::CPU.device_id)
 }

@@ -3,10 +3,13 @@
 //! dlpark's `from_dlpack` does not retry producers that reject `max_version` (JAX is legacy-only)
 //! and maps capsule errors to exception types of its own choosing, so the negotiation lives here:
 //!
-//! 1. `device` must name the CPU (`None`, `"cpu"` or `(1, 0)`);
+//! 1. `device` may be `None` (keep the producer's), `"cpu"` or a `(device_type, device_id)` pair,
+//!    which the data must already be on; Arrow arrays accept the CPU only, a `Tensor` any device
+//!    `dlpack.h` names (its memory is kept, never read);
 //! 2. a producer that publishes the DLPack C exchange API (PyTorch) is asked through it when
 //!    `copy` is None (it has no `copy` argument), instead of steps 4 and 5;
-//! 3. a producer whose `__dlpack_device__` is not the CPU is refused before it is asked to export;
+//! 3. a producer whose `__dlpack_device__` is not a device the import accepts (or not the one
+//!    requested) is refused before it is asked to export;
 //! 4. `__dlpack__(max_version=(1, 3), copy=...)` is called, and called again without keywords when
 //!    the producer raises `TypeError` (a legacy producer);
 //! 5. the capsule is consumed exactly once and its tensor handed to [`Tensor::from_raw_versioned`]
@@ -14,7 +17,7 @@
 //! 6. `copy=True` is honoured here, with a row-major copy, when the producer did not copy (legacy
 //!    capsules cannot say) or copied into another layout.
 
-use arrow_dlpack_tensor::Tensor;
+use arrow_dlpack_tensor::{Device, ImportOptions, Tensor};
 use dlpack_sys::{
     DLManagedTensor, DLManagedTensorVersioned, DLPACK_EXCHANGE_API, DLPACK_EXCHANGE_API_ATTRIBUTE,
     DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, DLTENSOR, DLTENSOR_VERSIONED, DlpackFlags,
@@ -28,9 +31,6 @@ use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
 
 use crate::{errors, protocols};
 
-/// The `DLDeviceType` of host memory.
-const CPU: u32 = 1;
-
 /// Imports any DLPack producer, or an unconsumed DLPack capsule, as a [`Tensor`].
 ///
 /// `copy` follows the Python array API: `Some(true)` returns memory that no one else references
@@ -40,33 +40,77 @@ pub(crate) fn import_tensor(
     object: &Bound<'_, PyAny>,
     device: Option<&Bound<'_, PyAny>>,
     copy: Option<bool>,
+    devices: Devices,
 ) -> PyResult<Tensor> {
     errors::no_panic("importing a DLPack tensor", || {
-        import_tensor_unguarded(object, device, copy)
+        import_tensor_unguarded(object, device, copy, devices)
     })
+}
+
+/// The devices an import accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Devices {
+    /// Host memory only: what becomes an Arrow array, or is read.
+    Cpu,
+    /// Any device `dlpack.h` names: a `Tensor` keeps device memory without touching it.
+    Any,
 }
 
 fn import_tensor_unguarded(
     object: &Bound<'_, PyAny>,
     device: Option<&Bound<'_, PyAny>>,
     copy: Option<bool>,
+    devices: Devices,
 ) -> PyResult<Tensor> {
-    check_requested_device(device)?;
-    let (tensor, copied) = if let Ok(capsule) = object.cast::<PyCapsule>() {
-        consume_capsule(capsule)?
-    } else if let Some(api) = exchange_api(object, copy)? {
-        import_through_exchange_api(object, &api)?
-    } else {
-        let capsule = request_capsule(object, copy)?;
-        let Ok(capsule) = capsule.cast::<PyCapsule>() else {
-            return Err(errors::type_error(format!(
-                "{}.__dlpack__() returned {}; expected a PyCapsule",
-                type_name(object),
-                type_name(&capsule)
-            )));
-        };
-        consume_capsule(capsule)?
+    let requested = requested_device(device, devices)?;
+    let options = ImportOptions {
+        any_device: devices == Devices::Any,
     };
+    let (tensor, copied) = if let Ok(capsule) = object.cast::<PyCapsule>() {
+        consume_capsule(capsule, options)?
+    } else {
+        let through_exchange = match exchange_api(object, copy)? {
+            // The exchange API's "no sync" import leaves the ordering on a device stream to the
+            // consumer, which has no stream of its own: device tensors take `__dlpack__`, whose
+            // producer orders its work before handing the capsule out.
+            Some(api) => match import_through_exchange_api(object, &api) {
+                Err(error)
+                    if devices == Devices::Any
+                        && error.is_instance_of::<pyo3::exceptions::PyBufferError>(object.py()) =>
+                {
+                    None
+                }
+                imported => Some(imported?),
+            },
+            None => None,
+        };
+        match through_exchange {
+            Some(imported) => imported,
+            None => {
+                let capsule = request_capsule(object, copy, devices, requested)?;
+                let Ok(capsule) = capsule.cast::<PyCapsule>() else {
+                    return Err(errors::type_error(format!(
+                        "{}.__dlpack__() returned {}; expected a PyCapsule",
+                        type_name(object),
+                        type_name(&capsule)
+                    )));
+                };
+                consume_capsule(capsule, options)?
+            }
+        }
+    };
+    if let Some(requested) = requested
+        && tensor.device() != requested
+    {
+        return Err(errors::buffer_error(format!(
+            "the data is on DLPack device ({}, {}) and device=({}, {}) was requested: that would \
+             need a device move, which arrow_dlpack does not make",
+            tensor.device().device_type,
+            tensor.device().device_id,
+            requested.device_type,
+            requested.device_id
+        )));
+    }
     match copy {
         // `copy=True` promises memory no one else references, laid out row-major; a producer's
         // copy may keep its source's layout (numpy copies a Fortran-ordered view as such).
@@ -131,37 +175,50 @@ fn import_through_exchange_api(
     Ok((tensor, copied))
 }
 
-/// Checks the `device` argument of `from_dlpack`: only the CPU is supported.
-fn check_requested_device(device: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-    let Some(device) = device else {
-        return Ok(());
+/// The `device` argument of `from_dlpack`: `None` keeps the producer's device, `"cpu"` or a
+/// `(device_type, device_id)` pair asks for that device, which the data must already be on.
+fn requested_device(
+    device: Option<&Bound<'_, PyAny>>,
+    devices: Devices,
+) -> PyResult<Option<Device>> {
+    let Some(device) = device.filter(|device| !device.is_none()) else {
+        return Ok(None);
     };
-    if device.is_none() {
-        return Ok(());
-    }
-    if let Ok(name) = device.extract::<String>()
-        && name.eq_ignore_ascii_case("cpu")
-    {
-        return Ok(());
-    }
-    if let Ok((device_type, device_id)) = device.extract::<(u32, i32)>()
-        && device_type == CPU
-        && device_id == 0
-    {
-        return Ok(());
-    }
-    Err(errors::buffer_error(format!(
-        "unsupported device {}; expected None, \"cpu\" or (1, 0): arrow_dlpack holds CPU data only",
+    let requested = if let Ok(name) = device.extract::<String>() {
+        name.eq_ignore_ascii_case("cpu").then_some(Device::CPU)
+    } else {
         device
-            .repr()
-            .map_or_else(|_| "?".into(), |repr| repr.to_string())
-    )))
+            .extract::<(u32, i32)>()
+            .ok()
+            .map(|(device_type, device_id)| Device {
+                device_type,
+                device_id,
+            })
+    };
+    match (requested, devices) {
+        (Some(requested), Devices::Any) => Ok(Some(requested)),
+        (Some(requested), Devices::Cpu) if requested == Device::CPU => Ok(Some(requested)),
+        _ => {
+            let expected = match devices {
+                Devices::Cpu => "None, \"cpu\" or (1, 0): Arrow arrays hold CPU data only",
+                Devices::Any => "None, \"cpu\" or a (device_type, device_id) pair",
+            };
+            Err(errors::buffer_error(format!(
+                "unsupported device {}; expected {expected}",
+                device
+                    .repr()
+                    .map_or_else(|_| "?".into(), |repr| repr.to_string())
+            )))
+        }
+    }
 }
 
 /// Asks a producer for a capsule: versioned first, then legacy when it rejects the keywords.
 fn request_capsule<'py>(
     object: &Bound<'py, PyAny>,
     copy: Option<bool>,
+    devices: Devices,
+    requested: Option<Device>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = object.py();
     let dlpack = match object.getattr(intern!(py, "__dlpack__")) {
@@ -174,7 +231,7 @@ fn request_capsule<'py>(
         }
         Err(error) => return Err(error),
     };
-    check_producer_device(object)?;
+    check_producer_device(object, devices, requested)?;
     let kwargs = PyDict::new(py);
     kwargs.set_item(
         intern!(py, "max_version"),
@@ -192,8 +249,16 @@ fn request_capsule<'py>(
     }
 }
 
-/// Refuses a producer that reports a device other than the CPU, before it exports anything.
-fn check_producer_device(object: &Bound<'_, PyAny>) -> PyResult<()> {
+/// Refuses, before it exports anything, a producer whose data is on a device the import does not
+/// accept (another device than the CPU for an Arrow array) or than the one requested.
+///
+/// No `stream` is passed to `__dlpack__`: for CUDA and ROCm that asks the producer to order its
+/// work before the legacy default stream, the one a consumer without streams of its own uses.
+fn check_producer_device(
+    object: &Bound<'_, PyAny>,
+    devices: Devices,
+    requested: Option<Device>,
+) -> PyResult<()> {
     let py = object.py();
     let method = match object.getattr(intern!(py, "__dlpack_device__")) {
         Ok(method) => method,
@@ -212,11 +277,26 @@ fn check_producer_device(object: &Bound<'_, PyAny>) -> PyResult<()> {
                 .map_or_else(|_| type_name(&answer), |repr| repr.to_string())
         ))
     })?;
-    if device_type != CPU {
+    let found = Device {
+        device_type,
+        device_id,
+    };
+    if devices == Devices::Cpu && !found.is_cpu() {
         return Err(errors::buffer_error(format!(
             "{} holds data on DLPack device ({device_type}, {device_id}); expected the CPU \
-             (1, 0): arrow_dlpack imports CPU data only",
+             (1, 0): Arrow arrays hold CPU data only",
             type_name(object)
+        )));
+    }
+    if let Some(requested) = requested
+        && requested != found
+    {
+        return Err(errors::buffer_error(format!(
+            "{} holds data on DLPack device ({device_type}, {device_id}) and device=({}, {}) was \
+             requested: that would need a device move, which arrow_dlpack does not make",
+            type_name(object),
+            requested.device_type,
+            requested.device_id
         )));
     }
     Ok(())
@@ -226,7 +306,10 @@ fn check_producer_device(object: &Bound<'_, PyAny>) -> PyResult<()> {
 /// tensor to the tensor crate, which runs the deleter exactly once (on error, before returning).
 ///
 /// Returns the tensor and whether the producer flagged it `IS_COPIED`.
-fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<(Tensor, bool)> {
+fn consume_capsule(
+    capsule: &Bound<'_, PyCapsule>,
+    options: ImportOptions,
+) -> PyResult<(Tensor, bool)> {
     if capsule.is_valid_checked(Some(DLTENSOR_VERSIONED)) {
         let pointer = take_pointer(capsule, DLTENSOR_VERSIONED, USED_DLTENSOR_VERSIONED)?;
         let managed = pointer.cast::<DLManagedTensorVersioned>();
@@ -239,14 +322,15 @@ fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<(Tensor, bool)> {
         };
         // SAFETY: as above: we own the tensor, and its producer keeps shape, strides and data
         // valid until its deleter runs, which the tensor crate does exactly once.
-        let tensor = unsafe { Tensor::from_raw_versioned(managed) };
+        let tensor = unsafe { Tensor::from_raw_versioned_with(managed, options) };
         return Ok((tensor.map_err(errors::tensor_error)?, copied));
     }
     if capsule.is_valid_checked(Some(DLTENSOR)) {
         let pointer = take_pointer(capsule, DLTENSOR, USED_DLTENSOR)?;
         // SAFETY: a capsule named `dltensor` holds an owned legacy `DLManagedTensor`; the rename
         // transferred its ownership to us, and the tensor crate runs its deleter exactly once.
-        let tensor = unsafe { Tensor::from_raw_legacy(pointer.cast::<DLManagedTensor>()) };
+        let tensor =
+            unsafe { Tensor::from_raw_legacy_with(pointer.cast::<DLManagedTensor>(), options) };
         return Ok((tensor.map_err(errors::tensor_error)?, false));
     }
     if capsule.is_valid_checked(Some(USED_DLTENSOR_VERSIONED))

@@ -208,7 +208,7 @@ pub(crate) fn arrow_error(error: arrow_dlpack::Error, operation: Operation) -> P
         E::UnsupportedType { .. } => Kind::Type,
         // Nulls refused by `__dlpack__` are a TypeError (as in PyArrow); by `to_tensor()`, a
         // ValueError (as in PyArrow).
-        E::Nulls { .. } => match operation {
+        E::Nulls { .. } | E::TableNulls { .. } => match operation {
             Operation::Export => Kind::Type,
             Operation::ToTensor | Operation::Import => Kind::Value,
         },

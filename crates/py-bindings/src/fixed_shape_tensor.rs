@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 
 use crate::array::{Column, PyArray};
 use crate::dlpack_export::{self, DlpackSource};
-use crate::dlpack_import::import_tensor;
+use crate::dlpack_import::{Devices, import_tensor};
 use crate::errors::{self, Operation};
 use crate::numpy;
 use crate::tensor::PyTensor;
@@ -100,7 +100,7 @@ impl PyFixedShapeTensorArray {
         device: Option<&Bound<'_, PyAny>>,
         copy: Option<bool>,
     ) -> PyResult<Py<Self>> {
-        let tensor = import_tensor(x, device, copy)?;
+        let tensor = import_tensor(x, device, copy, Devices::Cpu)?;
         Self::from_imported(py, &tensor, copy)
     }
 
@@ -110,7 +110,10 @@ impl PyFixedShapeTensorArray {
     fn from_tensor(py: Python<'_>, tensor: &Bound<'_, PyAny>) -> PyResult<Py<Self>> {
         let array = match tensor.cast::<PyTensor>() {
             Ok(ours) => FixedShapeTensorArray::from_tensor(ours.get().tensor(), true),
-            Err(_) => FixedShapeTensorArray::from_tensor(&import_tensor(tensor, None, None)?, true),
+            Err(_) => FixedShapeTensorArray::from_tensor(
+                &import_tensor(tensor, None, None, Devices::Cpu)?,
+                true,
+            ),
         }
         .map_err(|error| errors::arrow_error(error, Operation::Import))?;
         Self::from_array(py, array)
@@ -171,7 +174,7 @@ impl PyFixedShapeTensorArray {
         obj: &Bound<'_, PyAny>,
         dim_names: Option<Vec<String>>,
     ) -> PyResult<Py<Self>> {
-        let tensor = import_tensor(obj, None, None)?;
+        let tensor = import_tensor(obj, None, None, Devices::Cpu)?;
         let ndim = tensor.ndim();
         if ndim < 2 {
             return Err(errors::value_error(format!(

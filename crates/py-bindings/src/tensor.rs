@@ -8,8 +8,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use crate::conveniences;
-use crate::dlpack_export::{self, DlpackSource, cpu_device};
-use crate::dlpack_import::import_tensor;
+use crate::dlpack_export::{self, DlpackSource};
+use crate::dlpack_import::{Devices, import_tensor};
+use crate::errors;
 use crate::numpy;
 use crate::tables;
 
@@ -34,6 +35,10 @@ impl DlpackSource for PyTensor {
     fn dlpack_tensor(&self, _allow_copy: bool) -> PyResult<(Cow<'_, Tensor>, bool)> {
         Ok((Cow::Borrowed(&self.tensor), false))
     }
+
+    fn device(&self) -> arrow_dlpack_tensor::Device {
+        self.tensor.device()
+    }
 }
 
 #[pymethods]
@@ -46,7 +51,7 @@ impl PyTensor {
         device: Option<&Bound<'_, PyAny>>,
         copy: Option<bool>,
     ) -> PyResult<Self> {
-        Ok(PyTensor::new(import_tensor(x, device, copy)?))
+        Ok(PyTensor::new(import_tensor(x, device, copy, Devices::Any)?))
     }
 
     /// Copies every column of a table, record batch or struct array (anything with
@@ -76,9 +81,11 @@ impl PyTensor {
         dlpack_export::dlpack(py, self, stream, max_version, dl_device, copy)
     }
 
-    /// The DLPack device of the data: always `(1, 0)`, the CPU.
+    /// The DLPack device of the data: `(1, 0)` for the CPU, or the device a producer's tensor
+    /// was on (a device tensor is kept, never read).
     fn __dlpack_device__(&self) -> (u32, i32) {
-        cpu_device()
+        let device = self.tensor.device();
+        (device.device_type, device.device_id)
     }
 
     /// The extent of each dimension.
@@ -144,6 +151,12 @@ impl PyTensor {
     /// A numpy view of the tensor (PyArrow's `to_numpy`), zero-copy, read-only when the tensor
     /// is; numpy is imported here, not with the package.
     fn to_numpy<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        // numpy holds host memory only: say which device the data is on, rather than numpy's
+        // bare "unsupported device".
+        slf.get()
+            .tensor
+            .require_cpu("make a numpy array of it")
+            .map_err(errors::tensor_error)?;
         let read_only = slf.get().tensor.is_read_only();
         numpy::from_dlpack(slf.as_any(), read_only, "Tensor.to_numpy()")
     }
@@ -159,7 +172,10 @@ impl PyTensor {
     fn equals(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
         match other.cast::<PyTensor>() {
             Ok(ours) => conveniences::tensors_equal(&self.tensor, &ours.get().tensor),
-            Err(_) => conveniences::tensors_equal(&self.tensor, &import_tensor(other, None, None)?),
+            Err(_) => conveniences::tensors_equal(
+                &self.tensor,
+                &import_tensor(other, None, None, Devices::Cpu)?,
+            ),
         }
     }
 

@@ -1,8 +1,10 @@
 """The hostile DLPack case tables, shared by `test_hostile_producers.py` and `test_no_panics.py`
 (which runs every case once more and fails on any `BaseException` that is not an `Exception`).
 
-:data:`MALFORMED` (every malformed field of a `DLTensor`) and :data:`BAD_VERSIONS` (versioned ABI
-only) are ``(id, spec, exception, message pattern)`` rows.
+:data:`MALFORMED` (every malformed field of a `DLTensor`), :data:`DEVICE_CASES` (tensors on other
+devices, refused by Arrow arrays and kept by `Tensor`) and :data:`BAD_VERSIONS` (versioned ABI
+only) are ``(id, spec, exception, message pattern)`` rows; :data:`DEVICE_CASES` rows are
+``(id, spec, message pattern)``, the pattern of the Arrow arrays' ``BufferError``.
 The tests are not a package, so `conftest.py` loads this module by path, after `_dlpack_ctypes`.
 """
 
@@ -165,17 +167,22 @@ MALFORMED = [
     ),
     ("unknown_type_code_200", dlpack_f32(dtype=(200, 32, 1)), ValueError, r"unknown DLPack type code 200"),
     ("unknown_type_code_255", dlpack_f32(dtype=(255, 8, 1)), ValueError, r"unknown DLPack type code 255"),
-    # devices
-    ("cuda_device", dlpack_f32(device=(dl.CUDA, 0)), BufferError, r"device_type 2 \(CUDA\)"),
-    (
-        "cuda_device_1",
-        dlpack_f32(device=(dl.CUDA, 1)),
-        BufferError,
-        r"device_type 2 \(CUDA\) with device_id 1",
-    ),
-    ("cuda_host_device", dlpack_f32(device=(dl.CUDA_HOST, 0)), BufferError, r"device_type 3"),
+    # devices that dlpack.h does not name (refused even by `Tensor`, which keeps the others)
     ("unknown_device_99", dlpack_f32(device=(99, 0)), BufferError, r"device_type 99"),
     ("device_type_0", dlpack_f32(device=(0, 0)), BufferError, r"device_type 0"),
+]
+
+# Tensors on devices dlpack.h names, at addresses no host code may read: Arrow arrays refuse them
+# (BufferError), and `Tensor` keeps them without reading them.
+DEVICE_CASES = [
+    ("cuda_device", dlpack_f32(device=(dl.CUDA, 0), data_address=0x1000), r"device_type 2 \(CUDA\)"),
+    (
+        "cuda_device_1",
+        dlpack_f32(device=(dl.CUDA, 1), data_address=0x1000),
+        r"device_type 2 \(CUDA\) with device_id 1",
+    ),
+    ("cuda_host_device", dlpack_f32(device=(dl.CUDA_HOST, 0), data_address=0x1000), r"device_type 3"),
+    ("rocm_device", dlpack_f32(device=(10, 0), data_address=0x1000), r"device_type 10"),
 ]
 
 # Version cases exist only in the versioned ABI.

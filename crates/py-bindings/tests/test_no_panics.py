@@ -16,7 +16,7 @@ import arrow_dlpack as ad
 import _arrow_c_ctypes as ac  # noqa: E402
 import _dlpack_ctypes as dl  # noqa: E402
 from _arrow_c_cases import ARROW_C_CASES  # noqa: E402
-from _dlpack_cases import BAD_VERSIONS, MALFORMED  # noqa: E402
+from _dlpack_cases import BAD_VERSIONS, DEVICE_CASES, MALFORMED  # noqa: E402
 
 DLPACK_ENTRY_POINTS = {
     "Tensor.from_dlpack": ad.Tensor.from_dlpack,
@@ -50,6 +50,9 @@ def _dlpack_runs():
             for entry_name, entry in DLPACK_ENTRY_POINTS.items():
                 managed = dl.ManagedTensor(spec.replace(versioned=abi == "versioned"))
                 yield f"dlpack {name} {abi} {entry_name}", entry, managed.capsule()
+    for name, spec, _pattern in DEVICE_CASES:
+        for entry_name, entry in DLPACK_ENTRY_POINTS.items():
+            yield f"dlpack {name} {entry_name}", entry, dl.ManagedTensor(spec).capsule()
     for name, spec, _exception, _pattern in BAD_VERSIONS:
         for entry_name, entry in DLPACK_ENTRY_POINTS.items():
             yield f"dlpack {name} {entry_name}", entry, dl.ManagedTensor(spec).capsule()

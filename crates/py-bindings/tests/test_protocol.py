@@ -445,8 +445,16 @@ def test_rejects_producer_on_another_device_before_export():
         def __dlpack_device__(self):
             return (2, 0)
 
-    with pytest.raises(BufferError, match=r"\(2, 0\)"):
-        ad.Tensor.from_dlpack(OnGpu())
+    # Arrow arrays hold CPU data only; a Tensor keeps device data, but not on another device
+    # than the one requested.
+    for import_ in (
+        ad.Array.from_dlpack,
+        ad.FixedShapeTensorArray.from_dlpack,
+        lambda x: ad.Tensor.from_dlpack(x, device="cpu"),
+        lambda x: ad.Tensor.from_dlpack(x, device=(2, 1)),
+    ):
+        with pytest.raises(BufferError, match=r"\(2, 0\)"):
+            import_(OnGpu())
     assert OnGpu.exported is False
 
 

@@ -57,8 +57,11 @@ working:
   ``to_tensor()`` and :func:`column_tensors` on data with nulls without
   ``allow_nulls=True``; duplicate column names in :func:`column_tensors`.
 - :class:`ArrowDLPackBufferError` (a ``BufferError``): a device other than the
-  CPU (``dl_device``, ``device``, a producer's data), a ``stream`` other than
-  ``None``, or ``copy=False`` when a copy is needed.
+  data's (``dl_device``, ``device``; Arrow arrays hold CPU data only, while a
+  :class:`Tensor` keeps a producer's device memory without reading it), a
+  ``stream`` other than ``None`` for CPU data (or one a device tensor is not
+  ordered before), reading device memory, or ``copy=False`` when a copy is
+  needed.
 - ``MemoryError`` when an allocation fails.
 """
 

@@ -219,7 +219,11 @@ class Tensor:
     ) -> Tensor:
         """Imports any DLPack producer (or capsule) without copying; any shape and strides.
 
-        ``copy=True`` gives a row-major copy that no one else references.
+        Device memory (CUDA, ROCm, ...) is kept on its device without being read: it can be
+        exported again, but what would read it raises ArrowDLPackBufferError. ``device`` may be
+        None (keep the producer's), ``"cpu"`` or a ``(device_type, device_id)`` pair, which the
+        data must already be on. ``copy=True`` gives a row-major copy that no one else
+        references (CPU data only).
         """
     @staticmethod
     def from_arrow(obj: Any, /, *, row_major: bool = True, null_to_nan: bool = False) -> Tensor:
@@ -247,7 +251,8 @@ class Tensor:
         """Exports the tensor as a DLPack capsule (see :meth:`Array.__dlpack__` for the
         rules)."""
     def __dlpack_device__(self) -> Tuple[int, int]:
-        """The DLPack device of the data: always ``(1, 0)``, the CPU."""
+        """The DLPack device of the data: ``(1, 0)`` for the CPU, or the device of the producer's
+        tensor."""
     @property
     def shape(self) -> Tuple[int, ...]:
         """The extent of each dimension."""
