@@ -334,6 +334,17 @@ def test_progress_prints_rows_per_second(table, capsys):
     assert f"{ROWS:,} rows" in err and "rows/s, done" in err
 
 
+def test_duckdb_and_nanoarrow_streams_are_sources(table):
+    import duckdb
+    import nanoarrow
+
+    ids = table.select(["id", "x"])
+    relation = duckdb.sql("select * from ids order by id")
+    assert _ids(ad.batches(relation, 6)) == list(range(ROWS))
+    stream = nanoarrow.ArrayStream(ids)
+    assert _ids(ad.batches(stream, 6)) == list(range(ROWS))
+
+
 def test_polars_and_record_batch_readers_are_sources(table):
     import polars as pl
 
