@@ -13,7 +13,7 @@ use dlpark::python::{ExportAbi, ExportRequest};
 use pyo3::IntoPyObject;
 use pyo3::prelude::*;
 
-use crate::errors;
+use crate::{copies, errors};
 
 /// An object of this package that DLPack exports.
 ///
@@ -135,15 +135,23 @@ impl DlpackRequest {
         made_for_export: bool,
     ) -> PyResult<Py<PyAny>> {
         let options = ExportOptions::copy(self.copy).made_for_export(made_for_export);
+        // Only `copy=True` copies here; a large copy runs without the GIL.
+        let copied = if self.copy == Some(true) {
+            copies::tensor_bytes(tensor)
+        } else {
+            0
+        };
         let capsule = match self.abi {
-            ExportAbi::Versioned => tensor
-                .to_dlpack_versioned(options)
-                .map_err(errors::tensor_error)?
-                .into_pyobject(py)?,
-            ExportAbi::Legacy => tensor
-                .to_dlpack_legacy(options)
-                .map_err(errors::tensor_error)?
-                .into_pyobject(py)?,
+            ExportAbi::Versioned => {
+                copies::without_gil_if_large(py, copied, || tensor.to_dlpack_versioned(options))
+                    .map_err(errors::tensor_error)?
+                    .into_pyobject(py)?
+            }
+            ExportAbi::Legacy => {
+                copies::without_gil_if_large(py, copied, || tensor.to_dlpack_legacy(options))
+                    .map_err(errors::tensor_error)?
+                    .into_pyobject(py)?
+            }
         };
         Ok(capsule.unbind())
     }

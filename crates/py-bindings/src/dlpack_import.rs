@@ -29,7 +29,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
 
-use crate::{errors, protocols};
+use crate::{copies, errors, protocols};
 
 /// Imports any DLPack producer, or an unconsumed DLPack capsule, as a [`Tensor`].
 ///
@@ -115,7 +115,10 @@ fn import_tensor_unguarded(
         // `copy=True` promises memory no one else references, laid out row-major; a producer's
         // copy may keep its source's layout (numpy copies a Fortran-ordered view as such).
         Some(true) if !copied || !tensor.is_row_major() => {
-            tensor.to_contiguous().map_err(errors::tensor_error)
+            copies::without_gil_if_large(object.py(), copies::tensor_bytes(&tensor), || {
+                tensor.to_contiguous()
+            })
+            .map_err(errors::tensor_error)
         }
         Some(false) if copied => Err(errors::buffer_error(format!(
             "{} copied its data although copy=False was requested",

@@ -18,6 +18,7 @@
 //! | `arrow_ffi` | the Arrow PyCapsule interface over arrow-rs's C data and stream interfaces, and a stream of a column's chunks |
 //! | `arrow_ffi_checks` | every imported `ArrowSchema`/`ArrowArray` checked against its format's layout before arrow-rs reads it |
 //! | `protocols` | cheap probes for optional protocols, remembered per immutable type |
+//! | `copies` | large copies (`copy=True`, tables to tensors) run without the GIL |
 //! | `errors` | the exception classes and the mapping of every Rust error variant to them |
 //! | `type_names`, `pretty` | PyArrow's type names, reprs and `to_pylist` |
 
@@ -25,6 +26,7 @@ mod array;
 mod arrow_ffi;
 mod arrow_ffi_checks;
 mod conveniences;
+mod copies;
 mod dlpack_export;
 mod dlpack_import;
 mod errors;

@@ -22,6 +22,7 @@ use pyo3::types::PyDict;
 
 use crate::array::{Column, PyArray};
 use crate::arrow_ffi;
+use crate::copies;
 use crate::errors::{self, Operation};
 use crate::tensor::PyTensor;
 use crate::type_names::field_type_name;
@@ -61,8 +62,14 @@ pub(crate) fn table_to_tensor(
         row_major,
         null_to_nan,
     };
-    let tensor = to_one_tensor(&Table::from(&table), options)
-        .map_err(|error| errors::arrow_error(error, Operation::Export))?;
+    // Every element is copied, at most 8 bytes each: a large table is copied without the GIL.
+    let bytes = arrow_array::Array::len(&table)
+        .saturating_mul(table.num_columns())
+        .saturating_mul(8);
+    let tensor = copies::without_gil_if_large(object.py(), bytes, || {
+        to_one_tensor(&Table::from(&table), options)
+    })
+    .map_err(|error| errors::arrow_error(error, Operation::Export))?;
     Ok(PyTensor::new(tensor))
 }
 

@@ -160,3 +160,47 @@ def test_deleter_called_while_other_threads_import_counts_each_tensor_once():
     assert started.is_set()
     assert len(seen) == len(producers)
     assert [producer.deleted for producer in producers] == [1] * len(producers)
+
+
+def _ticks_during(copy):
+    """Runs `copy` while another thread appends a timestamp every half millisecond (sleeping, so
+    releasing the GIL, in between); returns how many it appended while `copy` ran."""
+    import time
+
+    ticks = []
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.0005)
+
+    thread = threading.Thread(target=tick)
+    thread.start()
+    time.sleep(0.05)
+    start = time.perf_counter()
+    copy()
+    end = time.perf_counter()
+    stop.set()
+    thread.join()
+    return sum(start < t < end for t in ticks), end - start
+
+
+@pytest.mark.parametrize(
+    "what", ["export_copy_true", "import_copy_true", "table_to_tensor"]
+)
+def test_large_copies_let_other_threads_run(what):
+    # 32 MiB moved by each copy: a thread that needs the GIL could not tick while it ran if the
+    # copy held the GIL.
+    view = np.arange(8_000_000, dtype=np.float64)[::2].reshape(2_000, 2_000)
+    tensor = ad.Tensor.from_dlpack(view)
+    table = pa.table({f"c{i}": np.arange(1_000_000, dtype=np.float64) for i in range(4)})
+    copy = {
+        "export_copy_true": lambda: np.from_dlpack(tensor, copy=True),
+        "import_copy_true": lambda: ad.Tensor.from_dlpack(tensor.__dlpack__(max_version=(1, 3)), copy=True),
+        "table_to_tensor": lambda: ad.Tensor.from_arrow(table),
+    }[what]
+    ticks, seconds = _ticks_during(copy)
+    # Holding the GIL, the copy would allow at most one tick (a thread switch between taking the
+    # start time and entering the copy); released, a tick lands every half millisecond or so.
+    assert ticks >= 3, f"{ticks} ticks during a copy of {seconds * 1000:.1f} ms"
