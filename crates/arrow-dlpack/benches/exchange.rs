@@ -21,8 +21,8 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, RecordBatch};
 use arrow_buffer::Buffer;
 use arrow_dlpack::{
-    FixedShapeTensorArray, Table, TableToTensorOptions, ToTensorOptions, concat_chunks,
-    table_to_tensor, tensor_to_array, to_tensor, to_tensor_with,
+    ArrayToTensorOptions, ConcatOptions, FixedShapeTensorArray, Table, TableToTensorOptions,
+    TensorToArrayOptions, array_to_tensor, concat_chunks, table_to_tensor, tensor_to_array,
 };
 use arrow_dlpack_tensor::{DType, ExportOptions, Tensor};
 use criterion::measurement::WallTime;
@@ -47,14 +47,15 @@ fn exchange(c: &mut Criterion) {
         let array = float32(len);
         group.bench_with_input(BenchmarkId::new("export+drop", len), &array, |b, array| {
             b.iter(|| {
-                let tensor = to_tensor(black_box(array), false).unwrap();
+                let tensor =
+                    array_to_tensor(black_box(array), ArrayToTensorOptions::default()).unwrap();
                 drop(black_box(
                     tensor.to_dlpack_versioned(ExportOptions::default()),
                 ))
             })
         });
 
-        let tensor = to_tensor(&array, false).unwrap();
+        let tensor = array_to_tensor(&array, ArrayToTensorOptions::default()).unwrap();
         group.bench_with_input(
             BenchmarkId::new("import+drop", len),
             &tensor,
@@ -67,7 +68,10 @@ fn exchange(c: &mut Criterion) {
                     },
                     |managed| {
                         let imported = Tensor::from_managed(managed).unwrap();
-                        drop(black_box(tensor_to_array(&imported)))
+                        drop(black_box(tensor_to_array(
+                            &imported,
+                            TensorToArrayOptions::default(),
+                        )))
                     },
                     BatchSize::SmallInput,
                 )
@@ -86,16 +90,19 @@ fn exchange(c: &mut Criterion) {
                 b.iter(|| {
                     black_box(FixedShapeTensorArray::from_tensor(
                         black_box(stacked),
-                        false,
+                        TensorToArrayOptions::default(),
                     ))
                 })
             },
         );
-        let column = FixedShapeTensorArray::from_tensor(&stacked, false).unwrap();
+        let column =
+            FixedShapeTensorArray::from_tensor(&stacked, TensorToArrayOptions::default()).unwrap();
         group.bench_with_input(
             BenchmarkId::new("fixed_shape_tensor/to_tensor", len),
             &column,
-            |b, column| b.iter(|| black_box(black_box(column).to_tensor(false))),
+            |b, column| {
+                b.iter(|| black_box(black_box(column).to_tensor(ArrayToTensorOptions::default())))
+            },
         );
     }
     group.finish();
@@ -129,14 +136,14 @@ fn copies(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(len as u64));
     memcpy(&mut group, len);
     let mut booleans: Option<BooleanArray> = None;
-    let options = ToTensorOptions {
+    let options = ArrayToTensorOptions {
         allow_copy: true,
         ..Default::default()
     };
     group.bench_function(BenchmarkId::new("bool_unpack", len), |b| {
         let booleans = booleans
             .get_or_insert_with(|| BooleanArray::from_iter((0..len).map(|i| Some(i % 3 == 0))));
-        b.iter(|| black_box(to_tensor_with(black_box(&*booleans), options)))
+        b.iter(|| black_box(array_to_tensor(black_box(&*booleans), options)))
     });
 
     // Chunks: four chunks of 2.5 million float32, 40 MB in all.
@@ -149,7 +156,12 @@ fn copies(c: &mut Criterion) {
                 .map(|_| Arc::new(float32(len / 4)) as ArrayRef)
                 .collect()
         });
-        b.iter(|| black_box(concat_chunks(black_box(&*chunks), true)))
+        b.iter(|| {
+            black_box(concat_chunks(
+                black_box(&*chunks),
+                ConcatOptions { allow_copy: true },
+            ))
+        })
     });
 
     // A table: ten float64 columns of a million rows, 80 MB, and of a hundred thousand rows, 8 MB

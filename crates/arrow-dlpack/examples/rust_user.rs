@@ -18,8 +18,8 @@ use arrow_array::types::Float32Type;
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float64Array, Int32Array, RecordBatch};
 use arrow_dlpack::ndarray::{Array2, Array3, Axis};
 use arrow_dlpack::{
-    DType, ExportOptions, FixedShapeTensorArray, Table, TableToTensorOptions, Tensor,
-    table_to_tensor, tensor_to_fixed_size_list, to_tensor,
+    ArrayToTensorOptions, DType, ExportOptions, FixedShapeTensorArray, Table, TableToTensorOptions,
+    Tensor, array_to_tensor, table_to_tensor, tensor_to_fixed_size_list,
 };
 use arrow_schema::{Field, Schema};
 
@@ -39,7 +39,7 @@ fn fixed_size_list_to_tensor() -> Result<Tensor, Box<dyn Error>> {
     let rows = (0..3).map(|row| Some((0..4).map(move |col| Some((row * 10 + col) as f32))));
     let list = FixedSizeListArray::from_iter_primitive::<Float32Type, _, _>(rows, 4);
 
-    let tensor = to_tensor(&list, false)?;
+    let tensor = array_to_tensor(&list, ArrayToTensorOptions::default())?;
     assert_eq!(tensor.dtype(), DType::Float32);
     assert_eq!(tensor.shape(), &[3, 4]);
     // Zero-copy: the tensor's first element is the list's first value.
@@ -128,7 +128,7 @@ fn fixed_shape_tensor_column() -> Result<(), Box<dyn Error>> {
     let column = FixedShapeTensorArray::try_from_field_and_array(field, column.clone())?;
     assert_eq!(column.to_ndarray::<f64>()?, images.clone().into_dyn());
     // Or zero-copy, through the tensor.
-    let tensor = column.to_tensor(false)?;
+    let tensor = column.to_tensor(ArrayToTensorOptions::default())?;
     assert_eq!(tensor.view::<f64>()?[[1, 1, 2]], 112.0);
     println!(
         "fixed_shape_tensor column from ndarray {:?} in a record batch",

@@ -29,8 +29,18 @@ pub fn chunks_need_copy(chunks: &[ArrayRef]) -> bool {
         .is_some()
 }
 
+/// What [`concat_chunks`] may do beyond returning one of the chunks.
+///
+/// The default allows no copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ConcatOptions {
+    /// Accept concatenating several non-empty chunks into fresh buffers.
+    /// Without it they are refused with [`Error::CopyRequired`].
+    pub allow_copy: bool,
+}
+
 /// Turns the chunks of a column into one array: zero-copy when at most one chunk holds elements,
-/// a concatenation (a copy) otherwise, only if `allow_copy`.
+/// a concatenation (a copy) otherwise, only with [`allow_copy`](ConcatOptions::allow_copy).
 ///
 /// - Zero chunks: [`Error::NoChunks`], since the data type would be unknown.
 /// - One chunk, or one non-empty chunk among empty ones: that chunk itself (the same
@@ -44,18 +54,18 @@ pub fn chunks_need_copy(chunks: &[ArrayRef]) -> bool {
 /// ```
 /// use std::sync::Arc;
 /// use arrow_array::{ArrayRef, Int64Array};
-/// use arrow_dlpack::concat_chunks;
+/// use arrow_dlpack::{ConcatOptions, concat_chunks};
 ///
 /// let chunks: Vec<ArrayRef> = vec![
 ///     Arc::new(Int64Array::from(vec![1, 2])),
 ///     Arc::new(Int64Array::from(vec![3])),
 /// ];
-/// assert!(concat_chunks(&chunks, false).is_err());
-/// assert_eq!(concat_chunks(&chunks, true)?.len(), 3);
-/// assert!(Arc::ptr_eq(&concat_chunks(&chunks[..1], false)?, &chunks[0]));
+/// assert!(concat_chunks(&chunks, ConcatOptions::default()).is_err());
+/// assert_eq!(concat_chunks(&chunks, ConcatOptions { allow_copy: true })?.len(), 3);
+/// assert!(Arc::ptr_eq(&concat_chunks(&chunks[..1], ConcatOptions::default())?, &chunks[0]));
 /// # Ok::<(), arrow_dlpack::Error>(())
 /// ```
-pub fn concat_chunks(chunks: &[ArrayRef], allow_copy: bool) -> Result<ArrayRef> {
+pub fn concat_chunks(chunks: &[ArrayRef], options: ConcatOptions) -> Result<ArrayRef> {
     let Some(first) = chunks.first() else {
         return Err(Error::NoChunks);
     };
@@ -75,7 +85,7 @@ pub fn concat_chunks(chunks: &[ArrayRef], allow_copy: bool) -> Result<ArrayRef> 
         return Ok(Arc::clone(non_empty.next().unwrap_or(first)));
     }
     let several: Vec<&dyn Array> = non_empty.map(|chunk| chunk.as_ref()).collect();
-    if !allow_copy {
+    if !options.allow_copy {
         return Err(Error::CopyRequired {
             reason: format!("concatenating {} chunks", several.len()),
         });

@@ -17,11 +17,11 @@ impl FixedShapeTensorArray {
     /// use std::sync::Arc;
     ///
     /// use arrow_array::RecordBatch;
-    /// use arrow_dlpack::{FixedShapeTensorArray, Tensor};
+    /// use arrow_dlpack::{FixedShapeTensorArray, Tensor, TensorToArrayOptions};
     /// use arrow_schema::Schema;
     ///
     /// let images = Tensor::from_vec((0..12u8).collect(), vec![3, 2, 2])?;
-    /// let (field, array) = FixedShapeTensorArray::from_tensor(&images, false)?
+    /// let (field, array) = FixedShapeTensorArray::from_tensor(&images, TensorToArrayOptions::default())?
     ///     .into_field_and_array("images");
     /// let batch = RecordBatch::try_new(Arc::new(Schema::new(vec![field])), vec![array])?;
     /// assert_eq!(batch.num_rows(), 3);
@@ -39,12 +39,13 @@ mod tests {
     use arrow_array::Array;
 
     use super::*;
-    use crate::{EXTENSION_NAME, Tensor};
+    use crate::{EXTENSION_NAME, Tensor, TensorToArrayOptions};
 
     #[test]
     fn the_pair_carries_the_extension_and_shares_the_storage() {
         let tensor = Tensor::from_vec((0..6i32).collect(), vec![3, 2]).unwrap();
-        let column = FixedShapeTensorArray::from_tensor(&tensor, false).unwrap();
+        let column =
+            FixedShapeTensorArray::from_tensor(&tensor, TensorToArrayOptions::default()).unwrap();
         let values = column.storage().values().to_data().buffers()[0].as_ptr();
         let (field, array) = column.into_field_and_array("x");
         assert_eq!(field.name(), "x");

@@ -257,7 +257,7 @@ fn unsupported_dtype_message(dtype: DType) -> String {
     let why = match dtype {
         DType::Bool => {
             "Arrow booleans are bit-packed, so a one-byte-per-element bool tensor needs a \
-             packing copy (see tensor_to_array_with)"
+             packing copy, which `allow_copy` permits"
         }
         DType::BFloat16 => "Arrow has no bfloat16 type",
         DType::Complex64 | DType::Complex128 => "Arrow has no complex type",

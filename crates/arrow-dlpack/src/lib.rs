@@ -15,14 +15,13 @@
 //!
 //! | item | direction | what it does |
 //! |---|---|---|
-//! | [`to_tensor`] | Arrow -> tensor | primitive array -> 1-D, (nested) fixed-size list -> `[len, l1, ...]`; zero-copy, nulls refused unless allowed |
-//! | [`to_tensor_with`], [`ToTensorOptions`] | Arrow -> tensor | the same, and booleans unpacked to one byte each when a copy is allowed |
+//! | [`array_to_tensor`], [`ArrayToTensorOptions`] | Arrow -> tensor | primitive array -> 1-D, (nested) fixed-size list -> `[len, l1, ...]`; zero-copy, nulls refused unless `allow_nulls`; booleans unpacked to one byte each when `allow_copy` |
 //! | [`validity_to_tensor`] | Arrow -> tensor | an array's validity as a `bool` tensor (true = valid) |
-//! | [`tensor_to_array`], [`tensor_to_array_with`] | tensor -> Arrow | 1-D contiguous -> `PrimitiveArray`, zero-copy; bool -> `BooleanArray` when a copy is allowed |
+//! | [`tensor_to_array`], [`TensorToArrayOptions`] | tensor -> Arrow | 1-D contiguous -> `PrimitiveArray`, zero-copy; bool -> `BooleanArray` when a copy is allowed |
 //! | [`tensor_to_fixed_size_list`] | tensor -> Arrow | n-d row-major -> nested `FixedSizeListArray`, zero-copy |
 //! | [`FixedShapeTensorType`], [`FixedShapeTensorMetadata`] | both | the `arrow.fixed_shape_tensor` extension type and its JSON metadata, PyArrow-compatible |
-//! | [`FixedShapeTensorArray`] | both | `to_tensor` (permutation applied exactly) and `from_tensor` (permutation derived from strides) |
-//! | [`concat_chunks`], [`chunks_need_copy`] | Arrow | one chunk zero-copy; several concatenated only when a copy is allowed |
+//! | [`FixedShapeTensorArray`] | both | `to_tensor` (permutation applied exactly) and `from_tensor` (permutation derived from strides), with the same options |
+//! | [`concat_chunks`], [`ConcatOptions`], [`chunks_need_copy`] | Arrow | one chunk zero-copy; several concatenated only when a copy is allowed |
 //! | [`Table`] | Arrow | the columns of a `RecordBatch`, a `StructArray`, or names and arrays |
 //! | [`table_to_tensor`], [`TableToTensorOptions`] | Arrow -> tensor | numeric columns -> one writable 2-D tensor (a copy), row- or column-major, PyArrow's type promotion, nulls refused or NaN |
 //! | [`table_to_tensors`], [`ColumnTensorOptions`] | Arrow -> tensor | one zero-copy tensor per column, named; nulls located by [`NullLocation`] |
@@ -41,16 +40,19 @@
 //!
 //! ```
 //! use arrow_array::{Array, Float32Array};
-//! use arrow_dlpack::{ExportOptions, Tensor, tensor_to_array, to_tensor};
+//! use arrow_dlpack::{
+//!     ArrayToTensorOptions, ExportOptions, Tensor, TensorToArrayOptions, array_to_tensor,
+//!     tensor_to_array,
+//! };
 //!
 //! let array = Float32Array::from(vec![1.0, 2.0, 3.0, 4.0]).slice(1, 3);
-//! let tensor = to_tensor(&array, false)?;
+//! let tensor = array_to_tensor(&array, ArrayToTensorOptions::default())?;
 //! assert_eq!(tensor.as_slice::<f32>()?, &[2.0, 3.0, 4.0]);
 //! let managed = tensor.to_dlpack_versioned(ExportOptions::default())?;
 //!
 //! // ... a consumer (numpy, PyTorch, a C library) reads `managed` and hands it back ...
 //! let imported = Tensor::from_managed(managed)?;
-//! let back = tensor_to_array(&imported)?;
+//! let back = tensor_to_array(&imported, TensorToArrayOptions::default())?;
 //!
 //! let back = back.as_any().downcast_ref::<Float32Array>().unwrap();
 //! assert_eq!(back.values().as_ref(), &[2.0, 3.0, 4.0]);
@@ -61,17 +63,17 @@
 //! A tensor to a fixed-shape tensor column and back; the permutation records the transposition:
 //!
 //! ```
-//! use arrow_dlpack::{FixedShapeTensorArray, Tensor};
+//! use arrow_dlpack::{ArrayToTensorOptions, FixedShapeTensorArray, Tensor, TensorToArrayOptions};
 //!
 //! let images = Tensor::from_vec((0..24i64).collect(), vec![2, 3, 4])?
 //!     .permuted(&[0, 2, 1])?; // two 4x3 images, stored as 3x4
 //!
-//! let column = FixedShapeTensorArray::from_tensor(&images, false)?;
+//! let column = FixedShapeTensorArray::from_tensor(&images, TensorToArrayOptions::default())?;
 //! assert_eq!(column.extension_type().shape(), &[3, 4]);
 //! assert_eq!(column.extension_type().metadata(), r#"{"shape":[3,4],"permutation":[1,0]}"#);
 //! let field = column.field("images"); // carries ARROW:extension:name and metadata
 //!
-//! let tensor = column.to_tensor(false)?;
+//! let tensor = column.to_tensor(ArrayToTensorOptions::default())?;
 //! assert_eq!(tensor.shape(), &[2, 4, 3]);
 //! assert_eq!(tensor.strides(), images.strides());
 //! # Ok::<(), arrow_dlpack::Error>(())
@@ -83,25 +85,25 @@ mod chunked;
 mod column_parts;
 mod data_type;
 mod error;
-mod export;
 mod fixed_shape_tensor;
-mod import;
+mod from_tensor;
 #[cfg(feature = "ndarray")]
 mod ndarray_interop;
 mod table;
+mod to_tensor;
 
-pub use chunked::{chunks_need_copy, concat_chunks};
+pub use chunked::{ConcatOptions, chunks_need_copy, concat_chunks};
 pub use data_type::{ARROW_DTYPES, arrow_type_of, dtype_of};
 pub use error::{Error, NullLocation, Result};
-pub use export::{ToTensorOptions, to_tensor, to_tensor_with, validity_to_tensor};
 pub use fixed_shape_tensor::{
     EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorMetadata, FixedShapeTensorType,
 };
-pub use import::{tensor_to_array, tensor_to_array_with, tensor_to_fixed_size_list};
+pub use from_tensor::{TensorToArrayOptions, tensor_to_array, tensor_to_fixed_size_list};
 pub use table::{
     ColumnTensorOptions, RecordBatchToTensorOptions, Table, TableToTensorOptions,
     columns_to_tensor, table_to_tensor, table_to_tensors,
 };
+pub use to_tensor::{ArrayToTensorOptions, array_to_tensor, validity_to_tensor};
 
 /// The tensor layer, whole: [`tensor::layout`], [`tensor::Iter`] and everything re-exported above.
 pub use arrow_dlpack_tensor as tensor;

@@ -7,7 +7,7 @@
 use arrow_dlpack_tensor::{NativeDType, Tensor};
 use ndarray::{Array, ArrayD, Dimension};
 
-use crate::{Error, FixedShapeTensorArray, Result};
+use crate::{ArrayToTensorOptions, Error, FixedShapeTensorArray, Result, TensorToArrayOptions};
 
 impl FixedShapeTensorArray {
     /// An ndarray array of rank >= 1 as a fixed-shape tensor column: the first axis is the rows,
@@ -35,12 +35,13 @@ impl FixedShapeTensorArray {
     /// ```
     pub fn from_ndarray<T: NativeDType, D: Dimension>(array: Array<T, D>) -> Result<Self> {
         let tensor = Tensor::from_ndarray(array)?;
-        match FixedShapeTensorArray::from_tensor(&tensor, true) {
+        match FixedShapeTensorArray::from_tensor(&tensor, TensorToArrayOptions { allow_copy: true })
+        {
             // The rows are not the outermost axis in memory (a Fortran-order array): lay the
             // elements out again, row-major.
             Err(Error::NotFirstMajor { .. }) => {
                 let copy = Tensor::from_ndarray_view(tensor.view::<T>()?)?;
-                FixedShapeTensorArray::from_tensor(&copy, false)
+                FixedShapeTensorArray::from_tensor(&copy, TensorToArrayOptions::default())
             }
             other => other,
         }
@@ -50,9 +51,9 @@ impl FixedShapeTensorArray {
     ///
     /// Fails when `T` is not the value type's Rust type, or when the column holds nulls (of whole
     /// tensors or of values). For a zero-copy view, take the tensor first:
-    /// `column.to_tensor(false)?.view::<T>()?` borrows the column's memory.
+    /// `column.to_tensor(ArrayToTensorOptions::default())?.view::<T>()?` borrows the column's memory.
     pub fn to_ndarray<T: NativeDType>(&self) -> Result<ArrayD<T>> {
-        let tensor = self.to_tensor(false)?;
+        let tensor = self.to_tensor(ArrayToTensorOptions::default())?;
         Ok(tensor.view::<T>()?.to_owned())
     }
 }

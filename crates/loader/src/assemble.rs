@@ -4,7 +4,7 @@
 use arrow_array::{Array, ArrayRef, RecordBatch, cast::AsArray};
 use arrow_buffer::{Buffer, MutableBuffer};
 use arrow_dlpack::{
-    RecordBatchToTensorOptions, ToTensorOptions, columns_to_tensor, to_tensor, to_tensor_with,
+    ArrayToTensorOptions, RecordBatchToTensorOptions, array_to_tensor, columns_to_tensor,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
 
@@ -56,11 +56,11 @@ fn view_output(spec: &BatchSpec, output: &Output, batch: &RecordBatch, run: Run)
         } => view(extension, &slice(*index), spec.allow_nulls)
             .map_err(|error| Error::column(name, error)),
         Output::Bool { name, index } => {
-            let options = ToTensorOptions {
+            let options = ArrayToTensorOptions {
                 allow_nulls: spec.allow_nulls,
                 allow_copy: true,
             };
-            to_tensor_with(slice(*index).as_ref(), options)
+            array_to_tensor(slice(*index).as_ref(), options)
                 .map_err(|error| Error::column(name, error))
         }
         Output::Group {
@@ -73,7 +73,7 @@ fn view_output(spec: &BatchSpec, output: &Output, batch: &RecordBatch, run: Run)
         } => {
             let arrays: Vec<ArrayRef> = indices.iter().map(|&i| slice(i)).collect();
             if *view_when_no_nulls && arrays[0].null_count() == 0 {
-                return to_tensor(arrays[0].as_ref(), false)
+                return array_to_tensor(arrays[0].as_ref(), ArrayToTensorOptions::default())
                     .map_err(|error| Error::column(name, error));
             }
             let options = RecordBatchToTensorOptions {

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, RecordBatch};
 use arrow_dlpack::{
-    EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorType, RecordBatchToTensorOptions,
-    columns_to_tensor, to_tensor,
+    ArrayToTensorOptions, EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorType,
+    RecordBatchToTensorOptions, array_to_tensor, columns_to_tensor,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{DataType, Schema};
@@ -232,7 +232,13 @@ pub(crate) fn view(
     allow_nulls: bool,
 ) -> std::result::Result<Tensor, arrow_dlpack::Error> {
     match extension {
-        None => to_tensor(array.as_ref(), allow_nulls),
+        None => array_to_tensor(
+            array.as_ref(),
+            ArrayToTensorOptions {
+                allow_nulls,
+                ..Default::default()
+            },
+        ),
         Some(extension) => {
             let Some(storage) = array.as_any().downcast_ref::<FixedSizeListArray>() else {
                 return Err(arrow_dlpack::Error::InvalidExtension {
@@ -242,8 +248,12 @@ pub(crate) fn view(
                     ),
                 });
             };
-            FixedShapeTensorArray::try_new(extension.clone(), storage.clone())?
-                .to_tensor(allow_nulls)
+            FixedShapeTensorArray::try_new(extension.clone(), storage.clone())?.to_tensor(
+                ArrayToTensorOptions {
+                    allow_nulls,
+                    ..Default::default()
+                },
+            )
         }
     }
 }

@@ -6,8 +6,9 @@ use std::sync::{Arc, OnceLock};
 
 use arrow_array::{ArrayRef, UInt8Array, new_empty_array};
 use arrow_dlpack::{
-    EXTENSION_NAME, FixedShapeTensorType, ToTensorOptions, chunks_need_copy, concat_chunks,
-    tensor_to_array_with, to_tensor_with, validity_to_tensor,
+    ArrayToTensorOptions, ConcatOptions, EXTENSION_NAME, FixedShapeTensorType,
+    TensorToArrayOptions, array_to_tensor, chunks_need_copy, concat_chunks, tensor_to_array,
+    validity_to_tensor,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{Field, FieldRef};
@@ -81,7 +82,7 @@ impl Column {
         if self.chunks.is_empty() {
             return Ok(new_empty_array(self.field.data_type()));
         }
-        concat_chunks(&self.chunks, allow_copy)
+        concat_chunks(&self.chunks, ConcatOptions { allow_copy })
     }
 
     /// The validity of every element as one 1-D `bool` tensor (1 = valid), a copy.
@@ -111,9 +112,12 @@ impl Column {
     }
 
     /// The column as one tensor: 1-D for primitive arrays, n-D for (nested) fixed-size lists.
-    pub(crate) fn tensor_with(&self, options: ToTensorOptions) -> arrow_dlpack::Result<Tensor> {
+    pub(crate) fn tensor_with(
+        &self,
+        options: ArrayToTensorOptions,
+    ) -> arrow_dlpack::Result<Tensor> {
         let array = self.combined(options.allow_copy)?;
-        to_tensor_with(array.as_ref(), options)
+        array_to_tensor(array.as_ref(), options)
     }
 
     fn len(&self) -> usize {
@@ -151,7 +155,7 @@ impl PyArray {
             Some(allow) => allow,
             None => tensor.dtype() == DType::Bool,
         };
-        let array = tensor_to_array_with(tensor, allow_copy)
+        let array = tensor_to_array(tensor, TensorToArrayOptions { allow_copy })
             .map_err(|error| errors::arrow_error(error, Operation::Import))?;
         let field = Field::new("", array.data_type().clone(), true);
         Ok(PyArray::new(Column::new(Arc::new(field), vec![array])))
@@ -193,7 +197,7 @@ impl DlpackSource for PyArray {
     fn dlpack_tensor(&self, allow_copy: bool) -> PyResult<(Cow<'_, Tensor>, bool)> {
         self.column
             .export_tensor(allow_copy, |allow_copy| {
-                self.column.tensor_with(ToTensorOptions {
+                self.column.tensor_with(ArrayToTensorOptions {
                     allow_nulls: false,
                     allow_copy,
                 })
@@ -314,7 +318,7 @@ impl PyArray {
     fn to_tensor(&self, allow_nulls: bool) -> PyResult<PyTensor> {
         let tensor = self
             .column
-            .tensor_with(ToTensorOptions {
+            .tensor_with(ArrayToTensorOptions {
                 allow_nulls,
                 allow_copy: true,
             })

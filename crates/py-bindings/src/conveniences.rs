@@ -278,7 +278,7 @@ pub(crate) fn columns_equal(
         if chunks.is_empty() {
             return Ok(None);
         }
-        arrow_dlpack::concat_chunks(chunks, true)
+        arrow_dlpack::concat_chunks(chunks, arrow_dlpack::ConcatOptions { allow_copy: true })
             .map(Some)
             .map_err(|error| errors::arrow_error(error, errors::Operation::Import))
     };

@@ -4,7 +4,10 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use arrow_dlpack::{EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorType};
+use arrow_dlpack::{
+    ArrayToTensorOptions, EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorType,
+    TensorToArrayOptions,
+};
 use arrow_dlpack_tensor::Tensor;
 use arrow_schema::Field;
 use pyo3::PyClassInitializer;
@@ -54,8 +57,13 @@ impl PyFixedShapeTensorArray {
         tensor: &Tensor,
         copy: Option<bool>,
     ) -> PyResult<Py<Self>> {
-        let array = FixedShapeTensorArray::from_tensor(tensor, copy != Some(false))
-            .map_err(|error| errors::arrow_error(error, Operation::Import))?;
+        let array = FixedShapeTensorArray::from_tensor(
+            tensor,
+            TensorToArrayOptions {
+                allow_copy: copy != Some(false),
+            },
+        )
+        .map_err(|error| errors::arrow_error(error, Operation::Import))?;
         Self::from_array(py, array)
     }
 
@@ -78,7 +86,7 @@ impl DlpackSource for PyFixedShapeTensorArray {
         self.column
             .export_tensor(allow_copy, |allow_copy| {
                 self.combined(allow_copy)
-                    .and_then(|array| array.to_tensor(false))
+                    .and_then(|array| array.to_tensor(ArrayToTensorOptions::default()))
             })
             .map(|(tensor, made_for_export)| (Cow::Owned(tensor), made_for_export))
             .map_err(|error| errors::arrow_error(error, Operation::Export))
@@ -109,10 +117,13 @@ impl PyFixedShapeTensorArray {
     #[staticmethod]
     fn from_tensor(py: Python<'_>, tensor: &Bound<'_, PyAny>) -> PyResult<Py<Self>> {
         let array = match tensor.cast::<PyTensor>() {
-            Ok(ours) => FixedShapeTensorArray::from_tensor(ours.get().tensor(), true),
+            Ok(ours) => FixedShapeTensorArray::from_tensor(
+                ours.get().tensor(),
+                TensorToArrayOptions { allow_copy: true },
+            ),
             Err(_) => FixedShapeTensorArray::from_tensor(
                 &import_tensor(tensor, None, None, Devices::Cpu)?,
-                true,
+                TensorToArrayOptions { allow_copy: true },
             ),
         }
         .map_err(|error| errors::arrow_error(error, Operation::Import))?;
@@ -139,7 +150,12 @@ impl PyFixedShapeTensorArray {
     fn to_tensor(&self, allow_nulls: bool) -> PyResult<PyTensor> {
         let tensor = self
             .combined(true)
-            .and_then(|array| array.to_tensor(allow_nulls))
+            .and_then(|array| {
+                array.to_tensor(ArrayToTensorOptions {
+                    allow_nulls,
+                    ..Default::default()
+                })
+            })
             .map_err(|error| errors::arrow_error(error, Operation::ToTensor))?;
         Ok(PyTensor::new(tensor))
     }
@@ -198,8 +214,9 @@ impl PyFixedShapeTensorArray {
                 )));
             }
         };
-        let array = FixedShapeTensorArray::from_tensor(&tensor, true)
-            .map_err(|error| errors::arrow_error(error, Operation::Import))?;
+        let array =
+            FixedShapeTensorArray::from_tensor(&tensor, TensorToArrayOptions { allow_copy: true })
+                .map_err(|error| errors::arrow_error(error, Operation::Import))?;
         Self::from_array(py, array)
     }
 

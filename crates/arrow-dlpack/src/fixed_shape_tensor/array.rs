@@ -8,8 +8,8 @@ use arrow_dlpack_tensor::{Tensor, layout};
 use arrow_schema::Field;
 
 use super::FixedShapeTensorType;
-use crate::import::{list_size, primitive_array};
-use crate::{Error, Result, arrow_type_of, dtype_of};
+use crate::from_tensor::{list_size, primitive_array};
+use crate::{ArrayToTensorOptions, Error, Result, TensorToArrayOptions, arrow_type_of, dtype_of};
 
 /// An `arrow.fixed_shape_tensor` array: its [`FixedShapeTensorType`] and its fixed-size list
 /// storage.
@@ -20,20 +20,20 @@ use crate::{Error, Result, arrow_type_of, dtype_of};
 ///
 /// ```
 /// use arrow_buffer::Buffer;
-/// use arrow_dlpack::FixedShapeTensorArray;
+/// use arrow_dlpack::{ArrayToTensorOptions, FixedShapeTensorArray, TensorToArrayOptions};
 /// use arrow_dlpack_tensor::{DType, Tensor};
 ///
 /// // Three 2x2 matrices, transposed: the strides say the cells are column-major.
 /// let buffer = Buffer::from_vec((0..12i32).collect::<Vec<_>>());
 /// let tensor = Tensor::try_new_row_major(buffer, DType::Int32, vec![3, 2, 2])?.permuted(&[0, 2, 1])?;
 ///
-/// let array = FixedShapeTensorArray::from_tensor(&tensor, false)?;
+/// let array = FixedShapeTensorArray::from_tensor(&tensor, TensorToArrayOptions::default())?;
 /// assert_eq!(array.len(), 3);
 /// assert_eq!(array.extension_type().shape(), &[2, 2]);
 /// assert_eq!(array.extension_type().permutation(), Some(&[1, 0][..]));
 ///
 /// // The round trip gives the same logical tensor over the same memory.
-/// let back = array.to_tensor(false)?;
+/// let back = array.to_tensor(ArrayToTensorOptions::default())?;
 /// assert_eq!(back.shape(), tensor.shape());
 /// assert_eq!(back.strides(), tensor.strides());
 /// assert_eq!(back.data_ptr(), tensor.data_ptr());
@@ -122,10 +122,12 @@ impl FixedShapeTensorArray {
     /// Dimension names, when the type has them, are given in logical order, with `""` for the
     /// outermost dimension.
     /// Nulls, of whole tensors or of values inside them, are refused with [`Error::Nulls`] unless
-    /// `allow_nulls`.
-    pub fn to_tensor(&self, allow_nulls: bool) -> Result<Tensor> {
+    /// [`allow_nulls`](ArrayToTensorOptions::allow_nulls) is set.
+    /// The values are always shared, so [`allow_copy`](ArrayToTensorOptions::allow_copy) changes
+    /// nothing: the value type of a fixed-shape tensor is numeric.
+    pub fn to_tensor(&self, options: ArrayToTensorOptions) -> Result<Tensor> {
         let dtype = dtype_of(self.data_type.value_type())?;
-        let flat = crate::to_tensor(&self.storage, allow_nulls)?;
+        let flat = crate::array_to_tensor(&self.storage, options)?;
         let mut shape = Vec::with_capacity(self.data_type.ndim() + 1);
         shape.push(self.len());
         shape.extend_from_slice(self.data_type.shape());
@@ -157,13 +159,14 @@ impl FixedShapeTensorArray {
     /// the type's (physical) `dim_names`.
     /// The array shares the tensor's memory when the elements are densely packed.
     /// Gapped strides (`x[::2]`, `x[:, ::2]`), overlapping, zero or negative strides are never
-    /// misread: they give [`Error::GappedStrides`], or, with `allow_copy`, a row-major copy with
-    /// no permutation.
+    /// misread: they give [`Error::GappedStrides`], or, with
+    /// [`allow_copy`](TensorToArrayOptions::allow_copy), a row-major copy with no permutation.
     /// A 0-d tensor is refused with [`Error::ZeroDimensional`]; a tensor without elements (shape
     /// `(0, 2, 2)`, or `(3, 0)`) gives an array of the right length and shape, with no
     /// permutation.
     /// The storage's child field is nullable, as in PyArrow's storage type, and holds no nulls.
-    pub fn from_tensor(tensor: &Tensor, allow_copy: bool) -> Result<Self> {
+    pub fn from_tensor(tensor: &Tensor, options: TensorToArrayOptions) -> Result<Self> {
+        let allow_copy = options.allow_copy;
         tensor.require_cpu("make an Arrow array of it")?;
         if tensor.ndim() == 0 {
             return Err(Error::ZeroDimensional);

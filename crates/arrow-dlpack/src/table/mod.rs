@@ -15,8 +15,8 @@ use arrow_schema::{DataType, Field};
 
 use crate::data_type::unsupported_reason;
 use crate::{
-    EXTENSION_NAME, Error, FixedShapeTensorArray, NullLocation, Result, ToTensorOptions, dtype_of,
-    to_tensor, to_tensor_with,
+    ArrayToTensorOptions, EXTENSION_NAME, Error, FixedShapeTensorArray, NullLocation, Result,
+    array_to_tensor, dtype_of,
 };
 use copy::{CopyColumn, copy_columns};
 use promotion::promoted_dtype;
@@ -388,20 +388,24 @@ fn column_tensor(column: &Column<'_>, options: ColumnTensorOptions) -> Result<Te
     let extension = column
         .field
         .filter(|field| field.extension_type_name() == Some(EXTENSION_NAME));
+    let array_options = ArrayToTensorOptions {
+        allow_nulls: options.allow_nulls,
+        allow_copy: options.allow_copy,
+    };
     let result = match extension {
         Some(field) => FixedShapeTensorArray::try_from_field_and_array(field, column.array.clone())
-            .and_then(|array| array.to_tensor(options.allow_nulls)),
-        // `to_tensor` names booleans as a type it cannot export rather than asking for a copy.
-        None if !options.allow_copy => to_tensor(column.array.as_ref(), options.allow_nulls),
-        None => {
-            let options = ToTensorOptions {
-                allow_nulls: options.allow_nulls,
-                allow_copy: true,
-            };
-            to_tensor_with(column.array.as_ref(), options)
-        }
+            .and_then(|array| array.to_tensor(array_options)),
+        None => array_to_tensor(column.array.as_ref(), array_options),
     };
     result.map_err(|error| match error {
+        // A column of booleans without `allow_copy` is a column type this conversion cannot
+        // share; name the column and its type rather than ask for a copy.
+        Error::CopyRequired { .. } => Error::UnsupportedColumnType {
+            column: column.name.to_string(),
+            data_type: crate::to_tensor::leaf_type(column.array.data_type()).clone(),
+            reason: unsupported_reason(&DataType::Boolean),
+            expected: TENSOR_TYPES,
+        },
         Error::UnsupportedType { data_type, reason } => Error::UnsupportedColumnType {
             column: column.name.to_string(),
             data_type,

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float32Array, Int64Array, cast::AsArray};
-use arrow_dlpack::{Error, concat_chunks, to_tensor};
+use arrow_dlpack::{ArrayToTensorOptions, ConcatOptions, Error, array_to_tensor, concat_chunks};
 use arrow_schema::{DataType, Field};
 
 fn int64(values: &[i64]) -> ArrayRef {
@@ -15,7 +15,7 @@ fn int64(values: &[i64]) -> ArrayRef {
 fn one_chunk_is_returned_as_is() {
     let chunks = vec![int64(&[1, 2, 3])];
     for allow_copy in [false, true] {
-        let array = concat_chunks(&chunks, allow_copy).unwrap();
+        let array = concat_chunks(&chunks, ConcatOptions { allow_copy }).unwrap();
         assert!(Arc::ptr_eq(&array, &chunks[0]));
     }
 }
@@ -23,12 +23,12 @@ fn one_chunk_is_returned_as_is() {
 #[test]
 fn one_non_empty_chunk_among_empty_ones_is_zero_copy() {
     let chunks = vec![int64(&[]), int64(&[4, 5]), int64(&[])];
-    let array = concat_chunks(&chunks, false).unwrap();
+    let array = concat_chunks(&chunks, ConcatOptions::default()).unwrap();
     assert!(Arc::ptr_eq(&array, &chunks[1]));
 
     let all_empty = vec![int64(&[]), int64(&[])];
     assert!(Arc::ptr_eq(
-        &concat_chunks(&all_empty, false).unwrap(),
+        &concat_chunks(&all_empty, ConcatOptions::default()).unwrap(),
         &all_empty[0]
     ));
 }
@@ -36,15 +36,15 @@ fn one_non_empty_chunk_among_empty_ones_is_zero_copy() {
 #[test]
 fn several_chunks_need_a_copy() {
     let chunks = vec![int64(&[1, 2]), int64(&[]), int64(&[3]), int64(&[4, 5])];
-    let error = concat_chunks(&chunks, false).unwrap_err();
+    let error = concat_chunks(&chunks, ConcatOptions::default()).unwrap_err();
     assert!(matches!(&error, Error::CopyRequired { reason } if reason == "concatenating 3 chunks"));
 
-    let array = concat_chunks(&chunks, true).unwrap();
+    let array = concat_chunks(&chunks, ConcatOptions { allow_copy: true }).unwrap();
     assert_eq!(
         array.as_primitive::<Int64Type>().values().as_ref(),
         &[1, 2, 3, 4, 5]
     );
-    let tensor = to_tensor(array.as_ref(), false).unwrap();
+    let tensor = array_to_tensor(array.as_ref(), ArrayToTensorOptions::default()).unwrap();
     assert_eq!(tensor.shape(), &[5]);
 }
 
@@ -60,8 +60,8 @@ fn chunks_of_fixed_size_lists_concatenate_into_one_tensor() {
             None,
         ))
     };
-    let array = concat_chunks(&[chunk(0), chunk(4)], true).unwrap();
-    let tensor = to_tensor(array.as_ref(), false).unwrap();
+    let array = concat_chunks(&[chunk(0), chunk(4)], ConcatOptions { allow_copy: true }).unwrap();
+    let tensor = array_to_tensor(array.as_ref(), ArrayToTensorOptions::default()).unwrap();
     assert_eq!(tensor.shape(), &[4, 2]);
     let expected: Vec<f32> = (0..8i16).map(f32::from).collect();
     assert_eq!(
@@ -74,7 +74,7 @@ fn chunks_of_fixed_size_lists_concatenate_into_one_tensor() {
 fn chunks_of_different_types_are_refused() {
     let chunks: Vec<ArrayRef> = vec![int64(&[1]), Arc::new(Float32Array::from(vec![1.0]))];
     for allow_copy in [false, true] {
-        let error = concat_chunks(&chunks, allow_copy).unwrap_err();
+        let error = concat_chunks(&chunks, ConcatOptions { allow_copy }).unwrap_err();
         assert!(matches!(
             &error,
             Error::MixedChunkTypes {
@@ -88,7 +88,10 @@ fn chunks_of_different_types_are_refused() {
 
 #[test]
 fn zero_chunks_are_refused() {
-    assert!(matches!(concat_chunks(&[], true), Err(Error::NoChunks)));
+    assert!(matches!(
+        concat_chunks(&[], ConcatOptions { allow_copy: true }),
+        Err(Error::NoChunks)
+    ));
 }
 
 #[test]
@@ -97,10 +100,10 @@ fn concatenated_chunks_keep_their_nulls() {
         Arc::new(Int64Array::from(vec![Some(1), None])),
         Arc::new(Int64Array::from(vec![Some(3)])),
     ];
-    let array = concat_chunks(&chunks, true).unwrap();
+    let array = concat_chunks(&chunks, ConcatOptions { allow_copy: true }).unwrap();
     assert_eq!(array.null_count(), 1);
     assert!(matches!(
-        to_tensor(array.as_ref(), false),
+        array_to_tensor(array.as_ref(), ArrayToTensorOptions::default()),
         Err(Error::Nulls { null_count: 1, .. })
     ));
 }

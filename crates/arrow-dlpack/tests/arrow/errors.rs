@@ -7,10 +7,10 @@ use arrow_array::{
 };
 use arrow_buffer::{Buffer, NullBuffer};
 use arrow_dlpack::{
-    ColumnTensorOptions, Error, FixedShapeTensorArray, FixedShapeTensorType, Table,
-    TableToTensorOptions, ToTensorOptions, arrow_type_of, columns_to_tensor, concat_chunks,
-    table_to_tensor, table_to_tensors, tensor_to_array, tensor_to_array_with,
-    tensor_to_fixed_size_list, to_tensor, to_tensor_with,
+    ArrayToTensorOptions, ColumnTensorOptions, ConcatOptions, Error, FixedShapeTensorArray,
+    FixedShapeTensorType, Table, TableToTensorOptions, TensorToArrayOptions, array_to_tensor,
+    arrow_type_of, columns_to_tensor, concat_chunks, table_to_tensor, table_to_tensors,
+    tensor_to_array, tensor_to_fixed_size_list,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{ArrowError, DataType, Field};
@@ -93,40 +93,77 @@ fn every_error_message() {
         Error::from(arrow_dlpack_tensor::Error::Overflow {
             what: "the element count",
         }),
-        to_tensor(&BooleanArray::from(vec![true]), false).unwrap_err(),
-        to_tensor(&Date32Array::from(vec![1]), false).unwrap_err(),
-        to_tensor(
+        array_to_tensor(&Date32Array::from(vec![1]), ArrayToTensorOptions::default()).unwrap_err(),
+        array_to_tensor(
             &list(Arc::new(StringArray::from(vec!["a", "b"])), 2, None),
-            false,
+            ArrayToTensorOptions::default(),
         )
         .unwrap_err(),
-        to_tensor(&Int32Array::from(vec![Some(1), None, None]), false).unwrap_err(),
-        to_tensor(
+        array_to_tensor(
+            &Int32Array::from(vec![Some(1), None, None]),
+            ArrayToTensorOptions::default(),
+        )
+        .unwrap_err(),
+        array_to_tensor(
             &list(Arc::new(Int32Array::from(vec![Some(1), None])), 2, None),
-            false,
+            ArrayToTensorOptions::default(),
         )
         .unwrap_err(),
-        tensor_to_array(&tensor(&[2, 3], &[3, 1], DType::Int32)).unwrap_err(),
+        tensor_to_array(
+            &tensor(&[2, 3], &[3, 1], DType::Int32),
+            TensorToArrayOptions::default(),
+        )
+        .unwrap_err(),
         tensor_to_fixed_size_list(&tensor(&[6], &[1], DType::Int32)).unwrap_err(),
-        tensor_to_array(&tensor(&[4], &[2], DType::Int32)).unwrap_err(),
-        FixedShapeTensorArray::from_tensor(&tensor(&[3, 2], &[1, 3], DType::Int32), false)
-            .unwrap_err(),
-        FixedShapeTensorArray::from_tensor(&tensor(&[], &[], DType::Int32), false).unwrap_err(),
-        FixedShapeTensorArray::from_tensor(&tensor(&[2, 2], &[4, 1], DType::Int32), false)
-            .unwrap_err(),
+        tensor_to_array(
+            &tensor(&[4], &[2], DType::Int32),
+            TensorToArrayOptions::default(),
+        )
+        .unwrap_err(),
+        FixedShapeTensorArray::from_tensor(
+            &tensor(&[3, 2], &[1, 3], DType::Int32),
+            TensorToArrayOptions::default(),
+        )
+        .unwrap_err(),
+        FixedShapeTensorArray::from_tensor(
+            &tensor(&[], &[], DType::Int32),
+            TensorToArrayOptions::default(),
+        )
+        .unwrap_err(),
+        FixedShapeTensorArray::from_tensor(
+            &tensor(&[2, 2], &[4, 1], DType::Int32),
+            TensorToArrayOptions::default(),
+        )
+        .unwrap_err(),
         concat_chunks(
             &[
                 Arc::new(Int32Array::from(vec![1])),
                 Arc::new(Int32Array::from(vec![2])),
             ],
-            false,
+            ConcatOptions::default(),
         )
         .unwrap_err(),
-        to_tensor_with(&BooleanArray::from(vec![true]), ToTensorOptions::default()).unwrap_err(),
-        tensor_to_array(&tensor(&[2], &[1], DType::Bool)).unwrap_err(),
+        array_to_tensor(
+            &BooleanArray::from(vec![true]),
+            ArrayToTensorOptions::default(),
+        )
+        .unwrap_err(),
+        tensor_to_array(
+            &tensor(&[2], &[1], DType::Bool),
+            TensorToArrayOptions::default(),
+        )
+        .unwrap_err(),
         arrow_type_of(DType::Bool).unwrap_err(),
-        tensor_to_array_with(&tensor(&[2], &[1], DType::BFloat16), true).unwrap_err(),
-        tensor_to_array(&tensor(&[2], &[1], DType::Complex64)).unwrap_err(),
+        tensor_to_array(
+            &tensor(&[2], &[1], DType::BFloat16),
+            TensorToArrayOptions { allow_copy: true },
+        )
+        .unwrap_err(),
+        tensor_to_array(
+            &tensor(&[2], &[1], DType::Complex64),
+            TensorToArrayOptions::default(),
+        )
+        .unwrap_err(),
         FixedShapeTensorType::try_new(DataType::Int8, vec![2, 3], Some(vec![1, 1]), None)
             .unwrap_err(),
         FixedShapeTensorType::try_new(DataType::Int8, vec![2, 3], None, Some(vec!["x".into()]))
@@ -146,10 +183,10 @@ fn every_error_message() {
                 Arc::new(Int32Array::from(vec![1])),
                 Arc::new(StringArray::from(vec!["a"])),
             ],
-            true,
+            ConcatOptions { allow_copy: true },
         )
         .unwrap_err(),
-        concat_chunks(&[], true).unwrap_err(),
+        concat_chunks(&[], ConcatOptions { allow_copy: true }).unwrap_err(),
         columns_to_tensor(&[] as &[&str], &[], TableToTensorOptions::default()).unwrap_err(),
         table_to_tensor(
             &Table::from(

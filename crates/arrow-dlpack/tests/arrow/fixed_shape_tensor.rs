@@ -7,7 +7,8 @@ use arrow_array::types::Int64Type;
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, Int64Array, cast::AsArray};
 use arrow_buffer::{Buffer, NullBuffer};
 use arrow_dlpack::{
-    EXTENSION_NAME, Error, FixedShapeTensorArray, FixedShapeTensorMetadata, FixedShapeTensorType,
+    ArrayToTensorOptions, EXTENSION_NAME, Error, FixedShapeTensorArray, FixedShapeTensorMetadata,
+    FixedShapeTensorType, TensorToArrayOptions,
 };
 use arrow_dlpack_tensor::{DType, ExportOptions, Tensor};
 use arrow_schema::extension::{EXTENSION_TYPE_METADATA_KEY, EXTENSION_TYPE_NAME_KEY};
@@ -106,7 +107,7 @@ fn to_tensor_follows_the_spec_for_every_permutation_of_ranks_1_to_4() {
         for permutation in permutations(shape.len()) {
             let rows = 3;
             let array = array(shape, Some(permutation.clone()), rows);
-            let tensor = array.to_tensor(false).unwrap();
+            let tensor = array.to_tensor(ArrayToTensorOptions::default()).unwrap();
             let logical: Vec<usize> = permutation.iter().map(|&p| shape[p]).collect();
             let mut expected_shape = vec![rows];
             expected_shape.extend(&logical);
@@ -127,7 +128,7 @@ fn to_tensor_follows_the_spec_for_every_permutation_of_ranks_1_to_4() {
 fn to_tensor_without_permutation_is_row_major_and_zero_copy() {
     for shape in SHAPES {
         let array = array(shape, None, 2);
-        let tensor = array.to_tensor(false).unwrap();
+        let tensor = array.to_tensor(ArrayToTensorOptions::default()).unwrap();
         assert!(tensor.is_row_major());
         assert!(tensor.is_read_only());
         let values = array.storage().values().as_primitive::<Int64Type>();
@@ -164,9 +165,21 @@ fn three_cycles_give_the_spec_logical_shape() {
     // And the strides do not overlap (PyArrow bug 4): physical shape [2, 3, 4] has row-major
     // strides [12, 4, 1]; logical dimension i takes the stride of physical dimension p[i].
     let array = array(&[2, 3, 4], Some(vec![2, 0, 1]), 1);
-    assert_eq!(array.to_tensor(false).unwrap().strides(), &[24, 1, 12, 4]);
+    assert_eq!(
+        array
+            .to_tensor(ArrayToTensorOptions::default())
+            .unwrap()
+            .strides(),
+        &[24, 1, 12, 4]
+    );
     let array = self::array(&[2, 3, 4], Some(vec![1, 2, 0]), 1);
-    assert_eq!(array.to_tensor(false).unwrap().strides(), &[24, 4, 1, 12]);
+    assert_eq!(
+        array
+            .to_tensor(ArrayToTensorOptions::default())
+            .unwrap()
+            .strides(),
+        &[24, 4, 1, 12]
+    );
 }
 
 #[test]
@@ -190,7 +203,12 @@ fn dim_names_come_out_in_logical_order() {
         1,
     );
     let array = FixedShapeTensorArray::try_new(t, storage).unwrap();
-    let tensor = array.to_tensor(true).unwrap();
+    let tensor = array
+        .to_tensor(ArrayToTensorOptions {
+            allow_nulls: true,
+            ..Default::default()
+        })
+        .unwrap();
     assert_eq!(tensor.dim_names().unwrap(), ["", "z", "x", "y"]);
     assert_eq!(tensor.shape(), &[1, 30, 10, 20]);
 }
@@ -210,17 +228,33 @@ fn to_tensor_refuses_nulls_unless_allowed() {
     let array = FixedShapeTensorArray::try_new(t.clone(), storage).unwrap();
     assert_eq!(array.null_count(), 1);
     assert!(
-        matches!(array.to_tensor(false), Err(Error::Nulls { null_count: 1, location }) if location == "the array")
+        matches!(array.to_tensor(ArrayToTensorOptions::default()), Err(Error::Nulls { null_count: 1, location }) if location == "the array")
     );
-    assert_eq!(array.to_tensor(true).unwrap().shape(), &[3, 2]);
+    assert_eq!(
+        array
+            .to_tensor(ArrayToTensorOptions {
+                allow_nulls: true,
+                ..Default::default()
+            })
+            .unwrap()
+            .shape(),
+        &[3, 2]
+    );
     // A slice without the null tensor is fine.
-    assert_eq!(array.slice(2, 1).to_tensor(false).unwrap().shape(), &[1, 2]);
+    assert_eq!(
+        array
+            .slice(2, 1)
+            .to_tensor(ArrayToTensorOptions::default())
+            .unwrap()
+            .shape(),
+        &[1, 2]
+    );
 
     let values = Int64Array::from(vec![Some(0), None, Some(2), Some(3)]);
     let storage = FixedSizeListArray::new(field, 2, Arc::new(values), None);
     let array = FixedShapeTensorArray::try_new(t, storage).unwrap();
     assert!(matches!(
-        array.to_tensor(false),
+        array.to_tensor(ArrayToTensorOptions::default()),
         Err(Error::Nulls { null_count: 1, location }) if location == "the child values at depth 1"
     ));
 }
@@ -242,7 +276,9 @@ fn from_tensor_derives_every_permutation_zero_copy() {
                 .collect();
             let logical = physical.permuted(&order).unwrap();
 
-            let array = FixedShapeTensorArray::from_tensor(&logical, false).unwrap();
+            let array =
+                FixedShapeTensorArray::from_tensor(&logical, TensorToArrayOptions::default())
+                    .unwrap();
             let t = array.extension_type();
             assert_eq!(t.shape(), shape, "{permutation:?}");
             let identity: Vec<usize> = (0..shape.len()).collect();
@@ -255,7 +291,7 @@ fn from_tensor_derives_every_permutation_zero_copy() {
             assert_eq!(values.values().as_ptr().cast::<u8>(), logical.data_ptr());
 
             // And back: the same logical tensor, element by element.
-            let back = array.to_tensor(false).unwrap();
+            let back = array.to_tensor(ArrayToTensorOptions::default()).unwrap();
             assert_eq!(back.shape(), logical.shape());
             assert_eq!(back.strides(), logical.strides());
             for index in indices(back.shape()) {
@@ -277,7 +313,8 @@ fn from_tensor_keeps_dim_names_in_physical_order() {
     // Logical order [n, z, x, y]: permutation [2, 0, 1].
     let logical = physical.permuted(&[0, 3, 1, 2]).unwrap();
     assert_eq!(logical.dim_names().unwrap(), ["n", "z", "x", "y"]);
-    let array = FixedShapeTensorArray::from_tensor(&logical, false).unwrap();
+    let array =
+        FixedShapeTensorArray::from_tensor(&logical, TensorToArrayOptions::default()).unwrap();
     let t = array.extension_type();
     assert_eq!(t.permutation(), Some(&[2, 0, 1][..]));
     assert_eq!(t.dim_names().unwrap(), ["x", "y", "z"]);
@@ -285,7 +322,7 @@ fn from_tensor_keeps_dim_names_in_physical_order() {
         t.metadata(),
         r#"{"shape":[3,4,5],"permutation":[2,0,1],"dim_names":["x","y","z"]}"#
     );
-    let back = array.to_tensor(false).unwrap();
+    let back = array.to_tensor(ArrayToTensorOptions::default()).unwrap();
     assert_eq!(back.dim_names().unwrap(), ["", "z", "x", "y"]);
 }
 
@@ -294,7 +331,7 @@ fn from_tensor_refuses_0_d() {
     // PyArrow bug 1: this crashes PyArrow.
     let scalar = row_major(&[]);
     assert!(matches!(
-        FixedShapeTensorArray::from_tensor(&scalar, true),
+        FixedShapeTensorArray::from_tensor(&scalar, TensorToArrayOptions { allow_copy: true }),
         Err(Error::ZeroDimensional)
     ));
 }
@@ -310,10 +347,17 @@ fn from_tensor_accepts_an_empty_outer_dimension() {
         0,
     )
     .unwrap();
-    let array = FixedShapeTensorArray::from_tensor(&empty, false).unwrap();
+    let array =
+        FixedShapeTensorArray::from_tensor(&empty, TensorToArrayOptions::default()).unwrap();
     assert_eq!(array.len(), 0);
     assert_eq!(array.extension_type().shape(), &[2, 2]);
-    assert_eq!(array.to_tensor(false).unwrap().shape(), &[0, 2, 2]);
+    assert_eq!(
+        array
+            .to_tensor(ArrayToTensorOptions::default())
+            .unwrap()
+            .shape(),
+        &[0, 2, 2]
+    );
 
     // Empty cells: three tensors of shape (0, 2).
     let empty_cells = Tensor::try_new(
@@ -324,10 +368,17 @@ fn from_tensor_accepts_an_empty_outer_dimension() {
         0,
     )
     .unwrap();
-    let array = FixedShapeTensorArray::from_tensor(&empty_cells, false).unwrap();
+    let array =
+        FixedShapeTensorArray::from_tensor(&empty_cells, TensorToArrayOptions::default()).unwrap();
     assert_eq!(array.len(), 3);
     assert_eq!(array.extension_type().shape(), &[0, 2]);
-    assert_eq!(array.to_tensor(false).unwrap().shape(), &[3, 0, 2]);
+    assert_eq!(
+        array
+            .to_tensor(ArrayToTensorOptions::default())
+            .unwrap()
+            .shape(),
+        &[3, 0, 2]
+    );
 }
 
 #[test]
@@ -359,14 +410,17 @@ fn from_tensor_never_misreads_gapped_strides() {
     )
     .unwrap();
     for gapped in [every_other_row, every_other_column, last_of_each] {
-        let error = FixedShapeTensorArray::from_tensor(&gapped, false).unwrap_err();
+        let error = FixedShapeTensorArray::from_tensor(&gapped, TensorToArrayOptions::default())
+            .unwrap_err();
         assert!(
             matches!(&error, Error::GappedStrides { shape, strides } if shape == gapped.shape() && strides == gapped.strides()),
             "{error}"
         );
         // With a copy allowed: exactly the logical elements.
-        let array = FixedShapeTensorArray::from_tensor(&gapped, true).unwrap();
-        let back = array.to_tensor(false).unwrap();
+        let array =
+            FixedShapeTensorArray::from_tensor(&gapped, TensorToArrayOptions { allow_copy: true })
+                .unwrap();
+        let back = array.to_tensor(ArrayToTensorOptions::default()).unwrap();
         assert_eq!(back.shape(), gapped.shape());
         for index in indices(gapped.shape()) {
             assert_eq!(element(&back, &index), element(&gapped, &index));
@@ -385,12 +439,14 @@ fn from_tensor_copies_or_refuses_negative_and_zero_strides() {
         Tensor::try_new(x.buffer().clone(), DType::Int64, vec![3, 2], vec![2, -1], 1).unwrap();
     for tensor in [flipped, broadcast, reversed_cells] {
         assert!(matches!(
-            FixedShapeTensorArray::from_tensor(&tensor, false),
+            FixedShapeTensorArray::from_tensor(&tensor, TensorToArrayOptions::default()),
             Err(Error::GappedStrides { .. })
         ));
-        let array = FixedShapeTensorArray::from_tensor(&tensor, true).unwrap();
+        let array =
+            FixedShapeTensorArray::from_tensor(&tensor, TensorToArrayOptions { allow_copy: true })
+                .unwrap();
         assert_eq!(array.extension_type().permutation(), None);
-        let back = array.to_tensor(false).unwrap();
+        let back = array.to_tensor(ArrayToTensorOptions::default()).unwrap();
         for index in indices(tensor.shape()) {
             assert_eq!(element(&back, &index), element(&tensor, &index));
         }
@@ -402,7 +458,9 @@ fn from_tensor_refuses_tensors_that_are_not_first_major() {
     // A column-major (3, 2, 2) tensor: the outermost stride is the smallest.
     let column_major = row_major(&[2, 2, 3]).permuted(&[2, 1, 0]).unwrap();
     for allow_copy in [false, true] {
-        let error = FixedShapeTensorArray::from_tensor(&column_major, allow_copy).unwrap_err();
+        let error =
+            FixedShapeTensorArray::from_tensor(&column_major, TensorToArrayOptions { allow_copy })
+                .unwrap_err();
         assert!(
             matches!(&error, Error::NotFirstMajor { shape, strides } if shape == &[3, 2, 2] && strides == &[1, 3, 6]),
             "{error}"
@@ -415,7 +473,8 @@ fn extent_1_dimensions_do_not_constrain_the_layout() {
     // One row, column-major cells: the outermost stride does not matter for one row.
     let one_row = row_major(&[3, 2, 1]).permuted(&[2, 1, 0]).unwrap();
     assert_eq!(one_row.shape(), &[1, 2, 3]);
-    let array = FixedShapeTensorArray::from_tensor(&one_row, false).unwrap();
+    let array =
+        FixedShapeTensorArray::from_tensor(&one_row, TensorToArrayOptions::default()).unwrap();
     assert_eq!(array.extension_type().permutation(), Some(&[1, 0][..]));
     assert_eq!(array.extension_type().shape(), &[3, 2]);
 
@@ -429,7 +488,8 @@ fn extent_1_dimensions_do_not_constrain_the_layout() {
         0,
     )
     .unwrap();
-    let array = FixedShapeTensorArray::from_tensor(&with_unit, false).unwrap();
+    let array =
+        FixedShapeTensorArray::from_tensor(&with_unit, TensorToArrayOptions::default()).unwrap();
     assert_eq!(array.extension_type().permutation(), None);
     assert_eq!(array.extension_type().shape(), &[1, 3]);
     let values = array.storage().values().as_primitive::<Int64Type>();
@@ -439,36 +499,50 @@ fn extent_1_dimensions_do_not_constrain_the_layout() {
 #[test]
 fn one_dimensional_tensors_become_arrays_of_scalar_cells() {
     let vector = row_major(&[4]);
-    let array = FixedShapeTensorArray::from_tensor(&vector, false).unwrap();
+    let array =
+        FixedShapeTensorArray::from_tensor(&vector, TensorToArrayOptions::default()).unwrap();
     assert_eq!(array.len(), 4);
     assert_eq!(array.extension_type().shape(), &[] as &[usize]);
     assert_eq!(array.extension_type().metadata(), r#"{"shape":[]}"#);
-    assert_eq!(array.to_tensor(false).unwrap().shape(), &[4]);
+    assert_eq!(
+        array
+            .to_tensor(ArrayToTensorOptions::default())
+            .unwrap()
+            .shape(),
+        &[4]
+    );
 }
 
 #[test]
 fn round_trips_through_dlpack_with_a_three_cycle() {
     let physical = row_major(&[2, 3, 4, 5]);
     let logical = physical.permuted(&[0, 2, 3, 1]).unwrap(); // permutation [1, 2, 0]
-    let array = FixedShapeTensorArray::from_tensor(&logical, false).unwrap();
+    let array =
+        FixedShapeTensorArray::from_tensor(&logical, TensorToArrayOptions::default()).unwrap();
     assert_eq!(array.extension_type().permutation(), Some(&[1, 2, 0][..]));
 
-    let exported = array.to_tensor(false).unwrap();
+    let exported = array.to_tensor(ArrayToTensorOptions::default()).unwrap();
     let managed = exported
         .to_dlpack_versioned(ExportOptions::default())
         .unwrap();
     let imported = Tensor::from_managed(managed).unwrap();
-    let again = FixedShapeTensorArray::from_tensor(&imported, false).unwrap();
+    let again =
+        FixedShapeTensorArray::from_tensor(&imported, TensorToArrayOptions::default()).unwrap();
     assert_eq!(again.extension_type(), array.extension_type());
     assert_eq!(
-        again.to_tensor(false).unwrap().data_ptr(),
+        again
+            .to_tensor(ArrayToTensorOptions::default())
+            .unwrap()
+            .data_ptr(),
         logical.data_ptr()
     );
 }
 
 #[test]
 fn from_tensor_storage_is_pyarrow_shaped() {
-    let array = FixedShapeTensorArray::from_tensor(&row_major(&[3, 2, 2]), false).unwrap();
+    let array =
+        FixedShapeTensorArray::from_tensor(&row_major(&[3, 2, 2]), TensorToArrayOptions::default())
+            .unwrap();
     // pa.fixed_shape_tensor(pa.int64(), [2, 2]).storage_type == pa.list_(pa.int64(), 4)
     assert_eq!(
         array.storage().data_type(),
@@ -687,12 +761,13 @@ fn the_worked_example_of_the_docs_holds() {
     )
     .unwrap();
     let logical = physical.permuted(&[0, 3, 1, 2]).unwrap();
-    let column = FixedShapeTensorArray::from_tensor(&logical, false).unwrap();
+    let column =
+        FixedShapeTensorArray::from_tensor(&logical, TensorToArrayOptions::default()).unwrap();
     assert_eq!(
         column.extension_type().metadata(),
         r#"{"shape":[2,3,4],"permutation":[2,0,1]}"#
     );
-    let tensor = column.to_tensor(false).unwrap();
+    let tensor = column.to_tensor(ArrayToTensorOptions::default()).unwrap();
     assert_eq!(tensor.shape(), &[2, 4, 2, 3]);
     assert_eq!(tensor.strides(), &[24, 1, 12, 4]);
 }
@@ -748,9 +823,9 @@ mod sweep {
         fn from_tensor_never_misreads_a_view((shape, order, steps) in case()) {
             let input = view(&shape, &order, &steps);
             for allow_copy in [false, true] {
-                match FixedShapeTensorArray::from_tensor(&input, allow_copy) {
+                match FixedShapeTensorArray::from_tensor(&input, TensorToArrayOptions { allow_copy }) {
                     Ok(array) => {
-                        let back = array.to_tensor(false).unwrap();
+                        let back = array.to_tensor(ArrayToTensorOptions::default()).unwrap();
                         prop_assert_eq!(back.shape(), input.shape());
                         for index in indices(input.shape()) {
                             prop_assert_eq!(element(&back, &index), element(&input, &index));

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use arrow_array::types::Float64Type;
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float64Array, Int32Array, cast::AsArray};
 use arrow_buffer::{Buffer, NullBuffer};
-use arrow_dlpack::{Error, tensor_to_fixed_size_list, to_tensor};
+use arrow_dlpack::{ArrayToTensorOptions, Error, array_to_tensor, tensor_to_fixed_size_list};
 use arrow_dlpack_tensor::{DType, ExportOptions, Tensor};
 use arrow_schema::{DataType, Field};
 use proptest::prelude::*;
@@ -36,7 +36,7 @@ fn nested(shape: &[usize]) -> FixedSizeListArray {
 #[test]
 fn two_levels_give_a_rank_3_row_major_view() {
     let array = nested(&[3, 2, 4]);
-    let tensor = to_tensor(&array, false).unwrap();
+    let tensor = array_to_tensor(&array, ArrayToTensorOptions::default()).unwrap();
     assert_eq!(tensor.shape(), &[3, 2, 4]);
     assert_eq!(tensor.strides(), &[8, 4, 1]);
     assert_eq!(tensor.dtype(), DType::Float64);
@@ -53,7 +53,7 @@ fn pyarrow_guide_example_has_shape_3_2() {
     // pa.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], pa.list_(pa.float64(), 2)).to_tensor()
     let values = Float64Array::from(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     let array = list(Arc::new(values), 2, None);
-    let tensor = to_tensor(&array, false).unwrap();
+    let tensor = array_to_tensor(&array, ArrayToTensorOptions::default()).unwrap();
     assert_eq!(tensor.shape(), &[3, 2]);
     assert_eq!(tensor.byte_strides(), vec![16, 8]);
 }
@@ -63,7 +63,7 @@ fn slices_of_every_level_are_applied() {
     let array = nested(&[6, 3, 2]);
     // Rows 2..5 of the outer array.
     let slice = array.slice(2, 3);
-    let tensor = to_tensor(&slice, false).unwrap();
+    let tensor = array_to_tensor(&slice, ArrayToTensorOptions::default()).unwrap();
     assert_eq!(tensor.shape(), &[3, 3, 2]);
     let expected: Vec<f64> = (12..30).map(|v| v as f64).collect();
     assert_eq!(
@@ -74,7 +74,7 @@ fn slices_of_every_level_are_applied() {
     // A list over sliced values: the inner slice offset is applied too.
     let values = Int32Array::from_iter_values(0..20).slice(3, 12);
     let array = list(Arc::new(values), 4, None).slice(1, 2);
-    let tensor = to_tensor(&array, false).unwrap();
+    let tensor = array_to_tensor(&array, ArrayToTensorOptions::default()).unwrap();
     assert_eq!(tensor.shape(), &[2, 4]);
     assert_eq!(
         tensor.row_major_buffer().unwrap().typed_data::<i32>(),
@@ -92,7 +92,7 @@ fn nulls_are_found_at_every_level() {
         Some(NullBuffer::from(vec![true, false, true])),
     );
     assert!(matches!(
-        to_tensor(&top, false),
+        array_to_tensor(&top, ArrayToTensorOptions::default()),
         Err(Error::Nulls { null_count: 1, location }) if location == "the array"
     ));
 
@@ -105,7 +105,7 @@ fn nulls_are_found_at_every_level() {
     );
     let outer = list(Arc::new(inner), 2, None);
     assert!(matches!(
-        to_tensor(&outer, false),
+        array_to_tensor(&outer, ArrayToTensorOptions::default()),
         Err(Error::Nulls { null_count: 1, location }) if location == "the child values at depth 1"
     ));
 
@@ -121,20 +121,33 @@ fn nulls_are_found_at_every_level() {
         None,
     ]);
     let outer = list(Arc::new(list(Arc::new(leaf), 2, None)), 2, None);
-    let error = to_tensor(&outer, false).unwrap_err();
+    let error = array_to_tensor(&outer, ArrayToTensorOptions::default()).unwrap_err();
     assert!(matches!(
         &error,
         Error::Nulls { null_count: 2, location } if location == "the child values at depth 2"
     ));
-    assert_eq!(to_tensor(&outer, true).unwrap().shape(), &[2, 2, 2]);
+    assert_eq!(
+        array_to_tensor(
+            &outer,
+            ArrayToTensorOptions {
+                allow_nulls: true,
+                ..Default::default()
+            }
+        )
+        .unwrap()
+        .shape(),
+        &[2, 2, 2]
+    );
 
     // A slice that leaves the null leaf values out is accepted.
     let first_row_no_nulls =
         Int32Array::from(vec![Some(0), Some(1), Some(2), Some(3), None, Some(5)]);
     let array = list(Arc::new(first_row_no_nulls), 2, None);
-    assert!(to_tensor(&array, false).is_err());
+    assert!(array_to_tensor(&array, ArrayToTensorOptions::default()).is_err());
     assert_eq!(
-        to_tensor(&array.slice(0, 2), false).unwrap().shape(),
+        array_to_tensor(&array.slice(0, 2), ArrayToTensorOptions::default())
+            .unwrap()
+            .shape(),
         &[2, 2]
     );
 }
@@ -143,7 +156,7 @@ fn nulls_are_found_at_every_level() {
 fn non_numeric_leaves_are_refused_by_name() {
     let leaf = arrow_array::StringArray::from(vec!["a", "b"]);
     let array = list(Arc::new(leaf), 2, None);
-    let error = to_tensor(&array, false).unwrap_err();
+    let error = array_to_tensor(&array, ArrayToTensorOptions::default()).unwrap_err();
     assert!(matches!(
         error,
         Error::UnsupportedType {
@@ -159,7 +172,7 @@ fn zero_size_lists_keep_the_outer_length() {
     let field = Arc::new(Field::new_list_field(DataType::Int32, true));
     let array =
         FixedSizeListArray::try_new_with_length(field, 0, Arc::new(empty), None, 4).unwrap();
-    let tensor = to_tensor(&array, false).unwrap();
+    let tensor = array_to_tensor(&array, ArrayToTensorOptions::default()).unwrap();
     assert_eq!(tensor.shape(), &[4, 0]);
 
     let back = tensor_to_fixed_size_list(&tensor).unwrap();
@@ -193,7 +206,7 @@ fn tensor_to_nested_lists_and_back_shares_memory() {
         }
         assert_eq!(data_type, DataType::Int32);
 
-        let again = to_tensor(&array, false).unwrap();
+        let again = array_to_tensor(&array, ArrayToTensorOptions::default()).unwrap();
         assert_eq!(again.shape(), shape.as_slice());
         if count > 0 {
             assert_eq!(again.data_ptr(), tensor.data_ptr());
@@ -208,14 +221,14 @@ fn tensor_to_nested_lists_and_back_shares_memory() {
 #[test]
 fn nested_lists_round_trip_through_dlpack() {
     let array = nested(&[3, 2, 2]).slice(1, 2);
-    let tensor = to_tensor(&array, false).unwrap();
+    let tensor = array_to_tensor(&array, ArrayToTensorOptions::default()).unwrap();
     let managed = tensor
         .to_dlpack_versioned(ExportOptions::default())
         .unwrap();
     let imported = Tensor::from_managed(managed).unwrap();
     assert_eq!(imported.shape(), &[2, 2, 2]);
     let back = tensor_to_fixed_size_list(&imported).unwrap();
-    let again = to_tensor(&back, false).unwrap();
+    let again = array_to_tensor(&back, ArrayToTensorOptions::default()).unwrap();
     assert_eq!(again.data_ptr(), tensor.data_ptr());
     let expected: Vec<f64> = (4..12).map(|v| v as f64).collect();
     assert_eq!(
@@ -261,7 +274,7 @@ proptest! {
         let start = start.min(rows);
         let take = take.min(rows - start);
         let slice = array.slice(start, take);
-        let tensor = to_tensor(&slice, false).unwrap();
+        let tensor = array_to_tensor(&slice, ArrayToTensorOptions::default()).unwrap();
         let mut expected_shape = vec![take];
         expected_shape.extend(&shape);
         prop_assert_eq!(tensor.shape(), expected_shape.as_slice());

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use arrow_array::types::{Float32Type, Int32Type};
 use arrow_array::{Array, FixedSizeListArray, Float64Array, Int32Array, cast::AsArray};
 use arrow_buffer::Buffer;
-use arrow_dlpack::{FixedShapeTensorArray, tensor_to_array, tensor_to_fixed_size_list, to_tensor};
+use arrow_dlpack::{
+    ArrayToTensorOptions, FixedShapeTensorArray, TensorToArrayOptions, array_to_tensor,
+    tensor_to_array, tensor_to_fixed_size_list,
+};
 use arrow_dlpack_tensor::{DType, ExportOptions, Tensor};
 use arrow_schema::Field;
 use dlpack_sys::DLManagedTensorVersioned;
@@ -26,7 +29,7 @@ fn view<T: dlpark::DlpackElement>(
 #[test]
 fn ndarray_reads_a_sliced_arrow_array_in_place() {
     let array = Int32Array::from_iter_values(0..10).slice(3, 4);
-    let managed = to_tensor(&array, false)
+    let managed = array_to_tensor(&array, ArrayToTensorOptions::default())
         .unwrap()
         .to_dlpack_versioned(ExportOptions::default())
         .unwrap();
@@ -41,7 +44,7 @@ fn ndarray_reads_nested_fixed_size_lists_as_a_matrix() {
     let values = Float64Array::from_iter_values((0..6).map(f64::from));
     let field = Arc::new(Field::new_list_field(values.data_type().clone(), true));
     let array = FixedSizeListArray::new(field, 2, Arc::new(values), None);
-    let managed = to_tensor(&array, false)
+    let managed = array_to_tensor(&array, ArrayToTensorOptions::default())
         .unwrap()
         .to_dlpack_versioned(ExportOptions::default())
         .unwrap();
@@ -61,11 +64,12 @@ fn ndarray_indexes_a_permuted_fixed_shape_tensor_by_the_spec() {
     )
     .unwrap();
     let logical = physical.permuted(&[0, 3, 1, 2]).unwrap();
-    let array = FixedShapeTensorArray::from_tensor(&logical, false).unwrap();
+    let array =
+        FixedShapeTensorArray::from_tensor(&logical, TensorToArrayOptions::default()).unwrap();
     assert_eq!(array.extension_type().permutation(), Some(&[2, 0, 1][..]));
 
     let managed = array
-        .to_tensor(false)
+        .to_tensor(ArrayToTensorOptions::default())
         .unwrap()
         .to_dlpack_versioned(ExportOptions::default())
         .unwrap();
@@ -100,7 +104,7 @@ fn ndarray_vectors_become_arrow_arrays_in_place() {
     let vector = Array1::from_vec(vec![1i32, 2, 3]);
     let ptr = vector.as_ptr();
     let tensor = Tensor::from_managed(export_ndarray(vector)).unwrap();
-    let array = tensor_to_array(&tensor).unwrap();
+    let array = tensor_to_array(&tensor, TensorToArrayOptions::default()).unwrap();
     assert_eq!(
         array.as_primitive::<Int32Type>().values().as_ref(),
         &[1, 2, 3]
@@ -124,7 +128,8 @@ fn ndarray_cubes_become_fixed_size_lists_and_tensor_columns_in_place() {
     assert_eq!(leaf.values().as_ptr(), ptr);
     assert_eq!(leaf.value(23), 23.0);
 
-    let column = FixedShapeTensorArray::from_tensor(&tensor, false).unwrap();
+    let column =
+        FixedShapeTensorArray::from_tensor(&tensor, TensorToArrayOptions::default()).unwrap();
     assert_eq!(column.extension_type().shape(), &[3, 4]);
     assert_eq!(column.extension_type().permutation(), None);
 }

@@ -9,7 +9,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use arrow_array::types::{Float64Type, Int32Type};
 use arrow_array::{Array, Float64Array, cast::AsArray};
 use arrow_buffer::{Buffer, ScalarBuffer};
-use arrow_dlpack::{FixedShapeTensorArray, tensor_to_array, tensor_to_fixed_size_list, to_tensor};
+use arrow_dlpack::{
+    ArrayToTensorOptions, FixedShapeTensorArray, TensorToArrayOptions, array_to_tensor,
+    tensor_to_array, tensor_to_fixed_size_list,
+};
 use arrow_dlpack_tensor::{ExportOptions, Tensor};
 use dlpack_sys::{
     DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackVersion,
@@ -97,7 +100,7 @@ fn foreign_memory_is_released_once_when_the_last_array_drops() {
     let data_ptr = data.as_ptr();
     let tensor = import(foreign_tensor(data, &[6], &[1], &deleted)).unwrap();
 
-    let array = tensor_to_array(&tensor).unwrap();
+    let array = tensor_to_array(&tensor, TensorToArrayOptions::default()).unwrap();
     let slice = array.slice(2, 3);
     // Zero-copy: the array's values are the producer's memory.
     assert_eq!(
@@ -120,7 +123,7 @@ fn refused_conversions_release_the_producer_once() {
     let deleted = Arc::new(AtomicUsize::new(0));
     // A 2-D tensor cannot become a primitive array.
     let tensor = import(foreign_tensor((0..6).collect(), &[2, 3], &[3, 1], &deleted)).unwrap();
-    assert!(tensor_to_array(&tensor).is_err());
+    assert!(tensor_to_array(&tensor, TensorToArrayOptions::default()).is_err());
     drop(tensor);
     assert_eq!(deleted.load(Ordering::SeqCst), 1);
 
@@ -147,12 +150,13 @@ fn fixed_shape_tensor_arrays_keep_foreign_memory_through_re_export() {
         &deleted,
     ))
     .unwrap();
-    let array = FixedShapeTensorArray::from_tensor(&tensor, false).unwrap();
+    let array =
+        FixedShapeTensorArray::from_tensor(&tensor, TensorToArrayOptions::default()).unwrap();
     assert_eq!(array.extension_type().permutation(), Some(&[1, 0][..]));
     drop(tensor);
 
     let exported = array
-        .to_tensor(false)
+        .to_tensor(ArrayToTensorOptions::default())
         .unwrap()
         .to_dlpack_versioned(ExportOptions::default())
         .unwrap();
@@ -189,7 +193,7 @@ fn exported_arrow_memory_lives_until_the_consumer_releases_it() {
     let buffer = unsafe { Buffer::from_custom_allocation(ptr, len, owner) };
     let array = Float64Array::new(ScalarBuffer::new(buffer, 0, 4), None).slice(1, 2);
 
-    let managed = to_tensor(&array, false)
+    let managed = array_to_tensor(&array, ArrayToTensorOptions::default())
         .unwrap()
         .to_dlpack_versioned(ExportOptions::default())
         .unwrap();
@@ -197,7 +201,11 @@ fn exported_arrow_memory_lives_until_the_consumer_releases_it() {
     assert_eq!(released.load(Ordering::SeqCst), 0);
 
     // The consumer imports it back as an array and drops everything but that array.
-    let back = tensor_to_array(&Tensor::from_managed(managed).unwrap()).unwrap();
+    let back = tensor_to_array(
+        &Tensor::from_managed(managed).unwrap(),
+        TensorToArrayOptions::default(),
+    )
+    .unwrap();
     assert_eq!(
         back.as_primitive::<Float64Type>().values().as_ref(),
         &[2.5, 3.5]
@@ -233,9 +241,17 @@ fn device_tensors_never_become_arrow_arrays() {
         );
     };
     refused(tensor_to_fixed_size_list(&tensor).map(drop));
-    refused(arrow_dlpack::FixedShapeTensorArray::from_tensor(&tensor, true).map(drop));
+    refused(
+        arrow_dlpack::FixedShapeTensorArray::from_tensor(
+            &tensor,
+            TensorToArrayOptions { allow_copy: true },
+        )
+        .map(drop),
+    );
     let row = tensor.permuted(&[1, 0]).unwrap();
-    refused(arrow_dlpack::tensor_to_array_with(&row, true).map(drop));
+    refused(
+        arrow_dlpack::tensor_to_array(&row, TensorToArrayOptions { allow_copy: true }).map(drop),
+    );
     drop((tensor, row));
     assert_eq!(deleted.load(Ordering::SeqCst), 1);
 }

@@ -10,8 +10,8 @@ use arrow_array::{
 };
 use arrow_buffer::{ArrowNativeType, Buffer};
 use arrow_dlpack::{
-    Error, ToTensorOptions, arrow_type_of, dtype_of, tensor_to_array, tensor_to_array_with,
-    to_tensor, to_tensor_with,
+    ArrayToTensorOptions, Error, TensorToArrayOptions, array_to_tensor, arrow_type_of, dtype_of,
+    tensor_to_array,
 };
 use arrow_dlpack_tensor::{DType, ExportOptions, Tensor};
 use arrow_schema::DataType;
@@ -27,7 +27,7 @@ fn round_trips_through_dlpack<T: ArrowPrimitiveType>() {
     let full = PrimitiveArray::<T>::from_iter_values(sample::<T>());
     for (offset, len) in [(0, 11), (3, 5), (10, 1), (4, 0), (11, 0)] {
         let array = full.slice(offset, len);
-        let tensor = to_tensor(&array, false).unwrap();
+        let tensor = array_to_tensor(&array, ArrayToTensorOptions::default()).unwrap();
         assert_eq!(tensor.shape(), &[len]);
         assert_eq!(tensor.strides(), &[1]);
         assert_eq!(tensor.dtype(), dtype_of(&T::DATA_TYPE).unwrap());
@@ -39,11 +39,19 @@ fn round_trips_through_dlpack<T: ArrowPrimitiveType>() {
         let versioned = tensor
             .to_dlpack_versioned(ExportOptions::default())
             .unwrap();
-        let back = tensor_to_array(&Tensor::from_managed(versioned).unwrap()).unwrap();
+        let back = tensor_to_array(
+            &Tensor::from_managed(versioned).unwrap(),
+            TensorToArrayOptions::default(),
+        )
+        .unwrap();
         check_same::<T>(&back, &array, len > 0);
 
         let legacy = tensor.to_dlpack_legacy(ExportOptions::default()).unwrap();
-        let back = tensor_to_array(&Tensor::from_managed(legacy).unwrap()).unwrap();
+        let back = tensor_to_array(
+            &Tensor::from_managed(legacy).unwrap(),
+            TensorToArrayOptions::default(),
+        )
+        .unwrap();
         check_same::<T>(&back, &array, len > 0);
     }
 }
@@ -68,10 +76,10 @@ fn tensor_round_trips_through_an_array<T: ArrowPrimitiveType>() {
     let buffer = Buffer::from_vec(sample::<T>());
     for (offset, len) in [(0, 11), (2, 6), (11, 0)] {
         let tensor = Tensor::try_new(buffer.clone(), dtype, vec![len], vec![1], offset).unwrap();
-        let array = tensor_to_array(&tensor).unwrap();
+        let array = tensor_to_array(&tensor, TensorToArrayOptions::default()).unwrap();
         assert_eq!(array.len(), len);
         assert_eq!(array.data_type(), &arrow_type_of(dtype).unwrap());
-        let again = to_tensor(array.as_ref(), false).unwrap();
+        let again = array_to_tensor(array.as_ref(), ArrayToTensorOptions::default()).unwrap();
         assert_eq!(again.shape(), tensor.shape());
         assert_eq!(again.dtype(), dtype);
         if len > 0 {
@@ -116,14 +124,21 @@ for_every_primitive_type! {
 #[test]
 fn refuses_nulls_unless_allowed() {
     let array = PrimitiveArray::<Int32Type>::from(vec![Some(2), None, Some(4), None]);
-    let error = to_tensor(&array, false).unwrap_err();
+    let error = array_to_tensor(&array, ArrayToTensorOptions::default()).unwrap_err();
     assert!(matches!(
         &error,
         Error::Nulls { null_count: 2, location } if location == "the array"
     ));
 
     // Allowed: the valid slots hold their values, the null slots something unspecified.
-    let tensor = to_tensor(&array, true).unwrap();
+    let tensor = array_to_tensor(
+        &array,
+        ArrayToTensorOptions {
+            allow_nulls: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert_eq!(tensor.shape(), &[4]);
     let values = tensor.row_major_buffer().unwrap();
     assert_eq!(values.typed_data::<i32>()[0], 2);
@@ -134,23 +149,21 @@ fn refuses_nulls_unless_allowed() {
 fn accepts_a_slice_that_excludes_the_nulls() {
     let array = PrimitiveArray::<Int64Type>::from(vec![None, Some(1), Some(2), None]);
     let slice = array.slice(1, 2);
-    let tensor = to_tensor(&slice, false).unwrap();
+    let tensor = array_to_tensor(&slice, ArrayToTensorOptions::default()).unwrap();
     assert_eq!(
         tensor.row_major_buffer().unwrap().typed_data::<i64>(),
         &[1, 2]
     );
 
-    let error = to_tensor(&array.slice(2, 2), false).unwrap_err();
+    let error = array_to_tensor(&array.slice(2, 2), ArrayToTensorOptions::default()).unwrap_err();
     assert!(matches!(error, Error::Nulls { null_count: 1, .. }));
 }
 
 #[test]
 fn refuses_other_types_by_name() {
+    // Booleans are refused for the copy they need, not for their type: see
+    // `booleans_are_unpacked_only_when_a_copy_is_allowed`.
     let cases: Vec<(ArrayRef, &str)> = vec![
-        (
-            Arc::new(BooleanArray::from(vec![true])),
-            "bit-packed boolean",
-        ),
         (Arc::new(Date32Array::from(vec![1])), "temporal"),
         (Arc::new(StringArray::from(vec!["a"])), "variable-length"),
         (
@@ -178,7 +191,7 @@ fn refuses_other_types_by_name() {
         (Arc::new(arrow_array::NullArray::new(2)), "null type"),
     ];
     for (array, reason) in cases {
-        let error = to_tensor(array.as_ref(), false).unwrap_err();
+        let error = array_to_tensor(array.as_ref(), ArrayToTensorOptions::default()).unwrap_err();
         let Error::UnsupportedType { data_type, .. } = &error else {
             panic!("expected UnsupportedType, got {error:?}");
         };
@@ -195,14 +208,14 @@ fn booleans_are_unpacked_only_when_a_copy_is_allowed() {
         true, false, true, true, false, false, true, false, true,
     ]);
     let slice = array.slice(3, 5);
-    let error = to_tensor_with(&slice, ToTensorOptions::default()).unwrap_err();
+    let error = array_to_tensor(&slice, ArrayToTensorOptions::default()).unwrap_err();
     assert!(matches!(error, Error::CopyRequired { .. }));
 
-    let options = ToTensorOptions {
+    let options = ArrayToTensorOptions {
         allow_copy: true,
         ..Default::default()
     };
-    let tensor = to_tensor_with(&slice, options).unwrap();
+    let tensor = array_to_tensor(&slice, options).unwrap();
     assert_eq!(tensor.dtype(), DType::Bool);
     assert_eq!(tensor.shape(), &[5]);
     assert!(!tensor.is_read_only());
@@ -213,10 +226,10 @@ fn booleans_are_unpacked_only_when_a_copy_is_allowed() {
 
     // Back: a bool tensor packs into a BooleanArray only when a copy is allowed.
     assert!(matches!(
-        tensor_to_array(&tensor),
+        tensor_to_array(&tensor, TensorToArrayOptions::default()),
         Err(Error::CopyRequired { .. })
     ));
-    let back = tensor_to_array_with(&tensor, true).unwrap();
+    let back = tensor_to_array(&tensor, TensorToArrayOptions { allow_copy: true }).unwrap();
     assert_eq!(
         back.as_boolean(),
         &BooleanArray::from(slice.iter().collect::<Vec<_>>())
@@ -228,7 +241,7 @@ fn bool_tensor_with_any_stride_packs_and_nonzero_bytes_are_true() {
     let buffer = Buffer::from_vec(vec![0u8, 7, 1, 0, 255, 0]);
     let tensor = Tensor::try_new(buffer, DType::Bool, vec![3], vec![-2], 5).unwrap();
     // Elements at 5, 3, 1: 0, 0, 7.
-    let array = tensor_to_array_with(&tensor, true).unwrap();
+    let array = tensor_to_array(&tensor, TensorToArrayOptions { allow_copy: true }).unwrap();
     assert_eq!(
         array.as_boolean(),
         &BooleanArray::from(vec![false, false, true])
@@ -238,19 +251,19 @@ fn bool_tensor_with_any_stride_packs_and_nonzero_bytes_are_true() {
 #[test]
 fn boolean_nulls_are_refused_unless_allowed() {
     let array = BooleanArray::from(vec![Some(true), None]);
-    let copy = ToTensorOptions {
+    let copy = ArrayToTensorOptions {
         allow_copy: true,
         allow_nulls: false,
     };
     assert!(matches!(
-        to_tensor_with(&array, copy),
+        array_to_tensor(&array, copy),
         Err(Error::Nulls { null_count: 1, .. })
     ));
-    let both = ToTensorOptions {
+    let both = ArrayToTensorOptions {
         allow_copy: true,
         allow_nulls: true,
     };
-    assert_eq!(to_tensor_with(&array, both).unwrap().shape(), &[2]);
+    assert_eq!(array_to_tensor(&array, both).unwrap().shape(), &[2]);
 }
 
 #[test]
@@ -264,7 +277,7 @@ fn empty_tensors_with_any_stride_become_empty_arrays() {
             0,
         )
         .unwrap();
-        let array = tensor_to_array(&tensor).unwrap();
+        let array = tensor_to_array(&tensor, TensorToArrayOptions::default()).unwrap();
         assert_eq!(array.len(), 0);
         assert_eq!(array.data_type(), &DataType::Float32);
     }
@@ -274,7 +287,7 @@ fn empty_tensors_with_any_stride_become_empty_arrays() {
 fn one_element_tensors_accept_any_stride() {
     let buffer = Buffer::from_vec(vec![5u16, 6, 7]);
     let tensor = Tensor::try_new(buffer, DType::UInt16, vec![1], vec![-9], 2).unwrap();
-    let array = tensor_to_array(&tensor).unwrap();
+    let array = tensor_to_array(&tensor, TensorToArrayOptions::default()).unwrap();
     assert_eq!(array.as_primitive::<UInt16Type>().values().as_ref(), &[7]);
 }
 
@@ -282,19 +295,19 @@ fn one_element_tensors_accept_any_stride() {
 fn strided_tensors_are_refused_or_copied() {
     let buffer = Buffer::from_vec((0..10i32).collect::<Vec<_>>());
     let every_other = Tensor::try_new(buffer.clone(), DType::Int32, vec![5], vec![2], 0).unwrap();
-    let error = tensor_to_array(&every_other).unwrap_err();
+    let error = tensor_to_array(&every_other, TensorToArrayOptions::default()).unwrap_err();
     assert!(matches!(
         &error,
         Error::NotRowMajor { shape, strides } if shape == &[5] && strides == &[2]
     ));
-    let copied = tensor_to_array_with(&every_other, true).unwrap();
+    let copied = tensor_to_array(&every_other, TensorToArrayOptions { allow_copy: true }).unwrap();
     assert_eq!(
         copied.as_primitive::<Int32Type>().values().as_ref(),
         &[0, 2, 4, 6, 8]
     );
 
     let reversed = Tensor::try_new(buffer, DType::Int32, vec![3], vec![-1], 9).unwrap();
-    let copied = tensor_to_array_with(&reversed, true).unwrap();
+    let copied = tensor_to_array(&reversed, TensorToArrayOptions { allow_copy: true }).unwrap();
     assert_eq!(
         copied.as_primitive::<Int32Type>().values().as_ref(),
         &[9, 8, 7]
@@ -306,12 +319,12 @@ fn refuses_tensors_that_are_not_one_dimensional() {
     let buffer = Buffer::from_vec((0..6i8).collect::<Vec<_>>());
     let matrix = Tensor::try_new_row_major(buffer.clone(), DType::Int8, vec![2, 3]).unwrap();
     assert!(matches!(
-        tensor_to_array(&matrix),
+        tensor_to_array(&matrix, TensorToArrayOptions::default()),
         Err(Error::NotOneDimensional { shape }) if shape == [2, 3]
     ));
     let scalar = Tensor::try_new_row_major(buffer, DType::Int8, vec![]).unwrap();
     assert!(matches!(
-        tensor_to_array(&scalar),
+        tensor_to_array(&scalar, TensorToArrayOptions::default()),
         Err(Error::NotOneDimensional { shape }) if shape.is_empty()
     ));
 }
@@ -327,7 +340,7 @@ fn refuses_dtypes_without_an_arrow_type() {
     ] {
         let tensor = Tensor::try_new_row_major(buffer.clone(), dtype, vec![1]).unwrap();
         assert!(matches!(
-            tensor_to_array(&tensor),
+            tensor_to_array(&tensor, TensorToArrayOptions::default()),
             Err(Error::UnsupportedDType { dtype: found }) if found == dtype
         ));
     }
@@ -354,16 +367,13 @@ fn validity_mask_marks_valid_slots() {
 fn the_type_is_refused_before_the_nulls_are_counted() {
     let strings = StringArray::from(vec![Some("a"), None]);
     assert!(matches!(
-        to_tensor(&strings, false),
+        array_to_tensor(&strings, ArrayToTensorOptions::default()),
         Err(Error::UnsupportedType { .. })
     ));
+    // A boolean array with nulls is refused for the copy it needs before its nulls are counted.
     let booleans = BooleanArray::from(vec![Some(true), None]);
     assert!(matches!(
-        to_tensor(&booleans, false),
-        Err(Error::UnsupportedType { .. })
-    ));
-    assert!(matches!(
-        to_tensor_with(&booleans, ToTensorOptions::default()),
+        array_to_tensor(&booleans, ArrayToTensorOptions::default()),
         Err(Error::CopyRequired { .. })
     ));
 }

@@ -9,87 +9,68 @@ use arrow_schema::DataType;
 
 use crate::{Error, Result, dtype_of};
 
-/// What an Arrow-to-tensor conversion may do beyond sharing memory.
+/// What [`array_to_tensor`] may do beyond sharing memory.
 ///
-/// The default allows neither nulls nor copies, which is what [`to_tensor`] does.
+/// The default allows neither nulls nor copies: the tensor is always a view of the array.
+///
+/// ```
+/// use arrow_dlpack::ArrayToTensorOptions;
+///
+/// let options = ArrayToTensorOptions { allow_nulls: true, ..Default::default() };
+/// assert!(!options.allow_copy);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ToTensorOptions {
+pub struct ArrayToTensorOptions {
     /// Accept nulls at any level; the null slots then hold unspecified values.
+    /// Without it, nulls inside the exported range are refused with [`Error::Nulls`].
     pub allow_nulls: bool,
     /// Accept conversions that copy: unpacking bit-packed booleans into one byte per element.
     /// Without it such arrays are refused with [`Error::CopyRequired`].
     pub allow_copy: bool,
 }
 
-/// Views an Arrow array as a read-only [`Tensor`] that shares the array's values buffer.
+/// Turns an Arrow array into a [`Tensor`]: a read-only view that shares the array's values
+/// buffer, or, for booleans with `allow_copy`, an unpacked copy.
 ///
 /// - A primitive array (int8..int64, uint8..uint64, float16/32/64) of length `n` gives a 1-D
 ///   tensor of shape `[n]`; a slice starts at its first element.
 /// - A fixed-size list array, nested to any depth, whose leaves are primitive gives shape
 ///   `[n, l1, l2, ...]`, row-major; the offsets of every level are applied.
+/// - A boolean array (or fixed-size lists of booleans) is unpacked into a fresh, writable tensor
+///   of dtype [`DType::Bool`], one byte (0 or 1) per element, when
+///   [`allow_copy`](ArrayToTensorOptions::allow_copy) is set; without it, it is refused with
+///   [`Error::CopyRequired`].
+///   Every other supported array is shared, never copied, whatever the options.
 ///
 /// Nulls at any level, the leaf values included, are refused with [`Error::Nulls`] unless
-/// `allow_nulls` is true; only the nulls inside the exported range count, so a slice that
-/// excludes the nulls is accepted.
-/// Every other type is refused with [`Error::UnsupportedType`] naming it; booleans, which need an
-/// unpacking copy, are exported by [`to_tensor_with`].
+/// [`allow_nulls`](ArrayToTensorOptions::allow_nulls) is set; only the nulls inside the exported
+/// range count, so a slice that excludes the nulls is accepted.
+/// Every other type is refused with [`Error::UnsupportedType`] naming it.
 ///
 /// ```
-/// use arrow_array::{Array, Int32Array};
-/// use arrow_dlpack::to_tensor;
+/// use arrow_array::{Array, BooleanArray, Int32Array};
+/// use arrow_dlpack::{ArrayToTensorOptions, DType, array_to_tensor};
 ///
 /// let array = Int32Array::from(vec![1, 2, 3, 4]).slice(1, 2);
-/// let tensor = to_tensor(&array, false)?;
+/// let tensor = array_to_tensor(&array, ArrayToTensorOptions::default())?;
 /// assert_eq!(tensor.shape(), &[2]);
 /// assert_eq!(tensor.data_ptr(), array.values().as_ptr().cast());
-/// # Ok::<(), arrow_dlpack::Error>(())
-/// ```
-pub fn to_tensor(array: &dyn Array, allow_nulls: bool) -> Result<Tensor> {
-    to_tensor_with(
-        array,
-        ToTensorOptions {
-            allow_nulls,
-            allow_copy: false,
-        },
-    )
-    .map_err(|error| match error {
-        // Without the copying entry point in view, a boolean array is simply a type this
-        // function cannot export; say so by name, as PyArrow does.
-        Error::CopyRequired { .. } => Error::UnsupportedType {
-            data_type: leaf_type(array.data_type()).clone(),
-            reason: crate::data_type::unsupported_reason(&DataType::Boolean),
-        },
-        other => other,
-    })
-}
-
-/// Like [`to_tensor`], with the choice to allow a copy.
 ///
-/// With `allow_copy`, boolean arrays (and fixed-size lists of booleans) are unpacked into a
-/// fresh, writable tensor of dtype [`DType::Bool`], one byte (0 or 1) per element; without it they
-/// are refused with [`Error::CopyRequired`].
-/// Every other supported array is shared, never copied, whatever the options.
-///
-/// ```
-/// use arrow_array::BooleanArray;
-/// use arrow_dlpack::{ToTensorOptions, to_tensor_with};
-/// use arrow_dlpack_tensor::DType;
-///
-/// let array = BooleanArray::from(vec![true, false, true]);
-/// let options = ToTensorOptions { allow_copy: true, ..Default::default() };
-/// let tensor = to_tensor_with(&array, options)?;
+/// let booleans = BooleanArray::from(vec![true, false, true]);
+/// let options = ArrayToTensorOptions { allow_copy: true, ..Default::default() };
+/// let tensor = array_to_tensor(&booleans, options)?;
 /// assert_eq!(tensor.dtype(), DType::Bool);
 /// assert_eq!(tensor.row_major_buffer().unwrap().as_slice(), &[1, 0, 1]);
 /// # Ok::<(), arrow_dlpack::Error>(())
 /// ```
-pub fn to_tensor_with(array: &dyn Array, options: ToTensorOptions) -> Result<Tensor> {
+pub fn array_to_tensor(array: &dyn Array, options: ArrayToTensorOptions) -> Result<Tensor> {
     data_to_tensor(&array.to_data(), options)
 }
 
 /// Walks `data` and its fixed-size list children down to the leaf values, applying the offset of
 /// every level (arrow-rs arrays fold offsets into their children, but `ArrayData` in general
 /// does not).
-fn data_to_tensor(data: &ArrayData, options: ToTensorOptions) -> Result<Tensor> {
+fn data_to_tensor(data: &ArrayData, options: ArrayToTensorOptions) -> Result<Tensor> {
     // The type decides before the nulls: an array of strings with nulls is refused for its type.
     let leaf = leaf_type(data.data_type());
     if leaf == &DataType::Boolean {
@@ -144,7 +125,7 @@ fn data_to_tensor(data: &ArrayData, options: ToTensorOptions) -> Result<Tensor> 
 }
 
 /// The innermost non-list type of `data_type`.
-fn leaf_type(mut data_type: &DataType) -> &DataType {
+pub(crate) fn leaf_type(mut data_type: &DataType) -> &DataType {
     while let DataType::FixedSizeList(field, _) = data_type {
         data_type = field.data_type();
     }
@@ -239,7 +220,7 @@ fn filled_bytes(len: usize, value: u8) -> Result<Vec<u8>> {
 /// 0 where it is null (all ones when the array has no nulls).
 ///
 /// This is a copy (Arrow validity is bit-packed); the tensor is writable. Beside the values tensor
-/// of [`to_tensor`] with `allow_nulls`, it lets a consumer keep track of which values are missing.
+/// of [`array_to_tensor`] with `allow_nulls`, it lets a consumer keep track of which values are missing.
 /// Only the array's own validity is given, not that of the child values of a fixed-size list.
 ///
 /// ```
@@ -325,7 +306,7 @@ mod tests {
         assert_eq!(data.offset(), 1);
         assert_eq!(data.child_data()[0].offset(), 2);
         assert_eq!(data.child_data()[0].child_data()[0].offset(), 5);
-        let tensor = data_to_tensor(&data, ToTensorOptions::default()).unwrap();
+        let tensor = data_to_tensor(&data, ArrayToTensorOptions::default()).unwrap();
         assert_eq!(tensor.shape(), &[2, 2, 3]);
         // Outer list 0 is outer slot 1, i.e. inner lists 2..4 of the sliced inner array, i.e.
         // inner slots 4..6, i.e. leaf values 12..18 of the sliced leaf, which hold 17..23.
@@ -340,12 +321,12 @@ mod tests {
         // leaf 15, inside: exported leaf range is 12..24).
         let validity: Vec<bool> = (0..40).map(|i| i != 5 && i != 20).collect();
         let data = nested_with_offsets(Some(NullBuffer::from(validity)));
-        let error = data_to_tensor(&data, ToTensorOptions::default()).unwrap_err();
+        let error = data_to_tensor(&data, ArrayToTensorOptions::default()).unwrap_err();
         assert!(
             matches!(&error, Error::Nulls { null_count: 1, location } if location == "the child values at depth 2"),
             "{error}"
         );
-        let options = ToTensorOptions {
+        let options = ArrayToTensorOptions {
             allow_nulls: true,
             ..Default::default()
         };

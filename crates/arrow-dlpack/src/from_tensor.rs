@@ -13,45 +13,56 @@ use arrow_schema::{DataType, Field};
 use crate::error::MAX_LIST_SIZE;
 use crate::{Error, Result, arrow_type_of};
 
-/// Turns a 1-D row-major tensor into a [`PrimitiveArray`](arrow_array::PrimitiveArray) of the
-/// matching type, zero-copy.
+/// What [`tensor_to_array`] and [`FixedShapeTensorArray::from_tensor`] may do beyond sharing
+/// memory.
+///
+/// The default allows no copy: the array always shares the tensor's memory.
+///
+/// [`FixedShapeTensorArray::from_tensor`]: crate::FixedShapeTensorArray::from_tensor
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TensorToArrayOptions {
+    /// Accept conversions that copy: a layout the array cannot share (strides that are not
+    /// row-major or dense) is copied into a fresh buffer, and a [`DType::Bool`] tensor is packed
+    /// into Arrow's bits.
+    /// Without it these are refused with [`Error::NotRowMajor`], [`Error::GappedStrides`] or
+    /// [`Error::CopyRequired`].
+    pub allow_copy: bool,
+}
+
+/// Turns a 1-D tensor into an Arrow array of the matching type: a
+/// [`PrimitiveArray`](arrow_array::PrimitiveArray) that shares the tensor's memory when the
+/// tensor is row-major.
 ///
 /// The array's values buffer is the tensor's memory: for a tensor imported from DLPack it owns the
 /// producer's managed tensor, whose deleter runs when the last Arrow reference drops.
 /// A 1-D tensor is row-major when its stride is 1, or when it has at most one element (then any
 /// stride is accepted, as numpy exports empty arrays with stride 0).
 ///
-/// Errors: [`Error::NotOneDimensional`], [`Error::UnsupportedDType`] (bool, bfloat16, complex and
-/// float8 have no Arrow type with their layout), [`Error::NotRowMajor`], and a misaligned buffer
-/// (which [`Tensor`] already refuses at construction) is reported, never a panic.
+/// With [`allow_copy`](TensorToArrayOptions::allow_copy), a 1-D tensor that is not contiguous (a
+/// stride other than 1, zero or negative) is copied into a fresh buffer, and a [`DType::Bool`]
+/// tensor becomes a [`BooleanArray`] by packing (any non-zero byte is true).
+/// Without it they are refused with [`Error::NotRowMajor`] and [`Error::CopyRequired`].
+///
+/// Errors: also [`Error::NotOneDimensional`], [`Error::UnsupportedDType`] (bfloat16, complex and
+/// float8 have no Arrow type with their layout), and a misaligned buffer (which [`Tensor`]
+/// already refuses at construction) is reported, never a panic.
+/// A tensor whose memory is not host memory (an import that allowed other devices) is refused
+/// with [`DeviceMemory`](arrow_dlpack_tensor::Error::DeviceMemory): anyone holding an Arrow array
+/// may read its values.
 ///
 /// ```
 /// use arrow_array::{Array, Float64Array};
-/// use arrow_buffer::Buffer;
-/// use arrow_dlpack::tensor_to_array;
-/// use arrow_dlpack_tensor::{DType, Tensor};
+/// use arrow_dlpack::{Tensor, TensorToArrayOptions, tensor_to_array};
 ///
-/// let tensor = Tensor::try_new_row_major(Buffer::from_vec(vec![0.5f64, 1.5]), DType::Float64, vec![2])?;
-/// let array = tensor_to_array(&tensor)?;
+/// let tensor = Tensor::from_vec(vec![0.5f64, 1.5], vec![2])?;
+/// let array = tensor_to_array(&tensor, TensorToArrayOptions::default())?;
 /// let array = array.as_any().downcast_ref::<Float64Array>().unwrap();
 /// assert_eq!(array.values().as_ref(), &[0.5, 1.5]);
 /// assert_eq!(array.values().as_ptr().cast(), tensor.data_ptr());
 /// # Ok::<(), arrow_dlpack::Error>(())
 /// ```
-pub fn tensor_to_array(tensor: &Tensor) -> Result<ArrayRef> {
-    tensor_to_array_with(tensor, false)
-}
-
-/// Like [`tensor_to_array`], with the choice to allow a copy.
-///
-/// With `allow_copy`, a 1-D tensor that is not contiguous (a stride other than 1, zero or
-/// negative) is copied into a fresh buffer, and a [`DType::Bool`] tensor becomes a
-/// [`BooleanArray`] by packing (any non-zero byte is true).
-/// Without it they are refused with [`Error::NotRowMajor`] and [`Error::CopyRequired`].
-/// A tensor whose memory is not host memory (an import that allowed other devices) is refused
-/// with [`DeviceMemory`](arrow_dlpack_tensor::Error::DeviceMemory): anyone holding an Arrow array
-/// may read its values.
-pub fn tensor_to_array_with(tensor: &Tensor, allow_copy: bool) -> Result<ArrayRef> {
+pub fn tensor_to_array(tensor: &Tensor, options: TensorToArrayOptions) -> Result<ArrayRef> {
+    let allow_copy = options.allow_copy;
     // An Arrow array's values are host memory that anyone holding it may read.
     tensor.require_cpu("make an Arrow array of it")?;
     if tensor.ndim() != 1 {
