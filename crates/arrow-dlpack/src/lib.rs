@@ -70,7 +70,7 @@
 //!
 //! let column = FixedShapeTensorArray::from_tensor(&images, TensorToArrayOptions::default())?;
 //! assert_eq!(column.extension_type().shape(), &[3, 4]);
-//! assert_eq!(column.extension_type().metadata(), r#"{"shape":[3,4],"permutation":[1,0]}"#);
+//! assert_eq!(column.extension_type().metadata_json(), r#"{"shape":[3,4],"permutation":[1,0]}"#);
 //! let field = column.field("images"); // carries ARROW:extension:name and metadata
 //!
 //! let tensor = column.to_tensor(ArrayToTensorOptions::default())?;

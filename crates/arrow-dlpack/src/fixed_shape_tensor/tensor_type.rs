@@ -34,7 +34,7 @@ use crate::{Error, Result};
 /// )?;
 /// assert_eq!(tensor_type.logical_shape(), vec![500, 100, 200]);
 /// assert_eq!(
-///     tensor_type.metadata(),
+///     tensor_type.metadata_json(),
 ///     r#"{"shape":[100,200,500],"permutation":[2,0,1],"dim_names":["C","H","W"]}"#
 /// );
 /// # Ok::<(), arrow_dlpack::Error>(())
@@ -190,7 +190,10 @@ impl FixedShapeTensorType {
 
     /// The JSON metadata, stored under `ARROW:extension:metadata`: `{"shape":[..]}` plus
     /// `"permutation"` and `"dim_names"` only when present.
-    pub fn metadata(&self) -> String {
+    ///
+    /// Named apart from arrow-rs's [`ExtensionType::metadata`], which gives the metadata as a
+    /// [`FixedShapeTensorMetadata`] struct (as [`as_metadata`](Self::as_metadata) does).
+    pub fn metadata_json(&self) -> String {
         self.metadata.to_json()
     }
 
@@ -219,7 +222,10 @@ impl FixedShapeTensorType {
                 EXTENSION_TYPE_NAME_KEY.to_string(),
                 EXTENSION_NAME.to_string(),
             ),
-            (EXTENSION_TYPE_METADATA_KEY.to_string(), self.metadata()),
+            (
+                EXTENSION_TYPE_METADATA_KEY.to_string(),
+                self.metadata_json(),
+            ),
         ])
     }
 

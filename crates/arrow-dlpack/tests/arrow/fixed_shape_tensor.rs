@@ -319,7 +319,7 @@ fn from_tensor_keeps_dim_names_in_physical_order() {
     assert_eq!(t.permutation(), Some(&[2, 0, 1][..]));
     assert_eq!(t.dim_names().unwrap(), ["x", "y", "z"]);
     assert_eq!(
-        t.metadata(),
+        t.metadata_json(),
         r#"{"shape":[3,4,5],"permutation":[2,0,1],"dim_names":["x","y","z"]}"#
     );
     let back = array.to_tensor(ArrayToTensorOptions::default()).unwrap();
@@ -503,7 +503,7 @@ fn one_dimensional_tensors_become_arrays_of_scalar_cells() {
         FixedShapeTensorArray::from_tensor(&vector, TensorToArrayOptions::default()).unwrap();
     assert_eq!(array.len(), 4);
     assert_eq!(array.extension_type().shape(), &[] as &[usize]);
-    assert_eq!(array.extension_type().metadata(), r#"{"shape":[]}"#);
+    assert_eq!(array.extension_type().metadata_json(), r#"{"shape":[]}"#);
     assert_eq!(
         array
             .to_tensor(ArrayToTensorOptions::default())
@@ -561,11 +561,11 @@ fn from_tensor_storage_is_pyarrow_shaped() {
 #[test]
 fn metadata_is_written_in_pyarrow_form() {
     let plain = FixedShapeTensorType::try_new(DataType::Float32, vec![2, 2], None, None).unwrap();
-    insta::assert_snapshot!("metadata_shape_only", plain.metadata());
+    insta::assert_snapshot!("metadata_shape_only", plain.metadata_json());
     let permuted =
         FixedShapeTensorType::try_new(DataType::Float32, vec![2, 3, 4], Some(vec![2, 0, 1]), None)
             .unwrap();
-    insta::assert_snapshot!("metadata_with_permutation", permuted.metadata());
+    insta::assert_snapshot!("metadata_with_permutation", permuted.metadata_json());
     let named = FixedShapeTensorType::try_new(
         DataType::Float32,
         vec![100, 200, 500],
@@ -573,7 +573,7 @@ fn metadata_is_written_in_pyarrow_form() {
         Some(["C", "H", "W"].map(String::from).to_vec()),
     )
     .unwrap();
-    insta::assert_snapshot!("metadata_with_dim_names", named.metadata());
+    insta::assert_snapshot!("metadata_with_dim_names", named.metadata_json());
     let both = FixedShapeTensorType::try_new(
         DataType::Float32,
         vec![2, 2],
@@ -581,7 +581,10 @@ fn metadata_is_written_in_pyarrow_form() {
         Some(["x", "y"].map(String::from).to_vec()),
     )
     .unwrap();
-    insta::assert_snapshot!("metadata_with_permutation_and_dim_names", both.metadata());
+    insta::assert_snapshot!(
+        "metadata_with_permutation_and_dim_names",
+        both.metadata_json()
+    );
     let field = permuted.to_field("tensors", true);
     let metadata: std::collections::BTreeMap<_, _> = field.metadata().iter().collect();
     insta::assert_snapshot!(
@@ -669,7 +672,7 @@ fn fields_round_trip_with_either_child_nullability() {
     );
     assert_eq!(
         field.metadata().get(EXTENSION_TYPE_METADATA_KEY).unwrap(),
-        &t.metadata()
+        &t.metadata_json()
     );
     assert_eq!(FixedShapeTensorType::try_from_field(&field).unwrap(), t);
 
@@ -764,7 +767,7 @@ fn the_worked_example_of_the_docs_holds() {
     let column =
         FixedShapeTensorArray::from_tensor(&logical, TensorToArrayOptions::default()).unwrap();
     assert_eq!(
-        column.extension_type().metadata(),
+        column.extension_type().metadata_json(),
         r#"{"shape":[2,3,4],"permutation":[2,0,1]}"#
     );
     let tensor = column.to_tensor(ArrayToTensorOptions::default()).unwrap();
