@@ -181,10 +181,12 @@ impl PyBatches {
             decode_threads,
         };
         let source = errors::no_panic("reading an Arrow source", || source_of(source))?;
-        // Opening files reads their metadata; that is I/O, done without the GIL.
-        let batches = py
-            .detach(|| Batches::new(source, spec))
-            .map_err(errors::loader_error)?;
+        // Opening files reads their metadata (footers a hostile file may have forged): I/O, done
+        // without the GIL, and under `no_panic` like every read of foreign data.
+        let batches = errors::no_panic("opening the loader's source", || {
+            py.detach(|| Batches::new(source, spec))
+                .map_err(errors::loader_error)
+        })?;
         Ok(PyBatches {
             num_rows: batches.num_rows(),
             len: batches.len(),
