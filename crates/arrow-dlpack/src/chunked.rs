@@ -88,6 +88,7 @@ pub fn concat_chunks(chunks: &[ArrayRef], options: ConcatOptions) -> Result<Arra
     if !options.allow_copy {
         return Err(Error::CopyRequired {
             reason: format!("concatenating {} chunks", several.len()),
+            options: "ConcatOptions",
         });
     }
     Ok(arrow_select::concat::concat(&several)?)

@@ -92,7 +92,7 @@ pub(crate) fn unsupported_reason(data_type: &DataType) -> &'static str {
     match data_type {
         DataType::Boolean => {
             "bit-packed boolean values have no one-byte-per-element layout, so exporting them \
-             needs an unpacking copy, which `allow_copy` permits"
+             needs an unpacking copy"
         }
         DataType::Null => "the null type stores no values",
         DataType::Date32

@@ -33,8 +33,9 @@ pub enum Error {
 
     /// The array holds nulls and the caller did not allow them.
     #[error(
-        "found {null_count} nulls in {location}; expected none, or pass allow_nulls=true to \
-         accept them (null slots then hold unspecified values)"
+        "nulls are not allowed: found {} in {location}; expected none, or set the `allow_nulls` \
+         option to accept them (null slots then hold unspecified values)",
+        nulls(*null_count)
     )]
     Nulls {
         /// How many nulls were found at `location`, counting only the exported range.
@@ -44,14 +45,20 @@ pub enum Error {
     },
 
     /// A tensor that must be 1-dimensional is not.
-    #[error("tensor has shape {shape:?} ({} dimensions); expected 1 dimension", shape.len())]
+    #[error(
+        "tensor has shape {shape:?} ({}); expected 1 dimension",
+        plural(shape.len(), "dimension", "dimensions")
+    )]
     NotOneDimensional {
         /// The tensor's shape.
         shape: Vec<usize>,
     },
 
     /// A tensor with fewer dimensions than the conversion needs.
-    #[error("tensor has {ndim} dimensions; expected at least {min}")]
+    #[error(
+        "tensor has {}; expected at least {min}",
+        plural(*ndim, "dimension", "dimensions")
+    )]
     TooFewDimensions {
         /// The tensor's rank.
         ndim: usize,
@@ -97,7 +104,7 @@ pub enum Error {
     #[error(
         "tensor with shape {shape:?} and strides {strides:?} (in elements) is not dense (its \
          strides leave gaps, overlap, or are zero or negative); expected a dense first-major \
-         layout, or pass allow_copy=true to copy it"
+         layout, or set `allow_copy` in TensorToArrayOptions to copy it"
     )]
     GappedStrides {
         /// The tensor's shape.
@@ -107,10 +114,12 @@ pub enum Error {
     },
 
     /// The conversion needs a copy and the caller did not allow one.
-    #[error("{reason} requires a copy; expected allow_copy=true, found allow_copy=false")]
+    #[error("{reason} requires a copy, which is not allowed; set `allow_copy` in {options}")]
     CopyRequired {
         /// What needs the copy, for example `"concatenating 3 chunks"`.
         reason: String,
+        /// The options struct whose `allow_copy` allows the copy, for example `"ConcatOptions"`.
+        options: &'static str,
     },
 
     /// A tensor dtype that has no Arrow type with the same memory layout.
@@ -171,8 +180,9 @@ pub enum Error {
 
     /// Nulls in a column converted with `null_to_nan` off.
     #[error(
-        "found {null_count} nulls in column {column:?}; expected none, or pass null_to_nan=true \
-         to write them as NaN"
+        "nulls are not allowed: found {} in column {column:?}; expected none, or set the \
+         `null_to_nan` option to write them as NaN",
+        nulls(*null_count)
     )]
     ColumnNulls {
         /// The column's name.
@@ -183,8 +193,9 @@ pub enum Error {
 
     /// Nulls in a table converted to one tensor per column, and the caller did not allow them.
     #[error(
-        "found {null_count} nulls in {location}; expected none, or pass allow_nulls=true to \
-         accept them (null slots then hold unspecified values)"
+        "nulls are not allowed: found {} in {location}; expected none, or set the `allow_nulls` \
+         option to accept them (null slots then hold unspecified values)",
+        nulls(*null_count)
     )]
     TableNulls {
         /// How many nulls were found at `location`.
@@ -194,7 +205,10 @@ pub enum Error {
     },
 
     /// Columns that do not all have the same number of rows.
-    #[error("column {column:?} has {found} rows; expected {expected}, the length of column 0")]
+    #[error(
+        "column {column:?} has {}; expected {expected}, the length of column 0",
+        plural(*found, "row", "rows")
+    )]
     ColumnLength {
         /// The name of the first column whose length differs.
         column: String,
@@ -205,7 +219,11 @@ pub enum Error {
     },
 
     /// Column names and columns that do not pair up.
-    #[error("found {names} column names for {columns} columns; expected one name per column")]
+    #[error(
+        "found {} for {}; expected one name per column",
+        plural(*names, "column name", "column names"),
+        plural(*columns, "column", "columns")
+    )]
     ColumnNames {
         /// How many names were given.
         names: usize,
@@ -248,6 +266,16 @@ impl std::fmt::Display for NullLocation {
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// `count` and the noun in the number it takes: `1 null`, `2 nulls`.
+pub(crate) fn plural(count: usize, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
+}
+
+/// `1 null`, `2 nulls`.
+fn nulls(count: usize) -> String {
+    plural(count, "null", "nulls")
+}
+
 /// The row-major strides of `shape`, for messages; empty when they overflow.
 fn expected_row_major_strides(shape: &[usize]) -> Vec<isize> {
     arrow_dlpack_tensor::layout::row_major_strides(shape).unwrap_or_default()
@@ -256,8 +284,8 @@ fn expected_row_major_strides(shape: &[usize]) -> Vec<isize> {
 fn unsupported_dtype_message(dtype: DType) -> String {
     let why = match dtype {
         DType::Bool => {
-            "Arrow booleans are bit-packed, so a one-byte-per-element bool tensor needs a \
-             packing copy, which `allow_copy` permits"
+            "Arrow booleans are bit-packed, one bit per element, so a bool tensor of one byte per \
+             element has no Arrow type that can share its memory"
         }
         DType::BFloat16 => "Arrow has no bfloat16 type",
         DType::Complex64 | DType::Complex128 => "Arrow has no complex type",

@@ -74,6 +74,7 @@ pub fn tensor_to_array(tensor: &Tensor, options: TensorToArrayOptions) -> Result
         if !allow_copy {
             return Err(Error::CopyRequired {
                 reason: "packing a bool tensor into bit-packed Arrow booleans".to_string(),
+                options: "TensorToArrayOptions",
             });
         }
         return Ok(Arc::new(pack_bools(tensor)?));
@@ -182,7 +183,7 @@ pub(crate) fn primitive_array(data_type: DataType, values: Buffer, len: usize) -
         return Err(arrow_dlpack_tensor::Error::Misaligned {
             address,
             alignment: width,
-            dtype: crate::dtype_of(&data_type)?.name(),
+            dtype: crate::dtype_of(&data_type)?,
         }
         .into());
     }

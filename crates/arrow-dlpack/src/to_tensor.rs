@@ -77,6 +77,7 @@ fn data_to_tensor(data: &ArrayData, options: ArrayToTensorOptions) -> Result<Ten
         if !options.allow_copy {
             return Err(Error::CopyRequired {
                 reason: "unpacking bit-packed booleans into one byte per element".to_string(),
+                options: "ArrayToTensorOptions",
             });
         }
     } else {

@@ -24,6 +24,8 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
 
+use crate::type_names::pyarrow_dtype_name;
+
 /// The exception classes of the package, created once per interpreter.
 struct Classes {
     base: Py<PyType>,
@@ -160,8 +162,25 @@ pub(crate) fn buffer_error(message: impl Display) -> PyErr {
 /// exported; none of them depends on the operation.
 pub(crate) fn tensor_error(error: TensorError) -> PyErr {
     match tensor_kind(&error) {
-        Some(kind) => raise(kind, error),
+        Some(kind) => raise(kind, tensor_message(&error)),
         None => PyMemoryError::new_err(error.to_string()),
+    }
+}
+
+/// The message of a tensor error in Python's words: dtypes named as PyArrow names them
+/// (`float`, `double`), where the Rust message says `float32`, `float64`.
+fn tensor_message(error: &TensorError) -> String {
+    match error {
+        TensorError::Misaligned {
+            address,
+            alignment,
+            dtype,
+        } => format!(
+            "data address {address:#x} is not aligned for {}; expected a multiple of {alignment} \
+             bytes",
+            pyarrow_dtype_name(*dtype)
+        ),
+        other => other.to_string(),
     }
 }
 
@@ -201,7 +220,7 @@ pub(crate) fn arrow_error(error: arrow_dlpack::Error, operation: Operation) -> P
     use arrow_dlpack::Error as E;
     let kind = match &error {
         E::Tensor(inner) => match tensor_kind(inner) {
-            Some(kind) => kind,
+            Some(kind) => return raise(kind, tensor_message(inner)),
             None => return PyMemoryError::new_err(error.to_string()),
         },
         // An Arrow type DLPack cannot carry: PyArrow raises a TypeError here too.
@@ -230,16 +249,62 @@ pub(crate) fn arrow_error(error: arrow_dlpack::Error, operation: Operation) -> P
         | E::MixedChunkTypes { .. }
         | E::NoChunks
         | E::Arrow(_) => Kind::Value,
-        // A copy was needed and `copy=False` forbade it; the Rust message speaks of
-        // `allow_copy`, so say which Python argument that is.
-        E::GappedStrides { .. } | E::CopyRequired { .. } => {
-            return raise(Kind::Buffer, format!("{error} (in Python: copy=False)"));
-        }
+        // A copy was needed and `copy=False` forbade it.
+        E::GappedStrides { .. } | E::CopyRequired { .. } => Kind::Buffer,
         // A variant added to arrow-dlpack after this file was written: a value problem until it
         // is mapped here on purpose.
         _ => Kind::Value,
     };
-    raise(kind, error)
+    raise(kind, python_message(&error, operation))
+}
+
+/// The message of an arrow-dlpack error in Python's words.
+///
+/// The Rust messages name Rust options (`allow_nulls` in `ArrayToTensorOptions`); where the
+/// remedy is a Python argument (`allow_nulls=True`, `null_to_nan=True`, `copy=False`), the message
+/// is built here from the error's fields, in the wording the Python API has always used.
+/// Every other variant speaks of data, not of options, and keeps the Rust message.
+fn python_message(error: &arrow_dlpack::Error, operation: Operation) -> String {
+    use arrow_dlpack::Error as E;
+    match error {
+        E::Nulls {
+            null_count,
+            location,
+        } => nulls_message(*null_count, location, operation),
+        E::TableNulls {
+            null_count,
+            location,
+        } => nulls_message(*null_count, location, operation),
+        E::ColumnNulls { column, null_count } => format!(
+            "found {null_count} nulls in column {column:?}; expected none, or pass \
+             null_to_nan=True to write them as NaN"
+        ),
+        E::CopyRequired { reason, .. } => {
+            format!("{reason} requires a copy, which copy=False forbids")
+        }
+        E::GappedStrides { shape, strides } => format!(
+            "tensor with shape {shape:?} and strides {strides:?} (in elements) is not dense (its \
+             strides leave gaps, overlap, or are zero or negative); expected a dense first-major \
+             layout, or a copy, which copy=False forbids"
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// Nulls refused: by `__dlpack__`, which has no way to carry them, or by `to_tensor()` without
+/// `allow_nulls=True`.
+fn nulls_message(null_count: usize, location: impl Display, operation: Operation) -> String {
+    // "nulls" even for one: Python code matches this wording (`found 1 nulls`).
+    match operation {
+        Operation::Export => format!(
+            "found {null_count} nulls in {location}; expected none, since DLPack cannot carry \
+             nulls (to_tensor(allow_nulls=True) gives the values, validity() the mask)"
+        ),
+        Operation::ToTensor | Operation::Import => format!(
+            "found {null_count} nulls in {location}; expected none, or pass allow_nulls=True to \
+             accept them (null slots then hold unspecified values)"
+        ),
+    }
 }
 
 /// Runs `call`, which reads what a producer handed us; a Rust panic inside it (arrow-rs asserts
@@ -293,18 +358,23 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
             };
         }
         E::Thread { .. } => return PyOSError::new_err(error.to_string()),
-        // A column whose data cannot become the tensor asked for.
-        E::Column { source, .. } => match source {
-            A::UnsupportedType { .. } | A::UnsupportedColumnType { .. } => Kind::Type,
-            A::Tensor(inner) => match tensor_kind(inner) {
-                Some(kind) => kind,
-                None => return PyMemoryError::new_err(error.to_string()),
-            },
-            // Nulls refused without `allow_nulls` (as `to_tensor()`), and the rest.
-            _ => Kind::Value,
-        },
+        // A column whose data cannot become the tensor asked for; the Arrow layer's reason in
+        // Python's words (`allow_nulls=True`, not the Rust options struct).
+        E::Column { column, source } => {
+            let kind = match source {
+                A::UnsupportedType { .. } | A::UnsupportedColumnType { .. } => Kind::Type,
+                A::Tensor(inner) => match tensor_kind(inner) {
+                    Some(kind) => kind,
+                    None => return PyMemoryError::new_err(error.to_string()),
+                },
+                // Nulls refused without `allow_nulls` (as `to_tensor()`), and the rest.
+                _ => Kind::Value,
+            };
+            let reason = python_message(source, Operation::ToTensor);
+            return raise(kind, format!("cannot load {column:?}: {reason}"));
+        }
         E::Tensor(inner) => match tensor_kind(inner) {
-            Some(kind) => kind,
+            Some(kind) => return raise(kind, tensor_message(inner)),
             None => return PyMemoryError::new_err(error.to_string()),
         },
         E::UnsupportedColumn { .. } => Kind::Type,

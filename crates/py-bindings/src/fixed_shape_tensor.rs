@@ -5,11 +5,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use arrow_dlpack::{
-    ArrayToTensorOptions, EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorType,
-    TensorToArrayOptions,
+    ArrayToTensorOptions, FixedShapeTensorArray, FixedShapeTensorType, TensorToArrayOptions,
 };
 use arrow_dlpack_tensor::Tensor;
-use arrow_schema::Field;
 use pyo3::PyClassInitializer;
 use pyo3::prelude::*;
 
@@ -243,30 +241,4 @@ impl PyFixedShapeTensorArray {
     fn value_type(&self) -> String {
         data_type_name(self.tensor_type.value_type())
     }
-}
-
-/// The PyArrow name of an extension field's type, when this package knows the extension:
-/// `extension<arrow.fixed_shape_tensor[value_type=int32, shape=[2,2], permutation=[0,1]]>`.
-pub(crate) fn extension_type_name(field: &Field) -> Option<String> {
-    if field.extension_type_name() != Some(EXTENSION_NAME) {
-        return None;
-    }
-    let tensor_type = FixedShapeTensorType::try_from_field(field).ok()?;
-    let list = |items: &[usize]| {
-        let items: Vec<String> = items.iter().map(ToString::to_string).collect();
-        format!("[{}]", items.join(","))
-    };
-    let mut name = format!(
-        "extension<{EXTENSION_NAME}[value_type={}, shape={}",
-        data_type_name(tensor_type.value_type()),
-        list(tensor_type.shape())
-    );
-    if let Some(permutation) = tensor_type.permutation() {
-        name.push_str(&format!(", permutation={}", list(permutation)));
-    }
-    if let Some(names) = tensor_type.dim_names() {
-        name.push_str(&format!(", dim_names=[{}]", names.join(",")));
-    }
-    name.push_str("]>");
-    Some(name)
 }

@@ -13,6 +13,7 @@ use crate::dlpack_import::{Devices, import_tensor};
 use crate::errors;
 use crate::numpy;
 use crate::tables;
+use crate::type_names::pyarrow_dtype_name;
 
 /// A strided n-dimensional tensor over Arrow memory, exchanged through DLPack without copying.
 #[pyclass(name = "Tensor", module = "arrow_dlpack", frozen)]
@@ -115,7 +116,7 @@ impl PyTensor {
     /// The element type, named as PyArrow names it (`int32`, `float`, `double`, ...).
     #[getter]
     fn r#type(&self) -> &'static str {
-        self.tensor.dtype().name()
+        pyarrow_dtype_name(self.tensor.dtype())
     }
 
     /// The dimension names, or `None`.
@@ -187,7 +188,7 @@ impl PyTensor {
     fn __repr__(&self) -> String {
         format!(
             "<arrow_dlpack.Tensor>\ntype: {}\nshape: {}\nstrides: {}",
-            self.tensor.dtype().name(),
+            pyarrow_dtype_name(self.tensor.dtype()),
             python_tuple(self.tensor.shape()),
             python_tuple(&self.tensor.byte_strides()),
         )

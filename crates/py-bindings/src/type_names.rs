@@ -1,9 +1,24 @@
-//! Arrow type names as PyArrow prints them (`str(pa_type)`), so that `ad.Array.type` reads the
-//! same as `pa.Array.type`: `int64`, `float`, `fixed_size_list<item: int32>[2]`, ...
+//! Type names as PyArrow prints them (`str(pa_type)`), so that `ad.Array.type` reads the same as
+//! `pa.Array.type` (`int64`, `float`, `fixed_size_list<item: int32>[2]`, ...) and `ad.Tensor.type`
+//! the same as `pa.Tensor.type` (`float`, `double`, `halffloat`, ...).
+//!
+//! The Rust crates name dtypes as Rust and DLPack do (`float32`); these are the Python names.
 
+use arrow_dlpack::{EXTENSION_NAME, FixedShapeTensorType};
+use arrow_dlpack_tensor::DType;
 use arrow_schema::{DataType, Field, IntervalUnit, TimeUnit, UnionMode};
 
-use crate::fixed_shape_tensor::extension_type_name;
+/// The PyArrow name of a tensor dtype (`pa.Tensor.type`): PyArrow's names for the types Arrow
+/// has (`halffloat`, `float`, `double`), the Rust name (numpy's) for the others (`bfloat16`,
+/// `complex64`, `bool`, the float8 types).
+pub(crate) fn pyarrow_dtype_name(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Float16 => "halffloat",
+        DType::Float32 => "float",
+        DType::Float64 => "double",
+        other => other.name(),
+    }
+}
 
 /// The PyArrow name of `field`'s type, extension types included.
 pub(crate) fn field_type_name(field: &Field) -> String {
@@ -113,6 +128,32 @@ fn unit_name(unit: TimeUnit) -> &'static str {
         TimeUnit::Microsecond => "us",
         TimeUnit::Nanosecond => "ns",
     }
+}
+
+/// The PyArrow name of an extension field's type, when this package knows the extension:
+/// `extension<arrow.fixed_shape_tensor[value_type=int32, shape=[2,2], permutation=[0,1]]>`.
+fn extension_type_name(field: &Field) -> Option<String> {
+    if field.extension_type_name() != Some(EXTENSION_NAME) {
+        return None;
+    }
+    let tensor_type = FixedShapeTensorType::try_from_field(field).ok()?;
+    let list = |items: &[usize]| {
+        let items: Vec<String> = items.iter().map(ToString::to_string).collect();
+        format!("[{}]", items.join(","))
+    };
+    let mut name = format!(
+        "extension<{EXTENSION_NAME}[value_type={}, shape={}",
+        data_type_name(tensor_type.value_type()),
+        list(tensor_type.shape())
+    );
+    if let Some(permutation) = tensor_type.permutation() {
+        name.push_str(&format!(", permutation={}", list(permutation)));
+    }
+    if let Some(names) = tensor_type.dim_names() {
+        name.push_str(&format!(", dim_names=[{}]", names.join(",")));
+    }
+    name.push_str("]>");
+    Some(name)
 }
 
 #[cfg(test)]

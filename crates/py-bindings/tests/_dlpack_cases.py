@@ -113,7 +113,7 @@ MALFORMED = [
         "null_data_zero_dimensional",
         dlpack_f32(shape=(), data_address=0),
         ValueError,
-        r"data is NULL but the tensor has 1 elements",
+        r"data is NULL but the tensor has 1 element;",
     ),
     # alignment
     (

@@ -117,7 +117,16 @@ impl DType {
         }
     }
 
-    /// The name numpy and PyArrow use for this type, where they have one.
+    /// The type's name as Rust and DLPack users write it: the element width in bits after the
+    /// kind (`int8`, `uint16`, `float32`, `bfloat16`, `complex64`, `bool`, `float8_e4m3fn`), as
+    /// numpy and PyTorch name them.
+    ///
+    /// ```
+    /// use arrow_dlpack_tensor::DType;
+    ///
+    /// assert_eq!(DType::Float32.name(), "float32");
+    /// assert_eq!(DType::Float16.to_string(), "float16");
+    /// ```
     pub const fn name(self) -> &'static str {
         match self {
             DType::Int8 => "int8",
@@ -128,9 +137,9 @@ impl DType {
             DType::UInt16 => "uint16",
             DType::UInt32 => "uint32",
             DType::UInt64 => "uint64",
-            DType::Float16 => "halffloat",
-            DType::Float32 => "float",
-            DType::Float64 => "double",
+            DType::Float16 => "float16",
+            DType::Float32 => "float32",
+            DType::Float64 => "float64",
             DType::BFloat16 => "bfloat16",
             DType::Complex64 => "complex64",
             DType::Complex128 => "complex128",

@@ -1,5 +1,7 @@
 //! The one error type of this crate.
 
+use crate::DType;
+
 /// Everything that can go wrong when building, exporting or importing a [`Tensor`](crate::Tensor).
 ///
 /// Messages are lowercase, name the field that is wrong, and say what was expected and what was
@@ -109,7 +111,10 @@ pub enum Error {
     },
 
     /// `strides` does not have one entry per dimension.
-    #[error("strides has {strides} entries but shape has {ndim}")]
+    #[error(
+        "strides has {} but shape has {ndim}; expected one stride per dimension",
+        plural(*strides, "entry", "entries")
+    )]
     StridesLength {
         /// Number of dimensions.
         ndim: usize,
@@ -118,7 +123,11 @@ pub enum Error {
     },
 
     /// `dim_names` does not have one entry per dimension.
-    #[error("dim_names has {names} entries but the tensor has {ndim} dimensions")]
+    #[error(
+        "dim_names has {} but the tensor has {}; expected one name per dimension",
+        plural(*names, "entry", "entries"),
+        plural(*ndim, "dimension", "dimensions")
+    )]
     DimNamesLength {
         /// Number of dimensions.
         ndim: usize,
@@ -134,7 +143,10 @@ pub enum Error {
     },
 
     /// `data` is NULL although the tensor has elements.
-    #[error("data is NULL but the tensor has {elements} elements")]
+    #[error(
+        "data is NULL but the tensor has {}; expected a data pointer",
+        plural(*elements, "element", "elements")
+    )]
     NullData {
         /// The number of elements described by the shape.
         elements: usize,
@@ -150,8 +162,8 @@ pub enum Error {
         address: usize,
         /// The alignment the dtype requires.
         alignment: usize,
-        /// The dtype name.
-        dtype: &'static str,
+        /// The dtype.
+        dtype: DType,
     },
 
     /// Some addressed element lies before the start of the buffer.
@@ -265,3 +277,8 @@ pub enum Error {
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `count` and the noun in the number it takes: `1 entry`, `2 entries`.
+fn plural(count: usize, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
+}

@@ -267,7 +267,7 @@ unsafe fn check_foreign(raw: &DLTensor, options: ImportOptions) -> Result<Checke
         return Err(Error::Misaligned {
             address: first,
             alignment: dtype.alignment(),
-            dtype: dtype.name(),
+            dtype,
         });
     }
     // Addresses and lengths in i128: the checks below are exact, whatever the inputs.

@@ -438,7 +438,7 @@ fn check_view(
         return Err(Error::Misaligned {
             address,
             alignment: dtype.alignment(),
-            dtype: dtype.name(),
+            dtype,
         });
     }
     Ok(())

@@ -37,7 +37,9 @@ fn one_non_empty_chunk_among_empty_ones_is_zero_copy() {
 fn several_chunks_need_a_copy() {
     let chunks = vec![int64(&[1, 2]), int64(&[]), int64(&[3]), int64(&[4, 5])];
     let error = concat_chunks(&chunks, ConcatOptions::default()).unwrap_err();
-    assert!(matches!(&error, Error::CopyRequired { reason } if reason == "concatenating 3 chunks"));
+    assert!(
+        matches!(&error, Error::CopyRequired { reason, options: "ConcatOptions" } if reason == "concatenating 3 chunks")
+    );
 
     let array = concat_chunks(&chunks, ConcatOptions { allow_copy: true }).unwrap();
     assert_eq!(

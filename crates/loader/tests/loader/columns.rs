@@ -46,8 +46,8 @@ fn nulls_are_refused_at_the_batch_that_holds_them() {
     assert!(matches!(error, Error::Column { ref column, .. } if column == "a"));
     assert_eq!(
         error.to_string(),
-        "cannot load \"a\": found 1 nulls in the array; expected none, or pass allow_nulls=true \
-         to accept them (null slots then hold unspecified values)"
+        "cannot load \"a\": nulls are not allowed: found 1 null in the array; expected none, or \
+         set the `allow_nulls` option to accept them (null slots then hold unspecified values)"
     );
     assert!(loader.next().is_none());
 }
@@ -61,7 +61,7 @@ fn nulls_across_record_batches_are_refused_too() {
     assert!(
         error
             .to_string()
-            .starts_with("cannot load \"b\": found 1 nulls"),
+            .starts_with("cannot load \"b\": nulls are not allowed: found 1 null in"),
         "{error}"
     );
 }
