@@ -20,8 +20,9 @@ The script then reads criterion's estimates and renders the Rust table too, and 
 page (machine, versions, date, tables, targets met or missed, and why) to `--output`.
 
 Only the standard library times anything (`timeit`, CPU time by default: see `Clocks`); numpy,
-pyarrow, torch and JAX are the peers. The measurements fit in `--budget-s` (150 s by default): a
-row on a heavily loaded machine cuts its rounds rather than overrun. `--only SUBSTRING` runs the
+pyarrow, torch and JAX are the peers. The measurements fit in `--budget-s` (240 s by default): a
+row on a heavily loaded machine cuts its rounds (to no fewer than `MIN_ROUNDS`) rather than
+overrun. `--only SUBSTRING` runs the
 matching rows alone (to profile one row), `--quick` runs every row briefly (a smoke run whose
 ratios are rough), and without `--output` nothing is written.
 """
@@ -282,15 +283,25 @@ def int64_array(n: int) -> pa.Array:
     return pa.array(np.arange(n, dtype=np.int64))
 
 
+def aligned(values: np.ndarray) -> np.ndarray:
+    """`values` copied to a 64-byte-aligned address, as Arrow allocates: numpy's large arrays are
+    only 16-byte aligned, and JAX shares aligned memory only (it copies the rest)."""
+    raw = np.empty(values.nbytes + 64, dtype=np.uint8)
+    offset = -raw.ctypes.data % 64
+    out = raw[offset : offset + values.nbytes].view(values.dtype).reshape(values.shape)
+    out[...] = values
+    return out
+
+
 def matrix(n: int) -> np.ndarray:
     """A row-major float32 matrix of n elements: (2, 5) or (1_000_000, 10)."""
     cols = 5 if n < 100 else 10
-    return np.arange(n, dtype=np.float32).reshape(n // cols, cols)
+    return aligned(np.arange(n, dtype=np.float32).reshape(n // cols, cols))
 
 
 def cube(n: int) -> np.ndarray:
     """A float32 array of n elements shaped (len, 2, 5): n // 10 tensors of 2 x 5."""
-    return np.arange(n, dtype=np.float32).reshape(n // 10, 2, 5)
+    return aligned(np.arange(n, dtype=np.float32).reshape(n // 10, 2, 5))
 
 
 def arrays(n: int) -> Pair:
@@ -1643,7 +1654,7 @@ def main() -> int:
     parser.add_argument(
         "--budget-s",
         type=float,
-        default=150.0,
+        default=240.0,
         help="seconds the measurements may take in all; rows cut their rounds to fit",
     )
     parser.add_argument(
