@@ -22,9 +22,9 @@ page (machine, versions, date, tables, targets met or missed, and why) to `--out
 Only the standard library times anything (`timeit`, CPU time by default: see `Clocks`); numpy,
 pyarrow, torch and JAX are the peers. The measurements fit in `--budget-s` (240 s by default): a
 row on a heavily loaded machine cuts its rounds (to no fewer than `MIN_ROUNDS`) rather than
-overrun. `--only SUBSTRING` runs the
-matching rows alone (to profile one row), `--quick` runs every row briefly (a smoke run whose
-ratios are rough), and without `--output` nothing is written.
+overrun. `--only SUBSTRING` runs the matching rows alone (to profile one row), `--quick` runs
+every row briefly (a smoke run whose ratios are rough), and without `--output` nothing is
+written.
 """
 
 from __future__ import annotations
