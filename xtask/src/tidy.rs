@@ -6,6 +6,8 @@
 //!   `arrow-dlpack-python`.
 //! - Only `arrow-dlpack-python` depends on pyo3, and only `dlpack-sys` on dlpark (with the
 //!   exceptions listed in [`DLPARK_EXCEPTIONS`]).
+//! - The files of `crates/py-bindings/src` import each other one way: no cycle, except between a
+//!   base class and its subclass (`tidy/imports.rs`).
 //! - No pending insta snapshot (`*.snap.new`, `*.pending-snap`) is left in the tree.
 //!
 //! The dependencies come from `cargo metadata --no-deps`, read with the small JSON reader of
@@ -17,6 +19,7 @@ use std::path::{Path, PathBuf};
 use crate::Result;
 use crate::process::Cmd;
 
+mod imports;
 mod json;
 
 /// Each package of the workspace and the internal packages it may depend on, lowest layer first.
@@ -93,6 +96,7 @@ fn problems(root: &Path) -> Result<Vec<String>> {
     for package in packages(&metadata)? {
         problems.extend(layer_problems(root, &package));
     }
+    problems.extend(imports::problems(root)?);
     Ok(problems)
 }
 

@@ -2,13 +2,12 @@
 //! producer, exchanged through DLPack and the Arrow PyCapsule interface without copying.
 
 use std::borrow::Cow;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use arrow_array::{ArrayRef, UInt8Array, new_empty_array};
+use arrow_array::ArrayRef;
 use arrow_dlpack::{
-    ArrayToTensorOptions, ConcatOptions, EXTENSION_NAME, FixedShapeTensorType,
-    TensorToArrayOptions, array_to_tensor, chunks_need_copy, concat_chunks, tensor_to_array,
-    validity_to_tensor,
+    ArrayToTensorOptions, EXTENSION_NAME, FixedShapeTensorType, TensorToArrayOptions,
+    chunks_need_copy, tensor_to_array,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{Field, FieldRef};
@@ -16,6 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyList, PyTuple};
 
 use crate::arrow_ffi;
+use crate::column::Column;
 use crate::conveniences::{self, Selection};
 use crate::dlpack_export::{self, DlpackSource, cpu_device};
 use crate::dlpack_import::{Devices, import_tensor};
@@ -23,114 +23,8 @@ use crate::errors::{self, Operation};
 use crate::fixed_shape_tensor::PyFixedShapeTensorArray;
 use crate::numpy::{self, ArrayFacts};
 use crate::pretty;
-use crate::tensor::PyTensor;
+use crate::py_tensor::PyTensor;
 use crate::type_names::field_type_name;
-
-/// One Arrow column: its field and its chunks, each sharing the memory of whoever produced it.
-///
-/// Several chunks are concatenated only when an export needs one array and copying is allowed.
-/// Cloning is cheap (reference counts).
-#[derive(Clone)]
-pub(crate) struct Column {
-    field: FieldRef,
-    chunks: Vec<ArrayRef>,
-    /// The tensor that DLPack exports share, built by the first export that did not copy.
-    /// Arrow data is immutable, so it stays right; rebuilding it costs a quarter to a third of an
-    /// export (measured with perf: `to_data`, metadata parsing, checks).
-    shared_export: OnceLock<Tensor>,
-}
-
-impl Column {
-    /// A column of `chunks` (possibly none: an empty stream), described by `field`.
-    pub(crate) fn new(field: FieldRef, chunks: Vec<ArrayRef>) -> Self {
-        Column {
-            field,
-            chunks,
-            shared_export: OnceLock::new(),
-        }
-    }
-
-    /// The tensor for one DLPack export, and whether it is a copy made for that export alone.
-    ///
-    /// `build(allow_copy)` makes it; a tensor that shares the column's memory is remembered and
-    /// handed out again, while copies (unpacked booleans, concatenated chunks) are made afresh for
-    /// each export, since each consumer owns its copy.
-    pub(crate) fn export_tensor(
-        &self,
-        allow_copy: bool,
-        build: impl FnOnce(bool) -> arrow_dlpack::Result<Tensor>,
-    ) -> arrow_dlpack::Result<(Tensor, bool)> {
-        if let Some(shared) = self.shared_export.get() {
-            return Ok((shared.clone(), false));
-        }
-        let tensor = build(allow_copy)?;
-        let made_for_export = self.copies_to_export(&tensor);
-        if !made_for_export {
-            let _ = self.shared_export.set(tensor.clone());
-        }
-        Ok((tensor, made_for_export))
-    }
-
-    /// The field: name, storage type, nullability and extension metadata.
-    pub(crate) fn field(&self) -> &FieldRef {
-        &self.field
-    }
-
-    /// The chunks as one array: the chunk itself when there is one, an empty array when there
-    /// is none, else a concatenation when `allow_copy`.
-    pub(crate) fn combined(&self, allow_copy: bool) -> arrow_dlpack::Result<ArrayRef> {
-        if self.chunks.is_empty() {
-            return Ok(new_empty_array(self.field.data_type()));
-        }
-        concat_chunks(&self.chunks, ConcatOptions { allow_copy })
-    }
-
-    /// The validity of every element as one 1-D `bool` tensor (1 = valid), a copy.
-    pub(crate) fn validity(&self) -> arrow_dlpack::Result<Tensor> {
-        match self.chunks.as_slice() {
-            [chunk] => validity_to_tensor(chunk.as_ref()),
-            chunks => {
-                // Each chunk's mask is a fresh byte buffer; one more copy joins them.
-                let len = self.len();
-                let mut joined = arrow_dlpack_tensor::alloc::try_vec_with_capacity(len)?;
-                for chunk in chunks {
-                    let mask = validity_to_tensor(chunk.as_ref())?;
-                    let bytes = mask
-                        .row_major_buffer()
-                        .expect("a validity tensor is 1-D and row-major");
-                    joined.extend_from_slice(bytes.as_slice());
-                }
-                // A `Vec<u8>` becomes an Arrow buffer without a copy (through `UInt8Array`, which
-                // spares this crate a dependency on arrow-buffer).
-                let buffer = UInt8Array::from(joined).into_parts().1.into_inner();
-                Ok(
-                    Tensor::try_new_row_major(buffer, DType::Bool, vec![len])?
-                        .with_read_only(false),
-                )
-            }
-        }
-    }
-
-    /// The column as one tensor: 1-D for primitive arrays, n-D for (nested) fixed-size lists.
-    pub(crate) fn tensor_with(
-        &self,
-        options: ArrayToTensorOptions,
-    ) -> arrow_dlpack::Result<Tensor> {
-        let array = self.combined(options.allow_copy)?;
-        array_to_tensor(array.as_ref(), options)
-    }
-
-    fn len(&self) -> usize {
-        self.chunks.iter().map(|chunk| chunk.len()).sum()
-    }
-
-    /// Whether `tensor`, made from this column for an export, is a copy that nothing else
-    /// references: several non-empty chunks are concatenated, and booleans are unpacked, into
-    /// new memory. One non-empty chunk among empty ones is shared as it is, so it is not a copy.
-    pub(crate) fn copies_to_export(&self, tensor: &Tensor) -> bool {
-        chunks_need_copy(&self.chunks) || tensor.dtype() == arrow_dlpack_tensor::DType::Bool
-    }
-}
 
 /// An Arrow array (one column, possibly in several chunks) that speaks DLPack.
 #[pyclass(name = "Array", module = "arrow_dlpack", subclass, frozen)]

@@ -25,8 +25,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
 
 use crate::arrow_ffi_checks as checks;
-use crate::dlpack_import::type_name;
 use crate::errors;
+use crate::type_names::type_name;
 
 const ARROW_SCHEMA: &CStr = c"arrow_schema";
 const ARROW_ARRAY: &CStr = c"arrow_array";

@@ -29,6 +29,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
 
+use crate::type_names::type_name;
 use crate::{copies, errors, protocols};
 
 /// Imports any DLPack producer, or an unconsumed DLPack capsule, as a [`Tensor`].
@@ -168,7 +169,7 @@ fn import_through_exchange_api(
 ) -> PyResult<(Tensor, bool)> {
     // The producer's `__dlpack_device__` is not asked here (for PyTorch it costs half of the
     // exchange): the tensor crate refuses a tensor that is not on the CPU, deleter run and all.
-    crate::exchange::count_import();
+    crate::counters::count_import();
     // The CPU has no streams, so the producer's work stream needs no ordering.
     let (managed, _stream) = api
         .import_managed_no_sync(object.as_borrowed())?
@@ -370,22 +371,4 @@ fn take_pointer(
         return Err(PyErr::fetch(capsule.py()));
     }
     Ok(pointer.as_ptr())
-}
-
-/// The qualified type name of `object`, for messages.
-pub(crate) fn type_name(object: &Bound<'_, PyAny>) -> String {
-    let class = object.get_type();
-    let module = class
-        .getattr(intern!(object.py(), "__module__"))
-        .and_then(|module| module.extract::<String>())
-        .unwrap_or_default();
-    let name = class
-        .getattr(intern!(object.py(), "__qualname__"))
-        .and_then(|name| name.extract::<String>())
-        .unwrap_or_else(|_| "object".into());
-    if module.is_empty() || module == "builtins" {
-        name
-    } else {
-        format!("{module}.{name}")
-    }
 }

@@ -10,54 +10,24 @@
 //! the Python call) and how it takes one back from a C consumer (as its `from_dlpack` does with
 //! `copy=None`).
 //!
-//! Both directions are counted, so that tests can tell which path an exchange took: a Python
-//! `__dlpack__` call cannot be observed on a pyo3 class, a call through a table can
-//! (`_exchange_calls()`).
+//! Both directions are counted (in `counters`), so that tests can tell which path an exchange
+//! took: a Python `__dlpack__` call cannot be observed on a pyo3 class, a call through a table
+//! can (`_exchange_calls()`).
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use arrow_dlpack_tensor::{ExportOptions, Tensor};
 use dlpack_sys::{DLDevice, DLDeviceType, DLManagedTensorVersioned};
 use dlpark::Managed;
 use dlpark::python::{DlpackExchangeProducer, install_exchange_api};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use crate::array::PyArray;
+use crate::counters::{count_export, count_import};
 use crate::dlpack_export::DlpackSource;
 use crate::errors;
 use crate::fixed_shape_tensor::PyFixedShapeTensorArray;
-use crate::tensor::PyTensor;
-
-/// How many managed tensors our tables have handed to consumers.
-static EXPORTED: AtomicU64 = AtomicU64::new(0);
-/// How many tensors came in through an exchange table: a producer's, used by our `from_dlpack`,
-/// or ours, called by a C consumer handing back a result.
-static IMPORTED: AtomicU64 = AtomicU64::new(0);
-
-/// Counts one import through an exchange table (ours, or a producer's used by `dlpack_import`).
-pub(crate) fn count_import() {
-    IMPORTED.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Counts one export through one of our tables, successful or not.
-fn count_export() {
-    EXPORTED.fetch_add(1, Ordering::Relaxed);
-}
-
-/// `{"exported": n, "imported": m}`: how many tensors went out through this package's DLPack C
-/// exchange tables, and came in through a table (a producer's, used by `from_dlpack`, or ours,
-/// called by a C consumer), since the module was loaded.
-///
-/// Private, for tests: it is how they prove which path an exchange took.
-#[pyfunction(name = "_exchange_calls")]
-pub(crate) fn exchange_calls(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let calls = PyDict::new(py);
-    calls.set_item("exported", EXPORTED.load(Ordering::Relaxed))?;
-    calls.set_item("imported", IMPORTED.load(Ordering::Relaxed))?;
-    Ok(calls)
-}
+use crate::py_tensor::PyTensor;
 
 /// Publishes the exchange API on every class; call once the classes are registered.
 pub(crate) fn install(py: Python<'_>) -> PyResult<()> {

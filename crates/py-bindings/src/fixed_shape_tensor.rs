@@ -11,12 +11,13 @@ use arrow_dlpack_tensor::Tensor;
 use pyo3::PyClassInitializer;
 use pyo3::prelude::*;
 
-use crate::array::{Column, PyArray};
+use crate::array::PyArray;
+use crate::column::Column;
 use crate::dlpack_export::{self, DlpackSource};
 use crate::dlpack_import::{Devices, import_tensor};
 use crate::errors::{self, Operation};
 use crate::numpy;
-use crate::tensor::PyTensor;
+use crate::py_tensor::PyTensor;
 use crate::type_names::data_type_name;
 
 /// An array of tensors of one shape (the `arrow.fixed_shape_tensor` canonical extension type).

@@ -6,7 +6,9 @@
 //! | module | what it holds |
 //! |---|---|
 //! | `array` | `Array` and `array()`: Arrow columns from any Arrow PyCapsule producer |
-//! | `tensor` | `Tensor`: n-D strided views, DLPack both ways |
+//! | `tensor` | `Tensor`'s Python methods: n-D strided views, DLPack both ways |
+//! | `py_tensor` | `PyTensor`, the Rust struct of `Tensor`, which arrays, tables and the loader build |
+//! | `column` | `Column`: one Arrow column (field and chunks), the data of arrays and tables |
 //! | `fixed_shape_tensor` | `FixedShapeTensorArray`: `arrow.fixed_shape_tensor` columns |
 //! | `conveniences` | PyArrow's conveniences over chunks and tensors: slices, indexing, `nbytes`, `equals`, `is_null` |
 //! | `numpy` | `to_numpy` and friends through `np.from_dlpack`, numpy imported only when called |
@@ -15,18 +17,26 @@
 //! | `dlpack_export` | `__dlpack__`: argument rules and capsules (dlpark's capsule machinery) |
 //! | `dlpack_import` | `from_dlpack`: negotiation with producers, legacy retry, capsule consumption |
 //! | `exchange` | the DLPack C exchange API (`__dlpack_c_exchange_api__`) of each class |
+//! | `counters` | the exchange API's counters, read by tests through `_exchange_calls()` |
 //! | `arrow_ffi` | the Arrow PyCapsule interface over arrow-rs's C data and stream interfaces, and a stream of a column's chunks |
 //! | `arrow_ffi_checks` | every imported `ArrowSchema`/`ArrowArray` checked against its format's layout before arrow-rs reads it |
 //! | `protocols` | cheap probes for optional protocols, remembered per immutable type |
 //! | `copies` | large copies (`copy=True`, tables to tensors) run without the GIL |
 //! | `errors` | the exception classes and the mapping of every Rust error variant to them |
-//! | `type_names`, `pretty` | PyArrow's type names, reprs and `to_pylist` |
+//! | `type_names`, `pretty` | PyArrow's type names and Python objects' type names; reprs and `to_pylist` |
+//!
+//! Imports between these files run one way (base files first: `type_names`, `counters`,
+//! `protocols`, `copies`, `column`, `py_tensor`, ...; `exchange` and `loader` last); only `array`
+//! and `fixed_shape_tensor`, a base class and its subclass, refer to each other. `cargo xtask
+//! tidy` checks it (`xtask/src/tidy/imports.rs`), and `docs/architecture.md` gives the order.
 
 mod array;
 mod arrow_ffi;
 mod arrow_ffi_checks;
+mod column;
 mod conveniences;
 mod copies;
+mod counters;
 mod dlpack_export;
 mod dlpack_import;
 mod errors;
@@ -36,6 +46,7 @@ mod loader;
 mod numpy;
 mod pretty;
 mod protocols;
+mod py_tensor;
 mod tables;
 mod tensor;
 mod type_names;
@@ -48,9 +59,9 @@ fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add_function(wrap_pyfunction!(array::array, module)?)?;
     module.add_function(wrap_pyfunction!(tables::column_tensors, module)?)?;
-    module.add_function(wrap_pyfunction!(exchange::exchange_calls, module)?)?;
+    module.add_function(wrap_pyfunction!(counters::exchange_calls, module)?)?;
     module.add_class::<array::PyArray>()?;
-    module.add_class::<tensor::PyTensor>()?;
+    module.add_class::<py_tensor::PyTensor>()?;
     module.add_class::<fixed_shape_tensor::PyFixedShapeTensorArray>()?;
     module.add_class::<loader::PyBatches>()?;
     errors::register(module)?;

@@ -22,9 +22,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::arrow_ffi::CheckedStream;
-use crate::dlpack_import::type_name;
 use crate::errors;
-use crate::tensor::PyTensor;
+use crate::py_tensor::PyTensor;
+use crate::type_names::type_name;
 
 /// The record batches of a checked Arrow C stream whose type is a struct (a table).
 struct StreamBatches {

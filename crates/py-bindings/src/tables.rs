@@ -20,11 +20,12 @@ use arrow_schema::DataType;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::array::{Column, PyArray};
+use crate::array::PyArray;
 use crate::arrow_ffi;
+use crate::column::Column;
 use crate::copies;
 use crate::errors::{self, Operation};
-use crate::tensor::PyTensor;
+use crate::py_tensor::PyTensor;
 use crate::type_names::field_type_name;
 
 /// The struct array behind `object`: its chunks concatenated when there are several and

@@ -1,5 +1,9 @@
 //! `arrow_dlpack.Tensor`: an n-dimensional strided view, PyArrow's `pa.Tensor` with DLPack both
 //! ways and any strides (zero and negative included).
+//!
+//! These are the class's Python methods; its Rust struct, `PyTensor`, is in `py_tensor.rs`, so
+//! that the files which hand out tensors (arrays, tables, the loader) need not import this one,
+//! which calls `tables` for `Tensor.from_arrow`.
 
 use std::borrow::Cow;
 
@@ -12,24 +16,9 @@ use crate::dlpack_export::{self, DlpackSource};
 use crate::dlpack_import::{Devices, import_tensor};
 use crate::errors;
 use crate::numpy;
+use crate::py_tensor::PyTensor;
 use crate::tables;
 use crate::type_names::pyarrow_dtype_name;
-
-/// A strided n-dimensional tensor over Arrow memory, exchanged through DLPack without copying.
-#[pyclass(name = "Tensor", module = "arrow_dlpack", frozen)]
-pub(crate) struct PyTensor {
-    tensor: Tensor,
-}
-
-impl PyTensor {
-    pub(crate) fn new(tensor: Tensor) -> Self {
-        PyTensor { tensor }
-    }
-
-    pub(crate) fn tensor(&self) -> &Tensor {
-        &self.tensor
-    }
-}
 
 /// A tensor exports itself as it is: no copy is ever needed.
 impl DlpackSource for PyTensor {

@@ -3,10 +3,15 @@
 //! the same as `pa.Tensor.type` (`float`, `double`, `halffloat`, ...).
 //!
 //! The Rust crates name dtypes as Rust and DLPack do (`float32`); these are the Python names.
+//!
+//! It also names Python objects for messages (`type_name`: `numpy.ndarray`, `int`): every name
+//! helper of the crate is here, and this file imports no other of the crate.
 
 use arrow_dlpack::{EXTENSION_NAME, FixedShapeTensorType};
 use arrow_dlpack_tensor::DType;
 use arrow_schema::{DataType, Field, IntervalUnit, TimeUnit, UnionMode};
+use pyo3::intern;
+use pyo3::prelude::*;
 
 /// The PyArrow name of a tensor dtype (`pa.Tensor.type`): PyArrow's names for the types Arrow
 /// has (`halffloat`, `float`, `double`), the Rust name (numpy's) for the others (`bfloat16`,
@@ -154,6 +159,24 @@ fn extension_type_name(field: &Field) -> Option<String> {
     }
     name.push_str("]>");
     Some(name)
+}
+
+/// The qualified type name of `object`, for messages.
+pub(crate) fn type_name(object: &Bound<'_, PyAny>) -> String {
+    let class = object.get_type();
+    let module = class
+        .getattr(intern!(object.py(), "__module__"))
+        .and_then(|module| module.extract::<String>())
+        .unwrap_or_default();
+    let name = class
+        .getattr(intern!(object.py(), "__qualname__"))
+        .and_then(|name| name.extract::<String>())
+        .unwrap_or_else(|_| "object".into());
+    if module.is_empty() || module == "builtins" {
+        name
+    } else {
+        format!("{module}.{name}")
+    }
 }
 
 #[cfg(test)]
