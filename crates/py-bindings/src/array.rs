@@ -59,16 +59,19 @@ impl Column {
         &self,
         allow_copy: bool,
         build: impl FnOnce(bool) -> arrow_dlpack::Result<Tensor>,
-    ) -> arrow_dlpack::Result<(Tensor, bool)> {
+    ) -> arrow_dlpack::Result<(Cow<'_, Tensor>, bool)> {
         if let Some(shared) = self.shared_export.get() {
-            return Ok((shared.clone(), false));
+            return Ok((Cow::Borrowed(shared), false));
         }
         let tensor = build(allow_copy)?;
-        let made_for_export = self.copies_to_export(&tensor);
-        if !made_for_export {
-            let _ = self.shared_export.set(tensor.clone());
+        if self.copies_to_export(&tensor) {
+            return Ok((Cow::Owned(tensor), true));
         }
-        Ok((tensor, made_for_export))
+        // Another thread may have set it meanwhile: both built the same tensor, either will do.
+        Ok((
+            Cow::Borrowed(self.shared_export.get_or_init(|| tensor)),
+            false,
+        ))
     }
 
     /// The field: name, storage type, nullability and extension metadata.
@@ -202,7 +205,6 @@ impl DlpackSource for PyArray {
                     allow_copy,
                 })
             })
-            .map(|(tensor, made_for_export)| (Cow::Owned(tensor), made_for_export))
             .map_err(|error| errors::arrow_error(error, Operation::Export))
     }
 }
@@ -228,7 +230,7 @@ impl PyArray {
         &self,
         py: Python<'_>,
         stream: Option<&Bound<'_, PyAny>>,
-        max_version: Option<(u32, u32)>,
+        max_version: Option<&Bound<'_, PyAny>>,
         dl_device: Option<(u32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
