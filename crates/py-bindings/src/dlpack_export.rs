@@ -16,7 +16,6 @@ use dlpack_sys::{
 };
 use dlpark::python::ExportAbi;
 use dlpark::{Managed, ManagedTensorBase};
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
 use crate::{copies, errors};
@@ -57,7 +56,8 @@ pub(crate) fn dlpack(
 /// The `max_version` argument of `__dlpack__`: `None`, or a tuple of two non-negative integers.
 ///
 /// Read with the C API instead of pyo3's tuple extraction, whose generic layers measured 13% of a
-/// whole `__dlpack__` call; anything but a pair of `u32` gets pyo3's own `TypeError`.
+/// whole `__dlpack__` call; anything but a pair of `u32` gets pyo3's own error (`TypeError`,
+/// `ValueError` for a wrong length, `OverflowError` for a negative or huge number).
 fn max_version_argument(max_version: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(u32, u32)>> {
     let Some(max_version) = max_version.filter(|value| !value.is_none()) else {
         return Ok(None);
@@ -65,15 +65,8 @@ fn max_version_argument(max_version: Option<&Bound<'_, PyAny>>) -> PyResult<Opti
     if let Some(pair) = u32_pair(max_version) {
         return Ok(Some(pair));
     }
-    max_version
-        .extract::<(u32, u32)>()
-        .map(Some)
-        .map_err(|error| {
-            PyTypeError::new_err(format!(
-                "argument 'max_version': {}",
-                error.value(max_version.py())
-            ))
-        })
+    // Not a pair of `u32`: pyo3's extraction gives the error it always gave.
+    max_version.extract::<(u32, u32)>().map(Some)
 }
 
 /// `(major, minor)` when `value` is a tuple of two Python ints that fit `u32`, else `None` (with
