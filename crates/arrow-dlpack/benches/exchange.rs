@@ -145,6 +145,16 @@ fn copies(c: &mut Criterion) {
             .get_or_insert_with(|| BooleanArray::from_iter((0..len).map(|i| Some(i % 3 == 0))));
         b.iter(|| black_box(array_to_tensor(black_box(&*booleans), options)))
     });
+    // And back: 10 million bytes (0 or 1) packed into bits.
+    let mut bytes: Option<Tensor> = None;
+    group.bench_function(BenchmarkId::new("bool_pack", len), |b| {
+        let bytes = bytes.get_or_insert_with(|| {
+            let values: Vec<u8> = (0..len).map(|i| u8::from(i % 3 == 0)).collect();
+            Tensor::try_new_row_major(Buffer::from_vec(values), DType::Bool, vec![len]).unwrap()
+        });
+        let options = TensorToArrayOptions { allow_copy: true };
+        b.iter(|| black_box(tensor_to_array(black_box(&*bytes), options)))
+    });
 
     // Chunks: four chunks of 2.5 million float32, 40 MB in all.
     group.throughput(Throughput::Bytes(len as u64 * 4));

@@ -2,7 +2,10 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef};
+use arrow_array::{Array, ArrayRef, make_array};
+use arrow_data::ArrayDataBuilder;
+use arrow_dlpack_tensor::alloc::UninitBuffer;
+use arrow_schema::DataType;
 
 use crate::{Error, Result};
 
@@ -91,5 +94,113 @@ pub fn concat_chunks(chunks: &[ArrayRef], options: ConcatOptions) -> Result<Arra
             options: "ConcatOptions",
         });
     }
+    if let Some(joined) = concat_primitive_values(&several)? {
+        return Ok(joined);
+    }
     Ok(arrow_select::concat::concat(&several)?)
+}
+
+/// Concatenates primitive chunks without nulls (the chunks DLPack exports) with one `memcpy` per
+/// chunk into memory that is neither zeroed first nor faulted in 4 KiB pages
+/// ([`UninitBuffer`]); `None` for other chunks, which `arrow_select` concatenates.
+///
+/// `arrow_select::concat` writes into a `MutableBuffer`, which gets no huge-page advice: on a
+/// kernel with transparent huge pages on `madvise`, its 4 KiB page faults were 75% of the
+/// time of a large concatenation.
+fn concat_primitive_values(chunks: &[&dyn Array]) -> Result<Option<ArrayRef>> {
+    let Some(first) = chunks.first() else {
+        return Ok(None);
+    };
+    let data_type = first.data_type();
+    let Some(width) = data_type.primitive_width() else {
+        return Ok(None);
+    };
+    if data_type == &DataType::Boolean || chunks.iter().any(|chunk| chunk.null_count() > 0) {
+        return Ok(None);
+    }
+    let len: usize = chunks.iter().map(|chunk| chunk.len()).sum();
+    let bytes = len
+        .checked_mul(width)
+        .ok_or(arrow_dlpack_tensor::Error::Overflow {
+            what: "the byte size of the concatenation",
+        })?;
+    let mut out = UninitBuffer::try_new(bytes)?;
+    let mut written = 0;
+    for chunk in chunks {
+        let data = chunk.to_data();
+        let start = data.offset() * width;
+        let values = &data.buffers()[0].as_slice()[start..start + data.len() * width];
+        // SAFETY: `out` has room for `bytes` bytes, the sum of every chunk's value bytes, of which
+        // `written` are filled; the source is another allocation, so they cannot overlap.
+        unsafe {
+            out.as_mut_ptr()
+                .add(written)
+                .copy_from_nonoverlapping(values.as_ptr(), values.len());
+        }
+        written += values.len();
+    }
+    // SAFETY: the loop wrote all `bytes` bytes.
+    let values = unsafe { out.assume_init() };
+    let data = ArrayDataBuilder::new(data_type.clone())
+        .len(len)
+        .add_buffer(values)
+        .build()?;
+    Ok(Some(make_array(data)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Float64Array, Int8Array, Int32Array};
+
+    /// Chunks of the given lengths, each sliced by one element from a longer array so that every
+    /// chunk has an offset.
+    fn sliced_chunks<A: Array + 'static>(
+        lens: &[usize],
+        make: impl Fn(usize) -> A,
+    ) -> Vec<ArrayRef> {
+        lens.iter()
+            .map(|&len| make(len + 2).slice(1, len))
+            .collect()
+    }
+
+    #[test]
+    fn primitive_concatenation_matches_arrow_select() {
+        let shapes: [&[usize]; 5] = [&[0, 1], &[1, 1], &[7, 63, 64], &[65, 0, 3], &[1000, 1, 999]];
+        for lens in shapes {
+            let ints = sliced_chunks(lens, |len| {
+                Int32Array::from_iter_values((0..len as i32).map(|i| i * 7 - 3))
+            });
+            let bytes = sliced_chunks(lens, |len| {
+                Int8Array::from_iter_values((0..len).map(|i| i as i8))
+            });
+            let floats = sliced_chunks(lens, |len| {
+                Float64Array::from_iter_values((0..len).map(|i| i as f64 / 3.0))
+            });
+            for chunks in [ints, bytes, floats] {
+                let refs: Vec<&dyn Array> = chunks.iter().map(|chunk| chunk.as_ref()).collect();
+                let expected = arrow_select::concat::concat(&refs).unwrap();
+                let joined = concat_primitive_values(&refs)
+                    .unwrap()
+                    .expect("primitive without nulls");
+                assert_eq!(joined.to_data(), expected.to_data(), "lens {lens:?}");
+                assert_eq!(joined.to_data().offset(), 0);
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_with_nulls_go_to_arrow_select() {
+        let chunks: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from(vec![Some(1), None])),
+            Arc::new(Int32Array::from(vec![Some(3)])),
+        ];
+        let refs: Vec<&dyn Array> = chunks.iter().map(|chunk| chunk.as_ref()).collect();
+        assert!(concat_primitive_values(&refs).unwrap().is_none());
+        let joined = concat_chunks(&chunks, ConcatOptions { allow_copy: true }).unwrap();
+        assert_eq!(
+            joined.to_data(),
+            Int32Array::from(vec![Some(1), None, Some(3)]).to_data()
+        );
+    }
 }

@@ -195,9 +195,158 @@ pub(crate) fn primitive_array(data_type: DataType, values: Buffer, len: usize) -
 }
 
 /// Packs a 1-D bool tensor (any strides) into a [`BooleanArray`]; non-zero bytes are true.
+///
+/// Sixty-four bytes become one `u64` of bits ([`pack_sixty_four`]), without a branch, into memory
+/// that is not zeroed first.
 fn pack_bools(tensor: &Tensor) -> Result<BooleanArray> {
     let bytes = row_major_values(tensor, true)?;
     let bytes = bytes.as_slice();
-    let bits = BooleanBuffer::collect_bool(bytes.len(), |i| bytes[i] != 0);
+    let len = bytes.len();
+    let mut words = arrow_dlpack_tensor::alloc::try_vec_with_capacity::<u64>(len.div_ceil(64))?;
+    let chunks = bytes.chunks_exact(64);
+    let rest = chunks.remainder();
+    words.extend(chunks.map(|chunk| pack_sixty_four(chunk).to_le()));
+    if !rest.is_empty() {
+        let mut padded = [0u8; 64];
+        padded[..rest.len()].copy_from_slice(rest);
+        words.push(pack_sixty_four(&padded).to_le());
+    }
+    let bits = BooleanBuffer::new(Buffer::from_vec(words), 0, len);
     Ok(BooleanArray::new(bits, None))
+}
+
+/// The bits of 64 bytes (bit `i` set when byte `i` is non-zero).
+///
+/// On x86-64, SSE2 (always present there) compares sixteen bytes with zero and gathers their
+/// high bits in two instructions; elsewhere eight bytes at a time ([`pack_eight`]).
+fn pack_sixty_four(chunk: &[u8]) -> u64 {
+    assert_eq!(chunk.len(), 64, "pack_sixty_four takes 64 bytes");
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{
+            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_setzero_si128,
+        };
+        chunk
+            .chunks_exact(16)
+            .enumerate()
+            .fold(0, |word, (group, sixteen)| {
+                // SAFETY: `sixteen` is 16 readable bytes; `_mm_loadu_si128` accepts any
+                // alignment; SSE2 is part of the x86-64 baseline.
+                let zero = unsafe {
+                    let bytes = _mm_loadu_si128(sixteen.as_ptr().cast::<__m128i>());
+                    _mm_movemask_epi8(_mm_cmpeq_epi8(bytes, _mm_setzero_si128()))
+                };
+                // The mask has one bit per byte (set where the byte is zero) in its low 16 bits.
+                word | u64::from(!(zero as u16)) << (16 * group)
+            })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    chunk
+        .chunks_exact(8)
+        .enumerate()
+        .fold(0, |word, (group, eight)| {
+            let eight = u64::from_le_bytes(eight.try_into().expect("chunks of eight bytes"));
+            word | pack_eight(eight) << (8 * group)
+        })
+}
+
+/// The bits of eight bytes read as a little-endian `u64`: bit `i` set when byte `i` is non-zero.
+///
+/// Adding `0x7f` to the low seven bits of a byte carries into its high bit exactly when those
+/// bits are not all zero; or-ing the byte itself covers its own high bit. The eight flags, at bits
+/// `8i`, are then gathered into the top byte by one multiplication whose partial products never
+/// overlap (bit `8i` times `2^(7(8-i))` lands on bit `56 + i`).
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn pack_eight(bytes: u64) -> u64 {
+    const LOW_SEVEN: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    const GATHER: u64 = 0x0102_0408_1020_4080;
+    let flags = (((bytes & LOW_SEVEN) + LOW_SEVEN) | bytes) & HIGH;
+    (flags >> 7).wrapping_mul(GATHER) >> 56
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_eight_sees_every_byte_value_in_every_position() {
+        for position in 0..8 {
+            for value in 0..=255u8 {
+                let mut bytes = [0u8; 8];
+                bytes[position] = value;
+                let expected = u64::from(value != 0) << position;
+                assert_eq!(
+                    pack_eight(u64::from_le_bytes(bytes)),
+                    expected,
+                    "{value} at {position}"
+                );
+            }
+        }
+        assert_eq!(pack_eight(u64::MAX), 0xff);
+        assert_eq!(pack_eight(0x0180_0001_7f00_ff02), 0b1101_1011);
+    }
+
+    #[test]
+    fn both_ways_of_packing_sixty_four_bytes_agree_with_the_reference() {
+        for seed in 0..200u64 {
+            let chunk: Vec<u8> = (0..64u64)
+                .map(|i| {
+                    let mixed = (seed * 64 + i).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 59;
+                    [0u8, 0, 0, 1, 0x80, 0x7f, 0xff, 0x10][(mixed % 8) as usize]
+                })
+                .collect();
+            let expected = chunk
+                .iter()
+                .enumerate()
+                .fold(0u64, |word, (i, &byte)| word | u64::from(byte != 0) << i);
+            assert_eq!(pack_sixty_four(&chunk), expected, "seed {seed}");
+            let swar = chunk
+                .chunks_exact(8)
+                .enumerate()
+                .fold(0u64, |word, (group, eight)| {
+                    word | pack_eight(u64::from_le_bytes(eight.try_into().unwrap())) << (8 * group)
+                });
+            assert_eq!(swar, expected, "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn pack_bools_matches_a_byte_by_byte_reference() {
+        for len in [0usize, 1, 7, 8, 9, 63, 64, 65, 127, 128, 129, 1000] {
+            // Non-zero bytes of every kind: 1, high bit only, low bits only, 0xff.
+            let bytes: Vec<u8> = (0..len)
+                .map(|i| [0u8, 1, 0x80, 0, 0x7f, 0xff, 0, 2][(i * 7 + i / 3) % 8])
+                .collect();
+            let expected: Vec<bool> = bytes.iter().map(|&byte| byte != 0).collect();
+            let forwards =
+                Tensor::try_new_row_major(Buffer::from_vec(bytes.clone()), DType::Bool, vec![len])
+                    .unwrap();
+            let packed = pack_bools(&forwards).unwrap();
+            assert_eq!(
+                packed.values().iter().collect::<Vec<_>>(),
+                expected,
+                "len {len}"
+            );
+            if len > 0 {
+                // A reversed view is copied first, then packed.
+                let reversed = Tensor::try_new(
+                    Buffer::from_vec(bytes),
+                    DType::Bool,
+                    vec![len],
+                    vec![-1],
+                    len - 1,
+                )
+                .unwrap();
+                let packed = pack_bools(&reversed).unwrap();
+                let mut backwards = expected.clone();
+                backwards.reverse();
+                assert_eq!(
+                    packed.values().iter().collect::<Vec<_>>(),
+                    backwards,
+                    "len {len}"
+                );
+            }
+        }
+    }
 }

@@ -182,26 +182,33 @@ const fn spread_table() -> [u64; 256] {
 fn unpack_bits(bits: &Buffer, offset: usize, count: usize) -> Result<Buffer> {
     let bytes = bits.as_slice();
     let bit_at = |index: usize| (bytes[index / 8] >> (index % 8)) & 1;
-    let mut out = filled_bytes(count, 0)?;
-    let unpacked = out.as_mut_slice();
-    let head = ((8 - offset % 8) % 8).min(count);
-    for (i, byte) in unpacked[..head].iter_mut().enumerate() {
-        *byte = bit_at(offset + i);
+    // Eight output bytes per input byte, written once each as one `u64` from the table, into
+    // memory that is not zeroed first.
+    let whole = count / 8;
+    let mut out = arrow_dlpack_tensor::alloc::try_vec_with_capacity::<u64>(count.div_ceil(8))?;
+    let (first, shift) = (offset / 8, offset % 8);
+    if shift == 0 {
+        out.extend(
+            bytes[first..first + whole]
+                .iter()
+                .map(|&packed| SPREAD[usize::from(packed)].to_le()),
+        );
+    } else {
+        // Group `g` is bits `offset + 8g ..= offset + 8g + 7`: the top of byte `first + g` and
+        // the bottom of the next, which exists because the group's last bit is inside `bits`.
+        out.extend(bytes[first..=first + whole].windows(2).map(|pair| {
+            let packed = (pair[0] >> shift) | (pair[1] << (8 - shift));
+            SPREAD[usize::from(packed)].to_le()
+        }));
     }
-    let first_byte = (offset + head) / 8;
-    let whole = (count - head) / 8;
-    let middle = &mut unpacked[head..head + whole * 8];
-    for (chunk, &packed) in middle
-        .chunks_exact_mut(8)
-        .zip(&bytes[first_byte..first_byte + whole])
-    {
-        chunk.copy_from_slice(&SPREAD[usize::from(packed)].to_le_bytes());
+    let done = whole * 8;
+    if done < count {
+        let tail = (done..count).fold(0u64, |word, index| {
+            word | u64::from(bit_at(offset + index)) << (8 * (index - done))
+        });
+        out.push(tail.to_le());
     }
-    let done = head + whole * 8;
-    for (i, byte) in unpacked[done..].iter_mut().enumerate() {
-        *byte = bit_at(offset + done + i);
-    }
-    Ok(Buffer::from_vec(out))
+    Ok(Buffer::from_vec(out).slice_with_length(0, count))
 }
 
 /// `len` bytes of `value`, allocated fallibly: a length the allocator refuses is

@@ -96,7 +96,6 @@ impl DlpackSource for PyArray {
                     allow_copy,
                 })
             })
-            .map(|(tensor, made_for_export)| (Cow::Owned(tensor), made_for_export))
             .map_err(|error| errors::arrow_error(error, Operation::Export))
     }
 }
@@ -122,7 +121,7 @@ impl PyArray {
         &self,
         py: Python<'_>,
         stream: Option<&Bound<'_, PyAny>>,
-        max_version: Option<(u32, u32)>,
+        max_version: Option<&Bound<'_, PyAny>>,
         dl_device: Option<(u32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {

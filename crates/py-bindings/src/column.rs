@@ -3,6 +3,7 @@
 //!
 //! It imports no other file of the crate, so that every class and `tables` can share it.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use arrow_array::{ArrayRef, UInt8Array, new_empty_array};
@@ -48,16 +49,19 @@ impl Column {
         &self,
         allow_copy: bool,
         build: impl FnOnce(bool) -> arrow_dlpack::Result<Tensor>,
-    ) -> arrow_dlpack::Result<(Tensor, bool)> {
+    ) -> arrow_dlpack::Result<(Cow<'_, Tensor>, bool)> {
         if let Some(shared) = self.shared_export.get() {
-            return Ok((shared.clone(), false));
+            return Ok((Cow::Borrowed(shared), false));
         }
         let tensor = build(allow_copy)?;
-        let made_for_export = self.copies_to_export(&tensor);
-        if !made_for_export {
-            let _ = self.shared_export.set(tensor.clone());
+        if self.copies_to_export(&tensor) {
+            return Ok((Cow::Owned(tensor), true));
         }
-        Ok((tensor, made_for_export))
+        // Another thread may have set it meanwhile: both built the same tensor, either will do.
+        Ok((
+            Cow::Borrowed(self.shared_export.get_or_init(|| tensor)),
+            false,
+        ))
     }
 
     /// The field: name, storage type, nullability and extension metadata.

@@ -87,7 +87,6 @@ impl DlpackSource for PyFixedShapeTensorArray {
                 self.combined(allow_copy)
                     .and_then(|array| array.to_tensor(ArrayToTensorOptions::default()))
             })
-            .map(|(tensor, made_for_export)| (Cow::Owned(tensor), made_for_export))
             .map_err(|error| errors::arrow_error(error, Operation::Export))
     }
 }
@@ -135,7 +134,7 @@ impl PyFixedShapeTensorArray {
         &self,
         py: Python<'_>,
         stream: Option<&Bound<'_, PyAny>>,
-        max_version: Option<(u32, u32)>,
+        max_version: Option<&Bound<'_, PyAny>>,
         dl_device: Option<(u32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {

@@ -64,7 +64,7 @@ impl PyTensor {
         &self,
         py: Python<'_>,
         stream: Option<&Bound<'_, PyAny>>,
-        max_version: Option<(u32, u32)>,
+        max_version: Option<&Bound<'_, PyAny>>,
         dl_device: Option<(u32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {

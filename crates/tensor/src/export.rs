@@ -1,7 +1,9 @@
 //! DLPack export: a [`Tensor`] becomes a managed tensor whose context keeps the buffer alive.
 
-use dlpack_sys::{DLManagedTensor, DLManagedTensorVersioned, DlpackFlags};
-use dlpark::metadata::Dynamic;
+use std::alloc::Layout;
+
+use arrow_buffer::Buffer;
+use dlpack_sys::{DLManagedTensor, DLManagedTensorVersioned, DLTensor, DlpackFlags};
 use dlpark::{Managed, ManagedTensorBase};
 
 use crate::{Error, Result, Tensor};
@@ -90,30 +92,197 @@ impl Tensor {
         self.managed_view(flags)
     }
 
-    /// Builds the managed tensor that views `self.buffer`, owned by a boxed clone of the buffer.
+    /// Builds the managed tensor that views `self.buffer`, in one allocation: the managed-tensor
+    /// header, a clone of the buffer that keeps the data alive, and the shape and strides inline.
     fn managed_view<M: ManagedTensorBase>(&self, flags: DlpackFlags) -> Result<Managed<M>> {
-        let mut initialized = Dynamic::new(self.shape(), self.strides())
-            .initialize_as::<M>(Box::new(self.buffer().clone()))
-            .map_err(|error| Error::Allocation {
-                reason: error.to_string(),
-            })?;
+        let ndim = self.ndim();
+        let layout = export_layout::<M>(ndim)?;
+        // SAFETY: the layout has a non-zero size (it holds at least the header).
+        let raw = unsafe { std::alloc::alloc(layout) };
+        if raw.is_null() {
+            return Err(Error::Allocation {
+                reason: format!("no memory for a managed tensor of {} bytes", layout.size()),
+            });
+        }
+        let header = raw.cast::<ExportHeader<M>>();
         let data = if self.is_empty() {
             std::ptr::null_mut()
         } else {
             self.data_ptr().cast_mut()
         };
-        initialized
-            .set_data(data.cast())
-            .set_device(self.device().to_dlpack())
-            .set_dtype(self.dtype().to_dlpack())
-            .set_byte_offset(0);
-        // SAFETY: `IS_COPIED` is only passed by `to_managed` for the fresh buffer made by
-        // `to_contiguous`, or for memory the caller declared made for this export alone (flags are
-        // promises to the consumer, not memory safety); `READ_ONLY` only restricts consumers.
-        unsafe { initialized.set_flags_unchecked(flags) };
-        // SAFETY: `data` addresses only elements inside the buffer (checked when the tensor was
-        // built), and the buffer is kept alive by the boxed clone installed as the context until
-        // the deleter runs; shape and strides were copied into the allocation and are explicit.
-        Ok(unsafe { initialized.finish() })
+        // SAFETY: `raw` is a fresh allocation of `layout`, which starts with an `ExportHeader<M>`
+        // and continues, aligned for `i64`, with room for `2 * ndim` values (`export_layout`);
+        // every field is written before the pointer is handed to `Managed`. The shape and strides
+        // pointers address that trailing room, which lives until the deleter frees it.
+        unsafe {
+            let dims = raw.add(header_size::<M>()).cast::<i64>();
+            for (dim, (&extent, &stride)) in self.shape().iter().zip(self.strides()).enumerate() {
+                // Extents and strides were checked to fit `isize` when the tensor was built.
+                dims.add(dim).write(extent as i64);
+                dims.add(ndim + dim).write(stride as i64);
+            }
+            let (shape, strides) = if ndim == 0 {
+                (std::ptr::null_mut(), std::ptr::null_mut())
+            } else {
+                (dims, dims.add(ndim))
+            };
+            let tensor = DLTensor {
+                data: data.cast(),
+                device: self.device().to_dlpack(),
+                // `MAX_NDIM` keeps the rank far below `i32::MAX`.
+                ndim: ndim as i32,
+                dtype: self.dtype().to_dlpack(),
+                shape,
+                strides,
+                byte_offset: 0,
+            };
+            let mut managed = M::from_parts(tensor, raw.cast(), Some(delete_export::<M>));
+            // `IS_COPIED` is only passed by `to_managed` for the fresh buffer made by
+            // `to_contiguous`, or for memory the caller declared made for this export alone
+            // (flags are promises to the consumer, not memory safety); `READ_ONLY` only
+            // restricts consumers.
+            managed.set_flags_unchecked(flags);
+            header.write(ExportHeader {
+                managed,
+                buffer: self.buffer().clone(),
+                size: layout.size(),
+            });
+            // `data` addresses only elements inside the buffer (checked when the tensor was
+            // built), kept alive by the clone in the header until the deleter runs; the version
+            // of a versioned header is the current one (`from_parts`).
+            match Managed::from_raw(header.cast::<M>()) {
+                Ok(managed) => Ok(managed),
+                Err(error) => {
+                    delete_export(header.cast::<M>());
+                    Err(Error::Allocation {
+                        reason: error.to_string(),
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// The start of every allocation [`Tensor::managed_view`] makes: the managed tensor first (so that
+/// a pointer to it is a pointer to the header), the buffer that keeps the data alive, and the
+/// allocation's size, which the deleter reads (never the consumer-writable `ndim`). `2 * ndim`
+/// `i64` values follow: the shape, then the strides.
+#[repr(C)]
+struct ExportHeader<M> {
+    managed: M,
+    buffer: Buffer,
+    size: usize,
+}
+
+/// The offset of the shape and strides: the header rounded up to the alignment of `i64`.
+const fn header_size<M>() -> usize {
+    std::mem::size_of::<ExportHeader<M>>().next_multiple_of(std::mem::align_of::<i64>())
+}
+
+/// The layout of one export allocation of rank `ndim`.
+fn export_layout<M>(ndim: usize) -> Result<Layout> {
+    let overflow = || Error::Overflow {
+        what: "the managed tensor allocation",
+    };
+    let dims = ndim
+        .checked_mul(2 * std::mem::size_of::<i64>())
+        .ok_or_else(overflow)?;
+    let size = header_size::<M>().checked_add(dims).ok_or_else(overflow)?;
+    let align = std::mem::align_of::<ExportHeader<M>>().max(std::mem::align_of::<i64>());
+    Layout::from_size_align(size, align).map_err(|_| overflow())
+}
+
+/// The deleter of every export: drops the buffer clone and frees the one allocation.
+///
+/// # Safety
+///
+/// `managed` is NULL or a pointer made by [`Tensor::managed_view`] that has not been deleted.
+unsafe extern "C" fn delete_export<M>(managed: *mut M) {
+    if managed.is_null() {
+        return;
+    }
+    let header = managed.cast::<ExportHeader<M>>();
+    // SAFETY: by the caller's guarantee `header` is a live allocation made by `managed_view`
+    // with this header; the buffer is dropped once, here, then the memory is freed with the
+    // size recorded at allocation and the alignment `export_layout` used.
+    unsafe {
+        let size = (*header).size;
+        std::ptr::drop_in_place(std::ptr::addr_of_mut!((*header).buffer));
+        let align = std::mem::align_of::<ExportHeader<M>>().max(std::mem::align_of::<i64>());
+        std::alloc::dealloc(
+            header.cast(),
+            Layout::from_size_align_unchecked(size, align),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shape and strides a managed tensor describes, read through its raw pointers.
+    fn dims<M: ManagedTensorBase>(managed: &Managed<M>) -> (Vec<i64>, Vec<i64>) {
+        // SAFETY: `as_ptr` points at a live managed tensor made by `managed_view`, whose shape
+        // and strides pointers address `ndim` values each (or are NULL for rank 0).
+        unsafe {
+            let tensor = (*managed.as_ptr()).tensor();
+            let ndim = tensor.ndim as usize;
+            if ndim == 0 {
+                assert!(tensor.shape.is_null() && tensor.strides.is_null());
+                return (vec![], vec![]);
+            }
+            (
+                std::slice::from_raw_parts(tensor.shape, ndim).to_vec(),
+                std::slice::from_raw_parts(tensor.strides, ndim).to_vec(),
+            )
+        }
+    }
+
+    #[test]
+    fn shape_and_strides_live_inline_for_every_rank() {
+        let buffer = Buffer::from_vec((0..64u8).collect::<Vec<_>>());
+        for ndim in [0usize, 1, 2, 7, 33] {
+            let shape = vec![1; ndim];
+            let strides: Vec<isize> = (0..ndim as isize).map(|dim| dim - 3).collect();
+            let tensor =
+                Tensor::try_new(buffer.clone(), crate::DType::UInt8, shape, strides, 8).unwrap();
+            let versioned = tensor
+                .to_dlpack_versioned(ExportOptions::default())
+                .unwrap();
+            let legacy = tensor.to_dlpack_legacy(ExportOptions::default()).unwrap();
+            let expected = (
+                vec![1i64; ndim],
+                (0..ndim as i64).map(|dim| dim - 3).collect::<Vec<_>>(),
+            );
+            assert_eq!(dims(&versioned), expected, "rank {ndim}");
+            assert_eq!(dims(&legacy), expected, "rank {ndim}");
+        }
+    }
+
+    #[test]
+    fn the_deleter_frees_by_the_recorded_size_not_the_public_ndim() {
+        let buffer = Buffer::from_vec(vec![0u32; 12]);
+        let tensor = Tensor::try_new(
+            buffer.clone(),
+            crate::DType::UInt32,
+            vec![3, 4],
+            vec![-4, 0],
+            8,
+        )
+        .unwrap();
+        let managed = tensor
+            .to_dlpack_versioned(ExportOptions::default())
+            .unwrap();
+        assert_eq!(dims(&managed), (vec![3, 4], vec![-4, 0]));
+        // SAFETY: a consumer may scribble on the fields it was handed; the deleter must not
+        // trust them.
+        unsafe { (*managed.as_ptr()).tensor_mut().ndim = 1000 };
+        drop(tensor);
+        drop(managed);
+        assert_eq!(
+            buffer.strong_count(),
+            1,
+            "the export's reference was released once"
+        );
     }
 }
