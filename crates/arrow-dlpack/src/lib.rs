@@ -102,7 +102,7 @@ pub use from_tensor::{TensorToArrayOptions, tensor_to_array, tensor_to_fixed_siz
 pub use table::{
     ColumnTensorOptions, RecordBatchToTensorOptions, RowsDestination, Table, TableToTensorOptions,
     WriteRowsOptions, columns_to_tensor, table_dtype, table_to_tensor, table_to_tensors,
-    write_rows,
+    tables_to_tensor, write_rows,
 };
 pub use to_tensor::{ArrayToTensorOptions, array_to_tensor, validity_to_tensor};
 

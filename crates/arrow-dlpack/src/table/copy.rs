@@ -80,19 +80,19 @@ macro_rules! with_element {
     };
 }
 
-/// Copies `columns`, each `num_rows` long (checked by the caller), into a fresh writable tensor of
-/// shape `[num_rows, columns.len()]` and element type `dtype`, row- or column-major.
+/// Copies the rows of `pieces` (each the checked columns of one table, all as many, and their
+/// common length), one piece after another, into a fresh writable tensor of shape
+/// `[total rows, number of columns]` and element type `dtype`, row- or column-major.
 ///
 /// Nulls must reach this function only when `dtype` is a float type: they are written as NaN.
 pub(super) fn copy_columns(
-    columns: &[CopyColumn<'_>],
-    num_rows: usize,
+    pieces: &[(Vec<CopyColumn<'_>>, usize)],
     dtype: DType,
     row_major: bool,
 ) -> Result<Tensor> {
     macro_rules! fill {
         ($d:ty, $arrow:ty) => {
-            fill::<$d>(columns, num_rows, row_major)
+            fill::<$d>(pieces, row_major)
         };
     }
     with_element!(dtype, fill)
@@ -154,13 +154,16 @@ fn typed_slots<D: Element>(bytes: &mut [MaybeUninit<u8>]) -> &mut [MaybeUninit<D
     }
 }
 
-/// Copies every column into a fresh tensor of element type `D`.
-fn fill<D: Element>(
-    columns: &[CopyColumn<'_>],
-    num_rows: usize,
-    row_major: bool,
-) -> Result<Tensor> {
-    let shape = vec![num_rows, columns.len()];
+/// Copies every piece into a fresh tensor of element type `D`.
+fn fill<D: Element>(pieces: &[(Vec<CopyColumn<'_>>, usize)], row_major: bool) -> Result<Tensor> {
+    let num_columns = pieces.first().map_or(0, |(columns, _)| columns.len());
+    let num_rows = pieces
+        .iter()
+        .try_fold(0usize, |total, (_, rows)| total.checked_add(*rows))
+        .ok_or(arrow_dlpack_tensor::Error::Overflow {
+            what: "the row count",
+        })?;
+    let shape = vec![num_rows, num_columns];
     let count = layout::element_count(&shape)?;
     if count
         .checked_mul(size_of::<D>())
@@ -173,19 +176,26 @@ fn fill<D: Element>(
     }
     // Advised for huge pages when large, and never zeroed: every slot is written below.
     let mut values: Vec<D> = arrow_dlpack_tensor::alloc::try_vec_with_capacity(count)?;
-    write_columns(
-        columns,
-        0..num_rows,
-        Target {
-            slots: &mut values.spare_capacity_mut()[..count],
-            num_rows,
-            row_offset: 0,
-            row_major,
-        },
-    );
-    // SAFETY: `values` has capacity `count = num_rows * num_columns`, and `write_columns`
-    // initialised every slot of rows `0..num_rows` of the target, which are all `count` slots
-    // (see its contract). `D` is a plain number type, so any bits written are a valid value.
+    let slots = &mut values.spare_capacity_mut()[..count];
+    let mut row_offset = 0;
+    for (columns, rows) in pieces {
+        write_columns(
+            columns,
+            0..*rows,
+            Target {
+                slots: &mut *slots,
+                num_rows,
+                row_offset,
+                row_major,
+            },
+        );
+        row_offset += rows;
+    }
+    // SAFETY: `values` has capacity `count = num_rows * num_columns`. The pieces' rows add up to
+    // `num_rows`, and `write_columns` initialised rows `row_offset..row_offset + rows` of every
+    // one of the `num_columns` columns of the target for each piece in turn (see its contract;
+    // it panics unless each piece has `num_columns` columns), which are all `count` slots. `D` is
+    // a plain number type, so any bits written are a valid value.
     unsafe { values.set_len(count) };
 
     let strides = if row_major {

@@ -266,7 +266,88 @@ pub fn table_to_tensor(table: &Table<'_>, options: TableToTensorOptions) -> Resu
     }
     let dtypes: Vec<DType> = columns.iter().map(|column| column.dtype).collect();
     let dtype = promoted_dtype(&dtypes, options.null_to_nan);
-    copy_columns(&columns, num_rows, dtype, options.row_major)
+    copy_columns(&[(columns, num_rows)], dtype, options.row_major)
+}
+
+/// Like [`table_to_tensor`] for the rows of several tables with the same columns, one table
+/// after another: the chunks of a stream stacked into one tensor in one pass, without
+/// concatenating them first.
+///
+/// The dtype is the promotion of every column of every table (for the chunks of one stream,
+/// which share a schema, that of the first). A null count in [`Error::ColumnNulls`] counts the
+/// column's nulls in every table. Without tables the result is refused with
+/// [`Error::NoColumns`].
+///
+/// # Panics
+///
+/// When the tables do not all have the same number of columns.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow_array::{ArrayRef, Float64Array, Int32Array, RecordBatch};
+/// use arrow_dlpack::{DType, Table, TableToTensorOptions, tables_to_tensor};
+///
+/// let batch = RecordBatch::try_from_iter([
+///     ("a", Arc::new(Int32Array::from(vec![1, 2, 3])) as ArrayRef),
+///     ("b", Arc::new(Float64Array::from(vec![0.5, 1.5, 2.5])) as ArrayRef),
+/// ])?;
+/// let (first, second) = (batch.slice(0, 1), batch.slice(1, 2));
+/// let options = TableToTensorOptions { row_major: false, ..Default::default() };
+/// let tensor = tables_to_tensor(&[Table::from(&first), Table::from(&second)], options)?;
+/// assert_eq!((tensor.dtype(), tensor.shape()), (DType::Float64, &[3, 2][..]));
+/// assert_eq!(tensor.as_slice::<f64>()?, &[1.0, 2.0, 3.0, 0.5, 1.5, 2.5]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn tables_to_tensor(tables: &[Table<'_>], options: TableToTensorOptions) -> Result<Tensor> {
+    let pieces = tables
+        .iter()
+        .map(copy_columns_of)
+        .collect::<Result<Vec<_>>>()?;
+    let Some((first, _)) = pieces.first() else {
+        return Err(Error::NoColumns);
+    };
+    assert!(
+        pieces
+            .iter()
+            .all(|(columns, _)| columns.len() == first.len()),
+        "the tables have different numbers of columns"
+    );
+    if !options.null_to_nan {
+        for (index, column) in tables[0].columns.iter().enumerate() {
+            let null_count: usize = pieces
+                .iter()
+                .map(|(columns, _)| null_count(&columns[index].nulls))
+                .sum();
+            if null_count > 0 {
+                return Err(Error::ColumnNulls {
+                    column: column.name.to_string(),
+                    null_count,
+                });
+            }
+        }
+    }
+    let dtypes_of = |columns: &[CopyColumn<'_>]| -> Vec<DType> {
+        columns.iter().map(|column| column.dtype).collect()
+    };
+    let first_dtypes = dtypes_of(first);
+    // Tables of one schema give the dtype of one table, exactly as `table_to_tensor` would.
+    let dtypes = if pieces
+        .iter()
+        .all(|(columns, _)| dtypes_of(columns) == first_dtypes)
+    {
+        first_dtypes
+    } else {
+        pieces
+            .iter()
+            .flat_map(|(columns, _)| dtypes_of(columns))
+            .collect()
+    };
+    let dtype = promoted_dtype(&dtypes, options.null_to_nan);
+    copy_columns(&pieces, dtype, options.row_major)
+}
+
+fn null_count(nulls: &Option<NullBuffer>) -> usize {
+    nulls.as_ref().map_or(0, NullBuffer::null_count)
 }
 
 /// The dtype [`table_to_tensor`] gives `table` with `options`, without copying anything: the

@@ -1133,7 +1133,9 @@ mod write_rows {
     use std::mem::MaybeUninit;
 
     use arrow_buffer::Buffer;
-    use arrow_dlpack::{RowsDestination, WriteRowsOptions, table_dtype, write_rows};
+    use arrow_dlpack::{
+        RowsDestination, WriteRowsOptions, table_dtype, tables_to_tensor, write_rows,
+    };
 
     use super::*;
 
@@ -1317,9 +1319,17 @@ mod write_rows {
                 .unwrap();
             }
             let stacked = as_tensor(values, dtype, 5_000, 3, options.row_major);
+            let pieces: Vec<RecordBatch> = [(0, 1), (1, 999), (1_000, 0), (1_000, 4_000)]
+                .map(|(start, len)| batch.slice(start, len))
+                .to_vec();
+            let tables: Vec<Table<'_>> = pieces.iter().map(Table::from).collect();
+            let by_tables = tables_to_tensor(&tables, options).unwrap();
+            assert_eq!(by_tables.strides(), whole.strides());
             for row in 0..5_000 {
                 for column in 0..3 {
-                    assert!(element(&stacked, row, column).same(element(&whole, row, column)));
+                    let want = element(&whole, row, column);
+                    assert!(element(&stacked, row, column).same(want));
+                    assert!(element(&by_tables, row, column).same(want));
                 }
             }
         }
@@ -1359,6 +1369,30 @@ mod write_rows {
         assert!(matches!(
             write_rows(&Table::from(&batch), 45..55, &mut destination, 0, options),
             Err(Error::ColumnNulls { .. })
+        ));
+    }
+
+    #[test]
+    fn tables_to_tensor_counts_nulls_over_every_table_and_refuses_no_tables() {
+        let mut spec = cycling(DType::Float32, 100, 0);
+        spec.validity = Some((0..100).map(|row| row % 40 != 1).collect());
+        let batch = batch_of(vec![cycling(DType::Int8, 100, 0).array(), spec.array()]);
+        let (first, second) = (batch.slice(0, 50), batch.slice(50, 50));
+        let tables = [Table::from(&first), Table::from(&second)];
+        let error = tables_to_tensor(&tables, ROW_MAJOR).unwrap_err();
+        assert!(
+            matches!(&error, Error::ColumnNulls { column, null_count: 3 } if column == "c1"),
+            "{error}"
+        );
+        let tensor = tables_to_tensor(&tables, with_nan(ROW_MAJOR)).unwrap();
+        assert_eq!(
+            (tensor.dtype(), tensor.shape()),
+            (DType::Float32, &[100, 2][..])
+        );
+        assert!(element(&tensor, 41, 1).float().is_nan());
+        assert!(matches!(
+            tables_to_tensor(&[], ROW_MAJOR),
+            Err(Error::NoColumns)
         ));
     }
 
