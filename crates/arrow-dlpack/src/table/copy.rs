@@ -10,12 +10,16 @@
 //!   in the L1/L2 cache: the columns of another type than the destination's are converted into
 //!   their run of a column-major staging block (a vectorised loop), the columns of the
 //!   destination's type are read where they are, and the runs are interleaved into the output
-//!   block by a loop unrolled for up to [`MAX_GROUP`] columns, a whole row at a time. Each column
+//!   block by a loop unrolled for up to [`MAX_GROUP`] columns, a whole row at a time; groups of
+//!   a multiple of 4 columns of 4-byte values (float32, int32, uint32) go 4 rows by 4 columns
+//!   at a time through a transpose in SSE registers, 2.2x faster than the plain loop (16 float32
+//!   columns of 8,192 rows: 0.8x of `memcpy` of the same bytes, against 0.37x). Each column
 //!   is read once and each output block written once to memory, so that the conversion and the
 //!   transposition cost one pass over memory (strided stores straight into a large output would
 //!   miss the cache once per element). Storing converted values straight into the output block at
 //!   their stride, without staging, measured 1.4x slower for alternating int32/float32/float64
-//!   columns.
+//!   columns, and loading tiles of 8 rows per column into arrays before writing them 1.8x
+//!   slower than the plain loop.
 
 use std::mem::MaybeUninit;
 use std::ops::Range;
@@ -364,8 +368,20 @@ fn transpose_group<D: Copy, const K: usize>(
     let rows = runs[0].len();
     // `write_columns` relies on every row of the block being written.
     assert!(runs.iter().all(|run| run.len() == rows) && out.len() == rows * num_columns);
+    assert!(
+        first + K <= num_columns,
+        "a group of K columns lies inside the row"
+    );
     let runs: [&[D]; K] = std::array::from_fn(|c| &runs[c][..rows]);
-    for (row, out_row) in (0..rows).zip(out.chunks_exact_mut(num_columns)) {
+    // 4-byte elements in groups of 4 columns go through 4 x 4 register transposes; the rows
+    // after the last whole tile, and every other group, through the loop below.
+    let done = if size_of::<D>() == 4 && K.is_multiple_of(4) {
+        transpose_tiles_4x4(&runs, out, num_columns, first)
+    } else {
+        0
+    };
+    for (row, out_row) in (done..rows).zip(out[done * num_columns..].chunks_exact_mut(num_columns))
+    {
         let slots: &mut [MaybeUninit<D>; K] = (&mut out_row[first..first + K])
             .try_into()
             .expect("a group of K columns lies inside the row");
@@ -415,6 +431,72 @@ where
     for (slot, &value) in run.iter_mut().zip(values) {
         slot.write(value.convert());
     }
+}
+
+/// Copies the first `rows / 4 * 4` rows of the `K` runs (`K` a multiple of 4, 4-byte elements)
+/// into columns `first..first + K` of the row-major block `out`, 4 rows by 4 columns at a time:
+/// four loads of 4 values, a transpose in registers (shuffles, which move bits and never
+/// compute, so every value, NaN payloads included, is copied exactly), four stores. Returns the
+/// number of rows written.
+#[cfg(target_arch = "x86_64")]
+fn transpose_tiles_4x4<D: Copy, const K: usize>(
+    runs: &[&[D]; K],
+    out: &mut [MaybeUninit<D>],
+    num_columns: usize,
+    first: usize,
+) -> usize {
+    use std::arch::x86_64::{
+        _mm_loadu_ps, _mm_movehl_ps, _mm_movelh_ps, _mm_storeu_ps, _mm_unpackhi_ps, _mm_unpacklo_ps,
+    };
+    assert!(size_of::<D>() == 4 && K.is_multiple_of(4));
+    let rows = runs.first().map_or(0, |run| run.len());
+    assert!(runs.iter().all(|run| run.len() == rows));
+    assert!(first + K <= num_columns && out.len() == rows * num_columns);
+    let tiled = rows / 4 * 4;
+    let out = out.as_mut_ptr().cast::<f32>();
+    for row in (0..tiled).step_by(4) {
+        for column in (0..K).step_by(4) {
+            let load = |c: usize| {
+                // SAFETY: run `column + c < K` has `rows >= row + 4` elements of 4 bytes, so
+                // the 16 bytes from element `row` lie inside it; `_mm_loadu_ps` reads unaligned
+                // memory, and SSE is part of every x86_64 target.
+                unsafe { _mm_loadu_ps(runs[column + c].as_ptr().add(row).cast::<f32>()) }
+            };
+            let (a, b, c, d) = (load(0), load(1), load(2), load(3));
+            // SAFETY: shuffles of registers, SSE being part of every x86_64 target.
+            let rows4 = unsafe {
+                let (ab_low, cd_low) = (_mm_unpacklo_ps(a, b), _mm_unpacklo_ps(c, d));
+                let (ab_high, cd_high) = (_mm_unpackhi_ps(a, b), _mm_unpackhi_ps(c, d));
+                [
+                    _mm_movelh_ps(ab_low, cd_low),
+                    _mm_movehl_ps(cd_low, ab_low),
+                    _mm_movelh_ps(ab_high, cd_high),
+                    _mm_movehl_ps(cd_high, ab_high),
+                ]
+            };
+            for (r, values) in rows4.into_iter().enumerate() {
+                // SAFETY: slots `(row + r) * num_columns + first + column ..+ 4` lie inside `out`
+                // (`row + r < rows`, `first + column + 4 <= first + K <= num_columns`, and `out`
+                // has `rows * num_columns` slots of 4 bytes), which this function borrows
+                // exclusively; `_mm_storeu_ps` writes unaligned memory.
+                unsafe {
+                    _mm_storeu_ps(out.add((row + r) * num_columns + first + column), values);
+                }
+            }
+        }
+    }
+    tiled
+}
+
+/// Without x86_64's SSE, every row goes through the plain loop of [`transpose_group`].
+#[cfg(not(target_arch = "x86_64"))]
+fn transpose_tiles_4x4<D: Copy, const K: usize>(
+    _runs: &[&[D]; K],
+    _out: &mut [MaybeUninit<D>],
+    _num_columns: usize,
+    _first: usize,
+) -> usize {
+    0
 }
 
 /// A tensor element type: the numeric Arrow native types.

@@ -1292,6 +1292,42 @@ mod write_rows {
     }
 
     #[test]
+    fn four_byte_groups_of_every_width_and_odd_row_counts() {
+        // Groups of 4, 8, 12 and 16 columns of 4-byte values are transposed 4 x 4 in registers,
+        // the rows after the last whole tile and other widths one by one.
+        for dtype in [DType::Float32, DType::Int32, DType::UInt32] {
+            for width in 1..=20 {
+                for rows in [0, 1, 3, 4, 5, 7, 8, 9, 1_031] {
+                    let specs: Vec<Spec> = (0..width)
+                        .map(|shift| cycling(dtype, rows + 3, shift))
+                        .collect();
+                    check(&specs, 1..1 + rows, 2, 1, dtype, true, false);
+                }
+            }
+        }
+        // Staged columns between 4-byte groups, and a block boundary (64 KiB: 2,048 rows of
+        // 8 float32 columns) with a partial tile after it.
+        let dtypes = [
+            DType::Float32,
+            DType::Float32,
+            DType::Float32,
+            DType::Float32,
+            DType::Int8,
+            DType::Float32,
+            DType::Float32,
+            DType::Float32,
+        ];
+        for rows in [2_047, 2_048, 2_050, 4_099] {
+            let specs: Vec<Spec> = dtypes
+                .iter()
+                .enumerate()
+                .map(|(shift, &dtype)| cycling(dtype, rows + 1, shift))
+                .collect();
+            check(&specs, 1..1 + rows, 0, 3, DType::Float32, true, false);
+        }
+    }
+
+    #[test]
     fn stacked_pieces_equal_table_to_tensor_of_the_whole() {
         let specs = [
             cycling(DType::Int32, 5_000, 0),
