@@ -292,10 +292,10 @@ pub fn table_to_tensor(table: &Table<'_>, options: TableToTensorOptions) -> Resu
 ///     ("b", Arc::new(Float64Array::from(vec![0.5, 1.5, 2.5])) as ArrayRef),
 /// ])?;
 /// let (first, second) = (batch.slice(0, 1), batch.slice(1, 2));
-/// let options = TableToTensorOptions { row_major: false, ..Default::default() };
+/// let options = TableToTensorOptions::default();
 /// let tensor = tables_to_tensor(&[Table::from(&first), Table::from(&second)], options)?;
 /// assert_eq!((tensor.dtype(), tensor.shape()), (DType::Float64, &[3, 2][..]));
-/// assert_eq!(tensor.as_slice::<f64>()?, &[1.0, 2.0, 3.0, 0.5, 1.5, 2.5]);
+/// assert_eq!(tensor.as_slice::<f64>()?, &[1.0, 0.5, 2.0, 1.5, 3.0, 2.5]);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn tables_to_tensor(tables: &[Table<'_>], options: TableToTensorOptions) -> Result<Tensor> {
