@@ -40,8 +40,9 @@ pub enum Error {
     Nulls {
         /// How many nulls were found at `location`, counting only the exported range.
         null_count: usize,
-        /// Where they were found: `"the array"` or `"the child values at depth N"`.
-        location: String,
+        /// Where they were found: [`NullLocation::Array`], at the array's own slots (depth 0)
+        /// or the child values `depth` fixed-size lists down.
+        location: NullLocation,
     },
 
     /// A tensor that must be 1-dimensional is not.
@@ -236,10 +237,15 @@ pub enum Error {
     Arrow(#[from] arrow_schema::ArrowError),
 }
 
-/// Where [`Error::TableNulls`] found nulls in a table.
+/// Where [`Error::Nulls`] found nulls in an array, or [`Error::TableNulls`] in a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum NullLocation {
+    /// An array, at a nesting level of fixed-size lists.
+    Array {
+        /// 0 for the array's own slots, `n` for the child values `n` fixed-size lists down.
+        depth: usize,
+    },
     /// The rows of the table itself: the validity of a struct array.
     Rows,
     /// A column, at a nesting level of fixed-size lists.
@@ -254,6 +260,8 @@ pub enum NullLocation {
 impl std::fmt::Display for NullLocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            NullLocation::Array { depth: 0 } => write!(f, "the array"),
+            NullLocation::Array { depth } => write!(f, "the child values at depth {depth}"),
             NullLocation::Rows => write!(f, "the struct array (null rows)"),
             NullLocation::Column { column, depth: 0 } => write!(f, "column {column:?}"),
             NullLocation::Column { column, depth } => {

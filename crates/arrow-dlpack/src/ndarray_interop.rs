@@ -52,6 +52,19 @@ impl FixedShapeTensorArray {
     /// Fails when `T` is not the value type's Rust type, or when the column holds nulls (of whole
     /// tensors or of values). For a zero-copy view, take the tensor first:
     /// `column.to_tensor(ArrayToTensorOptions::default())?.view::<T>()?` borrows the column's memory.
+    ///
+    /// ```
+    /// use arrow_dlpack::FixedShapeTensorArray;
+    /// use arrow_dlpack::ndarray::Array3;
+    ///
+    /// let images = Array3::<f32>::from_shape_fn((4, 2, 3), |(n, i, j)| (n * 6 + i * 3 + j) as f32);
+    /// let column = FixedShapeTensorArray::from_ndarray(images.clone())?;
+    /// let back = column.to_ndarray::<f32>()?;
+    /// assert_eq!(back.shape(), &[4, 2, 3]);
+    /// assert_eq!(back, images.into_dyn());
+    /// assert!(column.to_ndarray::<f64>().is_err()); // the value type is float32
+    /// # Ok::<(), arrow_dlpack::Error>(())
+    /// ```
     pub fn to_ndarray<T: NativeDType>(&self) -> Result<ArrayD<T>> {
         let tensor = self.to_tensor(ArrayToTensorOptions::default())?;
         Ok(tensor.view::<T>()?.to_owned())

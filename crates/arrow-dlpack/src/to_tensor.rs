@@ -7,7 +7,7 @@ use arrow_data::ArrayData;
 use arrow_dlpack_tensor::{DType, Tensor, layout};
 use arrow_schema::DataType;
 
-use crate::{Error, Result, dtype_of};
+use crate::{Error, NullLocation, Result, dtype_of};
 
 /// What [`array_to_tensor`] may do beyond sharing memory.
 ///
@@ -150,14 +150,9 @@ fn check_no_nulls(level: &ArrayData, start: usize, count: usize, depth: usize) -
     if null_count == 0 {
         return Ok(());
     }
-    let location = if depth == 0 {
-        "the array".to_string()
-    } else {
-        format!("the child values at depth {depth}")
-    };
     Err(Error::Nulls {
         null_count,
-        location,
+        location: NullLocation::Array { depth },
     })
 }
 
@@ -324,7 +319,13 @@ mod tests {
         let data = nested_with_offsets(Some(NullBuffer::from(validity)));
         let error = data_to_tensor(&data, ArrayToTensorOptions::default()).unwrap_err();
         assert!(
-            matches!(&error, Error::Nulls { null_count: 1, location } if location == "the child values at depth 2"),
+            matches!(
+                &error,
+                Error::Nulls {
+                    null_count: 1,
+                    location: NullLocation::Array { depth: 2 }
+                }
+            ),
             "{error}"
         );
         let options = ArrayToTensorOptions {

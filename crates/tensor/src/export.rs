@@ -46,6 +46,20 @@ impl Tensor {
     /// Flags: `READ_ONLY` when the tensor is read-only and shared, `IS_COPIED` when `copy` was
     /// `Some(true)` (then the data is a fresh row-major copy of exactly the logical elements) or
     /// the memory was [made for the export](ExportOptions::made_for_export).
+    ///
+    /// ```
+    /// use arrow_dlpack_tensor::{ExportOptions, Tensor};
+    ///
+    /// let tensor = Tensor::from_vec(vec![1i64, 2, 3, 4], vec![2, 2])?;
+    /// // The managed tensor keeps the buffer alive until its deleter runs, when it is dropped
+    /// // here or released by a consumer that was handed `Managed::into_raw`.
+    /// let managed = tensor.to_dlpack_versioned(ExportOptions::default())?;
+    /// let imported = Tensor::from_managed(managed)?;
+    /// assert_eq!(imported.data_ptr(), tensor.data_ptr()); // zero-copy
+    /// assert!(imported.is_read_only()); // the READ_ONLY flag went with it
+    /// assert_eq!(imported.as_slice::<i64>()?, &[1, 2, 3, 4]);
+    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// ```
     pub fn to_dlpack_versioned(
         &self,
         options: ExportOptions,

@@ -135,6 +135,17 @@ impl Tensor {
     /// On success the returned tensor's buffer owns `managed`; on failure `managed` is dropped,
     /// which runs its deleter, before the error is returned.
     /// A tensor without elements releases `managed` at once and holds an empty buffer.
+    ///
+    /// ```
+    /// use arrow_dlpack_tensor::{ExportOptions, Tensor};
+    ///
+    /// let source = Tensor::from_vec(vec![1.5f32, 2.5, 3.5], vec![3])?;
+    /// let managed = source.to_dlpack_legacy(ExportOptions::default())?;
+    /// let tensor = Tensor::from_managed(managed)?; // either ABI
+    /// assert_eq!(tensor.shape(), &[3]);
+    /// assert_eq!(tensor.get::<f32>(&[2])?, 3.5);
+    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// ```
     pub fn from_managed<M: ManagedTensorBase>(managed: Managed<M>) -> Result<Tensor> {
         Tensor::from_managed_with(managed, ImportOptions::default())
     }

@@ -70,6 +70,24 @@ impl Tensor {
     ///
     /// The tensor is read-only (Arrow buffers are immutable) and has no dimension names; see
     /// [`Tensor::with_read_only`] and [`Tensor::with_dim_names`].
+    ///
+    /// `buffer` holds untyped bytes, so `dtype` is taken at its word: bytes written as `f32`
+    /// and described as [`DType::Float64`] are read as `f64`. Build from typed values with
+    /// [`Tensor::from_vec`] or [`Tensor::from_scalar_buffer`], which take the dtype from the type.
+    ///
+    /// ```
+    /// use arrow_buffer::Buffer;
+    /// use arrow_dlpack_tensor::{DType, Tensor};
+    ///
+    /// // A 2 x 3 int32 matrix, viewed column by column (strides in elements).
+    /// let buffer = Buffer::from_vec(vec![1i32, 2, 3, 4, 5, 6]);
+    /// let columns = Tensor::try_new(buffer.clone(), DType::Int32, vec![3, 2], vec![1, 3], 0)?;
+    /// assert_eq!(columns.get::<i32>(&[2, 1])?, 6);
+    ///
+    /// // An element past the end of the buffer is refused.
+    /// assert!(Tensor::try_new(buffer, DType::Int32, vec![3, 2], vec![1, 3], 1).is_err());
+    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// ```
     pub fn try_new(
         buffer: Buffer,
         dtype: DType,
@@ -298,6 +316,18 @@ impl Tensor {
 
     /// Reorders the dimensions without copying: dimension `i` of the result is dimension
     /// `order[i]` of `self`. Dimension names follow their dimensions.
+    ///
+    /// ```
+    /// use arrow_dlpack_tensor::Tensor;
+    ///
+    /// let matrix = Tensor::from_vec(vec![1u8, 2, 3, 4, 5, 6], vec![2, 3])?;
+    /// let transposed = matrix.permuted(&[1, 0])?;
+    /// assert_eq!(transposed.shape(), &[3, 2]);
+    /// assert_eq!(transposed.strides(), &[1, 3]);
+    /// assert_eq!(transposed.get::<u8>(&[2, 0])?, 3);
+    /// assert!(matrix.permuted(&[0, 0]).is_err()); // not a permutation
+    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// ```
     pub fn permuted(&self, order: &[usize]) -> Result<Tensor> {
         let ndim = self.ndim();
         let mut seen = vec![false; ndim];
@@ -327,6 +357,16 @@ impl Tensor {
     /// Fails with [`Error::OutOfMemory`] when the allocator refuses the memory (a zero-stride view
     /// can describe far more elements than it holds), and with [`Error::DeviceMemory`] for a
     /// tensor that is not in host memory.
+    ///
+    /// ```
+    /// use arrow_dlpack_tensor::Tensor;
+    ///
+    /// let matrix = Tensor::from_vec(vec![1u8, 2, 3, 4, 5, 6], vec![2, 3])?;
+    /// let copy = matrix.permuted(&[1, 0])?.to_contiguous()?;
+    /// assert!(copy.is_row_major() && !copy.is_read_only());
+    /// assert_eq!(copy.as_slice::<u8>()?, &[1, 4, 2, 5, 3, 6]);
+    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// ```
     pub fn to_contiguous(&self) -> Result<Tensor> {
         self.require_cpu("copy the tensor")?;
         let size = self.dtype.size();

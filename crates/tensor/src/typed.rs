@@ -6,6 +6,8 @@
 use std::iter::FusedIterator;
 use std::marker::PhantomData;
 
+use arrow_buffer::{ArrowNativeType, ScalarBuffer};
+
 use crate::{Error, NativeDType, Result, Tensor, layout};
 
 impl Tensor {
@@ -28,15 +30,35 @@ impl Tensor {
     /// # Ok::<(), arrow_dlpack_tensor::Error>(())
     /// ```
     pub fn from_vec<T: NativeDType>(values: Vec<T>, shape: Vec<usize>) -> Result<Tensor> {
-        let expected = layout::element_count(&shape)?;
-        if values.len() != expected {
-            return Err(Error::ElementCount {
-                shape,
-                expected,
-                found: values.len(),
-            });
-        }
+        check_element_count(&shape, values.len())?;
         Tensor::try_new_row_major(T::into_buffer(values), T::DTYPE, shape)
+    }
+
+    /// Builds a row-major tensor of `shape` over Arrow's typed `values`, without copying them.
+    ///
+    /// The typed counterpart of [`Tensor::try_new_row_major`]: the dtype comes from `T`, so it
+    /// cannot disagree with the values, and `values` must hold exactly the element count of
+    /// `shape`. A sliced `ScalarBuffer` is honoured (the tensor starts at its first element).
+    ///
+    /// ```
+    /// use arrow_buffer::ScalarBuffer;
+    /// use arrow_dlpack_tensor::{DType, Tensor};
+    ///
+    /// let values = ScalarBuffer::from(vec![1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    /// let tensor = Tensor::from_scalar_buffer(values.slice(2, 4), vec![2, 2])?;
+    /// assert_eq!(tensor.dtype(), DType::Float64);
+    /// assert_eq!(tensor.as_slice::<f64>()?, &[3.0, 4.0, 5.0, 6.0]);
+    ///
+    /// // The element count must match the shape.
+    /// assert!(Tensor::from_scalar_buffer(values, vec![4]).is_err());
+    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// ```
+    pub fn from_scalar_buffer<T>(values: ScalarBuffer<T>, shape: Vec<usize>) -> Result<Tensor>
+    where
+        T: NativeDType + ArrowNativeType,
+    {
+        check_element_count(&shape, values.len())?;
+        Tensor::try_new_row_major(values.into_inner(), T::DTYPE, shape)
     }
 
     /// The elements of a row-major tensor, in order, without copying.
@@ -225,6 +247,19 @@ impl<T: NativeDType> Iterator for Iter<'_, T> {
 impl<T: NativeDType> ExactSizeIterator for Iter<'_, T> {}
 
 impl<T: NativeDType> FusedIterator for Iter<'_, T> {}
+
+/// Fails unless `found` values fill `shape` exactly.
+fn check_element_count(shape: &[usize], found: usize) -> Result<()> {
+    let expected = layout::element_count(shape)?;
+    if found != expected {
+        return Err(Error::ElementCount {
+            shape: shape.to_vec(),
+            expected,
+            found,
+        });
+    }
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {

@@ -53,6 +53,26 @@ impl FixedShapeTensorArray {
     }
 
     /// Reads an array imported with its field (from the C data interface, IPC or a record batch).
+    ///
+    /// ```
+    /// use arrow_array::RecordBatch;
+    /// use arrow_dlpack::{ArrayToTensorOptions, FixedShapeTensorArray, Tensor, TensorToArrayOptions};
+    /// use arrow_schema::Schema;
+    /// use std::sync::Arc;
+    ///
+    /// let cells = Tensor::from_vec((0..8i16).collect(), vec![2, 2, 2])?;
+    /// let (field, array) = FixedShapeTensorArray::from_tensor(&cells, TensorToArrayOptions::default())?
+    ///     .into_field_and_array("cells");
+    /// let batch = RecordBatch::try_new(Arc::new(Schema::new(vec![field])), vec![array])?;
+    ///
+    /// // The schema's field carries the extension type; the column is its storage.
+    /// let column = FixedShapeTensorArray::try_from_field_and_array(
+    ///     batch.schema().field(0),
+    ///     batch.column(0).clone(),
+    /// )?;
+    /// assert_eq!(column.to_tensor(ArrayToTensorOptions::default())?.shape(), &[2, 2, 2]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn try_from_field_and_array(field: &Field, array: ArrayRef) -> Result<Self> {
         let data_type = FixedShapeTensorType::try_from_field(field)?;
         let Some(storage) = array.as_any().downcast_ref::<FixedSizeListArray>() else {

@@ -53,6 +53,26 @@ impl FixedShapeTensorType {
 
     /// Builds the type, checking that `permutation` reorders `0..shape.len()`, that there is one
     /// dimension name per dimension, and that a tensor's element count fits a fixed-size list.
+    ///
+    /// ```
+    /// use arrow_dlpack::FixedShapeTensorType;
+    /// use arrow_schema::DataType;
+    ///
+    /// // 2 x 3 images stored column-major: physical dimension 0 is logical dimension 1.
+    /// let images = FixedShapeTensorType::try_new(
+    ///     DataType::Float32,
+    ///     vec![3, 2],
+    ///     Some(vec![1, 0]),
+    ///     Some(vec!["w".into(), "h".into()]),
+    /// )?;
+    /// assert_eq!(images.list_size(), 6);
+    /// assert_eq!(images.logical_shape(), vec![2, 3]);
+    /// assert_eq!(images.metadata_json(), r#"{"shape":[3,2],"permutation":[1,0],"dim_names":["w","h"]}"#);
+    ///
+    /// // Not a permutation of 0..2.
+    /// assert!(FixedShapeTensorType::try_new(DataType::Float32, vec![3, 2], Some(vec![1, 1]), None).is_err());
+    /// # Ok::<(), arrow_dlpack::Error>(())
+    /// ```
     pub fn try_new(
         value_type: DataType,
         shape: Vec<usize>,

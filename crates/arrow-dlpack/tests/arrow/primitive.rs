@@ -10,8 +10,8 @@ use arrow_array::{
 };
 use arrow_buffer::{ArrowNativeType, Buffer};
 use arrow_dlpack::{
-    ArrayToTensorOptions, Error, TensorToArrayOptions, array_to_tensor, arrow_type_of, dtype_of,
-    tensor_to_array,
+    ArrayToTensorOptions, Error, NullLocation, TensorToArrayOptions, array_to_tensor,
+    arrow_type_of, dtype_of, tensor_to_array,
 };
 use arrow_dlpack_tensor::{DType, ExportOptions, Tensor};
 use arrow_schema::DataType;
@@ -127,7 +127,10 @@ fn refuses_nulls_unless_allowed() {
     let error = array_to_tensor(&array, ArrayToTensorOptions::default()).unwrap_err();
     assert!(matches!(
         &error,
-        Error::Nulls { null_count: 2, location } if location == "the array"
+        Error::Nulls {
+            null_count: 2,
+            location: NullLocation::Array { depth: 0 }
+        }
     ));
 
     // Allowed: the valid slots hold their values, the null slots something unspecified.
