@@ -274,7 +274,7 @@ fn check_no_nulls(name: &str, array: &ArrayRef, run: Run) -> Result<()> {
     }
     let source = arrow_dlpack::Error::Nulls {
         null_count,
-        location: "the array".to_string(),
+        location: arrow_dlpack::NullLocation::Array { depth: 0 },
     };
     Err(Error::column(name, source))
 }
