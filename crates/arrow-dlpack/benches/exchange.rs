@@ -22,7 +22,8 @@ use arrow_array::{ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array
 use arrow_buffer::Buffer;
 use arrow_dlpack::{
     ArrayToTensorOptions, ConcatOptions, FixedShapeTensorArray, Table, TableToTensorOptions,
-    TensorToArrayOptions, array_to_tensor, concat_chunks, table_to_tensor, tensor_to_array,
+    TensorToArrayOptions, array_to_tensor, concat_chunks, table_to_tensor, tables_to_tensor,
+    tensor_to_array,
 };
 use arrow_dlpack_tensor::{DType, ExportOptions, Tensor};
 use criterion::measurement::WallTime;
@@ -182,10 +183,7 @@ fn copies(c: &mut Criterion) {
         memcpy(&mut group, rows * columns * 8);
         let mut batch: Option<RecordBatch> = None;
         for (name, row_major) in [("row_major", true), ("column_major", false)] {
-            let options = TableToTensorOptions {
-                row_major,
-                null_to_nan: false,
-            };
+            let options = layout(row_major);
             let id = BenchmarkId::new(
                 format!("record_batch_to_tensor/{name}"),
                 format!("{columns}x{rows}"),
@@ -196,24 +194,62 @@ fn copies(c: &mut Criterion) {
             });
         }
     }
-    // Mixed types (five int32 and five float32 columns, promoted to float64): every column is
-    // converted, through the staging block when row-major. Throughput counts the 8 MB written.
-    let mut mixed: Option<RecordBatch> = None;
-    for (name, row_major) in [("row_major", true), ("column_major", false)] {
-        let options = TableToTensorOptions {
-            row_major,
-            null_to_nan: false,
-        };
-        let id = BenchmarkId::new(
-            format!("record_batch_to_tensor/{name}/int32+float32"),
-            "10x100000",
-        );
-        group.bench_function(id, |b| {
-            let batch = mixed.get_or_insert_with(|| mixed_table(100_000));
-            b.iter(|| black_box(table_to_tensor(&Table::from(black_box(&*batch)), options)))
-        });
+    // Mixed types promoted to float64, 8 MB written: five int32 and five float32 columns (every
+    // column converted, through the staging block when row-major), and int32, float32 and
+    // float64 repeating (the float64 columns read where they are, the others staged).
+    for (types, make) in [
+        ("int32+float32", mixed_table as fn(usize) -> RecordBatch),
+        ("int32+float32+float64", three_type_table),
+    ] {
+        let mut batch: Option<RecordBatch> = None;
+        for (name, row_major) in [("row_major", true), ("column_major", false)] {
+            let options = layout(row_major);
+            let id = BenchmarkId::new(
+                format!("record_batch_to_tensor/{name}/{types}"),
+                "10x100000",
+            );
+            group.bench_function(id, |b| {
+                let batch = batch.get_or_insert_with(|| make(100_000));
+                b.iter(|| black_box(table_to_tensor(&Table::from(black_box(&*batch)), options)))
+            });
+            // The same rows as two chunks, stacked by `tables_to_tensor`.
+            let id = BenchmarkId::new(format!("tables_to_tensor/{name}/{types}"), "2x10x50000");
+            group.bench_function(id, |b| {
+                let batch = batch.get_or_insert_with(|| make(100_000));
+                let halves = [batch.slice(0, 50_000), batch.slice(50_000, 50_000)];
+                b.iter(|| {
+                    let tables = [Table::from(&halves[0]), Table::from(&halves[1])];
+                    black_box(tables_to_tensor(black_box(&tables), options))
+                })
+            });
+        }
     }
     group.finish();
+}
+
+/// The options of a table copy laid out row- or column-major.
+fn layout(row_major: bool) -> TableToTensorOptions {
+    TableToTensorOptions {
+        row_major,
+        null_to_nan: false,
+    }
+}
+
+/// Ten columns of `rows` rows: int32, float32 and float64, repeating.
+fn three_type_table(rows: usize) -> RecordBatch {
+    RecordBatch::try_from_iter((0..10).map(|column| {
+        let array: ArrayRef = match column % 3 {
+            0 => Arc::new(Int32Array::from_iter_values(
+                (0..rows).map(|row| row as i32),
+            )),
+            1 => Arc::new(float32(rows)),
+            _ => Arc::new(Float64Array::from_iter_values(
+                (0..rows).map(|row| row as f64 * 0.5),
+            )),
+        };
+        (format!("c{column}"), array)
+    }))
+    .unwrap()
 }
 
 /// Five int32 and five float32 columns of `rows` rows, alternating.

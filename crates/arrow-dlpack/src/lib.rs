@@ -100,8 +100,9 @@ pub use fixed_shape_tensor::{
 };
 pub use from_tensor::{TensorToArrayOptions, tensor_to_array, tensor_to_fixed_size_list};
 pub use table::{
-    ColumnTensorOptions, RecordBatchToTensorOptions, Table, TableToTensorOptions,
-    columns_to_tensor, table_to_tensor, table_to_tensors,
+    ColumnTensorOptions, RecordBatchToTensorOptions, RowsDestination, Table, TableToTensorOptions,
+    WriteRowsOptions, columns_to_tensor, table_dtype, table_to_tensor, table_to_tensors,
+    tables_to_tensor, write_rows,
 };
 pub use to_tensor::{ArrayToTensorOptions, array_to_tensor, validity_to_tensor};
 

@@ -1,15 +1,20 @@
 //! One batch from runs of rows: zero-copy views when the batch lies inside one record batch,
-//! otherwise one fresh allocation per tensor, written in one pass from the record batches.
+//! otherwise one fresh allocation per tensor, written in one pass from the record batches (a
+//! column group through `arrow_dlpack::write_rows`, the kernel of `Tensor.from_arrow`, one call
+//! per run at its row offset).
+
+use std::mem::MaybeUninit;
 
 use arrow_array::{Array, ArrayRef, RecordBatch, cast::AsArray};
 use arrow_buffer::{Buffer, MutableBuffer};
 use arrow_dlpack::{
-    ArrayToTensorOptions, RecordBatchToTensorOptions, array_to_tensor, columns_to_tensor,
+    ArrayToTensorOptions, RecordBatchToTensorOptions, RowsDestination, Table, WriteRowsOptions,
+    array_to_tensor, columns_to_tensor, write_rows,
 };
+use arrow_dlpack_tensor::alloc::UninitBuffer;
 use arrow_dlpack_tensor::{DType, Tensor};
 
 use crate::columns::{Columns, Output, view};
-use crate::convert::{Placement, write_run};
 use crate::{BatchSpec, Error, Result, TensorBatch};
 
 /// `len` rows of piece `piece` from row `start`.
@@ -184,44 +189,39 @@ fn copy_output(
             ..
         } => {
             let k = indices.len();
-            let mut out = MutableBuffer::from_len_zeroed(num_rows * k * dtype.size());
-            for (c, (&index, column)) in indices.iter().zip(column_names).enumerate() {
-                let mut row = 0;
-                for run in runs {
-                    let array = pieces[run.piece].column(index);
-                    if !spec.null_to_nan {
-                        let null_count = nulls_in(array, *run);
-                        if null_count > 0 {
-                            let source = arrow_dlpack::Error::ColumnNulls {
-                                column: column.clone(),
-                                null_count,
-                            };
-                            return Err(Error::column(name, source));
-                        }
-                    }
-                    let placement = if spec.row_major || *flat {
-                        Placement {
-                            base: row * k + c,
-                            stride: k,
-                        }
-                    } else {
-                        Placement {
-                            base: c * num_rows + row,
-                            stride: 1,
-                        }
-                    };
-                    write_run(
-                        &mut out,
-                        *dtype,
-                        array.as_ref(),
-                        run.start,
-                        run.len,
-                        placement,
-                        spec.null_to_nan,
-                    );
-                    row += run.len;
-                }
+            let row_major = spec.row_major || *flat;
+            let bytes = num_rows * k * dtype.size();
+            let mut out = UninitBuffer::try_new(bytes)?;
+            // SAFETY: `out` is valid for writes of its `bytes` bytes (16-byte aligned), owned
+            // here and borrowed only through this slice until `assume_init` below.
+            let slots = unsafe {
+                std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<MaybeUninit<u8>>(), bytes)
+            };
+            let mut destination = RowsDestination::from_bytes(slots, *dtype, num_rows, row_major);
+            let options = WriteRowsOptions {
+                null_to_nan: spec.null_to_nan,
+            };
+            let mut row = 0;
+            for run in runs {
+                let batch = &pieces[run.piece];
+                let arrays: Vec<ArrayRef> =
+                    indices.iter().map(|&i| batch.column(i).clone()).collect();
+                let table = Table::try_from_columns(column_names, &arrays)
+                    .map_err(|error| Error::column(name, error))?;
+                write_rows(
+                    &table,
+                    run.start..run.start + run.len,
+                    &mut destination,
+                    row,
+                    options,
+                )
+                .map_err(|error| Error::column(name, error))?;
+                row += run.len;
             }
+            // SAFETY: the runs' rows add up to `num_rows`, and `write_rows` initialised rows
+            // `row..row + run.len` of every one of the `k` columns for each run in turn, so every
+            // byte of the `num_rows * k` elements is written.
+            let out = unsafe { out.assume_init() };
             let (shape, strides) = if *flat {
                 (vec![num_rows], vec![1])
             } else if spec.row_major {
@@ -229,7 +229,7 @@ fn copy_output(
             } else {
                 (vec![num_rows, k], vec![1, num_rows.max(1) as isize])
             };
-            let tensor = Tensor::try_new(out.into(), *dtype, shape, strides, 0)?;
+            let tensor = Tensor::try_new(out, *dtype, shape, strides, 0)?;
             Ok(tensor.with_read_only(false))
         }
     }
@@ -274,7 +274,7 @@ fn check_no_nulls(name: &str, array: &ArrayRef, run: Run) -> Result<()> {
     }
     let source = arrow_dlpack::Error::Nulls {
         null_count,
-        location: "the array".to_string(),
+        location: arrow_dlpack::NullLocation::Array { depth: 0 },
     };
     Err(Error::column(name, source))
 }

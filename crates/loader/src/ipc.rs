@@ -2,7 +2,6 @@
 //! checked when the file is opened, and record batches are decoded on demand as zero-copy slices
 //! of the map.
 
-use std::fs::File;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,7 +12,7 @@ use arrow_ipc::reader::{FileDecoder, read_footer_length};
 use arrow_ipc::{Block, root_as_footer, root_as_message};
 use arrow_schema::SchemaRef;
 
-use crate::{Error, Result};
+use crate::{Error, Result, file};
 
 /// The magic bytes that open and close an Arrow IPC file.
 const MAGIC: &[u8; 6] = b"ARROW1";
@@ -36,7 +35,7 @@ impl IpcFile {
     /// given, projects the decoding onto those columns (names absent from the file are left for
     /// the column resolution to report).
     pub(crate) fn open(path: &Path, columns: Option<&[String]>) -> Result<Self> {
-        let file = File::open(path).map_err(|error| Error::io(path, error))?;
+        let file = file::open(path)?;
         // SAFETY: the map is only read, through the `Buffer` below, which keeps it alive as
         // long as any record batch points into it. Like every memory map (and PyArrow's
         // `memory_map`), it relies on the file not being truncated or rewritten by another
@@ -75,13 +74,7 @@ impl IpcFile {
         let mut decoder = FileDecoder::new(schema.clone(), footer.version());
         let mut projected = schema.clone();
         if let Some(columns) = columns {
-            let indices: Vec<usize> = schema
-                .fields()
-                .iter()
-                .enumerate()
-                .filter(|(_, field)| columns.iter().any(|c| c == field.name()))
-                .map(|(i, _)| i)
-                .collect();
+            let indices = file::projection(&schema, columns);
             if indices.len() == columns.len() {
                 projected = Arc::new(schema.project(&indices)?);
                 decoder = decoder.with_projection(indices);

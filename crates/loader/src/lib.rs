@@ -51,8 +51,8 @@
 mod assemble;
 mod batch;
 mod columns;
-mod convert;
 mod error;
+mod file;
 mod ipc;
 mod loader;
 mod parquet;

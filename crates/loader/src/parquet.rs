@@ -22,7 +22,7 @@ use parquet::arrow::arrow_reader::{
 };
 
 use crate::source::Pieces;
-use crate::{Error, Result};
+use crate::{Error, Result, file};
 
 /// The most rows decoded into one record batch: a whole row group up to this size, so that most
 /// batches lie inside one record batch and are views.
@@ -42,7 +42,7 @@ impl ParquetFile {
     /// top-level columns (names absent from the file are left for the column resolution to
     /// report).
     pub(crate) fn open(path: &Path, columns: Option<&[String]>) -> Result<Self> {
-        let file = File::open(path).map_err(|error| Error::io(path, error))?;
+        let file = file::open(path)?;
         let metadata = catch_unwind(AssertUnwindSafe(|| {
             ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
         }))
@@ -51,13 +51,7 @@ impl ParquetFile {
         let arrow_schema = metadata.schema().clone();
         let (mask, schema) = match columns {
             Some(columns) => {
-                let indices: Vec<usize> = arrow_schema
-                    .fields()
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, field)| columns.iter().any(|c| c == field.name()))
-                    .map(|(i, _)| i)
-                    .collect();
+                let indices = file::projection(&arrow_schema, columns);
                 let mask =
                     ProjectionMask::roots(metadata.parquet_schema(), indices.iter().copied());
                 (mask, Arc::new(arrow_schema.project(&indices)?))
@@ -196,8 +190,7 @@ fn decode_units(
         let file = &files[unit.file];
         let result = catch_unwind(AssertUnwindSafe(|| -> Result<bool> {
             if open.as_ref().is_none_or(|(index, _)| *index != unit.file) {
-                let handle =
-                    File::open(&file.path).map_err(|error| Error::io(&file.path, error))?;
+                let handle = file::open(&file.path)?;
                 open = Some((unit.file, handle));
             }
             let (_, handle) = open.as_ref().expect("opened above");

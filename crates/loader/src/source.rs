@@ -12,7 +12,7 @@ use arrow_ipc::reader::StreamReader;
 use crate::ipc::IpcFile;
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
 use crate::rng::Rng;
-use crate::{BatchSpec, Error, Result};
+use crate::{BatchSpec, Error, Result, file};
 
 /// The streams of the shuffle's generators, so that the unit order and the row order of one seed
 /// are independent.
@@ -286,9 +286,9 @@ impl Pieces for StreamPieces {
                 }
             }
             let path = self.paths.next()?;
-            let file = match File::open(&path) {
+            let file = match file::open(&path) {
                 Ok(file) => file,
-                Err(error) => return Some(Err(Error::io(&path, error))),
+                Err(error) => return Some(Err(error)),
             };
             match StreamReader::try_new(BufReader::new(file), None) {
                 Ok(reader) => self.current = Some((path, reader)),

@@ -4,17 +4,17 @@
 //!
 //! Both take anything whose Arrow type is a struct: a pyarrow Table or RecordBatch, a polars
 //! DataFrame, a struct array, or any other `__arrow_c_stream__` / `__arrow_c_array__` producer.
-//! A stream of several record batches is first concatenated into one struct array (one copy of
-//! the input columns), then converted in one pass; `column_tensors` refuses that copy, and the
+//! `Tensor.from_arrow` writes a stream of several record batches into its tensor one after
+//! another, in one pass (`arrow_dlpack::tables_to_tensor`); `column_tensors` concatenates them
+//! into one struct array first (one copy of the input columns), and refuses that copy, and the
 //! unpacking of boolean columns, with `copy=False`.
 
 use std::collections::HashSet;
 
-use arrow_array::StructArray;
 use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, StructArray};
 use arrow_dlpack::{
-    ColumnTensorOptions, Table, TableToTensorOptions, table_to_tensor as to_one_tensor,
-    table_to_tensors,
+    ColumnTensorOptions, Table, TableToTensorOptions, table_to_tensors, tables_to_tensor,
 };
 use arrow_schema::DataType;
 use pyo3::prelude::*;
@@ -28,14 +28,15 @@ use crate::errors::{self, Operation};
 use crate::py_tensor::PyTensor;
 use crate::type_names::field_type_name;
 
-/// The struct array behind `object`: its chunks concatenated when there are several and
-/// `allow_copy` (else [`arrow_dlpack::Error::CopyRequired`], a `BufferError`).
-fn import_struct(object: &Bound<'_, PyAny>, allow_copy: bool) -> PyResult<StructArray> {
-    let column = match object.cast::<PyArray>() {
-        Ok(ours) => ours.get().column().clone(),
+/// The struct column behind `object`, and its chunks when it is foreign and has several (our
+/// own arrays are rarely chunked, and give none).
+fn import_struct_column(object: &Bound<'_, PyAny>) -> PyResult<(Column, Vec<ArrayRef>)> {
+    let (column, chunks) = match object.cast::<PyArray>() {
+        Ok(ours) => (ours.get().column().clone(), Vec::new()),
         Err(_) => {
             let imported = arrow_ffi::import(object)?;
-            Column::new(imported.field, imported.chunks)
+            let chunks = imported.chunks.clone();
+            (Column::new(imported.field, imported.chunks), chunks)
         }
     };
     if !matches!(column.field().data_type(), DataType::Struct(_)) {
@@ -45,30 +46,52 @@ fn import_struct(object: &Bound<'_, PyAny>, allow_copy: bool) -> PyResult<Struct
             field_type_name(column.field())
         )));
     }
+    Ok((column, chunks))
+}
+
+/// The struct array behind `object`: its chunks concatenated when there are several and
+/// `allow_copy` (else [`arrow_dlpack::Error::CopyRequired`], a `BufferError`).
+fn import_struct(object: &Bound<'_, PyAny>, allow_copy: bool) -> PyResult<StructArray> {
+    let (column, _) = import_struct_column(object)?;
     let combined = column
         .combined(allow_copy)
         .map_err(|error| errors::arrow_error(error, Operation::Import))?;
     Ok(combined.as_struct().clone())
 }
 
-/// `Tensor.from_arrow`: every column of `object` copied into one 2-D tensor.
+/// `Tensor.from_arrow`: every column of `object` copied into one 2-D tensor, the record batches
+/// of a stream one after another.
 pub(crate) fn table_to_tensor(
     object: &Bound<'_, PyAny>,
     row_major: bool,
     null_to_nan: bool,
 ) -> PyResult<PyTensor> {
-    // The conversion copies anyway; concatenating several batches first is one more copy.
-    let table = import_struct(object, true)?;
+    let (column, chunks) = import_struct_column(object)?;
+    // The chunks of a stream are written one after another; a single array as it is.
+    let chunks: Vec<StructArray> = if chunks.len() > 1 {
+        chunks
+            .iter()
+            .map(|chunk| chunk.as_struct().clone())
+            .collect()
+    } else {
+        let combined = column
+            .combined(true)
+            .map_err(|error| errors::arrow_error(error, Operation::Import))?;
+        vec![combined.as_struct().clone()]
+    };
     let options = TableToTensorOptions {
         row_major,
         null_to_nan,
     };
     // Every element is copied, at most 8 bytes each: a large table is copied without the GIL.
-    let bytes = arrow_array::Array::len(&table)
-        .saturating_mul(table.num_columns())
+    let bytes = chunks
+        .iter()
+        .map(|chunk| chunk.len().saturating_mul(chunk.num_columns()))
+        .fold(0usize, usize::saturating_add)
         .saturating_mul(8);
     let tensor = copies::without_gil_if_large(object.py(), bytes, || {
-        to_one_tensor(&Table::from(&table), options)
+        let tables: Vec<Table<'_>> = chunks.iter().map(Table::from).collect();
+        tables_to_tensor(&tables, options)
     })
     .map_err(|error| errors::arrow_error(error, Operation::Export))?;
     Ok(PyTensor::new(tensor))

@@ -1,12 +1,25 @@
-//! The copy kernel of [`table_to_tensor`](crate::table_to_tensor): checked numeric columns
-//! written into one fresh 2-D tensor at memory speed.
+//! The copy kernel of [`table_to_tensor`](crate::table_to_tensor) and
+//! [`write_rows`](crate::table::write_rows): checked numeric columns written, with their element
+//! type converted, into a 2-D destination at memory speed, in one pass.
 //!
-//! The conversion from each column's element type to the tensor's is chosen once per column (a
-//! function monomorphised for the pair), never per element; column-major output is one
-//! sequential pass per column; row-major output is filled block of rows by block of rows: each
-//! column converts its rows into a column-major staging block that stays in cache, and the block
-//! is transposed into the output, so that memory is read and written sequentially (strided
-//! stores straight into the output miss the cache once per element).
+//! The conversion from each column's element type to the destination's is chosen once per
+//! column (a function monomorphised for the pair), never per element.
+//!
+//! - Column-major output is one sequential pass per column (a `memcpy` when the types agree).
+//! - Row-major output is written block of rows by block of rows, each block small enough to stay
+//!   in the L1/L2 cache: the columns of another type than the destination's are converted into
+//!   their run of a column-major staging block (a vectorised loop), the columns of the
+//!   destination's type are read where they are, and the runs are interleaved into the output
+//!   block by a loop unrolled for up to [`MAX_GROUP`] columns, a whole row at a time; groups of
+//!   a multiple of 4 columns of 4-byte values (float32, int32, uint32) go 4 rows by 4 columns
+//!   at a time through a transpose in SSE registers, 2.2x faster than the plain loop (16 float32
+//!   columns of 8,192 rows: 0.8x of `memcpy` of the same bytes, against 0.37x). Each column
+//!   is read once and each output block written once to memory, so that the conversion and the
+//!   transposition cost one pass over memory (strided stores straight into a large output would
+//!   miss the cache once per element). Storing converted values straight into the output block at
+//!   their stride, without staging, measured 1.4x slower for alternating int32/float32/float64
+//!   columns, and loading tiles of 8 rows per column into arrays before writing them 1.8x
+//!   slower than the plain loop.
 
 use std::mem::MaybeUninit;
 use std::ops::Range;
@@ -22,12 +35,16 @@ use half::f16;
 
 use crate::Result;
 
-/// The bytes of the staging block of row-major filling: small enough to stay in the L2 cache,
-/// large enough that each column is read in runs long enough for the prefetcher.
+/// The bytes of one output block of row-major filling: small enough to stay in the L1/L2 cache
+/// while every column is stored into it, large enough that each column is read in runs long
+/// enough for the prefetcher.
 const BLOCK_BYTES: usize = 64 * 1024;
 
-/// The fewest rows in a block, so that a very wide batch still moves a few values per call.
+/// The fewest rows in a block, so that a very wide table still moves a few values per call.
 const MIN_BLOCK_ROWS: usize = 8;
+
+/// The most columns interleaved by one unrolled loop; wider blocks go in groups.
+const MAX_GROUP: usize = 16;
 
 /// A checked column, ready to be copied: its values, their dtype (one of the numeric Arrow
 /// dtypes), and its nulls (for a struct array, merged with the struct's own).
@@ -37,157 +54,340 @@ pub(super) struct CopyColumn<'a> {
     pub(super) nulls: Option<NullBuffer>,
 }
 
-/// Copies `columns`, each `num_rows` long (checked by the caller), into a fresh writable tensor of
-/// shape `[num_rows, columns.len()]` and element type `dtype`, row- or column-major.
+/// Where [`write_columns`] writes: a `[num_rows, num_columns]` matrix of one element type, laid
+/// out row- or column-major, of which rows `row_offset..` receive the copied rows.
+pub(super) struct Target<'a, D> {
+    pub(super) slots: &'a mut [MaybeUninit<D>],
+    pub(super) num_rows: usize,
+    pub(super) row_offset: usize,
+    pub(super) row_major: bool,
+}
+
+/// Calls `$call!(N, A)` with the native type `N` and the Arrow type `A` of the numeric dtype
+/// `$dtype`: the one list of the table dtypes in this file.
+macro_rules! with_element {
+    ($dtype:expr, $call:ident) => {
+        match $dtype {
+            DType::Int8 => $call!(i8, Int8Type),
+            DType::Int16 => $call!(i16, Int16Type),
+            DType::Int32 => $call!(i32, Int32Type),
+            DType::Int64 => $call!(i64, Int64Type),
+            DType::UInt8 => $call!(u8, UInt8Type),
+            DType::UInt16 => $call!(u16, UInt16Type),
+            DType::UInt32 => $call!(u32, UInt32Type),
+            DType::UInt64 => $call!(u64, UInt64Type),
+            DType::Float16 => $call!(f16, Float16Type),
+            DType::Float32 => $call!(f32, Float32Type),
+            DType::Float64 => $call!(f64, Float64Type),
+            other => unreachable!("only numeric Arrow dtypes are table dtypes, not {other}"),
+        }
+    };
+}
+
+/// Copies the rows of `pieces` (each the checked columns of one table, all as many, and their
+/// common length), one piece after another, into a fresh writable tensor of shape
+/// `[total rows, number of columns]` and element type `dtype`, row- or column-major.
 ///
 /// Nulls must reach this function only when `dtype` is a float type: they are written as NaN.
 pub(super) fn copy_columns(
-    columns: &[CopyColumn<'_>],
-    num_rows: usize,
+    pieces: &[(Vec<CopyColumn<'_>>, usize)],
     dtype: DType,
     row_major: bool,
 ) -> Result<Tensor> {
-    let plan = Plan {
-        columns,
-        num_rows,
-        row_major,
-    };
-    match dtype {
-        DType::Int8 => plan.fill::<i8>(),
-        DType::Int16 => plan.fill::<i16>(),
-        DType::Int32 => plan.fill::<i32>(),
-        DType::Int64 => plan.fill::<i64>(),
-        DType::UInt8 => plan.fill::<u8>(),
-        DType::UInt16 => plan.fill::<u16>(),
-        DType::UInt32 => plan.fill::<u32>(),
-        DType::UInt64 => plan.fill::<u64>(),
-        DType::Float16 => plan.fill::<f16>(),
-        DType::Float32 => plan.fill::<f32>(),
-        DType::Float64 => plan.fill::<f64>(),
-        other => unreachable!("promotion only gives numeric Arrow dtypes, not {other}"),
+    macro_rules! fill {
+        ($d:ty, $arrow:ty) => {
+            fill::<$d>(pieces, row_major)
+        };
+    }
+    with_element!(dtype, fill)
+}
+
+/// [`write_columns`] into a destination of `dtype` (a numeric Arrow dtype) given as bytes.
+///
+/// # Panics
+///
+/// As [`write_columns`], and when `bytes` is not aligned for `dtype` or is not a whole number of
+/// its elements.
+pub(super) fn write_columns_as(
+    columns: &[CopyColumn<'_>],
+    rows: Range<usize>,
+    bytes: &mut [MaybeUninit<u8>],
+    dtype: DType,
+    num_rows: usize,
+    row_offset: usize,
+    row_major: bool,
+) {
+    macro_rules! write_as {
+        ($d:ty, $arrow:ty) => {
+            write_columns::<$d>(
+                columns,
+                rows,
+                Target {
+                    slots: typed_slots::<$d>(bytes),
+                    num_rows,
+                    row_offset,
+                    row_major,
+                },
+            )
+        };
+    }
+    with_element!(dtype, write_as)
+}
+
+/// `bytes` as slots of `D`.
+///
+/// # Panics
+///
+/// When `bytes` is not aligned for `D` or is not a whole number of `D`s.
+fn typed_slots<D: Element>(bytes: &mut [MaybeUninit<u8>]) -> &mut [MaybeUninit<D>] {
+    assert!(
+        bytes.as_ptr().cast::<D>().is_aligned() && bytes.len().is_multiple_of(size_of::<D>()),
+        "the destination must be aligned to {} bytes and hold whole elements of {}",
+        align_of::<D>(),
+        D::DTYPE
+    );
+    // SAFETY: the pointer is aligned for `D` (checked above) and the `len / size_of::<D>()`
+    // slots span exactly the bytes of `bytes`, which this borrow holds exclusively for the same
+    // lifetime; `MaybeUninit<D>` has no validity invariant, so any bytes, initialised or not, are
+    // a valid slot.
+    unsafe {
+        std::slice::from_raw_parts_mut(
+            bytes.as_mut_ptr().cast::<MaybeUninit<D>>(),
+            bytes.len() / size_of::<D>(),
+        )
     }
 }
 
-/// Checked columns, ready to be copied.
-struct Plan<'a> {
-    columns: &'a [CopyColumn<'a>],
-    num_rows: usize,
-    row_major: bool,
+/// Copies every piece into a fresh tensor of element type `D`.
+fn fill<D: Element>(pieces: &[(Vec<CopyColumn<'_>>, usize)], row_major: bool) -> Result<Tensor> {
+    let num_columns = pieces.first().map_or(0, |(columns, _)| columns.len());
+    let num_rows = pieces
+        .iter()
+        .try_fold(0usize, |total, (_, rows)| total.checked_add(*rows))
+        .ok_or(arrow_dlpack_tensor::Error::Overflow {
+            what: "the row count",
+        })?;
+    let shape = vec![num_rows, num_columns];
+    let count = layout::element_count(&shape)?;
+    if count
+        .checked_mul(size_of::<D>())
+        .is_none_or(|bytes| bytes > isize::MAX as usize)
+    {
+        return Err(arrow_dlpack_tensor::Error::Overflow {
+            what: "the byte size",
+        }
+        .into());
+    }
+    // Advised for huge pages when large, and never zeroed: every slot is written below.
+    let mut values: Vec<D> = arrow_dlpack_tensor::alloc::try_vec_with_capacity(count)?;
+    let slots = &mut values.spare_capacity_mut()[..count];
+    let mut row_offset = 0;
+    for (columns, rows) in pieces {
+        write_columns(
+            columns,
+            0..*rows,
+            Target {
+                slots: &mut *slots,
+                num_rows,
+                row_offset,
+                row_major,
+            },
+        );
+        row_offset += rows;
+    }
+    // SAFETY: `values` has capacity `count = num_rows * num_columns`. The pieces' rows add up to
+    // `num_rows`, and `write_columns` initialised rows `row_offset..row_offset + rows` of every
+    // one of the `num_columns` columns of the target for each piece in turn (see its contract;
+    // it panics unless each piece has `num_columns` columns), which are all `count` slots. `D` is
+    // a plain number type, so any bits written are a valid value.
+    unsafe { values.set_len(count) };
+
+    let strides = if row_major {
+        layout::row_major_strides(&shape)?
+    } else {
+        layout::column_major_strides(&shape)?
+    };
+    let tensor = Tensor::try_new(Buffer::from_vec(values), D::DTYPE, shape, strides, 0)?;
+    Ok(tensor.with_read_only(false))
 }
 
-impl Plan<'_> {
-    /// Copies every column into a fresh tensor of element type `D`.
-    fn fill<D: Element>(&self) -> Result<Tensor> {
-        let num_rows = self.num_rows;
-        let num_columns = self.columns.len();
-        let shape = vec![num_rows, num_columns];
-        let count = layout::element_count(&shape)?;
-        if count
-            .checked_mul(size_of::<D>())
-            .is_none_or(|bytes| bytes > isize::MAX as usize)
-        {
-            return Err(arrow_dlpack_tensor::Error::Overflow {
-                what: "the byte size",
-            }
-            .into());
-        }
-        let writers: Vec<Writer<D>> = self
-            .columns
+/// Writes rows `rows` of `columns` (every column at least `rows.end` long) into rows
+/// `target.row_offset..target.row_offset + rows.len()` of `target`, converting each value to
+/// `D`; null slots become NaN (nulls must reach this function only when `D` is a float type).
+///
+/// Contract: every slot of those target rows, in every one of the `columns.len()` columns, is
+/// initialised on return.
+///
+/// # Panics
+///
+/// When the target does not have `num_rows * columns.len()` slots, or the rows do not fit in it.
+pub(super) fn write_columns<D: Element>(
+    columns: &[CopyColumn<'_>],
+    rows: Range<usize>,
+    target: Target<'_, D>,
+) {
+    let num_columns = columns.len();
+    let Target {
+        slots,
+        num_rows,
+        row_offset,
+        row_major,
+    } = target;
+    let len = rows.len();
+    assert_eq!(
+        Some(slots.len()),
+        num_rows.checked_mul(num_columns),
+        "the target holds num_rows * num_columns slots"
+    );
+    assert!(
+        row_offset
+            .checked_add(len)
+            .is_some_and(|end| end <= num_rows),
+        "rows {row_offset}..{row_offset}+{len} lie outside a target of {num_rows} rows"
+    );
+    if len == 0 || num_columns == 0 {
+        return;
+    }
+
+    if row_major && num_columns > 1 {
+        let rows_out = &mut slots[row_offset * num_columns..(row_offset + len) * num_columns];
+        let block_rows = (BLOCK_BYTES / (num_columns * size_of::<D>())).max(MIN_BLOCK_ROWS);
+        // Columns of another type are converted into their run of a column-major staging block
+        // that stays in cache; columns of type `D` are read where they are.
+        let writers: Vec<Option<Writer<D>>> = columns
             .iter()
-            .map(|column| D::writer(column.dtype))
+            .map(|column| (column.dtype != D::DTYPE).then(|| D::writer(column.dtype)))
             .collect();
-        let mut values: Vec<D> = arrow_dlpack_tensor::alloc::try_vec_with_capacity(count)?;
-        let slots = &mut values.spare_capacity_mut()[..count];
-
-        if self.row_major && num_columns > 1 {
-            // Row-major output is written block of rows by block of rows, each block transposed
-            // from one run per column, so that memory is read and written sequentially (strided
-            // stores straight into the output would miss the cache once per element).
-            let block_rows = (BLOCK_BYTES / (num_columns * size_of::<D>())).max(MIN_BLOCK_ROWS);
-            let same_type = self.columns.iter().all(|column| column.dtype == D::DTYPE);
-            if same_type {
-                // Every column already holds `D`: the runs are the columns' own values.
-                let sources: Vec<&[D]> = self
-                    .columns
-                    .iter()
-                    .map(|column| column.array.as_primitive::<D::Arrow>().values().as_ref())
-                    .collect();
-                for start in (0..num_rows).step_by(block_rows) {
-                    let end = num_rows.min(start + block_rows);
-                    let runs: Vec<&[D]> =
-                        sources.iter().map(|source| &source[start..end]).collect();
-                    transpose(&runs, &mut slots[start * num_columns..end * num_columns]);
-                }
-            } else {
-                // Each column converts the block's rows into its run of a column-major staging
-                // block that stays in cache, with the conversion chosen once per column.
-                let mut stage = vec![MaybeUninit::<D>::uninit(); block_rows * num_columns];
-                for start in (0..num_rows).step_by(block_rows) {
-                    let end = num_rows.min(start + block_rows);
-                    let rows = end - start;
-                    let stage = &mut stage[..rows * num_columns];
-                    for ((column, writer), run) in self
-                        .columns
-                        .iter()
-                        .zip(&writers)
-                        .zip(stage.chunks_exact_mut(rows))
-                    {
-                        writer(column.array, start..end, run);
+        let staged = writers.iter().flatten().count();
+        let mut stage = vec![MaybeUninit::<D>::uninit(); block_rows.min(len) * staged];
+        for (block, out) in rows_out.chunks_mut(block_rows * num_columns).enumerate() {
+            let start = rows.start + block * block_rows;
+            let block_len = out.len() / num_columns;
+            let block = start..start + block_len;
+            let mut stage_runs = stage[..block_len * staged].chunks_exact_mut(block_len);
+            let mut runs: Vec<&[D]> = Vec::with_capacity(num_columns);
+            for (column, writer) in columns.iter().zip(&writers) {
+                match writer {
+                    Some(writer) => {
+                        let run = stage_runs
+                            .next()
+                            .expect("one staging run per converted column");
+                        writer(column.array, block.clone(), run);
+                        // SAFETY: a writer initialises every slot of the run it is given (it
+                        // asserts that the run has one slot per value and writes each).
+                        runs.push(unsafe { assume_init(run) });
                     }
-                    let runs: Vec<&[MaybeUninit<D>]> = stage.chunks_exact(rows).collect();
-                    transpose(&runs, &mut slots[start * num_columns..end * num_columns]);
+                    None => {
+                        runs.push(&column.array.as_primitive::<D::Arrow>().values()[block.clone()])
+                    }
                 }
             }
-        } else if num_rows > 0 {
-            // Column-major, or a single column: each column is one contiguous run.
-            for ((column, writer), run) in self
-                .columns
-                .iter()
-                .zip(&writers)
-                .zip(slots.chunks_exact_mut(num_rows))
-            {
-                writer(column.array, 0..num_rows, run);
-            }
+            transpose(&runs, out);
         }
-
-        for (index, column) in self.columns.iter().enumerate() {
-            let Some(nulls) = column.nulls.as_ref().filter(|nulls| nulls.null_count() > 0) else {
-                continue;
-            };
-            let nan = D::NAN
-                .expect("nulls reach the copy only with null_to_nan, which promotes to a float");
-            let position = |row: usize| {
-                if self.row_major {
-                    row * num_columns + index
-                } else {
-                    index * num_rows + row
-                }
-            };
-            for row in null_rows(nulls) {
-                slots[position(row)].write(nan);
-            }
+    } else {
+        // Column-major, or a single column: each column is one contiguous run.
+        for (index, column) in columns.iter().enumerate() {
+            let start = index * num_rows + row_offset;
+            D::writer(column.dtype)(column.array, rows.clone(), &mut slots[start..start + len]);
         }
+    }
 
-        // SAFETY: `values` has capacity `count = num_rows * num_columns`, and every one of those
-        // slots holds a value written above. A writer given rows `a..b` and a run of `b - a`
-        // slots initialises the whole run (`write` asserts it): every column has `num_rows`
-        // values (checked by `table_to_tensor`), so its values `a..b` are as many as the slots. Column-major (or one
-        // column): `chunks_exact_mut(num_rows)` gives each column its run of `num_rows` slots.
-        // Row-major: the blocks `start..end` cover `0..num_rows`; in each block there is one run
-        // of `end - start` values per column (the columns' own values, or staging runs that the
-        // writers filled), and `transpose` copies them into every slot of the block's output
-        // rows (its groups of columns cover `0..num_columns`, each for every row). With
-        // `num_rows == 0`, `count` is 0. `D` is a plain number type, so any bits written are a
-        // valid value.
-        unsafe { values.set_len(count) };
-
-        let strides = if self.row_major {
-            layout::row_major_strides(&shape)?
-        } else {
-            layout::column_major_strides(&shape)?
+    for (index, column) in columns.iter().enumerate() {
+        let Some(nulls) = column.nulls.as_ref().filter(|nulls| nulls.null_count() > 0) else {
+            continue;
         };
-        let tensor = Tensor::try_new(Buffer::from_vec(values), D::DTYPE, shape, strides, 0)?;
-        Ok(tensor.with_read_only(false))
+        let nulls = nulls.slice(rows.start, len);
+        let nan = D::NAN.expect("nulls reach the copy only when the target is a float type");
+        for row in null_rows(&nulls) {
+            let position = if row_major {
+                (row_offset + row) * num_columns + index
+            } else {
+                index * num_rows + row_offset + row
+            };
+            slots[position].write(nan);
+        }
+    }
+}
+
+/// The values of `slots`, every one of which is initialised.
+///
+/// # Safety
+///
+/// Every slot of `slots` must be initialised.
+unsafe fn assume_init<D: Copy>(slots: &[MaybeUninit<D>]) -> &[D] {
+    // SAFETY: `MaybeUninit<D>` has the size, alignment and ABI of `D`, and the caller guarantees
+    // that every slot holds an initialised value; the slice is only read, for the same borrow.
+    unsafe { std::slice::from_raw_parts(slots.as_ptr().cast(), slots.len()) }
+}
+
+/// Copies one run per column (`runs`, all of the same length) into the row-major block `out`
+/// (as many rows, one slot per column), initialising every slot of it.
+fn transpose<D: Copy>(runs: &[&[D]], out: &mut [MaybeUninit<D>]) {
+    let num_columns = runs.len();
+    let mut first = 0;
+    while first < num_columns {
+        let width = (num_columns - first).min(MAX_GROUP);
+        let group = &runs[first..first + width];
+        let transpose: GroupTranspose<D> = match width {
+            1 => transpose_group::<D, 1>,
+            2 => transpose_group::<D, 2>,
+            3 => transpose_group::<D, 3>,
+            4 => transpose_group::<D, 4>,
+            5 => transpose_group::<D, 5>,
+            6 => transpose_group::<D, 6>,
+            7 => transpose_group::<D, 7>,
+            8 => transpose_group::<D, 8>,
+            9 => transpose_group::<D, 9>,
+            10 => transpose_group::<D, 10>,
+            11 => transpose_group::<D, 11>,
+            12 => transpose_group::<D, 12>,
+            13 => transpose_group::<D, 13>,
+            14 => transpose_group::<D, 14>,
+            15 => transpose_group::<D, 15>,
+            16 => transpose_group::<D, 16>,
+            _ => unreachable!("groups have 1 to {MAX_GROUP} columns"),
+        };
+        transpose(group, out, num_columns, first);
+        first += width;
+    }
+}
+
+/// A monomorphisation of [`transpose_group`]: runs, output block, columns, first column.
+type GroupTranspose<D> = fn(&[&[D]], &mut [MaybeUninit<D>], usize, usize);
+
+/// Copies `K` runs (`group`) into columns `first..first + K` of the row-major block `out` of
+/// `num_columns` columns. With `K` known, each output row is a fixed-size array filled by an
+/// unrolled loop.
+fn transpose_group<D: Copy, const K: usize>(
+    group: &[&[D]],
+    out: &mut [MaybeUninit<D>],
+    num_columns: usize,
+    first: usize,
+) {
+    let runs: &[&[D]; K] = group.try_into().expect("a group has K runs");
+    let rows = runs[0].len();
+    // `write_columns` relies on every row of the block being written.
+    assert!(runs.iter().all(|run| run.len() == rows) && out.len() == rows * num_columns);
+    assert!(
+        first + K <= num_columns,
+        "a group of K columns lies inside the row"
+    );
+    let runs: [&[D]; K] = std::array::from_fn(|c| &runs[c][..rows]);
+    // 4-byte elements in groups of 4 columns go through 4 x 4 register transposes; the rows
+    // after the last whole tile, and every other group, through the loop below.
+    let done = if size_of::<D>() == 4 && K.is_multiple_of(4) {
+        transpose_tiles_4x4(&runs, out, num_columns, first)
+    } else {
+        0
+    };
+    for (row, out_row) in (done..rows).zip(out[done * num_columns..].chunks_exact_mut(num_columns))
+    {
+        let slots: &mut [MaybeUninit<D>; K] = (&mut out_row[first..first + K])
+            .try_into()
+            .expect("a group of K columns lies inside the row");
+        for (slot, run) in slots.iter_mut().zip(runs) {
+            slot.write(run[row]);
+        }
     }
 }
 
@@ -216,8 +416,8 @@ fn null_rows(nulls: &NullBuffer) -> impl Iterator<Item = usize> + '_ {
     .flatten()
 }
 
-/// Converts the values `rows` of one column into a run of as many slots; the column's type and
-/// the element type are fixed by the monomorphisation chosen for the column.
+/// Converts the values `rows` of one column into a run of as many contiguous slots; the column's
+/// type and the element type are fixed by the monomorphisation chosen for the column.
 type Writer<D> = fn(&dyn Array, Range<usize>, &mut [MaybeUninit<D>]);
 
 fn write<T, D>(array: &dyn Array, rows: Range<usize>, run: &mut [MaybeUninit<D>])
@@ -226,127 +426,104 @@ where
     T::Native: ConvertTo<D>,
 {
     let values = &array.as_primitive::<T>().values()[rows];
-    // The unsafe `set_len` in `Plan::fill` relies on every slot of the run being written.
+    // `write_columns` relies on every slot of the run being written.
     assert_eq!(values.len(), run.len(), "a run has one slot per value");
     for (slot, &value) in run.iter_mut().zip(values) {
         slot.write(value.convert());
     }
 }
 
-/// The most columns [`transpose_group`] moves at once; wider blocks go in groups.
-const MAX_GROUP: usize = 16;
-
-/// A value that fills a slot of the output: a value of `D` itself, or a staged slot.
-trait Cell<D>: Copy {
-    fn slot(self) -> MaybeUninit<D>;
-}
-
-impl<D: Copy> Cell<D> for MaybeUninit<D> {
-    #[inline(always)]
-    fn slot(self) -> MaybeUninit<D> {
-        self
-    }
-}
-
-/// Copies one run per column (`runs`, all of the same length) into the row-major block `out`
-/// (as many rows, one slot per column).
-fn transpose<D: Copy, C: Cell<D>>(runs: &[&[C]], out: &mut [MaybeUninit<D>]) {
-    let num_columns = runs.len();
-    let mut first = 0;
-    while first < num_columns {
-        let width = (num_columns - first).min(MAX_GROUP);
-        let group = &runs[first..first + width];
-        let transpose: GroupTranspose<D, C> = match width {
-            1 => transpose_group::<D, C, 1>,
-            2 => transpose_group::<D, C, 2>,
-            3 => transpose_group::<D, C, 3>,
-            4 => transpose_group::<D, C, 4>,
-            5 => transpose_group::<D, C, 5>,
-            6 => transpose_group::<D, C, 6>,
-            7 => transpose_group::<D, C, 7>,
-            8 => transpose_group::<D, C, 8>,
-            9 => transpose_group::<D, C, 9>,
-            10 => transpose_group::<D, C, 10>,
-            11 => transpose_group::<D, C, 11>,
-            12 => transpose_group::<D, C, 12>,
-            13 => transpose_group::<D, C, 13>,
-            14 => transpose_group::<D, C, 14>,
-            15 => transpose_group::<D, C, 15>,
-            16 => transpose_group::<D, C, 16>,
-            _ => unreachable!("groups have 1 to {MAX_GROUP} columns"),
-        };
-        transpose(group, out, num_columns, first);
-        first += width;
-    }
-}
-
-/// A monomorphisation of [`transpose_group`]: runs, output block, columns, first column.
-type GroupTranspose<D, C> = fn(&[&[C]], &mut [MaybeUninit<D>], usize, usize);
-
-/// Copies `K` runs (`group`) into columns `first..first + K` of the row-major block `out` of
-/// `num_columns` columns. With `K` known, each output row is a fixed-size array filled by an
-/// unrolled loop.
-fn transpose_group<D: Copy, C: Cell<D>, const K: usize>(
-    group: &[&[C]],
+/// Copies the first `rows / 4 * 4` rows of the `K` runs (`K` a multiple of 4, 4-byte elements)
+/// into columns `first..first + K` of the row-major block `out`, 4 rows by 4 columns at a time:
+/// four loads of 4 values, a transpose in registers (shuffles, which move bits and never
+/// compute, so every value, NaN payloads included, is copied exactly), four stores. Returns the
+/// number of rows written.
+#[cfg(target_arch = "x86_64")]
+fn transpose_tiles_4x4<D: Copy, const K: usize>(
+    runs: &[&[D]; K],
     out: &mut [MaybeUninit<D>],
     num_columns: usize,
     first: usize,
-) {
-    let runs: &[&[C]; K] = group.try_into().expect("a group has K runs");
-    let rows = runs[0].len();
-    // The unsafe `set_len` in `Plan::fill` relies on every row of the block being written.
-    assert!(runs.iter().all(|run| run.len() == rows) && out.len() == rows * num_columns);
-    let runs: [&[C]; K] = std::array::from_fn(|c| &runs[c][..rows]);
-    for (row, out_row) in (0..rows).zip(out.chunks_exact_mut(num_columns)) {
-        let slots: &mut [MaybeUninit<D>; K] = (&mut out_row[first..first + K])
-            .try_into()
-            .expect("a group of K columns lies inside the row");
-        for (slot, run) in slots.iter_mut().zip(runs) {
-            *slot = run[row].slot();
+) -> usize {
+    use std::arch::x86_64::{
+        _mm_loadu_ps, _mm_movehl_ps, _mm_movelh_ps, _mm_storeu_ps, _mm_unpackhi_ps, _mm_unpacklo_ps,
+    };
+    assert!(size_of::<D>() == 4 && K.is_multiple_of(4));
+    let rows = runs.first().map_or(0, |run| run.len());
+    assert!(runs.iter().all(|run| run.len() == rows));
+    assert!(first + K <= num_columns && out.len() == rows * num_columns);
+    let tiled = rows / 4 * 4;
+    let out = out.as_mut_ptr().cast::<f32>();
+    for row in (0..tiled).step_by(4) {
+        for column in (0..K).step_by(4) {
+            let load = |c: usize| {
+                // SAFETY: run `column + c < K` has `rows >= row + 4` elements of 4 bytes, so
+                // the 16 bytes from element `row` lie inside it; `_mm_loadu_ps` reads unaligned
+                // memory, and SSE is part of every x86_64 target.
+                unsafe { _mm_loadu_ps(runs[column + c].as_ptr().add(row).cast::<f32>()) }
+            };
+            let (a, b, c, d) = (load(0), load(1), load(2), load(3));
+            // SAFETY: shuffles of registers, SSE being part of every x86_64 target.
+            let rows4 = unsafe {
+                let (ab_low, cd_low) = (_mm_unpacklo_ps(a, b), _mm_unpacklo_ps(c, d));
+                let (ab_high, cd_high) = (_mm_unpackhi_ps(a, b), _mm_unpackhi_ps(c, d));
+                [
+                    _mm_movelh_ps(ab_low, cd_low),
+                    _mm_movehl_ps(cd_low, ab_low),
+                    _mm_movelh_ps(ab_high, cd_high),
+                    _mm_movehl_ps(cd_high, ab_high),
+                ]
+            };
+            for (r, values) in rows4.into_iter().enumerate() {
+                // SAFETY: slots `(row + r) * num_columns + first + column ..+ 4` lie inside `out`
+                // (`row + r < rows`, `first + column + 4 <= first + K <= num_columns`, and `out`
+                // has `rows * num_columns` slots of 4 bytes), which this function borrows
+                // exclusively; `_mm_storeu_ps` writes unaligned memory.
+                unsafe {
+                    _mm_storeu_ps(out.add((row + r) * num_columns + first + column), values);
+                }
+            }
         }
     }
+    tiled
+}
+
+/// Without x86_64's SSE, every row goes through the plain loop of [`transpose_group`].
+#[cfg(not(target_arch = "x86_64"))]
+fn transpose_tiles_4x4<D: Copy, const K: usize>(
+    _runs: &[&[D]; K],
+    _out: &mut [MaybeUninit<D>],
+    _num_columns: usize,
+    _first: usize,
+) -> usize {
+    0
 }
 
 /// A tensor element type: the numeric Arrow native types.
-trait Element: ArrowNativeType + Cell<Self> {
+pub(super) trait Element: ArrowNativeType {
     /// The Arrow type whose values are this element.
     type Arrow: ArrowPrimitiveType<Native = Self>;
     /// The dtype of tensors of this element.
     const DTYPE: DType;
     /// NaN, for the float types.
     const NAN: Option<Self>;
-    /// The writer that converts a column of dtype `source` into this element type.
+    /// The contiguous writer that converts a column of dtype `source` into this element type.
     fn writer(source: DType) -> Writer<Self>;
 }
 
 macro_rules! element {
     ($native:ty, $arrow:ty, $dtype:ident, $nan:expr) => {
-        impl Cell<$native> for $native {
-            #[inline(always)]
-            fn slot(self) -> MaybeUninit<$native> {
-                MaybeUninit::new(self)
-            }
-        }
-
         impl Element for $native {
             type Arrow = $arrow;
             const DTYPE: DType = DType::$dtype;
             const NAN: Option<Self> = $nan;
             fn writer(source: DType) -> Writer<Self> {
-                match source {
-                    DType::Int8 => write::<Int8Type, Self>,
-                    DType::Int16 => write::<Int16Type, Self>,
-                    DType::Int32 => write::<Int32Type, Self>,
-                    DType::Int64 => write::<Int64Type, Self>,
-                    DType::UInt8 => write::<UInt8Type, Self>,
-                    DType::UInt16 => write::<UInt16Type, Self>,
-                    DType::UInt32 => write::<UInt32Type, Self>,
-                    DType::UInt64 => write::<UInt64Type, Self>,
-                    DType::Float16 => write::<Float16Type, Self>,
-                    DType::Float32 => write::<Float32Type, Self>,
-                    DType::Float64 => write::<Float64Type, Self>,
-                    other => unreachable!("{other} is not a column dtype"),
+                macro_rules! from {
+                    ($source:ty, $t:ty) => {
+                        write::<$t, Self>
+                    };
                 }
+                with_element!(source, from)
             }
         }
     };
@@ -394,7 +571,7 @@ convert_with_as!(f64: i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
 // Half precision has no `as`: it goes through `f32` (exact for every value of `f16` and of the
 // 8- and 16-bit integers) or `f64` (one rounding from the wider types). Promotion only ever
 // converts `f16` into wider floats and 8-bit integers into `f16`; the other pairs exist so that
-// every column can be written into every element type.
+// every column can be written into every element type (`write_rows` takes any dtype).
 macro_rules! convert_half {
     (via $via:ty, $to_half:path: $($source:ty),+) => {
         $(impl ConvertTo<f16> for $source {

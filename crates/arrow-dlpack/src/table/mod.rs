@@ -1,6 +1,8 @@
 //! Tables to tensors: the columns of a [`Table`] (a record batch, a struct array, or named
 //! arrays) copied into one 2-D tensor with PyArrow's type promotion ([`table_to_tensor`]), or
-//! one zero-copy tensor per column ([`table_to_tensors`]).
+//! one zero-copy tensor per column ([`table_to_tensors`]); and rows of a table written into a
+//! caller's 2-D buffer at a row offset ([`write_rows`]), to stack several tables (the chunks of a
+//! stream, the record batches a training batch spans) into one tensor without a concatenation.
 //!
 //! The promotion rule lives in `promotion.rs`, the copy kernel in `copy.rs`; this file checks
 //! the columns and says what each function accepts.
@@ -8,9 +10,12 @@
 mod copy;
 mod promotion;
 
+use std::mem::MaybeUninit;
+use std::ops::Range;
+
 use arrow_array::{Array, ArrayRef, RecordBatch, StructArray, cast::AsArray};
 use arrow_buffer::NullBuffer;
-use arrow_dlpack_tensor::{DType, Tensor};
+use arrow_dlpack_tensor::{DType, NativeDType, Tensor};
 use arrow_schema::{DataType, Field};
 
 use crate::data_type::unsupported_reason;
@@ -18,7 +23,7 @@ use crate::{
     ArrayToTensorOptions, EXTENSION_NAME, Error, FixedShapeTensorArray, NullLocation, Result,
     array_to_tensor, dtype_of,
 };
-use copy::{CopyColumn, copy_columns};
+use copy::{CopyColumn, copy_columns, write_columns_as};
 use promotion::promoted_dtype;
 
 /// The element types a column may have in [`table_to_tensor`].
@@ -255,6 +260,122 @@ pub struct ColumnTensorOptions {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn table_to_tensor(table: &Table<'_>, options: TableToTensorOptions) -> Result<Tensor> {
+    let (columns, num_rows) = copy_columns_of(table)?;
+    if !options.null_to_nan {
+        refuse_nulls(table, &columns, 0..num_rows)?;
+    }
+    let dtypes: Vec<DType> = columns.iter().map(|column| column.dtype).collect();
+    let dtype = promoted_dtype(&dtypes, options.null_to_nan);
+    copy_columns(&[(columns, num_rows)], dtype, options.row_major)
+}
+
+/// Like [`table_to_tensor`] for the rows of several tables with the same columns, one table
+/// after another: the chunks of a stream stacked into one tensor in one pass, without
+/// concatenating them first.
+///
+/// The dtype is the promotion of every column of every table (for the chunks of one stream,
+/// which share a schema, that of the first). A null count in [`Error::ColumnNulls`] counts the
+/// column's nulls in every table. Without tables the result is refused with
+/// [`Error::NoColumns`].
+///
+/// # Panics
+///
+/// When the tables do not all have the same number of columns.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow_array::{ArrayRef, Float64Array, Int32Array, RecordBatch};
+/// use arrow_dlpack::{DType, Table, TableToTensorOptions, tables_to_tensor};
+///
+/// let batch = RecordBatch::try_from_iter([
+///     ("a", Arc::new(Int32Array::from(vec![1, 2, 3])) as ArrayRef),
+///     ("b", Arc::new(Float64Array::from(vec![0.5, 1.5, 2.5])) as ArrayRef),
+/// ])?;
+/// let (first, second) = (batch.slice(0, 1), batch.slice(1, 2));
+/// let options = TableToTensorOptions::default();
+/// let tensor = tables_to_tensor(&[Table::from(&first), Table::from(&second)], options)?;
+/// assert_eq!((tensor.dtype(), tensor.shape()), (DType::Float64, &[3, 2][..]));
+/// assert_eq!(tensor.as_slice::<f64>()?, &[1.0, 0.5, 2.0, 1.5, 3.0, 2.5]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn tables_to_tensor(tables: &[Table<'_>], options: TableToTensorOptions) -> Result<Tensor> {
+    let pieces = tables
+        .iter()
+        .map(copy_columns_of)
+        .collect::<Result<Vec<_>>>()?;
+    let Some((first, _)) = pieces.first() else {
+        return Err(Error::NoColumns);
+    };
+    assert!(
+        pieces
+            .iter()
+            .all(|(columns, _)| columns.len() == first.len()),
+        "the tables have different numbers of columns"
+    );
+    if !options.null_to_nan {
+        for (index, column) in tables[0].columns.iter().enumerate() {
+            let null_count: usize = pieces
+                .iter()
+                .map(|(columns, _)| null_count(&columns[index].nulls))
+                .sum();
+            if null_count > 0 {
+                return Err(Error::ColumnNulls {
+                    column: column.name.to_string(),
+                    null_count,
+                });
+            }
+        }
+    }
+    let dtypes_of = |columns: &[CopyColumn<'_>]| -> Vec<DType> {
+        columns.iter().map(|column| column.dtype).collect()
+    };
+    let first_dtypes = dtypes_of(first);
+    // Tables of one schema give the dtype of one table, exactly as `table_to_tensor` would.
+    let dtypes = if pieces
+        .iter()
+        .all(|(columns, _)| dtypes_of(columns) == first_dtypes)
+    {
+        first_dtypes
+    } else {
+        pieces
+            .iter()
+            .flat_map(|(columns, _)| dtypes_of(columns))
+            .collect()
+    };
+    let dtype = promoted_dtype(&dtypes, options.null_to_nan);
+    copy_columns(&pieces, dtype, options.row_major)
+}
+
+fn null_count(nulls: &Option<NullBuffer>) -> usize {
+    nulls.as_ref().map_or(0, NullBuffer::null_count)
+}
+
+/// The dtype [`table_to_tensor`] gives `table` with `options`, without copying anything: the
+/// dtype to allocate for [`write_rows`] so that it writes what [`table_to_tensor`] would.
+///
+/// The columns are checked as [`table_to_tensor`] checks them, nulls apart.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow_array::{ArrayRef, Int32Array, UInt8Array};
+/// use arrow_dlpack::{DType, Table, TableToTensorOptions, table_dtype};
+///
+/// let columns: Vec<ArrayRef> =
+///     vec![Arc::new(Int32Array::from(vec![1])), Arc::new(UInt8Array::from(vec![2]))];
+/// let table = Table::try_from_columns(&["a", "b"], &columns)?;
+/// assert_eq!(table_dtype(&table, TableToTensorOptions::default())?, DType::Int32);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn table_dtype(table: &Table<'_>, options: TableToTensorOptions) -> Result<DType> {
+    let (columns, _) = copy_columns_of(table)?;
+    let dtypes: Vec<DType> = columns.iter().map(|column| column.dtype).collect();
+    Ok(promoted_dtype(&dtypes, options.null_to_nan))
+}
+
+/// The checked columns of `table`, ready to be copied, and their common length: numeric columns
+/// ([`Error::UnsupportedColumnType`]) of one length ([`Error::ColumnLength`]), at least one
+/// ([`Error::NoColumns`]).
+fn copy_columns_of<'a>(table: &Table<'a>) -> Result<(Vec<CopyColumn<'a>>, usize)> {
     let Some(first) = table.columns.first() else {
         return Err(Error::NoColumns);
     };
@@ -275,21 +396,202 @@ pub fn table_to_tensor(table: &Table<'_>, options: TableToTensorOptions) -> Resu
             nulls: NullBuffer::union(table.row_nulls, column.array.nulls()),
         });
     }
-    if !options.null_to_nan
-        && let Some((column, copy)) = table
-            .columns
-            .iter()
-            .zip(&columns)
-            .find(|(_, copy)| null_count(&copy.nulls) > 0)
+    Ok((columns, num_rows))
+}
+
+/// [`Error::ColumnNulls`] for the first of `columns` (of `table`) that holds nulls in `rows`.
+fn refuse_nulls(table: &Table<'_>, columns: &[CopyColumn<'_>], rows: Range<usize>) -> Result<()> {
+    let nulls_in_rows = |copy: &CopyColumn<'_>| {
+        copy.nulls.as_ref().map_or(0, |nulls| {
+            if nulls.null_count() == 0 {
+                0
+            } else {
+                nulls.slice(rows.start, rows.len()).null_count()
+            }
+        })
+    };
+    match table
+        .columns
+        .iter()
+        .zip(columns)
+        .map(|(column, copy)| (column, nulls_in_rows(copy)))
+        .find(|&(_, null_count)| null_count > 0)
     {
-        return Err(Error::ColumnNulls {
+        Some((column, null_count)) => Err(Error::ColumnNulls {
             column: column.name.to_string(),
-            null_count: null_count(&copy.nulls),
-        });
+            null_count,
+        }),
+        None => Ok(()),
     }
-    let dtypes: Vec<DType> = columns.iter().map(|column| column.dtype).collect();
-    let dtype = promoted_dtype(&dtypes, options.null_to_nan);
-    copy_columns(&columns, num_rows, dtype, options.row_major)
+}
+
+/// A caller's 2-D buffer that [`write_rows`] fills: `num_rows` rows of one value per column of
+/// the table, of element type `dtype`, laid out row-major (C order, strides
+/// `[num_columns, 1]` in elements) or column-major (Fortran order, strides `[1, num_rows]`).
+///
+/// Build one from typed slots with [`RowsDestination::new`], or from bytes and a dtype chosen at
+/// run time with [`RowsDestination::from_bytes`].
+#[derive(Debug)]
+pub struct RowsDestination<'a> {
+    bytes: &'a mut [MaybeUninit<u8>],
+    dtype: DType,
+    num_rows: usize,
+    row_major: bool,
+}
+
+impl<'a> RowsDestination<'a> {
+    /// The destination of `slots.len() / num_rows` columns held by `slots` (its tail
+    /// after `num_rows * num_columns` elements, if any, is never written).
+    pub fn new<T: NativeDType>(
+        slots: &'a mut [MaybeUninit<T>],
+        num_rows: usize,
+        row_major: bool,
+    ) -> Self {
+        let len = size_of_val(slots);
+        // SAFETY: the bytes of `slots` are `len` bytes at its start, borrowed exclusively for
+        // `'a` like `slots`; `MaybeUninit<u8>` has no validity invariant and alignment 1, and
+        // `T` is a plain number type (`NativeDType` is sealed), so any bytes written through this
+        // view leave every slot a valid `MaybeUninit<T>`.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(slots.as_mut_ptr().cast(), len) };
+        RowsDestination {
+            bytes,
+            dtype: T::DTYPE,
+            num_rows,
+            row_major,
+        }
+    }
+
+    /// The destination held by `bytes`, of elements of `dtype`. `bytes` must be aligned for
+    /// `dtype` ([`write_rows`] panics otherwise).
+    pub fn from_bytes(
+        bytes: &'a mut [MaybeUninit<u8>],
+        dtype: DType,
+        num_rows: usize,
+        row_major: bool,
+    ) -> Self {
+        RowsDestination {
+            bytes,
+            dtype,
+            num_rows,
+            row_major,
+        }
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The number of rows.
+    pub fn num_rows(&self) -> usize {
+        self.num_rows
+    }
+}
+
+/// What [`write_rows`] does with nulls.
+///
+/// The default refuses them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WriteRowsOptions {
+    /// Write null slots as NaN; the destination must then have a float dtype for rows with
+    /// nulls. Otherwise nulls are refused with [`Error::ColumnNulls`]. Default `false`.
+    pub null_to_nan: bool,
+}
+
+/// Writes rows `rows` of `table` into rows `row_offset..row_offset + rows.len()` of
+/// `destination`, one column of the destination per column of the table, converting every value
+/// to the destination's dtype, in one pass.
+///
+/// This is [`table_to_tensor`]'s kernel, given a buffer instead of allocating one: calling it
+/// for consecutive tables (the chunks of a stream, or the record batches a batch of a data
+/// loader spans) at consecutive offsets stacks them into one tensor without concatenating them
+/// first. With the dtype of [`table_dtype`], the values are those [`table_to_tensor`] gives.
+///
+/// The columns are checked as [`table_to_tensor`] checks them (numeric, one length, at least
+/// one). Values convert as Rust's `as` does (C++'s `static_cast`), into any numeric dtype.
+/// Nulls within `rows` (a struct array's null rows included) are refused with
+/// [`Error::ColumnNulls`], unless `null_to_nan` and the dtype is a float type: they are then
+/// written as NaN. Nothing is written when an error is returned.
+///
+/// The written rows are initialised on return, and no other slot is touched, so that a caller
+/// who writes every row of its buffer this way may then treat it as initialised.
+///
+/// # Errors
+///
+/// [`Error::UnsupportedDType`] when the destination's dtype is not int8..int64, uint8..uint64 or
+/// float16/32/64; the column errors above.
+///
+/// # Panics
+///
+/// When `rows` lies outside the table, the written rows outside the destination's `num_rows`,
+/// or the destination has fewer than `num_rows * num_columns` elements or is not aligned for its
+/// dtype: these are the caller's sizes, as for slice indexing.
+///
+/// ```
+/// use std::mem::MaybeUninit;
+/// use std::sync::Arc;
+/// use arrow_array::{ArrayRef, Float32Array, Int32Array, RecordBatch};
+/// use arrow_dlpack::{RowsDestination, Table, WriteRowsOptions, write_rows};
+///
+/// let first = RecordBatch::try_from_iter([
+///     ("a", Arc::new(Int32Array::from(vec![1, 2, 3])) as ArrayRef),
+///     ("b", Arc::new(Float32Array::from(vec![0.5, 1.5, 2.5])) as ArrayRef),
+/// ])?;
+/// let second = first.slice(0, 1);
+/// // Rows 1..3 of the first batch, then the second batch: 3 rows of 2 columns, row-major.
+/// let mut slots = vec![MaybeUninit::<f64>::uninit(); 3 * 2];
+/// let mut out = RowsDestination::new(&mut slots, 3, true);
+/// let options = WriteRowsOptions::default();
+/// write_rows(&Table::from(&first), 1..3, &mut out, 0, options)?;
+/// write_rows(&Table::from(&second), 0..1, &mut out, 2, options)?;
+/// // SAFETY: write_rows initialised rows 0..2 and 2..3, every slot.
+/// let values: Vec<f64> = slots.iter().map(|slot| unsafe { slot.assume_init() }).collect();
+/// assert_eq!(values, [2.0, 1.5, 3.0, 2.5, 1.0, 0.5]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn write_rows(
+    table: &Table<'_>,
+    rows: Range<usize>,
+    destination: &mut RowsDestination<'_>,
+    row_offset: usize,
+    options: WriteRowsOptions,
+) -> Result<()> {
+    let dtype = destination.dtype;
+    if !crate::ARROW_DTYPES.contains(&dtype) {
+        return Err(Error::UnsupportedDType { dtype });
+    }
+    let (columns, num_rows) = copy_columns_of(table)?;
+    assert!(
+        rows.start <= rows.end && rows.end <= num_rows,
+        "rows {rows:?} lie outside a table of {num_rows} rows"
+    );
+    let is_float = matches!(dtype, DType::Float16 | DType::Float32 | DType::Float64);
+    if !options.null_to_nan || !is_float {
+        refuse_nulls(table, &columns, rows.clone())?;
+    }
+    let num_columns = columns.len();
+    let elements = destination
+        .num_rows
+        .checked_mul(num_columns)
+        .expect("the destination's size overflows usize");
+    let bytes = elements * dtype.size();
+    assert!(
+        destination.bytes.len() >= bytes,
+        "the destination holds {} bytes; expected at least {bytes} for {} rows of {num_columns} \
+         columns of {dtype}",
+        destination.bytes.len(),
+        destination.num_rows
+    );
+    write_columns_as(
+        &columns,
+        rows,
+        &mut destination.bytes[..bytes],
+        dtype,
+        destination.num_rows,
+        row_offset,
+        destination.row_major,
+    );
+    Ok(())
 }
 
 /// Like [`table_to_tensor`], for columns given one by one with their names; the columns must all
@@ -304,10 +606,6 @@ pub fn columns_to_tensor<S: AsRef<str>>(
     options: TableToTensorOptions,
 ) -> Result<Tensor> {
     table_to_tensor(&Table::try_from_columns(names, columns)?, options)
-}
-
-fn null_count(nulls: &Option<NullBuffer>) -> usize {
-    nulls.as_ref().map_or(0, NullBuffer::null_count)
 }
 
 /// The tensor dtype of a column, or the error naming it.

@@ -233,8 +233,9 @@ class Tensor:
         ``(num_rows, num_columns)``, as PyArrow's ``RecordBatch.to_tensor`` does (same type
         promotion; float16 mixes are converted where PyArrow refuses them).
 
-        ``row_major=False`` lays the columns out one after another (Fortran order). Several
-        record batches are concatenated first, then converted in one pass.
+        ``row_major=False`` lays the columns out one after another (Fortran order). The
+        record batches of a stream are written into the tensor one after another, in one pass,
+        without being concatenated first.
 
         Raises ArrowDLPackTypeError, as PyArrow does, for nulls unless ``null_to_nan=True`` (the
         dtype is then a float type), for a non-numeric column, for a table without columns, and
