@@ -28,7 +28,7 @@ use crate::arrow_ffi_checks as checks;
 use crate::dlpack_import::type_name;
 use crate::errors;
 
-const ARROW_SCHEMA: &CStr = c"arrow_schema";
+pub(crate) const ARROW_SCHEMA: &CStr = c"arrow_schema";
 const ARROW_ARRAY: &CStr = c"arrow_array";
 const ARROW_ARRAY_STREAM: &CStr = c"arrow_array_stream";
 
@@ -49,6 +49,9 @@ pub(crate) fn import(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
 }
 
 fn import_unguarded(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
+    if let Some(imported) = crate::arrow_device::import_host(object)? {
+        return Ok(imported);
+    }
     if let Some(method) = crate::protocols::optional_attribute(object, "__arrow_c_stream__")? {
         let capsule = method.call0()?;
         return import_stream(&capsule);
@@ -81,7 +84,7 @@ fn import_unguarded(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
 }
 
 /// The capsule `object`, checked to be named `name`.
-fn capsule_named<'a, 'py>(
+pub(crate) fn capsule_named<'a, 'py>(
     object: &'a Bound<'py, PyAny>,
     name: &'static CStr,
 ) -> PyResult<&'a Bound<'py, PyCapsule>> {
@@ -106,20 +109,8 @@ fn capsule_named<'a, 'py>(
 /// so from then on we own it and dropping it, on success when the last Arrow reference dies or
 /// on any error before we return, releases it exactly once.
 fn import_array(schema: &Bound<'_, PyAny>, array: &Bound<'_, PyAny>) -> PyResult<Imported> {
-    let schema = capsule_named(schema, ARROW_SCHEMA)?;
+    let field = checked_field(schema)?;
     let array = capsule_named(array, ARROW_ARRAY)?;
-    let schema = schema
-        .pointer_checked(Some(ARROW_SCHEMA))?
-        .cast::<FFI_ArrowSchema>();
-    let field = {
-        // SAFETY: an `arrow_schema` capsule holds an `ArrowSchema` (Arrow PyCapsule interface),
-        // kept alive by the capsule while we read it; `check_schema` reads `release` before
-        // anything else and follows no pointer of a released schema.
-        unsafe { checks::check_schema(schema.as_ptr(), "ArrowSchema") }
-            .map_err(errors::arrow_c_error)?;
-        // SAFETY: the schema was checked above: live, with valid strings and child pointers.
-        field_from_schema(unsafe { schema.as_ref() }).map_err(errors::arrow_c_error)?
-    };
     let array = array
         .pointer_checked(Some(ARROW_ARRAY))?
         .cast::<FFI_ArrowArray>();
@@ -141,6 +132,24 @@ fn import_array(schema: &Bound<'_, PyAny>, array: &Bound<'_, PyAny>) -> PyResult
     })
 }
 
+/// The field of an `arrow_schema` capsule, checked; the schema stays in its capsule.
+pub(crate) fn checked_field(schema: &Bound<'_, PyAny>) -> PyResult<Field> {
+    let schema = capsule_named(schema, ARROW_SCHEMA)?;
+    let schema = schema
+        .pointer_checked(Some(ARROW_SCHEMA))?
+        .cast::<FFI_ArrowSchema>();
+    let field = {
+        // SAFETY: an `arrow_schema` capsule holds an `ArrowSchema` (Arrow PyCapsule interface),
+        // kept alive by the capsule while we read it; `check_schema` reads `release` before
+        // anything else and follows no pointer of a released schema.
+        unsafe { checks::check_schema(schema.as_ptr(), "ArrowSchema") }
+            .map_err(errors::arrow_c_error)?;
+        // SAFETY: the schema was checked above: live, with valid strings and child pointers.
+        field_from_schema(unsafe { schema.as_ref() }).map_err(errors::arrow_c_error)?
+    };
+    Ok(field)
+}
+
 /// The field a checked schema describes.
 fn field_from_schema(schema: &FFI_ArrowSchema) -> Result<Field, checks::ArrowCError> {
     Field::try_from(schema)
@@ -149,7 +158,7 @@ fn field_from_schema(schema: &FFI_ArrowSchema) -> Result<Field, checks::ArrowCEr
 
 /// Imports an array we own, after checking it against `data_type`; the array is released
 /// (dropped) before an error is returned.
-fn import_checked(
+pub(crate) fn import_checked(
     array: FFI_ArrowArray,
     data_type: &DataType,
     path: &str,
@@ -372,7 +381,7 @@ pub(crate) fn stream_capsule<'py>(
 }
 
 /// An `ArrowArrayStream` that hands out `chunks` one by one, zero-copy, described by `field`.
-fn export_stream(field: &FieldRef, chunks: &[ArrayRef]) -> FFI_ArrowArrayStream {
+pub(crate) fn export_stream(field: &FieldRef, chunks: &[ArrayRef]) -> FFI_ArrowArrayStream {
     let state = Box::new(ExportedStream {
         field: field.clone(),
         chunks: chunks.to_vec(),
