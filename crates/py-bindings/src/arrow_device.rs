@@ -167,7 +167,10 @@ fn import_unguarded(object: &Bound<'_, PyAny>) -> PyResult<Option<DeviceImported
         return Ok(None);
     };
     let capsules = method.call0()?;
-    let pair = capsules.cast::<PyTuple>().ok().filter(|pair| pair.len() == 2);
+    let pair = capsules
+        .cast::<PyTuple>()
+        .ok()
+        .filter(|pair| pair.len() == 2);
     let Some(pair) = pair else {
         return Err(errors::type_error(format!(
             "{}.__arrow_c_device_array__() returned {}; expected a (schema, device array) tuple \
@@ -280,10 +283,12 @@ enum Chunk {
 }
 
 fn import_chunk(array: FfiDeviceArray, field: &Field, path: &str) -> PyResult<Chunk> {
-    let device = device_of(array.device_type, array.device_id, path).map_err(errors::arrow_c_error)?;
+    let device =
+        device_of(array.device_type, array.device_id, path).map_err(errors::arrow_c_error)?;
     if device.is_cpu() {
-        let data = arrow_ffi::import_checked(array.array, field.data_type(), &format!("{path}.array"))
-            .map_err(errors::arrow_c_error)?;
+        let data =
+            arrow_ffi::import_checked(array.array, field.data_type(), &format!("{path}.array"))
+                .map_err(errors::arrow_c_error)?;
         return Ok(Chunk::Host(data));
     }
     Ok(Chunk::Device(array, device))
@@ -498,7 +503,11 @@ fn device_tensor(
     }
     let data = level.buffer(1);
     let mut shape = vec![array.array.len()];
-    shape.extend_from_slice(&inner);
+    match &tensor_type {
+        // The fixed-size list holds each tensor flattened; the type gives its shape.
+        Some(tensor_type) => shape.extend_from_slice(tensor_type.shape()),
+        None => shape.extend_from_slice(&inner),
+    }
     let shape: Vec<i64> = shape.iter().map(|&extent| extent as i64).collect();
     let mut strides = vec![1i64; shape.len()];
     for axis in (0..shape.len().saturating_sub(1)).rev() {
@@ -540,8 +549,9 @@ fn device_tensor(
     // SAFETY: we own the managed tensor, whose deleter frees the owner once; the tensor crate
     // checks the metadata (the buffers were checked non-NULL where the length needs memory) and,
     // with `any_device`, keeps device memory without reading it.
-    let tensor = unsafe { Tensor::from_raw_versioned_with(managed, ImportOptions { any_device: true }) }
-        .map_err(errors::tensor_error)?;
+    let tensor =
+        unsafe { Tensor::from_raw_versioned_with(managed, ImportOptions { any_device: true }) }
+            .map_err(errors::tensor_error)?;
     let Some(tensor_type) = tensor_type else {
         return Ok((tensor, event));
     };
@@ -620,10 +630,7 @@ unsafe fn inner_stream<'a>(stream: *mut FfiDeviceStream) -> Option<&'a mut FFI_A
     // SAFETY: the caller's guarantees; a live stream's private data is the boxed inner stream.
     unsafe {
         let stream = stream.as_ref()?;
-        stream
-            .private_data
-            .cast::<FFI_ArrowArrayStream>()
-            .as_mut()
+        stream.private_data.cast::<FFI_ArrowArrayStream>().as_mut()
     }
 }
 
@@ -730,9 +737,7 @@ pub(crate) fn tensor_capsules<'py>(
     let (field, data) = if tensor.ndim() == 1 {
         (Field::new("", value_type, false), leaf)
     } else {
-        let names = tensor
-            .dim_names()
-            .map(|names| names[1..].to_vec());
+        let names = tensor.dim_names().map(|names| names[1..].to_vec());
         let tensor_type =
             FixedShapeTensorType::try_new(value_type, tensor.shape()[1..].to_vec(), None, names)
                 .map_err(|error| errors::arrow_error(error, Operation::Export))?;

@@ -225,10 +225,7 @@ impl DeviceRuntime for RecordingRuntime {
 /// puts the real runtime back.
 #[pyfunction]
 #[pyo3(signature = (enable = true))]
-pub(crate) fn _testing_record_device_runtime(
-    py: Python<'_>,
-    enable: bool,
-) -> PyResult<Py<PyList>> {
+pub(crate) fn _testing_record_device_runtime(py: Python<'_>, enable: bool) -> PyResult<Py<PyList>> {
     let list = PyList::empty(py).unbind();
     let mut runtime = TEST_RUNTIME
         .lock()
@@ -353,9 +350,8 @@ impl DeviceRuntime for CudaDriver {
         }
         // SAFETY: the handles come from the consumer (a stream it owns, or a special stream
         // value) and the producer (an event it keeps alive with its array).
-        let status = unsafe {
-            (self.stream_wait_event)(stream as *mut c_void, event as *mut c_void, 0)
-        };
+        let status =
+            unsafe { (self.stream_wait_event)(stream as *mut c_void, event as *mut c_void, 0) };
         if status != 0 {
             return Err(format!("cuStreamWaitEvent failed with CUresult {status}"));
         }
@@ -385,13 +381,19 @@ impl HipRuntime {
 }
 
 impl DeviceRuntime for HipRuntime {
-    fn stream_wait_event(&self, _device: Device, stream: usize, event: usize) -> Result<(), String> {
+    fn stream_wait_event(
+        &self,
+        _device: Device,
+        stream: usize,
+        event: usize,
+    ) -> Result<(), String> {
         // SAFETY: as for CUDA: the consumer's stream and the producer's live event.
-        let status = unsafe {
-            (self.stream_wait_event)(stream as *mut c_void, event as *mut c_void, 0)
-        };
+        let status =
+            unsafe { (self.stream_wait_event)(stream as *mut c_void, event as *mut c_void, 0) };
         if status != 0 {
-            return Err(format!("hipStreamWaitEvent failed with hipError_t {status}"));
+            return Err(format!(
+                "hipStreamWaitEvent failed with hipError_t {status}"
+            ));
         }
         Ok(())
     }
