@@ -193,13 +193,10 @@ class DeviceStream:
         _KEEP.append(self)
 
     def _get_schema(self, stream: int, out: int) -> int:
+        # The schema is moved to the consumer, which releases it: ours is marked released.
         self.schema.exposed = True
-        copy = c.Schema.__new__(c.Schema)
         ctypes.memmove(out, self.schema.address, ctypes.sizeof(c.ArrowSchema))
-        # The consumer releases its copy; ours stays live (schemas here have no owned parts
-        # worth counting): mark ours released so it is not released twice.
         self.schema.struct.release = None
-        del copy
         return 0
 
     def _get_next(self, stream: int, out: int) -> int:
