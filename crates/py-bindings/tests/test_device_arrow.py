@@ -396,3 +396,15 @@ def test_no_callback_errors_or_stray_releases():
     gc.collect()
     assert c.CALLBACK_ERRORS == []
     assert c.STRAY_RELEASES == []
+
+
+def test_nanoarrow_device_arrays_both_ways():
+    import nanoarrow as na
+    import nanoarrow.device as nd
+
+    theirs = nd.c_device_array(na.c_array([1, 2, 3], na.int32()))
+    assert ad.array(d.Only(theirs, "__arrow_c_device_array__")).to_pylist() == [1, 2, 3]
+    ours = ad.array(pa.array([1.5, None]))
+    read = nd.c_device_array(ours)
+    assert read.device_type == nd.DeviceType.CPU and read.array.length == 2
+    assert na.Array(read.array).to_pylist() == [1.5, None]
