@@ -10,6 +10,9 @@
 //! - export: the schema comes from the [`Field`], so that extension metadata travels with it
 //!   (`arrow_array::ffi::to_ffi` would drop it), and the capsules own the structs until a consumer
 //!   moves them out;
+//! - device producers: an object whose data is on a device (or that has only the device
+//!   protocols) is read through `arrow_device` first, which gives CPU data back as Arrow chunks
+//!   and refuses device memory for the operations that read it;
 //! - stream export: arrow-rs 60 exports only streams of record batches, so a column's chunks are
 //!   handed out by a small `ArrowArrayStream` of our own ([`stream_capsule`]), whose private data
 //!   owns the chunks until the consumer releases the stream.
