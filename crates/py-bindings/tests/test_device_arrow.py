@@ -408,3 +408,59 @@ def test_nanoarrow_device_arrays_both_ways():
     read = nd.c_device_array(ours)
     assert read.device_type == nd.DeviceType.CPU and read.array.length == 2
     assert na.Array(read.array).to_pylist() == [1.5, None]
+
+
+def test_record_batches_go_both_ways_through_the_device_interface():
+    batch = pa.record_batch({"a": [1, 2], "b": [0.5, None]})
+    ours = ad.array(d.Only(batch, "__arrow_c_device_array__"))
+    assert isinstance(ours, ad.Array)
+    assert ours.to_pylist() == [{"a": 1, "b": 0.5}, {"a": 2, "b": None}]
+    back = pa.RecordBatch._import_from_c_device_capsule(*ours.__arrow_c_device_array__())
+    assert back.equals(batch)
+
+
+def test_malformed_device_streams_are_refused_and_released_once():
+    # A stream whose device type is unknown.
+    chunk = d.DeviceArray(c.Array(3, [None, POINTER]))
+    stream = d.DeviceStream(c.Schema("f"), [chunk], device_type=42)
+    producer = d.DeviceStreamProducer(stream)
+    with pytest.raises(ValueError, match="device_type is 42"):
+        ad.array(producer)
+    # A chunk on another device type than its stream.
+    chunk2 = d.DeviceArray(c.Array(3, [None, POINTER]), device_type=d.ROCM)
+    stream2 = d.DeviceStream(c.Schema("f"), [chunk2])
+    producer2 = d.DeviceStreamProducer(stream2)
+    with pytest.raises(ValueError, match="stream's device_type is 2"):
+        ad.array(producer2)
+    # A malformed chunk (a CUDA chunk with a negative device id).
+    chunk3 = d.DeviceArray(c.Array(3, [None, POINTER]), device_id=-4)
+    stream3 = d.DeviceStream(c.Schema("f"), [chunk3])
+    producer3 = d.DeviceStreamProducer(stream3)
+    with pytest.raises(ValueError, match="device_id is -4"):
+        ad.array(producer3)
+    # A CPU stream of CPU chunks is an ordinary array.
+    values = np.arange(3, dtype=np.float32)
+    chunk4 = d.DeviceArray(c.Array(3, [None, values]), device_type=d.CPU, device_id=-1)
+    stream4 = d.DeviceStream(c.Schema("f"), [chunk4], device_type=d.CPU)
+    assert ad.array(d.DeviceStreamProducer(stream4)).to_pylist() == [0.0, 1.0, 2.0]
+    del producer, producer2, producer3
+    gc.collect()
+    assert [s.released for s in (stream, stream2, stream3, stream4)] == [1, 1, 1, 1]
+    assert released_once(chunk, chunk2, chunk3, chunk4)
+
+
+def test_consumed_device_stream_capsule_is_refused():
+    chunk = d.DeviceArray(c.Array(3, [None, POINTER]))
+    stream = d.DeviceStream(c.Schema("f"), [chunk])
+    capsule = stream.capsule()
+
+    class Twice:
+        def __arrow_c_device_stream__(self, requested_schema=None, **kwargs):
+            return capsule
+
+    producer = Twice()
+    assert ad.array(producer).shape == (3,)
+    with pytest.raises(ValueError, match="already been released or consumed"):
+        ad.array(producer)
+    gc.collect()
+    assert stream.released == 1
