@@ -260,14 +260,16 @@ fn real_runtime(device: Device) -> Result<&'static dyn DeviceRuntime, String> {
 
 type CuInit = unsafe extern "C" fn(c_uint) -> c_int;
 type CuCtxGetCurrent = unsafe extern "C" fn(*mut *mut c_void) -> c_int;
+type CuDeviceGet = unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
 type CuDevicePrimaryCtxRetain = unsafe extern "C" fn(*mut *mut c_void, c_int) -> c_int;
 type CuCtxSetCurrent = unsafe extern "C" fn(*mut c_void) -> c_int;
 /// `cuStreamWaitEvent` and `hipStreamWaitEvent` have the same signature.
 type StreamWaitEvent = unsafe extern "C" fn(*mut c_void, *mut c_void, c_uint) -> c_int;
 
-/// The CUDA driver (`libcuda.so.1`), of which five entry points are used.
+/// The CUDA driver (`libcuda.so.1`), of which six entry points are used.
 struct CudaDriver {
     ctx_get_current: CuCtxGetCurrent,
+    device_get: CuDeviceGet,
     primary_ctx_retain: CuDevicePrimaryCtxRetain,
     ctx_set_current: CuCtxSetCurrent,
     stream_wait_event: StreamWaitEvent,
@@ -314,6 +316,7 @@ impl CudaDriver {
             }
             CudaDriver {
                 ctx_get_current: symbol(&library, b"cuCtxGetCurrent\0")?,
+                device_get: symbol(&library, b"cuDeviceGet\0")?,
                 primary_ctx_retain: symbol(&library, b"cuDevicePrimaryCtxRetain\0")?,
                 ctx_set_current: symbol(&library, b"cuCtxSetCurrent\0")?,
                 stream_wait_event: symbol(&library, b"cuStreamWaitEvent\0")?,
@@ -336,7 +339,12 @@ impl DeviceRuntime for CudaDriver {
                 return Err(format!("cuCtxGetCurrent failed with CUresult {status}"));
             }
             if context.is_null() {
-                let status = (self.primary_ctx_retain)(&mut context, device.device_id);
+                let mut handle = 0;
+                let status = (self.device_get)(&mut handle, device.device_id);
+                if status != 0 {
+                    return Err(format!("cuDeviceGet failed with CUresult {status}"));
+                }
+                let status = (self.primary_ctx_retain)(&mut context, handle);
                 if status != 0 {
                     return Err(format!(
                         "cuDevicePrimaryCtxRetain failed with CUresult {status}"
