@@ -194,7 +194,7 @@ pub(crate) fn array(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<PyAny
             return Ok(Py::new(py, PyTensor::with_sync_event(tensor, event))?.into_any());
         }
         Some(crate::arrow_device::DeviceImported::Host(imported)) => imported,
-        None => arrow_ffi::import(obj)?,
+        None => arrow_ffi::import_cpu(obj)?,
     };
     wrap_column(py, imported.field, imported.chunks)
 }

@@ -48,13 +48,18 @@ pub(crate) struct Imported {
 /// (nanoarrow, for one, refuses `__arrow_c_array__` for an array of several chunks), and gives
 /// one chunk for one array.
 pub(crate) fn import(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
+    if let Some(imported) = crate::arrow_device::import_host(object)? {
+        return Ok(imported);
+    }
+    import_cpu(object)
+}
+
+/// Like [`import`], through the CPU protocols only: for a caller that has asked `arrow_device`.
+pub(crate) fn import_cpu(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
     errors::no_panic("importing Arrow C data", || import_unguarded(object))
 }
 
 fn import_unguarded(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
-    if let Some(imported) = crate::arrow_device::import_host(object)? {
-        return Ok(imported);
-    }
     if let Some(method) = crate::protocols::optional_attribute(object, "__arrow_c_stream__")? {
         let capsule = method.call0()?;
         return import_stream(&capsule);
