@@ -150,17 +150,17 @@ pub(crate) fn import(object: &Bound<'_, PyAny>) -> PyResult<Option<DeviceImporte
 }
 
 fn import_unguarded(object: &Bound<'_, PyAny>) -> PyResult<Option<DeviceImported>> {
-    let stream = optional_attribute(object, "__arrow_c_device_stream__")?;
+    // The probes are ordered so that a CPU producer with both protocols (a `pa.Array`) costs two
+    // attribute reads and a `__dlpack_device__` call: an absent attribute costs an
+    // `AttributeError` unless its type is cacheable (`protocols`).
     let array = optional_attribute(object, "__arrow_c_device_array__")?;
-    if stream.is_none() && array.is_none() {
+    if array.is_none() && optional_attribute(object, "__arrow_c_device_stream__")?.is_none() {
         return Ok(None);
     }
-    let has_cpu_protocol = optional_attribute(object, "__arrow_c_stream__")?.is_some()
-        || optional_attribute(object, "__arrow_c_array__")?.is_some();
-    if has_cpu_protocol && !off_cpu(object) {
+    if !off_cpu(object) && has_cpu_protocol(object)? {
         return Ok(None);
     }
-    if let Some(method) = stream {
+    if let Some(method) = optional_attribute(object, "__arrow_c_device_stream__")? {
         return import_stream(&method.call0()?).map(Some);
     }
     let Some(method) = array else {
@@ -182,10 +182,16 @@ fn import_unguarded(object: &Bound<'_, PyAny>) -> PyResult<Option<DeviceImported
     import_array(&pair.get_item(0)?, &pair.get_item(1)?).map(Some)
 }
 
+/// Whether `object` has `__arrow_c_array__` or `__arrow_c_stream__`.
+fn has_cpu_protocol(object: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(optional_attribute(object, "__arrow_c_array__")?.is_some()
+        || optional_attribute(object, "__arrow_c_stream__")?.is_some())
+}
+
 /// Whether the producer says, through `__dlpack_device__`, that its data is not on the CPU.
 fn off_cpu(object: &Bound<'_, PyAny>) -> bool {
     object
-        .getattr("__dlpack_device__")
+        .getattr(pyo3::intern!(object.py(), "__dlpack_device__"))
         .and_then(|method| method.call0())
         .and_then(|device| device.extract::<(i64, i64)>())
         .is_ok_and(|(device_type, _)| device_type != 1)
