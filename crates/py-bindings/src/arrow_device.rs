@@ -150,14 +150,15 @@ pub(crate) fn import(object: &Bound<'_, PyAny>) -> PyResult<Option<DeviceImporte
 }
 
 fn import_unguarded(object: &Bound<'_, PyAny>) -> PyResult<Option<DeviceImported>> {
-    // The probes are ordered so that a CPU producer with both protocols (a `pa.Array`) costs two
-    // attribute reads and a `__dlpack_device__` call: an absent attribute costs an
-    // `AttributeError` unless its type is cacheable (`protocols`).
+    // The probes are ordered for the common producers: one without device protocols (polars,
+    // nanoarrow, `pa.ChunkedArray`) costs two absent attributes, which are remembered per type
+    // (`protocols`); a CPU one with both (`pa.Array`) one device-protocol read, a
+    // `__dlpack_device__` call and one CPU-protocol read.
     let array = optional_attribute(object, "__arrow_c_device_array__")?;
     if array.is_none() && optional_attribute(object, "__arrow_c_device_stream__")?.is_none() {
         return Ok(None);
     }
-    if !off_cpu(object) && has_cpu_protocol(object)? {
+    if !off_cpu(object)? && has_cpu_protocol(object)? {
         return Ok(None);
     }
     if let Some(method) = optional_attribute(object, "__arrow_c_device_stream__")? {
@@ -188,13 +189,16 @@ fn has_cpu_protocol(object: &Bound<'_, PyAny>) -> PyResult<bool> {
         || optional_attribute(object, "__arrow_c_stream__")?.is_some())
 }
 
-/// Whether the producer says, through `__dlpack_device__`, that its data is not on the CPU.
-fn off_cpu(object: &Bound<'_, PyAny>) -> bool {
-    object
-        .getattr(pyo3::intern!(object.py(), "__dlpack_device__"))
-        .and_then(|method| method.call0())
+/// Whether the producer says, through `__dlpack_device__`, that its data is not on the CPU; a
+/// producer without it, or whose answer is not a pair of integers, is taken to be on the CPU.
+fn off_cpu(object: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let Some(method) = optional_attribute(object, "__dlpack_device__")? else {
+        return Ok(false);
+    };
+    Ok(method
+        .call0()
         .and_then(|device| device.extract::<(i64, i64)>())
-        .is_ok_and(|(device_type, _)| device_type != 1)
+        .is_ok_and(|(device_type, _)| device_type != 1))
 }
 
 /// Imports for an operation that reads the data: CPU device data as Arrow chunks, device memory
