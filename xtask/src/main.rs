@@ -8,6 +8,7 @@
 
 mod bench;
 mod demo;
+mod gpu_check;
 mod lint;
 mod process;
 mod python;
@@ -63,6 +64,14 @@ Commands:
              valgrind memcheck, failing on errors and definite leaks; arguments after `--` go to
              every test binary (a test name filter, say). Doc tests are not run.
   venv       Only creates or updates the Python environment (below).
+  gpu-check  On a machine with an NVIDIA GPU (it fails at once, saying so, without one):
+             creates target/gpu-venv with crates/py-bindings/gpu/requirements-gpu.txt (a
+             CUDA build of torch, cupy-cuda13x), tries cudf-cu12 then pylibcudf-cu12 from
+             pypi.nvidia.com (skipping the cuDF part, with a note, when neither installs),
+             builds and installs the wheel, and runs crates/py-bindings/gpu/gpu_check.py:
+             CuPy -> arrow_dlpack -> torch with the same pointer, a cuDF column -> ad.array
+             -> torch, a fixed-shape tensor on the GPU, stream ordering after a producer's
+             sync event. It prints one summary line; arguments after `--` go to the script.
   help       This text.
 
 The Python environment:
@@ -98,6 +107,7 @@ fn main() -> ExitCode {
         Some("tidy") => no_forwarded("tidy", forwarded).and_then(|()| tidy::run(&root)),
         Some("valgrind") => valgrind::run(&root, forwarded),
         Some("venv") => no_forwarded("venv", forwarded).and_then(|()| venv::run(&root)),
+        Some("gpu-check") => gpu_check::run(&root, forwarded),
         Some(unknown) => {
             eprint!("{HELP}");
             Err(format!(
@@ -183,7 +193,15 @@ mod tests {
     #[test]
     fn help_documents_every_command_and_forwarding() {
         for command in [
-            "test", "demo", "lint", "bench", "tidy", "valgrind", "venv", "help",
+            "test",
+            "demo",
+            "lint",
+            "bench",
+            "tidy",
+            "valgrind",
+            "venv",
+            "gpu-check",
+            "help",
         ] {
             assert!(
                 HELP.lines()

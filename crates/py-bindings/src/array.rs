@@ -12,9 +12,8 @@ use arrow_dlpack::{
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{Field, FieldRef};
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyList, PyTuple};
+use pyo3::types::{PyCapsule, PyDict, PyList, PyTuple};
 
-use crate::arrow_ffi;
 use crate::column::Column;
 use crate::conveniences::{self, Selection};
 use crate::dlpack_export::{self, DlpackSource, cpu_device};
@@ -25,6 +24,7 @@ use crate::numpy::{self, ArrayFacts};
 use crate::pretty;
 use crate::py_tensor::PyTensor;
 use crate::type_names::field_type_name;
+use crate::{arrow_device, arrow_ffi};
 
 /// An Arrow array (one column, possibly in several chunks) that speaks DLPack.
 #[pyclass(name = "Array", module = "arrow_dlpack", subclass, frozen)]
@@ -83,7 +83,13 @@ pub(crate) fn array(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<PyAny
         let column = ours.get().column();
         return wrap_column(py, column.field.clone(), column.chunks.clone());
     }
-    let imported = arrow_ffi::import(obj)?;
+    let imported = match crate::arrow_device::import(obj)? {
+        Some(crate::arrow_device::DeviceImported::Device(tensor, event)) => {
+            return Ok(Py::new(py, PyTensor::with_sync_event(tensor, event))?.into_any());
+        }
+        Some(crate::arrow_device::DeviceImported::Host(imported)) => imported,
+        None => arrow_ffi::import_cpu(obj)?,
+    };
     wrap_column(py, imported.field, imported.chunks)
 }
 
@@ -171,6 +177,39 @@ impl PyArray {
     ) -> PyResult<Bound<'py, PyCapsule>> {
         let _ = requested_schema;
         arrow_ffi::stream_capsule(py, &self.column.field, &self.column.chunks)
+    }
+
+    /// The array as (`arrow_schema`, `arrow_device_array`) capsules of CPU data (device id -1, no
+    /// sync event, as in PyArrow), zero-copy for one chunk; keywords other than None are refused.
+    #[pyo3(signature = (requested_schema = None, **kwargs))]
+    fn __arrow_c_device_array__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<&Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let _ = requested_schema;
+        crate::arrow_device::check_kwargs(kwargs)?;
+        let array = self
+            .column
+            .combined(true)
+            .map_err(|error| errors::arrow_error(error, Operation::Import))?;
+        let schema = arrow_ffi::schema_capsule(py, &self.column.field)?;
+        let array = crate::arrow_device::cpu_array_capsule(py, array.as_ref())?;
+        PyTuple::new(py, [schema, array])
+    }
+
+    /// The chunks as an `arrow_device_array_stream` capsule of CPU data, zero-copy.
+    #[pyo3(signature = (requested_schema = None, **kwargs))]
+    fn __arrow_c_device_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<&Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let _ = requested_schema;
+        crate::arrow_device::check_kwargs(kwargs)?;
+        crate::arrow_device::cpu_stream_capsule(py, &self.column.field, &self.column.chunks)
     }
 
     /// The number of chunks (0 for an empty stream).
@@ -292,7 +331,7 @@ impl PyArray {
         let other = match other.cast::<PyArray>() {
             Ok(ours) => ours.get().column.clone(),
             Err(_) => {
-                let imported = arrow_ffi::import(other)?;
+                let imported = arrow_device::import_readable(other)?;
                 Column::new(imported.field, imported.chunks)
             }
         };

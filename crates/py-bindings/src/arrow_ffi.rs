@@ -10,6 +10,9 @@
 //! - export: the schema comes from the [`Field`], so that extension metadata travels with it
 //!   (`arrow_array::ffi::to_ffi` would drop it), and the capsules own the structs until a consumer
 //!   moves them out;
+//! - device producers: `arrow_device` (a layer above this file) asks the device protocols
+//!   first, gives CPU data back as Arrow chunks and refuses device memory for the operations
+//!   that read it;
 //! - stream export: arrow-rs 60 exports only streams of record batches, so a column's chunks are
 //!   handed out by a small `ArrowArrayStream` of our own ([`stream_capsule`]), whose private data
 //!   owns the chunks until the consumer releases the stream.
@@ -28,7 +31,7 @@ use crate::arrow_ffi_checks as checks;
 use crate::errors;
 use crate::type_names::type_name;
 
-const ARROW_SCHEMA: &CStr = c"arrow_schema";
+pub(crate) const ARROW_SCHEMA: &CStr = c"arrow_schema";
 const ARROW_ARRAY: &CStr = c"arrow_array";
 const ARROW_ARRAY_STREAM: &CStr = c"arrow_array_stream";
 
@@ -39,12 +42,13 @@ pub(crate) struct Imported {
     pub(crate) chunks: Vec<ArrayRef>,
 }
 
-/// Imports any object with `__arrow_c_stream__` or `__arrow_c_array__`, zero-copy.
+/// Imports any object with `__arrow_c_stream__` or `__arrow_c_array__`, zero-copy: the CPU
+/// protocols only (`arrow_device::import_readable` asks the device protocols first).
 ///
 /// `__arrow_c_stream__` is preferred when an object has both: it keeps the producer's chunks
 /// (nanoarrow, for one, refuses `__arrow_c_array__` for an array of several chunks), and gives
 /// one chunk for one array.
-pub(crate) fn import(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
+pub(crate) fn import_cpu(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
     errors::no_panic("importing Arrow C data", || import_unguarded(object))
 }
 
@@ -81,7 +85,7 @@ fn import_unguarded(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
 }
 
 /// The capsule `object`, checked to be named `name`.
-fn capsule_named<'a, 'py>(
+pub(crate) fn capsule_named<'a, 'py>(
     object: &'a Bound<'py, PyAny>,
     name: &'static CStr,
 ) -> PyResult<&'a Bound<'py, PyCapsule>> {
@@ -106,20 +110,8 @@ fn capsule_named<'a, 'py>(
 /// so from then on we own it and dropping it, on success when the last Arrow reference dies or
 /// on any error before we return, releases it exactly once.
 fn import_array(schema: &Bound<'_, PyAny>, array: &Bound<'_, PyAny>) -> PyResult<Imported> {
-    let schema = capsule_named(schema, ARROW_SCHEMA)?;
+    let field = checked_field(schema)?;
     let array = capsule_named(array, ARROW_ARRAY)?;
-    let schema = schema
-        .pointer_checked(Some(ARROW_SCHEMA))?
-        .cast::<FFI_ArrowSchema>();
-    let field = {
-        // SAFETY: an `arrow_schema` capsule holds an `ArrowSchema` (Arrow PyCapsule interface),
-        // kept alive by the capsule while we read it; `check_schema` reads `release` before
-        // anything else and follows no pointer of a released schema.
-        unsafe { checks::check_schema(schema.as_ptr(), "ArrowSchema") }
-            .map_err(errors::arrow_c_error)?;
-        // SAFETY: the schema was checked above: live, with valid strings and child pointers.
-        field_from_schema(unsafe { schema.as_ref() }).map_err(errors::arrow_c_error)?
-    };
     let array = array
         .pointer_checked(Some(ARROW_ARRAY))?
         .cast::<FFI_ArrowArray>();
@@ -141,6 +133,24 @@ fn import_array(schema: &Bound<'_, PyAny>, array: &Bound<'_, PyAny>) -> PyResult
     })
 }
 
+/// The field of an `arrow_schema` capsule, checked; the schema stays in its capsule.
+pub(crate) fn checked_field(schema: &Bound<'_, PyAny>) -> PyResult<Field> {
+    let schema = capsule_named(schema, ARROW_SCHEMA)?;
+    let schema = schema
+        .pointer_checked(Some(ARROW_SCHEMA))?
+        .cast::<FFI_ArrowSchema>();
+    let field = {
+        // SAFETY: an `arrow_schema` capsule holds an `ArrowSchema` (Arrow PyCapsule interface),
+        // kept alive by the capsule while we read it; `check_schema` reads `release` before
+        // anything else and follows no pointer of a released schema.
+        unsafe { checks::check_schema(schema.as_ptr(), "ArrowSchema") }
+            .map_err(errors::arrow_c_error)?;
+        // SAFETY: the schema was checked above: live, with valid strings and child pointers.
+        field_from_schema(unsafe { schema.as_ref() }).map_err(errors::arrow_c_error)?
+    };
+    Ok(field)
+}
+
 /// The field a checked schema describes.
 fn field_from_schema(schema: &FFI_ArrowSchema) -> Result<Field, checks::ArrowCError> {
     Field::try_from(schema)
@@ -149,7 +159,7 @@ fn field_from_schema(schema: &FFI_ArrowSchema) -> Result<Field, checks::ArrowCEr
 
 /// Imports an array we own, after checking it against `data_type`; the array is released
 /// (dropped) before an error is returned.
-fn import_checked(
+pub(crate) fn import_checked(
     array: FFI_ArrowArray,
     data_type: &DataType,
     path: &str,
@@ -372,7 +382,7 @@ pub(crate) fn stream_capsule<'py>(
 }
 
 /// An `ArrowArrayStream` that hands out `chunks` one by one, zero-copy, described by `field`.
-fn export_stream(field: &FieldRef, chunks: &[ArrayRef]) -> FFI_ArrowArrayStream {
+pub(crate) fn export_stream(field: &FieldRef, chunks: &[ArrayRef]) -> FFI_ArrowArrayStream {
     let state = Box::new(ExportedStream {
         field: field.clone(),
         chunks: chunks.to_vec(),

@@ -18,6 +18,7 @@ use dlpark::python::ExportAbi;
 use dlpark::{Managed, ManagedTensorBase};
 use pyo3::prelude::*;
 
+use crate::device_sync::SyncEvent;
 use crate::{copies, errors};
 
 /// An object of this package that DLPack exports.
@@ -34,6 +35,11 @@ pub(crate) trait DlpackSource {
     fn device(&self) -> Device {
         Device::CPU
     }
+
+    /// The producer's sync event, which a consumer's stream waits on (`device_sync`).
+    fn sync_event(&self) -> SyncEvent {
+        SyncEvent::NONE
+    }
 }
 
 /// `source.__dlpack__(stream=..., max_version=..., dl_device=..., copy=...)`, for every class.
@@ -46,7 +52,14 @@ pub(crate) fn dlpack(
     copy: Option<bool>,
 ) -> PyResult<Py<PyAny>> {
     let max_version = max_version_argument(max_version)?;
-    let request = DlpackRequest::parse(stream, max_version, dl_device, copy, source.device())?;
+    let request = DlpackRequest::parse(
+        stream,
+        max_version,
+        dl_device,
+        copy,
+        source.device(),
+        source.sync_event(),
+    )?;
     errors::no_panic("exporting a DLPack tensor", || {
         let (tensor, made_for_export) = source.dlpack_tensor(request.allows_copy())?;
         request.export(py, &tensor, made_for_export)
@@ -111,12 +124,9 @@ impl DlpackRequest {
     /// Checks the arguments of `__dlpack__(*, stream, max_version, dl_device, copy)` for data on
     /// `device`.
     ///
-    /// - `stream` must be `None` for CPU data, which has no stream to synchronise (`BufferError`).
-    ///   For device data, `None`, `-1` (no synchronisation wanted) and the legacy default stream
-    ///   `1` are accepted: the data was ordered before the legacy default stream when it was
-    ///   imported, which orders it before every blocking stream too. Any other stream would need
-    ///   the device runtime to make it wait, which this package does not load yet
-    ///   (`BufferError`).
+    /// - `stream` follows the array API's table (`device_sync`): `None` for CPU data; for device
+    ///   data with a producer sync event, the consumer's stream is made to wait on it here,
+    ///   before the capsule is made (`BufferError` for streams the table refuses).
     /// - `dl_device` must be `None` or the data's own device (`BufferError`: anything else would
     ///   be a device move).
     /// - `max_version` `None` or below `(1, 0)` selects a legacy `dltensor` capsule, anything else
@@ -127,31 +137,9 @@ impl DlpackRequest {
         dl_device: Option<(u32, i32)>,
         copy: Option<bool>,
         device: Device,
+        sync_event: SyncEvent,
     ) -> PyResult<Self> {
-        if let Some(stream) = stream.filter(|stream| !stream.is_none()) {
-            let repr = || {
-                stream
-                    .repr()
-                    .map_or_else(|_| "?".into(), |repr| repr.to_string())
-            };
-            if device.is_cpu() {
-                return Err(errors::buffer_error(format!(
-                    "stream={} is not supported for CPU data; expected stream=None",
-                    repr()
-                )));
-            }
-            let ordered = stream
-                .extract::<i64>()
-                .is_ok_and(|stream| stream == -1 || stream == 1);
-            if !ordered {
-                return Err(errors::buffer_error(format!(
-                    "stream={} would need the device runtime to order the data before that \
-                     stream, which arrow_dlpack does not load; expected None, -1 or 1 (the legacy \
-                     default stream, before which the data was ordered when it was imported)",
-                    repr()
-                )));
-            }
-        }
+        crate::device_sync::order_consumer_stream(stream, device, sync_event)?;
         if let Some((device_type, device_id)) = dl_device
             && (device_type, device_id) != (device.device_type, device.device_id)
         {

@@ -19,6 +19,8 @@
 //! | `exchange` | the DLPack C exchange API (`__dlpack_c_exchange_api__`) of each class |
 //! | `counters` | the exchange API's counters, read by tests through `_exchange_calls()` |
 //! | `arrow_ffi` | the Arrow PyCapsule interface over arrow-rs's C data and stream interfaces, and a stream of a column's chunks |
+//! | `arrow_device` | the Arrow C Device Data Interface (`__arrow_c_device_array__`, `__arrow_c_device_stream__`) both ways; device columns become device tensors, never read |
+//! | `device_sync` | `__dlpack__(stream=...)`: the array API's stream table, and the consumer's stream made to wait on the producer's sync event through the CUDA or ROCm runtime, loaded at run time |
 //! | `arrow_ffi_checks` | every imported `ArrowSchema`/`ArrowArray` checked against its format's layout before arrow-rs reads it |
 //! | `protocols` | cheap probes for optional protocols, remembered per immutable type |
 //! | `copies` | large copies (`copy=True`, tables to tensors) run without the GIL |
@@ -31,12 +33,14 @@
 //! tidy` checks it (`xtask/src/tidy/imports.rs`), and `docs/architecture.md` gives the order.
 
 mod array;
+mod arrow_device;
 mod arrow_ffi;
 mod arrow_ffi_checks;
 mod column;
 mod conveniences;
 mod copies;
 mod counters;
+mod device_sync;
 mod dlpack_export;
 mod dlpack_import;
 mod errors;
@@ -60,6 +64,10 @@ fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(array::array, module)?)?;
     module.add_function(wrap_pyfunction!(tables::column_tensors, module)?)?;
     module.add_function(wrap_pyfunction!(counters::exchange_calls, module)?)?;
+    module.add_function(wrap_pyfunction!(
+        device_sync::_testing_record_device_runtime,
+        module
+    )?)?;
     module.add_class::<array::PyArray>()?;
     module.add_class::<py_tensor::PyTensor>()?;
     module.add_class::<fixed_shape_tensor::PyFixedShapeTensorArray>()?;

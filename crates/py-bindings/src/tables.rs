@@ -21,7 +21,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::array::PyArray;
-use crate::arrow_ffi;
+use crate::arrow_device;
 use crate::column::Column;
 use crate::copies;
 use crate::errors::{self, Operation};
@@ -34,7 +34,7 @@ fn import_struct_column(object: &Bound<'_, PyAny>) -> PyResult<(Column, Vec<Arra
     let (column, chunks) = match object.cast::<PyArray>() {
         Ok(ours) => (ours.get().column().clone(), Vec::new()),
         Err(_) => {
-            let imported = arrow_ffi::import(object)?;
+            let imported = arrow_device::import_readable(object)?;
             let chunks = imported.chunks.clone();
             (Column::new(imported.field, imported.chunks), chunks)
         }

@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use crate::conveniences;
+use crate::device_sync::SyncEvent;
 use crate::dlpack_export::{self, DlpackSource};
 use crate::dlpack_import::{Devices, import_tensor};
 use crate::errors;
@@ -28,6 +29,10 @@ impl DlpackSource for PyTensor {
 
     fn device(&self) -> arrow_dlpack_tensor::Device {
         self.tensor.device()
+    }
+
+    fn sync_event(&self) -> SyncEvent {
+        self.sync_event
     }
 }
 
@@ -76,6 +81,21 @@ impl PyTensor {
     fn __dlpack_device__(&self) -> (u32, i32) {
         let device = self.tensor.device();
         (device.device_type, device.device_id)
+    }
+
+    /// The tensor as (`arrow_schema`, `arrow_device_array`) capsules on its own device, zero-copy
+    /// and never read: 1-D as a primitive array, n-D as `arrow.fixed_shape_tensor`, with the
+    /// producer's sync event; row-major tensors only (BufferError otherwise).
+    #[pyo3(signature = (requested_schema = None, **kwargs))]
+    fn __arrow_c_device_array__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<&Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, pyo3::types::PyDict>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let _ = requested_schema;
+        crate::arrow_device::check_kwargs(kwargs)?;
+        crate::arrow_device::tensor_capsules(py, &self.tensor, self.sync_event)
     }
 
     /// The extent of each dimension.

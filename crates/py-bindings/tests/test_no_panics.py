@@ -14,6 +14,7 @@ import arrow_dlpack as ad
 
 # `conftest.py` loads the helpers by path and registers them (the tests are not a package).
 import _arrow_c_ctypes as ac  # noqa: E402
+import _arrow_device_ctypes as adev  # noqa: E402
 import _dlpack_ctypes as dl  # noqa: E402
 from _arrow_c_cases import ARROW_C_CASES  # noqa: E402
 from _dlpack_cases import BAD_VERSIONS, DEVICE_CASES, MALFORMED  # noqa: E402
@@ -76,13 +77,49 @@ def _arrow_c_runs():
                 yield f"arrow-c {case.id} {transport} {entry_name}", entry, producer
 
 
+# Device fields of the C Device Data Interface that the checks must refuse (or accept).
+DEVICE_FIELDS = [
+    ("cpu", adev.CPU, -1),
+    ("cuda", adev.CUDA, 0),
+    ("rocm", adev.ROCM, 3),
+    ("unknown_type", 5, 0),
+    ("negative_type", -1, 0),
+    ("negative_id", adev.CUDA, -1),
+    ("huge_id", adev.CUDA, 2**40),
+    ("cpu_bad_id", adev.CPU, 9),
+]
+
+
+def _device_runs():
+    """(label, entry, producer) for every Arrow C array case wrapped in an ArrowDeviceArray, on
+    every device field pair, and for every device stream of one such chunk."""
+    for case in ARROW_C_CASES:
+        if "array" not in case.transports:
+            continue
+        for field_name, device_type, device_id in DEVICE_FIELDS:
+            for entry_name, entry in ARROW_C_ENTRY_POINTS.items():
+                built = case.build()
+                if isinstance(built, ac.Stream):
+                    continue
+                schema, array = built
+                device = adev.DeviceArray(array, device_type=device_type, device_id=device_id,
+                                          sync_event=adev.event(0xE7E7))
+                producer = adev.DeviceArrayProducer(schema, device)
+                yield f"device {case.id} {field_name} {entry_name}", entry, producer
+        built = case.build()
+        if not isinstance(built, ac.Stream):
+            schema, array = built
+            stream = adev.DeviceStream(schema, [adev.DeviceArray(array)])
+            yield f"device-stream {case.id}", ad.array, adev.DeviceStreamProducer(stream)
+
+
 def test_no_hostile_input_raises_a_base_exception_that_is_not_an_exception():
     escaped = []
     runs = 0
     # Capsules and producers are kept until the end: their destructors are Python code, which
     # must not run while an exception propagates (see the helpers).
     kept = []
-    for label, entry, argument in [*_dlpack_runs(), *_arrow_c_runs()]:
+    for label, entry, argument in [*_dlpack_runs(), *_arrow_c_runs(), *_device_runs()]:
         kept.append(argument)
         outcome = _outcome(entry, argument)
         runs += 1

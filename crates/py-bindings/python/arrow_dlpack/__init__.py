@@ -17,6 +17,13 @@ array([2, 0, 2, 4])
   ``__arrow_c_schema__``, ``__arrow_c_array__`` and ``__arrow_c_stream__``,
   extension metadata included, so ``pa.array(ad_obj)`` and
   ``pa.chunked_array(ad_obj)`` give the pyarrow equivalent zero-copy.
+- The Arrow C Device Data Interface both ways: :func:`array` takes
+  ``__arrow_c_device_array__`` / ``__arrow_c_device_stream__`` producers (a
+  column on a GPU becomes a device :class:`Tensor`, never read, handed on
+  zero-copy through DLPack), our arrays publish both device protocols (CPU),
+  and a :class:`Tensor` publishes ``__arrow_c_device_array__`` on its device;
+  ``__dlpack__(stream=...)`` makes the consumer's stream wait on the
+  producer's sync event.
 
 Beyond PyArrow:
 
@@ -59,10 +66,15 @@ working:
 - :class:`ArrowDLPackBufferError` (a ``BufferError``): a device other than the
   data's (``dl_device``, ``device``; Arrow arrays hold CPU data only, while a
   :class:`Tensor` keeps a producer's device memory without reading it), a
-  ``stream`` other than ``None`` for CPU data (or one a device tensor is not
-  ordered before), reading device memory, or ``copy=False`` when a copy is
-  needed.
+  ``stream`` other than ``None`` for CPU data (or one the array API's table
+  refuses, one a device tensor without a sync event is not ordered before, or
+  no device driver to wait with), reading device memory (a device column that
+  is not fixed-width numeric, several device chunks, an unknown null count),
+  or ``copy=False`` when a copy is needed.
 - ``MemoryError`` when an allocation fails.
+- ``NotImplementedError`` (not an :class:`ArrowDLPackError`, as the Arrow
+  PyCapsule interface prescribes it) for a keyword other than ``None`` passed
+  to ``__arrow_c_device_array__`` or ``__arrow_c_device_stream__``.
 """
 
 from arrow_dlpack._arrow_dlpack import (

@@ -19,6 +19,7 @@ __all__ = [
     "__version__",
     "_Batches",
     "_exchange_calls",
+    "_testing_record_device_runtime",
     "array",
     "column_tensors",
 ]
@@ -40,7 +41,7 @@ class ArrowDLPackValueError(ArrowDLPackError, ValueError):
 class ArrowDLPackBufferError(ArrowDLPackError, BufferError):
     """A device other than the CPU, a stream, or copy=False when a copy is needed."""
 
-def array(obj: Any) -> Union[Array, FixedShapeTensorArray]:
+def array(obj: Any) -> Union[Array, FixedShapeTensorArray, Tensor]:
     """Imports any object with ``__arrow_c_array__`` or ``__arrow_c_stream__`` (pyarrow Array and
     ChunkedArray, polars Series, nanoarrow, arro3, ...) without copying.
 
@@ -48,7 +49,14 @@ def array(obj: Any) -> Union[Array, FixedShapeTensorArray]:
     A stream of several chunks keeps its chunks; they are concatenated only when an export needs
     one array and copying is allowed.
 
-    Raises ArrowDLPackTypeError when ``obj`` has neither method.
+    ``__arrow_c_device_array__`` and ``__arrow_c_device_stream__`` are asked instead when the
+    object has no CPU protocol or its ``__dlpack_device__`` is not the CPU. CPU data gives an
+    :class:`Array`; a fixed-width numeric, fixed-size-list or ``arrow.fixed_shape_tensor``
+    column on another device gives a device :class:`Tensor` (never read, the producer's sync
+    event kept for ``__dlpack__(stream=...)``); other device columns, nulls that would have to be
+    counted in device memory and several device chunks raise ArrowDLPackBufferError.
+
+    Raises ArrowDLPackTypeError when ``obj`` has none of these methods.
     """
 
 def column_tensors(
@@ -72,6 +80,11 @@ def column_tensors(
     that is not a table; ArrowDLPackBufferError for several record batches with
     ``copy=False``.
     """
+
+def _testing_record_device_runtime(enable: bool = True) -> list[Tuple[int, int, int, int]]:
+    """Private, for tests: replaces the device runtime with a recording fake (``enable=False``
+    puts the real one back) and returns the list to which every stream wait appends
+    ``(device_type, device_id, stream, event)``."""
 
 def _exchange_calls() -> dict[str, int]:
     """Private, for tests: ``{"exported": n, "imported": m}``, how many tensors went out through
@@ -133,6 +146,17 @@ class Array:
         """The array as an ``arrow_array_stream`` capsule that hands out its chunks one by one,
         zero-copy, extension metadata included: ``pa.chunked_array(obj)`` and nanoarrow keep the
         chunks. ``requested_schema`` is ignored, as the interface allows."""
+    def __arrow_c_device_array__(
+        self, requested_schema: Optional[object] = None, **kwargs: Any
+    ) -> Tuple[CapsuleType, CapsuleType]:
+        """The array as (``arrow_schema``, ``arrow_device_array``) capsules of CPU data (device id
+        -1, no sync event, as in PyArrow), as ``__arrow_c_array__`` gives it. Keywords other
+        than None raise NotImplementedError."""
+    def __arrow_c_device_stream__(
+        self, requested_schema: Optional[object] = None, **kwargs: Any
+    ) -> CapsuleType:
+        """The chunks as an ``arrow_device_array_stream`` capsule of CPU data, zero-copy.
+        Keywords other than None raise NotImplementedError."""
     @property
     def num_chunks(self) -> int:
         """The number of chunks the producer gave (0 for an empty stream)."""
@@ -250,10 +274,25 @@ class Tensor:
         copy: Optional[bool] = None,
     ) -> CapsuleType:
         """Exports the tensor as a DLPack capsule (see :meth:`Array.__dlpack__` for the
-        rules)."""
+        rules).
+
+        For a device tensor, ``stream`` follows the array API's table (CUDA: None or 1 the legacy
+        default stream, 2 the per-thread default stream, a ``cudaStream_t``, -1 no
+        synchronisation, 0 refused; ROCm: None or 0 the default stream, a ``hipStream_t``, -1; 1
+        and 2 refused). A tensor that carries a producer's sync event (from
+        ``__arrow_c_device_array__``) makes that stream wait on it first, through the CUDA or
+        ROCm driver loaded at run time; ArrowDLPackBufferError for a refused stream, a stream
+        that a tensor without an event cannot be ordered before, or no driver."""
     def __dlpack_device__(self) -> Tuple[int, int]:
         """The DLPack device of the data: ``(1, 0)`` for the CPU, or the device of the producer's
         tensor."""
+    def __arrow_c_device_array__(
+        self, requested_schema: Optional[object] = None, **kwargs: Any
+    ) -> Tuple[CapsuleType, CapsuleType]:
+        """The tensor as (``arrow_schema``, ``arrow_device_array``) capsules on its own device,
+        zero-copy and never read: 1-D as a primitive array, n-D as ``arrow.fixed_shape_tensor``,
+        with the producer's sync event. ArrowDLPackBufferError for a tensor that is not
+        row-major or has no dimension; keywords other than None raise NotImplementedError."""
     @property
     def shape(self) -> Tuple[int, ...]:
         """The extent of each dimension."""

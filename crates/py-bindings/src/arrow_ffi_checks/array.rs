@@ -37,6 +37,11 @@ const _: () = {
 ///
 /// `array` must point to memory readable as an `ArrowArray`; pointers inside it are followed
 /// only after the fields that vouch for them have been checked, as for [`check_schema`].
+///
+/// The only buffer memory read is the variadic-sizes buffer of view types (`Utf8View`,
+/// `BinaryView`); every other read is of the structs and their `buffers` and `children` pointer
+/// arrays, which the C Device Data Interface keeps in host memory. `arrow_device` therefore
+/// checks device arrays here, for the layouts it accepts (no views).
 pub(crate) unsafe fn check_array(
     array: *const FFI_ArrowArray,
     data_type: &DataType,

@@ -1,0 +1,854 @@
+//! The Arrow C Device Data Interface through the PyCapsule protocol: `__arrow_c_device_array__`
+//! (capsules `arrow_schema` and `arrow_device_array`) and `__arrow_c_device_stream__` (capsule
+//! `arrow_device_array_stream`), both ways.
+//!
+//! Import:
+//! - the device protocol is asked when a producer has no CPU protocol, or when its
+//!   `__dlpack_device__` says the data is not on the CPU; otherwise the CPU protocol, the default
+//!   request, is asked (`arrow_ffi`);
+//! - each `ArrowDeviceArray` is checked as an `ArrowArray` is (`arrow_ffi_checks`), plus its
+//!   device type (one that Arrow and `dlpack.h` name) and device id (`-1` or `0` for the CPU,
+//!   `0..2^31` for a device);
+//! - CPU arrays become ordinary Arrow arrays;
+//! - non-CPU arrays are never read: a fixed-width numeric column, a fixed-size list of one, or an
+//!   `arrow.fixed_shape_tensor` column becomes a device [`Tensor`] (through a
+//!   `DLManagedTensorVersioned` that owns the Arrow array and releases it once), which keeps the
+//!   producer's sync event for `__dlpack__(stream=...)` (`device_sync`); anything else, nulls
+//!   that would have to be counted in device memory (`null_count == -1` with a validity bitmap),
+//!   and several device chunks (joining them is a device copy) are refused with `BufferError`.
+//!
+//! Export: our arrays give CPU device arrays and streams (`device_id` `-1` and a NULL sync event,
+//! as PyArrow does); a row-major tensor gives a primitive array (1-D) or an
+//! `arrow.fixed_shape_tensor` array (n-D) on its own device, with its sync event.
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+
+use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
+use arrow_array::ffi_stream::FFI_ArrowArrayStream;
+use arrow_array::{ArrayRef, make_array};
+use arrow_data::ArrayData;
+use arrow_dlpack::{EXTENSION_NAME, FixedShapeTensorType, arrow_type_of, dtype_of};
+use arrow_dlpack_tensor::{DType, Device, ImportOptions, Tensor};
+use arrow_schema::{DataType, Field, FieldRef};
+use dlpack_sys::{DLManagedTensorVersioned, DLPACK_VERSION, DLTensor, DlpackFlags};
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict, PyTuple};
+
+use crate::arrow_ffi::{self, Imported};
+use crate::arrow_ffi_checks::{self as checks, ArrowCError};
+use crate::device_sync::SyncEvent;
+use crate::errors::{self, Operation};
+use crate::protocols::optional_attribute;
+use crate::type_names::type_name;
+
+pub(crate) const ARROW_DEVICE_ARRAY: &CStr = c"arrow_device_array";
+pub(crate) const ARROW_DEVICE_ARRAY_STREAM: &CStr = c"arrow_device_array_stream";
+
+/// `struct ArrowDeviceArray` of the C Device Data Interface.
+#[repr(C)]
+pub(crate) struct FfiDeviceArray {
+    array: FFI_ArrowArray,
+    device_id: i64,
+    device_type: i32,
+    sync_event: *mut c_void,
+    reserved: [i64; 3],
+}
+
+const _: () = {
+    assert!(size_of::<FfiDeviceArray>() == 128);
+    assert!(std::mem::offset_of!(FfiDeviceArray, device_id) == 80);
+    assert!(std::mem::offset_of!(FfiDeviceArray, device_type) == 88);
+    assert!(std::mem::offset_of!(FfiDeviceArray, sync_event) == 96);
+};
+
+// SAFETY: the struct owns its array (whose release callback any thread may call, as the C Data
+// Interface requires) and an opaque event pointer that is only handed on.
+unsafe impl Send for FfiDeviceArray {}
+
+impl FfiDeviceArray {
+    /// A released struct: what a moved-out capsule holds, and what a stream's end is.
+    fn released() -> Self {
+        FfiDeviceArray {
+            array: FFI_ArrowArray::empty(),
+            device_id: 0,
+            device_type: 0,
+            sync_event: std::ptr::null_mut(),
+            reserved: [0; 3],
+        }
+    }
+
+    /// `array` on `device`, ready when `sync_event` has fired. The CPU is device `-1`, as in
+    /// PyArrow.
+    fn new(array: FFI_ArrowArray, device: Device, sync_event: SyncEvent) -> Self {
+        FfiDeviceArray {
+            array,
+            device_id: if device.is_cpu() {
+                -1
+            } else {
+                i64::from(device.device_id)
+            },
+            device_type: device.device_type as i32,
+            sync_event: sync_event.as_ptr(),
+            reserved: [0; 3],
+        }
+    }
+}
+
+type GetSchema = unsafe extern "C" fn(*mut FfiDeviceStream, *mut FFI_ArrowSchema) -> c_int;
+type GetNext = unsafe extern "C" fn(*mut FfiDeviceStream, *mut FfiDeviceArray) -> c_int;
+type GetLastError = unsafe extern "C" fn(*mut FfiDeviceStream) -> *const c_char;
+type Release = unsafe extern "C" fn(*mut FfiDeviceStream);
+
+/// `struct ArrowDeviceArrayStream` of the C Device Data Interface.
+#[repr(C)]
+pub(crate) struct FfiDeviceStream {
+    device_type: i32,
+    get_schema: Option<GetSchema>,
+    get_next: Option<GetNext>,
+    get_last_error: Option<GetLastError>,
+    release: Option<Release>,
+    private_data: *mut c_void,
+}
+
+// SAFETY: as for `FfiDeviceArray`: the stream is owned, and its callbacks are called by one
+// consumer at a time.
+unsafe impl Send for FfiDeviceStream {}
+
+impl FfiDeviceStream {
+    fn released() -> Self {
+        FfiDeviceStream {
+            device_type: 0,
+            get_schema: None,
+            get_next: None,
+            get_last_error: None,
+            release: None,
+            private_data: std::ptr::null_mut(),
+        }
+    }
+}
+
+impl Drop for FfiDeviceStream {
+    fn drop(&mut self) {
+        if let Some(release) = self.release {
+            // SAFETY: a stream we own whose release is set is live; the callback marks it
+            // released, so it runs once.
+            unsafe { release(self) };
+        }
+    }
+}
+
+/// What a device import gives: ordinary Arrow chunks for CPU data, a device tensor otherwise.
+pub(crate) enum DeviceImported {
+    Host(Imported),
+    Device(Tensor, SyncEvent),
+}
+
+/// Imports `object` through the device protocol when that is the one to ask (see the module
+/// documentation); `None` when the CPU protocol is to be asked instead.
+pub(crate) fn import(object: &Bound<'_, PyAny>) -> PyResult<Option<DeviceImported>> {
+    errors::no_panic("importing Arrow C device data", || import_unguarded(object))
+}
+
+fn import_unguarded(object: &Bound<'_, PyAny>) -> PyResult<Option<DeviceImported>> {
+    // The probes are ordered for the common producers: one without device protocols (polars,
+    // nanoarrow, `pa.ChunkedArray`) costs two absent attributes, which are remembered per type
+    // (`protocols`); a CPU one with both (`pa.Array`) one device-protocol read, a
+    // `__dlpack_device__` call and one CPU-protocol read.
+    let array = optional_attribute(object, "__arrow_c_device_array__")?;
+    if array.is_none() && optional_attribute(object, "__arrow_c_device_stream__")?.is_none() {
+        return Ok(None);
+    }
+    if !off_cpu(object)? && has_cpu_protocol(object)? {
+        return Ok(None);
+    }
+    if let Some(method) = optional_attribute(object, "__arrow_c_device_stream__")? {
+        return import_stream(&method.call0()?).map(Some);
+    }
+    let Some(method) = array else {
+        return Ok(None);
+    };
+    let capsules = method.call0()?;
+    let pair = capsules
+        .cast::<PyTuple>()
+        .ok()
+        .filter(|pair| pair.len() == 2);
+    let Some(pair) = pair else {
+        return Err(errors::type_error(format!(
+            "{}.__arrow_c_device_array__() returned {}; expected a (schema, device array) tuple \
+             of two capsules",
+            type_name(object),
+            type_name(&capsules)
+        )));
+    };
+    import_array(&pair.get_item(0)?, &pair.get_item(1)?).map(Some)
+}
+
+/// Whether `object` has `__arrow_c_array__` or `__arrow_c_stream__`.
+fn has_cpu_protocol(object: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(optional_attribute(object, "__arrow_c_array__")?.is_some()
+        || optional_attribute(object, "__arrow_c_stream__")?.is_some())
+}
+
+/// Whether the producer says, through `__dlpack_device__`, that its data is not on the CPU; a
+/// producer without it, or whose answer is not a pair of integers, is taken to be on the CPU.
+fn off_cpu(object: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let Some(method) = optional_attribute(object, "__dlpack_device__")? else {
+        return Ok(false);
+    };
+    Ok(method
+        .call0()
+        .and_then(|device| device.extract::<(i64, i64)>())
+        .is_ok_and(|(device_type, _)| device_type != 1))
+}
+
+/// Imports any Arrow producer for an operation that reads the data, zero-copy: through the
+/// device protocols where [`import_host`] takes them, else through the CPU protocols
+/// ([`arrow_ffi::import_cpu`]).
+pub(crate) fn import_readable(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
+    if let Some(imported) = import_host(object)? {
+        return Ok(imported);
+    }
+    arrow_ffi::import_cpu(object)
+}
+
+/// Imports for an operation that reads the data: CPU device data as Arrow chunks, device memory
+/// refused with `BufferError`; `None` when the CPU protocol is to be asked instead.
+pub(crate) fn import_host(object: &Bound<'_, PyAny>) -> PyResult<Option<Imported>> {
+    match import(object)? {
+        None => Ok(None),
+        Some(DeviceImported::Host(imported)) => Ok(Some(imported)),
+        Some(DeviceImported::Device(tensor, _)) => Err(errors::buffer_error(format!(
+            "{} holds Arrow data on {} device {}, and this operation reads the data, which \
+             arrow_dlpack does only in host memory; ad.array() keeps it on the device as a Tensor",
+            type_name(object),
+            tensor.device().type_name(),
+            tensor.device().device_id
+        ))),
+    }
+}
+
+/// The device a struct's `device_type` and `device_id` name, checked.
+fn device_of(device_type: i32, device_id: i64, path: &str) -> Result<Device, ArrowCError> {
+    let known = u32::try_from(device_type)
+        .ok()
+        .map(|device_type| Device {
+            device_type,
+            device_id: 0,
+        })
+        .filter(|device| device.type_name() != "unknown");
+    let Some(device) = known else {
+        return Err(ArrowCError::Malformed(format!(
+            "{path}.device_type is {device_type}, which is no device type of the Arrow C Device \
+             Data Interface (1 CPU, 2 CUDA, 3 CUDA host, 10 ROCm, ...)"
+        )));
+    };
+    if device.is_cpu() {
+        return match device_id {
+            -1 | 0 => Ok(Device::CPU),
+            _ => Err(ArrowCError::Malformed(format!(
+                "{path}.device_id is {device_id}; expected -1 or 0 for the CPU"
+            ))),
+        };
+    }
+    match i32::try_from(device_id) {
+        Ok(device_id) if device_id >= 0 => Ok(Device {
+            device_id,
+            ..device
+        }),
+        _ => Err(ArrowCError::Malformed(format!(
+            "{path}.device_id is {device_id}; expected a device index from 0 to 2^31 - 1 for {}",
+            device.type_name()
+        ))),
+    }
+}
+
+/// Imports an (`arrow_schema`, `arrow_device_array`) capsule pair; the device array is moved out
+/// of its capsule, and released exactly once from then on.
+pub(crate) fn import_array(
+    schema: &Bound<'_, PyAny>,
+    array: &Bound<'_, PyAny>,
+) -> PyResult<DeviceImported> {
+    let field = arrow_ffi::checked_field(schema)?;
+    let capsule = arrow_ffi::capsule_named(array, ARROW_DEVICE_ARRAY)?;
+    let pointer = capsule
+        .pointer_checked(Some(ARROW_DEVICE_ARRAY))?
+        .cast::<FfiDeviceArray>();
+    // SAFETY: an `arrow_device_array` capsule holds an `ArrowDeviceArray` (PyCapsule interface);
+    // moving it out leaves a released struct behind, so the capsule's destructor does not release
+    // it again, and the moved struct releases it once when dropped.
+    let array = unsafe { std::ptr::replace(pointer.as_ptr(), FfiDeviceArray::released()) };
+    if array.array.is_released() {
+        return Err(errors::value_error(
+            "malformed Arrow C data: ArrowDeviceArray.array.release is NULL: the \
+             arrow_device_array capsule has already been consumed",
+        ));
+    }
+    let chunk = import_chunk(array, &field, "ArrowDeviceArray")?;
+    Ok(match chunk {
+        Chunk::Host(data) => DeviceImported::Host(Imported {
+            field: field.into(),
+            chunks: vec![make_array(data)],
+        }),
+        Chunk::Device(array, device) => {
+            let (tensor, event) = device_tensor(array, &field, device)?;
+            DeviceImported::Device(tensor, event)
+        }
+    })
+}
+
+/// One checked chunk: imported when it is in host memory, kept (unread) otherwise.
+enum Chunk {
+    Host(ArrayData),
+    Device(FfiDeviceArray, Device),
+}
+
+fn import_chunk(array: FfiDeviceArray, field: &Field, path: &str) -> PyResult<Chunk> {
+    let device =
+        device_of(array.device_type, array.device_id, path).map_err(errors::arrow_c_error)?;
+    if device.is_cpu() {
+        let data =
+            arrow_ffi::import_checked(array.array, field.data_type(), &format!("{path}.array"))
+                .map_err(errors::arrow_c_error)?;
+        return Ok(Chunk::Host(data));
+    }
+    Ok(Chunk::Device(array, device))
+}
+
+/// Imports an `arrow_device_array_stream` capsule: CPU chunks as Arrow arrays, one device chunk
+/// as a device tensor.
+pub(crate) fn import_stream(capsule: &Bound<'_, PyAny>) -> PyResult<DeviceImported> {
+    let capsule = arrow_ffi::capsule_named(capsule, ARROW_DEVICE_ARRAY_STREAM)?;
+    let pointer = capsule
+        .pointer_checked(Some(ARROW_DEVICE_ARRAY_STREAM))?
+        .cast::<FfiDeviceStream>();
+    // SAFETY: an `arrow_device_array_stream` capsule holds an `ArrowDeviceArrayStream`; moving it
+    // out leaves a released struct behind, and the moved struct releases it once when dropped.
+    let mut stream = unsafe { std::ptr::replace(pointer.as_ptr(), FfiDeviceStream::released()) };
+    let malformed = |message: String| errors::arrow_c_error(ArrowCError::Malformed(message));
+    if stream.release.is_none() {
+        return Err(malformed(
+            "ArrowDeviceArrayStream.release is NULL: the stream has already been released or \
+             consumed"
+                .into(),
+        ));
+    }
+    let stream_device = device_of(stream.device_type, 0, "ArrowDeviceArrayStream")
+        .map_err(errors::arrow_c_error)?;
+    let (Some(get_schema), Some(get_next)) = (stream.get_schema, stream.get_next) else {
+        return Err(malformed(
+            "ArrowDeviceArrayStream.get_schema or get_next is NULL".into(),
+        ));
+    };
+    let mut schema = FFI_ArrowSchema::empty();
+    // SAFETY: the stream is live and ours; `schema` is a released struct for it to fill, which we
+    // own (and drop, releasing it).
+    let status = unsafe { get_schema(&mut stream, &mut schema) };
+    if status != 0 {
+        return Err(malformed(format!(
+            "ArrowDeviceArrayStream.get_schema failed with error {status}{}",
+            last_error(&mut stream)
+        )));
+    }
+    // SAFETY: filled by the producer; `check_schema` reads `release` first.
+    unsafe { checks::check_schema(&schema, "ArrowSchema") }.map_err(errors::arrow_c_error)?;
+    let field = Field::try_from(&schema).map_err(|error| {
+        errors::arrow_c_error(ArrowCError::Unsupported(format!(
+            "ArrowSchema.format: {error}"
+        )))
+    })?;
+    let mut host = Vec::new();
+    let mut device = Vec::new();
+    for index in 0.. {
+        let mut array = FfiDeviceArray::released();
+        // SAFETY: the stream is live and ours; `array` is a released struct for it to fill.
+        let status = unsafe { get_next(&mut stream, &mut array) };
+        if status != 0 {
+            return Err(malformed(format!(
+                "ArrowDeviceArrayStream.get_next failed with error {status} at chunk \
+                 {index}{}",
+                last_error(&mut stream)
+            )));
+        }
+        if array.array.is_released() {
+            break;
+        }
+        let path = format!("ArrowDeviceArray (chunk {index})");
+        if array.device_type != stream.device_type {
+            return Err(malformed(format!(
+                "{path}.device_type is {}, but the stream's device_type is {}",
+                array.device_type, stream.device_type
+            )));
+        }
+        match import_chunk(array, &field, &path)? {
+            Chunk::Host(data) => host.push(make_array(data)),
+            Chunk::Device(array, chunk_device) => device.push((array, chunk_device)),
+        }
+    }
+    if stream_device.is_cpu() {
+        return Ok(DeviceImported::Host(Imported {
+            field: field.into(),
+            chunks: host,
+        }));
+    }
+    if device.len() != 1 {
+        return Err(errors::buffer_error(format!(
+            "the ArrowDeviceArrayStream holds {} chunks on {} devices: arrow_dlpack keeps device \
+             data as one tensor, and joining chunks (or making an empty one) would need a device \
+             copy; expected one chunk",
+            device.len(),
+            stream_device.type_name()
+        )));
+    }
+    let (array, chunk_device) = device.remove(0);
+    let (tensor, event) = device_tensor(array, &field, chunk_device)?;
+    Ok(DeviceImported::Device(tensor, event))
+}
+
+/// `": message"` from the stream's `get_last_error`, or nothing.
+fn last_error(stream: &mut FfiDeviceStream) -> String {
+    let Some(get_last_error) = stream.get_last_error else {
+        return String::new();
+    };
+    // SAFETY: the stream is live and ours; the message, if any, is a C string valid until the
+    // next call on the stream, copied at once.
+    let message = unsafe { get_last_error(stream) };
+    if message.is_null() {
+        return String::new();
+    }
+    // SAFETY: non-NULL and NUL-terminated (above).
+    format!(": {}", unsafe { CStr::from_ptr(message) }.to_string_lossy())
+}
+
+/// The owner of a device chunk seen as a DLPack tensor: the managed tensor handed to the tensor
+/// crate, its shape and strides, and the Arrow array, released when the owner is freed.
+struct DeviceOwner {
+    managed: DLManagedTensorVersioned,
+    shape: Vec<i64>,
+    strides: Vec<i64>,
+    /// Dropped with the owner, which releases the Arrow array.
+    _array: FfiDeviceArray,
+}
+
+/// The deleter: frees the owner, which releases the Arrow array once.
+unsafe extern "C" fn delete_owner(managed: *mut DLManagedTensorVersioned) {
+    // SAFETY: the tensor crate calls the deleter once with the managed tensor made by
+    // `device_tensor`, whose `manager_ctx` is the owner's `Box`.
+    let owner = unsafe { (*managed).manager_ctx.cast::<DeviceOwner>() };
+    // SAFETY: as above: the `Box` made by `Box::into_raw` in `device_tensor`, freed once here.
+    drop(unsafe { Box::from_raw(owner) });
+}
+
+/// The element type, the inner shape and, for `arrow.fixed_shape_tensor`, the extension type of
+/// a column that can stay on a device; `BufferError` naming the device otherwise.
+fn device_layout(
+    field: &Field,
+    device: Device,
+) -> PyResult<(DType, Vec<usize>, Option<FixedShapeTensorType>)> {
+    let tensor_type = if field.extension_type_name() == Some(EXTENSION_NAME) {
+        Some(
+            FixedShapeTensorType::try_from_field(field)
+                .map_err(|error| errors::arrow_error(error, Operation::Import))?,
+        )
+    } else {
+        None
+    };
+    let mut inner = Vec::new();
+    let mut data_type = field.data_type();
+    while let DataType::FixedSizeList(child, size) = data_type {
+        inner.push(usize::try_from(*size).unwrap_or(0));
+        data_type = child.data_type();
+    }
+    match dtype_of(data_type) {
+        Ok(dtype) => Ok((dtype, inner, tensor_type)),
+        Err(_) => Err(errors::buffer_error(format!(
+            "cannot import a {} column held on {} device {} without reading device memory: \
+             arrow_dlpack keeps device columns as tensors, which needs fixed-width numeric \
+             values, fixed-size lists of them or arrow.fixed_shape_tensor",
+            field.data_type(),
+            device.type_name(),
+            device.device_id
+        ))),
+    }
+}
+
+/// Refuses nulls in a device chunk without reading its bitmap: a known `null_count` above 0 is a
+/// `TypeError` (tensors hold no nulls), an unknown one (`-1`) with a validity bitmap a
+/// `BufferError` (counting would read device memory).
+fn require_no_nulls(array: &FFI_ArrowArray, device: Device, path: &str) -> PyResult<()> {
+    match array.null_count_opt() {
+        Some(0) => Ok(()),
+        Some(count) => Err(errors::type_error(format!(
+            "{path} has {count} nulls on {} device {}; a tensor cannot hold nulls",
+            device.type_name(),
+            device.device_id
+        ))),
+        None if array.buffer(0).is_null() => Ok(()),
+        None => Err(errors::buffer_error(format!(
+            "{path}.null_count is -1 (unknown) and its validity bitmap is on {} device {}: \
+             counting the nulls would read device memory, which arrow_dlpack does not do; \
+             export the column with its null_count",
+            device.type_name(),
+            device.device_id
+        ))),
+    }
+}
+
+/// A device chunk as a [`Tensor`] on `device`, without reading its memory: the chunk's shape is
+/// `(length, *inner)`, and for `arrow.fixed_shape_tensor` the type's dimension names and
+/// permutation apply, as on the CPU.
+fn device_tensor(
+    array: FfiDeviceArray,
+    field: &Field,
+    device: Device,
+) -> PyResult<(Tensor, SyncEvent)> {
+    let (dtype, inner, tensor_type) = device_layout(field, device)?;
+    // SAFETY: the struct is live and ours. For the types `device_layout` accepts (fixed-width
+    // values and fixed-size lists of them), `check_array` reads the struct fields, the `buffers`
+    // and `children` pointer arrays (host memory, as the C Device Data Interface requires) and no
+    // buffer memory: only view types make it read a buffer.
+    unsafe { checks::check_array(&array.array, field.data_type(), "ArrowDeviceArray.array") }
+        .map_err(errors::arrow_c_error)?;
+    let mut level = &array.array;
+    let mut path = "ArrowDeviceArray.array".to_string();
+    require_no_nulls(level, device, &path)?;
+    let mut first = level.offset();
+    for &size in &inner {
+        level = level.child(0);
+        path.push_str(".children[0]");
+        require_no_nulls(level, device, &path)?;
+        first = first
+            .checked_mul(size)
+            .and_then(|first| first.checked_add(level.offset()))
+            .ok_or_else(|| errors::value_error(format!("{path}.offset overflows")))?;
+    }
+    let data = level.buffer(1);
+    let mut shape = vec![array.array.len()];
+    match &tensor_type {
+        // The fixed-size list holds each tensor flattened; the type gives its shape.
+        Some(tensor_type) => shape.extend_from_slice(tensor_type.shape()),
+        None => shape.extend_from_slice(&inner),
+    }
+    let shape: Vec<i64> = shape.iter().map(|&extent| extent as i64).collect();
+    let mut strides = vec![1i64; shape.len()];
+    for axis in (0..shape.len().saturating_sub(1)).rev() {
+        strides[axis] = strides[axis + 1].saturating_mul(shape[axis + 1].max(1));
+    }
+    let byte_offset = first
+        .checked_mul(dtype.size())
+        .ok_or_else(|| errors::value_error("ArrowDeviceArray.array.offset overflows"))?;
+    let event = SyncEvent::from_ptr(array.sync_event);
+    let ndim = shape.len() as i32;
+    let owner = Box::into_raw(Box::new(DeviceOwner {
+        managed: DLManagedTensorVersioned {
+            version: DLPACK_VERSION,
+            manager_ctx: std::ptr::null_mut(),
+            deleter: Some(delete_owner),
+            flags: DlpackFlags::READ_ONLY,
+            dl_tensor: DLTensor {
+                data: data.cast_mut().cast::<c_void>(),
+                device: device.to_dlpack(),
+                ndim,
+                dtype: dtype.to_dlpack(),
+                shape: std::ptr::null_mut(),
+                strides: std::ptr::null_mut(),
+                byte_offset: byte_offset as u64,
+            },
+        },
+        shape,
+        strides,
+        _array: array,
+    }));
+    // SAFETY: `owner` was just made by `Box::into_raw`; the shape and strides vectors live on the
+    // heap as long as the owner, so pointers into them stay valid.
+    let managed = unsafe {
+        (*owner).managed.manager_ctx = owner.cast::<c_void>();
+        (*owner).managed.dl_tensor.shape = (*owner).shape.as_mut_ptr();
+        (*owner).managed.dl_tensor.strides = (*owner).strides.as_mut_ptr();
+        &raw mut (*owner).managed
+    };
+    // SAFETY: we own the managed tensor, whose deleter frees the owner once; the tensor crate
+    // checks the metadata (the buffers were checked non-NULL where the length needs memory) and,
+    // with `any_device`, keeps device memory without reading it.
+    let tensor =
+        unsafe { Tensor::from_raw_versioned_with(managed, ImportOptions { any_device: true }) }
+            .map_err(errors::tensor_error)?;
+    let Some(tensor_type) = tensor_type else {
+        return Ok((tensor, event));
+    };
+    let names = tensor_type.dim_names().map(|names| {
+        std::iter::once(String::new())
+            .chain(names.iter().cloned())
+            .collect()
+    });
+    let tensor = tensor.with_dim_names(names).map_err(errors::tensor_error)?;
+    let tensor = match tensor_type.permutation() {
+        None => tensor,
+        Some(permutation) => {
+            let order: Vec<usize> = std::iter::once(0)
+                .chain(permutation.iter().map(|&axis| axis + 1))
+                .collect();
+            tensor.permuted(&order).map_err(errors::tensor_error)?
+        }
+    };
+    Ok((tensor, event))
+}
+
+/// Refuses keyword arguments other than `None`, as the PyCapsule interface asks of producers.
+pub(crate) fn check_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+    let Some(kwargs) = kwargs else {
+        return Ok(());
+    };
+    for (key, value) in kwargs.iter() {
+        if !value.is_none() {
+            return Err(pyo3::exceptions::PyNotImplementedError::new_err(format!(
+                "the keyword {key} is not supported by arrow_dlpack's Arrow C device export; \
+                 only None is accepted for it"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// An `arrow_device_array` capsule of CPU data sharing `array`'s buffers.
+pub(crate) fn cpu_array_capsule<'py>(
+    py: Python<'py>,
+    array: &dyn arrow_array::Array,
+) -> PyResult<Bound<'py, PyCapsule>> {
+    let array = FFI_ArrowArray::new(&array.to_data());
+    let device_array = FfiDeviceArray::new(array, Device::CPU, SyncEvent::NONE);
+    PyCapsule::new_with_value(py, device_array, ARROW_DEVICE_ARRAY)
+}
+
+/// An `arrow_device_array_stream` capsule of CPU chunks: our C stream of the chunks, with each
+/// chunk wrapped as a CPU device array.
+pub(crate) fn cpu_stream_capsule<'py>(
+    py: Python<'py>,
+    field: &FieldRef,
+    chunks: &[ArrayRef],
+) -> PyResult<Bound<'py, PyCapsule>> {
+    // Fail now, in Python, rather than in the consumer's `get_schema`.
+    FFI_ArrowSchema::try_from(field.as_ref()).map_err(errors::arrow_rs_error)?;
+    let stream = cpu_device_stream(field, chunks);
+    PyCapsule::new_with_value(py, stream, ARROW_DEVICE_ARRAY_STREAM)
+}
+
+/// An `ArrowDeviceArrayStream` of CPU chunks over our C stream of them, which its private data
+/// owns until the stream is released.
+fn cpu_device_stream(field: &FieldRef, chunks: &[ArrayRef]) -> FfiDeviceStream {
+    let inner = Box::new(arrow_ffi::export_stream(field, chunks));
+    FfiDeviceStream {
+        device_type: Device::CPU.device_type as i32,
+        get_schema: Some(device_stream_get_schema),
+        get_next: Some(device_stream_get_next),
+        get_last_error: Some(device_stream_get_last_error),
+        release: Some(device_stream_release),
+        private_data: Box::into_raw(inner).cast::<c_void>(),
+    }
+}
+
+/// The C stream behind one of our device streams.
+///
+/// # Safety
+///
+/// `stream` must be NULL or a live stream made by [`cpu_stream_capsule`], called by one consumer
+/// at a time.
+unsafe fn inner_stream<'a>(stream: *mut FfiDeviceStream) -> Option<&'a mut FFI_ArrowArrayStream> {
+    // SAFETY: the caller's guarantees; a live stream's private data is the boxed inner stream.
+    unsafe {
+        let stream = stream.as_ref()?;
+        stream.private_data.cast::<FFI_ArrowArrayStream>().as_mut()
+    }
+}
+
+unsafe extern "C" fn device_stream_get_schema(
+    stream: *mut FfiDeviceStream,
+    out: *mut FFI_ArrowSchema,
+) -> c_int {
+    // SAFETY: the consumer calls the callbacks of a live stream with the stream itself.
+    let Some(inner) = (unsafe { inner_stream(stream) }) else {
+        return 22;
+    };
+    let Some(get_schema) = inner.get_schema() else {
+        return 22;
+    };
+    // SAFETY: our inner stream is live; `out` is the consumer's struct to fill.
+    unsafe { get_schema(inner, out) }
+}
+
+unsafe extern "C" fn device_stream_get_next(
+    stream: *mut FfiDeviceStream,
+    out: *mut FfiDeviceArray,
+) -> c_int {
+    // SAFETY: as in `device_stream_get_schema`.
+    let Some(inner) = (unsafe { inner_stream(stream) }) else {
+        return 22;
+    };
+    let Some(get_next) = inner.get_next() else {
+        return 22;
+    };
+    if out.is_null() {
+        return 22;
+    }
+    let mut array = FFI_ArrowArray::empty();
+    // SAFETY: our inner stream is live; `array` is ours to be filled.
+    let status = unsafe { get_next(inner, &mut array) };
+    if status != 0 {
+        return status;
+    }
+    // SAFETY: `out` is the consumer's struct to fill; `write` does not drop its old value. The
+    // end of the stream is a released array, wrapped as such.
+    unsafe { out.write(FfiDeviceArray::new(array, Device::CPU, SyncEvent::NONE)) };
+    0
+}
+
+unsafe extern "C" fn device_stream_get_last_error(stream: *mut FfiDeviceStream) -> *const c_char {
+    // SAFETY: as in `device_stream_get_schema`.
+    let Some(inner) = (unsafe { inner_stream(stream) }) else {
+        return std::ptr::null();
+    };
+    match inner.get_last_error() {
+        // SAFETY: our inner stream is live.
+        Some(get_last_error) => unsafe { get_last_error(inner) },
+        None => std::ptr::null(),
+    }
+}
+
+unsafe extern "C" fn device_stream_release(stream: *mut FfiDeviceStream) {
+    // SAFETY: the consumer (or `Drop`) passes the live stream, or NULL.
+    let Some(stream) = (unsafe { stream.as_mut() }) else {
+        return;
+    };
+    if stream.release.is_none() {
+        return;
+    }
+    // SAFETY: a live stream's private data is the `Box` made by `cpu_stream_capsule`; it is freed
+    // once, here, and the stream marked released.
+    drop(unsafe { Box::from_raw(stream.private_data.cast::<FFI_ArrowArrayStream>()) });
+    stream.private_data = std::ptr::null_mut();
+    stream.release = None;
+}
+
+/// The (`arrow_schema`, `arrow_device_array`) capsules of a row-major tensor on its own device:
+/// a primitive array for 1-D, an `arrow.fixed_shape_tensor` array otherwise; the array shares the
+/// tensor's memory, which is never read, and carries the tensor's sync event.
+pub(crate) fn tensor_capsules<'py>(
+    py: Python<'py>,
+    tensor: &Tensor,
+    sync_event: SyncEvent,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let device = tensor.device();
+    if tensor.ndim() == 0 || !tensor.is_row_major() {
+        return Err(errors::buffer_error(format!(
+            "an Arrow array shares a tensor's memory only when the tensor is row-major with at \
+             least one dimension (shape {:?}, strides {:?}); a copy would be needed, which \
+             arrow_dlpack does not make of data on {} device {}",
+            tensor.shape(),
+            tensor.strides(),
+            device.type_name(),
+            device.device_id
+        )));
+    }
+    let value_type = arrow_type_of(tensor.dtype())
+        .map_err(|error| errors::arrow_error(error, Operation::Export))?;
+    let size = tensor.dtype().size();
+    let start = tensor.offset() * size;
+    let values = tensor
+        .buffer()
+        .slice_with_length(start, tensor.len() * size);
+    let leaf = ArrayData::builder(value_type.clone())
+        .len(tensor.len())
+        .add_buffer(values)
+        .build()
+        .map_err(errors::arrow_rs_error)?;
+    let (field, data) = if tensor.ndim() == 1 {
+        (Field::new("", value_type, false), leaf)
+    } else {
+        let names = tensor.dim_names().map(|names| names[1..].to_vec());
+        let tensor_type =
+            FixedShapeTensorType::try_new(value_type, tensor.shape()[1..].to_vec(), None, names)
+                .map_err(|error| errors::arrow_error(error, Operation::Export))?;
+        let storage = ArrayData::builder(tensor_type.storage_type(true))
+            .len(tensor.shape()[0])
+            .add_child_data(leaf)
+            .build()
+            .map_err(errors::arrow_rs_error)?;
+        (tensor_type.to_field("", false), storage)
+    };
+    let schema = arrow_ffi::schema_capsule(py, &field)?;
+    let device_array = FfiDeviceArray::new(FFI_ArrowArray::new(&data), device, sync_event);
+    let array = PyCapsule::new_with_value(py, device_array, ARROW_DEVICE_ARRAY)?;
+    PyTuple::new(py, [schema, array])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Array, Int32Array};
+
+    use super::*;
+
+    #[test]
+    fn device_fields_are_checked() {
+        assert_eq!(device_of(1, -1, "x"), Ok(Device::CPU));
+        assert_eq!(device_of(1, 0, "x"), Ok(Device::CPU));
+        assert_eq!(
+            device_of(2, 3, "x"),
+            Ok(Device {
+                device_type: 2,
+                device_id: 3
+            })
+        );
+        for (device_type, device_id) in [(5, 0), (6, 0), (0, 0), (-2, 0), (1, 4), (2, -1)] {
+            assert!(
+                matches!(
+                    device_of(device_type, device_id, "x"),
+                    Err(ArrowCError::Malformed(_))
+                ),
+                "({device_type}, {device_id}) was accepted"
+            );
+        }
+        assert!(device_of(10, i64::from(i32::MAX) + 1, "x").is_err());
+    }
+
+    #[test]
+    fn cpu_device_stream_hands_out_every_chunk_then_ends_and_releases_once() {
+        let field: FieldRef = Arc::new(Field::new("x", DataType::Int32, true));
+        let chunks: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from(vec![1, 2, 3])),
+            Arc::new(Int32Array::from(vec![Some(4), None])),
+        ];
+        let mut stream = cpu_device_stream(&field, &chunks);
+        assert_eq!(stream.device_type, 1);
+        let mut schema = FFI_ArrowSchema::empty();
+        // SAFETY: our live stream and a released schema to fill.
+        let status = unsafe { device_stream_get_schema(&mut stream, &mut schema) };
+        assert_eq!(status, 0);
+        assert_eq!(
+            Field::try_from(&schema).unwrap().data_type(),
+            &DataType::Int32
+        );
+        for chunk in &chunks {
+            let mut out = FfiDeviceArray::released();
+            // SAFETY: our live stream and a released device array to fill.
+            assert_eq!(unsafe { device_stream_get_next(&mut stream, &mut out) }, 0);
+            assert_eq!((out.device_type, out.device_id), (1, -1));
+            assert!(out.sync_event.is_null());
+            assert_eq!(out.array.len(), chunk.len());
+            assert_eq!(out.array.buffer(1), chunk.to_data().buffers()[0].as_ptr());
+        }
+        let mut end = FfiDeviceArray::released();
+        // SAFETY: as above.
+        assert_eq!(unsafe { device_stream_get_next(&mut stream, &mut end) }, 0);
+        assert!(end.array.is_released());
+        assert_eq!(Arc::strong_count(&chunks[0]), 2);
+        drop(stream);
+        assert_eq!(Arc::strong_count(&chunks[0]), 1);
+    }
+
+    #[test]
+    fn released_structs_release_nothing() {
+        drop(FfiDeviceArray::released());
+        drop(FfiDeviceStream::released());
+    }
+}
