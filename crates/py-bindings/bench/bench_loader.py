@@ -496,20 +496,27 @@ def measure_rss(path: Path, size: int) -> dict:
     return json.loads(output.strip().splitlines()[-1])
 
 
+# The loader's fixed costs whatever the batch size (its threads, the Python objects of a batch in
+# flight): docs/loader.md's "a few hundred KB".
+FIXED_BYTES = 512 * 1024
+
+
 def memory_bound(work: Workload, kind: str, size: int) -> Tuple[int, str]:
     """docs/loader.md's bound, with the defaults prefetch=2 and decode_threads = min(cores, 4)."""
     prefetch = 2
     batch_bytes = size * ROW_BYTES
-    bound = (prefetch + 2) * batch_bytes
-    text = f"(2 + 2) × {mb(batch_bytes)} batches"
+    bound = (prefetch + 2) * batch_bytes + FIXED_BYTES
+    text = f"(2 + 2) × {mb(batch_bytes)} batches + {mb(FIXED_BYTES)} fixed"
     if kind == "parquet":
         threads = min(os.cpu_count() or 1, 4)
         group_bytes = min(CHUNK, work.rows) * ROW_BYTES
+        groups = -(-work.rows // CHUNK)
+        compressed = work.parquet.stat().st_size // groups
         pending = (-(-size // CHUNK) + 1) * group_bytes
-        bound += pending + 2 * threads * group_bytes
+        bound += pending + threads * (2 * group_bytes + compressed)
         text += (
-            f" + {mb(pending)} pending row groups + 2 × {threads} threads × {mb(group_bytes)} "
-            "decoded row groups"
+            f" + {mb(pending)} pending row groups + {threads} threads × (2 × {mb(group_bytes)} "
+            f"decoded + {mb(compressed)} compressed row group)"
         )
     return bound, text
 
