@@ -1162,37 +1162,10 @@ PAGE_FAULTS_FIX = (
     "interior of outputs of 4 MiB and more, as numpy does (`libc::madvise`, Linux only). "
 )
 EXPLANATIONS: dict[str, str] = {
-    "np_array": (
-        "`np.from_dlpack(ad.array(pa_arr))` spends 36% of its time in the calling convention: "
-        + CALLING_CONVENTION
-        + "The export tensor used to be rebuilt on every call (25% of it); it is now built once "
-        "per object (`Column::export_tensor`), which took the ratio from 3.2 to 2.4. "
-        + FASTCALL_FIX
-        + "Even so 0.8 is out of reach: numpy's own share of the exchange (see \"What the "
-        "consumers call\") leaves our whole `__dlpack__` about 0.1 µs to reach it."
-    ),
-    "np_tensor": (
-        "`Tensor.__dlpack__` does no Arrow work; the gap to PyArrow is the calling convention. "
-        + CALLING_CONVENTION
-        + FASTCALL_FIX
-        + "That reaches parity, not 0.8: numpy's own work is about half of PyArrow's exchange, "
-        "so 0.8 needs our `__dlpack__` at under half of PyArrow's (about 0.1 µs): a managed "
-        "tensor allocated once with its shape and strides inline instead of three allocations, "
-        "and `max_version` read without building a Rust tuple."
-    ),
     "np_fixed_shape": (
         "`FixedShapeTensorArray.__dlpack__` used to re-parse the extension metadata JSON on every "
         "export (32% of the call); the export tensor is now built once per object. The calling "
         "convention of `np_array` is the rest of the gap."
-    ),
-    "torch_array": (
-        "torch 2.15's `torch.from_dlpack` is Python code (`torch/utils/dlpack.py`) that calls "
-        "`__dlpack_device__()`, `__dlpack__(max_version=(1, 0))` and "
-        "`torch._C._from_dlpack(capsule)`; it never reads `__dlpack_c_exchange_api__` (torch "
-        "publishes the API only as a producer), so the exchange-API target of 0.5 cannot be met "
-        "through `torch.from_dlpack`: torch's own work is about 90% of PyArrow's exchange (see "
-        "\"What the consumers call\"). What we can fix is our `__dlpack__`, 3 to 4 times PyArrow's for the reasons of "
-        "`np_array`; that brings the ratio to about 1.0, no lower."
     ),
     "array_from_dlpack": (
         "34% of `ad.Array.from_dlpack(np_array)` was a failed attribute lookup: dlpark's "
@@ -1233,52 +1206,11 @@ EXPLANATIONS: dict[str, str] = {
         "As `wrap_array` (the failed `__arrow_c_stream__` lookup), plus parsing the "
         "`arrow.fixed_shape_tensor` metadata JSON, which is needed once per object here."
     ),
-    "copy_bool_export": (
-        "The output is 10 MB, so the memcpy reference runs from cache, far above the 80 MB "
-        "copies. Unpacking "
-        "goes through a 256-entry table now, but into `MutableBuffer::from_len_zeroed`, so "
-        "every byte is written twice (a `memset` first). Fix: write the table entries into an "
-        "uninitialised buffer; one pass should reach the 0.7."
-    ),
-    "copy_bool_import": (
-        "Packing is `BooleanBuffer::collect_bool(n, |i| bytes[i] != 0)`: 74% of the call, "
-        "about 1.1 ns per element, because the bounds-checked closure defeats vectorisation. "
-        "Fix: pack 8 bytes at a time: load a `u64`, set the high bit of each non-zero byte "
-        "(`((v & 0x7f7f..7f) + 0x7f7f..7f) | v) & 0x8080..80`), gather the 8 bits with one "
-        "multiply (`(m >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56`) and push a byte; or "
-        "`chunks_exact(64)` building each `u64` without bounds checks."
-    ),
-    "copy_chunks": (
-        "`arrow_select::concat` is 67% of the call and 75% of all time is page faults. "
-        + PAGE_FAULTS
-        + PAGE_FAULTS_FIX
-    ),
-    "copy_true_export": (
-        "`Tensor::to_contiguous` was 70% of the call, 61% of it zeroing the output before the "
-        "copy; it now writes into uninitialised memory, but every page of the fresh output is "
-        "still faulted in 4 KiB at a time. "
-        + PAGE_FAULTS
-        + PAGE_FAULTS_FIX
-    ),
     "table_to_tensor": (
         "`Tensor.from_arrow` (`record_batch::transpose_group`) spends 72% of its time in page "
         "faults writing a fresh 80 MB tensor with 4 KiB pages; PyArrow's `to_tensor` allocates "
         "from its memory pool. " + PAGE_FAULTS_FIX
     ),
-    "rust:copy/to_contiguous/reversed": (
-        "Profile (`perf` on the criterion binary with `--profile-time`): 31% is the `memset` of "
-        "`MutableBuffer::from_len_zeroed` before the copy, 67% the element-by-element backwards "
-        "loop in `Tensor::to_contiguous`, which is not vectorised. Fix: allocate uninitialised, "
-        "and copy a reversed run in blocks (load forwards, reverse in registers, e.g. "
-        "`chunks_exact(8)` then `reverse()` on the block)."
-    ),
-    "rust:copy/to_contiguous/transposed": (
-        "Profile: 83% is the strided copy loop of `Tensor::to_contiguous` itself, 15% the "
-        "`memset` of the zeroed allocation. Reading a transposed 2000 x 1250 float32 matrix "
-        "touches a new cache line every element; the tile size and the inner loop (no SIMD "
-        "transpose of 8 x 8 blocks) are where the remaining factor is."
-    ),
-    "rust:copy/bool_unpack": "See `copy_bool_export`: the output is zeroed before it is written.",
     "rust:copy/concat_chunks": "See `copy_chunks`: page faults of a fresh allocation.",
     "rust:copy/record_batch_to_tensor/row_major": (
         "Profile (`perf` on the criterion binary with `--profile-time`): for same-typed "
@@ -1306,6 +1238,113 @@ EXPLANATIONS: dict[str, str] = {
         "Criterion measures one benchmark after another, not alternately, on a shared machine; "
         "rerun `cargo xtask bench` before reading more into this row."
     ),
+    "np_array": (
+        'Issue 11 profile of the producer call alone (`perf record -e cpu-clock` on a loop of '
+        '25 million `x.__dlpack__(max_version=(1, 0))`, abi3-py311 wheel): per call, four '
+        '`malloc`/`free` pairs (the shared export tensor cloned with its shape and strides '
+        "`Vec`s, dlpark's managed-tensor allocation, the boxed `Buffer` context: 15% with "
+        "`Tensor::clone`), pyo3's generic `(u32, u32)` extraction of `max_version` "
+        '(`PyTuple_Size`, `PyTuple_GetItem`, `PyLong_AsLong` through `FromPyObject` layers: '
+        "13%), dlpark's re-validation of the tensor it was just handed before making the "
+        "capsule (`TensorRef::from_raw`: 3%) and pyo3's keyword matching "
+        '(`extract_arguments_fastcall`, `PyUnicode_AsUTF8AndSize`, `memcmp`: 9%). Fixed: the '
+        'tensor crate builds each managed tensor in one allocation (header, the `Buffer` '
+        'reference and the shape and strides inline, its own deleter, which frees by the size '
+        'recorded in the header, never by the consumer-writable `ndim`); `dlpack_export` makes '
+        'the capsule itself; `max_version` is read with the C API; the shared export tensor is '
+        "borrowed, not cloned. Ratio of `__dlpack__(max_version=(1, 0))` alone to PyArrow's, "
+        'alternating: `Array` 1.31 to 0.93, `Tensor` 1.00 to 0.79, `FixedShapeTensorArray` 0.09'
+        " to 0.05; legacy `__dlpack__()` (against PyArrow's versioned call, since PyArrow "
+        'refuses legacy exports of read-only data) 1.02 to 0.68, 0.74 to 0.56 and 0.07 to 0.04.'
+        ' What is left of the `Array` call: any keyword argument costs about 55 ns over a call '
+        'without one (225 against 280 ns measured alone): CPython 3.11 does not specialise '
+        'calls with keywords to method descriptors, and pyo3 matches each keyword name by its '
+        "UTF-8 text; PyArrow's Cython method pays the first part too. The rest of our call is "
+        '`Column::export_tensor` (a `OnceLock` read), the one allocation and `PyCapsule_New`. '
+        'The exchange `np.from_dlpack(ad_array)` went from 1.25 to 1.03 (int64, 10 and 10 '
+        "million): numpy's own share of the exchange is about half of PyArrow's total, so 0.8 "
+        'of the exchange needs a `__dlpack__` at about 0.1 µs, below what a Python method call '
+        'with a keyword costs.'
+    ),
+    "torch_array": (
+        "torch 2.15's `torch.from_dlpack` is Python code (`torch/utils/dlpack.py`) that calls "
+        '`__dlpack_device__()`, `__dlpack__(max_version=(1, 0))` and '
+        '`torch._C._from_dlpack(capsule)`; it never reads `__dlpack_c_exchange_api__` (torch '
+        'publishes the API only as a producer), so the exchange-API target of 0.5 cannot be met'
+        " through `torch.from_dlpack`: torch's own work is about 90% of PyArrow's exchange. "
+        'With the producer call fixed (see `np_array`) the ratio went from 1.08 to 1.02, which '
+        'is where it stays: the whole remaining difference is inside torch.'
+    ),
+    "np_tensor": (
+        'See `np_array` for the producer call: `Tensor.__dlpack__(max_version=(1, 0))` alone '
+        "went from 1.00 to 0.79 of PyArrow's `Tensor.__dlpack__`. The exchange "
+        "`np.from_dlpack(ad_tensor)` is at 1.01-1.03 (from 1.03-1.04): numpy's own work is "
+        'about half of the exchange, the same for both producers.'
+    ),
+    "copy_bool_export": (
+        'Unpacking wrote into `MutableBuffer::from_len_zeroed` (every byte twice). It now '
+        'extends a `Vec<u64>` reserved with `try_vec_with_capacity` (huge-page advice, no '
+        'zeroing) with one 256-entry-table word per input byte (unaligned offsets read a 16-bit'
+        ' window). Python, alternating: ours/alloc+memcpy 0.49 to 0.74, and 30x faster than '
+        '`pa_bool.to_numpy(zero_copy_only=False)`; criterion `bool_unpack` 1.14x the speed of '
+        '`memcpy/alloc/10000000` in the same run (0.62 before).'
+    ),
+    "copy_bool_import": (
+        'Packing was `BooleanBuffer::collect_bool` with a bounds-checked closure (1.1 ns per '
+        'element). It now packs 64 bytes into one `u64`: on x86-64 four SSE2 compares with zero'
+        ' and `movemask`s (sixteen bytes each), elsewhere a branch-free SWAR step per eight '
+        'bytes (`((v & 0x7f..) + 0x7f..) | v) & 0x80..`, gathered by one multiply), into '
+        'unzeroed memory. The auto-vectorised SWAR version reached only 0.65 of `memcpy/alloc` '
+        '(a plain `chunk[i] != 0` loop is not turned into `pmovmskb` by LLVM either). Python: '
+        "0.04 to 0.93 of alloc+memcpy of the input bytes, and 0.03 of `pa.array(np_bool)`'s "
+        'time; criterion `bool_pack` (new) 1.26x the speed of `memcpy/alloc/10000000` (it '
+        'writes an eighth of what it reads).'
+    ),
+    "copy_chunks": (
+        '`arrow_select::concat` was 67% of the call, 75% of it 4 KiB page faults: it writes '
+        'into a `MutableBuffer` that gets no huge-page advice. Primitive chunks without nulls '
+        '(all that DLPack exports) are now joined with one `memcpy` per chunk into an '
+        '`UninitBuffer` (huge-page advice, no zeroing); others still go to `arrow_select`. '
+        "Python, 80 MB of int64 in two chunks: 0.21 to 0.97 of alloc+memcpy. PyArrow's "
+        '`combine_chunks()` remains 1.6x faster in time (6.9x before): its memory pool '
+        '(jemalloc) hands back pages that are already mapped, so it takes no page faults at all'
+        " and beats numpy's own alloc+memcpy; matching it needs an allocator that keeps freed "
+        'pages warm, which this change does not add. Criterion `concat_chunks/4x2500000`: 4.1x '
+        'the speed of `memcpy/alloc/40000000` (whose `Vec` clone has no huge-page advice; 0.92 '
+        'before).'
+    ),
+    "copy_true_export": (
+        'With huge-page advice (on main) `np.from_dlpack(x, copy=True)` of 80 MB is at 1.01 of '
+        'alloc+memcpy (0.98 before this change, 0.22 before the advice). It stays a miss '
+        'against PyArrow, whose same call is 1.57x faster in time: PyArrow copies into its '
+        'memory pool, whose pages are already mapped (see `copy_chunks`).'
+    ),
+    "rust:copy/bool_unpack": (
+        'See `copy_bool_export`: now 1.14x `memcpy/alloc/10000000` in the same criterion run.'
+    ),
+    "rust:copy/to_contiguous/reversed": (
+        'The backwards run is now a reversed zip of slices into `MaybeUninit` output, which the'
+        ' compiler vectorises (forward loads, lane reversal), into unzeroed memory: 0.79 to '
+        '0.94 of `memcpy` (10 MB, alloc included) in the same run.'
+    ),
+    "rust:copy/to_contiguous/transposed": (
+        'Issue 11 profile: 97% in the copy loop, all of it scalar 4-byte loads and stores '
+        'through the stack (the 32 x 32 tile loop was not vectorised), and each run of a tile '
+        'read from a different page (column stride 5000 bytes). Now: planes with unit row '
+        'stride (a transposed matrix) go through 8 x 8 tiles visited in 64 x 64 blocks (64 '
+        'source pages and 16 KiB per block, so the TLB and L1 are not thrashed), and for '
+        'four-byte elements on x86-64 each tile is four SSE2 4 x 4 transposes (four unaligned '
+        'loads, eight unpacks, four stores). Criterion: 2.7x faster than before against a saved'
+        ' baseline, 0.18 to 0.21 of `memcpy` in the same runs; through Python '
+        '(`np.from_dlpack(ad.Tensor(m.T), copy=True)`, 40 MB float32) 0.42 to 0.53 of '
+        'alloc+memcpy and 2.5x faster than `np.ascontiguousarray(m.T)`. Still a miss: in the '
+        'profile after the change most samples sit at the strided 16-byte source loads (one '
+        'cache line, and one 4 KiB page of an input without huge pages, per column of a block):'
+        ' the kernel waits on memory, not on arithmetic. What remains to try: 16 x 16 tiles of '
+        'AVX2 8 x 8 transposes with runtime feature detection, software prefetch of the next '
+        "block's columns, and other element sizes (only four-byte elements use SIMD; 1-, 2- and"
+        ' 8-byte elements use the portable tile, which the compiler leaves scalar).'
+    ),
 }
 
 
@@ -1327,28 +1366,34 @@ REMAINS = """\
 
 Every zero-copy exchange costs the same at 10 and at 10 million elements: nothing touches the
 data.
-Four fixes from the profiles above are in: absent optional protocols (`__arrow_c_stream__`,
-`__dlpack_c_exchange_api__`) are remembered per immutable type instead of raising an
-`AttributeError` per call; the shared export tensor is built once per object; the C exchange
-path from torch no longer calls torch's Python `__dlpack_device__`; and `to_contiguous` no longer
-zeroes its output before writing it.
-They brought `Tensor.from_dlpack`, `np.from_dlpack` of a fixed-shape tensor array and imports
-from torch under their targets, and `ad.array` of a fixed-shape tensor array to about 3x its floor (2.8 to 3.1 across runs).
+Earlier fixes: absent optional protocols (`__arrow_c_stream__`, `__dlpack_c_exchange_api__`) are
+remembered per immutable type; the shared export tensor is built once per object; the C exchange
+path from torch no longer calls torch's Python `__dlpack_device__`; `to_contiguous` no longer
+zeroes its output; the wheel is `abi3-py311` (`METH_FASTCALL`); outputs of 4 MiB and more are
+advised `MADV_HUGEPAGE`; large copies release the GIL.
+Issue 11 (producer call and copy kernels) added: one allocation per managed tensor with shape,
+strides and the buffer reference inline; capsules made without re-validation; `max_version` read
+with the C API; boolean packing 16 bytes per SSE2 compare and unpacking into unzeroed memory;
+chunk concatenation by `memcpy` into huge-page-advised memory; a blocked SSE2 transpose and a
+vectorised reversal in `to_contiguous`.
+
 What is left, in order of what it would buy:
 
-1. **The calling convention.** The wheel is abi3 for CPython 3.9+, as the wheel issue asks, and
-   under the limited API before 3.10 pyo3 cannot use `METH_FASTCALL`: every `__dlpack__` and
-   `from_dlpack` call builds a tuple and a dict and copies keyword names. Built for `abi3-py310`,
-   the same sources halve `np.from_dlpack(ad.Tensor)` (0.77 to 0.38 µs). We keep 3.9 support and
-   leave this as the main lever.
-2. **Copies into fresh memory**: `MADV_HUGEPAGE` on large outputs as numpy does; without the
-   advice, 4 KiB page faults cap every large copy at about 1.2 GB/s on this kernel, numpy's own
-   copy included. Boolean unpacking still zeroes its output first.
-3. **Pack booleans eight bytes at a time** instead of `collect_bool` with a bounds-checked
-   closure.
-4. **Row-major tables**: blocked transposition, and promotion while transposing.
-5. **Lazy extension metadata**: `FixedShapeTensorArray.from_dlpack` serialises the metadata JSON
-   that only `__arrow_c_schema__` needs.
+1. **An allocator that keeps pages warm.** Our copies now match numpy's alloc+memcpy (0.97-1.02),
+   but PyArrow's `copy=True` export and `combine_chunks` are 1.6x faster still: its memory pool
+   reuses pages that are already mapped, so it takes no page faults. A pool (or a retained free
+   list of large buffers) in the tensor crate is the lever; it trades resident memory for speed,
+   so it needs a decision on how much to keep.
+2. **Transposed copies** (0.21 of memcpy in Rust, 0.53 through Python): memory-bound on the
+   strided source loads. AVX2 8 x 8 tiles with runtime detection, prefetching, and SIMD tiles for
+   1-, 2- and 8-byte elements.
+3. **`Array.__dlpack__` with a keyword** (0.93 of PyArrow's, target 0.8): what is left is the call
+   itself; a hand-written `METH_FASTCALL | METH_KEYWORDS` entry point matching interned keyword
+   names by identity would save part of pyo3's matching (about 20 ns of 200), not CPython's
+   unspecialised keyword call.
+4. **`ad.array(pa_arr)`** (about 5x the bare `__arrow_c_array__()` in the issue 11 side-by-side
+   run, target 2.5): importing the C structs (`from_ffi_and_data_type`, `Field::try_from`) and
+   building the Python object; not profiled in this round.
 
 Two targets cannot be met by this library alone:
 `torch.from_dlpack` at 0.5 needs a consumer that uses the DLPack C exchange API, and torch 2.15's

@@ -53,6 +53,10 @@ BATCH_SIZES = (1024, 8192)
 ROW_BYTES = 16 * 4 + 8 + 8 * 4  # the bytes of one row of the three tensors
 ROOT = Path(__file__).resolve().parents[3]
 
+# The hand-written explanation of the misses, kept beside the script so that a new run keeps it
+# (update it when the figures it quotes change).
+NOTES = Path(__file__).resolve().parent / "loader_notes.md"
+
 # The consumer of the training loop runs on one thread, as a GPU step would leave the CPU's
 # cores to the loader; the anchors do not use torch's threads.
 torch.set_num_threads(1)
@@ -723,7 +727,7 @@ def render(
         cells = [seconds(median(key, size)) if median(key, size) is not None else "" for size in BATCH_SIZES]
         out.append(f"| {label} | " + " | ".join(cells) + " |")
     out += criterion_rows(args.criterion_dir, work.rows)
-    if args.notes:
+    if args.notes and args.notes.is_file():
         out += ["", args.notes.read_text().strip()]
     return "\n".join(out) + "\n"
 
@@ -736,7 +740,12 @@ def main() -> int:
     parser.add_argument("--output", type=Path, help="where to write the section (default: print)")
     parser.add_argument("--criterion-dir", type=Path, help="criterion's output (target/criterion)")
     parser.add_argument("--only", help="comma-separated method keys (and the floor)")
-    parser.add_argument("--notes", type=Path, help="a Markdown file appended to the section")
+    parser.add_argument(
+        "--notes",
+        type=Path,
+        default=NOTES,
+        help="a Markdown file appended to the section (default: the misses explained, loader_notes.md)",
+    )
     parser.add_argument("--rss-child", nargs=2, metavar=("PATH", "B"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_child:
