@@ -50,6 +50,7 @@ pub mod layout;
 mod native;
 #[cfg(feature = "ndarray")]
 mod ndarray_interop;
+mod strided_copy;
 mod tensor;
 mod typed;
 

@@ -33,6 +33,7 @@ use arrow_buffer::{ArrowNativeType, Buffer, NullBuffer};
 use arrow_dlpack_tensor::{DType, Tensor, layout};
 use half::f16;
 
+use super::convert::ConvertTo;
 use crate::Result;
 
 /// The bytes of one output block of row-major filling: small enough to stay in the L1/L2 cache
@@ -540,64 +541,6 @@ element!(u64, UInt64Type, UInt64, None);
 element!(f16, Float16Type, Float16, Some(f16::NAN));
 element!(f32, Float32Type, Float32, Some(f32::NAN));
 element!(f64, Float64Type, Float64, Some(f64::NAN));
-
-/// A conversion between numeric types with the meaning of C++'s `static_cast` (Rust's `as`).
-trait ConvertTo<D>: Copy {
-    fn convert(self) -> D;
-}
-
-macro_rules! convert_with_as {
-    ($target:ty: $($source:ty),+) => {
-        $(impl ConvertTo<$target> for $source {
-            #[inline(always)]
-            fn convert(self) -> $target {
-                self as $target
-            }
-        })+
-    };
-}
-
-convert_with_as!(i8: i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
-convert_with_as!(i16: i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
-convert_with_as!(i32: i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
-convert_with_as!(i64: i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
-convert_with_as!(u8: i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
-convert_with_as!(u16: i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
-convert_with_as!(u32: i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
-convert_with_as!(u64: i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
-convert_with_as!(f32: i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
-convert_with_as!(f64: i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
-
-// Half precision has no `as`: it goes through `f32` (exact for every value of `f16` and of the
-// 8- and 16-bit integers) or `f64` (one rounding from the wider types). Promotion only ever
-// converts `f16` into wider floats and 8-bit integers into `f16`; the other pairs exist so that
-// every column can be written into every element type (`write_rows` takes any dtype).
-macro_rules! convert_half {
-    (via $via:ty, $to_half:path: $($source:ty),+) => {
-        $(impl ConvertTo<f16> for $source {
-            #[inline(always)]
-            fn convert(self) -> f16 {
-                $to_half(self as $via)
-            }
-        }
-        impl ConvertTo<$source> for f16 {
-            #[inline(always)]
-            fn convert(self) -> $source {
-                self.to_f64() as $source
-            }
-        })+
-    };
-}
-
-convert_half!(via f32, f16::from_f32: i8, i16, u8, u16, f32);
-convert_half!(via f64, f16::from_f64: i32, i64, u32, u64, f64);
-
-impl ConvertTo<f16> for f16 {
-    #[inline(always)]
-    fn convert(self) -> f16 {
-        self
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -24,15 +24,14 @@
 use std::ffi::{CStr, c_char, c_int, c_void};
 
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
-use arrow_array::ffi_stream::FFI_ArrowArrayStream;
-use arrow_array::{ArrayRef, make_array};
+use arrow_array::make_array;
 use arrow_data::ArrayData;
-use arrow_dlpack::{EXTENSION_NAME, FixedShapeTensorType, arrow_type_of, dtype_of};
+use arrow_dlpack::{EXTENSION_NAME, FixedShapeTensorType, dtype_of};
 use arrow_dlpack_tensor::{DType, Device, ImportOptions, Tensor};
-use arrow_schema::{DataType, Field, FieldRef};
+use arrow_schema::{DataType, Field};
 use dlpack_sys::{DLManagedTensorVersioned, DLPACK_VERSION, DLTensor, DlpackFlags};
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict, PyTuple};
+use pyo3::types::{PyCapsuleMethods, PyTuple};
 
 use crate::arrow_ffi::{self, Imported};
 use crate::arrow_ffi_checks::{self as checks, ArrowCError};
@@ -40,6 +39,10 @@ use crate::device_sync::SyncEvent;
 use crate::errors::{self, Operation};
 use crate::protocols::optional_attribute;
 use crate::type_names::type_name;
+
+mod export;
+
+pub(crate) use export::{check_kwargs, cpu_array_capsule, cpu_stream_capsule, tensor_capsules};
 
 pub(crate) const ARROW_DEVICE_ARRAY: &CStr = c"arrow_device_array";
 pub(crate) const ARROW_DEVICE_ARRAY_STREAM: &CStr = c"arrow_device_array_stream";
@@ -593,262 +596,5 @@ fn device_tensor(
     Ok((tensor, event))
 }
 
-/// Refuses keyword arguments other than `None`, as the PyCapsule interface asks of producers.
-pub(crate) fn check_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
-    let Some(kwargs) = kwargs else {
-        return Ok(());
-    };
-    for (key, value) in kwargs.iter() {
-        if !value.is_none() {
-            return Err(pyo3::exceptions::PyNotImplementedError::new_err(format!(
-                "the keyword {key} is not supported by arrow_dlpack's Arrow C device export; \
-                 only None is accepted for it"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// An `arrow_device_array` capsule of CPU data sharing `array`'s buffers.
-pub(crate) fn cpu_array_capsule<'py>(
-    py: Python<'py>,
-    array: &dyn arrow_array::Array,
-) -> PyResult<Bound<'py, PyCapsule>> {
-    let array = FFI_ArrowArray::new(&array.to_data());
-    let device_array = FfiDeviceArray::new(array, Device::CPU, SyncEvent::NONE);
-    PyCapsule::new_with_value(py, device_array, ARROW_DEVICE_ARRAY)
-}
-
-/// An `arrow_device_array_stream` capsule of CPU chunks: our C stream of the chunks, with each
-/// chunk wrapped as a CPU device array.
-pub(crate) fn cpu_stream_capsule<'py>(
-    py: Python<'py>,
-    field: &FieldRef,
-    chunks: &[ArrayRef],
-) -> PyResult<Bound<'py, PyCapsule>> {
-    // Fail now, in Python, rather than in the consumer's `get_schema`.
-    FFI_ArrowSchema::try_from(field.as_ref()).map_err(errors::arrow_rs_error)?;
-    let stream = cpu_device_stream(field, chunks);
-    PyCapsule::new_with_value(py, stream, ARROW_DEVICE_ARRAY_STREAM)
-}
-
-/// An `ArrowDeviceArrayStream` of CPU chunks over our C stream of them, which its private data
-/// owns until the stream is released.
-fn cpu_device_stream(field: &FieldRef, chunks: &[ArrayRef]) -> FfiDeviceStream {
-    let inner = Box::new(arrow_ffi::export_stream(field, chunks));
-    FfiDeviceStream {
-        device_type: Device::CPU.device_type as i32,
-        get_schema: Some(device_stream_get_schema),
-        get_next: Some(device_stream_get_next),
-        get_last_error: Some(device_stream_get_last_error),
-        release: Some(device_stream_release),
-        private_data: Box::into_raw(inner).cast::<c_void>(),
-    }
-}
-
-/// The C stream behind one of our device streams.
-///
-/// # Safety
-///
-/// `stream` must be NULL or a live stream made by [`cpu_stream_capsule`], called by one consumer
-/// at a time.
-unsafe fn inner_stream<'a>(stream: *mut FfiDeviceStream) -> Option<&'a mut FFI_ArrowArrayStream> {
-    // SAFETY: the caller's guarantees; a live stream's private data is the boxed inner stream.
-    unsafe {
-        let stream = stream.as_ref()?;
-        stream.private_data.cast::<FFI_ArrowArrayStream>().as_mut()
-    }
-}
-
-unsafe extern "C" fn device_stream_get_schema(
-    stream: *mut FfiDeviceStream,
-    out: *mut FFI_ArrowSchema,
-) -> c_int {
-    // SAFETY: the consumer calls the callbacks of a live stream with the stream itself.
-    let Some(inner) = (unsafe { inner_stream(stream) }) else {
-        return 22;
-    };
-    let Some(get_schema) = inner.get_schema() else {
-        return 22;
-    };
-    // SAFETY: our inner stream is live; `out` is the consumer's struct to fill.
-    unsafe { get_schema(inner, out) }
-}
-
-unsafe extern "C" fn device_stream_get_next(
-    stream: *mut FfiDeviceStream,
-    out: *mut FfiDeviceArray,
-) -> c_int {
-    // SAFETY: as in `device_stream_get_schema`.
-    let Some(inner) = (unsafe { inner_stream(stream) }) else {
-        return 22;
-    };
-    let Some(get_next) = inner.get_next() else {
-        return 22;
-    };
-    if out.is_null() {
-        return 22;
-    }
-    let mut array = FFI_ArrowArray::empty();
-    // SAFETY: our inner stream is live; `array` is ours to be filled.
-    let status = unsafe { get_next(inner, &mut array) };
-    if status != 0 {
-        return status;
-    }
-    // SAFETY: `out` is the consumer's struct to fill; `write` does not drop its old value. The
-    // end of the stream is a released array, wrapped as such.
-    unsafe { out.write(FfiDeviceArray::new(array, Device::CPU, SyncEvent::NONE)) };
-    0
-}
-
-unsafe extern "C" fn device_stream_get_last_error(stream: *mut FfiDeviceStream) -> *const c_char {
-    // SAFETY: as in `device_stream_get_schema`.
-    let Some(inner) = (unsafe { inner_stream(stream) }) else {
-        return std::ptr::null();
-    };
-    match inner.get_last_error() {
-        // SAFETY: our inner stream is live.
-        Some(get_last_error) => unsafe { get_last_error(inner) },
-        None => std::ptr::null(),
-    }
-}
-
-unsafe extern "C" fn device_stream_release(stream: *mut FfiDeviceStream) {
-    // SAFETY: the consumer (or `Drop`) passes the live stream, or NULL.
-    let Some(stream) = (unsafe { stream.as_mut() }) else {
-        return;
-    };
-    if stream.release.is_none() {
-        return;
-    }
-    // SAFETY: a live stream's private data is the `Box` made by `cpu_stream_capsule`; it is freed
-    // once, here, and the stream marked released.
-    drop(unsafe { Box::from_raw(stream.private_data.cast::<FFI_ArrowArrayStream>()) });
-    stream.private_data = std::ptr::null_mut();
-    stream.release = None;
-}
-
-/// The (`arrow_schema`, `arrow_device_array`) capsules of a row-major tensor on its own device:
-/// a primitive array for 1-D, an `arrow.fixed_shape_tensor` array otherwise; the array shares the
-/// tensor's memory, which is never read, and carries the tensor's sync event.
-pub(crate) fn tensor_capsules<'py>(
-    py: Python<'py>,
-    tensor: &Tensor,
-    sync_event: SyncEvent,
-) -> PyResult<Bound<'py, PyTuple>> {
-    let device = tensor.device();
-    if tensor.ndim() == 0 || !tensor.is_row_major() {
-        return Err(errors::buffer_error(format!(
-            "an Arrow array shares a tensor's memory only when the tensor is row-major with at \
-             least one dimension (shape {:?}, strides {:?}); a copy would be needed, which \
-             arrow_dlpack does not make of data on {} device {}",
-            tensor.shape(),
-            tensor.strides(),
-            device.type_name(),
-            device.device_id
-        )));
-    }
-    let value_type = arrow_type_of(tensor.dtype())
-        .map_err(|error| errors::arrow_error(error, Operation::Export))?;
-    let size = tensor.dtype().size();
-    let start = tensor.offset() * size;
-    let values = tensor
-        .buffer()
-        .slice_with_length(start, tensor.len() * size);
-    let leaf = ArrayData::builder(value_type.clone())
-        .len(tensor.len())
-        .add_buffer(values)
-        .build()
-        .map_err(errors::arrow_rs_error)?;
-    let (field, data) = if tensor.ndim() == 1 {
-        (Field::new("", value_type, false), leaf)
-    } else {
-        let names = tensor.dim_names().map(|names| names[1..].to_vec());
-        let tensor_type =
-            FixedShapeTensorType::try_new(value_type, tensor.shape()[1..].to_vec(), None, names)
-                .map_err(|error| errors::arrow_error(error, Operation::Export))?;
-        let storage = ArrayData::builder(tensor_type.storage_type(true))
-            .len(tensor.shape()[0])
-            .add_child_data(leaf)
-            .build()
-            .map_err(errors::arrow_rs_error)?;
-        (tensor_type.to_field("", false), storage)
-    };
-    let schema = arrow_ffi::schema_capsule(py, &field)?;
-    let device_array = FfiDeviceArray::new(FFI_ArrowArray::new(&data), device, sync_event);
-    let array = PyCapsule::new_with_value(py, device_array, ARROW_DEVICE_ARRAY)?;
-    PyTuple::new(py, [schema, array])
-}
-
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use arrow_array::{Array, Int32Array};
-
-    use super::*;
-
-    #[test]
-    fn device_fields_are_checked() {
-        assert_eq!(device_of(1, -1, "x"), Ok(Device::CPU));
-        assert_eq!(device_of(1, 0, "x"), Ok(Device::CPU));
-        assert_eq!(
-            device_of(2, 3, "x"),
-            Ok(Device {
-                device_type: 2,
-                device_id: 3
-            })
-        );
-        for (device_type, device_id) in [(5, 0), (6, 0), (0, 0), (-2, 0), (1, 4), (2, -1)] {
-            assert!(
-                matches!(
-                    device_of(device_type, device_id, "x"),
-                    Err(ArrowCError::Malformed(_))
-                ),
-                "({device_type}, {device_id}) was accepted"
-            );
-        }
-        assert!(device_of(10, i64::from(i32::MAX) + 1, "x").is_err());
-    }
-
-    #[test]
-    fn cpu_device_stream_hands_out_every_chunk_then_ends_and_releases_once() {
-        let field: FieldRef = Arc::new(Field::new("x", DataType::Int32, true));
-        let chunks: Vec<ArrayRef> = vec![
-            Arc::new(Int32Array::from(vec![1, 2, 3])),
-            Arc::new(Int32Array::from(vec![Some(4), None])),
-        ];
-        let mut stream = cpu_device_stream(&field, &chunks);
-        assert_eq!(stream.device_type, 1);
-        let mut schema = FFI_ArrowSchema::empty();
-        // SAFETY: our live stream and a released schema to fill.
-        let status = unsafe { device_stream_get_schema(&mut stream, &mut schema) };
-        assert_eq!(status, 0);
-        assert_eq!(
-            Field::try_from(&schema).unwrap().data_type(),
-            &DataType::Int32
-        );
-        for chunk in &chunks {
-            let mut out = FfiDeviceArray::released();
-            // SAFETY: our live stream and a released device array to fill.
-            assert_eq!(unsafe { device_stream_get_next(&mut stream, &mut out) }, 0);
-            assert_eq!((out.device_type, out.device_id), (1, -1));
-            assert!(out.sync_event.is_null());
-            assert_eq!(out.array.len(), chunk.len());
-            assert_eq!(out.array.buffer(1), chunk.to_data().buffers()[0].as_ptr());
-        }
-        let mut end = FfiDeviceArray::released();
-        // SAFETY: as above.
-        assert_eq!(unsafe { device_stream_get_next(&mut stream, &mut end) }, 0);
-        assert!(end.array.is_released());
-        assert_eq!(Arc::strong_count(&chunks[0]), 2);
-        drop(stream);
-        assert_eq!(Arc::strong_count(&chunks[0]), 1);
-    }
-
-    #[test]
-    fn released_structs_release_nothing() {
-        drop(FfiDeviceArray::released());
-        drop(FfiDeviceStream::released());
-    }
-}
+mod tests;
