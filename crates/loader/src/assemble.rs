@@ -15,6 +15,7 @@ use arrow_dlpack_tensor::alloc::UninitBuffer;
 use arrow_dlpack_tensor::{DType, Tensor};
 
 use crate::columns::{Columns, Output, view};
+use crate::group_view::strided_group_view;
 use crate::{BatchSpec, Error, Result, TensorBatch};
 
 /// `len` rows of piece `piece` from row `start`.
@@ -80,6 +81,12 @@ fn view_output(spec: &BatchSpec, output: &Output, batch: &RecordBatch, run: Run)
             if *view_when_no_nulls && arrays[0].null_count() == 0 {
                 return array_to_tensor(arrays[0].as_ref(), ArrayToTensorOptions::default())
                     .map_err(|error| Error::column(name, error));
+            }
+            if !spec.row_major
+                && !*flat
+                && let Some(tensor) = strided_group_view(&arrays)
+            {
+                return Ok(tensor);
             }
             let options = RecordBatchToTensorOptions {
                 row_major: spec.row_major || *flat,

@@ -285,6 +285,10 @@ def ours_ipc_pass(work: Workload, size: int) -> Callable[[], int]:
     return lambda: count(ours_triple(batch) for batch in ours(work.ipc, size))
 
 
+def ours_ipc_column_major_pass(work: Workload, size: int) -> Callable[[], int]:
+    return lambda: count(ours_triple(batch) for batch in ours(work.ipc, size, row_major=False))
+
+
 def ours_parquet_pass(work: Workload, size: int) -> Callable[[], int]:
     return lambda: count(ours_triple(batch) for batch in ours(work.parquet, size))
 
@@ -319,6 +323,13 @@ METHODS: List[Method] = [
     Method("numpy-ipc", "pyarrow → numpy → torch, IPC", numpy_ipc_pass, "ipc"),
     Method("polars-ipc", "polars, IPC (`read_ipc`, sliced, `to_torch`)", polars_ipc_pass, "ipc"),
     Method("ours-ipc", "**ours**, `ad.batches` over the IPC file", ours_ipc_pass, "ipc"),
+    Method(
+        "ours-ipc-column-major",
+        "**ours**, `ad.batches(..., row_major=False)` over the IPC file (features a strided view "
+        "of the map)",
+        ours_ipc_column_major_pass,
+        "ipc",
+    ),
     Method(
         "pyarrow-parquet",
         "pyarrow by hand, Parquet (`iter_batches` plus `to_tensor`)",
@@ -670,6 +681,11 @@ def render(
 
     target("IPC, B = 1,024: ours / pyarrow by hand", ratio("ours-ipc", "pyarrow-ipc", 1024), 0.7)
     target("IPC, B = 8,192: ours / the floor", ratio("ours-ipc", "floor", 8192), 2)
+    target(
+        "IPC, B = 8,192: ours with `row_major=False` (features a strided view) / the floor",
+        ratio("ours-ipc-column-major", "floor", 8192),
+        2,
+    )
     for size in BATCH_SIZES:
         target(
             f"Parquet, B = {size:,}: ours / pyarrow by hand",

@@ -147,6 +147,38 @@ def test_groups_are_promoted_as_from_arrow_promotes(table):
         assert layout.flags.f_contiguous is not row_major
 
 
+def test_a_column_major_group_in_a_memory_mapped_file_is_a_strided_view(tmp_path):
+    # Three float32 columns in record batches of 8 rows: in the IPC file each column's values
+    # follow the previous one's at one distance, so a column-major group is a view of the map.
+    rows = 24
+    columns = {name: np.arange(rows, dtype=np.float32) + 100 * k for k, name in enumerate("abc")}
+    table = pa.table({"id": np.arange(rows), **columns})
+    path = tmp_path / "spaced.arrow"
+    feather.write_feather(table, path, compression="uncompressed", chunksize=8)
+    loader = ad.batches(path, 4, groups={"g": ["a", "b", "c"]}, columns=["a", "b"], row_major=False)
+    batches = list(loader)
+    expected = np.stack([columns[name] for name in "abc"], axis=1)
+    np.testing.assert_array_equal(np.concatenate([np.from_dlpack(b["g"]) for b in batches]), expected)
+    for batch in batches:
+        group = np.from_dlpack(batch["g"])
+        assert not batch["g"].is_mutable
+        assert not group.flags.writeable
+        assert group.shape == (4, 3) and group.strides[0] == 4
+        # The first two columns of the group are the single columns' own memory.
+        assert group[:, 0].ctypes.data == np.from_dlpack(batch["a"]).ctypes.data
+        assert group[:, 1].ctypes.data == np.from_dlpack(batch["b"]).ctypes.data
+        assert group.strides[1] == np.from_dlpack(batch["b"]).ctypes.data - group.ctypes.data
+        # torch takes the strided view as it is.
+        assert torch.from_dlpack(batch["g"]).data_ptr() == group.ctypes.data
+    # A batch across record batches, a mixed group or row-major output is a fresh copy.
+    across = list(ad.batches(path, 6, groups={"g": ["a", "b", "c"]}, columns=[], row_major=False))
+    assert across[1]["g"].is_mutable and np.from_dlpack(across[1]["g"]).flags.f_contiguous
+    mixed = next(iter(ad.batches(path, 4, groups={"g": ["a", "id"]}, columns=[], row_major=False)))
+    assert mixed["g"].is_mutable
+    row_major = next(iter(ad.batches(path, 4, groups={"g": ["a", "b", "c"]}, columns=[])))
+    assert row_major["g"].is_mutable and np.from_dlpack(row_major["g"]).flags.c_contiguous
+
+
 def test_all_columns_are_loaded_when_none_are_named(table):
     first = next(iter(ad.batches(table, 2)))
     assert list(first) == ["id", "x", "small", "flag", "image"]

@@ -140,7 +140,9 @@ def batches(
       fixed-size lists and ``arrow.fixed_shape_tensor`` columns ``(B, *shape)``, booleans
       ``bool`` tensors. ``None`` means every column not in a group.
     - ``groups``: name -> columns stacked into one ``(B, k)`` tensor, promoted as
-      :meth:`Tensor.from_arrow` promotes (``row_major`` chooses the layout).
+      :meth:`Tensor.from_arrow` promotes (``row_major`` chooses the layout). With
+      ``row_major=False``, same-typed columns of a memory-mapped IPC file come as a read-only
+      strided view of the file (no copy) where the batch lies inside one record batch.
     - ``masks``: columns whose validity comes as an extra ``bool`` tensor ``"<name>_mask"``.
     - Nulls are refused (``ValueError``, at the batch that holds them) unless ``allow_nulls``
       (null slots hold unspecified values) or ``null_to_nan`` (floats with NaN).
