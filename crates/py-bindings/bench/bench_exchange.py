@@ -79,6 +79,71 @@ COPY_TARGET = 0.7  # every copy, against alloc+memcpy of the same bytes ...
 COPY_PYARROW_TARGET = 1.0  # ... and against PyArrow's nearest equivalent
 TABLE_TARGET = 0.8  # `Tensor.from_arrow`, against `RecordBatch.to_tensor()` / `Table.to_tensor()`
 
+# Each target's ratio before issue 11's work, for the targets table's "before" column. Sources:
+# the run issue 11 cites (docs/benchmarks.md of 2026-11-29 11:20 UTC, at 2ac7085: the exchange,
+# wrap and copy rows, the 10M/10 rows and the Rust rows, the 10-million-element figure where a
+# row had two), the issue's own text ("PyArrow does the same call 7x faster" for
+# `np.from_dlpack(x, copy=True)`; a table to a row-major tensor 1.32x `to_tensor`), and the
+# producer-call profile of the session that started the work (`__dlpack__` alone: Array 1.31,
+# Tensor 1.00, fixed-shape tensor arrays 0.09). Rows that did not exist then have none.
+# Keys: "<row id>" for a Python row's time ratio, "<row id>:alloc" for its ratio against
+# alloc+memcpy, "scale:<row id>" for 10M/10, "rust:<group>/<name>" for a Rust row.
+BEFORE: dict[str, float] = {
+    "dlpack_array": 1.31,
+    "dlpack_tensor": 1.00,
+    "dlpack_fixed_shape": 0.09,
+    "np_array": 2.36,
+    "torch_array": 1.09,
+    "np_tensor": 2.07,
+    "np_fixed_shape": 0.28,
+    "array_from_dlpack": 1.15,
+    "tensor_from_dlpack": 0.53,
+    "fixed_shape_from_dlpack": 0.54,
+    "array_from_torch": 0.22,
+    "wrap_array": 3.91,
+    "wrap_fixed_shape": 3.05,
+    "scale:np_array": 1.00,
+    "scale:torch_array": 0.99,
+    "scale:np_tensor": 0.99,
+    "scale:np_fixed_shape": 1.02,
+    "scale:array_from_dlpack": 0.99,
+    "scale:tensor_from_dlpack": 1.00,
+    "scale:fixed_shape_from_dlpack": 0.99,
+    "scale:array_from_torch": 1.00,
+    "scale:wrap_array": 0.98,
+    "scale:wrap_fixed_shape": 1.00,
+    "copy_bool_export:alloc": 0.56,
+    "copy_bool_import:alloc": 0.07,
+    "copy_chunks:alloc": 0.24,
+    "copy_true_export:alloc": 0.22,
+    "copy_true_export": 7.0,
+    "copy_true_import:alloc": 1.01,
+    "table_to_tensor/row_major": 1.32,
+    "rust:copy/bool_unpack/10000000": 0.62,
+    "rust:copy/concat_chunks/4x2500000": 0.92,
+    "rust:copy/record_batch_to_tensor/column_major/10x100000": 0.97,
+    "rust:copy/record_batch_to_tensor/column_major/10x1000000": 1.04,
+    "rust:copy/record_batch_to_tensor/column_major/int32+float32/10x100000": 1.48,
+    "rust:copy/record_batch_to_tensor/row_major/10x100000": 0.80,
+    "rust:copy/record_batch_to_tensor/row_major/10x1000000": 1.02,
+    "rust:copy/record_batch_to_tensor/row_major/int32+float32/10x100000": 0.54,
+    "rust:copy/to_contiguous/reversed": 0.45,
+    "rust:copy/to_contiguous/row_gapped": 1.33,
+    "rust:copy/to_contiguous/transposed": 0.13,
+    "rust:exchange/export+drop": 1.19,
+    "rust:exchange/fixed_shape_tensor/from_tensor": 0.92,
+    "rust:exchange/fixed_shape_tensor/to_tensor": 1.06,
+    "rust:exchange/import+drop": 1.10,
+    "rust:tensor/export+drop": 1.83,
+    "rust:tensor/import+drop": 1.21,
+}
+
+
+def before(key: str) -> str:
+    """The "before" cell of a target: its ratio before issue 11's work, or a dash."""
+    value = BEFORE.get(key)
+    return "-" if value is None else f"{value:.2f}"
+
 # The repository, for the commit and for telling whether the installed wheel is older than the
 # sources; the script lives in crates/py-bindings/bench/.
 ROOT = Path(__file__).resolve().parents[3]
@@ -1038,7 +1103,8 @@ def render_criterion(
                         met = ratio <= SCALE_TARGET
                         targets.append(
                             f"| Rust `{group}/{function}`: {fmt_count(values[-1])} vs "
-                            f"{fmt_count(values[0])} elements | <= {SCALE_TARGET} | {ratio:.2f} | "
+                            f"{fmt_count(values[0])} elements | <= {SCALE_TARGET} | "
+                            f"{before(f'rust:{group}/{function}')} | {ratio:.2f} | "
                             f"{verdict(met)} |"
                         )
                         if not met:
@@ -1074,7 +1140,8 @@ def render_criterion(
                             met = ratio >= COPY_TARGET
                             targets.append(
                                 f"| Rust `{group}/{name}` vs {reference_name} | "
-                                f">= {COPY_TARGET} | {ratio:.2f} | {verdict(met)} |"
+                                f">= {COPY_TARGET} | {before(f'rust:{group}/{name}')} | "
+                                f"{ratio:.2f} | {verdict(met)} |"
                             )
                             if not met:
                                 missed.append(f"rust:{group}/{entry.function}")
@@ -1616,12 +1683,20 @@ def render_page(
 
     out.append("## Targets (issue 11)")
     out.append("")
-    out.append("| target | bound | measured | |")
-    out.append("|---|---|---|---|")
+    out.append(
+        "The before column gives each ratio before issue 11's work (the sources are listed "
+        "with `BEFORE` in the script); a dash where no such row was measured then."
+    )
+    out.append("")
+    out.append("| target | bound | before | measured | |")
+    out.append("|---|---|---|---|---|")
     missed_ids: list[str] = []
 
-    def target(text: str, bound: str, measured: float, met: bool, row_id: str) -> None:
-        out.append(f"| {text} | {bound} | {measured:.2f} | {verdict(met)} |")
+    def target(
+        text: str, bound: str, measured: float, met: bool, row_id: str, key: str = ""
+    ) -> None:
+        cell = before(key or row_id)
+        out.append(f"| {text} | {bound} | {cell} | {measured:.2f} | {verdict(met)} |")
         if not met and row_id not in missed_ids:
             missed_ids.append(row_id)
 
@@ -1653,6 +1728,7 @@ def render_page(
             result.alloc_ratio,
             result.alloc_met,
             result.case.row_id,
+            f"{result.case.row_id}:alloc",
         )
         target(
             f"{result.case.title} vs {anchor}, in time",
