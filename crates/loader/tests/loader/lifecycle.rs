@@ -83,6 +83,57 @@ fn dropping_a_parquet_loader_early_wakes_and_joins_its_blocked_decoders() {
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
+/// The nice value of each of this process's threads whose name starts with `prefix`
+/// (field 19 of /proc/self/task/TID/stat, after the parenthesised name).
+#[cfg(target_os = "linux")]
+fn nice_values(prefix: &str) -> Vec<i64> {
+    let mut values = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let path = task.path();
+        let Ok(name) = std::fs::read_to_string(path.join("comm")) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+            continue;
+        };
+        if name.starts_with(prefix) {
+            let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+            // Fields 3.. follow the name; the nice value is field 19.
+            let nice = after_name.split(' ').nth(19 - 3).unwrap();
+            values.push(nice.parse().unwrap());
+        }
+    }
+    values
+}
+
+/// Decoding works ahead of the consumer at a lower priority, so that on a busy machine the
+/// training loop (and the loader thread) run first.
+#[cfg(target_os = "linux")]
+#[test]
+fn parquet_decoders_run_at_a_lower_priority_than_the_consumer() {
+    // The first task is the main thread, which the test harness leaves at its inherited nice value.
+    let own = nice_values("")[0];
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_parquet(&dir.path().join("t.parquet"), &table(&[500; 20]), 100);
+    let spec = BatchSpec {
+        decode_threads: 2,
+        prefetch: 1,
+        ..spec(7, &["id", "emb"])
+    };
+    let mut loader = batches(Source::ParquetFiles(vec![path]), spec).unwrap();
+    loader.next().unwrap().unwrap();
+    // The decoders block on their full channels, alive.
+    std::thread::sleep(Duration::from_millis(100));
+    // Thread names are cut to 15 bytes: "arrow-dlpack-pa".
+    let decoders = nice_values("arrow-dlpack-pa");
+    assert!(!decoders.is_empty(), "no decoding thread found");
+    assert!(
+        decoders.iter().all(|&nice| nice > own),
+        "decoders at {decoders:?}, the main thread at {own}"
+    );
+    drop(loader);
+}
+
 #[test]
 fn an_error_is_yielded_at_its_batch_and_ends_the_iteration() {
     let reader = Endless {
