@@ -62,22 +62,28 @@ fn dropping_the_iterator_early_stops_the_thread_and_releases_the_source() {
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
-/// The decoding threads are blocked on full channels when the loader is dropped; `drop` wakes
-/// and joins them (the count of this process's threads cannot be compared here, as other tests
-/// run loaders at the same time; the reader test above proves the release).
-#[test]
-fn dropping_a_parquet_loader_early_wakes_and_joins_its_blocked_decoders() {
+/// A loader over a Parquet file of 20 row groups, with `threads` decoders that have filled their
+/// channels and block (alive), one batch taken; the directory must outlive the loader.
+fn parquet_loader_with_blocked_decoders(threads: usize) -> (Batches, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let path = write_parquet(&dir.path().join("t.parquet"), &table(&[500; 20]), 100);
     let spec = BatchSpec {
-        decode_threads: 3,
+        decode_threads: threads,
         prefetch: 1,
         ..spec(7, &["id", "emb"])
     };
     let mut loader = batches(Source::ParquetFiles(vec![path]), spec).unwrap();
     loader.next().unwrap().unwrap();
-    // Let the decoders fill their channels and block.
     std::thread::sleep(Duration::from_millis(100));
+    (loader, dir)
+}
+
+/// The decoding threads are blocked on full channels when the loader is dropped; `drop` wakes
+/// and joins them (the count of this process's threads cannot be compared here, as other tests
+/// run loaders at the same time; the reader test above proves the release).
+#[test]
+fn dropping_a_parquet_loader_early_wakes_and_joins_its_blocked_decoders() {
+    let (loader, _dir) = parquet_loader_with_blocked_decoders(3);
     let started = Instant::now();
     drop(loader);
     assert!(started.elapsed() < Duration::from_secs(5));
@@ -113,17 +119,7 @@ fn nice_values(prefix: &str) -> Vec<i64> {
 fn parquet_decoders_run_at_a_lower_priority_than_the_consumer() {
     // The first task is the main thread, which the test harness leaves at its inherited nice value.
     let own = nice_values("")[0];
-    let dir = tempfile::tempdir().unwrap();
-    let path = write_parquet(&dir.path().join("t.parquet"), &table(&[500; 20]), 100);
-    let spec = BatchSpec {
-        decode_threads: 2,
-        prefetch: 1,
-        ..spec(7, &["id", "emb"])
-    };
-    let mut loader = batches(Source::ParquetFiles(vec![path]), spec).unwrap();
-    loader.next().unwrap().unwrap();
-    // The decoders block on their full channels, alive.
-    std::thread::sleep(Duration::from_millis(100));
+    let (loader, _dir) = parquet_loader_with_blocked_decoders(2);
     // Thread names are cut to 15 bytes: "arrow-dlpack-pa".
     let decoders = nice_values("arrow-dlpack-pa");
     assert!(!decoders.is_empty(), "no decoding thread found");
