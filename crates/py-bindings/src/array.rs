@@ -123,8 +123,8 @@ impl PyArray {
     // `__dlpack__` is the raw method of `dlpack_method`, installed on the class at import.
 
     /// The DLPack device of the data: always `(1, 0)`, the CPU.
-    fn __dlpack_device__(&self) -> (u32, i32) {
-        cpu_device()
+    fn __dlpack_device__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        cpu_device(py)
     }
 
     /// The Arrow schema of the array as an `arrow_schema` capsule (extension metadata included).

@@ -17,6 +17,8 @@ use dlpack_sys::{
 use dlpark::python::ExportAbi;
 use dlpark::{Managed, ManagedTensorBase};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyTuple;
 
 use crate::device_sync::SyncEvent;
 use crate::{copies, errors};
@@ -325,7 +327,7 @@ unsafe extern "C" fn capsule_destructor<M: CapsuleAbi>(capsule: *mut pyo3::ffi::
     // left alone: the consumer owns the tensor.
     unsafe {
         let name = pyo3::ffi::PyCapsule_GetName(capsule);
-        if name.is_null() || (name != M::NAME.as_ptr() && CStr::from_ptr(name) != M::NAME) {
+        if name.is_null() || (name != M::NAME.as_ptr() && !same_name(name, M::NAME)) {
             return;
         }
         let managed = pyo3::ffi::PyCapsule_GetPointer(capsule, name).cast::<M>();
@@ -335,7 +337,43 @@ unsafe extern "C" fn capsule_destructor<M: CapsuleAbi>(capsule: *mut pyo3::ffi::
     }
 }
 
+/// Whether the C string at `name` reads `expected`, compared up to the first difference (a
+/// consumed capsule's `used_...` name differs at its first byte, without measuring its length).
+///
+/// # Safety
+///
+/// `name` points to a NUL-terminated string.
+unsafe fn same_name(name: *const std::ffi::c_char, expected: &CStr) -> bool {
+    // SAFETY: `expected` ends with its NUL and has no NUL before it, so the comparison stops at
+    // `name`'s NUL at the latest (where `expected` has another byte, or its own NUL): every byte
+    // read is part of `name`'s string (the caller's guarantee).
+    expected
+        .to_bytes_with_nul()
+        .iter()
+        .enumerate()
+        .all(|(index, &byte)| unsafe { *name.add(index) } as u8 == byte)
+}
+
 /// `__dlpack_device__` of every object made from Arrow arrays: the CPU, device 0.
-pub(crate) fn cpu_device() -> (u32, i32) {
-    (Device::CPU.device_type, Device::CPU.device_id)
+///
+/// One tuple made once and handed out again (tuples are immutable): torch calls
+/// `__dlpack_device__` before every `__dlpack__`, and building the tuple was a fifth of the call.
+pub(crate) fn cpu_device(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
+    static CPU: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+    let cpu = CPU.get_or_try_init(py, || {
+        PyResult::Ok(
+            (Device::CPU.device_type, Device::CPU.device_id)
+                .into_pyobject(py)?
+                .unbind(),
+        )
+    })?;
+    Ok(cpu.bind(py).clone())
+}
+
+/// `__dlpack_device__` of data on `device`: the shared CPU tuple, or a new `(type, id)`.
+pub(crate) fn dlpack_device(py: Python<'_>, device: Device) -> PyResult<Bound<'_, PyTuple>> {
+    if device == Device::CPU {
+        return cpu_device(py);
+    }
+    (device.device_type, device.device_id).into_pyobject(py)
 }

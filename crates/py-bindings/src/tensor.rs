@@ -13,7 +13,7 @@ use pyo3::types::PyTuple;
 
 use crate::conveniences;
 use crate::device_sync::SyncEvent;
-use crate::dlpack_export::DlpackSource;
+use crate::dlpack_export::{self, DlpackSource};
 use crate::dlpack_import::{Devices, import_tensor};
 use crate::errors;
 use crate::numpy;
@@ -67,9 +67,8 @@ impl PyTensor {
 
     /// The DLPack device of the data: `(1, 0)` for the CPU, or the device a producer's tensor
     /// was on (a device tensor is kept, never read).
-    fn __dlpack_device__(&self) -> (u32, i32) {
-        let device = self.tensor.device();
-        (device.device_type, device.device_id)
+    fn __dlpack_device__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        dlpack_export::dlpack_device(py, self.tensor.device())
     }
 
     /// The tensor as (`arrow_schema`, `arrow_device_array`) capsules on its own device, zero-copy

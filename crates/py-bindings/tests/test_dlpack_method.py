@@ -141,3 +141,10 @@ def test_numpy_and_torch_consume_through_the_method():
         assert np.from_dlpack(tensor).tolist() == [[0, 1, 2], [3, 4, 5]]
         assert torch.from_dlpack(array).tolist() == [1, 2, 3]
         assert np.from_dlpack(array, copy=True).flags.writeable
+
+
+def test_dlpack_device_is_the_cpu_tuple_every_time():
+    array, tensor, fixed = producers()
+    for producer in (array, tensor, fixed) * 2:
+        device = producer.__dlpack_device__()
+        assert type(device) is tuple and device == (1, 0)
