@@ -1332,6 +1332,22 @@ EXPLANATIONS: dict[str, str] = {
         "million): numpy's own share of the exchange is about half of PyArrow's total, so 0.8 "
         'of the exchange needs a `__dlpack__` at about 0.1 µs, below what a Python method call '
         'with a keyword costs.'
+        ' Second round (perf on 15 million `x.__dlpack__(dl_device=None, copy=None, '
+        "max_version=(1, 0))`, numpy's own keywords, and on 10 million `np.from_dlpack(x)`): "
+        "pyo3's wrapper was about a quarter of our call (`extract_arguments_fastcall` 5.5%, "
+        '`memcmp` 3.1%, `PyUnicode_AsUTF8AndSize` 2.5%, `to_str` 1.5%, the trampoline and the '
+        'moves of its `PyResult`s through `no_panic` most of the 10% and 7% of the two frames '
+        'around it), and reading `max_version` 5% (`PyTuple_Size`, `PyTuple_GetItem`, '
+        "`PyType_GetFlags`, `PyLong_AsLong`). With numpy's three keywords our call took 200 ns "
+        "against PyArrow's 183, which is the 'inside numpy' part of the old gap: the bench's "
+        "consumer check calls `__dlpack__` with `max_version` alone. Fixed: `Array.__dlpack__` "
+        'and `Tensor.__dlpack__` are a raw `METH_FASTCALL | METH_KEYWORDS` method '
+        '(`dlpack_method.rs`) that matches keyword names by pointer against interned names, '
+        'and `max_version` tuples seen before are read by address. Alternating, same run: '
+        "`__dlpack__` with numpy's keywords 1.09 to 0.84 of PyArrow's; `np.from_dlpack(ad_array)` "
+        '1.04 to 0.87 (bench rows, `--only np_`); the exchange beyond the call (numpy\'s work, '
+        "our deleter and capsule destructor) was 139 ns against PyArrow's 127 and is now 126 "
+        "against 136: no cost of ours is left inside numpy."
     ),
     "torch_array": (
         "torch 2.15's `torch.from_dlpack` is Python code (`torch/utils/dlpack.py`) that calls "
@@ -1339,14 +1355,25 @@ EXPLANATIONS: dict[str, str] = {
         '`torch._C._from_dlpack(capsule)`; it never reads `__dlpack_c_exchange_api__` (torch '
         'publishes the API only as a producer), so the exchange-API target of 0.5 cannot be met'
         " through `torch.from_dlpack`: torch's own work is about 90% of PyArrow's exchange. "
-        'With the producer call fixed (see `np_array`) the ratio went from 1.08 to 1.02, which '
-        'is where it stays: the whole remaining difference is inside torch.'
+        'With the producer call fixed (see `np_array`) the ratio went from 1.08 to 1.02. '
+        "Second round: torch calls `__dlpack_device__()` before every `__dlpack__(**kwargs)`; "
+        'ours built a new `(1, 0)` tuple each time (59 ns, PyArrow 57) and now hands out one '
+        'tuple made once (29 ns); with the raw `__dlpack__` method of `np_array` the row went '
+        "from 1.06 to 0.97 (`Tensor`: 1.03 to 0.95) in alternating runs. torch's own work "
+        "(`hasattr`, the keyword dict, `torch._C._from_dlpack`, the tensor's deleter) is about "
+        "1.6 µs of PyArrow's 1.75 µs, so the row's noise is as large as its margin."
+    ),
+    "torch_tensor": (
+        "See `torch_array`: the same consumer path, and the same two fixes (the shared CPU "
+        "`__dlpack_device__` tuple and the raw `__dlpack__` method); 1.03 to 0.95."
     ),
     "np_tensor": (
         'See `np_array` for the producer call: `Tensor.__dlpack__(max_version=(1, 0))` alone '
         "went from 1.00 to 0.79 of PyArrow's `Tensor.__dlpack__`. The exchange "
         "`np.from_dlpack(ad_tensor)` is at 1.01-1.03 (from 1.03-1.04): numpy's own work is "
-        'about half of the exchange, the same for both producers.'
+        'about half of the exchange, the same for both producers. Second round (see '
+        '`np_array`): the raw `__dlpack__` method took the call alone to 0.47 of PyArrow and '
+        'the exchange from 0.97 to 0.76.'
     ),
     "copy_bool_export": (
         'Unpacking wrote into `MutableBuffer::from_len_zeroed` (every byte twice). It now '
@@ -1454,18 +1481,23 @@ What is left, in order of what it would buy:
 2. **Transposed copies** (0.21 of memcpy in Rust, 0.53 through Python): memory-bound on the
    strided source loads. AVX2 8 x 8 tiles with runtime detection, prefetching, and SIMD tiles for
    1-, 2- and 8-byte elements.
-3. **`Array.__dlpack__` with a keyword** (0.93 of PyArrow's, target 0.8): what is left is the call
-   itself; a hand-written `METH_FASTCALL | METH_KEYWORDS` entry point matching interned keyword
-   names by identity would save part of pyo3's matching (about 20 ns of 200), not CPython's
-   unspecialised keyword call.
+3. **The producer call** is done: `Array.__dlpack__` and `Tensor.__dlpack__` are a raw
+   `METH_FASTCALL | METH_KEYWORDS` method matching interned keyword names by identity
+   (`dlpack_method.rs`). Alternating, before and after: `Array.__dlpack__(max_version=(1, 3))`
+   0.86 to 0.71 of PyArrow's, `Tensor` 0.65 to 0.47; `np.from_dlpack` of an array 1.04 to 0.87,
+   of a tensor 0.97 to 0.76; `torch.from_dlpack` 1.06 to 0.97 and 1.03 to 0.95 (with the shared
+   `__dlpack_device__` tuple). What is left of our call is CPython's unspecialised call with
+   keywords, `PyCapsule_New` and the one allocation. `FixedShapeTensorArray` (0.05) keeps pyo3's
+   method.
 4. **`ad.array(pa_arr)`** (about 5x the bare `__arrow_c_array__()` in the issue 11 side-by-side
    run, target 2.5): importing the C structs (`from_ffi_and_data_type`, `Field::try_from`) and
    building the Python object; not profiled in this round.
 
 Two targets cannot be met by this library alone:
-`torch.from_dlpack` at 0.5 needs a consumer that uses the DLPack C exchange API, and torch 2.15's
-`from_dlpack` does not (it calls `__dlpack__` from Python; torch's own work is about 90% of
-PyArrow's exchange); and the numpy exports at 0.8 need our whole `__dlpack__` at about 0.1 µs,
+`torch.from_dlpack` at 0.5 needs a consumer that uses the DLPack C exchange API, and neither
+torch 2.15's `from_dlpack` (it calls `__dlpack_device__` and `__dlpack__` from Python; torch's
+own work is about 90% of PyArrow's exchange) nor numpy 2.4's C `from_dlpack` looks for
+`__dlpack_c_exchange_api__` (our classes publish it all the same); and the numpy exports at 0.8 need our whole `__dlpack__` at about 0.1 µs,
 since numpy's own share of an exchange is about half of PyArrow's total.
 """
 

@@ -16,7 +16,7 @@ use pyo3::types::{PyCapsule, PyDict, PyList, PyTuple};
 
 use crate::column::Column;
 use crate::conveniences::{self, Selection};
-use crate::dlpack_export::{self, DlpackSource, cpu_device};
+use crate::dlpack_export::{DlpackSource, cpu_device};
 use crate::dlpack_import::{Devices, import_tensor};
 use crate::errors::{self, Operation};
 use crate::fixed_shape_tensor::PyFixedShapeTensorArray;
@@ -120,23 +120,11 @@ impl PyArray {
         PyArray::from_tensor(&tensor, copy)
     }
 
-    /// Exports the array as a DLPack capsule: primitive arrays as 1-D tensors, fixed-size lists
-    /// as n-D tensors; booleans and several chunks are copied unless `copy=False`.
-    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
-    fn __dlpack__(
-        &self,
-        py: Python<'_>,
-        stream: Option<&Bound<'_, PyAny>>,
-        max_version: Option<&Bound<'_, PyAny>>,
-        dl_device: Option<(u32, i32)>,
-        copy: Option<bool>,
-    ) -> PyResult<Py<PyAny>> {
-        dlpack_export::dlpack(py, self, stream, max_version, dl_device, copy)
-    }
+    // `__dlpack__` is the raw method of `dlpack_method`, installed on the class at import.
 
     /// The DLPack device of the data: always `(1, 0)`, the CPU.
-    fn __dlpack_device__(&self) -> (u32, i32) {
-        cpu_device()
+    fn __dlpack_device__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        cpu_device(py)
     }
 
     /// The Arrow schema of the array as an `arrow_schema` capsule (extension metadata included).

@@ -17,6 +17,8 @@ use dlpack_sys::{
 use dlpark::python::ExportAbi;
 use dlpark::{Managed, ManagedTensorBase};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyTuple;
 
 use crate::device_sync::SyncEvent;
 use crate::{copies, errors};
@@ -42,7 +44,9 @@ pub(crate) trait DlpackSource {
     }
 }
 
-/// `source.__dlpack__(stream=..., max_version=..., dl_device=..., copy=...)`, for every class.
+/// `source.__dlpack__(stream=..., max_version=..., dl_device=..., copy=...)`, for the classes
+/// whose method pyo3 generates (`FixedShapeTensorArray`; `Array` and `Tensor` have the raw method
+/// of `dlpack_method`, which reads its arguments itself and calls [`export`]).
 pub(crate) fn dlpack(
     py: Python<'_>,
     source: &impl DlpackSource,
@@ -52,6 +56,21 @@ pub(crate) fn dlpack(
     copy: Option<bool>,
 ) -> PyResult<Py<PyAny>> {
     let max_version = max_version_argument(max_version)?;
+    errors::no_panic("exporting a DLPack tensor", || {
+        export(py, source, stream, max_version, dl_device, copy)
+    })
+}
+
+/// The capsule of one `__dlpack__` call whose arguments are read: `max_version` is the pair
+/// [`max_version_argument`] gave. Call it under `errors::no_panic`.
+pub(crate) fn export(
+    py: Python<'_>,
+    source: &impl DlpackSource,
+    stream: Option<&Bound<'_, PyAny>>,
+    max_version: Option<(u32, u32)>,
+    dl_device: Option<(u32, i32)>,
+    copy: Option<bool>,
+) -> PyResult<Py<PyAny>> {
     let request = DlpackRequest::parse(
         stream,
         max_version,
@@ -60,26 +79,83 @@ pub(crate) fn dlpack(
         source.device(),
         source.sync_event(),
     )?;
-    errors::no_panic("exporting a DLPack tensor", || {
-        let (tensor, made_for_export) = source.dlpack_tensor(request.allows_copy())?;
-        request.export(py, &tensor, made_for_export)
-    })
+    let (tensor, made_for_export) = source.dlpack_tensor(request.allows_copy())?;
+    request.export(py, &tensor, made_for_export)
 }
 
 /// The `max_version` argument of `__dlpack__`: `None`, or a tuple of two non-negative integers.
 ///
 /// Read with the C API instead of pyo3's tuple extraction, whose generic layers measured 13% of a
-/// whole `__dlpack__` call; anything but a pair of `u32` gets pyo3's own error (`TypeError`,
+/// whole `__dlpack__` call, and answered by address for the few tuples callers pass again and
+/// again (`max_versions`); anything but a pair of `u32` gets pyo3's own error (`TypeError`,
 /// `ValueError` for a wrong length, `OverflowError` for a negative or huge number).
-fn max_version_argument(max_version: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(u32, u32)>> {
+pub(crate) fn max_version_argument(
+    max_version: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<(u32, u32)>> {
     let Some(max_version) = max_version.filter(|value| !value.is_none()) else {
         return Ok(None);
     };
+    if let Some(pair) = max_versions::known(max_version) {
+        return Ok(Some(pair));
+    }
     if let Some(pair) = u32_pair(max_version) {
+        max_versions::remember(max_version, pair);
         return Ok(Some(pair));
     }
     // Not a pair of `u32`: pyo3's extraction gives the error it always gave.
     max_version.extract::<(u32, u32)>().map(Some)
+}
+
+/// The `max_version` tuples seen first, by address: numpy passes one tuple it made once, torch
+/// and most callers a constant of their code, so these few cover nearly every call, and reading
+/// one costs a handful of pointer compares instead of seven C API calls.
+///
+/// Each remembered tuple is kept alive for the life of the process (a strong reference taken when
+/// it is remembered and never released), so its address stays its own; a tuple and the ints in
+/// it are immutable (`PyTuple_SetItem` refuses a tuple referenced twice), so the pair read once
+/// stays right. Only exact tuples are remembered, and only the first [`SLOTS`]: later ones are
+/// read each time.
+mod max_versions {
+    use std::sync::OnceLock;
+
+    use pyo3::prelude::*;
+
+    const SLOTS: usize = 8;
+
+    static SEEN: [OnceLock<(usize, (u32, u32))>; SLOTS] = [const { OnceLock::new() }; SLOTS];
+
+    /// The pair of a remembered tuple at `value`'s address.
+    pub(super) fn known(value: &Bound<'_, PyAny>) -> Option<(u32, u32)> {
+        let address = value.as_ptr() as usize;
+        SEEN.iter()
+            .map_while(OnceLock::get)
+            .find(|(seen, _)| *seen == address)
+            .map(|&(_, pair)| pair)
+    }
+
+    /// Remembers that the exact tuple `value` reads as `pair`, while a slot is free.
+    pub(super) fn remember(value: &Bound<'_, PyAny>, pair: (u32, u32)) {
+        // SAFETY: `value` is a live object; only its type is read.
+        if unsafe { pyo3::ffi::PyTuple_CheckExact(value.as_ptr()) } == 0 {
+            return;
+        }
+        let address = value.as_ptr() as usize;
+        for slot in &SEEN {
+            let mut taken = false;
+            let (seen, _) = slot.get_or_init(|| {
+                taken = true;
+                (address, pair)
+            });
+            if taken {
+                // The strong reference that keeps the address this tuple's, never released.
+                std::mem::forget(value.clone());
+                return;
+            }
+            if *seen == address {
+                return;
+            }
+        }
+    }
 }
 
 /// `(major, minor)` when `value` is a tuple of two Python ints that fit `u32`, else `None` (with
@@ -251,7 +327,7 @@ unsafe extern "C" fn capsule_destructor<M: CapsuleAbi>(capsule: *mut pyo3::ffi::
     // left alone: the consumer owns the tensor.
     unsafe {
         let name = pyo3::ffi::PyCapsule_GetName(capsule);
-        if name.is_null() || (name != M::NAME.as_ptr() && CStr::from_ptr(name) != M::NAME) {
+        if name.is_null() || (name != M::NAME.as_ptr() && !same_name(name, M::NAME)) {
             return;
         }
         let managed = pyo3::ffi::PyCapsule_GetPointer(capsule, name).cast::<M>();
@@ -261,7 +337,43 @@ unsafe extern "C" fn capsule_destructor<M: CapsuleAbi>(capsule: *mut pyo3::ffi::
     }
 }
 
+/// Whether the C string at `name` reads `expected`, compared up to the first difference (a
+/// consumed capsule's `used_...` name differs at its first byte, without measuring its length).
+///
+/// # Safety
+///
+/// `name` points to a NUL-terminated string.
+unsafe fn same_name(name: *const std::ffi::c_char, expected: &CStr) -> bool {
+    // SAFETY: `expected` ends with its NUL and has no NUL before it, so the comparison stops at
+    // `name`'s NUL at the latest (where `expected` has another byte, or its own NUL): every byte
+    // read is part of `name`'s string (the caller's guarantee).
+    expected
+        .to_bytes_with_nul()
+        .iter()
+        .enumerate()
+        .all(|(index, &byte)| unsafe { *name.add(index) } as u8 == byte)
+}
+
 /// `__dlpack_device__` of every object made from Arrow arrays: the CPU, device 0.
-pub(crate) fn cpu_device() -> (u32, i32) {
-    (Device::CPU.device_type, Device::CPU.device_id)
+///
+/// One tuple made once and handed out again (tuples are immutable): torch calls
+/// `__dlpack_device__` before every `__dlpack__`, and building the tuple was a fifth of the call.
+pub(crate) fn cpu_device(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
+    static CPU: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+    let cpu = CPU.get_or_try_init(py, || {
+        PyResult::Ok(
+            (Device::CPU.device_type, Device::CPU.device_id)
+                .into_pyobject(py)?
+                .unbind(),
+        )
+    })?;
+    Ok(cpu.bind(py).clone())
+}
+
+/// `__dlpack_device__` of data on `device`: the shared CPU tuple, or a new `(type, id)`.
+pub(crate) fn dlpack_device(py: Python<'_>, device: Device) -> PyResult<Bound<'_, PyTuple>> {
+    if device == Device::CPU {
+        return cpu_device(py);
+    }
+    (device.device_type, device.device_id).into_pyobject(py)
 }

@@ -15,6 +15,7 @@
 //! | `tables` | `Tensor.from_arrow` and `column_tensors()`: tables and record batches to tensors |
 //! | `loader` | `_Batches`, behind `ad.batches`: the loader crate's exact-size batches as dicts of tensors, made without the GIL |
 //! | `dlpack_export` | `__dlpack__`: argument rules and capsules (dlpark's capsule machinery) |
+//! | `dlpack_method` | `__dlpack__` of `Array` and `Tensor` as a raw vectorcall method: keywords matched by pointer |
 //! | `dlpack_import` | `from_dlpack`: negotiation with producers, legacy retry, capsule consumption |
 //! | `exchange` | the DLPack C exchange API (`__dlpack_c_exchange_api__`) of each class |
 //! | `counters` | the exchange API's counters, read by tests through `_exchange_calls()` |
@@ -43,6 +44,7 @@ mod counters;
 mod device_sync;
 mod dlpack_export;
 mod dlpack_import;
+mod dlpack_method;
 mod errors;
 mod exchange;
 mod fixed_shape_tensor;
@@ -73,6 +75,7 @@ fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<fixed_shape_tensor::PyFixedShapeTensorArray>()?;
     module.add_class::<loader::PyBatches>()?;
     errors::register(module)?;
+    dlpack_method::install(module.py())?;
     exchange::install(module.py())?;
     Ok(())
 }

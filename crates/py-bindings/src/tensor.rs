@@ -63,24 +63,12 @@ impl PyTensor {
         tables::table_to_tensor(obj, row_major, null_to_nan)
     }
 
-    /// Exports the tensor as a DLPack capsule.
-    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
-    fn __dlpack__(
-        &self,
-        py: Python<'_>,
-        stream: Option<&Bound<'_, PyAny>>,
-        max_version: Option<&Bound<'_, PyAny>>,
-        dl_device: Option<(u32, i32)>,
-        copy: Option<bool>,
-    ) -> PyResult<Py<PyAny>> {
-        dlpack_export::dlpack(py, self, stream, max_version, dl_device, copy)
-    }
+    // `__dlpack__` is the raw method of `dlpack_method`, installed on the class at import.
 
     /// The DLPack device of the data: `(1, 0)` for the CPU, or the device a producer's tensor
     /// was on (a device tensor is kept, never read).
-    fn __dlpack_device__(&self) -> (u32, i32) {
-        let device = self.tensor.device();
-        (device.device_type, device.device_id)
+    fn __dlpack_device__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        dlpack_export::dlpack_device(py, self.tensor.device())
     }
 
     /// The tensor as (`arrow_schema`, `arrow_device_array`) capsules on its own device, zero-copy
