@@ -694,17 +694,17 @@ def count_dlpack_calls(consumer: Callable[[Any], Any], producer: Any) -> int:
 
 
 def consumer_share(
-    name: str, consumer: Callable[[Any], Any], rounds: int, batch_s: float
+    name: str, consumer: Callable[[Any], Any], call: str, rounds: int, batch_s: float
 ) -> tuple[str, dict[str, float]]:
     """Splits one consumer's exchange into the consumer's own work and the producer's
     `__dlpack__`, for PyArrow and for us, measured alternately in one run.
 
     The consumer's share (its call minus PyArrow's `__dlpack__` called alone) is a floor that no
-    producer can go under; it bounds the best ratio a row of this consumer can reach.
+    producer can go under; it bounds the best ratio a row of this consumer can reach. `call` is
+    `__dlpack__` with the keywords this consumer passes (numpy 2.4 passes three, torch one).
     """
     theirs = pa.array(np.arange(10, dtype=np.int64))
     ours = ad.array(theirs)
-    call = "x.__dlpack__(max_version=(1, 0))"
     sides = [
         Side("consumer(ours)", "f(x)", {"f": consumer, "x": ours}),
         Side("consumer(pyarrow)", "f(x)", {"f": consumer, "x": theirs}),
@@ -723,7 +723,7 @@ def consumer_share(
     note = (
         f"`{name}`: of PyArrow's {fmt_time(theirs_total)} per exchange, "
         f"{fmt_time(consumer_own)} is the consumer's own work (the exchange minus "
-        f"`pa_arr.__dlpack__(max_version=(1, 0))` called alone, {fmt_time(theirs_dlpack)}); "
+        f"`pa_arr.{call[2:]}` called alone, {fmt_time(theirs_dlpack)}); "
         f"even a free `__dlpack__` would leave a ratio of {best:.2f}. "
         f"Our `__dlpack__` called alone: {fmt_time(ours_dlpack)} "
         f"({ours_dlpack / theirs_dlpack:.1f}x PyArrow's)."
@@ -733,7 +733,8 @@ def consumer_share(
 
 def consumer_checks(rounds: int, batch_s: float) -> list[str]:
     notes: list[str] = []
-    note, _ = consumer_share("np.from_dlpack", np.from_dlpack, rounds, batch_s)
+    numpy_call = "x.__dlpack__(dl_device=None, copy=None, max_version=(1, 0))"
+    note, _ = consumer_share("np.from_dlpack", np.from_dlpack, numpy_call, rounds, batch_s)
     notes.append(note)
     if torch is None:
         notes.append("torch is not installed: no torch rows.")
@@ -754,7 +755,8 @@ def consumer_checks(rounds: int, batch_s: float) -> list[str]:
         )
     )
     log(f"[check] torch.from_dlpack called __dlpack__ {calls} time(s) per exchange")
-    note, _ = consumer_share("torch.from_dlpack", torch.from_dlpack, rounds, batch_s)
+    torch_call = "x.__dlpack__(max_version=(1, 0))"
+    note, _ = consumer_share("torch.from_dlpack", torch.from_dlpack, torch_call, rounds, batch_s)
     notes.append(note)
     return notes
 
