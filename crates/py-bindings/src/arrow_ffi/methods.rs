@@ -1,5 +1,6 @@
-//! The Arrow protocol methods of a producer, found once per type where the type alone decides
-//! them.
+//! The Arrow and DLPack protocol methods of a producer, found once per type where the type alone
+//! decides them (`arrow_ffi` and `arrow_device` ask the Arrow ones, `dlpack_import` the DLPack
+//! ones).
 //!
 //! `obj.__arrow_c_array__()` asked through `getattr` costs a bound-method object, and a name that
 //! is not interned misses CPython's type attribute cache (a walk of the whole MRO, measured with
@@ -7,7 +8,8 @@
 //! type whose attributes are fixed by the type (`protocols::attributes_fixed_by_type`: immutable,
 //! generic attribute lookup, no instance `__dict__`) and whose protocol attributes are all method
 //! descriptors (`Py_TPFLAGS_METHOD_DESCRIPTOR`: Python functions, builtin methods, Cython
-//! functions), `type.__arrow_c_array__(obj)` is what `obj.__arrow_c_array__()` calls. Such types
+//! functions; `__dlpack_c_exchange_api__`, a capsule, is only asked whether it exists),
+//! `type.__arrow_c_array__(obj)` is what `obj.__arrow_c_array__()` calls. Such types
 //! (pyarrow's, nanoarrow's, polars') get a table of those functions, built once from their MRO;
 //! every other object is asked through `getattr` each time, as before.
 
@@ -15,11 +17,11 @@ use std::cell::OnceCell;
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
-use pyo3::types::PyType;
+use pyo3::types::{PyDict, PyType};
 
 use crate::protocols;
 
-/// A protocol method the Arrow import may ask for.
+/// A protocol attribute the Arrow and DLPack imports may ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Protocol {
     ArrowCStream,
@@ -27,15 +29,20 @@ pub(crate) enum Protocol {
     ArrowCDeviceArray,
     ArrowCDeviceStream,
     DlpackDevice,
+    Dlpack,
+    /// `__dlpack_c_exchange_api__`: a capsule on the type, whose presence alone is asked here.
+    DlpackExchangeApi,
 }
 
 impl Protocol {
-    const ALL: [Protocol; 5] = [
+    const ALL: [Protocol; COUNT] = [
         Protocol::ArrowCStream,
         Protocol::ArrowCArray,
         Protocol::ArrowCDeviceArray,
         Protocol::ArrowCDeviceStream,
         Protocol::DlpackDevice,
+        Protocol::Dlpack,
+        Protocol::DlpackExchangeApi,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -45,14 +52,24 @@ impl Protocol {
             Protocol::ArrowCDeviceArray => "__arrow_c_device_array__",
             Protocol::ArrowCDeviceStream => "__arrow_c_device_stream__",
             Protocol::DlpackDevice => "__dlpack_device__",
+            Protocol::Dlpack => "__dlpack__",
+            Protocol::DlpackExchangeApi => dlpack_sys::DLPACK_EXCHANGE_API_ATTRIBUTE,
         }
     }
+
+    /// Whether the attribute is a method called through the table (the others are only asked
+    /// whether they exist).
+    fn is_method(self) -> bool {
+        self != Protocol::DlpackExchangeApi
+    }
 }
+
+const COUNT: usize = 7;
 
 /// The protocol functions of one type, indexed like [`Protocol::ALL`]; `None` where the type
 /// lacks the attribute.
 struct TypeMethods {
-    functions: [Option<Py<PyAny>>; 5],
+    functions: [Option<Py<PyAny>>; COUNT],
 }
 
 /// One remembered type: its address, the type itself (held so that the address is never reused
@@ -76,7 +93,7 @@ pub(crate) struct Methods<'a, 'py> {
     object: &'a Bound<'py, PyAny>,
     table: Option<&'static TypeMethods>,
     /// Without a table: each attribute asked of the object, once per import.
-    fetched: [OnceCell<Option<Bound<'py, PyAny>>>; 5],
+    fetched: [OnceCell<Option<Bound<'py, PyAny>>>; COUNT],
 }
 
 impl<'a, 'py> Methods<'a, 'py> {
@@ -112,6 +129,35 @@ impl<'a, 'py> Methods<'a, 'py> {
             },
             None => match self.attribute(protocol)? {
                 Some(method) => method.call0().map(Some),
+                None => Ok(None),
+            },
+        }
+    }
+
+    /// Whether the object is known, without asking Python, to lack `protocol`.
+    pub(crate) fn known_absent(&self, protocol: Protocol) -> bool {
+        match self.table {
+            Some(table) => table.functions[protocol as usize].is_none(),
+            None => protocols::known_absent(self.object, protocol.name()),
+        }
+    }
+
+    /// `object.protocol(**kwargs)`, or `None` when the object lacks `protocol`.
+    pub(crate) fn call(
+        &self,
+        protocol: Protocol,
+        kwargs: &Bound<'py, PyDict>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match self.table {
+            Some(table) => match &table.functions[protocol as usize] {
+                Some(function) => function
+                    .bind(self.object.py())
+                    .call((self.object,), Some(kwargs))
+                    .map(Some),
+                None => Ok(None),
+            },
+            None => match self.attribute(protocol)? {
+                Some(method) => method.call((), Some(kwargs)).map(Some),
                 None => Ok(None),
             },
         }
@@ -173,7 +219,7 @@ fn type_table(object: &Bound<'_, PyAny>) -> Option<&'static TypeMethods> {
 /// descriptor, or when the MRO cannot be read.
 fn build_table(class: &Bound<'_, PyType>) -> Option<TypeMethods> {
     let mro = class.getattr("__mro__").ok()?;
-    let mut functions: [Option<Py<PyAny>>; 5] = Default::default();
+    let mut functions: [Option<Py<PyAny>>; COUNT] = Default::default();
     for protocol in Protocol::ALL {
         let mut found = None;
         for base in mro.try_iter().ok()? {
@@ -183,7 +229,7 @@ fn build_table(class: &Bound<'_, PyType>) -> Option<TypeMethods> {
                 break;
             }
         }
-        if let Some(function) = &found {
+        if let Some(function) = found.as_ref().filter(|_| protocol.is_method()) {
             // SAFETY: a live type object, which is all `PyType_GetFlags` requires.
             let flags = unsafe { pyo3::ffi::PyType_GetFlags(function.get_type().as_ptr().cast()) };
             if flags & pyo3::ffi::Py_TPFLAGS_METHOD_DESCRIPTOR == 0 {
