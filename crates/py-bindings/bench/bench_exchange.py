@@ -1222,10 +1222,12 @@ EXPLANATIONS: dict[str, str] = {
         "direct build 8%: three allocations, the owner of the struct, the buffer and the "
         "array), the `__dlpack_device__` probe 11% (PyArrow's method, its tuple and our "
         "reading of it), the Python object and its deallocation, which runs PyArrow's release "
-        "callback, 15%. The probe is what the device-first dispatch costs: a pa.Array may hold "
-        "CUDA memory, so its device must be asked before `__arrow_c_array__` hands out pointers "
-        "we would read; dropping it would reach about 2.45, at the cost of reading device "
-        "memory from a producer whose CPU protocol does not refuse it."
+        "callback, 15%. The probe is what the device-first dispatch costs (a pa.Array may hold "
+        "CUDA memory, so its device is asked before `__arrow_c_array__` hands out pointers we "
+        "would read), yet a wheel built without it, as an experiment, measured 2.62 in the same "
+        "alternating bench: no single piece closes the gap. What is left is spread over fixed "
+        "costs of about 20-60 ns each: pyo3's call and object creation, the three allocations "
+        "and their frees, the schema check, the capsule checks, PyArrow's release callback."
     ),
     "wrap_fixed_shape": (
         "As `wrap_array`; the `arrow.fixed_shape_tensor` metadata JSON is now parsed once per "
@@ -1417,8 +1419,9 @@ What is left, in order of what it would buy:
    names by identity would save part of pyo3's matching (about 20 ns of 200), not CPython's
    unspecialised keyword call.
 4. **`ad.array(pa_arr)`** (2.74x the bare `__arrow_c_array__()`, target 2.5; 5.80 before the
-   issue 11 import round): the `__dlpack_device__` probe of the device-first dispatch is 11% of
-   the call, and PyArrow's release callback runs in our deallocation; see the row's explanation.
+   issue 11 import round): what is left is spread over fixed costs of 20-60 ns each (the
+   `__dlpack_device__` probe of the device-first dispatch, pyo3's call and object, allocations,
+   checks, PyArrow's release callback in our deallocation); see the row's explanation.
 5. **`Array.from_dlpack(np_array)`** (0.98 of PyArrow's, target 0.8): the tensor crate's import
    of the managed tensor and arrow-dlpack's `tensor_to_array` (an `ArrayData` built, validated
    and converted) are about 0.2 µs of the 1.12 µs.
