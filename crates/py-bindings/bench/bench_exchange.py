@@ -1209,14 +1209,15 @@ EXPLANATIONS: dict[str, str] = {
     "wrap_array": (
         "39% of `ad.array(pa_arr)` was a failed lookup of `__arrow_c_stream__` (pa.Array has "
         "only `__arrow_c_array__`, and streams are tried first); it is now cached per immutable "
-        "type, which took the ratio from 4.9 to 3.7. Issue 11 import round (5.80 to 2.74, "
+        "type, which took the ratio from 4.9 to 3.7. Issue 11 import round (5.80 to 2.62, "
         "alternating): the protocol methods of an immutable type are read once from its MRO "
         "and called as `f(obj)` through `PyObject_CallFunctionObjArgs` (uninterned names missed "
         "CPython's type cache and walked the MRO on each of five lookups: 36% of the call); the "
         "parsed `Field` is remembered by the schema's content, which `check_schema` encodes as "
         "it checks; fixed-width arrays and fixed-size lists of them are built straight from the "
-        "checked `ArrowArray` instead of arrow-rs's `ArrayData` import and validation. Profile "
-        "after (`perf record --call-graph dwarf`, 1.5 million calls, shares of our call with "
+        "checked `ArrowArray` instead of arrow-rs's `ArrayData` import and validation; each "
+        "capsule's name is compared once, and the remembered-field lookup takes one lock. "
+        "Profile (`perf record --call-graph dwarf`, 1.5 million calls, shares of our call with "
         "its deallocation): PyArrow's own `__arrow_c_array__` and the capsule tuple it returns "
         "42%, our import of the structs 23% (schema check and remembered-field lookup 8%, "
         "direct build 8%: three allocations, the owner of the struct, the buffer and the "
@@ -1224,14 +1225,14 @@ EXPLANATIONS: dict[str, str] = {
         "reading of it), the Python object and its deallocation, which runs PyArrow's release "
         "callback, 15%. The probe is what the device-first dispatch costs (a pa.Array may hold "
         "CUDA memory, so its device is asked before `__arrow_c_array__` hands out pointers we "
-        "would read), yet a wheel built without it, as an experiment, measured 2.62 in the same "
-        "alternating bench: no single piece closes the gap. What is left is spread over fixed "
+        "would read), yet a wheel built without it, as an experiment, went only from 2.74 to "
+        "2.62 (about 50 ns): no single piece closes the gap. What is left is spread over fixed "
         "costs of about 20-60 ns each: pyo3's call and object creation, the three allocations "
         "and their frees, the schema check, the capsule checks, PyArrow's release callback."
     ),
     "wrap_fixed_shape": (
         "As `wrap_array`; the `arrow.fixed_shape_tensor` metadata JSON is now parsed once per "
-        "remembered field, not per import (4.55 to 2.30)."
+        "remembered field, not per import (4.55 to 2.27)."
     ),
     "table_to_tensor": (
         "`Tensor.from_arrow` (`record_batch::transpose_group`) spends 72% of its time in page "
@@ -1418,7 +1419,7 @@ What is left, in order of what it would buy:
    itself; a hand-written `METH_FASTCALL | METH_KEYWORDS` entry point matching interned keyword
    names by identity would save part of pyo3's matching (about 20 ns of 200), not CPython's
    unspecialised keyword call.
-4. **`ad.array(pa_arr)`** (2.74x the bare `__arrow_c_array__()`, target 2.5; 5.80 before the
+4. **`ad.array(pa_arr)`** (2.62x the bare `__arrow_c_array__()`, target 2.5; 5.80 before the
    issue 11 import round): what is left is spread over fixed costs of 20-60 ns each (the
    `__dlpack_device__` probe of the device-first dispatch, pyo3's call and object, allocations,
    checks, PyArrow's release callback in our deallocation); see the row's explanation.

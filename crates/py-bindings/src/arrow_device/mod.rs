@@ -28,7 +28,7 @@ use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_dlpack_tensor::{Device, Tensor};
 use arrow_schema::Field;
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsuleMethods, PyTuple};
+use pyo3::types::PyTuple;
 
 use crate::arrow_ffi::{self, Imported, Methods, Protocol};
 use crate::arrow_ffi_checks::ArrowCError;
@@ -276,10 +276,7 @@ pub(crate) fn import_array(
     array: &Bound<'_, PyAny>,
 ) -> PyResult<DeviceImported> {
     let field = arrow_ffi::checked_field(schema)?;
-    let capsule = arrow_ffi::capsule_named(array, ARROW_DEVICE_ARRAY)?;
-    let pointer = capsule
-        .pointer_checked(Some(ARROW_DEVICE_ARRAY))?
-        .cast::<FfiDeviceArray>();
+    let pointer = arrow_ffi::capsule_pointer::<FfiDeviceArray>(array, ARROW_DEVICE_ARRAY)?;
     // SAFETY: an `arrow_device_array` capsule holds an `ArrowDeviceArray` (PyCapsule interface);
     // moving it out leaves a released struct behind, so the capsule's destructor does not release
     // it again, and the moved struct releases it once when dropped.
@@ -327,10 +324,8 @@ fn import_chunk(array: FfiDeviceArray, field: &Field, path: &str) -> PyResult<Ch
 /// Imports an `arrow_device_array_stream` capsule: CPU chunks as Arrow arrays, one device chunk
 /// as a device tensor.
 pub(crate) fn import_stream(capsule: &Bound<'_, PyAny>) -> PyResult<DeviceImported> {
-    let capsule = arrow_ffi::capsule_named(capsule, ARROW_DEVICE_ARRAY_STREAM)?;
-    let pointer = capsule
-        .pointer_checked(Some(ARROW_DEVICE_ARRAY_STREAM))?
-        .cast::<FfiDeviceStream>();
+    let pointer =
+        arrow_ffi::capsule_pointer::<FfiDeviceStream>(capsule, ARROW_DEVICE_ARRAY_STREAM)?;
     // SAFETY: an `arrow_device_array_stream` capsule holds an `ArrowDeviceArrayStream`; moving it
     // out leaves a released struct behind, and the moved struct releases it once when dropped.
     let mut stream = unsafe { std::ptr::replace(pointer.as_ptr(), FfiDeviceStream::released()) };

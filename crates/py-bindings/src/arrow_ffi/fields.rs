@@ -7,7 +7,6 @@
 //! tensor fields also keep their parsed extension type, whose JSON metadata would otherwise be
 //! parsed on every import.
 
-use std::cell::Cell;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use arrow_array::ffi::FFI_ArrowSchema;
@@ -33,22 +32,20 @@ struct Fields {
     entries: Vec<Arc<Remembered>>,
     /// The entry the next new field replaces once the list is full.
     oldest: usize,
+    /// The buffer the key of each schema is written into.
+    key: Vec<u8>,
 }
 
 static FIELDS: Mutex<Fields> = Mutex::new(Fields {
     entries: Vec::new(),
     oldest: 0,
+    key: Vec::new(),
 });
 
 fn fields() -> std::sync::MutexGuard<'static, Fields> {
     FIELDS
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-thread_local! {
-    /// The buffer each thread writes keys into, so that a remembered field costs no allocation.
-    static KEY: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
 }
 
 /// The field of `schema`, checked first (`check_schema`): a remembered one when an equal schema
@@ -61,30 +58,18 @@ pub(crate) unsafe fn field_of_schema(
     schema: *const FFI_ArrowSchema,
     path: &str,
 ) -> Result<FieldRef, ArrowCError> {
-    let mut key = KEY.take();
+    // One lock for the whole lookup (nothing here calls Python), whose buffer the key is written
+    // into, so that a remembered field costs no allocation.
+    let mut fields = fields();
+    let Fields {
+        entries,
+        oldest,
+        key,
+    } = &mut *fields;
     key.clear();
     // SAFETY: as the caller guarantees.
-    let field = unsafe { keyed_field(schema, path, &mut key) };
-    // The buffer of a very wide schema is not kept.
-    if key.capacity() <= MAX_KEY_BYTES {
-        KEY.set(key);
-    }
-    field
-}
-
-/// [`field_of_schema`], writing the key into `key`.
-///
-/// # Safety
-///
-/// As for [`field_of_schema`].
-unsafe fn keyed_field(
-    schema: *const FFI_ArrowSchema,
-    path: &str,
-    key: &mut Vec<u8>,
-) -> Result<FieldRef, ArrowCError> {
-    // SAFETY: as the caller guarantees.
     unsafe { checks::check_schema(schema, path, key) }?;
-    if let Some(entry) = fields().entries.iter().find(|entry| *entry.key == **key) {
+    if let Some(entry) = entries.iter().find(|entry| *entry.key == **key) {
         return Ok(entry.field.clone());
     }
     // SAFETY: checked above: live, with valid strings, metadata and child pointers.
@@ -97,14 +82,15 @@ unsafe fn keyed_field(
             field: field.clone(),
             tensor_type: OnceLock::new(),
         });
-        let mut fields = fields();
-        if fields.entries.len() < MAX_FIELDS {
-            fields.entries.push(entry);
+        if entries.len() < MAX_FIELDS {
+            entries.push(entry);
         } else {
-            let oldest = fields.oldest;
-            fields.entries[oldest] = entry;
-            fields.oldest = (oldest + 1) % MAX_FIELDS;
+            entries[*oldest] = entry;
+            *oldest = (*oldest + 1) % MAX_FIELDS;
         }
+    } else {
+        // The buffer of a very wide schema is not kept.
+        *key = Vec::new();
     }
     Ok(field)
 }

@@ -18,6 +18,7 @@
 //!   owns the chunks until the consumer releases the stream.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::ptr::NonNull;
 
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema, from_ffi_and_data_type};
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
@@ -25,7 +26,7 @@ use arrow_array::{Array, ArrayRef, make_array};
 use arrow_data::ArrayData;
 use arrow_schema::{ArrowError, DataType, Field, FieldRef};
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
+use pyo3::types::{PyCapsule, PyTuple};
 
 pub(crate) use fields::{field_of_schema, tensor_type};
 pub(crate) use methods::{Methods, Protocol};
@@ -91,11 +92,11 @@ fn import_unguarded(methods: &Methods<'_, '_>) -> PyResult<Imported> {
     )))
 }
 
-/// The capsule `object`, checked to be named `name`.
-pub(crate) fn capsule_named<'a, 'py>(
-    object: &'a Bound<'py, PyAny>,
+/// The pointer of the capsule `object`, checked to be named `name`.
+pub(crate) fn capsule_pointer<T>(
+    object: &Bound<'_, PyAny>,
     name: &'static CStr,
-) -> PyResult<&'a Bound<'py, PyCapsule>> {
+) -> PyResult<NonNull<T>> {
     let capsule = object.cast::<PyCapsule>().map_err(|_| {
         errors::type_error(format!(
             "expected a PyCapsule named {:?}, found {}",
@@ -103,12 +104,16 @@ pub(crate) fn capsule_named<'a, 'py>(
             type_name(object)
         ))
     })?;
-    if !capsule.is_valid_checked(Some(name)) {
-        return Err(errors::type_error(format!(
+    // One name comparison: `PyCapsule_GetPointer` checks the name (a capsule never holds NULL),
+    // and a mismatch, which it reports as a ValueError, is reported as ours.
+    // SAFETY: `capsule` is a live capsule and `name` a static C string.
+    let pointer = unsafe { pyo3::ffi::PyCapsule_GetPointer(capsule.as_ptr(), name.as_ptr()) };
+    NonNull::new(pointer.cast::<T>()).ok_or_else(|| {
+        drop(PyErr::take(object.py()));
+        errors::type_error(format!(
             "expected a PyCapsule named {name:?}, found a capsule with another name"
-        )));
-    }
-    Ok(capsule)
+        ))
+    })
 }
 
 /// Imports an (`arrow_schema`, `arrow_array`) capsule pair.
@@ -118,10 +123,7 @@ pub(crate) fn capsule_named<'a, 'py>(
 /// on any error before we return, releases it exactly once.
 fn import_array(schema: &Bound<'_, PyAny>, array: &Bound<'_, PyAny>) -> PyResult<Imported> {
     let field = checked_field(schema)?;
-    let array = capsule_named(array, ARROW_ARRAY)?;
-    let array = array
-        .pointer_checked(Some(ARROW_ARRAY))?
-        .cast::<FFI_ArrowArray>();
+    let array = capsule_pointer::<FFI_ArrowArray>(array, ARROW_ARRAY)?;
     // SAFETY: an `arrow_array` capsule holds an `ArrowArray`; `from_raw` moves it out and leaves
     // a released struct behind, so the capsule's destructor will not release it again, and the
     // moved struct releases it once when dropped.
@@ -142,10 +144,7 @@ fn import_array(schema: &Bound<'_, PyAny>, array: &Bound<'_, PyAny>) -> PyResult
 
 /// The field of an `arrow_schema` capsule, checked; the schema stays in its capsule.
 pub(crate) fn checked_field(schema: &Bound<'_, PyAny>) -> PyResult<FieldRef> {
-    let schema = capsule_named(schema, ARROW_SCHEMA)?;
-    let schema = schema
-        .pointer_checked(Some(ARROW_SCHEMA))?
-        .cast::<FFI_ArrowSchema>();
+    let schema = capsule_pointer::<FFI_ArrowSchema>(schema, ARROW_SCHEMA)?;
     // SAFETY: an `arrow_schema` capsule holds an `ArrowSchema` (Arrow PyCapsule interface), kept
     // alive by the capsule while we read it; `check_schema` reads `release` before anything else
     // and follows no pointer of a released schema.
@@ -227,10 +226,7 @@ pub(crate) struct CheckedStream {
 impl CheckedStream {
     /// Takes the stream out of an `arrow_array_stream` capsule and reads its schema.
     pub(crate) fn from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let capsule = capsule_named(capsule, ARROW_ARRAY_STREAM)?;
-        let stream = capsule
-            .pointer_checked(Some(ARROW_ARRAY_STREAM))?
-            .cast::<FFI_ArrowArrayStream>();
+        let stream = capsule_pointer::<FFI_ArrowArrayStream>(capsule, ARROW_ARRAY_STREAM)?;
         // SAFETY: an `arrow_array_stream` capsule holds an `ArrowArrayStream`; `from_raw` moves
         // it out and leaves a released struct behind, and the moved struct releases it once when
         // dropped.
