@@ -1209,7 +1209,7 @@ EXPLANATIONS: dict[str, str] = {
     "wrap_array": (
         "39% of `ad.array(pa_arr)` was a failed lookup of `__arrow_c_stream__` (pa.Array has "
         "only `__arrow_c_array__`, and streams are tried first); it is now cached per immutable "
-        "type, which took the ratio from 4.9 to 3.7. Issue 11 import round (5.80 to 2.62, "
+        "type, which took the ratio from 4.9 to 3.7. Issue 11 import round (5.80 to 2.62-2.74 over four runs, "
         "alternating): the protocol methods of an immutable type are read once from its MRO "
         "and called as `f(obj)` through `PyObject_CallFunctionObjArgs` (uninterned names missed "
         "CPython's type cache and walked the MRO on each of five lookups: 36% of the call); the "
@@ -1419,8 +1419,8 @@ What is left, in order of what it would buy:
    itself; a hand-written `METH_FASTCALL | METH_KEYWORDS` entry point matching interned keyword
    names by identity would save part of pyo3's matching (about 20 ns of 200), not CPython's
    unspecialised keyword call.
-4. **`ad.array(pa_arr)`** (2.62x the bare `__arrow_c_array__()`, target 2.5; 5.80 before the
-   issue 11 import round): what is left is spread over fixed costs of 20-60 ns each (the
+4. **`ad.array(pa_arr)`** (2.62-2.74x the bare `__arrow_c_array__()`, target 2.5; 5.80 before
+   the issue 11 import round): what is left is spread over fixed costs of 20-60 ns each (the
    `__dlpack_device__` probe of the device-first dispatch, pyo3's call and object, allocations,
    checks, PyArrow's release callback in our deallocation); see the row's explanation.
 5. **`Array.from_dlpack(np_array)`** (0.98 of PyArrow's, target 0.8): the tensor crate's import
