@@ -1209,7 +1209,8 @@ EXPLANATIONS: dict[str, str] = {
     "wrap_array": (
         "39% of `ad.array(pa_arr)` was a failed lookup of `__arrow_c_stream__` (pa.Array has "
         "only `__arrow_c_array__`, and streams are tried first); it is now cached per immutable "
-        "type, which took the ratio from 4.9 to 3.7. Issue 11 import round (5.80 to 2.62-2.74 over four runs, "
+        "type, which took the ratio from 4.9 to 3.7. Issue 11 import round (5.80 to 2.62-2.74 "
+        "over four runs, "
         "alternating): the protocol methods of an immutable type are read once from its MRO "
         "and called as `f(obj)` through `PyObject_CallFunctionObjArgs` (uninterned names missed "
         "CPython's type cache and walked the MRO on each of five lookups: 36% of the call); the "
