@@ -1241,11 +1241,21 @@ EXPLANATIONS: dict[str, str] = {
         "`ExchangeApi::from_object` "
         + MISSING_ATTRIBUTE
         + "That lookup is now answered from a per-type cache (`protocols.rs`), which took the "
-        "ratio from 1.7 to 1.2. What is left: `check_producer_device` (a Python call of "
-        "`__dlpack_device__`, 10%), consuming the capsule (10%), `tensor_to_array_with` (11%), "
-        "building the `Array` object (12%: a `Field`, a `Column`, the Python object) and the "
-        "calling convention of `np_array`. "
-        + FASTCALL_FIX
+        "ratio from 1.7 to 1.2. Issue 11 import round (ratio 1.15 to 0.98, alternating): "
+        "`__dlpack__`, `__dlpack_device__` and the exchange-API absence are read from a table "
+        "built once per immutable type (`arrow_ffi/methods.rs`) and called as `f(obj)`, with no "
+        "bound method (their `getattr` and `meth_dealloc` were 12% of the call); the "
+        "`__dlpack__` keywords `{max_version: (1, 3)}` are one dict made once (building and "
+        "freeing it was 13%). What is left, profiled with `perf record --call-graph dwarf` on 1 "
+        "million calls: numpy's own `__dlpack__` and `__dlpack_device__` (28%, through the "
+        "keyword unpacking CPython does for a dict, `_PyStack_UnpackDict`), the tensor crate's "
+        "import of the managed tensor (`consume_capsule`: 20%, half of it `check_foreign`, which "
+        "collects shape and strides into `Vec`s, and `Tensor::try_new`'s `check_view`), and "
+        "arrow-dlpack's `tensor_to_array` (18%: an `ArrayDataBuilder` with its buffer `Vec`, "
+        "`ArrayData::validate` and `make_array`, where a `PrimitiveArray` built from the "
+        "`ScalarBuffer` would do). Those two are in the tensor and arrow-dlpack crates, outside "
+        "this round's files; together they are about 0.2 µs of the 1.12 µs, which is what 0.8 "
+        "needs."
     ),
     "tensor_from_dlpack": (
         "44% of `ad.Tensor.from_dlpack(np_2d)` was dlpark's `ExchangeApi::from_object`, which "
@@ -1255,9 +1265,10 @@ EXPLANATIONS: dict[str, str] = {
     "fixed_shape_from_dlpack": (
         "26% of `ad.FixedShapeTensorArray.from_dlpack(np_3d)` was the failed "
         "`__dlpack_c_exchange_api__` lookup of `array_from_dlpack`, now cached per type (0.74 to "
-        "0.55); 12% serialises the extension metadata to JSON (`FixedShapeTensorArray::field`) "
-        "and 17% builds the Python object (`from_array`). Fix: serialise the metadata lazily "
-        "(only `__arrow_c_schema__` needs it), and `abi3-py310`."
+        "0.55). Issue 11 import round (0.56 to 0.41, alternating): the field of an array made "
+        "from a tensor (extension metadata serialised to JSON into a `HashMap`: 15% of the call "
+        "in perf) is made once per type and shared, and the `__dlpack__` call is the cheaper one "
+        "of `array_from_dlpack`."
     ),
     "array_from_torch": (
         "Our import of a torch tensor uses torch's C exchange API; it used to call "
@@ -1267,13 +1278,31 @@ EXPLANATIONS: dict[str, str] = {
     "wrap_array": (
         "39% of `ad.array(pa_arr)` was a failed lookup of `__arrow_c_stream__` (pa.Array has "
         "only `__arrow_c_array__`, and streams are tried first); it is now cached per immutable "
-        "type, which took the ratio from 4.9 to 3.7. The floor itself "
-        "(`pa_arr.__arrow_c_array__()`) is a quarter of the call; the rest is importing the C "
-        "structs (`from_ffi_and_data_type`, `Field::try_from`) and building the Python object."
+        "type, which took the ratio from 4.9 to 3.7. Issue 11 import round (5.80 to 2.62-2.74 "
+        "over four runs, "
+        "alternating): the protocol methods of an immutable type are read once from its MRO "
+        "and called as `f(obj)` through `PyObject_CallFunctionObjArgs` (uninterned names missed "
+        "CPython's type cache and walked the MRO on each of five lookups: 36% of the call); the "
+        "parsed `Field` is remembered by the schema's content, which `check_schema` encodes as "
+        "it checks; fixed-width arrays and fixed-size lists of them are built straight from the "
+        "checked `ArrowArray` instead of arrow-rs's `ArrayData` import and validation; each "
+        "capsule's name is compared once, and the remembered-field lookup takes one lock. "
+        "Profile (`perf record --call-graph dwarf`, 1.5 million calls, shares of our call with "
+        "its deallocation): PyArrow's own `__arrow_c_array__` and the capsule tuple it returns "
+        "42%, our import of the structs 23% (schema check and remembered-field lookup 8%, "
+        "direct build 8%: three allocations, the owner of the struct, the buffer and the "
+        "array), the `__dlpack_device__` probe 11% (PyArrow's method, its tuple and our "
+        "reading of it), the Python object and its deallocation, which runs PyArrow's release "
+        "callback, 15%. The probe is what the device-first dispatch costs (a pa.Array may hold "
+        "CUDA memory, so its device is asked before `__arrow_c_array__` hands out pointers we "
+        "would read), yet a wheel built without it, as an experiment, went only from 2.74 to "
+        "2.62 (about 50 ns): no single piece closes the gap. What is left is spread over fixed "
+        "costs of about 20-60 ns each: pyo3's call and object creation, the three allocations "
+        "and their frees, the schema check, the capsule checks, PyArrow's release callback."
     ),
     "wrap_fixed_shape": (
-        "As `wrap_array` (the failed `__arrow_c_stream__` lookup), plus parsing the "
-        "`arrow.fixed_shape_tensor` metadata JSON, which is needed once per object here."
+        "As `wrap_array`; the `arrow.fixed_shape_tensor` metadata JSON is now parsed once per "
+        "remembered field, not per import (4.55 to 2.27)."
     ),
     "table_to_tensor": (
         "`Tensor.from_arrow` (`record_batch::transpose_group`) spends 72% of its time in page "
@@ -1491,9 +1520,13 @@ What is left, in order of what it would buy:
    `__dlpack_device__` tuple). What is left of our call is CPython's unspecialised call with
    keywords, `PyCapsule_New` and the one allocation. `FixedShapeTensorArray` (0.05) keeps pyo3's
    method.
-4. **`ad.array(pa_arr)`** (about 5x the bare `__arrow_c_array__()` in the issue 11 side-by-side
-   run, target 2.5): importing the C structs (`from_ffi_and_data_type`, `Field::try_from`) and
-   building the Python object; not profiled in this round.
+4. **`ad.array(pa_arr)`** (2.62-2.74x the bare `__arrow_c_array__()`, target 2.5; 5.80 before
+   the issue 11 import round): what is left is spread over fixed costs of 20-60 ns each (the
+   `__dlpack_device__` probe of the device-first dispatch, pyo3's call and object, allocations,
+   checks, PyArrow's release callback in our deallocation); see the row's explanation.
+5. **`Array.from_dlpack(np_array)`** (0.98 of PyArrow's, target 0.8): the tensor crate's import
+   of the managed tensor and arrow-dlpack's `tensor_to_array` (an `ArrayData` built, validated
+   and converted) are about 0.2 µs of the 1.12 µs.
 
 Two targets cannot be met by this library alone:
 `torch.from_dlpack` at 0.5 needs a consumer that uses the DLPack C exchange API, and neither

@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use arrow_array::ArrayRef;
 use arrow_dlpack::{
-    ArrayToTensorOptions, EXTENSION_NAME, FixedShapeTensorType, TensorToArrayOptions,
-    chunks_need_copy, tensor_to_array,
+    ArrayToTensorOptions, EXTENSION_NAME, TensorToArrayOptions, chunks_need_copy, tensor_to_array,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{Field, FieldRef};
@@ -63,7 +62,7 @@ pub(crate) fn wrap_column(
     chunks: Vec<ArrayRef>,
 ) -> PyResult<Py<PyAny>> {
     if field.extension_type_name() == Some(EXTENSION_NAME) {
-        let tensor_type = FixedShapeTensorType::try_from_field(&field)
+        let tensor_type = arrow_ffi::tensor_type(&field)
             .map_err(|error| errors::arrow_error(error, Operation::Import))?;
         let column = Column::new(field, chunks);
         return Ok(PyFixedShapeTensorArray::create(py, column, tensor_type)?.into_any());
@@ -83,12 +82,13 @@ pub(crate) fn array(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<PyAny
         let column = ours.get().column();
         return wrap_column(py, column.field.clone(), column.chunks.clone());
     }
-    let imported = match crate::arrow_device::import(obj)? {
-        Some(crate::arrow_device::DeviceImported::Device(tensor, event)) => {
+    let methods = arrow_ffi::Methods::of(obj);
+    let imported = match arrow_device::import_with(&methods)? {
+        Some(arrow_device::DeviceImported::Device(tensor, event)) => {
             return Ok(Py::new(py, PyTensor::with_sync_event(tensor, event))?.into_any());
         }
-        Some(crate::arrow_device::DeviceImported::Host(imported)) => imported,
-        None => arrow_ffi::import_cpu(obj)?,
+        Some(arrow_device::DeviceImported::Host(imported)) => imported,
+        None => arrow_ffi::import_cpu_with(&methods)?,
     };
     wrap_column(py, imported.field, imported.chunks)
 }

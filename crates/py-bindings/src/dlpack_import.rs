@@ -24,11 +24,13 @@ use dlpack_sys::{
     USED_DLTENSOR, USED_DLTENSOR_VERSIONED,
 };
 use dlpark::python::consumer::exchange::ExchangeApi;
-use pyo3::exceptions::{PyAttributeError, PyTypeError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
 
+use crate::arrow_ffi::{Methods, Protocol};
 use crate::type_names::type_name;
 use crate::{copies, errors, protocols};
 
@@ -70,7 +72,9 @@ fn import_tensor_unguarded(
     let (tensor, copied) = if let Ok(capsule) = object.cast::<PyCapsule>() {
         consume_capsule(capsule, options)?
     } else {
-        let through_exchange = match exchange_api(object, copy)? {
+        // The protocol attributes, from a per-type table where the type fixes them.
+        let methods = Methods::of(object);
+        let through_exchange = match exchange_api(&methods, copy)? {
             // The exchange API's "no sync" import leaves the ordering on a device stream to the
             // consumer, which has no stream of its own: device tensors take `__dlpack__`, whose
             // producer orders its work before handing the capsule out.
@@ -88,7 +92,7 @@ fn import_tensor_unguarded(
         match through_exchange {
             Some(imported) => imported,
             None => {
-                let capsule = request_capsule(object, copy, devices, requested)?;
+                let capsule = request_capsule(&methods, copy, devices, requested)?;
                 let Ok(capsule) = capsule.cast::<PyCapsule>() else {
                     return Err(errors::type_error(format!(
                         "{}.__dlpack__() returned {}; expected a PyCapsule",
@@ -130,10 +134,11 @@ fn import_tensor_unguarded(
 }
 
 /// The producer's DLPack C exchange API, used when `copy` is None (the API has no `copy`).
-fn exchange_api(object: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<Option<ExchangeApi>> {
-    if copy.is_some() || protocols::known_absent(object, DLPACK_EXCHANGE_API_ATTRIBUTE) {
+fn exchange_api(methods: &Methods<'_, '_>, copy: Option<bool>) -> PyResult<Option<ExchangeApi>> {
+    if copy.is_some() || methods.known_absent(Protocol::DlpackExchangeApi) {
         return Ok(None);
     }
+    let object = methods.object();
     let api = match ExchangeApi::from_object(object.as_borrowed()) {
         Ok(api) => api,
         // The table is an optional accelerator: an attribute that is not a `dlpack_exchange_api`
@@ -219,38 +224,66 @@ fn requested_device(
 
 /// Asks a producer for a capsule: versioned first, then legacy when it rejects the keywords.
 fn request_capsule<'py>(
-    object: &Bound<'py, PyAny>,
+    methods: &Methods<'_, 'py>,
     copy: Option<bool>,
     devices: Devices,
     requested: Option<Device>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let object = methods.object();
     let py = object.py();
-    let dlpack = match object.getattr(intern!(py, "__dlpack__")) {
-        Ok(method) => method,
-        Err(error) if error.is_instance_of::<PyAttributeError>(py) => {
-            return Err(errors::type_error(format!(
-                "{} does not support the DLPack protocol: it has no __dlpack__ method",
-                type_name(object)
-            )));
-        }
-        Err(error) => return Err(error),
-    };
-    check_producer_device(object, devices, requested)?;
-    let kwargs = PyDict::new(py);
-    kwargs.set_item(
-        intern!(py, "max_version"),
-        (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION),
-    )?;
-    if let Some(copy) = copy {
-        kwargs.set_item(intern!(py, "copy"), copy)?;
+    if !methods.has(Protocol::Dlpack)? {
+        return Err(errors::type_error(format!(
+            "{} does not support the DLPack protocol: it has no __dlpack__ method",
+            type_name(object)
+        )));
     }
-    match dlpack.call((), Some(&kwargs)) {
-        Ok(capsule) => Ok(capsule),
+    check_producer_device(methods, devices, requested)?;
+    let kwargs = dlpack_kwargs(py, copy)?;
+    let capsule = match methods.call(Protocol::Dlpack, &kwargs) {
+        Ok(capsule) => capsule,
         // A producer that predates DLPack 1.0 (JAX) rejects the keywords with a TypeError; a
         // producer whose TypeError is real (nulls, say) raises it again on the plain call.
-        Err(error) if error.is_instance_of::<PyTypeError>(py) => dlpack.call0(),
-        Err(error) => Err(error),
+        Err(error) if error.is_instance_of::<PyTypeError>(py) => methods.call0(Protocol::Dlpack)?,
+        Err(error) => return Err(error),
+    };
+    // `has` said the method exists, and a table or this import's lookup keeps it.
+    capsule.ok_or_else(|| errors::type_error("__dlpack__ disappeared during the import"))
+}
+
+/// The keywords of `__dlpack__`: `max_version` and, when given, `copy`.
+///
+/// Without `copy` (the common call) the dict is made once and reused: building it, its version
+/// tuple and freeing both was an eighth of `Array.from_dlpack(np_array)` (perf). CPython hands a
+/// callee a copy of the keywords, but a callee with a C `tp_call` of its own sees this dict, so
+/// it is used only while no one else holds it and it still says exactly what it said.
+fn dlpack_kwargs(py: Python<'_>, copy: Option<bool>) -> PyResult<Bound<'_, PyDict>> {
+    static SHARED: PyOnceLock<(Py<PyDict>, Py<PyAny>)> = PyOnceLock::new();
+    let max_version = intern!(py, "max_version");
+    let fresh = || -> PyResult<Bound<'_, PyDict>> {
+        let kwargs = PyDict::new(py);
+        kwargs.set_item(max_version, (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION))?;
+        Ok(kwargs)
+    };
+    if let Some(copy) = copy {
+        let kwargs = fresh()?;
+        kwargs.set_item(intern!(py, "copy"), copy)?;
+        return Ok(kwargs);
     }
+    let (shared, version) = SHARED.get_or_try_init(py, || -> PyResult<_> {
+        let kwargs = fresh()?;
+        let version = kwargs.get_item(max_version)?.map(Bound::unbind);
+        Ok((kwargs.unbind(), version.unwrap_or_else(|| py.None())))
+    })?;
+    let kwargs = shared.bind(py).clone();
+    // SAFETY: `kwargs` is a live object; reading its reference count has no other requirement.
+    let references = unsafe { pyo3::ffi::Py_REFCNT(kwargs.as_ptr()) };
+    // Two references: the one kept here and `kwargs`.
+    let untouched = references == 2
+        && kwargs.len() == 1
+        && kwargs
+            .get_item(max_version)?
+            .is_some_and(|value| value.is(version.bind(py)));
+    if untouched { Ok(kwargs) } else { fresh() }
 }
 
 /// Refuses, before it exports anything, a producer whose data is on a device the import does not
@@ -259,18 +292,15 @@ fn request_capsule<'py>(
 /// No `stream` is passed to `__dlpack__`: for CUDA and ROCm that asks the producer to order its
 /// work before the legacy default stream, the one a consumer without streams of its own uses.
 fn check_producer_device(
-    object: &Bound<'_, PyAny>,
+    methods: &Methods<'_, '_>,
     devices: Devices,
     requested: Option<Device>,
 ) -> PyResult<()> {
-    let py = object.py();
-    let method = match object.getattr(intern!(py, "__dlpack_device__")) {
-        Ok(method) => method,
-        // Legacy producers may lack it; the imported tensor's device is checked anyway.
-        Err(error) if error.is_instance_of::<PyAttributeError>(py) => return Ok(()),
-        Err(error) => return Err(error),
+    let object = methods.object();
+    // Legacy producers may lack it; the imported tensor's device is checked anyway.
+    let Some(answer) = methods.call0(Protocol::DlpackDevice)? else {
+        return Ok(());
     };
-    let answer = method.call0()?;
     let (device_type, device_id): (u32, i32) = answer.extract().map_err(|_| {
         errors::type_error(format!(
             "{}.__dlpack_device__() returned {}; expected a (device_type, device_id) tuple of \

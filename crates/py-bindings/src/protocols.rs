@@ -42,7 +42,7 @@ pub(crate) fn known_absent(object: &Bound<'_, PyAny>, name: &'static str) -> boo
 /// Whether every instance of `class` has exactly the attributes its type gives it: the type is
 /// immutable, looks attributes up with `PyObject_GenericGetAttr`, and gives instances no
 /// `__dict__`.
-fn attributes_fixed_by_type(class: &Bound<'_, PyType>) -> bool {
+pub(crate) fn attributes_fixed_by_type(class: &Bound<'_, PyType>) -> bool {
     // SAFETY: `class` is a live type object, which is all `PyType_GetFlags` requires.
     let flags = unsafe { pyo3::ffi::PyType_GetFlags(class.as_ptr().cast()) };
     if flags & IMMUTABLE_TYPE == 0 {

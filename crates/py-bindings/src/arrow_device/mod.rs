@@ -23,24 +23,23 @@
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 
+use arrow_array::ArrayRef;
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
-use arrow_array::make_array;
-use arrow_data::ArrayData;
-use arrow_dlpack::{EXTENSION_NAME, FixedShapeTensorType, dtype_of};
-use arrow_dlpack_tensor::{DType, Device, ImportOptions, Tensor};
-use arrow_schema::{DataType, Field};
-use dlpack_sys::{DLManagedTensorVersioned, DLPACK_VERSION, DLTensor, DlpackFlags};
+use arrow_dlpack_tensor::{Device, Tensor};
+use arrow_schema::Field;
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsuleMethods, PyTuple};
+use pyo3::types::PyTuple;
 
-use crate::arrow_ffi::{self, Imported};
-use crate::arrow_ffi_checks::{self as checks, ArrowCError};
+use crate::arrow_ffi::{self, Imported, Methods, Protocol};
+use crate::arrow_ffi_checks::ArrowCError;
 use crate::device_sync::SyncEvent;
 use crate::errors::{self, Operation};
-use crate::protocols::optional_attribute;
 use crate::type_names::type_name;
 
+mod device_tensor;
 mod export;
+
+use device_tensor::device_tensor;
 
 pub(crate) use export::{check_kwargs, cpu_array_capsule, cpu_stream_capsule, tensor_capsules};
 
@@ -146,31 +145,31 @@ pub(crate) enum DeviceImported {
     Device(Tensor, SyncEvent),
 }
 
-/// Imports `object` through the device protocol when that is the one to ask (see the module
-/// documentation); `None` when the CPU protocol is to be asked instead.
-pub(crate) fn import(object: &Bound<'_, PyAny>) -> PyResult<Option<DeviceImported>> {
-    errors::no_panic("importing Arrow C device data", || import_unguarded(object))
+/// Imports the object whose protocol methods `methods` gives through the device protocol when
+/// that is the one to ask (see the module documentation); `None` when the CPU protocol is to be
+/// asked instead.
+pub(crate) fn import_with(methods: &Methods<'_, '_>) -> PyResult<Option<DeviceImported>> {
+    errors::no_panic("importing Arrow C device data", || {
+        import_unguarded(methods)
+    })
 }
 
-fn import_unguarded(object: &Bound<'_, PyAny>) -> PyResult<Option<DeviceImported>> {
-    // The probes are ordered for the common producers: one without device protocols (polars,
-    // nanoarrow, `pa.ChunkedArray`) costs two absent attributes, which are remembered per type
-    // (`protocols`); a CPU one with both (`pa.Array`) one device-protocol read, a
-    // `__dlpack_device__` call and one CPU-protocol read.
-    let array = optional_attribute(object, "__arrow_c_device_array__")?;
-    if array.is_none() && optional_attribute(object, "__arrow_c_device_stream__")?.is_none() {
+fn import_unguarded(methods: &Methods<'_, '_>) -> PyResult<Option<DeviceImported>> {
+    // A producer without device protocols (polars, nanoarrow, `pa.ChunkedArray`) costs two
+    // absent attributes, and a CPU one with both (`pa.Array`) a `__dlpack_device__` call; the
+    // types of both are usually answered from a table (`arrow_ffi::Methods`).
+    if !methods.has(Protocol::ArrowCDeviceArray)? && !methods.has(Protocol::ArrowCDeviceStream)? {
         return Ok(None);
     }
-    if !off_cpu(object)? && has_cpu_protocol(object)? {
+    if !off_cpu(methods)? && has_cpu_protocol(methods)? {
         return Ok(None);
     }
-    if let Some(method) = optional_attribute(object, "__arrow_c_device_stream__")? {
-        return import_stream(&method.call0()?).map(Some);
+    if let Some(capsule) = methods.call0(Protocol::ArrowCDeviceStream)? {
+        return import_stream(&capsule).map(Some);
     }
-    let Some(method) = array else {
+    let Some(capsules) = methods.call0(Protocol::ArrowCDeviceArray)? else {
         return Ok(None);
     };
-    let capsules = method.call0()?;
     let pair = capsules
         .cast::<PyTuple>()
         .ok()
@@ -179,45 +178,50 @@ fn import_unguarded(object: &Bound<'_, PyAny>) -> PyResult<Option<DeviceImported
         return Err(errors::type_error(format!(
             "{}.__arrow_c_device_array__() returned {}; expected a (schema, device array) tuple \
              of two capsules",
-            type_name(object),
+            type_name(methods.object()),
             type_name(&capsules)
         )));
     };
     import_array(&pair.get_item(0)?, &pair.get_item(1)?).map(Some)
 }
 
-/// Whether `object` has `__arrow_c_array__` or `__arrow_c_stream__`.
-fn has_cpu_protocol(object: &Bound<'_, PyAny>) -> PyResult<bool> {
-    Ok(optional_attribute(object, "__arrow_c_array__")?.is_some()
-        || optional_attribute(object, "__arrow_c_stream__")?.is_some())
+/// Whether the object has `__arrow_c_array__` or `__arrow_c_stream__`.
+fn has_cpu_protocol(methods: &Methods<'_, '_>) -> PyResult<bool> {
+    Ok(methods.has(Protocol::ArrowCArray)? || methods.has(Protocol::ArrowCStream)?)
 }
 
 /// Whether the producer says, through `__dlpack_device__`, that its data is not on the CPU; a
 /// producer without it, or whose answer is not a pair of integers, is taken to be on the CPU.
-fn off_cpu(object: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let Some(method) = optional_attribute(object, "__dlpack_device__")? else {
+fn off_cpu(methods: &Methods<'_, '_>) -> PyResult<bool> {
+    if !methods.has(Protocol::DlpackDevice)? {
         return Ok(false);
-    };
-    Ok(method
-        .call0()
-        .and_then(|device| device.extract::<(i64, i64)>())
-        .is_ok_and(|(device_type, _)| device_type != 1))
+    }
+    Ok(methods
+        .call0(Protocol::DlpackDevice)
+        .and_then(|device| {
+            device
+                .map(|device| device.extract::<(i64, i64)>())
+                .transpose()
+        })
+        .is_ok_and(|device| device.is_some_and(|(device_type, _)| device_type != 1)))
 }
 
 /// Imports any Arrow producer for an operation that reads the data, zero-copy: through the
 /// device protocols where [`import_host`] takes them, else through the CPU protocols
-/// ([`arrow_ffi::import_cpu`]).
+/// ([`arrow_ffi::import_cpu_with`]).
 pub(crate) fn import_readable(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
-    if let Some(imported) = import_host(object)? {
+    let methods = Methods::of(object);
+    if let Some(imported) = import_host(&methods)? {
         return Ok(imported);
     }
-    arrow_ffi::import_cpu(object)
+    arrow_ffi::import_cpu_with(&methods)
 }
 
 /// Imports for an operation that reads the data: CPU device data as Arrow chunks, device memory
 /// refused with `BufferError`; `None` when the CPU protocol is to be asked instead.
-pub(crate) fn import_host(object: &Bound<'_, PyAny>) -> PyResult<Option<Imported>> {
-    match import(object)? {
+pub(crate) fn import_host(methods: &Methods<'_, '_>) -> PyResult<Option<Imported>> {
+    let object = methods.object();
+    match import_with(methods)? {
         None => Ok(None),
         Some(DeviceImported::Host(imported)) => Ok(Some(imported)),
         Some(DeviceImported::Device(tensor, _)) => Err(errors::buffer_error(format!(
@@ -272,10 +276,7 @@ pub(crate) fn import_array(
     array: &Bound<'_, PyAny>,
 ) -> PyResult<DeviceImported> {
     let field = arrow_ffi::checked_field(schema)?;
-    let capsule = arrow_ffi::capsule_named(array, ARROW_DEVICE_ARRAY)?;
-    let pointer = capsule
-        .pointer_checked(Some(ARROW_DEVICE_ARRAY))?
-        .cast::<FfiDeviceArray>();
+    let pointer = arrow_ffi::capsule_pointer::<FfiDeviceArray>(array, ARROW_DEVICE_ARRAY)?;
     // SAFETY: an `arrow_device_array` capsule holds an `ArrowDeviceArray` (PyCapsule interface);
     // moving it out leaves a released struct behind, so the capsule's destructor does not release
     // it again, and the moved struct releases it once when dropped.
@@ -288,9 +289,9 @@ pub(crate) fn import_array(
     }
     let chunk = import_chunk(array, &field, "ArrowDeviceArray")?;
     Ok(match chunk {
-        Chunk::Host(data) => DeviceImported::Host(Imported {
-            field: field.into(),
-            chunks: vec![make_array(data)],
+        Chunk::Host(chunk) => DeviceImported::Host(Imported {
+            field,
+            chunks: vec![chunk],
         }),
         Chunk::Device(array, device) => {
             let (tensor, event) = device_tensor(array, &field, device)?;
@@ -301,7 +302,7 @@ pub(crate) fn import_array(
 
 /// One checked chunk: imported when it is in host memory, kept (unread) otherwise.
 enum Chunk {
-    Host(ArrayData),
+    Host(ArrayRef),
     Device(FfiDeviceArray, Device),
 }
 
@@ -309,10 +310,13 @@ fn import_chunk(array: FfiDeviceArray, field: &Field, path: &str) -> PyResult<Ch
     let device =
         device_of(array.device_type, array.device_id, path).map_err(errors::arrow_c_error)?;
     if device.is_cpu() {
-        let data =
-            arrow_ffi::import_checked(array.array, field.data_type(), &format!("{path}.array"))
-                .map_err(errors::arrow_c_error)?;
-        return Ok(Chunk::Host(data));
+        let chunk = arrow_ffi::import_checked_array(
+            array.array,
+            field.data_type(),
+            &format!("{path}.array"),
+        )
+        .map_err(errors::arrow_c_error)?;
+        return Ok(Chunk::Host(chunk));
     }
     Ok(Chunk::Device(array, device))
 }
@@ -320,10 +324,8 @@ fn import_chunk(array: FfiDeviceArray, field: &Field, path: &str) -> PyResult<Ch
 /// Imports an `arrow_device_array_stream` capsule: CPU chunks as Arrow arrays, one device chunk
 /// as a device tensor.
 pub(crate) fn import_stream(capsule: &Bound<'_, PyAny>) -> PyResult<DeviceImported> {
-    let capsule = arrow_ffi::capsule_named(capsule, ARROW_DEVICE_ARRAY_STREAM)?;
-    let pointer = capsule
-        .pointer_checked(Some(ARROW_DEVICE_ARRAY_STREAM))?
-        .cast::<FfiDeviceStream>();
+    let pointer =
+        arrow_ffi::capsule_pointer::<FfiDeviceStream>(capsule, ARROW_DEVICE_ARRAY_STREAM)?;
     // SAFETY: an `arrow_device_array_stream` capsule holds an `ArrowDeviceArrayStream`; moving it
     // out leaves a released struct behind, and the moved struct releases it once when dropped.
     let mut stream = unsafe { std::ptr::replace(pointer.as_ptr(), FfiDeviceStream::released()) };
@@ -353,12 +355,8 @@ pub(crate) fn import_stream(capsule: &Bound<'_, PyAny>) -> PyResult<DeviceImport
         )));
     }
     // SAFETY: filled by the producer; `check_schema` reads `release` first.
-    unsafe { checks::check_schema(&schema, "ArrowSchema") }.map_err(errors::arrow_c_error)?;
-    let field = Field::try_from(&schema).map_err(|error| {
-        errors::arrow_c_error(ArrowCError::Unsupported(format!(
-            "ArrowSchema.format: {error}"
-        )))
-    })?;
+    let field = unsafe { arrow_ffi::field_of_schema(&schema, "ArrowSchema") }
+        .map_err(errors::arrow_c_error)?;
     let mut host = Vec::new();
     let mut device = Vec::new();
     for index in 0.. {
@@ -383,13 +381,13 @@ pub(crate) fn import_stream(capsule: &Bound<'_, PyAny>) -> PyResult<DeviceImport
             )));
         }
         match import_chunk(array, &field, &path)? {
-            Chunk::Host(data) => host.push(make_array(data)),
+            Chunk::Host(chunk) => host.push(chunk),
             Chunk::Device(array, chunk_device) => device.push((array, chunk_device)),
         }
     }
     if stream_device.is_cpu() {
         return Ok(DeviceImported::Host(Imported {
-            field: field.into(),
+            field,
             chunks: host,
         }));
     }
@@ -420,180 +418,6 @@ fn last_error(stream: &mut FfiDeviceStream) -> String {
     }
     // SAFETY: non-NULL and NUL-terminated (above).
     format!(": {}", unsafe { CStr::from_ptr(message) }.to_string_lossy())
-}
-
-/// The owner of a device chunk seen as a DLPack tensor: the managed tensor handed to the tensor
-/// crate, its shape and strides, and the Arrow array, released when the owner is freed.
-struct DeviceOwner {
-    managed: DLManagedTensorVersioned,
-    shape: Vec<i64>,
-    strides: Vec<i64>,
-    /// Dropped with the owner, which releases the Arrow array.
-    _array: FfiDeviceArray,
-}
-
-/// The deleter: frees the owner, which releases the Arrow array once.
-unsafe extern "C" fn delete_owner(managed: *mut DLManagedTensorVersioned) {
-    // SAFETY: the tensor crate calls the deleter once with the managed tensor made by
-    // `device_tensor`, whose `manager_ctx` is the owner's `Box`.
-    let owner = unsafe { (*managed).manager_ctx.cast::<DeviceOwner>() };
-    // SAFETY: as above: the `Box` made by `Box::into_raw` in `device_tensor`, freed once here.
-    drop(unsafe { Box::from_raw(owner) });
-}
-
-/// The element type, the inner shape and, for `arrow.fixed_shape_tensor`, the extension type of
-/// a column that can stay on a device; `BufferError` naming the device otherwise.
-fn device_layout(
-    field: &Field,
-    device: Device,
-) -> PyResult<(DType, Vec<usize>, Option<FixedShapeTensorType>)> {
-    let tensor_type = if field.extension_type_name() == Some(EXTENSION_NAME) {
-        Some(
-            FixedShapeTensorType::try_from_field(field)
-                .map_err(|error| errors::arrow_error(error, Operation::Import))?,
-        )
-    } else {
-        None
-    };
-    let mut inner = Vec::new();
-    let mut data_type = field.data_type();
-    while let DataType::FixedSizeList(child, size) = data_type {
-        inner.push(usize::try_from(*size).unwrap_or(0));
-        data_type = child.data_type();
-    }
-    match dtype_of(data_type) {
-        Ok(dtype) => Ok((dtype, inner, tensor_type)),
-        Err(_) => Err(errors::buffer_error(format!(
-            "cannot import a {} column held on {} device {} without reading device memory: \
-             arrow_dlpack keeps device columns as tensors, which needs fixed-width numeric \
-             values, fixed-size lists of them or arrow.fixed_shape_tensor",
-            field.data_type(),
-            device.type_name(),
-            device.device_id
-        ))),
-    }
-}
-
-/// Refuses nulls in a device chunk without reading its bitmap: a known `null_count` above 0 is a
-/// `TypeError` (tensors hold no nulls), an unknown one (`-1`) with a validity bitmap a
-/// `BufferError` (counting would read device memory).
-fn require_no_nulls(array: &FFI_ArrowArray, device: Device, path: &str) -> PyResult<()> {
-    match array.null_count_opt() {
-        Some(0) => Ok(()),
-        Some(count) => Err(errors::type_error(format!(
-            "{path} has {count} nulls on {} device {}; a tensor cannot hold nulls",
-            device.type_name(),
-            device.device_id
-        ))),
-        None if array.buffer(0).is_null() => Ok(()),
-        None => Err(errors::buffer_error(format!(
-            "{path}.null_count is -1 (unknown) and its validity bitmap is on {} device {}: \
-             counting the nulls would read device memory, which arrow_dlpack does not do; \
-             export the column with its null_count",
-            device.type_name(),
-            device.device_id
-        ))),
-    }
-}
-
-/// A device chunk as a [`Tensor`] on `device`, without reading its memory: the chunk's shape is
-/// `(length, *inner)`, and for `arrow.fixed_shape_tensor` the type's dimension names and
-/// permutation apply, as on the CPU.
-fn device_tensor(
-    array: FfiDeviceArray,
-    field: &Field,
-    device: Device,
-) -> PyResult<(Tensor, SyncEvent)> {
-    let (dtype, inner, tensor_type) = device_layout(field, device)?;
-    // SAFETY: the struct is live and ours. For the types `device_layout` accepts (fixed-width
-    // values and fixed-size lists of them), `check_array` reads the struct fields, the `buffers`
-    // and `children` pointer arrays (host memory, as the C Device Data Interface requires) and no
-    // buffer memory: only view types make it read a buffer.
-    unsafe { checks::check_array(&array.array, field.data_type(), "ArrowDeviceArray.array") }
-        .map_err(errors::arrow_c_error)?;
-    let mut level = &array.array;
-    let mut path = "ArrowDeviceArray.array".to_string();
-    require_no_nulls(level, device, &path)?;
-    let mut first = level.offset();
-    for &size in &inner {
-        level = level.child(0);
-        path.push_str(".children[0]");
-        require_no_nulls(level, device, &path)?;
-        first = first
-            .checked_mul(size)
-            .and_then(|first| first.checked_add(level.offset()))
-            .ok_or_else(|| errors::value_error(format!("{path}.offset overflows")))?;
-    }
-    let data = level.buffer(1);
-    let mut shape = vec![array.array.len()];
-    match &tensor_type {
-        // The fixed-size list holds each tensor flattened; the type gives its shape.
-        Some(tensor_type) => shape.extend_from_slice(tensor_type.shape()),
-        None => shape.extend_from_slice(&inner),
-    }
-    let shape: Vec<i64> = shape.iter().map(|&extent| extent as i64).collect();
-    let mut strides = vec![1i64; shape.len()];
-    for axis in (0..shape.len().saturating_sub(1)).rev() {
-        strides[axis] = strides[axis + 1].saturating_mul(shape[axis + 1].max(1));
-    }
-    let byte_offset = first
-        .checked_mul(dtype.size())
-        .ok_or_else(|| errors::value_error("ArrowDeviceArray.array.offset overflows"))?;
-    let event = SyncEvent::from_ptr(array.sync_event);
-    let ndim = shape.len() as i32;
-    let owner = Box::into_raw(Box::new(DeviceOwner {
-        managed: DLManagedTensorVersioned {
-            version: DLPACK_VERSION,
-            manager_ctx: std::ptr::null_mut(),
-            deleter: Some(delete_owner),
-            flags: DlpackFlags::READ_ONLY,
-            dl_tensor: DLTensor {
-                data: data.cast_mut().cast::<c_void>(),
-                device: device.to_dlpack(),
-                ndim,
-                dtype: dtype.to_dlpack(),
-                shape: std::ptr::null_mut(),
-                strides: std::ptr::null_mut(),
-                byte_offset: byte_offset as u64,
-            },
-        },
-        shape,
-        strides,
-        _array: array,
-    }));
-    // SAFETY: `owner` was just made by `Box::into_raw`; the shape and strides vectors live on the
-    // heap as long as the owner, so pointers into them stay valid.
-    let managed = unsafe {
-        (*owner).managed.manager_ctx = owner.cast::<c_void>();
-        (*owner).managed.dl_tensor.shape = (*owner).shape.as_mut_ptr();
-        (*owner).managed.dl_tensor.strides = (*owner).strides.as_mut_ptr();
-        &raw mut (*owner).managed
-    };
-    // SAFETY: we own the managed tensor, whose deleter frees the owner once; the tensor crate
-    // checks the metadata (the buffers were checked non-NULL where the length needs memory) and,
-    // with `any_device`, keeps device memory without reading it.
-    let tensor =
-        unsafe { Tensor::from_raw_versioned_with(managed, ImportOptions { any_device: true }) }
-            .map_err(errors::tensor_error)?;
-    let Some(tensor_type) = tensor_type else {
-        return Ok((tensor, event));
-    };
-    let names = tensor_type.dim_names().map(|names| {
-        std::iter::once(String::new())
-            .chain(names.iter().cloned())
-            .collect()
-    });
-    let tensor = tensor.with_dim_names(names).map_err(errors::tensor_error)?;
-    let tensor = match tensor_type.permutation() {
-        None => tensor,
-        Some(permutation) => {
-            let order: Vec<usize> = std::iter::once(0)
-                .chain(permutation.iter().map(|&axis| axis + 1))
-                .collect();
-            tensor.permuted(&order).map_err(errors::tensor_error)?
-        }
-    };
-    Ok((tensor, event))
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Unit tests of the device interface: the device fields and the CPU device stream.
 
 use arrow_array::ArrayRef;
-use arrow_schema::FieldRef;
+use arrow_schema::{DataType, FieldRef};
 
 use std::sync::Arc;
 

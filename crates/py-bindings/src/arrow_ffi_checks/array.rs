@@ -3,7 +3,7 @@
 use std::ffi::c_void;
 
 use arrow_array::ffi::FFI_ArrowArray;
-use arrow_schema::{DataType, UnionMode};
+use arrow_schema::{DataType, FieldRef, UnionFields, UnionMode};
 
 use super::layout::{BufferCount, BufferLayout};
 use super::{MAX_DEPTH, Result, children, malformed};
@@ -135,7 +135,7 @@ unsafe fn check_raw_array(
         // `buffers` of a live array is readable for that many pointers.
         unsafe { std::slice::from_raw_parts(raw.buffers, n_buffers as usize) }
     };
-    for (index, (&pointer, size)) in buffers.iter().zip(&layout.sizes).enumerate() {
+    for (index, (&pointer, size)) in buffers.iter().zip(layout.sizes()).enumerate() {
         let bytes = size.bytes(slots).ok_or_else(|| {
             malformed(format!(
                 "{path}.length {} at offset {} overflows the size of {path}.buffers[{index}] \
@@ -183,7 +183,7 @@ unsafe fn check_raw_array(
         }
     }
 
-    let child_types = child_types(data_type);
+    let child_types = ChildTypes::of(data_type);
     if raw.n_children != child_types.len() as i64 {
         return Err(malformed(format!(
             "{path}.n_children is {}; expected {} for {data_type}",
@@ -194,7 +194,8 @@ unsafe fn check_raw_array(
     // SAFETY: `n_children` equals a list's length, so it is not negative; the caller vouches
     // for the pointers.
     let children = unsafe { children(raw.children, raw.n_children, path) }?;
-    for (index, (child, child_type)) in children.iter().zip(&child_types).enumerate() {
+    for (index, child) in children.iter().enumerate() {
+        let child_type = child_types.get(index);
         let child_path = format!("{path}.children[{index}]");
         // SAFETY: a non-NULL child pointer of a live array points to a live array.
         let child = unsafe { &*child.cast::<RawArray>() };
@@ -234,21 +235,55 @@ unsafe fn check_raw_array(
     }
 }
 
-/// The data types of an array's children, in order.
-fn child_types(data_type: &DataType) -> Vec<DataType> {
-    match data_type {
-        DataType::List(field)
-        | DataType::LargeList(field)
-        | DataType::ListView(field)
-        | DataType::LargeListView(field)
-        | DataType::FixedSizeList(field, _)
-        | DataType::Map(field, _) => vec![field.data_type().clone()],
-        DataType::Struct(fields) => fields.iter().map(|f| f.data_type().clone()).collect(),
-        DataType::Union(fields, _) => fields.iter().map(|(_, f)| f.data_type().clone()).collect(),
-        DataType::RunEndEncoded(run_ends, values) => {
-            vec![run_ends.data_type().clone(), values.data_type().clone()]
+/// The data types of an array's children, in order, read from its type without copying them.
+enum ChildTypes<'a> {
+    Fields(&'a [FieldRef]),
+    Union(&'a UnionFields),
+    Pair(&'a DataType, &'a DataType),
+}
+
+impl<'a> ChildTypes<'a> {
+    fn of(data_type: &'a DataType) -> Self {
+        match data_type {
+            DataType::List(field)
+            | DataType::LargeList(field)
+            | DataType::ListView(field)
+            | DataType::LargeListView(field)
+            | DataType::FixedSizeList(field, _)
+            | DataType::Map(field, _) => ChildTypes::Fields(std::slice::from_ref(field)),
+            DataType::Struct(fields) => ChildTypes::Fields(fields),
+            DataType::Union(fields, _) => ChildTypes::Union(fields),
+            DataType::RunEndEncoded(run_ends, values) => {
+                ChildTypes::Pair(run_ends.data_type(), values.data_type())
+            }
+            _ => ChildTypes::Fields(&[]),
         }
-        _ => Vec::new(),
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            ChildTypes::Fields(fields) => fields.len(),
+            ChildTypes::Union(fields) => fields.len(),
+            ChildTypes::Pair(..) => 2,
+        }
+    }
+
+    /// The type of child `index`, which is below [`Self::len`].
+    fn get(&self, index: usize) -> &'a DataType {
+        match *self {
+            ChildTypes::Fields(fields) => fields[index].data_type(),
+            ChildTypes::Union(fields) => fields
+                .iter()
+                .nth(index)
+                .map_or(&DataType::Null, |(_, field)| field.data_type()),
+            ChildTypes::Pair(first, second) => {
+                if index == 0 {
+                    first
+                } else {
+                    second
+                }
+            }
+        }
     }
 }
 

@@ -52,7 +52,21 @@ impl BufferSize {
 pub(super) struct BufferLayout {
     pub(super) count: BufferCount,
     pub(super) has_validity: bool,
-    pub(super) sizes: Vec<BufferSize>,
+    sizes: Sizes,
+}
+
+/// The sizes of a layout's buffers (at most three), without a heap allocation: the checks run
+/// on every import.
+#[derive(Clone, Copy)]
+struct Sizes {
+    all: [BufferSize; 3],
+    len: usize,
+}
+
+fn list<const N: usize>(items: [BufferSize; N]) -> Sizes {
+    let mut all = [BufferSize::Unknown; 3];
+    all[..N].copy_from_slice(&items);
+    Sizes { all, len: N }
 }
 
 impl BufferLayout {
@@ -61,62 +75,68 @@ impl BufferLayout {
         let fixed = |width: usize| PerSlot { width, extra: 0 };
         let offsets = |width: usize| PerSlot { width, extra: 1 };
         let (count, has_validity, sizes) = match data_type {
-            DataType::Null => (BufferCount::Exactly(0), false, vec![]),
-            DataType::Boolean => (BufferCount::Exactly(2), true, vec![Validity, Bits]),
+            DataType::Null => (BufferCount::Exactly(0), false, list([])),
+            DataType::Boolean => (BufferCount::Exactly(2), true, list([Validity, Bits])),
             DataType::FixedSizeBinary(width) => (
                 BufferCount::Exactly(2),
                 true,
-                vec![Validity, fixed(usize::try_from(*width).unwrap_or(0))],
+                list([Validity, fixed(usize::try_from(*width).unwrap_or(0))]),
             ),
             DataType::Utf8 | DataType::Binary => (
                 BufferCount::Exactly(3),
                 true,
-                vec![Validity, offsets(4), Unknown],
+                list([Validity, offsets(4), Unknown]),
             ),
             DataType::LargeUtf8 | DataType::LargeBinary => (
                 BufferCount::Exactly(3),
                 true,
-                vec![Validity, offsets(8), Unknown],
+                list([Validity, offsets(8), Unknown]),
             ),
             DataType::Utf8View | DataType::BinaryView => {
-                (BufferCount::AtLeast(3), true, vec![Validity, fixed(16)])
+                (BufferCount::AtLeast(3), true, list([Validity, fixed(16)]))
             }
             DataType::List(_) | DataType::Map(..) => {
-                (BufferCount::Exactly(2), true, vec![Validity, offsets(4)])
+                (BufferCount::Exactly(2), true, list([Validity, offsets(4)]))
             }
-            DataType::LargeList(_) => (BufferCount::Exactly(2), true, vec![Validity, offsets(8)]),
+            DataType::LargeList(_) => (BufferCount::Exactly(2), true, list([Validity, offsets(8)])),
             DataType::ListView(_) => (
                 BufferCount::Exactly(3),
                 true,
-                vec![Validity, fixed(4), fixed(4)],
+                list([Validity, fixed(4), fixed(4)]),
             ),
             DataType::LargeListView(_) => (
                 BufferCount::Exactly(3),
                 true,
-                vec![Validity, fixed(8), fixed(8)],
+                list([Validity, fixed(8), fixed(8)]),
             ),
             DataType::FixedSizeList(..) | DataType::Struct(_) => {
-                (BufferCount::Exactly(1), true, vec![Validity])
+                (BufferCount::Exactly(1), true, list([Validity]))
             }
             DataType::Union(_, UnionMode::Sparse) => {
-                (BufferCount::Exactly(1), false, vec![fixed(1)])
+                (BufferCount::Exactly(1), false, list([fixed(1)]))
             }
             DataType::Union(_, UnionMode::Dense) => {
-                (BufferCount::Exactly(2), false, vec![fixed(1), fixed(4)])
+                (BufferCount::Exactly(2), false, list([fixed(1), fixed(4)]))
             }
             DataType::Dictionary(key, _) => match key.primitive_width() {
-                Some(width) if key.is_dictionary_key_type() => {
-                    (BufferCount::Exactly(2), true, vec![Validity, fixed(width)])
-                }
+                Some(width) if key.is_dictionary_key_type() => (
+                    BufferCount::Exactly(2),
+                    true,
+                    list([Validity, fixed(width)]),
+                ),
                 _ => {
                     return Err(ArrowCError::Unsupported(format!(
                         "{path}: dictionary key type {key} is not an integer type"
                     )));
                 }
             },
-            DataType::RunEndEncoded(..) => (BufferCount::Exactly(0), false, vec![]),
+            DataType::RunEndEncoded(..) => (BufferCount::Exactly(0), false, list([])),
             other => match other.primitive_width() {
-                Some(width) => (BufferCount::Exactly(2), true, vec![Validity, fixed(width)]),
+                Some(width) => (
+                    BufferCount::Exactly(2),
+                    true,
+                    list([Validity, fixed(width)]),
+                ),
                 None => {
                     return Err(ArrowCError::Unsupported(format!(
                         "{path}: arrays of type {other} cannot be imported"
@@ -129,5 +149,11 @@ impl BufferLayout {
             has_validity,
             sizes,
         })
+    }
+
+    /// The size of each buffer the layout fixes, in order (view types have more, of sizes the
+    /// layout does not fix).
+    pub(super) fn sizes(&self) -> &[BufferSize] {
+        &self.sizes.all[..self.sizes.len]
     }
 }

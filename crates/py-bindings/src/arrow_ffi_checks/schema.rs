@@ -28,7 +28,10 @@ const _: () = {
     assert!(std::mem::offset_of!(RawSchema, release) == 56);
 };
 
-/// Checks an `ArrowSchema` and everything it points to, before arrow-rs parses it.
+/// Checks an `ArrowSchema` and everything it points to, before arrow-rs parses it, and appends
+/// to `key` an encoding of everything arrow-rs reads of it (each struct's flags, format, name,
+/// metadata, children and dictionary), so that two schemas with equal keys describe the same
+/// field (`arrow_ffi` remembers parsed fields by it).
 ///
 /// # Safety
 ///
@@ -36,20 +39,24 @@ const _: () = {
 /// a struct a stream's `get_schema` filled). Pointers inside it are followed only after the
 /// fields that vouch for them have been checked (`release` first: a released schema is read no
 /// further), but the memory they point to must be what they claim, as the interface requires.
-pub(crate) unsafe fn check_schema(schema: *const FFI_ArrowSchema, path: &str) -> Result {
+pub(crate) unsafe fn check_schema(
+    schema: *const FFI_ArrowSchema,
+    path: &str,
+    key: &mut Vec<u8>,
+) -> Result {
     // SAFETY: the caller guarantees `schema` is NULL or readable as an `ArrowSchema`, whose layout
     // `RawSchema` mirrors (asserted above).
     let Some(raw) = (unsafe { schema.cast::<RawSchema>().as_ref() }) else {
         return Err(malformed(format!("{path} is NULL")));
     };
     // SAFETY: as the caller guarantees for the whole tree.
-    unsafe { check_raw_schema(raw, path, 0) }
+    unsafe { check_raw_schema(raw, path, 0, key) }
 }
 
 /// # Safety
 ///
 /// As for [`check_schema`].
-unsafe fn check_raw_schema(raw: &RawSchema, path: &str, depth: usize) -> Result {
+unsafe fn check_raw_schema(raw: &RawSchema, path: &str, depth: usize, key: &mut Vec<u8>) -> Result {
     if depth > MAX_DEPTH {
         return Err(malformed(format!(
             "{path} is nested more than {MAX_DEPTH} levels deep"
@@ -64,18 +71,33 @@ unsafe fn check_raw_schema(raw: &RawSchema, path: &str, depth: usize) -> Result 
         return Err(malformed(format!("{path}.format is NULL")));
     }
     // SAFETY: a live schema's `format` is a NUL-terminated string (C Data Interface).
-    let format = unsafe { CStr::from_ptr(raw.format) }
+    let format = unsafe { CStr::from_ptr(raw.format) };
+    let format = format
         .to_str()
         .map_err(|_| malformed(format!("{path}.format is not valid UTF-8")))?;
-    if !raw.name.is_null() {
+    // The key: each part self-delimiting (C strings end with their NUL, which they cannot
+    // contain; absent parts and metadata are marked), so that equal keys mean equal schemas.
+    key.extend_from_slice(&raw.flags.to_le_bytes());
+    key.extend_from_slice(format.as_bytes());
+    key.push(0);
+    if raw.name.is_null() {
+        key.push(0);
+    } else {
         // SAFETY: a non-NULL `name` is a NUL-terminated string (C Data Interface).
-        unsafe { CStr::from_ptr(raw.name) }
-            .to_str()
+        let name = unsafe { CStr::from_ptr(raw.name) };
+        name.to_str()
             .map_err(|_| malformed(format!("{path}.name is not valid UTF-8")))?;
+        key.push(1);
+        key.extend_from_slice(name.to_bytes_with_nul());
     }
-    if !raw.metadata.is_null() {
+    if raw.metadata.is_null() {
+        key.push(0);
+    } else {
         // SAFETY: a non-NULL `metadata` is the interface's encoded key-value list.
-        unsafe { check_metadata(raw.metadata.cast(), path) }?;
+        let length = unsafe { check_metadata(raw.metadata.cast(), path) }?;
+        key.push(1);
+        // SAFETY: `check_metadata` read these `length` bytes: the count and every entry.
+        key.extend_from_slice(unsafe { std::slice::from_raw_parts(raw.metadata.cast(), length) });
     }
     if raw.n_children < 0 {
         return Err(malformed(format!(
@@ -91,6 +113,7 @@ unsafe fn check_raw_schema(raw: &RawSchema, path: &str, depth: usize) -> Result 
             raw.n_children
         )));
     }
+    key.extend_from_slice(&raw.n_children.to_le_bytes());
     // SAFETY: `n_children` is not negative, and the caller vouches for the pointers.
     for (index, child) in unsafe { children(raw.children, raw.n_children, path) }?
         .iter()
@@ -98,25 +121,31 @@ unsafe fn check_raw_schema(raw: &RawSchema, path: &str, depth: usize) -> Result 
     {
         // SAFETY: a non-NULL child pointer of a live schema points to a live schema.
         let child = unsafe { &*child.cast::<RawSchema>() };
+        let child_path = format!("{path}.children[{index}]");
         // SAFETY: as the caller guarantees for the whole tree.
-        unsafe { check_raw_schema(child, &format!("{path}.children[{index}]"), depth + 1) }?;
+        unsafe { check_raw_schema(child, &child_path, depth + 1, key) }?;
     }
     // SAFETY: a non-NULL `dictionary` of a live schema points to a live schema.
-    if let Some(dictionary) = unsafe { raw.dictionary.as_ref() } {
-        // SAFETY: as the caller guarantees for the whole tree.
-        unsafe { check_raw_schema(dictionary, &format!("{path}.dictionary"), depth + 1) }?;
+    match unsafe { raw.dictionary.as_ref() } {
+        None => key.push(0),
+        Some(dictionary) => {
+            key.push(1);
+            let dictionary_path = format!("{path}.dictionary");
+            // SAFETY: as the caller guarantees for the whole tree.
+            unsafe { check_raw_schema(dictionary, &dictionary_path, depth + 1, key) }?;
+        }
     }
     Ok(())
 }
 
 /// Checks a schema's encoded metadata: an `int32` count of entries, then for each a key and a
-/// value, each an `int32` byte length and that many bytes of UTF-8.
+/// value, each an `int32` byte length and that many bytes of UTF-8. Returns its length in bytes.
 ///
 /// # Safety
 ///
 /// `metadata` must point to metadata encoded as the interface prescribes, as long as its lengths
 /// say (which is all a consumer can know of it).
-unsafe fn check_metadata(metadata: *const u8, path: &str) -> Result {
+unsafe fn check_metadata(metadata: *const u8, path: &str) -> Result<usize> {
     let mut position = 0usize;
     let read_length = |position: &mut usize, what: &str| {
         // SAFETY: the caller guarantees the encoding; each length sits where the previous fields
@@ -141,7 +170,7 @@ unsafe fn check_metadata(metadata: *const u8, path: &str) -> Result {
             position += length;
         }
     }
-    Ok(())
+    Ok(position)
 }
 
 /// The number of children a format requires, where it fixes one (`None`: any number, as for

@@ -15,7 +15,7 @@ fn a_well_formed_export_of_arrow_rs_passes_every_check() {
     let schema = FFI_ArrowSchema::try_from(array.data_type()).unwrap();
     let ffi = FFI_ArrowArray::new(&array.to_data());
     // SAFETY: both structs are live exports of arrow-rs.
-    unsafe { check_schema(&schema, "ArrowSchema") }.unwrap();
+    unsafe { check_schema(&schema, "ArrowSchema", &mut Vec::new()) }.unwrap();
     // SAFETY: as above.
     unsafe { check_array(&ffi, array.data_type(), "ArrowArray") }.unwrap();
 }
@@ -28,7 +28,7 @@ fn a_released_schema_is_refused_before_anything_else_is_read() {
     // SAFETY: `schema` is a live schema made above; releasing it is allowed once.
     unsafe { release.unwrap()(&mut schema) };
     // SAFETY: the struct is readable; released, so `check_schema` must read no further.
-    let error = unsafe { check_schema(&schema, "ArrowSchema") }.unwrap_err();
+    let error = unsafe { check_schema(&schema, "ArrowSchema", &mut Vec::new()) }.unwrap_err();
     assert_eq!(
         error.to_string(),
         "malformed Arrow C data: ArrowSchema.release is NULL: the schema has already been \

@@ -18,6 +18,7 @@
 //!   owns the chunks until the consumer releases the stream.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::ptr::NonNull;
 
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema, from_ffi_and_data_type};
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
@@ -25,11 +26,18 @@ use arrow_array::{Array, ArrayRef, make_array};
 use arrow_data::ArrayData;
 use arrow_schema::{ArrowError, DataType, Field, FieldRef};
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
+use pyo3::types::{PyCapsule, PyTuple};
+
+pub(crate) use fields::{field_of_schema, tensor_type};
+pub(crate) use methods::{Methods, Protocol};
 
 use crate::arrow_ffi_checks as checks;
 use crate::errors;
 use crate::type_names::type_name;
+
+mod direct;
+mod fields;
+mod methods;
 
 pub(crate) const ARROW_SCHEMA: &CStr = c"arrow_schema";
 const ARROW_ARRAY: &CStr = c"arrow_array";
@@ -42,23 +50,23 @@ pub(crate) struct Imported {
     pub(crate) chunks: Vec<ArrayRef>,
 }
 
-/// Imports any object with `__arrow_c_stream__` or `__arrow_c_array__`, zero-copy: the CPU
-/// protocols only (`arrow_device::import_readable` asks the device protocols first).
+/// Imports the object of `methods` through `__arrow_c_stream__` or `__arrow_c_array__`,
+/// zero-copy: the CPU protocols only (`arrow_device::import_readable` asks the device protocols
+/// first).
 ///
 /// `__arrow_c_stream__` is preferred when an object has both: it keeps the producer's chunks
 /// (nanoarrow, for one, refuses `__arrow_c_array__` for an array of several chunks), and gives
 /// one chunk for one array.
-pub(crate) fn import_cpu(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
-    errors::no_panic("importing Arrow C data", || import_unguarded(object))
+pub(crate) fn import_cpu_with(methods: &Methods<'_, '_>) -> PyResult<Imported> {
+    errors::no_panic("importing Arrow C data", || import_unguarded(methods))
 }
 
-fn import_unguarded(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
-    if let Some(method) = crate::protocols::optional_attribute(object, "__arrow_c_stream__")? {
-        let capsule = method.call0()?;
+fn import_unguarded(methods: &Methods<'_, '_>) -> PyResult<Imported> {
+    let object = methods.object();
+    if let Some(capsule) = methods.call0(Protocol::ArrowCStream)? {
         return import_stream(&capsule);
     }
-    if let Some(method) = crate::protocols::optional_attribute(object, "__arrow_c_array__")? {
-        let capsules = method.call0()?;
+    if let Some(capsules) = methods.call0(Protocol::ArrowCArray)? {
         let capsules = capsules.cast::<PyTuple>().map_err(|_| {
             errors::type_error(format!(
                 "{}.__arrow_c_array__() returned {}; expected a (schema, array) tuple of capsules",
@@ -84,11 +92,11 @@ fn import_unguarded(object: &Bound<'_, PyAny>) -> PyResult<Imported> {
     )))
 }
 
-/// The capsule `object`, checked to be named `name`.
-pub(crate) fn capsule_named<'a, 'py>(
-    object: &'a Bound<'py, PyAny>,
+/// The pointer of the capsule `object`, checked to be named `name`.
+pub(crate) fn capsule_pointer<T>(
+    object: &Bound<'_, PyAny>,
     name: &'static CStr,
-) -> PyResult<&'a Bound<'py, PyCapsule>> {
+) -> PyResult<NonNull<T>> {
     let capsule = object.cast::<PyCapsule>().map_err(|_| {
         errors::type_error(format!(
             "expected a PyCapsule named {:?}, found {}",
@@ -96,12 +104,16 @@ pub(crate) fn capsule_named<'a, 'py>(
             type_name(object)
         ))
     })?;
-    if !capsule.is_valid_checked(Some(name)) {
-        return Err(errors::type_error(format!(
+    // One name comparison: `PyCapsule_GetPointer` checks the name (a capsule never holds NULL),
+    // and a mismatch, which it reports as a ValueError, is reported as ours.
+    // SAFETY: `capsule` is a live capsule and `name` a static C string.
+    let pointer = unsafe { pyo3::ffi::PyCapsule_GetPointer(capsule.as_ptr(), name.as_ptr()) };
+    NonNull::new(pointer.cast::<T>()).ok_or_else(|| {
+        drop(PyErr::take(object.py()));
+        errors::type_error(format!(
             "expected a PyCapsule named {name:?}, found a capsule with another name"
-        )));
-    }
-    Ok(capsule)
+        ))
+    })
 }
 
 /// Imports an (`arrow_schema`, `arrow_array`) capsule pair.
@@ -111,10 +123,7 @@ pub(crate) fn capsule_named<'a, 'py>(
 /// on any error before we return, releases it exactly once.
 fn import_array(schema: &Bound<'_, PyAny>, array: &Bound<'_, PyAny>) -> PyResult<Imported> {
     let field = checked_field(schema)?;
-    let array = capsule_named(array, ARROW_ARRAY)?;
-    let array = array
-        .pointer_checked(Some(ARROW_ARRAY))?
-        .cast::<FFI_ArrowArray>();
+    let array = capsule_pointer::<FFI_ArrowArray>(array, ARROW_ARRAY)?;
     // SAFETY: an `arrow_array` capsule holds an `ArrowArray`; `from_raw` moves it out and leaves
     // a released struct behind, so the capsule's destructor will not release it again, and the
     // moved struct releases it once when dropped.
@@ -125,36 +134,22 @@ fn import_array(schema: &Bound<'_, PyAny>, array: &Bound<'_, PyAny>) -> PyResult
              already been consumed",
         ));
     }
-    let data =
-        import_checked(array, field.data_type(), "ArrowArray").map_err(errors::arrow_c_error)?;
+    let chunk = import_checked_array(array, field.data_type(), "ArrowArray")
+        .map_err(errors::arrow_c_error)?;
     Ok(Imported {
-        field: field.into(),
-        chunks: vec![make_array(data)],
+        field,
+        chunks: vec![chunk],
     })
 }
 
 /// The field of an `arrow_schema` capsule, checked; the schema stays in its capsule.
-pub(crate) fn checked_field(schema: &Bound<'_, PyAny>) -> PyResult<Field> {
-    let schema = capsule_named(schema, ARROW_SCHEMA)?;
-    let schema = schema
-        .pointer_checked(Some(ARROW_SCHEMA))?
-        .cast::<FFI_ArrowSchema>();
-    let field = {
-        // SAFETY: an `arrow_schema` capsule holds an `ArrowSchema` (Arrow PyCapsule interface),
-        // kept alive by the capsule while we read it; `check_schema` reads `release` before
-        // anything else and follows no pointer of a released schema.
-        unsafe { checks::check_schema(schema.as_ptr(), "ArrowSchema") }
-            .map_err(errors::arrow_c_error)?;
-        // SAFETY: the schema was checked above: live, with valid strings and child pointers.
-        field_from_schema(unsafe { schema.as_ref() }).map_err(errors::arrow_c_error)?
-    };
-    Ok(field)
-}
-
-/// The field a checked schema describes.
-fn field_from_schema(schema: &FFI_ArrowSchema) -> Result<Field, checks::ArrowCError> {
-    Field::try_from(schema)
-        .map_err(|error| checks::ArrowCError::Unsupported(format!("ArrowSchema.format: {error}")))
+pub(crate) fn checked_field(schema: &Bound<'_, PyAny>) -> PyResult<FieldRef> {
+    let schema = capsule_pointer::<FFI_ArrowSchema>(schema, ARROW_SCHEMA)?;
+    // SAFETY: an `arrow_schema` capsule holds an `ArrowSchema` (Arrow PyCapsule interface), kept
+    // alive by the capsule while we read it; `check_schema` reads `release` before anything else
+    // and follows no pointer of a released schema.
+    unsafe { fields::field_of_schema(schema.as_ptr(), "ArrowSchema") }
+        .map_err(errors::arrow_c_error)
 }
 
 /// Imports an array we own, after checking it against `data_type`; the array is released
@@ -167,10 +162,34 @@ pub(crate) fn import_checked(
     // SAFETY: `array` is a live struct we own; `check_array` follows its pointers only after the
     // fields that vouch for them are checked.
     unsafe { checks::check_array(&array, data_type, path) }?;
-    // SAFETY: the struct was checked against `data_type` above: buffer and child counts, non-NULL
-    // pointers where the layout needs memory, lengths and offsets whose byte sizes do not
-    // overflow. arrow-rs builds the `ArrayData` without validating it, so it is validated next,
-    // before anything reads it.
+    import_general(array, data_type, path)
+}
+
+/// [`import_checked`] as an array: the layouts of [`direct`] are built straight from the struct,
+/// the others through arrow-rs.
+pub(crate) fn import_checked_array(
+    array: FFI_ArrowArray,
+    data_type: &DataType,
+    path: &str,
+) -> Result<ArrayRef, checks::ArrowCError> {
+    // SAFETY: as in `import_checked`.
+    unsafe { checks::check_array(&array, data_type, path) }?;
+    match direct::import(array, data_type, path)? {
+        direct::Direct::Imported(array) => Ok(array),
+        direct::Direct::General(array) => import_general(array, data_type, path).map(make_array),
+    }
+}
+
+/// arrow-rs's import of an array that `check_array` has accepted for `data_type`, validated.
+fn import_general(
+    array: FFI_ArrowArray,
+    data_type: &DataType,
+    path: &str,
+) -> Result<ArrayData, checks::ArrowCError> {
+    // SAFETY: the struct was checked against `data_type` (by the caller): buffer and child
+    // counts, non-NULL pointers where the layout needs memory, lengths and offsets whose byte
+    // sizes do not overflow. arrow-rs builds the `ArrayData` without validating it, so it is
+    // validated next, before anything reads it.
     let data = unsafe { from_ffi_and_data_type(array, data_type.clone()) }
         .map_err(|error| checks::ArrowCError::Malformed(format!("{path}: {error}")))?;
     checks::validate_imported(&data, path)?;
@@ -182,11 +201,11 @@ pub(crate) fn import_checked(
 fn import_stream(capsule: &Bound<'_, PyAny>) -> PyResult<Imported> {
     let mut stream = CheckedStream::from_capsule(capsule)?;
     let mut chunks = Vec::new();
-    while let Some(chunk) = stream.next_chunk().map_err(errors::arrow_c_error)? {
-        chunks.push(make_array(chunk));
+    while let Some(chunk) = stream.next_array().map_err(errors::arrow_c_error)? {
+        chunks.push(chunk);
     }
     Ok(Imported {
-        field: stream.field.into(),
+        field: stream.field,
         chunks,
     })
 }
@@ -197,7 +216,7 @@ fn import_stream(capsule: &Bound<'_, PyAny>) -> PyResult<Imported> {
 /// We own the stream: dropping this releases it exactly once, wherever the reading stopped.
 pub(crate) struct CheckedStream {
     stream: FFI_ArrowArrayStream,
-    field: Field,
+    field: FieldRef,
     /// The index of the chunk `next_chunk` asks for.
     next: usize,
     /// Set once the stream has ended or failed: it is not asked again.
@@ -207,10 +226,7 @@ pub(crate) struct CheckedStream {
 impl CheckedStream {
     /// Takes the stream out of an `arrow_array_stream` capsule and reads its schema.
     pub(crate) fn from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let capsule = capsule_named(capsule, ARROW_ARRAY_STREAM)?;
-        let stream = capsule
-            .pointer_checked(Some(ARROW_ARRAY_STREAM))?
-            .cast::<FFI_ArrowArrayStream>();
+        let stream = capsule_pointer::<FFI_ArrowArrayStream>(capsule, ARROW_ARRAY_STREAM)?;
         // SAFETY: an `arrow_array_stream` capsule holds an `ArrowArrayStream`; `from_raw` moves
         // it out and leaves a released struct behind, and the moved struct releases it once when
         // dropped.
@@ -239,12 +255,21 @@ impl CheckedStream {
     /// The next chunk, checked against the stream's type, or `None` once the stream has ended
     /// (or failed: a stream that reported an error is not asked again).
     pub(crate) fn next_chunk(&mut self) -> Result<Option<ArrayData>, checks::ArrowCError> {
+        self.next_with(import_checked)
+    }
+
+    /// [`Self::next_chunk`] as an array, built as [`import_checked_array`] builds it.
+    fn next_array(&mut self) -> Result<Option<ArrayRef>, checks::ArrowCError> {
+        self.next_with(import_checked_array)
+    }
+
+    fn next_with<T>(&mut self, import: Import<T>) -> Result<Option<T>, checks::ArrowCError> {
         if self.finished {
             return Ok(None);
         }
         let index = self.next;
         self.next += 1;
-        let chunk = stream_next(&mut self.stream, self.field.data_type(), index);
+        let chunk = stream_next(&mut self.stream, self.field.data_type(), index, import);
         if !matches!(chunk, Ok(Some(_))) {
             self.finished = true;
         }
@@ -253,7 +278,7 @@ impl CheckedStream {
 }
 
 /// Calls a stream's `get_schema` and checks what it gives.
-fn stream_schema(stream: &mut FFI_ArrowArrayStream) -> Result<Field, checks::ArrowCError> {
+fn stream_schema(stream: &mut FFI_ArrowArrayStream) -> Result<FieldRef, checks::ArrowCError> {
     let Some(get_schema) = stream.get_schema() else {
         return Err(stream_error("ArrowArrayStream.get_schema is NULL".into()));
     };
@@ -269,16 +294,20 @@ fn stream_schema(stream: &mut FFI_ArrowArrayStream) -> Result<Field, checks::Arr
     }
     // SAFETY: `schema` was filled by the producer's `get_schema`; `check_schema` reads `release`
     // first and follows no pointer of a released schema.
-    unsafe { checks::check_schema(&schema, "ArrowSchema") }?;
-    field_from_schema(&schema)
+    unsafe { fields::field_of_schema(&schema, "ArrowSchema") }
 }
 
-/// Calls a stream's `get_next`: the next chunk, checked against `data_type`, or `None` at the end.
-fn stream_next(
+/// [`import_checked`] or [`import_checked_array`].
+type Import<T> = fn(FFI_ArrowArray, &DataType, &str) -> Result<T, checks::ArrowCError>;
+
+/// Calls a stream's `get_next`: the next chunk, checked against `data_type` and imported by
+/// `import`, or `None` at the end.
+fn stream_next<T>(
     stream: &mut FFI_ArrowArrayStream,
     data_type: &DataType,
     index: usize,
-) -> Result<Option<ArrayData>, checks::ArrowCError> {
+    import: Import<T>,
+) -> Result<Option<T>, checks::ArrowCError> {
     let Some(get_next) = stream.get_next() else {
         return Err(stream_error("ArrowArrayStream.get_next is NULL".into()));
     };
@@ -295,7 +324,7 @@ fn stream_next(
     if array.is_released() {
         return Ok(None);
     }
-    import_checked(array, data_type, &format!("ArrowArray (chunk {index})")).map(Some)
+    import(array, data_type, &format!("ArrowArray (chunk {index})")).map(Some)
 }
 
 /// `": message"` from the stream's `get_last_error`, or nothing when it has none.
@@ -504,67 +533,4 @@ unsafe extern "C" fn release_stream(stream: *mut FFI_ArrowArrayStream) {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use arrow_array::Int32Array;
-    use arrow_array::ffi_stream::ArrayStreamReader;
-    use arrow_schema::DataType;
-
-    use super::*;
-
-    fn chunks() -> (FieldRef, Vec<ArrayRef>) {
-        let field = Arc::new(Field::new("x", DataType::Int32, true));
-        let chunks: Vec<ArrayRef> = vec![
-            Arc::new(Int32Array::from(vec![1, 2, 3])),
-            Arc::new(Int32Array::from(vec![Some(4), None])),
-        ];
-        (field, chunks)
-    }
-
-    #[test]
-    fn exported_stream_hands_out_every_chunk_zero_copy_then_ends() {
-        let (field, chunks) = chunks();
-        let reader = ArrayStreamReader::try_new(export_stream(&field, &chunks)).unwrap();
-        assert_eq!(
-            arrow_array::ArrayReader::field(&reader).as_ref(),
-            field.as_ref()
-        );
-        let read: Vec<ArrayRef> = reader.collect::<Result<_, _>>().unwrap();
-        assert_eq!(read.len(), 2);
-        for (read, chunk) in read.iter().zip(&chunks) {
-            assert_eq!(read.to_data(), chunk.to_data());
-            assert_eq!(
-                read.to_data().buffers()[0].as_ptr(),
-                chunk.to_data().buffers()[0].as_ptr()
-            );
-        }
-    }
-
-    #[test]
-    fn release_frees_the_chunks_once_and_a_second_release_does_nothing() {
-        let (field, chunks) = chunks();
-        let mut stream = export_stream(&field, &chunks);
-        assert_eq!(Arc::strong_count(&chunks[0]), 2);
-        let release = stream.release().unwrap();
-        // SAFETY: `stream` is a live stream made by `export_stream`.
-        unsafe { release(&mut stream) };
-        assert!(stream.release().is_none());
-        assert!(stream.private_data().is_null());
-        assert_eq!(Arc::strong_count(&chunks[0]), 1);
-        // SAFETY: calling the saved callback again on the released stream must be harmless.
-        unsafe { release(&mut stream) };
-        assert_eq!(Arc::strong_count(&chunks[0]), 1);
-        drop(stream);
-        assert_eq!(Arc::strong_count(&chunks[0]), 1);
-    }
-
-    #[test]
-    fn dropping_an_unread_stream_releases_it() {
-        let (field, chunks) = chunks();
-        let stream = export_stream(&field, &chunks);
-        assert_eq!(Arc::strong_count(&chunks[1]), 2);
-        drop(stream);
-        assert_eq!(Arc::strong_count(&chunks[1]), 1);
-    }
-}
+mod tests;

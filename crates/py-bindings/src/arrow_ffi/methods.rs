@@ -1,0 +1,260 @@
+//! The Arrow and DLPack protocol methods of a producer, found once per type where the type alone
+//! decides them (`arrow_ffi` and `arrow_device` ask the Arrow ones, `dlpack_import` the DLPack
+//! ones).
+//!
+//! `obj.__arrow_c_array__()` asked through `getattr` costs a bound-method object, and a name that
+//! is not interned misses CPython's type attribute cache (a walk of the whole MRO, measured with
+//! perf at a fifth of `ad.array(pa_arr)`); the import asks up to five such names per call. For a
+//! type whose attributes are fixed by the type (`protocols::attributes_fixed_by_type`: immutable,
+//! generic attribute lookup, no instance `__dict__`) and whose protocol attributes are all method
+//! descriptors (`Py_TPFLAGS_METHOD_DESCRIPTOR`: Python functions, builtin methods, Cython
+//! functions; `__dlpack_c_exchange_api__`, a capsule, is only asked whether it exists),
+//! `type.__arrow_c_array__(obj)` is what `obj.__arrow_c_array__()` calls. Such types
+//! (pyarrow's, nanoarrow's, polars') get a table of those functions, built once from their MRO;
+//! every other object is asked through `getattr` each time, as before.
+
+use std::cell::OnceCell;
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyType};
+
+use crate::protocols;
+
+/// A protocol attribute the Arrow and DLPack imports may ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    ArrowCStream,
+    ArrowCArray,
+    ArrowCDeviceArray,
+    ArrowCDeviceStream,
+    DlpackDevice,
+    Dlpack,
+    /// `__dlpack_c_exchange_api__`: a capsule on the type, whose presence alone is asked here.
+    DlpackExchangeApi,
+}
+
+impl Protocol {
+    const ALL: [Protocol; COUNT] = [
+        Protocol::ArrowCStream,
+        Protocol::ArrowCArray,
+        Protocol::ArrowCDeviceArray,
+        Protocol::ArrowCDeviceStream,
+        Protocol::DlpackDevice,
+        Protocol::Dlpack,
+        Protocol::DlpackExchangeApi,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Protocol::ArrowCStream => "__arrow_c_stream__",
+            Protocol::ArrowCArray => "__arrow_c_array__",
+            Protocol::ArrowCDeviceArray => "__arrow_c_device_array__",
+            Protocol::ArrowCDeviceStream => "__arrow_c_device_stream__",
+            Protocol::DlpackDevice => "__dlpack_device__",
+            Protocol::Dlpack => "__dlpack__",
+            Protocol::DlpackExchangeApi => dlpack_sys::DLPACK_EXCHANGE_API_ATTRIBUTE,
+        }
+    }
+
+    /// Whether the attribute is a method called through the table (the others are only asked
+    /// whether they exist).
+    fn is_method(self) -> bool {
+        self != Protocol::DlpackExchangeApi
+    }
+}
+
+const COUNT: usize = 7;
+
+/// The protocol functions of one type, indexed like [`Protocol::ALL`]; `None` where the type
+/// lacks the attribute.
+struct TypeMethods {
+    functions: [Option<Py<PyAny>>; COUNT],
+}
+
+/// One remembered type: its address, the type itself (held so that the address is never reused
+/// for another type) and its table, `None` for an immutable type whose protocol attributes are
+/// not all method descriptors (asked through `getattr` each time).
+struct Entry {
+    address: usize,
+    _class: Py<PyType>,
+    methods: Option<&'static TypeMethods>,
+}
+
+/// At most this many types are remembered; others are asked through `getattr`.
+const MAX_TYPES: usize = 64;
+
+/// The remembered types, searched by address. Entries are never removed, so the tables they
+/// point to are leaked on purpose: one small table per type, for at most [`MAX_TYPES`] types.
+static TYPES: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+
+/// The protocol methods of one producer, for one import.
+pub(crate) struct Methods<'a, 'py> {
+    object: &'a Bound<'py, PyAny>,
+    table: Option<&'static TypeMethods>,
+    /// Without a table: each attribute asked of the object, once per import.
+    fetched: [OnceCell<Option<Bound<'py, PyAny>>>; COUNT],
+}
+
+impl<'a, 'py> Methods<'a, 'py> {
+    /// The methods of `object`: from its type's table where there is one (built on first use),
+    /// else through `getattr` on each question.
+    pub(crate) fn of(object: &'a Bound<'py, PyAny>) -> Self {
+        Methods {
+            object,
+            table: type_table(object),
+            fetched: Default::default(),
+        }
+    }
+
+    /// The object the methods belong to.
+    pub(crate) fn object(&self) -> &'a Bound<'py, PyAny> {
+        self.object
+    }
+
+    /// Whether the object has `protocol`.
+    pub(crate) fn has(&self, protocol: Protocol) -> PyResult<bool> {
+        match self.table {
+            Some(table) => Ok(table.functions[protocol as usize].is_some()),
+            None => Ok(self.attribute(protocol)?.is_some()),
+        }
+    }
+
+    /// `object.protocol()`, or `None` when the object lacks `protocol`.
+    pub(crate) fn call0(&self, protocol: Protocol) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match self.table {
+            Some(table) => match &table.functions[protocol as usize] {
+                Some(function) => call_with(function.bind(self.object.py()), self.object).map(Some),
+                None => Ok(None),
+            },
+            None => match self.attribute(protocol)? {
+                Some(method) => method.call0().map(Some),
+                None => Ok(None),
+            },
+        }
+    }
+
+    /// Whether the object is known, without asking Python, to lack `protocol`.
+    pub(crate) fn known_absent(&self, protocol: Protocol) -> bool {
+        match self.table {
+            Some(table) => table.functions[protocol as usize].is_none(),
+            None => protocols::known_absent(self.object, protocol.name()),
+        }
+    }
+
+    /// `object.protocol(**kwargs)`, or `None` when the object lacks `protocol`.
+    pub(crate) fn call(
+        &self,
+        protocol: Protocol,
+        kwargs: &Bound<'py, PyDict>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match self.table {
+            Some(table) => match &table.functions[protocol as usize] {
+                Some(function) => function
+                    .bind(self.object.py())
+                    .call((self.object,), Some(kwargs))
+                    .map(Some),
+                None => Ok(None),
+            },
+            None => match self.attribute(protocol)? {
+                Some(method) => method.call((), Some(kwargs)).map(Some),
+                None => Ok(None),
+            },
+        }
+    }
+
+    /// `getattr(object, protocol)`, asked once per import (absence on an immutable type is
+    /// remembered by `protocols`).
+    fn attribute(&self, protocol: Protocol) -> PyResult<&Option<Bound<'py, PyAny>>> {
+        let cell = &self.fetched[protocol as usize];
+        if let Some(fetched) = cell.get() {
+            return Ok(fetched);
+        }
+        let fetched = protocols::optional_attribute(self.object, protocol.name())?;
+        Ok(cell.get_or_init(|| fetched))
+    }
+}
+
+/// The table of `object`'s type: remembered, or built now when the type qualifies; `None` for
+/// types that are asked through `getattr`.
+fn type_table(object: &Bound<'_, PyAny>) -> Option<&'static TypeMethods> {
+    let class = object.get_type();
+    let address = class.as_ptr() as usize;
+    {
+        let types = TYPES
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(entry) = types.iter().find(|entry| entry.address == address) {
+            return entry.methods;
+        }
+        if types.len() >= MAX_TYPES {
+            return None;
+        }
+    }
+    if !protocols::attributes_fixed_by_type(&class) {
+        return None;
+    }
+    // Built outside the lock: reading the MRO runs Python code, which may import Arrow data too.
+    let methods = build_table(&class).map(|table| &*Box::leak(Box::new(table)));
+    let mut types = TYPES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(entry) = types.iter().find(|entry| entry.address == address) {
+        // Another call remembered the type meanwhile; its table is as good (and this one leaks,
+        // once).
+        return entry.methods;
+    }
+    if types.len() < MAX_TYPES {
+        types.push(Entry {
+            address,
+            _class: class.unbind(),
+            methods,
+        });
+    }
+    methods
+}
+
+/// The protocol functions of `class`, found as CPython's attribute lookup finds them (the first
+/// class of the MRO whose `__dict__` has the name); `None` when one of them is not a method
+/// descriptor, or when the MRO cannot be read.
+fn build_table(class: &Bound<'_, PyType>) -> Option<TypeMethods> {
+    let mro = class.getattr("__mro__").ok()?;
+    let mut functions: [Option<Py<PyAny>>; COUNT] = Default::default();
+    for protocol in Protocol::ALL {
+        let mut found = None;
+        for base in mro.try_iter().ok()? {
+            let namespace = base.ok()?.getattr("__dict__").ok()?;
+            if let Ok(value) = namespace.get_item(protocol.name()) {
+                found = Some(value);
+                break;
+            }
+        }
+        if let Some(function) = found.as_ref().filter(|_| protocol.is_method()) {
+            // SAFETY: a live type object, which is all `PyType_GetFlags` requires.
+            let flags = unsafe { pyo3::ffi::PyType_GetFlags(function.get_type().as_ptr().cast()) };
+            if flags & pyo3::ffi::Py_TPFLAGS_METHOD_DESCRIPTOR == 0 {
+                return None;
+            }
+        }
+        functions[protocol as usize] = found.map(Bound::unbind);
+    }
+    Some(TypeMethods { functions })
+}
+
+/// `function(object)`, without the argument tuple that pyo3's `call1` builds under the limited
+/// API of Python 3.11 (`PyObject_CallFunctionObjArgs` passes the arguments on the C stack, through
+/// vectorcall where the callee supports it).
+fn call_with<'py>(
+    function: &Bound<'py, PyAny>,
+    object: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let null = std::ptr::null_mut::<pyo3::ffi::PyObject>();
+    // SAFETY: both are live objects, borrowed for the call; the argument list ends with NULL, as
+    // `PyObject_CallFunctionObjArgs` requires, and it returns a new reference or NULL with an
+    // exception set, which `from_owned_ptr_or_err` takes over.
+    unsafe {
+        let result =
+            pyo3::ffi::PyObject_CallFunctionObjArgs(function.as_ptr(), object.as_ptr(), null);
+        Bound::from_owned_ptr_or_err(function.py(), result)
+    }
+}
