@@ -6,12 +6,12 @@
 use std::mem::MaybeUninit;
 
 use arrow_array::{Array, ArrayRef, RecordBatch, cast::AsArray};
-use arrow_buffer::{Buffer, MutableBuffer};
+use arrow_buffer::Buffer;
 use arrow_dlpack::{
     ArrayToTensorOptions, RecordBatchToTensorOptions, RowsDestination, Table, WriteRowsOptions,
     array_to_tensor, columns_to_tensor, write_rows,
 };
-use arrow_dlpack_tensor::alloc::UninitBuffer;
+use arrow_dlpack_tensor::alloc::{PooledVec, UninitBuffer};
 use arrow_dlpack_tensor::{DType, Tensor};
 
 use crate::columns::{Columns, Output, view};
@@ -126,7 +126,7 @@ fn copy_output(
         } => {
             let cell: usize = cell_shape.iter().product();
             let row_bytes = cell * dtype.size();
-            let mut out = MutableBuffer::with_capacity(num_rows * row_bytes);
+            let mut out = PooledVec::<u8>::try_with_capacity(num_rows * row_bytes)?;
             // Each piece is viewed once per batch, however many runs come from it.
             let mut views: Vec<Option<(Tensor, bool)>> = vec![None; pieces.len()];
             for run in runs {
@@ -162,7 +162,7 @@ fn copy_output(
             let mut strides = Vec::with_capacity(cell_strides.len() + 1);
             strides.push(cell as isize);
             strides.extend_from_slice(cell_strides);
-            let tensor = Tensor::try_new(out.into(), *dtype, shape, strides, 0)?
+            let tensor = Tensor::try_new(out.into_buffer(), *dtype, shape, strides, 0)?
                 .with_dim_names(dim_names.clone())?;
             Ok(tensor.with_read_only(false))
         }
