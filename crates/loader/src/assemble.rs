@@ -6,7 +6,6 @@
 use std::mem::MaybeUninit;
 
 use arrow_array::{Array, ArrayRef, RecordBatch, cast::AsArray};
-use arrow_buffer::Buffer;
 use arrow_dlpack::{
     ArrayToTensorOptions, RecordBatchToTensorOptions, RowsDestination, Table, WriteRowsOptions,
     array_to_tensor, columns_to_tensor, write_rows,
@@ -167,7 +166,7 @@ fn copy_output(
             Ok(tensor.with_read_only(false))
         }
         Output::Bool { name, index } => {
-            let mut out = Vec::with_capacity(num_rows);
+            let mut out = PooledVec::<u8>::try_with_capacity(num_rows)?;
             for run in runs {
                 let array = pieces[run.piece].column(*index);
                 if !spec.allow_nulls {
@@ -176,8 +175,7 @@ fn copy_output(
                 let values = array.as_boolean().values().slice(run.start, run.len);
                 out.extend(values.iter().map(u8::from));
             }
-            let tensor =
-                Tensor::try_new_row_major(Buffer::from_vec(out), DType::Bool, vec![num_rows])?;
+            let tensor = Tensor::try_new_row_major(out.into_buffer(), DType::Bool, vec![num_rows])?;
             Ok(tensor.with_read_only(false))
         }
         Output::Group {
@@ -245,7 +243,7 @@ fn copy_mask(
     index: usize,
     num_rows: usize,
 ) -> Result<Tensor> {
-    let mut out = Vec::with_capacity(num_rows);
+    let mut out = PooledVec::<u8>::try_with_capacity(num_rows)?;
     for run in runs {
         match pieces[run.piece].column(index).logical_nulls() {
             None => out.extend(std::iter::repeat_n(1u8, run.len)),
@@ -254,7 +252,7 @@ fn copy_mask(
             }
         }
     }
-    let tensor = Tensor::try_new_row_major(Buffer::from_vec(out), DType::Bool, vec![num_rows])?;
+    let tensor = Tensor::try_new_row_major(out.into_buffer(), DType::Bool, vec![num_rows])?;
     Ok(tensor.with_read_only(false))
 }
 
