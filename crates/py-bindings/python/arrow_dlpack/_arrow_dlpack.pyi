@@ -22,6 +22,10 @@ __all__ = [
     "_testing_record_device_runtime",
     "array",
     "column_tensors",
+    "memory_pool_stats",
+    "release_unused_memory",
+    "set_memory_pool_decay_ms",
+    "set_memory_pool_limit",
 ]
 __version__: str
 
