@@ -1165,10 +1165,11 @@ WARM_POOL = (
     "`to_contiguous/reversed` 1.79 to 0.90, `/gapped` 1.62 to 1.14, `/transposed` 0.25 to 0.15, "
     "`table_to_tensor/column_major` 1.44 to 1.08, `/column_major/mixed` 1.75 to 1.10, "
     "`/row_major` 0.26 to 0.16; ours/alloc+memcpy `copy_chunks` 1.03 to 1.64, "
-    "`copy_true_export` 0.95 to 2.03, `/gapped` 0.70 to 2.48. The limit (256 MiB by default) "
-    "holds three of the bench's 80 MB outputs, enough for a loop that keeps one or two alive "
-    "while it frees the last; freed blocks go back to the system after 1 s unused (PyArrow's "
-    "pools purge after about a second too). "
+    "`copy_true_export` 0.95 to 2.03. The limit: `copy_true_export` with "
+    "`ARROW_DLPACK_MEMORY_POOL_LIMIT` 0 (off) 1.63 of PyArrow, 80 MiB (one output) 0.99, "
+    "256 MiB 0.99; the default, 256 MiB, is one output plus room for a loop that keeps two or "
+    "three alive while it frees older ones. Freed blocks go back to the system after 1 s "
+    "unused (PyArrow's pools purge after about a second too). "
 )
 
 PAGE_FAULTS_FIX = (
