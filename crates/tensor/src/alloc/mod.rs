@@ -15,7 +15,7 @@
 //! keeps its pages mapped for the next one, as PyArrow's memory pool does, so that a repeated
 //! copy faults nothing at all. [`UninitBuffer`] (bytes) and [`PooledVec`] (typed) allocate there.
 
-mod pool;
+pub mod pool;
 mod pooled_vec;
 
 use std::sync::Arc;
