@@ -4,6 +4,8 @@ use super::*;
 
 #[test]
 fn refuses_more_than_the_address_space_without_aborting() {
+    // A refused block releases the cached ones first: serialised with the other pool tests.
+    let _pool = pool_test();
     assert_eq!(
         UninitBuffer::try_new(usize::MAX).unwrap_err(),
         Error::OutOfMemory { bytes: usize::MAX }
@@ -280,6 +282,7 @@ fn pooled_vectors_write_in_order_and_become_exact_buffers() {
 #[test]
 #[should_panic(expected = "past its capacity")]
 fn a_pooled_vector_refuses_to_overflow() {
+    let _pool = pool_test();
     let mut values = PooledVec::<u8>::try_with_capacity(2).unwrap();
     values.extend([1, 2, 3]);
 }
