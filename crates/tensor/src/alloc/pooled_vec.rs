@@ -121,19 +121,23 @@ impl<T: Copy> PooledVec<T> {
     ///
     /// # Panics
     ///
-    /// When they do not fit.
+    /// When the iterator's lower size bound exceeds the room left. An iterator that yields more
+    /// than the room (beyond what its size hint admitted) has only the values that fit written.
     pub fn extend<I: IntoIterator<Item = T>>(&mut self, values: I) {
+        let values = values.into_iter();
         let spare = self.spare_capacity_mut();
+        assert!(
+            values.size_hint().0 <= spare.len(),
+            "PooledVec::extend past its capacity"
+        );
         let mut written = 0;
-        // Internal iteration (`for_each` is a fold) keeps the producer's loop tight, as
-        // `Vec::extend` does; a zipped external loop ran the boolean unpacking 1.7x slower.
-        values.into_iter().for_each(|value| {
-            spare
-                .get_mut(written)
-                .expect("PooledVec::extend past its capacity")
-                .write(value);
+        // A zip of the slots and the values themselves (not borrowed), so that slice-based
+        // iterators run as one counted loop, as in `Vec::extend`; checking each slot instead
+        // made the boolean unpacking 7% slower, and a zip over a borrowed iterator 1.7x.
+        for (slot, value) in spare.iter_mut().zip(values) {
+            slot.write(value);
             written += 1;
-        });
+        }
         self.len += written;
     }
 
