@@ -165,8 +165,10 @@ def test_a_fork_child_starts_with_an_empty_pool():
     np.from_dlpack(x, copy=True)  # made and freed at once
     assert ad.memory_pool_stats()["cached_bytes"] == 4 * MIB
     with warnings.catch_warnings():
-        # Python warns that forking a process with threads (torch's) may deadlock.
+        # Python (DeprecationWarning) and JAX, when another test imported it (RuntimeWarning),
+        # warn that forking a process with threads may deadlock; the child uses neither.
         warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
         pid = os.fork()
     if pid == 0:
         status = 1
