@@ -7,6 +7,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, BooleanArray, FixedSizeListArray, make_array};
 use arrow_buffer::{BooleanBuffer, Buffer};
 use arrow_data::ArrayDataBuilder;
+use arrow_dlpack_tensor::alloc::PooledVec;
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{DataType, Field};
 
@@ -202,7 +203,7 @@ fn pack_bools(tensor: &Tensor) -> Result<BooleanArray> {
     let bytes = row_major_values(tensor, true)?;
     let bytes = bytes.as_slice();
     let len = bytes.len();
-    let mut words = arrow_dlpack_tensor::alloc::try_vec_with_capacity::<u64>(len.div_ceil(64))?;
+    let mut words = PooledVec::<u64>::try_with_capacity(len.div_ceil(64))?;
     let chunks = bytes.chunks_exact(64);
     let rest = chunks.remainder();
     words.extend(chunks.map(|chunk| pack_sixty_four(chunk).to_le()));
@@ -211,7 +212,7 @@ fn pack_bools(tensor: &Tensor) -> Result<BooleanArray> {
         padded[..rest.len()].copy_from_slice(rest);
         words.push(pack_sixty_four(&padded).to_le());
     }
-    let bits = BooleanBuffer::new(Buffer::from_vec(words), 0, len);
+    let bits = BooleanBuffer::new(words.into_buffer(), 0, len);
     Ok(BooleanArray::new(bits, None))
 }
 

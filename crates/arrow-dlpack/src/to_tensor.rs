@@ -4,6 +4,7 @@
 use arrow_array::Array;
 use arrow_buffer::Buffer;
 use arrow_data::ArrayData;
+use arrow_dlpack_tensor::alloc::PooledVec;
 use arrow_dlpack_tensor::{DType, Tensor, layout};
 use arrow_schema::DataType;
 
@@ -185,7 +186,7 @@ fn unpack_bits(bits: &Buffer, offset: usize, count: usize) -> Result<Buffer> {
     // Eight output bytes per input byte, written once each as one `u64` from the table, into
     // memory that is not zeroed first.
     let whole = count / 8;
-    let mut out = arrow_dlpack_tensor::alloc::try_vec_with_capacity::<u64>(count.div_ceil(8))?;
+    let mut out = PooledVec::<u64>::try_with_capacity(count.div_ceil(8))?;
     let (first, shift) = (offset / 8, offset % 8);
     if shift == 0 {
         out.extend(
@@ -208,15 +209,15 @@ fn unpack_bits(bits: &Buffer, offset: usize, count: usize) -> Result<Buffer> {
         });
         out.push(tail.to_le());
     }
-    Ok(Buffer::from_vec(out).slice_with_length(0, count))
+    Ok(out.into_buffer().slice_with_length(0, count))
 }
 
 /// `len` bytes of `value`, allocated fallibly: a length the allocator refuses is
 /// [`OutOfMemory`](arrow_dlpack_tensor::Error::OutOfMemory), not an abort.
-fn filled_bytes(len: usize, value: u8) -> Result<Vec<u8>> {
-    let mut bytes = arrow_dlpack_tensor::alloc::try_vec_with_capacity(len)?;
+fn filled_bytes(len: usize, value: u8) -> Result<Buffer> {
+    let mut bytes = PooledVec::try_with_capacity(len)?;
     bytes.resize(len, value);
-    Ok(bytes)
+    Ok(bytes.into_buffer())
 }
 
 /// An array's validity as a 1-D [`DType::Bool`] tensor of its length: 1 where the slot is valid,
@@ -244,7 +245,7 @@ pub fn validity_to_tensor(array: &dyn Array) -> Result<Tensor> {
             let bits = nulls.inner();
             unpack_bits(bits.inner(), bits.offset(), len)?
         }
-        None => Buffer::from_vec(filled_bytes(len, 1)?),
+        None => filled_bytes(len, 1)?,
     };
     Ok(Tensor::try_new_row_major(buffer, DType::Bool, vec![len])?.with_read_only(false))
 }

@@ -6,12 +6,11 @@
 use std::mem::MaybeUninit;
 
 use arrow_array::{Array, ArrayRef, RecordBatch, cast::AsArray};
-use arrow_buffer::{Buffer, MutableBuffer};
 use arrow_dlpack::{
     ArrayToTensorOptions, RecordBatchToTensorOptions, RowsDestination, Table, WriteRowsOptions,
     array_to_tensor, columns_to_tensor, write_rows,
 };
-use arrow_dlpack_tensor::alloc::UninitBuffer;
+use arrow_dlpack_tensor::alloc::{PooledVec, UninitBuffer};
 use arrow_dlpack_tensor::{DType, Tensor};
 
 use crate::columns::{Columns, Output, view};
@@ -133,7 +132,7 @@ fn copy_output(
         } => {
             let cell: usize = cell_shape.iter().product();
             let row_bytes = cell * dtype.size();
-            let mut out = MutableBuffer::with_capacity(num_rows * row_bytes);
+            let mut out = PooledVec::<u8>::try_with_capacity(num_rows * row_bytes)?;
             // Each piece is viewed once per batch, however many runs come from it.
             let mut views: Vec<Option<(Tensor, bool)>> = vec![None; pieces.len()];
             for run in runs {
@@ -169,12 +168,12 @@ fn copy_output(
             let mut strides = Vec::with_capacity(cell_strides.len() + 1);
             strides.push(cell as isize);
             strides.extend_from_slice(cell_strides);
-            let tensor = Tensor::try_new(out.into(), *dtype, shape, strides, 0)?
+            let tensor = Tensor::try_new(out.into_buffer(), *dtype, shape, strides, 0)?
                 .with_dim_names(dim_names.clone())?;
             Ok(tensor.with_read_only(false))
         }
         Output::Bool { name, index } => {
-            let mut out = Vec::with_capacity(num_rows);
+            let mut out = PooledVec::<u8>::try_with_capacity(num_rows)?;
             for run in runs {
                 let array = pieces[run.piece].column(*index);
                 if !spec.allow_nulls {
@@ -183,8 +182,7 @@ fn copy_output(
                 let values = array.as_boolean().values().slice(run.start, run.len);
                 out.extend(values.iter().map(u8::from));
             }
-            let tensor =
-                Tensor::try_new_row_major(Buffer::from_vec(out), DType::Bool, vec![num_rows])?;
+            let tensor = Tensor::try_new_row_major(out.into_buffer(), DType::Bool, vec![num_rows])?;
             Ok(tensor.with_read_only(false))
         }
         Output::Group {
@@ -252,7 +250,7 @@ fn copy_mask(
     index: usize,
     num_rows: usize,
 ) -> Result<Tensor> {
-    let mut out = Vec::with_capacity(num_rows);
+    let mut out = PooledVec::<u8>::try_with_capacity(num_rows)?;
     for run in runs {
         match pieces[run.piece].column(index).logical_nulls() {
             None => out.extend(std::iter::repeat_n(1u8, run.len)),
@@ -261,7 +259,7 @@ fn copy_mask(
             }
         }
     }
-    let tensor = Tensor::try_new_row_major(Buffer::from_vec(out), DType::Bool, vec![num_rows])?;
+    let tensor = Tensor::try_new_row_major(out.into_buffer(), DType::Bool, vec![num_rows])?;
     Ok(tensor.with_read_only(false))
 }
 

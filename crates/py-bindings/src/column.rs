@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use arrow_array::{ArrayRef, UInt8Array, new_empty_array};
+use arrow_array::{ArrayRef, new_empty_array};
 use arrow_dlpack::{
     ArrayToTensorOptions, ConcatOptions, array_to_tensor, chunks_need_copy, concat_chunks,
     validity_to_tensor,
@@ -85,7 +85,7 @@ impl Column {
             chunks => {
                 // Each chunk's mask is a fresh byte buffer; one more copy joins them.
                 let len = self.len();
-                let mut joined = arrow_dlpack_tensor::alloc::try_vec_with_capacity(len)?;
+                let mut joined = arrow_dlpack_tensor::alloc::PooledVec::try_with_capacity(len)?;
                 for chunk in chunks {
                     let mask = validity_to_tensor(chunk.as_ref())?;
                     let bytes = mask
@@ -93,9 +93,7 @@ impl Column {
                         .expect("a validity tensor is 1-D and row-major");
                     joined.extend_from_slice(bytes.as_slice());
                 }
-                // A `Vec<u8>` becomes an Arrow buffer without a copy (through `UInt8Array`, which
-                // spares this crate a dependency on arrow-buffer).
-                let buffer = UInt8Array::from(joined).into_parts().1.into_inner();
+                let buffer = joined.into_buffer();
                 Ok(
                     Tensor::try_new_row_major(buffer, DType::Bool, vec![len])?
                         .with_read_only(false),

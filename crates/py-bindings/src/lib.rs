@@ -49,6 +49,7 @@ mod errors;
 mod exchange;
 mod fixed_shape_tensor;
 mod loader;
+mod memory_pool;
 mod numpy;
 mod pretty;
 mod protocols;
@@ -66,6 +67,19 @@ fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(array::array, module)?)?;
     module.add_function(wrap_pyfunction!(tables::column_tensors, module)?)?;
     module.add_function(wrap_pyfunction!(counters::exchange_calls, module)?)?;
+    module.add_function(wrap_pyfunction!(memory_pool::memory_pool_stats, module)?)?;
+    module.add_function(wrap_pyfunction!(
+        memory_pool::set_memory_pool_limit,
+        module
+    )?)?;
+    module.add_function(wrap_pyfunction!(
+        memory_pool::set_memory_pool_decay_ms,
+        module
+    )?)?;
+    module.add_function(wrap_pyfunction!(
+        memory_pool::release_unused_memory,
+        module
+    )?)?;
     module.add_function(wrap_pyfunction!(
         device_sync::_testing_record_device_runtime,
         module

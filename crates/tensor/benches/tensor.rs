@@ -2,8 +2,8 @@
 //!
 //! - `export+drop` and `import+drop` at 10, 10 thousand and 10 million elements: zero-copy, so
 //!   the cost must not grow with the size.
-//! - `to_contiguous` of a transposed matrix and of a reversed vector beside a plain `memcpy` of
-//!   the same bytes, reported as throughput.
+//! - `to_contiguous` of a transposed matrix, of a reversed vector, of every other row and of every
+//!   other element beside a plain `memcpy` of the same bytes, reported as throughput.
 
 use std::hint::black_box;
 
@@ -91,6 +91,15 @@ fn copies(c: &mut Criterion) {
     .unwrap();
     group.bench_function("to_contiguous/row_gapped", |b| {
         b.iter(|| black_box(gapped.to_contiguous().unwrap()))
+    });
+    // Every other int64 of twice as many: the output has `bytes` bytes (the Python bench's
+    // `copy_to_contiguous/gapped`).
+    group.throughput(Throughput::Bytes(bytes as u64));
+    let count = bytes / 8;
+    let doubled = Buffer::from_vec((0..2 * count as i64).collect::<Vec<_>>());
+    let every_other = Tensor::try_new(doubled, DType::Int64, vec![count], vec![2], 0).unwrap();
+    group.bench_function("to_contiguous/gapped", |b| {
+        b.iter(|| black_box(every_other.to_contiguous().unwrap()))
     });
     group.finish();
 }

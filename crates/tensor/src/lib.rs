@@ -15,7 +15,7 @@
 //! | [`Tensor::from_managed`], [`Tensor::from_raw_versioned`], [`Tensor::from_raw_legacy`] | zero-copy import; the buffer owns the producer's tensor |
 //! | `Tensor::view`, `Tensor::from_ndarray`, `Tensor::from_ndarray_view` (feature `ndarray`) | an `ndarray::ArrayViewD` of any strides; an owned array without a copy |
 //! | [`layout`] | element counts, spans and contiguity on plain shapes and strides |
-//! | [`alloc::UninitBuffer`] | fallible, aligned allocation for copies: `OutOfMemory` instead of an abort |
+//! | [`alloc::UninitBuffer`], [`alloc::PooledVec`] | fallible, aligned allocation for copies: `OutOfMemory` instead of an abort; 4 MiB and more from a pool that keeps freed pages warm ([`alloc::stats`], [`alloc::set_limit`], [`alloc::release_unused`]) |
 //! | [`Error`] | the one error type |
 //!
 //! A round trip through DLPack shares the memory both ways:

@@ -59,6 +59,31 @@ pub(crate) unsafe fn copy_strided<T: Copy>(
     }
 }
 
+/// Copies every other element of the `2 * len - 1` from `src` into `dst`.
+///
+/// A constant stride lets the compiler load whole vectors and keep their even lanes, where the
+/// general loop moves one element per iteration: criterion `copy/to_contiguous/gapped` (every
+/// other int64 of 20 MB) takes 23% less time (see `docs/benchmarks.md`).
+///
+/// # Safety
+///
+/// `len > 0`; `2 * len - 1` elements from `src` are readable, and `dst` is writable for `len`
+/// elements that nothing else refers to.
+unsafe fn gather_every_other<T: Copy>(src: *const T, len: usize, dst: *mut T) {
+    // SAFETY: the caller's guarantee.
+    let (source, destination) = unsafe {
+        (
+            std::slice::from_raw_parts(src, 2 * len - 1),
+            std::slice::from_raw_parts_mut(dst.cast::<MaybeUninit<T>>(), len),
+        )
+    };
+    // `len - 1` whole pairs, then the last element alone.
+    for (out, pair) in destination.iter_mut().zip(source.chunks_exact(2)) {
+        out.write(pair[0]);
+    }
+    destination[len - 1].write(source[2 * (len - 1)]);
+}
+
 /// Copies a block of zero, one or two dimensions into `dst` in row-major order.
 ///
 /// # Safety
@@ -95,6 +120,11 @@ unsafe fn copy_block<T: Copy>(src: *const T, shape: &[usize], strides: &[isize],
             // SAFETY: as for the general plane below, of which this is the case whose rows are
             // adjacent in the source (a transposed matrix).
             unsafe { transpose_plane(src, rows, cols, col_stride, dst) }
+        }
+        (&[len], &[2]) if len > 0 => {
+            // SAFETY: a run of stride 2: its `len` elements lie in the `2 * len - 1` elements from
+            // `src`, all inside the view; `dst` has room for `len` elements.
+            unsafe { gather_every_other(src, len, dst) }
         }
         (&[len], &[stride]) => {
             for i in 0..len {
@@ -250,6 +280,54 @@ unsafe fn transpose_four_by_four(src: *const u32, col_stride: isize, dst: *mut u
         ];
         for (r, row) in rows.into_iter().enumerate() {
             _mm_storeu_si128(dst.add(r * cols).cast::<__m128i>(), row);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_buffer::Buffer;
+
+    use crate::{DType, Tensor};
+
+    #[test]
+    fn every_other_element_is_gathered_for_every_size_and_width() {
+        for len in 1..70usize {
+            for offset in [0, 1] {
+                let values: Vec<u64> = (0..(2 * len + 1) as u64).map(|v| v * 3 + 1).collect();
+                let expected: Vec<u64> = values[offset..]
+                    .iter()
+                    .copied()
+                    .step_by(2)
+                    .take(len)
+                    .collect();
+                let tensor = Tensor::try_new(
+                    Buffer::from_vec(values.clone()),
+                    DType::UInt64,
+                    vec![len],
+                    vec![2],
+                    offset,
+                )
+                .unwrap();
+                assert_eq!(
+                    tensor.to_contiguous().unwrap().as_slice::<u64>().unwrap(),
+                    expected
+                );
+                let bytes: Vec<u8> = values.iter().map(|&v| v as u8).collect();
+                let tensor = Tensor::try_new(
+                    Buffer::from_vec(bytes),
+                    DType::UInt8,
+                    vec![len],
+                    vec![2],
+                    offset,
+                )
+                .unwrap();
+                let narrow: Vec<u8> = expected.iter().map(|&v| v as u8).collect();
+                assert_eq!(
+                    tensor.to_contiguous().unwrap().as_slice::<u8>().unwrap(),
+                    narrow
+                );
+            }
         }
     }
 }

@@ -29,7 +29,8 @@ use arrow_array::types::{
     UInt16Type, UInt32Type, UInt64Type,
 };
 use arrow_array::{Array, ArrowPrimitiveType, cast::AsArray};
-use arrow_buffer::{ArrowNativeType, Buffer, NullBuffer};
+use arrow_buffer::{ArrowNativeType, NullBuffer};
+use arrow_dlpack_tensor::alloc::PooledVec;
 use arrow_dlpack_tensor::{DType, Tensor, layout};
 use half::f16;
 
@@ -180,7 +181,7 @@ fn fill<D: Element>(pieces: &[(Vec<CopyColumn<'_>>, usize)], row_major: bool) ->
         .into());
     }
     // Advised for huge pages when large, and never zeroed: every slot is written below.
-    let mut values: Vec<D> = arrow_dlpack_tensor::alloc::try_vec_with_capacity(count)?;
+    let mut values = PooledVec::<D>::try_with_capacity(count)?;
     let slots = &mut values.spare_capacity_mut()[..count];
     let mut row_offset = 0;
     for (columns, rows) in pieces {
@@ -208,7 +209,7 @@ fn fill<D: Element>(pieces: &[(Vec<CopyColumn<'_>>, usize)], row_major: bool) ->
     } else {
         layout::column_major_strides(&shape)?
     };
-    let tensor = Tensor::try_new(Buffer::from_vec(values), D::DTYPE, shape, strides, 0)?;
+    let tensor = Tensor::try_new(values.into_buffer(), D::DTYPE, shape, strides, 0)?;
     Ok(tensor.with_read_only(false))
 }
 

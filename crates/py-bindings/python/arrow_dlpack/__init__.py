@@ -88,6 +88,10 @@ from arrow_dlpack._arrow_dlpack import (
     __version__,
     array,
     column_tensors,
+    memory_pool_stats,
+    release_unused_memory,
+    set_memory_pool_decay_ms,
+    set_memory_pool_limit,
 )
 from arrow_dlpack._batches import batches
 
@@ -103,6 +107,10 @@ __all__ = [
     "array",
     "batches",
     "column_tensors",
+    "memory_pool_stats",
+    "release_unused_memory",
+    "set_memory_pool_decay_ms",
+    "set_memory_pool_limit",
 ]
 
 

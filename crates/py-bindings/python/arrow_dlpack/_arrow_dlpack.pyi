@@ -22,6 +22,10 @@ __all__ = [
     "_testing_record_device_runtime",
     "array",
     "column_tensors",
+    "memory_pool_stats",
+    "release_unused_memory",
+    "set_memory_pool_decay_ms",
+    "set_memory_pool_limit",
 ]
 __version__: str
 
@@ -80,6 +84,30 @@ def column_tensors(
     that is not a table; ArrowDLPackBufferError for several record batches with
     ``copy=False``.
     """
+
+def memory_pool_stats() -> dict[str, int]:
+    """The counters of the memory pool that large copy outputs (4 MiB and more) come from:
+    ``cached_bytes`` and ``cached_blocks`` (freed blocks kept mapped for reuse), ``in_use_bytes``
+    (blocks that arrays and tensors hold now), ``limit`` (the bound on cached bytes; 0 when the
+    pool is off), ``decay_ms``, ``hits`` and ``misses`` (allocations served from a cached block or
+    not), ``returns`` (blocks freed by their last owner, numpy and torch included) and
+    ``released`` (blocks given back to the system). Like PyArrow's ``default_memory_pool()``, the
+    pool keeps freed pages warm so that the next copy does not fault them in again."""
+
+def set_memory_pool_limit(nbytes: int) -> None:
+    """Bounds the bytes the memory pool keeps cached (default 256 MiB, or the environment variable
+    ``ARROW_DLPACK_MEMORY_POOL_LIMIT`` read at the first large allocation), releasing the oldest
+    blocks over it. ``0`` turns the pool off: large outputs are plain heap allocations again.
+    Raises OverflowError for a negative number."""
+
+def set_memory_pool_decay_ms(ms: int) -> None:
+    """How long a freed block may stay cached unused (default 1000 ms, or
+    ``ARROW_DLPACK_MEMORY_POOL_DECAY_MS``), as ``pyarrow.jemalloc_set_decay_ms``; older blocks are
+    released at the next allocation or free. Raises OverflowError for a negative number."""
+
+def release_unused_memory() -> int:
+    """Gives every cached block of the memory pool back to the system now, as PyArrow's
+    ``MemoryPool.release_unused()``; returns the number of bytes released."""
 
 def _testing_record_device_runtime(enable: bool = True) -> list[Tuple[int, int, int, int]]:
     """Private, for tests: replaces the device runtime with a recording fake (``enable=False``

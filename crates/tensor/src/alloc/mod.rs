@@ -10,10 +10,26 @@
 //! more than the copy. Outputs of [`HUGE_PAGE_THRESHOLD`] bytes and more are therefore advised
 //! `MADV_HUGEPAGE` on Linux, as numpy advises its large arrays, so that the kernel maps them with
 //! 2 MiB pages and faults 512 times less often.
+//!
+//! Outputs of [`POOL_THRESHOLD`] bytes and more come from the warm-page [`pool`]: a freed output
+//! keeps its pages mapped for the next one, as PyArrow's memory pool does, so that a repeated
+//! copy faults nothing at all. [`UninitBuffer`] (bytes) and [`PooledVec`] (typed) allocate there.
+
+pub mod pool;
+mod pooled_vec;
+
+use std::sync::Arc;
 
 use arrow_buffer::Buffer;
 
+pub use pool::{
+    BLOCK_ALIGN, DECAY_VARIABLE, DEFAULT_DECAY, DEFAULT_LIMIT, LIMIT_VARIABLE, POOL_THRESHOLD,
+    PoolStats, release_unused, set_decay, set_limit, stats,
+};
+pub use pooled_vec::PooledVec;
+
 use crate::{Error, Result};
+use pool::Block;
 
 /// The allocation unit: 16 bytes, aligned for every DLPack dtype (complex128 needs 8).
 type Unit = i128;
@@ -65,6 +81,9 @@ fn advise_huge_pages(_start: *mut u8, _len: usize) {}
 /// Memory for `len` bytes, allocated but not yet written, that becomes an Arrow [`Buffer`]
 /// without a copy once it is.
 ///
+/// Large buffers ([`POOL_THRESHOLD`] bytes and more) come from the warm-page [`pool`] and return
+/// to it when the last [`Buffer`] over them is dropped; smaller ones are heap allocations.
+///
 /// ```
 /// use arrow_dlpack_tensor::alloc::UninitBuffer;
 ///
@@ -79,8 +98,14 @@ fn advise_huge_pages(_start: *mut u8, _len: usize) {}
 /// ```
 #[derive(Debug)]
 pub struct UninitBuffer {
-    units: Vec<Unit>,
+    storage: Storage,
     len: usize,
+}
+
+#[derive(Debug)]
+enum Storage {
+    Heap(Vec<Unit>),
+    Pooled(Block),
 }
 
 impl UninitBuffer {
@@ -91,9 +116,20 @@ impl UninitBuffer {
         if len > isize::MAX as usize {
             return Err(out_of_memory());
         }
+        if len >= POOL_THRESHOLD
+            && let Some(block) = Block::take(len)?
+        {
+            return Ok(UninitBuffer {
+                storage: Storage::Pooled(block),
+                len,
+            });
+        }
         let units = try_vec_with_capacity::<Unit>(len.div_ceil(size_of::<Unit>()))
             .map_err(|_| out_of_memory())?;
-        Ok(UninitBuffer { units, len })
+        Ok(UninitBuffer {
+            storage: Storage::Heap(units),
+            len,
+        })
     }
 
     /// The number of bytes.
@@ -106,9 +142,17 @@ impl UninitBuffer {
         self.len == 0
     }
 
+    /// Whether the memory came from the warm-page pool.
+    pub fn is_pooled(&self) -> bool {
+        matches!(self.storage, Storage::Pooled(_))
+    }
+
     /// The start of the memory, valid for writes of [`len`](Self::len) bytes and 16-byte aligned.
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.units.as_mut_ptr().cast()
+        match &mut self.storage {
+            Storage::Heap(units) => units.as_mut_ptr().cast(),
+            Storage::Pooled(block) => block.as_ptr(),
+        }
     }
 
     /// The buffer of the written bytes.
@@ -116,66 +160,51 @@ impl UninitBuffer {
     /// # Safety
     ///
     /// All [`len`](Self::len) bytes from [`as_mut_ptr`](Self::as_mut_ptr) must have been written.
-    pub unsafe fn assume_init(mut self) -> Buffer {
-        let units = self.len.div_ceil(size_of::<Unit>());
-        let tail = units * size_of::<Unit>() - self.len;
-        // SAFETY: the capacity holds `units` units; the bytes after `len` in the last unit (fewer
-        // than 16) are zeroed here so that every unit is initialised.
-        unsafe { self.as_mut_ptr().add(self.len).write_bytes(0, tail) };
-        // SAFETY: the caller wrote the first `len` bytes and the tail was zeroed above, so the
-        // first `units` units are initialised; `units` is within the reserved capacity.
-        unsafe { self.units.set_len(units) };
-        Buffer::from_vec(self.units).slice_with_length(0, self.len)
+    pub unsafe fn assume_init(self) -> Buffer {
+        let len = self.len;
+        // SAFETY: forwarded: the first `len` bytes were written.
+        unsafe { self.assume_init_prefix(len) }
+    }
+
+    /// The buffer of the first `written` bytes (at most [`len`](Self::len)).
+    ///
+    /// # Safety
+    ///
+    /// The first `written` bytes from [`as_mut_ptr`](Self::as_mut_ptr) must have been written,
+    /// and `written <= len`.
+    pub(crate) unsafe fn assume_init_prefix(self, written: usize) -> Buffer {
+        debug_assert!(written <= self.len);
+        match self.storage {
+            Storage::Heap(mut units) => {
+                let count = written.div_ceil(size_of::<Unit>());
+                let tail = count * size_of::<Unit>() - written;
+                // SAFETY: the capacity holds `len.div_ceil(16) >= count` units; the bytes after
+                // `written` in the last unit (fewer than 16) are zeroed here so that every unit
+                // is initialised.
+                unsafe {
+                    units
+                        .as_mut_ptr()
+                        .cast::<u8>()
+                        .add(written)
+                        .write_bytes(0, tail)
+                };
+                // SAFETY: the caller wrote the first `written` bytes and the tail was zeroed
+                // above, so the first `count` units are initialised; `count` is within the
+                // reserved capacity.
+                unsafe { units.set_len(count) };
+                Buffer::from_vec(units).slice_with_length(0, written)
+            }
+            Storage::Pooled(block) => {
+                let ptr = block.non_null();
+                // SAFETY: the block is valid for reads of its capacity (at least `len >= written`
+                // bytes), the first `written` of which the caller wrote; the `Arc` owns the block,
+                // which stays allocated until the last buffer over it is dropped, and then returns
+                // to the pool exactly once (its `Drop`).
+                unsafe { Buffer::from_custom_allocation(ptr, written, Arc::new(block)) }
+            }
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn refuses_more_than_the_address_space_without_aborting() {
-        assert_eq!(
-            UninitBuffer::try_new(usize::MAX).unwrap_err(),
-            Error::OutOfMemory { bytes: usize::MAX }
-        );
-        // Fits `isize` but no machine has it: the allocator refuses, and that is an error too.
-        let huge = 1usize << 60;
-        assert_eq!(
-            UninitBuffer::try_new(huge).unwrap_err(),
-            Error::OutOfMemory { bytes: huge }
-        );
-    }
-
-    #[test]
-    fn huge_outputs_are_allocated_and_fully_writable() {
-        let len = HUGE_PAGE_THRESHOLD * 2 + 3;
-        let mut out = UninitBuffer::try_new(len).unwrap();
-        // SAFETY: `out` has room for `len` bytes, all written here.
-        let buffer = unsafe {
-            out.as_mut_ptr().write_bytes(7, len);
-            out.assume_init()
-        };
-        assert_eq!(buffer.len(), len);
-        assert!(buffer.as_slice().iter().all(|&byte| byte == 7));
-        assert_eq!(
-            try_vec_with_capacity::<u64>(usize::MAX / 4).unwrap_err(),
-            Error::OutOfMemory { bytes: usize::MAX }
-        );
-    }
-
-    #[test]
-    fn buffers_are_aligned_and_exactly_long() {
-        for len in [0, 1, 15, 16, 17, 1000] {
-            let mut out = UninitBuffer::try_new(len).unwrap();
-            // SAFETY: `out` has room for `len` bytes, all written here.
-            let buffer = unsafe {
-                out.as_mut_ptr().write_bytes(0, len);
-                out.assume_init()
-            };
-            assert_eq!(buffer.len(), len);
-            assert!(buffer.as_slice().iter().all(|&byte| byte == 0));
-            assert_eq!(buffer.as_ptr().align_offset(16), 0);
-        }
-    }
-}
+mod tests;
