@@ -10,11 +10,12 @@
 //!    `copy` is None (it has no `copy` argument), instead of steps 4 and 5;
 //! 3. a producer whose `__dlpack_device__` is not a device the import accepts (or not the one
 //!    requested) is refused before it is asked to export;
-//! 4. `__dlpack__(max_version=(1, 3), copy=...)` is called, and called again without keywords when
+//! 4. `__dlpack__(max_version=(1, 3), copy=...)` is called (`copy=True` for device data only), and called again without keywords when
 //!    the producer raises `TypeError` (a legacy producer);
 //! 5. the capsule is consumed exactly once and its tensor handed to [`Tensor::from_raw_versioned`]
 //!    or [`Tensor::from_raw_legacy`], which own it from then on;
-//! 6. `copy=True` is honoured here, with a row-major copy, when the producer did not copy (legacy
+//! 6. `copy=True` is honoured here, with a row-major copy, for CPU data (the producer is not asked
+//!    to copy it: our copy goes into the warm-page pool) and when a producer did not copy (legacy
 //!    capsules cannot say) or copied into another layout.
 
 use arrow_dlpack_tensor::{Device, ImportOptions, Tensor};
@@ -237,7 +238,15 @@ fn request_capsule<'py>(
             type_name(object)
         )));
     }
-    check_producer_device(methods, devices, requested)?;
+    let device = check_producer_device(methods, devices, requested)?;
+    // A copy of CPU data is made here, after the import (`to_contiguous`: into the warm-page pool,
+    // without the GIL when large, row-major): asked for a copy, the producer would write it into
+    // fresh memory of its own, whose pages fault on first write. Device data is copied by its
+    // producer, as no host code may read it.
+    let copy = match copy {
+        Some(true) if device.is_some_and(|device| device.is_cpu()) => None,
+        copy => copy,
+    };
     let kwargs = dlpack_kwargs(py, copy)?;
     let capsule = match methods.call(Protocol::Dlpack, &kwargs) {
         Ok(capsule) => capsule,
@@ -287,7 +296,8 @@ fn dlpack_kwargs(py: Python<'_>, copy: Option<bool>) -> PyResult<Bound<'_, PyDic
 }
 
 /// Refuses, before it exports anything, a producer whose data is on a device the import does not
-/// accept (another device than the CPU for an Arrow array) or than the one requested.
+/// accept (another device than the CPU for an Arrow array) or than the one requested; otherwise
+/// the producer's device, when it says (a legacy producer may have no `__dlpack_device__`).
 ///
 /// No `stream` is passed to `__dlpack__`: for CUDA and ROCm that asks the producer to order its
 /// work before the legacy default stream, the one a consumer without streams of its own uses.
@@ -295,11 +305,11 @@ fn check_producer_device(
     methods: &Methods<'_, '_>,
     devices: Devices,
     requested: Option<Device>,
-) -> PyResult<()> {
+) -> PyResult<Option<Device>> {
     let object = methods.object();
     // Legacy producers may lack it; the imported tensor's device is checked anyway.
     let Some(answer) = methods.call0(Protocol::DlpackDevice)? else {
-        return Ok(());
+        return Ok(None);
     };
     let (device_type, device_id): (u32, i32) = answer.extract().map_err(|_| {
         errors::type_error(format!(
@@ -333,7 +343,7 @@ fn check_producer_device(
             requested.device_id
         )));
     }
-    Ok(())
+    Ok(Some(found))
 }
 
 /// Consumes a DLPack capsule: renames it so that no one consumes it again, and hands its managed

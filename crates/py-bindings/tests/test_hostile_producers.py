@@ -252,11 +252,12 @@ def test_producer_ignoring_max_version_with_a_legacy_capsule_is_accepted():
     assert producer.deleted == 1
 
 
-def test_producer_ignoring_copy_true_is_copied_by_the_consumer():
+def test_copy_true_of_cpu_data_is_made_by_the_consumer():
     producer = dl.Producer(f32(), mode="ignore")
     tensor = ad.Tensor.from_dlpack(producer, copy=True)
-    assert producer.calls == [{"max_version": (1, 3), "copy": True}]
-    # The producer shared its memory without IS_COPIED: the consumer copied and let go at once.
+    # CPU data is not copied by its producer but here, into the memory pool.
+    assert producer.calls == [{"max_version": (1, 3)}]
+    # The producer shared its memory: the consumer copied and let go at once.
     assert producer.deleted == 1
     result = np.from_dlpack(tensor)
     assert result.ctypes.data != producer.data_address
@@ -738,6 +739,18 @@ def test_device_tensors_follow_the_dl_device_and_stream_rules(dlpack):
     del tensor
     gc.collect()
     assert managed.deleted == 1
+
+
+def test_copy_true_of_device_data_is_asked_of_its_producer():
+    # No host code may read device memory, so its producer makes the copy (IS_COPIED says so).
+    spec = f32(device=(dl.CUDA, 0), data_address=0x1000, flags=dl.IS_COPIED)
+    producer = dl.Producer(spec, device=(dl.CUDA, 0))
+    tensor = ad.Tensor.from_dlpack(producer, copy=True)
+    assert tensor.__dlpack_device__() == (dl.CUDA, 0)
+    assert producer.calls == [{"max_version": (1, 3), "copy": True}]
+    del tensor
+    gc.collect()
+    assert producer.deleted == 1
 
 
 def test_a_producer_on_a_device_is_asked_for_its_tensor():

@@ -134,7 +134,7 @@ class Array:
         """Imports a 1-D contiguous DLPack tensor (any producer, or a capsule) without copying.
 
         ``device`` must be None, ``"cpu"`` or ``(1, 0)``. ``copy=True`` copies (and accepts
-        strided tensors); ``copy=False`` refuses a producer that copies. Bool tensors are packed
+        strided tensors; the copy is made here, not by the producer); ``copy=False`` refuses a producer that copies. Bool tensors are packed
         into Arrow's bits, a copy that ``copy=None`` allows.
 
         Raises ArrowDLPackValueError for a tensor that is not 1-D contiguous or whose dtype Arrow
@@ -275,7 +275,8 @@ class Tensor:
         exported again, but what would read it raises ArrowDLPackBufferError. ``device`` may be
         None (keep the producer's), ``"cpu"`` or a ``(device_type, device_id)`` pair, which the
         data must already be on. ``copy=True`` gives a row-major copy that no one else
-        references (CPU data only).
+        references: of CPU data made here (into the memory pool, without the GIL when large;
+        the producer is not asked to copy), of device data by its producer.
         """
     @staticmethod
     def from_arrow(obj: Any, /, *, row_major: bool = True, null_to_nan: bool = False) -> Tensor:
