@@ -1327,9 +1327,15 @@ EXPLANATIONS: dict[str, str] = {
     "table_to_tensor": (
         "`Tensor.from_arrow` (`record_batch::transpose_group`) spent 72% of its time in page "
         "faults writing a fresh 80 MB tensor with 4 KiB pages; PyArrow's `to_tensor` allocates "
-        "from its memory pool. " + PAGE_FAULTS_FIX + WARM_POOL + "Column-major output stays "
-        "about 1.1x PyArrow's, whose column-major `to_tensor` is one `memcpy` per column into "
-        "warm memory: the remaining gap is the copy kernel, no longer the allocation."
+        "from its memory pool. " + PAGE_FAULTS_FIX + WARM_POOL + "Column-major output is then "
+        "level with PyArrow's (0.95-1.06 in four alternating runs on a quiet machine; 1.5 in "
+        "runs where other tenants loaded the memory bus, when every copy row swung): both copy "
+        "each column as one contiguous run into warm memory, at the machine's memory "
+        "bandwidth. An explicit `memcpy` per same-typed column in place of the vectorised "
+        "element loop (for glibc's non-temporal stores) measured no change (0.96-1.05 against "
+        "0.95-1.03 in the same runs) and was not kept. 0.8 would need a copy 20% faster than "
+        "PyArrow's `memcpy` of the same bytes: no copy kernel can, only not copying, which "
+        "`Tensor.from_arrow` promises to do (its result is fresh and writable)."
     ),
     "copy_to_contiguous": (
         WARM_POOL + "The gapped copy (every other int64) then still took 1.14x PyArrow's "
@@ -1349,9 +1355,28 @@ EXPLANATIONS: dict[str, str] = {
         "time, 8 x 8 SIMD transposes) is the known fix."
     ),
     "rust:copy/record_batch_to_tensor/row_major/int32+float32": (
-        "Profile: 63% page faults and 42% `Buffer::from_iter`: each int32 or float32 column is "
-        "first promoted to float64 into a fresh staging buffer, which faults its pages in, and "
-        "only then transposed. Fix: promote while transposing, with no staging buffer."
+        "Issue 11 profile (63% page faults in a fresh float64 staging buffer) is gone: the "
+        "output comes from the warm-page pool and the staging runs are reused per block. "
+        "Profile after (`perf record` on the criterion binary, `--profile-time 4`): 56% "
+        "`table::copy::transpose_group`, the portable transpose for 8-byte elements, which the "
+        "compiler leaves scalar (the SSE2 4 x 4 register transposes cover 4-byte elements "
+        "only), and 40% `table::copy::write`, which promotes each int32 or float32 column into "
+        "a float64 run before that run is transposed: two passes over the values. The same "
+        "kernel through Python at 80 MB is 2.6x numpy's alloc+memcpy and 0.15 of PyArrow's "
+        "`to_tensor` in time (the rows above); here the reference is an 8 MB `Vec::clone`, "
+        "which stays in the last-level cache. What remains to try: 8-byte register transposes "
+        "(2 x 2 with `unpacklo/hi_pd`, or AVX 4 x 4) with the promotion done in the tile loads, "
+        "in one pass."
+    ),
+    "rust:copy/tables_to_tensor/row_major/int32+float32": (
+        "The kernel of `record_batch_to_tensor/row_major/int32+float32` (one call per record "
+        "batch at its row offset); see that row."
+    ),
+    "rust:copy/to_contiguous/gapped": (
+        "Every other int64: the copy reads twice the bytes it writes (20 MB for 10 MB out), and "
+        "the reference is a copy of the 10 MB written, so a kernel at memory speed reaches "
+        "about 0.5 here; the stride-2 gather is vectorised (see `copy_to_contiguous`). Through "
+        "Python the same copy is 0.89 of PyArrow's time and 1.3 of numpy's alloc+memcpy."
     ),
     "rust:exchange/export+drop": (
         "Criterion measures 10 and 10 million one after another, not alternately; the Python "
@@ -1540,12 +1565,15 @@ What is left, in order of what it would buy:
    keeps freed pages mapped (tensor crate, `alloc/pool.rs`; 256 MiB and 1 s by default,
    `ad.set_memory_pool_limit`): `copy=True` exports, chunk concatenation and reversed copies
    are level with PyArrow (0.9-1.0) and 1.4-2x numpy's fresh alloc+memcpy, and the gapped
-   `to_contiguous` (a vectorised stride-2 gather) is 0.9 of PyArrow's. Left: column-major
-   tables (1.1x PyArrow's per-column `memcpy`), now bound by the copy kernel, not the
-   allocation.
-2. **Transposed copies** (0.21 of memcpy in Rust, 0.53 through Python): memory-bound on the
-   strided source loads. AVX2 8 x 8 tiles with runtime detection, prefetching, and SIMD tiles for
-   1-, 2- and 8-byte elements.
+   `to_contiguous` (a vectorised stride-2 gather) is 0.9 of PyArrow's. `from_dlpack(copy=True)`
+   of CPU data now copies here, into the pool, instead of asking the producer (whose copy
+   lands in fresh memory): `Tensor.from_dlpack(np_2d, copy=True)` 1.51 to 0.84 of PyArrow's.
+   Column-major tables are level with PyArrow's per-column `memcpy` (about 1.0; target 0.8,
+   which only not copying could reach).
+2. **Transposed copies** (0.31 of a warm `memcpy` in Rust; through Python 1.4 of numpy's
+   alloc+memcpy and 0.11 of `np.ascontiguousarray`'s time): memory-bound on the strided source
+   loads. AVX2 8 x 8 tiles with runtime detection, prefetching, and SIMD tiles for 1-, 2- and
+   8-byte elements (also what the mixed row-major tables in Rust need: see their row).
 3. **The producer call** is done: `Array.__dlpack__` and `Tensor.__dlpack__` are a raw
    `METH_FASTCALL | METH_KEYWORDS` method matching interned keyword names by identity
    (`dlpack_method.rs`). Alternating, before and after: `Array.__dlpack__(max_version=(1, 3))`
@@ -1558,16 +1586,15 @@ What is left, in order of what it would buy:
    the issue 11 import round): what is left is spread over fixed costs of 20-60 ns each (the
    `__dlpack_device__` probe of the device-first dispatch, pyo3's call and object, allocations,
    checks, PyArrow's release callback in our deallocation); see the row's explanation.
-5. **`Array.from_dlpack(np_array)`** (0.98 of PyArrow's, target 0.8): the tensor crate's import
-   of the managed tensor and arrow-dlpack's `tensor_to_array` (an `ArrayData` built, validated
-   and converted) are about 0.2 µs of the 1.12 µs.
+5. **`Array.from_dlpack(np_array)`** (0.88-0.89 of PyArrow's, target 0.8; 1.15 before): the
+   tensor crate's import of the managed tensor and arrow-dlpack's `tensor_to_array` were about
+   0.2 µs of the 1.12 µs; `tensor_to_array` now builds the `PrimitiveArray` directly (0.95 to
+   0.89). What is left is spread thin over CPython's and numpy's own calls (see the row).
 
-Two targets cannot be met by this library alone:
-`torch.from_dlpack` at 0.5 needs a consumer that uses the DLPack C exchange API, and neither
-torch 2.15's `from_dlpack` (it calls `__dlpack_device__` and `__dlpack__` from Python; torch's
-own work is about 90% of PyArrow's exchange) nor numpy 2.4's C `from_dlpack` looks for
-`__dlpack_c_exchange_api__` (our classes publish it all the same); and the numpy exports at 0.8 need our whole `__dlpack__` at about 0.1 µs,
-since numpy's own share of an exchange is about half of PyArrow's total.
+The consumers' own share bounds the zero-copy rows: torch's `from_dlpack` is Python code that
+calls `__dlpack_device__` and `__dlpack__` (its own work is about 90% of PyArrow's exchange), and
+neither torch 2.15's `from_dlpack` nor numpy 2.4's looks for `__dlpack_c_exchange_api__` (our
+classes publish it all the same), so the torch rows stay close to 1.0 whatever our call costs.
 """
 
 
