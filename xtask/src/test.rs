@@ -20,6 +20,7 @@ pub(crate) const FEATURES: &[&str] = &["--features", "arrow-dlpack/ndarray"];
 /// The suites of hostile input, which the debug-build pass runs (relative to [`PYTHON_TESTS`]).
 pub(crate) const HOSTILE_SUITES: &[&str] = &[
     "test_hostile_producers.py",
+    "test_hostile_devices.py",
     "test_hostile_arrow_c.py",
     "test_no_panics.py",
     "test_read_only.py",

@@ -118,7 +118,11 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
 }
 
 /// The Python suites run under memcheck, relative to the Python test directory.
-const PYTHON_SUITES: &[&str] = &["test_hostile_producers.py", "test_hostile_arrow_c.py"];
+const PYTHON_SUITES: &[&str] = &[
+    "test_hostile_producers.py",
+    "test_hostile_devices.py",
+    "test_hostile_arrow_c.py",
+];
 
 /// The native module's file name stem, which marks its frames in memcheck stacks.
 const NATIVE_MODULE: &str = "_arrow_dlpack";
