@@ -188,6 +188,21 @@ mod tests {
         }
     }
 
+    /// Past `STREAM_THRESHOLD` the chunks are streamed with non-temporal stores: chunks of odd
+    /// lengths (so that every run but the first starts off a cache line) still join exactly.
+    #[test]
+    fn large_concatenations_are_streamed_exactly() {
+        let lens = [1_000_003usize, 777_777, 3, 1_500_001];
+        assert!(lens.iter().sum::<usize>() * 8 >= arrow_dlpack_tensor::alloc::STREAM_THRESHOLD);
+        let chunks = sliced_chunks(&lens, |len| {
+            Float64Array::from_iter_values((0..len).map(|i| i as f64 * 1.5 - 7.0))
+        });
+        let refs: Vec<&dyn Array> = chunks.iter().map(|chunk| chunk.as_ref()).collect();
+        let expected = arrow_select::concat::concat(&refs).unwrap();
+        let joined = concat_primitive_values(&refs).unwrap().unwrap();
+        assert_eq!(joined.to_data(), expected.to_data());
+    }
+
     #[test]
     fn chunks_with_nulls_go_to_arrow_select() {
         let chunks: Vec<ArrayRef> = vec![
