@@ -3,7 +3,8 @@
 //! - `export+drop` and `import+drop` at 10, 10 thousand and 10 million elements: zero-copy, so
 //!   the cost must not grow with the size.
 //! - `to_contiguous` of a transposed matrix, of a reversed vector, of every other row and of every
-//!   other element beside a plain `memcpy` of the same bytes, reported as throughput.
+//!   other element beside a plain `memcpy` of the same bytes, reported as throughput; beside
+//!   `gapped`, `reference/read_20_write_10` reads and writes what it does in the simplest way.
 
 use std::hint::black_box;
 
@@ -97,9 +98,23 @@ fn copies(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(bytes as u64));
     let count = bytes / 8;
     let doubled = Buffer::from_vec((0..2 * count as i64).collect::<Vec<_>>());
-    let every_other = Tensor::try_new(doubled, DType::Int64, vec![count], vec![2], 0).unwrap();
+    let every_other =
+        Tensor::try_new(doubled.clone(), DType::Int64, vec![count], vec![2], 0).unwrap();
     group.bench_function("to_contiguous/gapped", |b| {
         b.iter(|| black_box(every_other.to_contiguous().unwrap()))
+    });
+    // The floor of `gapped`: the same 20 MB read and 10 MB written in the simplest way (each
+    // output the XOR of a pair), into a fresh vector as `memcpy`'s clone is.
+    let pairs = doubled.typed_data::<i64>();
+    group.bench_function("reference/read_20_write_10", |b| {
+        b.iter(|| {
+            black_box(
+                pairs
+                    .chunks_exact(2)
+                    .map(|pair| pair[0] ^ pair[1])
+                    .collect::<Vec<i64>>(),
+            )
+        })
     });
     group.finish();
 }
