@@ -251,70 +251,102 @@ fn avx2_tiles_transpose_four_and_eight_byte_elements_where_the_cpu_has_avx2() {
     }
 }
 
-/// Runs a gather of `len` outputs of `size`-byte elements with `kernel` (which returns how many
-/// it wrote) and finishes with the portable loop, against every other source byte run.
-fn check_gather(size: usize, kernel: unsafe fn(*const u8, usize, *mut u8) -> usize) {
-    for len in 1..80usize {
-        let bytes = pattern((2 * len - 1) * size, DType::UInt8);
-        // `u128` words keep the source aligned for every element size.
-        let mut words = vec![0u128; bytes.len().div_ceil(16)];
-        let mut out = vec![0u128; (len * size).div_ceil(16)];
-        // SAFETY: `words` has room for `bytes`; `u128` has no invalid bit patterns.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                words.as_mut_ptr().cast::<u8>(),
-                bytes.len(),
-            )
-        };
-        let (src, dst) = (words.as_ptr().cast::<u8>(), out.as_mut_ptr().cast::<u8>());
-        // SAFETY: `2 * len - 1` elements are readable from `src` and `len` writable at `dst`;
-        // the caller passes an AVX2 kernel only when the CPU has AVX2; the rest starts where the
-        // kernel stopped, inside both ranges.
-        unsafe {
-            let done = kernel(src, len, dst);
-            assert!(done < len && done.is_multiple_of(4), "{done} of {len}");
-            let rest = len - done;
-            match size {
-                4 => gather_every_other_portable(
-                    src.cast::<u32>().add(2 * done),
-                    rest,
-                    dst.cast::<u32>().add(done),
-                ),
-                _ => gather_every_other_portable(
-                    src.cast::<u64>().add(2 * done),
-                    rest,
-                    dst.cast::<u64>().add(done),
-                ),
-            }
+/// Runs `kernel` over `len` outputs of `size` bytes (4 or 8) and copies the outputs it left with
+/// the portable loop.
+///
+/// # Safety
+///
+/// As for [`gather_every_other`], with `dst` aligned to four; `kernel` is safe to call with them.
+unsafe fn gather_then_finish(
+    kernel: impl Fn(*const u8, usize, *mut u8) -> usize,
+    src: *const u8,
+    len: usize,
+    dst: *mut u8,
+    size: usize,
+) {
+    let done = kernel(src, len, dst);
+    assert!(done < len, "{done} of {len}");
+    let rest = len - done;
+    // SAFETY: outputs `done..len` and their source elements are inside the caller's ranges.
+    unsafe {
+        match size {
+            4 => gather_every_other_portable(
+                src.cast::<u32>().add(2 * done),
+                rest,
+                dst.cast::<u32>().add(done),
+            ),
+            _ => gather_every_other_portable(
+                src.cast::<[u32; 2]>().add(2 * done),
+                rest,
+                dst.cast::<[u32; 2]>().add(done),
+            ),
         }
-        let expected = naive(&bytes, size, &[len], &[2], 0);
-        // SAFETY: `out` has at least `len * size` initialised bytes.
-        let written = unsafe { std::slice::from_raw_parts(out.as_ptr().cast::<u8>(), len * size) };
-        assert_eq!(written, expected, "size {size} len {len}");
+    }
+}
+
+/// Output shifts from a 32-byte boundary that keep four-byte alignment.
+const UNALIGNED: [usize; 8] = [0, 4, 8, 12, 16, 20, 24, 28];
+
+/// Runs a gather of `len` outputs of `size`-byte elements with `kernel` (which returns how many
+/// it wrote) and finishes with the portable loop, against every other source element; the output
+/// starts each of `shifts` bytes past a 32-byte boundary.
+fn check_gather(
+    size: usize,
+    kernel: unsafe fn(*const u8, usize, *mut u8) -> usize,
+    shifts: &[usize],
+) {
+    for len in 1..80usize {
+        for &shift in shifts {
+            let bytes = pattern((2 * len - 1) * size, DType::UInt8);
+            // `u128` words keep the source aligned for every element size.
+            let mut words = vec![0u128; bytes.len().div_ceil(16)];
+            let mut out = vec![0u128; (len * size + 64).div_ceil(16)];
+            let base = out.as_mut_ptr().cast::<u8>();
+            // SAFETY: `base` is inside `out`; the shift keeps 32 + `len * size` bytes after it.
+            let dst = unsafe { base.add(base.align_offset(32) + shift) };
+            // SAFETY: `words` has room for `bytes`; `u128` has no invalid bit patterns.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    bytes.as_ptr(),
+                    words.as_mut_ptr().cast::<u8>(),
+                    bytes.len(),
+                )
+            };
+            let src = words.as_ptr().cast::<u8>();
+            // SAFETY: `2 * len - 1` elements are readable from `src` and `len` writable at
+            // `dst`, aligned to four; the caller passes an AVX2 kernel only when the CPU has
+            // AVX2; the rest starts where the kernel stopped, inside both ranges.
+            unsafe { gather_then_finish(|s, l, d| kernel(s, l, d), src, len, dst, size) };
+            let expected = naive(&bytes, size, &[len], &[2], 0);
+            // SAFETY: `dst` has `len * size` initialised bytes.
+            let written = unsafe { std::slice::from_raw_parts(dst, len * size) };
+            assert_eq!(written, expected, "size {size} len {len} shift {shift}");
+        }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn sse2_gathers_keep_the_even_elements() {
-    check_gather(4, super::x86::gather_even_four_sse2);
-    check_gather(8, super::x86::gather_even_eight_sse2);
+    check_gather(4, super::x86::gather_even_four_sse2, &UNALIGNED);
+    check_gather(8, super::x86::gather_even_eight_sse2, &UNALIGNED);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn avx2_gathers_keep_the_even_elements_where_the_cpu_has_avx2() {
     if super::x86::has_avx2() {
-        check_gather(4, super::x86::gather_even_four_avx2);
-        check_gather(8, super::x86::gather_even_eight_avx2);
+        check_gather(4, super::x86::gather_even_four_avx2::<false>, &UNALIGNED);
+        check_gather(8, super::x86::gather_even_eight_avx2::<false>, &UNALIGNED);
+        check_gather(4, super::x86::gather_even_four_avx2::<true>, &[0]);
+        check_gather(8, super::x86::gather_even_eight_avx2::<true>, &[0]);
     }
 }
 
 #[test]
 fn the_portable_gather_keeps_the_even_elements() {
-    check_gather(4, |_, _, _| 0);
-    check_gather(8, |_, _, _| 0);
+    check_gather(4, |_, _, _| 0, &UNALIGNED);
+    check_gather(8, |_, _, _| 0, &UNALIGNED);
     for len in 1..40usize {
         let source: Vec<[u64; 2]> = (0..2 * len as u64 - 1).map(|v| [v, !v]).collect();
         let mut out = vec![[0u64; 2]; len];
@@ -322,5 +354,44 @@ fn the_portable_gather_keeps_the_even_elements() {
         unsafe { gather_every_other(source.as_ptr(), len, out.as_mut_ptr()) };
         let expected: Vec<[u64; 2]> = source.iter().copied().step_by(2).collect();
         assert_eq!(out, expected);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn large_gathers_stream_from_any_output_alignment() {
+    // Outputs just over the streaming threshold, for both sizes, from every shift: the streaming
+    // kernels first copy the outputs before a 32-byte boundary one by one, or do not stream.
+    for size in [4usize, 8] {
+        let len = (8 << 20) / size + 5;
+        check_large_gather(size, len);
+    }
+}
+
+/// [`check_gather`] for one large `len` through the dispatching [`super::x86::gather_even`].
+#[cfg(target_arch = "x86_64")]
+fn check_large_gather(size: usize, len: usize) {
+    let source: Vec<u32> = (0..((2 * len - 1) * size / 4) as u32).collect();
+    let mut out = vec![0u128; (len * size + 64).div_ceil(16)];
+    for shift in UNALIGNED {
+        let base = out.as_mut_ptr().cast::<u8>();
+        // SAFETY: `base` is inside `out`, which keeps `len * size` bytes after the shifted start.
+        let dst = unsafe { base.add(base.align_offset(32) + shift) };
+        let src = source.as_ptr().cast::<u8>();
+        // SAFETY: `2 * len - 1` elements are readable and `len` writable, aligned to four; the
+        // rest starts where the kernel stopped.
+        let written = unsafe {
+            gather_then_finish(
+                |src, len, dst| super::x86::gather_even(src, len, dst, size),
+                src,
+                len,
+                dst,
+                size,
+            );
+            std::slice::from_raw_parts(dst.cast::<u32>(), len * size / 4)
+        };
+        let words = size / 4;
+        let expected = source.chunks(words).step_by(2).flatten();
+        assert!(written.iter().eq(expected), "size {size} shift {shift}");
     }
 }
