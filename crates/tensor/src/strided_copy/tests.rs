@@ -363,7 +363,7 @@ fn large_gathers_stream_from_any_output_alignment() {
     // Outputs just over the streaming threshold, for both sizes, from every shift: the streaming
     // kernels first copy the outputs before a 32-byte boundary one by one, or do not stream.
     for size in [4usize, 8] {
-        let len = (8 << 20) / size + 5;
+        let len = super::x86::NON_TEMPORAL_THRESHOLD / size + 5;
         check_large_gather(size, len);
     }
 }

@@ -255,12 +255,13 @@ impl Tile for Sse2TwoByTwo {
 }
 
 /// Outputs of this many bytes and more are written with non-temporal stores by the AVX2
-/// gathers: their source (twice as large) and they then fill three quarters of a 32 MiB L3, the
-/// rule glibc's `memcpy` follows to stream, so that the output would leave the cache anyway and
-/// streaming saves the read of each output line before it is written.
+/// gathers, which then skip the read of each output line before it is written.
+/// Half of [`crate::alloc::STREAM_THRESHOLD`], at which plain copies stream: a gather reads twice
+/// the bytes it writes, so that at 8 MiB of output its source and output (24 MiB) already fill
+/// three quarters of a 32 MiB L3, glibc's rule for streaming, and would leave the cache anyway.
 /// Measured in thread CPU time beside a 10 MB memcpy: every other int64 into a 10 MB output went
 /// from 0.61-0.64 to 0.74-0.84 of memcpy's speed; into a 1 MiB output streaming was slower.
-const NON_TEMPORAL_THRESHOLD: usize = 8 << 20;
+pub(super) const NON_TEMPORAL_THRESHOLD: usize = crate::alloc::STREAM_THRESHOLD / 2;
 
 /// Gathers the even elements of `src` into `dst` for the leading outputs of a run of stride 2,
 /// returning how many it wrote; the caller copies the rest.
