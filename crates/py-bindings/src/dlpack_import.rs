@@ -311,7 +311,17 @@ fn check_producer_device(
     let Some(answer) = methods.call0(Protocol::DlpackDevice)? else {
         return Ok(None);
     };
-    let (device_type, device_id): (u32, i32) = answer.extract().map_err(|_| {
+    let exact = crate::protocols::exact_int_pair(&answer).and_then(|(device_type, device_id)| {
+        Some((
+            u32::try_from(device_type).ok()?,
+            i32::try_from(device_id).ok()?,
+        ))
+    });
+    let extracted = match exact {
+        Some(pair) => Ok(pair),
+        None => answer.extract::<(u32, i32)>(),
+    };
+    let (device_type, device_id) = extracted.map_err(|_| {
         errors::type_error(format!(
             "{}.__dlpack_device__() returned {}; expected a (device_type, device_id) tuple of \
              two integers",
