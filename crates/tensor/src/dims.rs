@@ -30,23 +30,24 @@ impl<T: Copy + Default> Dims<T> {
         }
     }
 
-    /// The values of `iter`, which yields exactly `len` items, or its first error.
-    pub(crate) fn try_collect<E>(
+    /// `value(0)`, ..., `value(len - 1)`, or `None` as soon as one is `None` (the caller builds
+    /// its error on that cold path: an `Option` per entry keeps the loop free of error values).
+    pub(crate) fn try_from_fn(
         len: usize,
-        iter: impl Iterator<Item = Result<T, E>>,
-    ) -> Result<Self, E> {
+        mut value: impl FnMut(usize) -> Option<T>,
+    ) -> Option<Self> {
         if len > INLINE {
-            return iter.collect::<Result<Vec<T>, E>>().map(Dims::Heap);
+            return (0..len)
+                .map(value)
+                .collect::<Option<Vec<T>>>()
+                .map(Dims::Heap);
         }
         let mut values = [T::default(); INLINE];
-        let mut count = 0;
-        for (slot, value) in values.iter_mut().zip(iter) {
-            *slot = value?;
-            count += 1;
+        for (index, slot) in values[..len].iter_mut().enumerate() {
+            *slot = value(index)?;
         }
-        debug_assert_eq!(count, len);
-        Ok(Dims::Inline {
-            len: count as u8,
+        Some(Dims::Inline {
+            len: len as u8,
             values,
         })
     }
@@ -103,14 +104,12 @@ mod tests {
     }
 
     #[test]
-    fn try_collect_keeps_the_values_or_the_first_error() {
-        let ok = Dims::try_collect(3, [1, 2, 3].into_iter().map(Ok::<usize, ()>));
-        assert_eq!(&*ok.unwrap(), &[1, 2, 3]);
-        let long = Dims::try_collect(6, (0..6).map(Ok::<usize, ()>)).unwrap();
+    fn try_from_fn_keeps_the_values_or_fails() {
+        let short = Dims::try_from_fn(3, |index| Some(index + 1)).unwrap();
+        assert_eq!(&*short, &[1, 2, 3]);
+        let long = Dims::try_from_fn(6, Some).unwrap();
         assert_eq!(&*long, &[0, 1, 2, 3, 4, 5]);
-        let failed = Dims::try_collect(3, [Ok(1usize), Err("second"), Err("third")].into_iter());
-        assert_eq!(failed.unwrap_err(), "second");
-        let failed_long = Dims::try_collect(5, (0..5).map(|i| if i == 4 { Err(i) } else { Ok(i) }));
-        assert_eq!(failed_long.unwrap_err(), 4);
+        assert!(Dims::try_from_fn(3, |index| (index != 1).then_some(index)).is_none());
+        assert!(Dims::try_from_fn(5, |index| (index != 4).then_some(index)).is_none());
     }
 }

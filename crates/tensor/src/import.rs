@@ -242,12 +242,19 @@ unsafe fn check_foreign(raw: &DLTensor, options: ImportOptions) -> Result<Checke
     } else {
         // SAFETY: non-NULL and readable for `ndim` entries by the caller's guarantee.
         let extents = unsafe { std::slice::from_raw_parts(raw.shape, ndim) };
-        Dims::try_collect(
-            ndim,
-            extents.iter().enumerate().map(|(dim, &extent)| {
-                usize::try_from(extent).map_err(|_| Error::NegativeExtent { dim, extent })
-            }),
-        )?
+        match Dims::try_from_fn(ndim, |dim| usize::try_from(extents[dim]).ok()) {
+            Some(shape) => shape,
+            None => {
+                // The first extent that did not convert (the fallback is never taken).
+                let (dim, extent) = extents
+                    .iter()
+                    .copied()
+                    .enumerate()
+                    .find(|&(_, extent)| usize::try_from(extent).is_err())
+                    .unwrap_or((0, extents[0]));
+                return Err(Error::NegativeExtent { dim, extent });
+            }
+        }
     };
     let strides: Dims<isize> = if ndim == 0 {
         Dims::from_slice(&[])
@@ -256,12 +263,8 @@ unsafe fn check_foreign(raw: &DLTensor, options: ImportOptions) -> Result<Checke
     } else {
         // SAFETY: non-NULL and readable for `ndim` entries by the caller's guarantee.
         let strides = unsafe { std::slice::from_raw_parts(raw.strides, ndim) };
-        Dims::try_collect(
-            ndim,
-            strides.iter().map(|&stride| {
-                isize::try_from(stride).map_err(|_| Error::Overflow { what: "a stride" })
-            }),
-        )?
+        Dims::try_from_fn(ndim, |dim| isize::try_from(strides[dim]).ok())
+            .ok_or(Error::Overflow { what: "a stride" })?
     };
     let size = dtype.size();
     let count = layout::element_count(&shape)?;
