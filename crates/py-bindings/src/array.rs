@@ -2,14 +2,14 @@
 //! producer, exchanged through DLPack and the Arrow PyCapsule interface without copying.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arrow_array::ArrayRef;
 use arrow_dlpack::{
     ArrayToTensorOptions, EXTENSION_NAME, TensorToArrayOptions, chunks_need_copy, tensor_to_array,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
-use arrow_schema::{Field, FieldRef};
+use arrow_schema::{DataType, Field, FieldRef};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyList, PyTuple};
 
@@ -50,9 +50,29 @@ impl PyArray {
         };
         let array = tensor_to_array(tensor, TensorToArrayOptions { allow_copy })
             .map_err(|error| errors::arrow_error(error, Operation::Import))?;
-        let field = Field::new("", array.data_type().clone(), true);
-        Ok(PyArray::new(Column::new(Arc::new(field), vec![array])))
+        let field = unnamed_field(array.data_type());
+        Ok(PyArray::new(Column::new(field, vec![array])))
     }
+}
+
+/// The unnamed, nullable field of an imported tensor's type, shared for the few types a tensor
+/// gives (a field and its `Arc` per import were a tenth of the array's part of
+/// `Array.from_dlpack(np_array)`, perf).
+fn unnamed_field(data_type: &DataType) -> FieldRef {
+    /// At most this many fields are kept (a tensor gives one of about a dozen types).
+    const MAX_FIELDS: usize = 32;
+    static FIELDS: Mutex<Vec<FieldRef>> = Mutex::new(Vec::new());
+    let mut fields = FIELDS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(field) = fields.iter().find(|field| field.data_type() == data_type) {
+        return field.clone();
+    }
+    let field = Arc::new(Field::new("", data_type.clone(), true));
+    if fields.len() < MAX_FIELDS {
+        fields.push(field.clone());
+    }
+    field
 }
 
 /// Wraps an imported column: an `arrow.fixed_shape_tensor` field gives a `FixedShapeTensorArray`.

@@ -29,7 +29,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
+use pyo3::types::{PyBool, PyCapsule, PyCapsuleMethods, PyTuple};
 
 use crate::arrow_ffi::{Methods, Protocol};
 use crate::type_names::type_name;
@@ -247,8 +247,7 @@ fn request_capsule<'py>(
         Some(true) if device.is_some_and(|device| device.is_cpu()) => None,
         copy => copy,
     };
-    let kwargs = dlpack_kwargs(py, copy)?;
-    let capsule = match methods.call(Protocol::Dlpack, &kwargs) {
+    let capsule = match call_dlpack(methods, copy) {
         Ok(capsule) => capsule,
         // A producer that predates DLPack 1.0 (JAX) rejects the keywords with a TypeError; a
         // producer whose TypeError is real (nulls, say) raises it again on the plain call.
@@ -259,40 +258,40 @@ fn request_capsule<'py>(
     capsule.ok_or_else(|| errors::type_error("__dlpack__ disappeared during the import"))
 }
 
-/// The keywords of `__dlpack__`: `max_version` and, when given, `copy`.
-///
-/// Without `copy` (the common call) the dict is made once and reused: building it, its version
-/// tuple and freeing both was an eighth of `Array.from_dlpack(np_array)` (perf). CPython hands a
-/// callee a copy of the keywords, but a callee with a C `tp_call` of its own sees this dict, so
-/// it is used only while no one else holds it and it still says exactly what it said.
-fn dlpack_kwargs(py: Python<'_>, copy: Option<bool>) -> PyResult<Bound<'_, PyDict>> {
-    static SHARED: PyOnceLock<(Py<PyDict>, Py<PyAny>)> = PyOnceLock::new();
-    let max_version = intern!(py, "max_version");
-    let fresh = || -> PyResult<Bound<'_, PyDict>> {
-        let kwargs = PyDict::new(py);
-        kwargs.set_item(max_version, (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION))?;
-        Ok(kwargs)
-    };
-    if let Some(copy) = copy {
-        let kwargs = fresh()?;
-        kwargs.set_item(intern!(py, "copy"), copy)?;
-        return Ok(kwargs);
+/// `__dlpack__(max_version=(1, 3))`, with `copy=` when given: the keyword names and the version
+/// are made once, and passed by vectorcall (`Methods::call_keywords`).
+fn call_dlpack<'py>(
+    methods: &Methods<'_, 'py>,
+    copy: Option<bool>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    struct Keywords {
+        version: Py<PyTuple>,
+        max_version: Py<PyTuple>,
+        max_version_copy: Py<PyTuple>,
     }
-    let (shared, version) = SHARED.get_or_try_init(py, || -> PyResult<_> {
-        let kwargs = fresh()?;
-        let version = kwargs.get_item(max_version)?.map(Bound::unbind);
-        Ok((kwargs.unbind(), version.unwrap_or_else(|| py.None())))
+    static KEYWORDS: PyOnceLock<Keywords> = PyOnceLock::new();
+    let py = methods.object().py();
+    let keywords = KEYWORDS.get_or_try_init(py, || -> PyResult<_> {
+        Ok(Keywords {
+            version: PyTuple::new(py, [DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION])?.unbind(),
+            // Interned, as CPython's and numpy's keyword parsers compare names by address first.
+            max_version: PyTuple::new(py, [intern!(py, "max_version")])?.unbind(),
+            max_version_copy: PyTuple::new(py, [intern!(py, "max_version"), intern!(py, "copy")])?
+                .unbind(),
+        })
     })?;
-    let kwargs = shared.bind(py).clone();
-    // SAFETY: `kwargs` is a live object; reading its reference count has no other requirement.
-    let references = unsafe { pyo3::ffi::Py_REFCNT(kwargs.as_ptr()) };
-    // Two references: the one kept here and `kwargs`.
-    let untouched = references == 2
-        && kwargs.len() == 1
-        && kwargs
-            .get_item(max_version)?
-            .is_some_and(|value| value.is(version.bind(py)));
-    if untouched { Ok(kwargs) } else { fresh() }
+    let version = keywords.version.bind(py).as_any();
+    match copy {
+        None => methods.call_keywords(Protocol::Dlpack, keywords.max_version.bind(py), &[version]),
+        Some(copy) => {
+            let copy = PyBool::new(py, copy);
+            methods.call_keywords(
+                Protocol::Dlpack,
+                keywords.max_version_copy.bind(py),
+                &[version, copy.as_any()],
+            )
+        }
+    }
 }
 
 /// Refuses, before it exports anything, a producer whose data is on a device the import does not
@@ -311,7 +310,17 @@ fn check_producer_device(
     let Some(answer) = methods.call0(Protocol::DlpackDevice)? else {
         return Ok(None);
     };
-    let (device_type, device_id): (u32, i32) = answer.extract().map_err(|_| {
+    let exact = crate::protocols::exact_int_pair(&answer).and_then(|(device_type, device_id)| {
+        Some((
+            u32::try_from(device_type).ok()?,
+            i32::try_from(device_id).ok()?,
+        ))
+    });
+    let extracted = match exact {
+        Some(pair) => Ok(pair),
+        None => answer.extract::<(u32, i32)>(),
+    };
+    let (device_type, device_id) = extracted.map_err(|_| {
         errors::type_error(format!(
             "{}.__dlpack_device__() returned {}; expected a (device_type, device_id) tuple of \
              two integers",

@@ -96,3 +96,41 @@ pub(crate) fn optional_attribute<'py>(
         Err(error) => Err(error),
     }
 }
+
+/// The two integers of a `__dlpack_device__` answer, read straight from an exact tuple of two
+/// exact ints that fit `i64`; `None` for anything else, which the caller extracts through pyo3
+/// (for its errors and for tuple subclasses or `__index__` objects).
+///
+/// pyo3's `extract::<(i64, i64)>` was half of the `__dlpack_device__` probe of
+/// `ad.array(pa_arr)` and `Array.from_dlpack(np_array)` (perf): a type check, a length, and an
+/// owned reference and an error check per item.
+pub(crate) fn exact_int_pair(answer: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
+    use pyo3::ffi;
+    let tuple = answer.as_ptr();
+    // SAFETY: `answer` is a live object; the exact-type checks read its type only.
+    if unsafe { ffi::PyTuple_CheckExact(tuple) } == 0 {
+        return None;
+    }
+    // SAFETY: an exact tuple.
+    if unsafe { ffi::PyTuple_Size(tuple) } != 2 {
+        return None;
+    }
+    let item = |index| {
+        // SAFETY: an exact tuple of two items, so the index is in range; the item is borrowed
+        // from the tuple, which `answer` keeps alive while it is read.
+        let item = unsafe { ffi::PyTuple_GetItem(tuple, index) };
+        // SAFETY: a live object (a tuple's items are never NULL once built).
+        if item.is_null() || unsafe { ffi::PyLong_CheckExact(item) } == 0 {
+            return None;
+        }
+        // SAFETY: an exact int; -1 with an error set means it does not fit, which is cleared and
+        // left to the caller's slower extraction.
+        let value = unsafe { ffi::PyLong_AsLongLong(item) };
+        if value == -1 && PyErr::occurred(answer.py()) {
+            drop(PyErr::take(answer.py()));
+            return None;
+        }
+        Some(value)
+    };
+    Some((item(0)?, item(1)?))
+}

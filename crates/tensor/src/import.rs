@@ -11,6 +11,7 @@ use arrow_buffer::{Buffer, MutableBuffer};
 use dlpack_sys::{DLManagedTensor, DLManagedTensorVersioned, DLTensor, DlpackFlags};
 use dlpark::{Managed, ManagedTensorBase};
 
+use crate::dims::Dims;
 use crate::{DType, Device, Error, MAX_NDIM, Result, Tensor, layout};
 
 /// What an import accepts beyond the default.
@@ -36,8 +37,8 @@ pub struct ImportOptions {
 struct Checked {
     device: Device,
     dtype: DType,
-    shape: Vec<usize>,
-    strides: Vec<isize>,
+    shape: Dims<usize>,
+    strides: Dims<isize>,
     /// Lowest addressed byte and byte length of the addressed range; `None` for an empty tensor.
     range: Option<(NonNull<u8>, usize)>,
     /// Element index of the logical first element from the lowest addressed element.
@@ -180,13 +181,20 @@ impl Tensor {
                 (buffer, checked.offset)
             }
         };
-        let tensor = Tensor::try_new(
-            buffer,
-            checked.dtype,
-            checked.shape,
-            checked.strides,
-            offset,
-        )?;
+        // SAFETY: `check_foreign` checked every invariant of `from_dims_unchecked` (what `check_view`
+        // would check again): the rank, the element count times the size within `isize`, a
+        // buffer that is exactly the addressed range with `offset` the logical first element
+        // (or an empty buffer at offset 0 for a tensor without elements), and the alignment of
+        // that first element.
+        let tensor = unsafe {
+            Tensor::from_dims_unchecked(
+                buffer,
+                checked.dtype,
+                checked.shape,
+                checked.strides,
+                offset,
+            )
+        };
         Ok(tensor.with_read_only(read_only).on_device(checked.device))
     }
 }
@@ -226,34 +234,37 @@ unsafe fn check_foreign(raw: &DLTensor, options: ImportOptions) -> Result<Checke
             ndim: i64::from(raw.ndim),
             max: MAX_NDIM,
         })?;
-    let shape: Vec<usize> = if ndim == 0 {
-        Vec::new()
+    // Read into `Dims`, which hold up to four dimensions without an allocation.
+    let shape: Dims<usize> = if ndim == 0 {
+        Dims::from_slice(&[])
     } else if raw.shape.is_null() {
         return Err(Error::NullShape { ndim: raw.ndim });
     } else {
         // SAFETY: non-NULL and readable for `ndim` entries by the caller's guarantee.
         let extents = unsafe { std::slice::from_raw_parts(raw.shape, ndim) };
-        extents
-            .iter()
-            .enumerate()
-            .map(|(dim, &extent)| {
-                usize::try_from(extent).map_err(|_| Error::NegativeExtent { dim, extent })
-            })
-            .collect::<Result<_>>()?
+        match Dims::try_from_fn(ndim, |dim| usize::try_from(extents[dim]).ok()) {
+            Some(shape) => shape,
+            None => {
+                // The first extent that did not convert (the fallback is never taken).
+                let (dim, extent) = extents
+                    .iter()
+                    .copied()
+                    .enumerate()
+                    .find(|&(_, extent)| usize::try_from(extent).is_err())
+                    .unwrap_or((0, extents[0]));
+                return Err(Error::NegativeExtent { dim, extent });
+            }
+        }
     };
-    let strides: Vec<isize> = if ndim == 0 {
-        Vec::new()
+    let strides: Dims<isize> = if ndim == 0 {
+        Dims::from_slice(&[])
     } else if raw.strides.is_null() {
-        layout::row_major_strides(&shape)?
+        layout::row_major_strides(&shape)?.into()
     } else {
         // SAFETY: non-NULL and readable for `ndim` entries by the caller's guarantee.
         let strides = unsafe { std::slice::from_raw_parts(raw.strides, ndim) };
-        strides
-            .iter()
-            .map(|&stride| {
-                isize::try_from(stride).map_err(|_| Error::Overflow { what: "a stride" })
-            })
-            .collect::<Result<_>>()?
+        Dims::try_from_fn(ndim, |dim| isize::try_from(strides[dim]).ok())
+            .ok_or(Error::Overflow { what: "a stride" })?
     };
     let size = dtype.size();
     let count = layout::element_count(&shape)?;
@@ -310,6 +321,17 @@ unsafe fn check_foreign(raw: &DLTensor, options: ImportOptions) -> Result<Checke
     let lowest = NonNull::new(lowest).ok_or(Error::Overflow {
         what: "the address range of the data",
     })?;
+    // The tensor is built without `Tensor::try_new`'s `check_view`, whose invariants are all
+    // checked in this function: this one last, as `check_view` checked it after the others (a
+    // tensor without elements has a count of 0).
+    if count
+        .checked_mul(size as usize)
+        .is_none_or(|bytes| bytes > isize::MAX as usize)
+    {
+        return Err(Error::Overflow {
+            what: "the byte size",
+        });
+    }
     Ok(Checked {
         device,
         dtype,

@@ -42,6 +42,7 @@
 
 pub mod alloc;
 mod device;
+mod dims;
 mod dtype;
 mod error;
 mod export;

@@ -3,6 +3,7 @@
 use arrow_buffer::{Buffer, MutableBuffer};
 
 use crate::alloc::UninitBuffer;
+use crate::dims::Dims;
 use crate::strided_copy::copy_strided;
 use crate::{DType, Device, Error, Result, layout};
 
@@ -42,8 +43,8 @@ pub const MAX_NDIM: usize = 1024;
 pub struct Tensor {
     buffer: Buffer,
     dtype: DType,
-    shape: Vec<usize>,
-    strides: Vec<isize>,
+    shape: Dims<usize>,
+    strides: Dims<isize>,
     offset: usize,
     dim_names: Option<Vec<String>>,
     read_only: bool,
@@ -100,8 +101,8 @@ impl Tensor {
         Ok(Tensor {
             buffer,
             dtype,
-            shape,
-            strides,
+            shape: shape.into(),
+            strides: strides.into(),
             offset,
             dim_names: None,
             read_only: true,
@@ -145,6 +146,22 @@ impl Tensor {
         dtype: DType,
         shape: Vec<usize>,
         strides: Vec<isize>,
+        offset: usize,
+    ) -> Self {
+        // SAFETY: the caller's guarantees.
+        unsafe { Tensor::from_dims_unchecked(buffer, dtype, shape.into(), strides.into(), offset) }
+    }
+
+    /// [`Tensor::new_unchecked`] with the shape and strides already in their stored form.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Tensor::new_unchecked`].
+    pub(crate) unsafe fn from_dims_unchecked(
+        buffer: Buffer,
+        dtype: DType,
+        shape: Dims<usize>,
+        strides: Dims<isize>,
         offset: usize,
     ) -> Self {
         debug_assert!(check_view(&buffer, dtype, &shape, &strides, offset).is_ok());
@@ -411,7 +428,7 @@ impl Tensor {
             buffer,
             dtype: self.dtype,
             shape: self.shape.clone(),
-            strides,
+            strides: strides.into(),
             offset: 0,
             dim_names: self.dim_names.clone(),
             read_only: false,

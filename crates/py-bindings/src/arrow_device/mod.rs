@@ -200,7 +200,10 @@ fn off_cpu(methods: &Methods<'_, '_>) -> PyResult<bool> {
         .call0(Protocol::DlpackDevice)
         .and_then(|device| {
             device
-                .map(|device| device.extract::<(i64, i64)>())
+                .map(|device| match crate::protocols::exact_int_pair(&device) {
+                    Some(pair) => Ok(pair),
+                    None => device.extract::<(i64, i64)>(),
+                })
                 .transpose()
         })
         .is_ok_and(|device| device.is_some_and(|(device_type, _)| device_type != 1)))

@@ -17,7 +17,7 @@ use std::cell::OnceCell;
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyType};
+use pyo3::types::{PyTuple, PyType};
 
 use crate::protocols;
 
@@ -142,22 +142,31 @@ impl<'a, 'py> Methods<'a, 'py> {
         }
     }
 
-    /// `object.protocol(**kwargs)`, or `None` when the object lacks `protocol`.
-    pub(crate) fn call(
+    /// `object.protocol(name=value, ...)` for the keyword `names` (a tuple of strings) and as
+    /// many `values` (at most [`MAX_KEYWORDS`]), or `None` when the object lacks `protocol`.
+    ///
+    /// The call is a vectorcall with the names as `kwnames`: a keyword dict made CPython unpack
+    /// it into a fresh names tuple and argument array on every call (`_PyStack_UnpackDict`, with
+    /// pyo3's argument tuple a fifth of `Array.from_dlpack(np_array)`, perf).
+    pub(crate) fn call_keywords(
         &self,
         protocol: Protocol,
-        kwargs: &Bound<'py, PyDict>,
+        names: &Bound<'py, PyTuple>,
+        values: &[&Bound<'py, PyAny>],
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         match self.table {
             Some(table) => match &table.functions[protocol as usize] {
-                Some(function) => function
-                    .bind(self.object.py())
-                    .call((self.object,), Some(kwargs))
-                    .map(Some),
+                Some(function) => vectorcall(
+                    function.bind(self.object.py()),
+                    Some(self.object),
+                    names,
+                    values,
+                )
+                .map(Some),
                 None => Ok(None),
             },
             None => match self.attribute(protocol)? {
-                Some(method) => method.call((), Some(kwargs)).map(Some),
+                Some(method) => vectorcall(method, None, names, values).map(Some),
                 None => Ok(None),
             },
         }
@@ -241,20 +250,93 @@ fn build_table(class: &Bound<'_, PyType>) -> Option<TypeMethods> {
     Some(TypeMethods { functions })
 }
 
+/// The most keyword arguments [`Methods::call_keywords`] passes.
+pub(crate) const MAX_KEYWORDS: usize = 2;
+
+#[cfg(not(windows))]
+unsafe extern "C" {
+    /// CPython's vectorcall entry point: exported by every CPython since 3.9 and part of the
+    /// stable ABI since 3.12; pyo3 declares it for the stable ABI only from 3.12, and this wheel
+    /// is built for 3.11 and later (on Windows, where `python3.dll` of 3.11 lacks it, the
+    /// keywords go through a dict instead).
+    fn PyObject_Vectorcall(
+        callable: *mut pyo3::ffi::PyObject,
+        args: *const *mut pyo3::ffi::PyObject,
+        nargsf: usize,
+        kwnames: *mut pyo3::ffi::PyObject,
+    ) -> *mut pyo3::ffi::PyObject;
+}
+
+/// `callable(first, name=value, ...)` (or `callable(name=value, ...)` without `first`).
+fn vectorcall<'py>(
+    callable: &Bound<'py, PyAny>,
+    first: Option<&Bound<'py, PyAny>>,
+    names: &Bound<'py, PyTuple>,
+    values: &[&Bound<'py, PyAny>],
+) -> PyResult<Bound<'py, PyAny>> {
+    debug_assert!(values.len() <= MAX_KEYWORDS && values.len() == names.len());
+    #[cfg(not(windows))]
+    {
+        let mut args = [std::ptr::null_mut(); 1 + MAX_KEYWORDS];
+        let positional = usize::from(first.is_some());
+        if let Some(first) = first {
+            args[0] = first.as_ptr();
+        }
+        for (slot, value) in args[positional..].iter_mut().zip(values) {
+            *slot = value.as_ptr();
+        }
+        // SAFETY: `callable`, every argument and `names` (a tuple of strings, one per value) are
+        // live objects borrowed for the call; `args` holds the positional arguments followed by
+        // the keyword values, as the vectorcall protocol lays them out; the result is a new
+        // reference or NULL with an exception set, which `from_owned_ptr_or_err` takes over.
+        unsafe {
+            let result =
+                PyObject_Vectorcall(callable.as_ptr(), args.as_ptr(), positional, names.as_ptr());
+            Bound::from_owned_ptr_or_err(callable.py(), result)
+        }
+    }
+    #[cfg(windows)]
+    {
+        let kwargs = pyo3::types::PyDict::new(callable.py());
+        for (name, value) in names.iter().zip(values) {
+            kwargs.set_item(name, value)?;
+        }
+        match first {
+            Some(first) => callable.call((first,), Some(&kwargs)),
+            None => callable.call((), Some(&kwargs)),
+        }
+    }
+}
+
 /// `function(object)`, without the argument tuple that pyo3's `call1` builds under the limited
-/// API of Python 3.11 (`PyObject_CallFunctionObjArgs` passes the arguments on the C stack, through
-/// vectorcall where the callee supports it).
+/// API of Python 3.11: a vectorcall (`PyObject_CallFunctionObjArgs` on Windows, which passes the
+/// arguments on the C stack, through vectorcall too, after counting its `va_list`).
 fn call_with<'py>(
     function: &Bound<'py, PyAny>,
     object: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let null = std::ptr::null_mut::<pyo3::ffi::PyObject>();
-    // SAFETY: both are live objects, borrowed for the call; the argument list ends with NULL, as
-    // `PyObject_CallFunctionObjArgs` requires, and it returns a new reference or NULL with an
-    // exception set, which `from_owned_ptr_or_err` takes over.
-    unsafe {
-        let result =
-            pyo3::ffi::PyObject_CallFunctionObjArgs(function.as_ptr(), object.as_ptr(), null);
-        Bound::from_owned_ptr_or_err(function.py(), result)
+    #[cfg(not(windows))]
+    {
+        let args = [object.as_ptr()];
+        // SAFETY: both are live objects, borrowed for the call; `args` holds the one positional
+        // argument and there are no keywords (NULL `kwnames`); the result is a new reference or
+        // NULL with an exception set, which `from_owned_ptr_or_err` takes over.
+        unsafe {
+            let result =
+                PyObject_Vectorcall(function.as_ptr(), args.as_ptr(), 1, std::ptr::null_mut());
+            Bound::from_owned_ptr_or_err(function.py(), result)
+        }
+    }
+    #[cfg(windows)]
+    {
+        let null = std::ptr::null_mut::<pyo3::ffi::PyObject>();
+        // SAFETY: both are live objects, borrowed for the call; the argument list ends with
+        // NULL, as `PyObject_CallFunctionObjArgs` requires, and it returns a new reference or
+        // NULL with an exception set, which `from_owned_ptr_or_err` takes over.
+        unsafe {
+            let result =
+                pyo3::ffi::PyObject_CallFunctionObjArgs(function.as_ptr(), object.as_ptr(), null);
+            Bound::from_owned_ptr_or_err(function.py(), result)
+        }
     }
 }
