@@ -36,6 +36,9 @@ use half::f16;
 
 use super::convert::ConvertTo;
 use crate::Result;
+use transpose::{Fused, Run};
+
+mod transpose;
 
 /// The bytes of one output block of row-major filling: small enough to stay in the L1/L2 cache
 /// while every column is stored into it, large enough that each column is read in runs long
@@ -253,12 +256,19 @@ pub(super) fn write_columns<D: Element>(
 
     if row_major && num_columns > 1 {
         let rows_out = &mut slots[row_offset * num_columns..(row_offset + len) * num_columns];
-        let block_rows = (BLOCK_BYTES / (num_columns * size_of::<D>())).max(MIN_BLOCK_ROWS);
-        // Columns of another type are converted into their run of a column-major staging block
-        // that stays in cache; columns of type `D` are read where they are.
+        // A multiple of 4 rows, so that only the last block has rows after the last tile.
+        let block_rows = (BLOCK_BYTES / (num_columns * size_of::<D>())).max(MIN_BLOCK_ROWS) / 4 * 4;
+        let fused = D::fused();
+        // Columns of type `D`, and the float32 and int32 columns when a fused kernel converts
+        // them as it loads them, are read where they are; the others are converted into their run
+        // of a column-major staging block that stays in cache.
         let writers: Vec<Option<Writer<D>>> = columns
             .iter()
-            .map(|column| (column.dtype != D::DTYPE).then(|| D::writer(column.dtype)))
+            .map(|column| {
+                let direct = column.dtype == D::DTYPE
+                    || (fused.is_some() && matches!(column.dtype, DType::Float32 | DType::Int32));
+                (!direct).then(|| D::writer(column.dtype))
+            })
             .collect();
         let staged = writers.iter().flatten().count();
         let mut stage = vec![MaybeUninit::<D>::uninit(); block_rows.min(len) * staged];
@@ -267,9 +277,9 @@ pub(super) fn write_columns<D: Element>(
             let block_len = out.len() / num_columns;
             let block = start..start + block_len;
             let mut stage_runs = stage[..block_len * staged].chunks_exact_mut(block_len);
-            let mut runs: Vec<&[D]> = Vec::with_capacity(num_columns);
+            let mut runs: Vec<Run<'_, D>> = Vec::with_capacity(num_columns);
             for (column, writer) in columns.iter().zip(&writers) {
-                match writer {
+                runs.push(match writer {
                     Some(writer) => {
                         let run = stage_runs
                             .next()
@@ -277,14 +287,24 @@ pub(super) fn write_columns<D: Element>(
                         writer(column.array, block.clone(), run);
                         // SAFETY: a writer initialises every slot of the run it is given (it
                         // asserts that the run has one slot per value and writes each).
-                        runs.push(unsafe { assume_init(run) });
+                        Run::Same(unsafe { assume_init(run) })
                     }
-                    None => {
-                        runs.push(&column.array.as_primitive::<D::Arrow>().values()[block.clone()])
-                    }
+                    None => direct_run(column, block.clone()),
+                });
+            }
+            match fused {
+                Some(kernel) => kernel(&runs, out),
+                None => {
+                    let runs: Vec<&[D]> = runs
+                        .iter()
+                        .map(|run| match run {
+                            Run::Same(values) => *values,
+                            _ => unreachable!("without a fused kernel, every run is of type D"),
+                        })
+                        .collect();
+                    transpose(&runs, out);
                 }
             }
-            transpose(&runs, out);
         }
     } else {
         // Column-major, or a single column: each column is one contiguous run.
@@ -308,6 +328,19 @@ pub(super) fn write_columns<D: Element>(
             };
             slots[position].write(nan);
         }
+    }
+}
+
+/// The values `rows` of `column`, read where they are: of type `D`, or float32 or int32 (for a
+/// fused kernel).
+fn direct_run<'a, D: Element>(column: &CopyColumn<'a>, rows: Range<usize>) -> Run<'a, D> {
+    match column.dtype {
+        dtype if dtype == D::DTYPE => {
+            Run::Same(&column.array.as_primitive::<D::Arrow>().values()[rows])
+        }
+        DType::Float32 => Run::Float32(&column.array.as_primitive::<Float32Type>().values()[rows]),
+        DType::Int32 => Run::Int32(&column.array.as_primitive::<Int32Type>().values()[rows]),
+        other => unreachable!("a column of {other} is staged"),
     }
 }
 
@@ -511,10 +544,15 @@ pub(super) trait Element: ArrowNativeType {
     const NAN: Option<Self>;
     /// The contiguous writer that converts a column of dtype `source` into this element type.
     fn writer(source: DType) -> Writer<Self>;
+    /// The fused kernel of row-major output of this element type, when this CPU has one: it
+    /// reads runs of this type, float32 and int32.
+    fn fused() -> Option<Fused<Self>> {
+        None
+    }
 }
 
 macro_rules! element {
-    ($native:ty, $arrow:ty, $dtype:ident, $nan:expr) => {
+    ($native:ty, $arrow:ty, $dtype:ident, $nan:expr $(, $fused:path)?) => {
         impl Element for $native {
             type Arrow = $arrow;
             const DTYPE: DType = DType::$dtype;
@@ -527,6 +565,9 @@ macro_rules! element {
                 }
                 with_element!(source, from)
             }
+            $(fn fused() -> Option<Fused<Self>> {
+                $fused()
+            })?
         }
     };
 }
@@ -541,23 +582,13 @@ element!(u32, UInt32Type, UInt32, None);
 element!(u64, UInt64Type, UInt64, None);
 element!(f16, Float16Type, Float16, Some(f16::NAN));
 element!(f32, Float32Type, Float32, Some(f32::NAN));
-element!(f64, Float64Type, Float64, Some(f64::NAN));
+element!(
+    f64,
+    Float64Type,
+    Float64,
+    Some(f64::NAN),
+    transpose::float64
+);
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn null_rows_are_the_gaps_between_valid_runs() {
-        let validity = [false, true, true, false, false, true, false];
-        let nulls = NullBuffer::from(validity.to_vec());
-        let rows: Vec<usize> = null_rows(&nulls).collect();
-        assert_eq!(rows, [0, 3, 4, 6]);
-        let sliced = nulls.slice(1, 5); // true, true, false, false, true
-        assert_eq!(null_rows(&sliced).collect::<Vec<_>>(), [2, 3]);
-        let all_valid = NullBuffer::new_valid(3);
-        assert_eq!(null_rows(&all_valid).count(), 0);
-        let all_null = NullBuffer::new_null(3);
-        assert_eq!(null_rows(&all_null).collect::<Vec<_>>(), [0, 1, 2]);
-    }
-}
+mod tests;
