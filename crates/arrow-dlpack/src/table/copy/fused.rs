@@ -3,8 +3,9 @@
 //! widened as they are loaded, so that each column is read once and each output line written
 //! once, with no staging pass.
 //!
-//! On x86_64 with AVX2 (detected at run time; `std` caches the answer), 4 rows of 4 columns at a
-//! time: four loads that widen 4 values each into a 256-bit register (`vcvtps2pd`, `vcvtdq2pd`,
+//! On x86_64 with AVX2 (detected at run time; `std` caches the answer), 4 rows of every column at
+//! a time, so that 4 whole output lines are finished before the next 4 begin; and within them 4
+//! columns at a time: four loads that widen 4 values each into a 256-bit register (`vcvtps2pd`, `vcvtdq2pd`,
 //! or a plain load), a 4 x 4 transpose in registers (`vunpcklpd`/`vunpckhpd`, then
 //! `vperm2f128`), and four stores of 4 values into 4 rows. The 1 to 3 columns after the last
 //! group of 4 go 4 rows at a time through 128-bit stores, and the rows after the last whole tile
