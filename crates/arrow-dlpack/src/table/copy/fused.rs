@@ -23,12 +23,20 @@ use std::mem::MaybeUninit;
 /// or staged by the caller), or float32 or int32 values that the kernel converts as it loads
 /// them.
 #[derive(Clone, Copy)]
+#[cfg_attr(
+    not(target_arch = "x86_64"),
+    allow(
+        dead_code,
+        reason = "only the x86_64 kernel reads float32 and int32 runs"
+    )
+)]
 pub(in crate::table) enum Run<'a, D> {
     Same(&'a [D]),
     Float32(&'a [f32]),
     Int32(&'a [i32]),
 }
 
+#[cfg(target_arch = "x86_64")]
 impl<D> Run<'_, D> {
     fn len(&self) -> usize {
         match self {
