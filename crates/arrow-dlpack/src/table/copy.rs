@@ -1,5 +1,5 @@
 //! The copy kernel of [`table_to_tensor`](crate::table_to_tensor) and
-//! [`write_rows`](crate::table::write_rows): checked numeric columns written, with their element
+//! [`write_rows`](crate::table::write_rows()): checked numeric columns written, with their element
 //! type converted, into a 2-D destination at memory speed, in one pass.
 //!
 //! The conversion from each column's element type to the destination's is chosen once per
@@ -18,12 +18,14 @@
 //!   and each output line written once, with no staging pass for those columns (other column
 //!   types, int64 for one, are staged and then read by the same kernel). Against the staging
 //!   pass and the plain loop below, on 10 columns of 100,000 rows (ratios of throughput to
-//!   `memcpy/alloc` of the same bytes, medians of alternating criterion runs on a shared 2-core
-//!   AMD EPYC): int32+float32 0.29 -> 1.15, int32+float32+float64 0.37 -> 1.12, float64 alone
-//!   0.81 -> 0.84 (the same within noise). Tiles of 4 rows across all the columns of the block
-//!   measured faster than each group of 4 columns down the whole block (1.06 against 0.72 for
-//!   int32+float32+float64); the block size (16, 64 or 256 KiB) made no difference above the
-//!   noise, since these columns are never staged.
+//!   `memcpy/alloc` of the same 8 MB, medians of 3 alternating criterion runs on a shared 2-core
+//!   AMD EPYC): int32+float32 0.44 -> 1.17 (0.53 -> 1.15 as two tables), int32+float32+float64
+//!   0.69 -> 1.19 (0.47 -> 1.04 as two tables), float64 alone 0.79 -> 0.90. Tiles of 4 rows
+//!   across all the columns of the block measured faster than each group of 4 columns down the
+//!   whole block (1.06 against 0.72 for int32+float32+float64); the block size (16, 64 or
+//!   256 KiB) made no difference above the noise, since these columns are never staged. The
+//!   profile of what remains: 90% in the kernel, about half of its samples on the stores and
+//!   shuffles and half on choosing each column's load (its kind and address, per tile).
 //! - Every other destination type, and float64 without AVX2, interleaves the runs into the
 //!   output block by a loop unrolled for up to [`MAX_GROUP`] columns, a whole row at a time;
 //!   groups of a multiple of 4 columns of 4-byte values (float32, int32, uint32) go 4 rows by 4
