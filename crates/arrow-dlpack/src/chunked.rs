@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, make_array};
 use arrow_data::ArrayDataBuilder;
-use arrow_dlpack_tensor::alloc::UninitBuffer;
+use arrow_dlpack_tensor::alloc::{UninitBuffer, copy_to_uninit};
 use arrow_schema::DataType;
 
 use crate::{Error, Result};
@@ -100,8 +100,9 @@ pub fn concat_chunks(chunks: &[ArrayRef], options: ConcatOptions) -> Result<Arra
     Ok(arrow_select::concat::concat(&several)?)
 }
 
-/// Concatenates primitive chunks without nulls (the chunks DLPack exports) with one `memcpy` per
-/// chunk into memory that is neither zeroed first nor faulted in 4 KiB pages
+/// Concatenates primitive chunks without nulls (the chunks DLPack exports) with one copy per
+/// chunk (non-temporal stores when the output is large: `alloc::copy_to_uninit`) into memory
+/// that is neither zeroed first nor faulted in 4 KiB pages
 /// ([`UninitBuffer`]); `None` for other chunks, which `arrow_select` concatenates.
 ///
 /// `arrow_select::concat` writes into a `MutableBuffer`, which gets no huge-page advice: on a
@@ -125,21 +126,19 @@ fn concat_primitive_values(chunks: &[&dyn Array]) -> Result<Option<ArrayRef>> {
             what: "the byte size of the concatenation",
         })?;
     let mut out = UninitBuffer::try_new(bytes)?;
-    let mut written = 0;
+    let mut rest = out.as_uninit_mut();
     for chunk in chunks {
         let data = chunk.to_data();
         let start = data.offset() * width;
         let values = &data.buffers()[0].as_slice()[start..start + data.len() * width];
-        // SAFETY: `out` has room for `bytes` bytes, the sum of every chunk's value bytes, of which
-        // `written` are filled; the source is another allocation, so they cannot overlap.
-        unsafe {
-            out.as_mut_ptr()
-                .add(written)
-                .copy_from_nonoverlapping(values.as_ptr(), values.len());
-        }
-        written += values.len();
+        let (run, after) = rest.split_at_mut(values.len());
+        // Streamed past the cache when the whole output is large.
+        copy_to_uninit(values, run, bytes);
+        rest = after;
     }
-    // SAFETY: the loop wrote all `bytes` bytes.
+    debug_assert!(rest.is_empty());
+    // SAFETY: the runs of the loop, one per chunk, are consecutive from the start of `out` and
+    // their lengths add up to `bytes`, so every byte was written.
     let values = unsafe { out.assume_init() };
     let data = ArrayDataBuilder::new(data_type.clone())
         .len(len)
@@ -187,6 +186,21 @@ mod tests {
                 assert_eq!(joined.to_data().offset(), 0);
             }
         }
+    }
+
+    /// Past `STREAM_THRESHOLD` the chunks are streamed with non-temporal stores: chunks of odd
+    /// lengths (so that every run but the first starts off a cache line) still join exactly.
+    #[test]
+    fn large_concatenations_are_streamed_exactly() {
+        let lens = [1_000_003usize, 777_777, 3, 1_500_001];
+        assert!(lens.iter().sum::<usize>() * 8 >= arrow_dlpack_tensor::alloc::STREAM_THRESHOLD);
+        let chunks = sliced_chunks(&lens, |len| {
+            Float64Array::from_iter_values((0..len).map(|i| i as f64 * 1.5 - 7.0))
+        });
+        let refs: Vec<&dyn Array> = chunks.iter().map(|chunk| chunk.as_ref()).collect();
+        let expected = arrow_select::concat::concat(&refs).unwrap();
+        let joined = concat_primitive_values(&refs).unwrap().unwrap();
+        assert_eq!(joined.to_data(), expected.to_data());
     }
 
     #[test]

@@ -7,183 +7,38 @@ an `Exception`).
 - :data:`GOOD_ARROW_C_CASES` (:class:`GoodCase`): valid hand-built data and the values pyarrow
   reads from it, to prove the helper right.
 
-The tests are not a package, so `conftest.py` loads this module by path, after `_arrow_c_ctypes`.
+The tests are not a package, so `conftest.py` loads this module by path, after `_arrow_c_ctypes` and
+`_arrow_c_case_builders` (the records and the builders of valid pairs that the cases spoil).
 """
 
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import Callable, NamedTuple
 
 import _arrow_c_ctypes as ac
+from _arrow_c_case_builders import (
+    ArrowCase,
+    CHUNK,
+    I64_MAX,
+    NO_ARRAY,
+    NO_SCHEMA,
+    Releases,
+    STREAM_ONLY,
+    dictionary_pair,
+    expect_releases,
+    fixed_size_list_pair,
+    i32,
+    int32_pair,
+    int32_schema_with,
+    int32_stream,
+    list_pair,
+    metadata_with_lengths,
+    released_garbage_array,
+    released_garbage_schema,
+    run_end_encoded_pair,
+    struct_pair,
+)
 
-I64_MAX = 2**63 - 1
-
-I32_MAX = 2**31 - 1
-#: A pointer that would crash whoever follows it (the first page is never mapped).
-GARBAGE = 0x10
-
-#: How an Arrow chunk handed out by a stream may be named in a message: ``ArrowArray``, possibly
-#: followed by a qualifier such as ``(chunk 2)`` or ``[2]``.
-CHUNK = r"ArrowArray(?:\s*\([^)]*\)|\[\d+\])?"
-
-
-class Releases(NamedTuple):
-    """The release calls each struct of a case must have seen once the call has raised and the
-    producer is gone: the schema (the capsule's, or each one ``get_schema`` handed out), the
-    array (the capsule's, or each one ``get_next`` handed out or still held) and the stream."""
-
-    schema: int = 1
-    array: int = 1
-    stream: int = 1
-
-
-class ArrowCase(NamedTuple):
-    """One hostile Arrow C input.
-
-    ``build()`` gives a ``(Schema, Array)`` pair (served as an ``__arrow_c_array__`` capsule pair
-    and, unless ``transports`` says otherwise, as a one-chunk ``__arrow_c_stream__``) or a
-    :class:`Stream`. ``field`` is a regex on the field path the message must name (``ArrowArray``
-    at its start also matches a stream's chunk qualifier, see :data:`CHUNK`).
-    ``verify(built)``, when given, checks what the producer saw (calls made, structs handed out).
-    """
-
-    id: str
-    build: Callable[[], Any]
-    exception: type
-    field: str
-    released: Releases = Releases()
-    transports: tuple[str, ...] = ("array", "stream")
-    verify: Optional[Callable[[Any], None]] = None
-
-
-def i32(values: Sequence[Optional[int]] = (1, None, 3), **overrides: Any) -> ac.Array:
-    return ac.int32_array(values, **overrides)
-
-
-def int32_pair(**overrides: Any) -> tuple[ac.Schema, ac.Array]:
-    """A valid int32 schema with ``overrides`` applied to the array."""
-    return ac.Schema("i"), i32(**overrides)
-
-
-def int32_schema_with(**overrides: Any) -> tuple[ac.Schema, ac.Array]:
-    """``overrides`` applied to an int32 schema over a valid array."""
-    return ac.Schema("i", **overrides), i32()
-
-
-def struct_pair(
-    schema: Optional[dict] = None, array: Optional[dict] = None, b: Optional[dict] = None
-) -> tuple[ac.Schema, ac.Array]:
-    """``struct<a: int32, b: utf8>`` of 3 rows, with overrides for the schema, the array and
-    the array's child ``b``."""
-    fields = dict(children=[ac.Schema("i", name="a"), ac.Schema("u", name="b")])
-    fields.update(schema or {})
-    children = [i32(), ac.utf8_array(["x", "yy", None], **(b or {}))]
-    arrays = dict(children=children)
-    arrays.update(array or {})
-    return ac.Schema("+s", **fields), ac.Array(3, [None], **arrays)
-
-
-def fixed_size_list_pair(
-    schema: Optional[dict] = None, array: Optional[dict] = None, size: int = 2
-) -> tuple[ac.Schema, ac.Array]:
-    """``fixed_size_list<item: int32>[2]`` of 3 rows ([1, 2], [3, 4], [5, 6]), with overrides."""
-    fields = dict(children=[ac.Schema("i", name="item")])
-    fields.update(schema or {})
-    arrays = dict(children=[i32(list(range(1, 3 * size + 1)))])
-    arrays.update(array or {})
-    return ac.Schema(f"+w:{size}", **fields), ac.Array(3, [None], **arrays)
-
-
-def list_pair(
-    schema: Optional[dict] = None, array: Optional[dict] = None
-) -> tuple[ac.Schema, ac.Array]:
-    """``list<item: int64>`` of 2 rows ([1, 2], [3]), with overrides."""
-    fields = dict(children=[ac.Schema("l", name="item")])
-    fields.update(schema or {})
-    values = ac.Array(3, [None, ac.packed("q", [1, 2, 3])])
-    buffers = [None, ac.packed("i", [0, 2, 3])]
-    arrays = dict(children=[values])
-    arrays.update(array or {})
-    return ac.Schema("+l", **fields), ac.Array(2, arrays.pop("buffers", buffers), **arrays)
-
-
-def run_end_encoded_pair(
-    schema: Optional[dict] = None, array: Optional[dict] = None
-) -> tuple[ac.Schema, ac.Array]:
-    """``run_end_encoded<run_ends: int32, values: double>`` of 3 rows ([1.5, 1.5, 2.5])."""
-    fields = dict(
-        children=[ac.Schema("i", name="run_ends", flags=0), ac.Schema("g", name="values")]
-    )
-    fields.update(schema or {})
-    run_ends = ac.Array(2, [None, ac.packed("i", [2, 3])])
-    values = ac.Array(2, [None, ac.packed("d", [1.5, 2.5])])
-    arrays = dict(children=[run_ends, values])
-    arrays.update(array or {})
-    return ac.Schema("+r", flags=0, **fields), ac.Array(3, [], **arrays)
-
-
-def dictionary_pair(
-    schema: Optional[dict] = None, array: Optional[dict] = None, values: Optional[dict] = None
-) -> tuple[ac.Schema, ac.Array]:
-    """``dictionary<values=utf8, indices=int8>`` of 3 rows (["b", "a", "b"]), with overrides."""
-    fields = dict(dictionary=ac.Schema("u"))
-    fields.update(schema or {})
-    arrays = dict(dictionary=ac.utf8_array(["a", "b"], **(values or {})))
-    arrays.update(array or {})
-    return ac.Schema("c", **fields), ac.Array(3, [None, ac.packed("b", [1, 0, 1])], **arrays)
-
-
-def int32_stream(chunks: Sequence[Any] = (), **knobs: Any) -> ac.Stream:
-    """A stream of int32 chunks built on demand (default: two good ones)."""
-    chunks = chunks or [lambda: i32([1, 2]), lambda: i32([3, None])]
-    return ac.Stream(lambda: ac.Schema("i"), chunks, **knobs)
-
-
-def released_garbage_schema() -> ac.Schema:
-    """An already released schema whose every pointer would crash whoever followed it."""
-    return ac.Schema(
-        GARBAGE,
-        name=GARBAGE,
-        metadata=GARBAGE,
-        n_children=5,
-        children_array=GARBAGE,
-        dictionary_address=GARBAGE,
-        release=False,
-    )
-
-
-def released_garbage_array(length: int = 3) -> ac.Array:
-    """An already released (or moved) array whose every pointer would crash whoever followed
-    it."""
-    return ac.Array(
-        length,
-        [],
-        n_buffers=7,
-        n_children=5,
-        buffers_array=GARBAGE,
-        children_array=GARBAGE,
-        dictionary_address=GARBAGE,
-        release=False,
-    )
-
-
-def _expect(**counts: int) -> Callable[[Any], None]:
-    """A ``verify`` that compares a stream's call counts (``get_schema_calls``, ...)."""
-
-    def verify(stream: ac.Stream) -> None:
-        found = {name: getattr(stream, name) for name in counts}
-        assert found == counts, f"the stream saw {found}; expected {counts}"
-
-    return verify
-
-
-def _metadata_with_lengths(*lengths: int) -> bytes:
-    """Metadata whose header says ``lengths[0]`` entries and then key and value lengths."""
-    return ac.packed("i", lengths) + b"\0" * 64
-
-
+#: The struct names that messages start their field paths with.
 S, A, R = "ArrowSchema", "ArrowArray", "ArrowArrayStream"
-NO_SCHEMA = Releases(schema=0)
-NO_ARRAY = Releases(array=0)
-STREAM_ONLY = ("stream",)
 
 ARROW_C_CASES: list[ArrowCase] = [
     # --- ArrowSchema ----------------------------------------------------------------------------
@@ -310,13 +165,13 @@ ARROW_C_CASES: list[ArrowCase] = [
     ),
     ArrowCase(
         "schema_metadata_negative_entry_count",
-        lambda: int32_schema_with(metadata=_metadata_with_lengths(-1)),
+        lambda: int32_schema_with(metadata=metadata_with_lengths(-1)),
         ValueError,
         rf"{S}\.metadata",
     ),
     ArrowCase(
         "schema_metadata_negative_key_length",
-        lambda: int32_schema_with(metadata=_metadata_with_lengths(1, -5)),
+        lambda: int32_schema_with(metadata=metadata_with_lengths(1, -5)),
         ValueError,
         rf"{S}\.metadata",
     ),
@@ -567,7 +422,7 @@ ARROW_C_CASES: list[ArrowCase] = [
         rf"{R}\.release",
         Releases(stream=0),
         STREAM_ONLY,
-        _expect(get_schema_calls=0, get_next_calls=0),
+        expect_releases(get_schema_calls=0, get_next_calls=0),
     ),
     ArrowCase(
         "stream_get_schema_null",
@@ -575,7 +430,7 @@ ARROW_C_CASES: list[ArrowCase] = [
         ValueError,
         rf"{R}\.get_schema",
         transports=STREAM_ONLY,
-        verify=_expect(get_next_calls=0),
+        verify=expect_releases(get_next_calls=0),
     ),
     ArrowCase(
         "stream_get_next_null",
@@ -583,7 +438,7 @@ ARROW_C_CASES: list[ArrowCase] = [
         ValueError,
         rf"{R}\.get_next",
         transports=STREAM_ONLY,
-        verify=_expect(get_schema_calls=1),
+        verify=expect_releases(get_schema_calls=1),
     ),
     ArrowCase(
         "stream_get_schema_fails",
@@ -591,7 +446,7 @@ ARROW_C_CASES: list[ArrowCase] = [
         ValueError,
         rf"{R}\.get_schema",
         transports=STREAM_ONLY,
-        verify=_expect(get_schema_calls=1, get_next_calls=0),
+        verify=expect_releases(get_schema_calls=1, get_next_calls=0),
     ),
     ArrowCase(
         "stream_get_next_fails_at_the_first_chunk",
@@ -599,7 +454,7 @@ ARROW_C_CASES: list[ArrowCase] = [
         ValueError,
         rf"{R}\.get_next",
         transports=STREAM_ONLY,
-        verify=_expect(get_next_calls=1),
+        verify=expect_releases(get_next_calls=1),
     ),
     ArrowCase(
         "stream_get_next_fails_after_two_good_chunks",
@@ -607,7 +462,7 @@ ARROW_C_CASES: list[ArrowCase] = [
         ValueError,
         rf"{R}\.get_next",
         transports=STREAM_ONLY,
-        verify=_expect(get_next_calls=3),
+        verify=expect_releases(get_next_calls=3),
     ),
     ArrowCase(
         "stream_get_next_fails_without_get_last_error",
@@ -629,7 +484,7 @@ ARROW_C_CASES: list[ArrowCase] = [
         ValueError,
         rf"{CHUNK}\.n_buffers",
         transports=STREAM_ONLY,
-        verify=_expect(get_next_calls=3),
+        verify=expect_releases(get_next_calls=3),
     ),
     ArrowCase(
         "stream_chunk_with_null_data_after_a_good_chunk",

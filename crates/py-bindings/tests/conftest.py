@@ -27,11 +27,13 @@ def _register_helper(name):
 
 # The hand-built DLPack producers and the hand-built Arrow C Data Interface producers.
 _register_helper("_dlpack_ctypes")
+_register_helper("_arrow_c_registry")  # before the module that re-exports it
 _register_helper("_arrow_c_ctypes")
 # The hand-built Arrow C Device Data Interface producers (fake device memory).
 _register_helper("_arrow_device_ctypes")
 # The hostile case tables built with them (shared by the hostile suites and test_no_panics.py).
 _register_helper("_dlpack_cases")
+_register_helper("_arrow_c_case_builders")
 _register_helper("_arrow_c_cases")
 
 # DLPack flag bits (dlpack.h 1.3).

@@ -378,7 +378,10 @@ impl Tensor {
         // Uninitialised on purpose: zeroing first would write every byte twice; the copy below
         // writes each of the `count * size` bytes exactly once before the buffer is made.
         let mut out = UninitBuffer::try_new(bytes)?;
-        if count > 0 {
+        if let Some(contiguous) = self.row_major_buffer() {
+            // One run: streamed past the cache when large (`alloc::copy_to_uninit`).
+            crate::alloc::copy_to_uninit(contiguous.as_slice(), out.as_uninit_mut(), bytes);
+        } else if count > 0 {
             let src = self.data_ptr();
             let dst = out.as_mut_ptr();
             // SAFETY: construction checked that every element addressed by shape, strides and
@@ -400,7 +403,7 @@ impl Tensor {
                 }
             }
         }
-        // SAFETY: `copy_strided` wrote all `count` elements, `bytes` bytes.
+        // SAFETY: `copy_to_uninit` or `copy_strided` wrote all `count` elements, `bytes` bytes.
         let buffer = unsafe { out.assume_init() };
         // An empty shape such as (0, 2**62, 2**62) has no elements but strides that overflow.
         let strides = layout::row_major_strides(&self.shape)?;

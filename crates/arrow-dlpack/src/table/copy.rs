@@ -5,7 +5,8 @@
 //! The conversion from each column's element type to the destination's is chosen once per
 //! column (a function monomorphised for the pair), never per element.
 //!
-//! - Column-major output is one sequential pass per column (a `memcpy` when the types agree).
+//! - Column-major output is one sequential pass per column (a copy when the types agree, with
+//!   non-temporal stores when the output is large: `alloc::copy_to_uninit`).
 //! - Row-major output is written block of rows by block of rows ([`BLOCK_BYTES`] of output, a
 //!   multiple of 4 rows). Columns of the destination's type are read where they are; columns of
 //!   another type are converted into their run of a column-major staging block that stays in
@@ -49,7 +50,7 @@ use arrow_array::types::{
 };
 use arrow_array::{Array, ArrowPrimitiveType, cast::AsArray};
 use arrow_buffer::{ArrowNativeType, NullBuffer};
-use arrow_dlpack_tensor::alloc::PooledVec;
+use arrow_dlpack_tensor::alloc::{PooledVec, copy_to_uninit};
 use arrow_dlpack_tensor::{DType, Tensor, layout};
 use half::f16;
 
@@ -328,10 +329,21 @@ pub(super) fn write_columns<D: Element>(
             }
         }
     } else {
-        // Column-major, or a single column: each column is one contiguous run.
+        // Column-major, or a single column: each column is one contiguous run; a column of the
+        // destination's type is copied, streamed past the cache when the output is large.
+        // (Converting other columns through an L1 staging piece that is then streamed measured
+        // no faster: 0.99-1.08 of PyArrow against 0.90-0.93 for mixed int32, float32 and
+        // float64 columns, so conversions store plainly.)
+        let output_bytes = size_of_val(slots);
         for (index, column) in columns.iter().enumerate() {
             let start = index * num_rows + row_offset;
-            D::writer(column.dtype)(column.array, rows.clone(), &mut slots[start..start + len]);
+            let run = &mut slots[start..start + len];
+            if column.dtype == D::DTYPE {
+                let values = &column.array.as_primitive::<D::Arrow>().values()[rows.clone()];
+                copy_to_uninit(values, run, output_bytes);
+            } else {
+                D::writer(column.dtype)(column.array, rows.clone(), run);
+            }
         }
     }
 

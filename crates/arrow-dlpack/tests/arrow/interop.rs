@@ -5,12 +5,11 @@ use std::sync::Arc;
 
 use arrow_array::types::{Float32Type, Int32Type};
 use arrow_array::{Array, FixedSizeListArray, Float64Array, Int32Array, cast::AsArray};
-use arrow_buffer::Buffer;
 use arrow_dlpack::{
     ArrayToTensorOptions, FixedShapeTensorArray, TensorToArrayOptions, array_to_tensor,
     tensor_to_array, tensor_to_fixed_size_list,
 };
-use arrow_dlpack_tensor::{DType, ExportOptions, Tensor};
+use arrow_dlpack_tensor::{ExportOptions, Tensor};
 use arrow_schema::Field;
 use dlpack_sys::DLManagedTensorVersioned;
 use dlpark::allocation::dynamic::Initialized;
@@ -57,15 +56,7 @@ fn ndarray_reads_nested_fixed_size_lists_as_a_matrix() {
 fn ndarray_indexes_a_permuted_fixed_shape_tensor_by_the_spec() {
     // Physical cells of shape [2, 3, 4] holding 0..24 per cell; permutation [2, 0, 1]: logical
     // index (i, j, k) is physical index (j, k, i).
-    let physical = Tensor::try_new_row_major(
-        Buffer::from_vec((0..48i32).collect::<Vec<_>>()),
-        DType::Int32,
-        vec![2, 2, 3, 4],
-    )
-    .unwrap();
-    let logical = physical.permuted(&[0, 3, 1, 2]).unwrap();
-    let array =
-        FixedShapeTensorArray::from_tensor(&logical, TensorToArrayOptions::default()).unwrap();
+    let array = crate::fixed_shape_tensor::permuted_int32_cells();
     assert_eq!(array.extension_type().permutation(), Some(&[2, 0, 1][..]));
 
     let managed = array

@@ -14,9 +14,14 @@
 //! Outputs of [`POOL_THRESHOLD`] bytes and more come from the warm-page [`pool`]: a freed output
 //! keeps its pages mapped for the next one, as PyArrow's memory pool does, so that a repeated
 //! copy faults nothing at all. [`UninitBuffer`] (bytes) and [`PooledVec`] (typed) allocate there.
+//!
+//! Copies into outputs of [`STREAM_THRESHOLD`] bytes and more, which cannot stay in the cache,
+//! write their long runs with non-temporal stores ([`copy_to_uninit`]), skipping the read of
+//! each destination line that a plain store into uncached memory makes.
 
 pub mod pool;
 mod pooled_vec;
+mod stream;
 
 use std::sync::Arc;
 
@@ -27,6 +32,7 @@ pub use pool::{
     PoolStats, release_unused, set_decay, set_limit, stats,
 };
 pub use pooled_vec::PooledVec;
+pub use stream::{STREAM_MIN_RUN, STREAM_THRESHOLD, copy_to_uninit};
 
 use crate::{Error, Result};
 use pool::Block;
@@ -153,6 +159,15 @@ impl UninitBuffer {
             Storage::Heap(units) => units.as_mut_ptr().cast(),
             Storage::Pooled(block) => block.as_ptr(),
         }
+    }
+
+    /// The memory as [`len`](Self::len) slots to write, for safe writers such as
+    /// [`copy_to_uninit`].
+    pub fn as_uninit_mut(&mut self) -> &mut [std::mem::MaybeUninit<u8>] {
+        let len = self.len;
+        // SAFETY: the memory is valid for writes of `len` bytes (`as_mut_ptr`) and borrowed
+        // exclusively with `self`; `MaybeUninit<u8>` has no validity invariant and alignment 1.
+        unsafe { std::slice::from_raw_parts_mut(self.as_mut_ptr().cast(), len) }
     }
 
     /// The buffer of the written bytes.

@@ -141,20 +141,21 @@ impl<T: Copy> PooledVec<T> {
         self.len += written;
     }
 
-    /// Appends a copy of `values`.
+    /// Appends a copy of `values`, with non-temporal stores when the vector's capacity is at
+    /// least [`STREAM_THRESHOLD`](super::STREAM_THRESHOLD) bytes (see
+    /// [`copy_to_uninit`](super::copy_to_uninit)).
     ///
     /// # Panics
     ///
     /// When they do not fit.
     pub fn extend_from_slice(&mut self, values: &[T]) {
+        let output_bytes = self.capacity * size_of::<T>();
         let spare = self.spare_capacity_mut();
         assert!(
             values.len() <= spare.len(),
             "PooledVec::extend_from_slice past its capacity"
         );
-        // SAFETY: `MaybeUninit<T>` has the layout of `T`; the spare room holds `values.len()`.
-        let source = unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), values.len()) };
-        spare[..values.len()].copy_from_slice(source);
+        super::copy_to_uninit(values, &mut spare[..values.len()], output_bytes);
         self.len += values.len();
     }
 

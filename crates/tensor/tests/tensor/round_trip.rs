@@ -335,6 +335,25 @@ fn to_contiguous_copies_values_in_row_major_order() {
     assert!(!copy.is_read_only());
 }
 
+/// A contiguous tensor past `STREAM_THRESHOLD` is copied with non-temporal stores: from an
+/// offset that leaves its start off a cache line, the copy is still exact.
+#[test]
+fn large_contiguous_copies_are_streamed_exactly() {
+    let len = arrow_dlpack_tensor::alloc::STREAM_THRESHOLD / 4 + 1_001;
+    let buffer = Buffer::from_vec((0..len as u32 + 3).collect::<Vec<_>>());
+    let tensor = Tensor::try_new(buffer, DType::UInt32, vec![len], vec![1], 3).unwrap();
+    let copy = tensor.to_contiguous().unwrap();
+    let values = copy.row_major_buffer().unwrap();
+    assert!(
+        values
+            .typed_data::<u32>()
+            .iter()
+            .copied()
+            .eq(3..len as u32 + 3)
+    );
+    assert!(!copy.is_read_only());
+}
+
 #[test]
 fn memory_made_for_the_export_is_flagged_copied_and_not_copied_again() {
     let (buffer, _) = counted_buffer(24 * 4);

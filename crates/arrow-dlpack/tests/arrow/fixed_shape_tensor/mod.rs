@@ -20,6 +20,20 @@ mod to_tensor;
 // ---------------------------------------------------------------------------------------------
 // Helpers, written from the specification alone.
 
+/// Two cells of physical shape [2, 3, 4] holding 0..24 and 24..48, built from the logical view
+/// of permutation [2, 0, 1]: logical index (i, j, k) of a cell is its physical index (j, k, i).
+/// Shared with `interop.rs`.
+pub(crate) fn permuted_int32_cells() -> FixedShapeTensorArray {
+    let physical = Tensor::try_new_row_major(
+        Buffer::from_vec((0..48i32).collect::<Vec<_>>()),
+        DType::Int32,
+        vec![2, 2, 3, 4],
+    )
+    .unwrap();
+    let logical = physical.permuted(&[0, 3, 1, 2]).unwrap();
+    FixedShapeTensorArray::from_tensor(&logical, TensorToArrayOptions::default()).unwrap()
+}
+
 /// Every permutation of `0..n`, in lexicographic order.
 fn permutations(n: usize) -> Vec<Vec<usize>> {
     if n == 0 {
@@ -303,15 +317,7 @@ fn the_worked_example_of_the_docs_holds() {
     assert_eq!(t.logical_dim_names().unwrap(), ["z", "x", "y"]);
     assert_eq!(spec_value(0, &[3, 1, 2], &[2, 3, 4], &[2, 0, 1]), 23);
 
-    let physical = Tensor::try_new_row_major(
-        Buffer::from_vec((0..48i32).collect::<Vec<_>>()),
-        DType::Int32,
-        vec![2, 2, 3, 4],
-    )
-    .unwrap();
-    let logical = physical.permuted(&[0, 3, 1, 2]).unwrap();
-    let column =
-        FixedShapeTensorArray::from_tensor(&logical, TensorToArrayOptions::default()).unwrap();
+    let column = permuted_int32_cells();
     assert_eq!(
         column.extension_type().metadata_json(),
         r#"{"shape":[2,3,4],"permutation":[2,0,1]}"#

@@ -45,6 +45,41 @@ fn many_rows_span_several_blocks() {
 }
 
 #[test]
+fn outputs_past_the_stream_threshold_match_the_reference() {
+    // A float64 output of more than `alloc::STREAM_THRESHOLD` bytes: in column-major order its
+    // float64 column is streamed; sliced, every run starts off a cache line.
+    let rows = 800_003;
+    let specs = [
+        Spec {
+            dtype: DType::Int32,
+            values: (0..rows).map(|i| Num::Int(i as i128 * 3 - 7)).collect(),
+            validity: None,
+        },
+        Spec {
+            dtype: DType::Float32,
+            values: (0..rows)
+                .map(|i| Num::Float(((i % 4096) as f32 * 0.25) as f64))
+                .collect(),
+            validity: Some((0..rows).map(|i| i % 4099 != 5).collect()),
+        },
+        Spec {
+            dtype: DType::Float64,
+            values: (0..rows).map(|i| Num::Float(i as f64 / 7.0)).collect(),
+            validity: None,
+        },
+    ];
+    assert!(rows * specs.len() * 8 >= arrow_dlpack_tensor::alloc::STREAM_THRESHOLD);
+    let batch = batch_of(specs.iter().map(Spec::array).collect());
+    for options in [ROW_MAJOR, COLUMN_MAJOR] {
+        let options = with_nan(options);
+        let tensor = table_to_tensor(&Table::from(&batch), options).unwrap();
+        check_against_reference(&tensor, &specs, 0, rows, DType::Float64, options);
+        let sliced = table_to_tensor(&Table::from(&batch.slice(1, rows - 2)), options).unwrap();
+        check_against_reference(&sliced, &specs, 1, rows - 2, DType::Float64, options);
+    }
+}
+
+#[test]
 fn wide_batches_of_mixed_types_match_the_reference() {
     // More columns than one transposition group holds (16), in several blocks of rows.
     let rows = 3_001;
