@@ -18,7 +18,9 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, RecordBatch};
+use arrow_array::{
+    ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
+};
 use arrow_buffer::Buffer;
 use arrow_dlpack::{
     ArrayToTensorOptions, ConcatOptions, FixedShapeTensorArray, Table, TableToTensorOptions,
@@ -194,12 +196,15 @@ fn copies(c: &mut Criterion) {
             });
         }
     }
-    // Mixed types promoted to float64, 8 MB written: five int32 and five float32 columns (every
-    // column converted, through the staging block when row-major), and int32, float32 and
-    // float64 repeating (the float64 columns read where they are, the others staged).
+    // Mixed types promoted to float64, 8 MB written: five int32 and five float32 columns, and
+    // int32, float32 and float64 repeating (when row-major, every column read where it is and
+    // the int32 and float32 values widened as they are loaded, where the CPU has AVX2, else
+    // staged); and five int64 and five float64 columns (the int64 columns staged: converted into
+    // a float64 run in cache, then read by the same transposition).
     for (types, make) in [
         ("int32+float32", mixed_table as fn(usize) -> RecordBatch),
         ("int32+float32+float64", three_type_table),
+        ("int64+float64", int64_float64_table),
     ] {
         let mut batch: Option<RecordBatch> = None;
         for (name, row_major) in [("row_major", true), ("column_major", false)] {
@@ -254,15 +259,43 @@ fn three_type_table(rows: usize) -> RecordBatch {
 
 /// Five int32 and five float32 columns of `rows` rows, alternating.
 fn mixed_table(rows: usize) -> RecordBatch {
-    RecordBatch::try_from_iter((0..10).map(|column| {
-        let array: ArrayRef = if column % 2 == 0 {
+    alternating_table(
+        rows,
+        |rows| {
             Arc::new(Int32Array::from_iter_values(
                 (0..rows).map(|row| row as i32),
             ))
-        } else {
-            Arc::new(float32(rows))
-        };
-        (format!("c{column}"), array)
+        },
+        |rows| Arc::new(float32(rows)),
+    )
+}
+
+/// Five int64 and five float64 columns of `rows` rows, alternating.
+fn int64_float64_table(rows: usize) -> RecordBatch {
+    alternating_table(
+        rows,
+        |rows| {
+            Arc::new(Int64Array::from_iter_values(
+                (0..rows).map(|row| row as i64 * 3),
+            ))
+        },
+        |rows| {
+            Arc::new(Float64Array::from_iter_values(
+                (0..rows).map(|row| row as f64 * 0.5),
+            ))
+        },
+    )
+}
+
+/// Ten columns of `rows` rows made by `even` and `odd`, alternating.
+fn alternating_table(
+    rows: usize,
+    even: fn(usize) -> ArrayRef,
+    odd: fn(usize) -> ArrayRef,
+) -> RecordBatch {
+    RecordBatch::try_from_iter((0..10).map(|column| {
+        let make = if column % 2 == 0 { even } else { odd };
+        (format!("c{column}"), make(rows))
     }))
     .unwrap()
 }
