@@ -55,6 +55,24 @@ impl<D> Run<'_, D> {
 /// When the runs differ in length or `out` does not have `rows * runs.len()` slots.
 pub(in crate::table) type Fused<D> = fn(&[Run<'_, D>], &mut [MaybeUninit<D>]);
 
+/// A streaming kernel: writes one run (float32 or int32 values, widened) into one column of a
+/// column-major output too large for the cache, with non-temporal stores, initialising every
+/// slot of `out` and fencing the stores before it returns.
+///
+/// # Panics
+///
+/// When `out` does not have one slot per value of the run.
+pub(in crate::table) type Streamed<D> = fn(Run<'_, D>, &mut [MaybeUninit<D>]);
+
+/// The streaming kernel of float64 output, when this CPU has one.
+pub(super) fn float64_streamed() -> Option<Streamed<f64>> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        return Some(avx2::stream_column);
+    }
+    None
+}
+
 /// The fused kernel of float64 output, when this CPU has one.
 pub(super) fn float64() -> Option<Fused<f64>> {
     #[cfg(target_arch = "x86_64")]
@@ -77,10 +95,10 @@ fn value(run: &Run<'_, f64>, row: usize) -> f64 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use std::arch::x86_64::{
-        __m128d, __m256d, _mm_loadu_ps, _mm_loadu_si128, _mm_store_sd, _mm_storeh_pd,
+        __m128d, __m256d, _mm_loadu_ps, _mm_loadu_si128, _mm_sfence, _mm_store_sd, _mm_storeh_pd,
         _mm_storeu_pd, _mm256_castpd256_pd128, _mm256_cvtepi32_pd, _mm256_cvtps_pd,
         _mm256_extractf128_pd, _mm256_loadu_pd, _mm256_permute2f128_pd, _mm256_storeu_pd,
-        _mm256_unpackhi_pd, _mm256_unpacklo_pd,
+        _mm256_stream_pd, _mm256_unpackhi_pd, _mm256_unpacklo_pd,
     };
     use std::mem::MaybeUninit;
 
@@ -124,6 +142,49 @@ mod avx2 {
                 }
             }
         }
+    }
+
+    /// The [`Streamed`](super::Streamed) kernel with AVX2.
+    pub(super) fn stream_column(run: Run<'_, f64>, out: &mut [MaybeUninit<f64>]) {
+        // `write_columns` relies on every slot being written.
+        assert_eq!(run.len(), out.len(), "a run has one slot per value");
+        // `std` caches the detection: a load and a test.
+        assert!(std::arch::is_x86_feature_detected!("avx2"));
+        // SAFETY: the CPU has AVX2 and the run has one value per slot (both checked above).
+        unsafe { stream_widened(run, out) };
+    }
+
+    /// Writes the values of `run`, widened, into `out`: one by one up to the first 32-byte
+    /// boundary of `out` and after the last whole group of 4, and 4 at a time between them
+    /// through aligned non-temporal 32-byte stores; then a store fence.
+    ///
+    /// # Safety
+    ///
+    /// The CPU has AVX2, and `run` has `out.len()` values.
+    #[target_feature(enable = "avx2")]
+    unsafe fn stream_widened(run: Run<'_, f64>, out: &mut [MaybeUninit<f64>]) {
+        let len = out.len();
+        // A pointer aligned for f64 reaches a 32-byte boundary within 3 elements.
+        let head = out.as_ptr().align_offset(32).min(len);
+        for (row, slot) in out[..head].iter_mut().enumerate() {
+            slot.write(value(&run, row));
+        }
+        let source = Source::of(&run);
+        let streamed = head + (len - head) / 4 * 4;
+        let dst = out.as_mut_ptr().cast::<f64>();
+        let mut row = head;
+        while row < streamed {
+            // SAFETY: `row + 4 <= streamed <= len` values of the run exist and `out` has slots
+            // `row..row + 4`, 32-byte aligned because `dst + head` is and `row - head` is a
+            // multiple of 4; AVX2 is enabled (the caller's contract).
+            unsafe { _mm256_stream_pd(dst.add(row), source.load4(row)) };
+            row += 4;
+        }
+        for (row, slot) in out.iter_mut().enumerate().skip(streamed) {
+            slot.write(value(&run, row));
+        }
+        // A fence, ordering the streamed stores before every later store.
+        _mm_sfence();
     }
 
     /// The [`Fused`](super::Fused) kernel with AVX2.

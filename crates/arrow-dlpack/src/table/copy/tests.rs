@@ -305,3 +305,55 @@ fn null_rows_are_the_gaps_between_valid_runs() {
     let all_null = NullBuffer::new_null(3);
     assert_eq!(null_rows(&all_null).collect::<Vec<_>>(), [0, 1, 2]);
 }
+
+/// The streaming kernel of column-major float64 output (when this CPU has one), called directly
+/// at every alignment of the output and around its groups of 4: every slot equals `as f64` of
+/// its float32 or int32 value, bit for bit, and nothing outside the run is written.
+#[test]
+fn the_streaming_kernel_widens_exactly_at_every_alignment() {
+    let Some(stream) = fused::float64_streamed() else {
+        return; // no kernel on this CPU: the plain writer, tested above, does the work
+    };
+    let mut random = Random(0x5EED);
+    let floats: Vec<f32> = (0..80)
+        .map(|_| f32::from_bits(random.next() as u32))
+        .collect();
+    let ints: Vec<i32> = (0..80).map(|_| random.next() as i32).collect();
+    for offset in 0..4 {
+        for len in [0, 1, 3, 4, 5, 7, 8, 9, 31, 64, 73] {
+            for float in [true, false] {
+                let sentinel = MaybeUninit::new(f64::from_bits(0xDEAD_BEEF));
+                let mut out = vec![sentinel; 80 + 8];
+                let expected: Vec<u64> = if float {
+                    stream(Run::Float32(&floats[..len]), &mut out[offset..offset + len]);
+                    floats[..len]
+                        .iter()
+                        .map(|&v| f64::from(v).to_bits())
+                        .collect()
+                } else {
+                    stream(Run::Int32(&ints[..len]), &mut out[offset..offset + len]);
+                    ints[..len]
+                        .iter()
+                        .map(|&v| f64::from(v).to_bits())
+                        .collect()
+                };
+                // SAFETY: every slot was filled with the sentinel before the call.
+                let bits: Vec<u64> = out
+                    .iter()
+                    .map(|slot| unsafe { slot.assume_init() }.to_bits())
+                    .collect();
+                assert_eq!(
+                    &bits[offset..offset + len],
+                    &expected[..],
+                    "offset {offset}, len {len}"
+                );
+                assert!(
+                    bits[..offset]
+                        .iter()
+                        .chain(&bits[offset + len..])
+                        .all(|&b| b == 0xDEAD_BEEF)
+                );
+            }
+        }
+    }
+}
