@@ -268,8 +268,14 @@ EXPLANATIONS: dict[str, str] = {
         "bandwidth. An explicit `memcpy` per same-typed column in place of the vectorised "
         "element loop (for glibc's non-temporal stores) measured no change (0.96-1.05 against "
         "0.95-1.03 in the same runs) and was not kept. 0.8 would need a copy 20% faster than "
-        "PyArrow's `memcpy` of the same bytes: no copy kernel can, only not copying, which "
-        "`Tensor.from_arrow` promises to do (its result is fresh and writable)."
+        "PyArrow's `memcpy` of the same bytes, which a kernel with plain stores cannot do. "
+        "Non-temporal stores can: a store into uncached memory first reads the destination "
+        "line, and glibc's `memcpy` streams only runs above about three quarters of the "
+        "last-level cache, which 10 MB columns never reach. Outputs of 16 MiB and more now "
+        "write their columns with non-temporal stores (`alloc::copy_to_uninit`, and the AVX2 "
+        "widening kernel of `table/copy/fused.rs` for float32 and int32 columns of float64 "
+        "output): alternating with the previous wheel, 8 float64 columns 0.98-1.01 to "
+        "0.59-0.71, mixed int32, float32 and float64 columns 0.90-0.93 to 0.66-0.68."
     ),
     "copy_to_contiguous": (
         WARM_POOL + "The gapped copy (every other int64) then still took 1.14x PyArrow's "
@@ -299,9 +305,14 @@ EXPLANATIONS: dict[str, str] = {
         "a float64 run before that run is transposed: two passes over the values. The same "
         "kernel through Python at 80 MB is 2.6x numpy's alloc+memcpy and 0.15 of PyArrow's "
         "`to_tensor` in time (the rows above); here the reference is an 8 MB `Vec::clone`, "
-        "which stays in the last-level cache. What remains to try: 8-byte register transposes "
-        "(2 x 2 with `unpacklo/hi_pd`, or AVX 4 x 4) with the promotion done in the tile loads, "
-        "in one pass."
+        "which stays in the last-level cache. Since then (`table/copy/fused.rs`): float64 "
+        "output on x86-64 with AVX2 goes 4 rows of every column at a time through 4 x 4 "
+        "register transposes of 8-byte values, float32 and int32 columns widened in the loads "
+        "(`vcvtps2pd`, `vcvtdq2pd`), so each column is read once and each output line written "
+        "once, without the staging pass; alternating with the old binary (medians of 3): "
+        "int32+float32 0.42-0.44 to 0.94-1.17, int32+float32+float64 0.53-0.69 to 0.91-1.19. "
+        "Profile after: 90% in the kernel, half of it on stores and shuffles, half on choosing "
+        "each column's load per tile."
     ),
     "rust:copy/tables_to_tensor/row_major/int32+float32": (
         "The kernel of `record_batch_to_tensor/row_major/int32+float32` (one call per record "
@@ -309,9 +320,14 @@ EXPLANATIONS: dict[str, str] = {
     ),
     "rust:copy/to_contiguous/gapped": (
         "Every other int64: the copy reads twice the bytes it writes (20 MB for 10 MB out), and "
-        "the reference is a copy of the 10 MB written, so a kernel at memory speed reaches "
-        "about 0.5 here; the stride-2 gather is vectorised (see `copy_to_contiguous`). Through "
-        "Python the same copy is 0.89 of PyArrow's time and 1.3 of numpy's alloc+memcpy."
+        "the reference is a copy of the 10 MB written. The gather is now AVX2 or SSE2 "
+        "even-lane shuffles (`strided_copy/x86.rs`), streamed past the cache for outputs of 8 "
+        "MiB and more: 0.38-0.50 to 0.47-0.70 of `memcpy` (0.70 in the one quiet run; in thread "
+        "CPU time 0.61 to 0.74-0.84). It stays at or above `copy/reference/read_20_write_10`, "
+        "the plainest loop that reads the same 20 MB and writes 10 MB into a warm output, in "
+        "every run (0.70 against 0.52 in the quiet one): the copy is bound by the bytes it "
+        "must read, and perf puts 80% of the kernel's samples on the shuffles waiting for the "
+        "source stream. Through Python the same copy is 0.88-0.92 of PyArrow's time."
     ),
     "rust:exchange/export+drop": (
         "Criterion measures 10 and 10 million one after another, not alternately; the Python "
@@ -434,7 +450,12 @@ EXPLANATIONS: dict[str, str] = {
         'With huge-page advice (on main) `np.from_dlpack(x, copy=True)` of 80 MB is at 1.01 of '
         'alloc+memcpy (0.98 before this change, 0.22 before the advice). It stays a miss '
         'against PyArrow, whose same call is 1.57x faster in time: PyArrow copies into its '
-        'memory pool, whose pages are already mapped (see `copy_chunks`). ' + WARM_POOL
+        'memory pool, whose pages are already mapped (see `copy_chunks`). ' + WARM_POOL + "Then "
+        "level with PyArrow (0.98-1.01): both `memcpy` into warm pages. Copies into outputs of "
+        "16 MiB and more now use non-temporal stores (`alloc::copy_to_uninit`), which skip the "
+        "read of each destination line that a plain store makes: alternating with the previous "
+        "wheel, 0.98-0.99 to 0.66-0.68 of PyArrow's time; two chunks 0.93-1.00 to 0.68-0.70; "
+        "`Tensor.from_dlpack(np_2d, copy=True)` 0.80-0.84 to 0.36-0.41."
     ),
     "scale:jnp_array": (
         "JAX's import, not ours: in the same run PyArrow's array grows as much (`jnp.from_dlpack`"
@@ -453,6 +474,13 @@ EXPLANATIONS: dict[str, str] = {
         '0.94 of `memcpy` (10 MB, alloc included) in the same run.'
     ),
     "rust:copy/to_contiguous/transposed": (
+        'Now (`strided_copy/transpose.rs`, `x86.rs`): the plane is cut into strips one 64-byte '
+        'output line wide, each band of tile-wide columns read top to bottom 2048 rows at a '
+        'time, through AVX2 8 x 8 (4-byte) and 4 x 4 (8-byte) register tiles, SSE2 4 x 4 and '
+        '2 x 2 without AVX2: 0.20-0.28 to 0.56-1.10 of `memcpy` (1.10 in the quiet run; thread '
+        'CPU time 0.34 to 0.96-1.18). Profile after: 98.6% in the AVX2 tile, 70% of it on the '
+        'eight strided source loads (columns 5,000 bytes apart on 4 KiB pages): memory, not '
+        'arithmetic. Before: '
         'Issue 11 profile: 97% in the copy loop, all of it scalar 4-byte loads and stores '
         'through the stack (the 32 x 32 tile loop was not vectorised), and each run of a tile '
         'read from a different page (column stride 5000 bytes). Now: planes with unit row '
@@ -500,23 +528,25 @@ Issue 11 (producer call and copy kernels) added: one allocation per managed tens
 strides and the buffer reference inline; capsules made without re-validation; `max_version` read
 with the C API; boolean packing 16 bytes per SSE2 compare and unpacking into unzeroed memory;
 chunk concatenation by `memcpy` into huge-page-advised memory; a blocked SSE2 transpose and a
-vectorised reversal in `to_contiguous`.
+vectorised reversal in `to_contiguous`; then the warm-page pool, non-temporal stores for outputs
+too large for the cache, AVX2 register transposes and gathers, and a fused widening transpose
+for float64 tables.
 
 What is left, in order of what it would buy:
 
-1. **Copies after the warm-page pool.** Outputs of 4 MiB and more now come from a pool that
-   keeps freed pages mapped (tensor crate, `alloc/pool.rs`; 256 MiB and 1 s by default,
-   `ad.set_memory_pool_limit`): `copy=True` exports, chunk concatenation and reversed copies
-   are level with PyArrow (0.9-1.0) and 1.4-2x numpy's fresh alloc+memcpy, and the gapped
-   `to_contiguous` (a vectorised stride-2 gather) is 0.9 of PyArrow's. `from_dlpack(copy=True)`
-   of CPU data now copies here, into the pool, instead of asking the producer (whose copy
-   lands in fresh memory): `Tensor.from_dlpack(np_2d, copy=True)` 1.51 to 0.84 of PyArrow's.
-   Column-major tables are level with PyArrow's per-column `memcpy` (about 1.0; target 0.8,
-   which only not copying could reach).
-2. **Transposed copies** (0.31 of a warm `memcpy` in Rust; through Python 1.4 of numpy's
-   alloc+memcpy and 0.11 of `np.ascontiguousarray`'s time): memory-bound on the strided source
-   loads. AVX2 8 x 8 tiles with runtime detection, prefetching, and SIMD tiles for 1-, 2- and
-   8-byte elements (also what the mixed row-major tables in Rust need: see their row).
+1. **Copies.** Outputs of 4 MiB and more come from a pool that keeps freed pages mapped
+   (tensor crate, `alloc/pool.rs`; 256 MiB and 1 s by default, `ad.set_memory_pool_limit`), and
+   outputs of 16 MiB and more, which cannot stay in the cache, are written with non-temporal
+   stores (`alloc/stream.rs`, and the AVX2 kernels of `strided_copy/x86.rs` and
+   `table/copy/fused.rs`), which skip the read of each destination line that `memcpy`'s plain
+   stores make: `copy=True` exports, chunk concatenation and column-major tables now take about
+   0.6-0.7 of PyArrow's time. What is left is memory bandwidth: the gapped copy reads twice the
+   bytes it writes and stays at or above the plainest loop that does the same.
+2. **Transposed and row-major copies** reach `memcpy` speed in Rust (AVX2 register tiles, strips
+   one output line wide; a fused widening transpose for float64 tables). Their rows are bound by
+   the strided source loads (70% of the transposed kernel's samples). Tiles for 1-, 2- and
+   16-byte elements and an int64 widening in the loads are not written (those use the portable
+   tile and the staged path).
 3. **The producer call** is done: `Array.__dlpack__` and `Tensor.__dlpack__` are a raw
    `METH_FASTCALL | METH_KEYWORDS` method matching interned keyword names by identity
    (`dlpack_method.rs`). Alternating, before and after: `Array.__dlpack__(max_version=(1, 3))`
@@ -525,14 +555,14 @@ What is left, in order of what it would buy:
    `__dlpack_device__` tuple). What is left of our call is CPython's unspecialised call with
    keywords, `PyCapsule_New` and the one allocation. `FixedShapeTensorArray` (0.05) keeps pyo3's
    method.
-4. **`ad.array(pa_arr)`** (2.62-2.74x the bare `__arrow_c_array__()`, target 2.5; 5.80 before
-   the issue 11 import round): what is left is spread over fixed costs of 20-60 ns each (the
-   `__dlpack_device__` probe of the device-first dispatch, pyo3's call and object, allocations,
-   checks, PyArrow's release callback in our deallocation); see the row's explanation.
-5. **`Array.from_dlpack(np_array)`** (0.88-0.89 of PyArrow's, target 0.8; 1.15 before): the
-   tensor crate's import of the managed tensor and arrow-dlpack's `tensor_to_array` were about
-   0.2 µs of the 1.12 µs; `tensor_to_array` now builds the `PrimitiveArray` directly (0.95 to
-   0.89). What is left is spread thin over CPython's and numpy's own calls (see the row).
+4. **`ad.array(pa_arr)`** (2.51-2.54x the bare `__arrow_c_array__()` in the final round, target
+   2.5; 5.80 before issue 11): half of the call is PyArrow's own work, which the floor pays too;
+   the rest is fixed costs of 20-60 ns each (the `__dlpack_device__` probe that keeps CUDA
+   pointers from being read on the CPU, three allocations, checks, the Python object); see the
+   row's explanation.
+5. **`Array.from_dlpack(np_array)`** is done (0.63-0.64 of PyArrow's in the final round; 1.15
+   before): `__dlpack__` by vectorcall with keyword names built once, shape and strides inline,
+   the view checked once.
 
 The consumers' own share bounds the zero-copy rows: torch's `from_dlpack` is Python code that
 calls `__dlpack_device__` and `__dlpack__` (its own work is about 90% of PyArrow's exchange), and
