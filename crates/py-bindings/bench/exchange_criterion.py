@@ -89,8 +89,13 @@ STALE_S = 1800
 
 
 def is_reference(entry: CriterionEntry) -> bool:
-    """Whether a benchmark is a memcpy reference rather than a path of ours."""
-    return entry.function == "memcpy" or entry.function.startswith("memcpy/")
+    """Whether a benchmark is a reference rather than a path of ours: a memcpy, or another
+    plain loop named `reference/...` (such as the read-20-write-10 loop beside the gapped copy)."""
+    return (
+        entry.function == "memcpy"
+        or entry.function.startswith("memcpy/")
+        or entry.function.startswith("reference/")
+    )
 
 
 def memcpy_reference(

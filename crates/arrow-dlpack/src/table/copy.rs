@@ -8,7 +8,7 @@
 //! - Column-major output is one sequential pass per column (a copy when the types agree, a
 //!   conversion otherwise). Into an output of `alloc::STREAM_THRESHOLD` bytes and more, too large
 //!   for the cache, the pass uses non-temporal stores, which skip reading each destination line:
-//!   `alloc::copy_to_uninit` for a column of the destination's type, and for float32 and int32
+//!   `alloc::copy_to_uninit` for a column of the destination's type, and for float32, int32 and int64
 //!   columns of a float64 output the streaming kernel of `copy/fused.rs` (AVX2: widened in the
 //!   load, 32-byte streamed stores). Side by side with PyArrow's `to_tensor(row_major=False)`,
 //!   80 MB: 8 float64 columns 0.98-1.01 -> 0.59-0.71, mixed int32, float32 and float64
@@ -21,11 +21,13 @@
 //!   cache (a vectorised loop), except those a fused kernel converts as it loads them.
 //! - Float64 output on x86_64 with AVX2 (PyArrow's promotion of mixed int32, float32 and
 //!   float64 columns, the common case) goes through the fused kernel of `copy/fused.rs`:
-//!   4 rows of every column at a time, float64 columns loaded as they are and float32 and int32
-//!   columns widened in the load (`vcvtps2pd`, `vcvtdq2pd`, exact, the bits of `as f64`), 4 x 4
+//!   4 rows of every column at a time, float64 columns loaded as they are and float32, int32
+//!   and int64 columns widened in the load (`vcvtps2pd`, `vcvtdq2pd`, exact, the bits of
+//!   `as f64`; int64 one value at a time, rounded as `as f64` rounds), 4 x 4
 //!   transposes in registers, and whole output lines stored, so that each column is read once
 //!   and each output line written once, with no staging pass for those columns (other column
-//!   types, int64 for one, are staged and then read by the same kernel). Against the staging
+//!   types are staged and then read by the same kernel; int64 was, at 0.57-0.59 of `memcpy` for
+//!   int64+float64). Against the staging
 //!   pass and the plain loop below, on 10 columns of 100,000 rows (ratios of throughput to
 //!   `memcpy/alloc` of the same 8 MB, medians of 3 alternating criterion runs on a shared 2-core
 //!   AMD EPYC): int32+float32 0.44 -> 1.17 (0.53 -> 1.15 as two tables), int32+float32+float64
@@ -289,14 +291,14 @@ pub(super) fn write_columns<D: Element>(
         // A multiple of 4 rows, so that only the last block has rows after the last tile.
         let block_rows = (BLOCK_BYTES / (num_columns * size_of::<D>())).max(MIN_BLOCK_ROWS) / 4 * 4;
         let kernel = D::fused();
-        // Columns of type `D`, and the float32 and int32 columns when a fused kernel converts
+        // Columns of type `D`, and the float32, int32 and int64 columns when a fused kernel converts
         // them as it loads them, are read where they are; the others are converted into their run
         // of a column-major staging block that stays in cache.
         let writers: Vec<Option<Writer<D>>> = columns
             .iter()
             .map(|column| {
                 let direct = column.dtype == D::DTYPE
-                    || (kernel.is_some() && matches!(column.dtype, DType::Float32 | DType::Int32));
+                    || (kernel.is_some() && read_by_fused_kernels(column.dtype));
                 (!direct).then(|| D::writer(column.dtype))
             })
             .collect();
@@ -349,9 +351,7 @@ pub(super) fn write_columns<D: Element>(
                 let values = &column.array.as_primitive::<D::Arrow>().values()[rows.clone()];
                 copy_to_uninit(values, run, output_bytes);
             } else if let Some(stream) = streamed.filter(|_| {
-                large
-                    && size_of_val(run) >= STREAM_MIN_RUN
-                    && matches!(column.dtype, DType::Float32 | DType::Int32)
+                large && size_of_val(run) >= STREAM_MIN_RUN && read_by_fused_kernels(column.dtype)
             }) {
                 stream(direct_run(column, rows.clone()), run);
             } else {
@@ -377,7 +377,13 @@ pub(super) fn write_columns<D: Element>(
     }
 }
 
-/// The values `rows` of `column`, read where they are: of type `D`, or float32 or int32 (for a
+/// Whether the fused and streaming kernels of float64 output read columns of `dtype` where they
+/// are, widening as they load (float64 columns are read as they are).
+fn read_by_fused_kernels(dtype: DType) -> bool {
+    matches!(dtype, DType::Float32 | DType::Int32 | DType::Int64)
+}
+
+/// The values `rows` of `column`, read where they are: of type `D`, or float32, int32 or int64 (for a
 /// fused kernel).
 fn direct_run<'a, D: Element>(column: &CopyColumn<'a>, rows: Range<usize>) -> Run<'a, D> {
     match column.dtype {
@@ -386,6 +392,7 @@ fn direct_run<'a, D: Element>(column: &CopyColumn<'a>, rows: Range<usize>) -> Ru
         }
         DType::Float32 => Run::Float32(&column.array.as_primitive::<Float32Type>().values()[rows]),
         DType::Int32 => Run::Int32(&column.array.as_primitive::<Int32Type>().values()[rows]),
+        DType::Int64 => Run::Int64(&column.array.as_primitive::<Int64Type>().values()[rows]),
         other => unreachable!("a column of {other} is staged"),
     }
 }
@@ -454,12 +461,12 @@ pub(super) trait Element: ArrowNativeType {
     /// The contiguous writer that converts a column of dtype `source` into this element type.
     fn writer(source: DType) -> Writer<Self>;
     /// The fused kernel of row-major output of this element type, when this CPU has one: it
-    /// reads runs of this type, float32 and int32.
+    /// reads runs of this type, float32, int32 and int64.
     fn fused() -> Option<Fused<Self>> {
         None
     }
     /// The streaming kernel of column-major output of this element type, when this CPU has one:
-    /// it reads float32 and int32 runs.
+    /// it reads float32, int32 and int64 runs.
     fn streamed() -> Option<Streamed<Self>> {
         None
     }

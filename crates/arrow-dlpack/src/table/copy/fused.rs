@@ -1,39 +1,41 @@
-//! The fused kernel of row-major float64 output: a block of columns of float64, float32 and
-//! int32 values transposed into a row-major block of float64, the float32 and int32 values
-//! widened as they are loaded, so that each column is read once and each output line written
+//! The fused kernel of row-major float64 output: a block of columns of float64, float32, int32
+//! and int64 values transposed into a row-major block of float64, the float32, int32 and int64
+//! values widened as they are loaded, so that each column is read once and each output line written
 //! once, with no staging pass.
 //!
 //! On x86_64 with AVX2 (detected at run time; `std` caches the answer), 4 rows of every column at
 //! a time, so that 4 whole output lines are finished before the next 4 begin; and within them 4
-//! columns at a time: four loads that widen 4 values each into a 256-bit register (`vcvtps2pd`, `vcvtdq2pd`,
-//! or a plain load), a 4 x 4 transpose in registers (`vunpcklpd`/`vunpckhpd`, then
+//! columns at a time: four loads that widen 4 values each into a 256-bit
+//! register (`vcvtps2pd`, `vcvtdq2pd`, four scalar conversions of int64, or a plain load), a 4 x 4 transpose in registers (`vunpcklpd`/`vunpckhpd`, then
 //! `vperm2f128`), and four stores of 4 values into 4 rows. The 1 to 3 columns after the last
 //! group of 4 go 4 rows at a time through 128-bit stores, and the rows after the last whole tile
 //! through a scalar loop. Elsewhere there is no kernel ([`float64`] returns `None`) and the
 //! caller stages and transposes.
 //!
 //! The widenings are exact and equal Rust's `as f64` (the conversion of `ConvertTo`) for every
-//! value: every int32 and every float32 is a float64, and a float32 NaN keeps its sign and
+//! value (int64 values are rounded to nearest, one at a time, as `as` rounds them): every int32
+//! and every float32 is a float64, and a float32 NaN keeps its sign and
 //! payload, a signalling one being quieted, as by the scalar `cvtss2sd` that `as` compiles to
 //! (the tests compare the bits).
 
 use std::mem::MaybeUninit;
 
 /// One column's values in a block: of the destination's element type `D` (read where they are,
-/// or staged by the caller), or float32 or int32 values that the kernel converts as it loads
+/// or staged by the caller), or float32, int32 or int64 values that the kernel converts as it loads
 /// them.
 #[derive(Clone, Copy)]
 #[cfg_attr(
     not(target_arch = "x86_64"),
     allow(
         dead_code,
-        reason = "only the x86_64 kernel reads float32 and int32 runs"
+        reason = "only the x86_64 kernels read float32, int32 and int64 runs"
     )
 )]
 pub(in crate::table) enum Run<'a, D> {
     Same(&'a [D]),
     Float32(&'a [f32]),
     Int32(&'a [i32]),
+    Int64(&'a [i64]),
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -43,6 +45,7 @@ impl<D> Run<'_, D> {
             Run::Same(values) => values.len(),
             Run::Float32(values) => values.len(),
             Run::Int32(values) => values.len(),
+            Run::Int64(values) => values.len(),
         }
     }
 }
@@ -55,7 +58,7 @@ impl<D> Run<'_, D> {
 /// When the runs differ in length or `out` does not have `rows * runs.len()` slots.
 pub(in crate::table) type Fused<D> = fn(&[Run<'_, D>], &mut [MaybeUninit<D>]);
 
-/// A streaming kernel: writes one run (float32 or int32 values, widened) into one column of a
+/// A streaming kernel: writes one run (float32, int32 or int64 values, widened) into one column of a
 /// column-major output too large for the cache, with non-temporal stores, initialising every
 /// slot of `out` and fencing the stores before it returns.
 ///
@@ -89,6 +92,7 @@ fn value(run: &Run<'_, f64>, row: usize) -> f64 {
         Run::Same(values) => values[row],
         Run::Float32(values) => f64::from(values[row]),
         Run::Int32(values) => f64::from(values[row]),
+        Run::Int64(values) => values[row] as f64,
     }
 }
 
@@ -97,8 +101,8 @@ mod avx2 {
     use std::arch::x86_64::{
         __m128d, __m256d, _mm_loadu_ps, _mm_loadu_si128, _mm_sfence, _mm_store_sd, _mm_storeh_pd,
         _mm_storeu_pd, _mm256_castpd256_pd128, _mm256_cvtepi32_pd, _mm256_cvtps_pd,
-        _mm256_extractf128_pd, _mm256_loadu_pd, _mm256_permute2f128_pd, _mm256_storeu_pd,
-        _mm256_stream_pd, _mm256_unpackhi_pd, _mm256_unpacklo_pd,
+        _mm256_extractf128_pd, _mm256_loadu_pd, _mm256_permute2f128_pd, _mm256_setr_pd,
+        _mm256_storeu_pd, _mm256_stream_pd, _mm256_unpackhi_pd, _mm256_unpacklo_pd,
     };
     use std::mem::MaybeUninit;
 
@@ -110,6 +114,7 @@ mod avx2 {
         Float64(*const f64),
         Float32(*const f32),
         Int32(*const i32),
+        Int64(*const i64),
     }
 
     impl Source {
@@ -118,6 +123,7 @@ mod avx2 {
                 Run::Same(values) => Source::Float64(values.as_ptr()),
                 Run::Float32(values) => Source::Float32(values.as_ptr()),
                 Run::Int32(values) => Source::Int32(values.as_ptr()),
+                Run::Int64(values) => Source::Int64(values.as_ptr()),
             }
         }
 
@@ -130,14 +136,20 @@ mod avx2 {
         #[inline]
         unsafe fn load4(self, row: usize) -> __m256d {
             // SAFETY: values `row..row + 4` lie inside the column (the caller's contract), which
-            // is 32 bytes of float64 or 16 bytes of float32 or int32 from element `row`; the
-            // loads read unaligned memory, and AVX2 is enabled (the caller's contract).
+            // is 32 bytes of float64 or int64 or 16 bytes of float32 or int32 from element
+            // `row`; the vector loads read unaligned memory, the int64 values are read one by
+            // one (AVX2 has no int64 conversion; `as` rounds each to nearest, as `ConvertTo`
+            // does), and AVX2 is enabled (the caller's contract).
             unsafe {
                 match self {
                     Source::Float64(values) => _mm256_loadu_pd(values.add(row)),
                     Source::Float32(values) => _mm256_cvtps_pd(_mm_loadu_ps(values.add(row))),
                     Source::Int32(values) => {
                         _mm256_cvtepi32_pd(_mm_loadu_si128(values.add(row).cast()))
+                    }
+                    Source::Int64(values) => {
+                        let at = |k: usize| *values.add(row + k) as f64;
+                        _mm256_setr_pd(at(0), at(1), at(2), at(3))
                     }
                 }
             }

@@ -162,7 +162,7 @@ fn random_columns<D: Element>(
     (0..num_columns)
         .map(|_| {
             let dtype = if D::DTYPE == DType::Float64 && random.below(4) != 0 {
-                [DType::Float64, DType::Float32, DType::Int32][random.below(3)]
+                [DType::Float64, DType::Float32, DType::Int32, DType::Int64][random.below(4)]
             } else {
                 DTYPES[random.below(DTYPES.len())]
             };
@@ -308,7 +308,7 @@ fn null_rows_are_the_gaps_between_valid_runs() {
 
 /// The streaming kernel of column-major float64 output (when this CPU has one), called directly
 /// at every alignment of the output and around its groups of 4: every slot equals `as f64` of
-/// its float32 or int32 value, bit for bit, and nothing outside the run is written.
+/// its float32, int32 or int64 value, bit for bit, and nothing outside the run is written.
 #[test]
 fn the_streaming_kernel_widens_exactly_at_every_alignment() {
     let Some(stream) = fused::float64_streamed() else {
@@ -319,23 +319,35 @@ fn the_streaming_kernel_widens_exactly_at_every_alignment() {
         .map(|_| f32::from_bits(random.next() as u32))
         .collect();
     let ints: Vec<i32> = (0..80).map(|_| random.next() as i32).collect();
+    // Wide int64 values, which `as f64` rounds, and the extremes.
+    let mut longs: Vec<i64> = (0..78).map(|_| random.next() as i64).collect();
+    longs.extend([i64::MIN, i64::MAX]);
     for offset in 0..4 {
         for len in [0, 1, 3, 4, 5, 7, 8, 9, 31, 64, 73] {
-            for float in [true, false] {
+            for kind in 0..3 {
                 let sentinel = MaybeUninit::new(f64::from_bits(0xDEAD_BEEF));
                 let mut out = vec![sentinel; 80 + 8];
-                let expected: Vec<u64> = if float {
-                    stream(Run::Float32(&floats[..len]), &mut out[offset..offset + len]);
-                    floats[..len]
-                        .iter()
-                        .map(|&v| f64::from(v).to_bits())
-                        .collect()
-                } else {
-                    stream(Run::Int32(&ints[..len]), &mut out[offset..offset + len]);
-                    ints[..len]
-                        .iter()
-                        .map(|&v| f64::from(v).to_bits())
-                        .collect()
+                let slots = &mut out[offset..offset + len];
+                let expected: Vec<u64> = match kind {
+                    0 => {
+                        stream(Run::Float32(&floats[..len]), slots);
+                        floats[..len]
+                            .iter()
+                            .map(|&v| f64::from(v).to_bits())
+                            .collect()
+                    }
+                    1 => {
+                        stream(Run::Int32(&ints[..len]), slots);
+                        ints[..len]
+                            .iter()
+                            .map(|&v| f64::from(v).to_bits())
+                            .collect()
+                    }
+                    _ => {
+                        let values = &longs[80 - len..];
+                        stream(Run::Int64(values), slots);
+                        values.iter().map(|&v| (v as f64).to_bits()).collect()
+                    }
                 };
                 // SAFETY: every slot was filled with the sentinel before the call.
                 let bits: Vec<u64> = out
@@ -345,7 +357,7 @@ fn the_streaming_kernel_widens_exactly_at_every_alignment() {
                 assert_eq!(
                     &bits[offset..offset + len],
                     &expected[..],
-                    "offset {offset}, len {len}"
+                    "offset {offset}, len {len}, kind {kind}"
                 );
                 assert!(
                     bits[..offset]
