@@ -31,12 +31,12 @@ Commands:
              1. cargo test --workspace --features arrow-dlpack/ndarray (with INSTA_UPDATE=no
                 and CI=true: snapshots are never written; the feature builds and runs the
                 ndarray interop and crates/arrow-dlpack/examples/rust_user.rs);
-             2. the Python environment target/venv (see below);
+             2. the Python environment (see below);
              3. the debug-build pass: the wheel built in the dev profile (debug assertions,
                 overflow checks, unsafe-precondition checks), installed, and the hostile suites
                 (hostile producers, hostile Arrow C, no panics, read-only rules) run against it;
              4. the wheel, built by maturin in release mode into target/wheels and installed
-                into target/venv with pip;
+                into the environment with pip;
              5. python -m mypy.stubtest arrow_dlpack (with
                 crates/py-bindings/stubtest-allowlist.txt when that file exists);
              6. pytest on crates/py-bindings/tests; arguments after `--` go to pytest.
@@ -52,7 +52,7 @@ Commands:
              arguments after `--` go to both), then builds and installs the wheel and runs
              crates/py-bindings/bench/bench_exchange.py --output docs/benchmarks.md
              --criterion-dir target/criterion when that script exists; then installs
-             crates/py-bindings/requirements-bench.txt (duckdb, datasets) into target/venv,
+             crates/py-bindings/requirements-bench.txt (duckdb, datasets) into the environment,
              runs crates/py-bindings/bench/bench_loader.py --output target/bench/loader.md
              --criterion-dir target/criterion-loader (the loader beside pyarrow, polars,
              duckdb, Ray Data and datasets; about 10 minutes) and puts that section into
@@ -75,10 +75,14 @@ Commands:
   help       This text.
 
 The Python environment:
-  target/venv is created with `python3 -m venv` (set ARROW_DLPACK_PYTHON to use another
-  interpreter) and gets crates/py-bindings/requirements-test.txt from the package registry.
-  It is reused while target/venv/.requirements-stamp matches that file's content; delete
-  target/venv to start afresh.
+  One per machine, shared by every clone: <cache>/arrow-dlpack/venv-<key>, where <cache> is
+  $XDG_CACHE_HOME or ~/.cache and <key> hashes crates/py-bindings/requirements-test.txt and
+  the interpreter's path and version. It is made with `python3 -m venv` (set
+  ARROW_DLPACK_PYTHON to use another interpreter) and gets the requirements from the package
+  registry; a changed file or interpreter makes a new one, and one whose stamp does not match
+  its key exactly (an interrupted install) is made again. ARROW_DLPACK_VENV names another
+  directory for it. target/venv is a link to it; environments of other keys unused for 14
+  days are removed when a new one is made.
 
 Examples:
   cargo xtask test -- -k fixed_shape -x
@@ -210,7 +214,8 @@ mod tests {
             );
         }
         assert!(HELP.contains("after `--`"));
-        assert!(HELP.contains("ARROW_DLPACK_PYTHON"));
+        assert!(HELP.contains(python::PYTHON_VARIABLE));
+        assert!(HELP.contains(python::VENV_VARIABLE));
     }
 
     #[test]

@@ -1,8 +1,10 @@
-//! The Python side shared by `test`, `demo` and `bench`: the virtual environment under
-//! `target/venv` and the wheel built by maturin and installed into it.
+//! The Python side shared by `test`, `demo` and `bench`: the virtual environment with the test
+//! requirements, kept once per machine under the user's cache directory and reused by every
+//! clone, and the wheel built by maturin and installed into it.
 
-use std::fs;
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use crate::Result;
 use crate::process::Cmd;
@@ -14,68 +16,110 @@ const REQUIREMENTS: &str = "crates/py-bindings/requirements-test.txt";
 const MANIFEST: &str = "crates/py-bindings/Cargo.toml";
 
 /// The variable that names the interpreter the environment is created from.
-const PYTHON_VARIABLE: &str = "ARROW_DLPACK_PYTHON";
+pub(crate) const PYTHON_VARIABLE: &str = "ARROW_DLPACK_PYTHON";
+
+/// The variable that names the environment's directory instead of the cache.
+pub(crate) const VENV_VARIABLE: &str = "ARROW_DLPACK_VENV";
+
+/// The name of the stamp file inside an environment: what was installed into it, from what.
+const STAMP: &str = ".requirements-stamp";
+
+/// Cached environments of other keys that nobody used for this long are removed when a new
+/// one is made (each holds several gigabytes).
+const UNUSED_FOR: Duration = Duration::from_secs(14 * 24 * 3600);
 
 /// A virtual environment with the test requirements installed.
 pub(crate) struct PythonEnv {
+    dir: PathBuf,
     python: PathBuf,
 }
 
 impl PythonEnv {
-    /// Creates `target/venv` when it does not exist and installs the requirements into it,
-    /// unless the stamp file says that they are already installed.
+    /// Makes sure that the environment for this requirements file and interpreter exists with
+    /// the requirements installed, and links `target/venv` to it.
+    ///
+    /// The environment lives in `$ARROW_DLPACK_VENV` when that is set, and otherwise in
+    /// `<cache>/arrow-dlpack/venv-<key>` (`<cache>` is `$XDG_CACHE_HOME` or `~/.cache`), where
+    /// the key hashes the requirements file and the interpreter's path and version: a changed
+    /// file or interpreter gets a new environment, and every clone on the machine shares one.
+    /// Its stamp file must match the key exactly, or the environment is made again from
+    /// nothing: an interrupted install is never trusted.
     pub(crate) fn ensure(root: &Path) -> Result<PythonEnv> {
-        let venv = root.join("target").join("venv");
-        let env = PythonEnv {
-            python: venv_python(&venv),
-        };
         let requirements_path = root.join(REQUIREMENTS);
         let requirements = fs::read(&requirements_path)
             .map_err(|error| format!("could not read {}: {error}", requirements_path.display()))?;
         let base = std::env::var_os(PYTHON_VARIABLE).unwrap_or_else(|| "python3".into());
-        let stamp = stamp_text(&requirements, &base.to_string_lossy());
-        let stamp_path = venv.join(".requirements-stamp");
-        let old_stamp = fs::read_to_string(&stamp_path).ok();
-
-        if !env.python.exists()
-            || old_stamp
-                .as_deref()
-                .is_some_and(|old| !same_base(old, &stamp))
+        let identity = interpreter_identity(root, &base)?;
+        let stamp = stamp_text(&requirements, &identity);
+        let dir = match std::env::var_os(VENV_VARIABLE) {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => cache_dir()?.join(format!("venv-{:016x}", fnv1a64(stamp.as_bytes()))),
+        };
+        let env = PythonEnv {
+            python: venv_python(&dir),
+            dir,
+        };
+        let parent = env.dir.parent().unwrap_or(Path::new("."));
+        fs::create_dir_all(parent)
+            .map_err(|error| format!("could not create {}: {error}", parent.display()))?;
+        // One clone at a time makes or checks an environment; the others wait for it.
+        let _lock = lock(&env.dir.with_extension("lock"))?;
+        let stamp_path = env.dir.join(STAMP);
+        if env.python.exists()
+            && fs::read_to_string(&stamp_path).ok().as_deref() == Some(stamp.as_str())
         {
-            // A new interpreter gets a new environment: packages built for one Python version
-            // do not load in another.
             println!(
-                "==> creating the Python environment target/venv from `{}`",
-                base.to_string_lossy()
+                "==> reusing the Python environment {} ({REQUIREMENTS} and the interpreter are \
+                 unchanged since it was made)",
+                env.dir.display()
             );
-            Cmd::new(root, &base)
-                .args(["-m", "venv", "--clear"])
-                .arg(&venv)
-                .run()
-                .map_err(|error| {
-                    format!(
-                        "{error}\n(set {PYTHON_VARIABLE} to a Python 3 interpreter with the venv \
-                         module; on Debian and Ubuntu that is the python3-venv package)"
-                    )
-                })?;
-        } else if old_stamp.as_deref() == Some(stamp.as_str()) {
-            println!("==> reusing target/venv: {REQUIREMENTS} is unchanged since it was installed");
-            return Ok(env);
+            // The stamp's time says when the environment was last used, for pruning.
+            touch(&stamp_path);
+        } else {
+            env.create(root, &base, &requirements_path, &stamp)?;
+            if std::env::var_os(VENV_VARIABLE).is_none() {
+                prune_unused(parent, &env.dir);
+            }
         }
+        link_target_venv(root, &env.dir);
+        Ok(env)
+    }
 
-        println!("==> installing {REQUIREMENTS} into target/venv from the package registry");
-        // A stale stamp must not survive a failed or interrupted install.
-        let _ = fs::remove_file(&stamp_path);
-        env.command(root)
+    /// Makes the environment from nothing and installs the requirements; the stamp is written
+    /// last, so that only a complete install is ever reused.
+    fn create(
+        &self,
+        root: &Path,
+        base: &std::ffi::OsStr,
+        requirements: &Path,
+        stamp: &str,
+    ) -> Result {
+        println!(
+            "==> creating the Python environment {} from `{}`",
+            self.dir.display(),
+            base.to_string_lossy()
+        );
+        Cmd::new(root, base)
+            .args(["-m", "venv", "--clear"])
+            .arg(&self.dir)
+            .run()
+            .map_err(|error| {
+                format!(
+                    "{error}\n(set {PYTHON_VARIABLE} to a Python 3 interpreter with the venv \
+                     module; on Debian and Ubuntu that is the python3-venv package)"
+                )
+            })?;
+        println!("==> installing {REQUIREMENTS} from the package registry");
+        self.command(root)
             .args(["-m", "pip", "install", "--upgrade", "pip"])
             .run()?;
-        env.command(root)
+        self.command(root)
             .args(["-m", "pip", "install", "--requirement"])
-            .arg(&requirements_path)
+            .arg(requirements)
             .run()?;
-        fs::write(&stamp_path, &stamp)
-            .map_err(|error| format!("could not write {}: {error}", stamp_path.display()))?;
-        Ok(env)
+        let stamp_path = self.dir.join(STAMP);
+        fs::write(&stamp_path, stamp)
+            .map_err(|error| format!("could not write {}: {error}", stamp_path.display()))
     }
 
     /// Installs the extra requirements file `relative` (to the project root) into the
@@ -87,15 +131,16 @@ impl PythonEnv {
             .map_err(|error| format!("could not read {}: {error}", path.display()))?;
         let stamp = format!("{relative} fnv1a64: {:016x}\n", fnv1a64(&requirements));
         let name = path.file_name().unwrap_or_default().to_string_lossy();
-        let stamp_path = root
-            .join("target")
-            .join("venv")
-            .join(format!(".{name}-stamp"));
+        let stamp_path = self.dir.join(format!(".{name}-stamp"));
+        let _lock = lock(&self.dir.with_extension("lock"))?;
         if fs::read_to_string(&stamp_path).ok().as_deref() == Some(stamp.as_str()) {
-            println!("==> reusing target/venv: {relative} is unchanged since it was installed");
+            println!("==> reusing the environment's {relative}: unchanged since it was installed");
             return Ok(());
         }
-        println!("==> installing {relative} into target/venv from the package registry");
+        println!(
+            "==> installing {relative} into {} from the package registry",
+            self.dir.display()
+        );
         let _ = fs::remove_file(&stamp_path);
         self.command(root)
             .args(["-m", "pip", "install", "--requirement"])
@@ -103,6 +148,11 @@ impl PythonEnv {
             .run()?;
         fs::write(&stamp_path, &stamp)
             .map_err(|error| format!("could not write {}: {error}", stamp_path.display()))
+    }
+
+    /// The environment's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// The environment's interpreter.
@@ -180,18 +230,133 @@ fn venv_python(venv: &Path) -> PathBuf {
     }
 }
 
-/// What the stamp file holds: the interpreter the environment was made from and a hash of the
-/// requirements installed into it.
-fn stamp_text(requirements: &[u8], base: &str) -> String {
+/// The interpreter's resolved path and full version, as it reports them itself: `python3` on the
+/// `PATH` may change its meaning, and packages built for one version do not load in another.
+fn interpreter_identity(root: &Path, base: &std::ffi::OsStr) -> Result<String> {
+    Cmd::new(root, base)
+        .args([
+            "-c",
+            "import sys; print(sys.executable); print(sys.version.replace(chr(10), ' '))",
+        ])
+        .read_stdout()
+        .map_err(|error| {
+            format!(
+                "{error}\n(set {PYTHON_VARIABLE} to a Python 3 interpreter; the environment is \
+                 made from it)"
+            )
+        })
+}
+
+/// What the stamp file holds, and what the cache key hashes: the interpreter and a hash of the
+/// requirements installed into the environment.
+fn stamp_text(requirements: &[u8], interpreter: &str) -> String {
     format!(
-        "python: {base}\n{REQUIREMENTS} fnv1a64: {:016x}\n",
+        "python: {}\n{REQUIREMENTS} fnv1a64: {:016x}\n",
+        interpreter.trim_end().replace('\n', " | "),
         fnv1a64(requirements)
     )
 }
 
-/// Whether two stamps name the same base interpreter.
-fn same_base(a: &str, b: &str) -> bool {
-    a.lines().next() == b.lines().next()
+/// The project's directory in the user's cache: `$XDG_CACHE_HOME/arrow-dlpack`, or
+/// `~/.cache/arrow-dlpack`.
+pub(crate) fn cache_dir() -> Result<PathBuf> {
+    let base = match std::env::var_os("XDG_CACHE_HOME") {
+        Some(dir) if Path::new(&dir).is_absolute() => PathBuf::from(dir),
+        _ => match std::env::var_os("HOME").or_else(|| std::env::var_os("USERPROFILE")) {
+            Some(home) if !home.is_empty() => PathBuf::from(home).join(".cache"),
+            _ => {
+                return Err(format!(
+                    "neither XDG_CACHE_HOME nor HOME is set, so there is no cache directory for \
+                     the Python environment; set {VENV_VARIABLE} to a directory for it"
+                ));
+            }
+        },
+    };
+    Ok(base.join("arrow-dlpack"))
+}
+
+/// An exclusive lock on the file at `path`, held until the returned handle is dropped.
+fn lock(path: &Path) -> Result<File> {
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|error| format!("could not open the lock file {}: {error}", path.display()))?;
+    file.lock()
+        .map_err(|error| format!("could not lock {}: {error}", path.display()))?;
+    Ok(file)
+}
+
+/// Sets a file's modification time to now; a failure only makes pruning earlier.
+fn touch(path: &Path) {
+    if let Ok(file) = File::options().write(true).open(path) {
+        let _ = file.set_modified(SystemTime::now());
+    }
+}
+
+/// Removes the cached environments beside `keep` whose stamps say that nobody used them for
+/// [`UNUSED_FOR`], and those that never finished installing and are as old. Failures only
+/// leave an environment behind, so they are reported and otherwise ignored.
+fn prune_unused(cache: &Path, keep: &Path) {
+    let Ok(entries) = fs::read_dir(cache) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_env = path.is_dir()
+            && entry.file_name().to_string_lossy().starts_with("venv-")
+            && path != keep;
+        if !is_env {
+            continue;
+        }
+        let used = fs::metadata(path.join(STAMP))
+            .or_else(|_| fs::metadata(&path))
+            .and_then(|meta| meta.modified());
+        let stale = used
+            .ok()
+            .and_then(|time| time.elapsed().ok())
+            .is_some_and(|age| age > UNUSED_FOR);
+        if stale {
+            println!(
+                "==> removing the unused Python environment {}",
+                path.display()
+            );
+            if let Err(error) = fs::remove_dir_all(&path) {
+                eprintln!("warning: could not remove {}: {error}", path.display());
+            }
+            let _ = fs::remove_file(path.with_extension("lock"));
+        }
+    }
+}
+
+/// Points `target/venv` at the environment, so that `target/venv/bin/python` and
+/// `source target/venv/bin/activate` work from the clone. Best effort: a failure is reported
+/// and changes nothing else (the commands of xtask use the environment's own path).
+fn link_target_venv(root: &Path, dir: &Path) {
+    let link = root.join("target").join("venv");
+    if fs::read_link(&link).ok().as_deref() == Some(dir) {
+        return;
+    }
+    let result = (|| -> std::io::Result<()> {
+        fs::create_dir_all(root.join("target"))?;
+        match fs::symlink_metadata(&link) {
+            // An environment of the old layout, made inside the clone, is replaced.
+            Ok(meta) if meta.is_dir() => fs::remove_dir_all(&link)?,
+            Ok(_) => fs::remove_file(&link)?,
+            Err(_) => {}
+        }
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(dir, &link)?;
+        Ok(())
+    })();
+    if let Err(error) = result {
+        eprintln!(
+            "warning: could not link {} to {}: {error}",
+            link.display(),
+            dir.display()
+        );
+    }
 }
 
 /// The 64-bit FNV-1a hash: stable across Rust releases (unlike `DefaultHasher`) and a few lines
@@ -253,15 +418,72 @@ mod tests {
     }
 
     #[test]
-    fn stamp_changes_with_the_requirements_but_keeps_the_base_line() {
-        let one = stamp_text(b"numpy\n", "python3");
-        let two = stamp_text(b"numpy\npyarrow\n", "python3");
-        assert_ne!(one, two);
-        assert!(same_base(&one, &two));
-        assert!(!same_base(
-            &one,
-            &stamp_text(b"numpy\n", "/usr/bin/python3.12")
-        ));
+    fn stamp_changes_with_the_requirements_and_with_the_interpreter() {
+        let interpreter = "/usr/bin/python3\n3.11.7 (main) [GCC 12.2.0]\n";
+        let one = stamp_text(b"numpy\n", interpreter);
+        assert_eq!(
+            one,
+            format!(
+                "python: /usr/bin/python3 | 3.11.7 (main) [GCC 12.2.0]\n{REQUIREMENTS} fnv1a64: \
+                 {:016x}\n",
+                fnv1a64(b"numpy\n")
+            )
+        );
+        assert_ne!(one, stamp_text(b"numpy\npyarrow\n", interpreter));
+        assert_ne!(one, stamp_text(b"numpy\n", "/usr/bin/python3\n3.12.1\n"));
+        assert_ne!(
+            one,
+            stamp_text(b"numpy\n", "/opt/python3\n3.11.7 (main) [GCC 12.2.0]\n")
+        );
+    }
+
+    #[test]
+    fn lock_is_exclusive_until_dropped() {
+        let dir = std::env::temp_dir().join(format!("xtask-lock-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("venv.lock");
+        let held = lock(&path).unwrap();
+        let other = File::options().write(true).open(&path).unwrap();
+        assert!(
+            other.try_lock().is_err(),
+            "a second lock was granted while the first is held"
+        );
+        drop(held);
+        other.try_lock().unwrap();
+        drop(other);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn prune_removes_only_stale_environments_of_other_keys() {
+        let cache = std::env::temp_dir().join(format!("xtask-prune-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&cache);
+        let keep = cache.join("venv-keep");
+        let fresh = cache.join("venv-fresh");
+        let stale = cache.join("venv-stale");
+        let other = cache.join("not-an-env");
+        for dir in [&keep, &fresh, &stale, &other] {
+            fs::create_dir_all(dir).unwrap();
+            fs::write(dir.join(STAMP), b"stamp").unwrap();
+        }
+        let old = SystemTime::now() - UNUSED_FOR - Duration::from_secs(60);
+        for dir in [&keep, &stale, &other] {
+            File::options()
+                .write(true)
+                .open(dir.join(STAMP))
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        }
+        prune_unused(&cache, &keep);
+        assert!(keep.exists(), "the environment in use was removed");
+        assert!(fresh.exists(), "an environment used recently was removed");
+        assert!(
+            other.exists(),
+            "a directory that is no environment was removed"
+        );
+        assert!(!stale.exists(), "a stale environment was kept");
+        fs::remove_dir_all(&cache).unwrap();
     }
 
     #[test]

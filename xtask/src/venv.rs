@@ -6,9 +6,12 @@ use std::path::Path;
 use crate::Result;
 use crate::python::PythonEnv;
 
-/// Makes sure that `target/venv` exists with the test requirements installed.
+/// Makes sure that the environment exists with the test requirements installed.
 pub(crate) fn run(root: &Path) -> Result {
-    PythonEnv::ensure(root)?;
-    println!("venv: ready; activate it with `source target/venv/bin/activate`");
+    let env = PythonEnv::ensure(root)?;
+    println!(
+        "venv: ready in {}; activate it with `source target/venv/bin/activate`",
+        env.dir().display()
+    );
     Ok(())
 }
