@@ -13,7 +13,7 @@ use std::path::Path;
 
 use crate::Result;
 use crate::process::Cmd;
-use crate::python::PythonEnv;
+use crate::python::{PythonEnv, WheelProfile};
 
 /// The Python benchmark script, relative to the project root.
 const PYTHON_BENCH: &str = "crates/py-bindings/bench/bench_exchange.py";
@@ -35,8 +35,12 @@ const LOADER_HEADING: &str = "## The loader";
 
 /// Runs criterion with `forwarded` as its arguments, then the Python benchmarks if they exist.
 pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
-    let mut criterion =
-        Cmd::cargo(root).args(["bench", "-p", "arrow-dlpack-tensor", "-p", "arrow-dlpack"]);
+    // Criterion writes under the build directory unless told otherwise, and xtask builds in the
+    // shared one; the estimates belong to this clone.
+    let criterion_dir = root.join("target").join("criterion");
+    let mut criterion = Cmd::cargo(root)
+        .args(["bench", "-p", "arrow-dlpack-tensor", "-p", "arrow-dlpack"])
+        .env("CRITERION_HOME", &criterion_dir);
     if !forwarded.is_empty() {
         criterion = criterion.arg("--").args(forwarded);
     }
@@ -57,13 +61,14 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
         return Ok(());
     }
     let env = PythonEnv::ensure(root)?;
-    env.build_and_install_wheel(root)?;
+    // Line tables in the measured wheel, so that a profile of it names the code.
+    env.build_and_install(root, WheelProfile::Profiling)?;
     env.command_outside_sources(root)?
         .arg(script)
         .arg("--output")
         .arg(root.join(OUTPUT))
         .arg("--criterion-dir")
-        .arg(root.join("target").join("criterion"))
+        .arg(&criterion_dir)
         .run()?;
 
     let loader_script = root.join(LOADER_BENCH);

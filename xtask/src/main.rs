@@ -7,11 +7,13 @@
 //! Everything after `--` on the command line is forwarded to the tool a command wraps.
 
 mod bench;
+mod cache;
 mod demo;
 mod gpu_check;
 mod lint;
 mod process;
 mod python;
+mod stages;
 mod test;
 mod tidy;
 mod valgrind;
@@ -94,6 +96,10 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (command, own, forwarded) = split_args(&args);
     let root = project_root();
+    if let Err(message) = cache::use_shared_target_dir() {
+        eprintln!("error: {message}");
+        return ExitCode::FAILURE;
+    }
     let result = match command {
         None | Some("help" | "--help" | "-h") => {
             print!("{HELP}");

@@ -53,7 +53,7 @@ impl PythonEnv {
         let stamp = stamp_text(&requirements, &identity);
         let dir = match std::env::var_os(VENV_VARIABLE) {
             Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-            _ => cache_dir()?.join(format!("venv-{:016x}", fnv1a64(stamp.as_bytes()))),
+            _ => crate::cache::dir()?.join(format!("venv-{:016x}", fnv1a64(stamp.as_bytes()))),
         };
         let env = PythonEnv {
             python: venv_python(&dir),
@@ -193,6 +193,7 @@ impl PythonEnv {
             // The dev profile keeps debug assertions and overflow checks, and with them the
             // standard library's checks of unsafe preconditions (alignment, non-overlap).
             WheelProfile::Debug => &["--profile", "dev"],
+            WheelProfile::Profiling => &["--profile", "profiling"],
         };
         self.command(root)
             .args(["-m", "maturin", "build"])
@@ -219,6 +220,9 @@ pub(crate) enum WheelProfile {
     Release,
     /// Debug assertions and overflow checks on: undefined-behaviour preconditions abort.
     Debug,
+    /// The release build with line tables, for `cargo xtask bench`: a profiler can name the
+    /// code, and the wheel users install stays without debug info.
+    Profiling,
 }
 
 /// The interpreter of a virtual environment.
@@ -257,26 +261,8 @@ fn stamp_text(requirements: &[u8], interpreter: &str) -> String {
     )
 }
 
-/// The project's directory in the user's cache: `$XDG_CACHE_HOME/arrow-dlpack`, or
-/// `~/.cache/arrow-dlpack`.
-pub(crate) fn cache_dir() -> Result<PathBuf> {
-    let base = match std::env::var_os("XDG_CACHE_HOME") {
-        Some(dir) if Path::new(&dir).is_absolute() => PathBuf::from(dir),
-        _ => match std::env::var_os("HOME").or_else(|| std::env::var_os("USERPROFILE")) {
-            Some(home) if !home.is_empty() => PathBuf::from(home).join(".cache"),
-            _ => {
-                return Err(format!(
-                    "neither XDG_CACHE_HOME nor HOME is set, so there is no cache directory for \
-                     the Python environment; set {VENV_VARIABLE} to a directory for it"
-                ));
-            }
-        },
-    };
-    Ok(base.join("arrow-dlpack"))
-}
-
 /// An exclusive lock on the file at `path`, held until the returned handle is dropped.
-fn lock(path: &Path) -> Result<File> {
+pub(crate) fn lock(path: &Path) -> Result<File> {
     let file = File::options()
         .create(true)
         .truncate(false)
