@@ -52,8 +52,9 @@ const PYO3_PACKAGE: &str = "arrow-dlpack-python";
 const DLPARK_PACKAGE: &str = "dlpack-sys";
 
 /// Packages that still name dlpark, with the dependency kind (`normal`, `dev`, `build`) and why.
-/// Each is a known gap of issue 12 ("dlpack-sys is the only crate that names dlpark"), listed so
-/// that tidy catches any new one; remove an entry when its crate stops naming dlpark.
+/// Each is a known gap in the rule that dlpack-sys is the only crate that names dlpark
+/// (docs/architecture.md), listed so that tidy catches any new one; remove an entry when its crate
+/// stops naming dlpark.
 const DLPARK_EXCEPTIONS: &[(&str, &str, &str)] = &[
     (
         "arrow-dlpack-tensor",

@@ -8,13 +8,13 @@
 The rows are one table, `CASES`: each `Case` names a row, its kind (the producer call alone, a
 zero-copy exchange, wrapping an Arrow object, a copy, a table to a tensor), the call of ours and
 the anchor it is judged against (PyArrow's same call, its nearest equivalent, or a floor), built
-for each size from the row's data, and the target of issue 11. One loop (`run_case`) times every
+for each size from the row's data, and the row's target. One loop (`run_case`) times every
 row, and one renderer (`render_page`) writes the page.
 
 The script is the entry point and the renderer; beside it, `exchange_common.py` holds the peers,
 the clocks and the alternating timing loop, `exchange_cases.py` the rows (`CASES`),
 `exchange_runs.py` the references and the loop over the rows, `exchange_criterion.py` the Rust
-section, and `exchange_notes.py` the targets, each target's ratio before issue 11 (`BEFORE`) and
+section, and `exchange_notes.py` the targets, each target's ratio before the work (`BEFORE`) and
 the hand-written text of the page (`EXPLANATIONS` of misses, `REMAINS`).
 
 Every row times our call and its anchor in the same process, alternating batch by batch and
@@ -283,11 +283,12 @@ def render_page(
     out.append("")
     out.extend(rust_lines)
 
-    out.append("## Targets (issue 11)")
+    out.append("## Targets")
     out.append("")
     out.append(
-        "The before column gives each ratio before issue 11's work (the sources are listed "
-        "with `BEFORE` in `exchange_notes.py`); a dash where no such row was measured then."
+        "The before column gives each ratio before the producer-call and copy-kernel work (the "
+        "sources are listed with `BEFORE` in `exchange_notes.py`); a dash where no such row was "
+        "measured then."
     )
     out.append("")
     out.append("| target | bound | before | measured | |")

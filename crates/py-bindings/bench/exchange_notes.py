@@ -1,4 +1,4 @@
-"""Issue 11's targets, each target's ratio before the work, and the hand-written
+"""The exchange targets, each target's ratio before the work, and the hand-written
 explanations of the page that `bench_exchange.py` writes (profiles of misses, what remains).
 """
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 
-# The targets of issue 11. Times are upper bounds on ours / anchor, speeds lower bounds on
+# The exchange page's targets. Times are upper bounds on ours / anchor, speeds lower bounds on
 # ours / alloc+memcpy.
 PRODUCER_TARGET = 0.8  # `__dlpack__` called alone, against PyArrow's on the same data
 EXCHANGE_TARGET = 1.0  # every zero-copy exchange, against PyArrow's
@@ -19,13 +19,14 @@ COPY_TARGET = 0.7  # every copy, against alloc+memcpy of the same bytes ...
 COPY_PYARROW_TARGET = 1.0  # ... and against PyArrow's nearest equivalent
 TABLE_TARGET = 0.8  # `Tensor.from_arrow`, against `RecordBatch.to_tensor()` / `Table.to_tensor()`
 
-# Each target's ratio before issue 11's work, for the targets table's "before" column. Sources:
-# the run issue 11 cites (docs/benchmarks.md of 2026-11-29 11:20 UTC, at 2ac7085: the exchange,
-# wrap and copy rows, the 10M/10 rows and the Rust rows, the 10-million-element figure where a
-# row had two), the issue's own text ("PyArrow does the same call 7x faster" for
-# `np.from_dlpack(x, copy=True)`; a table to a row-major tensor 1.32x `to_tensor`), and the
-# producer-call profile of the session that started the work (`__dlpack__` alone: Array 1.31,
-# Tensor 1.00, fixed-shape tensor arrays 0.09). Rows that did not exist then have none.
+# Each target's ratio before the producer-call and copy-kernel work, for the targets table's
+# "before" column. Sources: the run that work started from (docs/benchmarks.md of 2026-11-29
+# 11:20 UTC, at 2ac7085: the exchange, wrap and copy rows, the 10M/10 rows and the Rust rows, the
+# 10-million-element figure where a row had two), the work's own statement of the gaps ("PyArrow
+# does the same call 7x faster" for `np.from_dlpack(x, copy=True)`; a table to a row-major tensor
+# 1.32x `to_tensor`), and the producer-call profile of the session that started the work
+# (`__dlpack__` alone: Array 1.31, Tensor 1.00, fixed-shape tensor arrays 0.09). Rows that did not
+# exist then have none.
 # Keys: "<row id>" for a Python row's time ratio, "<row id>:alloc" for its ratio against
 # alloc+memcpy, "scale:<row id>" for 10M/10, "rust:<group>/<name>" for a Rust row.
 BEFORE: dict[str, float] = {
@@ -80,7 +81,8 @@ BEFORE: dict[str, float] = {
 
 
 def before(key: str) -> str:
-    """The "before" cell of a target: its ratio before issue 11's work, or a dash."""
+    """The "before" cell of a target: its ratio before the producer-call and copy-kernel
+    work, or a dash."""
     value = BEFORE.get(key)
     return "-" if value is None else f"{value:.2f}"
 
@@ -174,7 +176,7 @@ EXPLANATIONS: dict[str, str] = {
         "`ExchangeApi::from_object` "
         + MISSING_ATTRIBUTE
         + "That lookup is now answered from a per-type cache (`protocols.rs`), which took the "
-        "ratio from 1.7 to 1.2. Issue 11 import round (ratio 1.15 to 0.98, alternating): "
+        "ratio from 1.7 to 1.2. Second import round (ratio 1.15 to 0.98, alternating): "
         "`__dlpack__`, `__dlpack_device__` and the exchange-API absence are read from a table "
         "built once per immutable type (`arrow_ffi/methods.rs`) and called as `f(obj)`, with no "
         "bound method (their `getattr` and `meth_dealloc` were 12% of the call); the "
@@ -204,7 +206,7 @@ EXPLANATIONS: dict[str, str] = {
     "fixed_shape_from_dlpack": (
         "26% of `ad.FixedShapeTensorArray.from_dlpack(np_3d)` was the failed "
         "`__dlpack_c_exchange_api__` lookup of `array_from_dlpack`, now cached per type (0.74 to "
-        "0.55). Issue 11 import round (0.56 to 0.41, alternating): the field of an array made "
+        "0.55). Second import round (0.56 to 0.41, alternating): the field of an array made "
         "from a tensor (extension metadata serialised to JSON into a `HashMap`: 15% of the call "
         "in perf) is made once per type and shared, and the `__dlpack__` call is the cheaper one "
         "of `array_from_dlpack`."
@@ -217,7 +219,7 @@ EXPLANATIONS: dict[str, str] = {
     "wrap_array": (
         "39% of `ad.array(pa_arr)` was a failed lookup of `__arrow_c_stream__` (pa.Array has "
         "only `__arrow_c_array__`, and streams are tried first); it is now cached per immutable "
-        "type, which took the ratio from 4.9 to 3.7. Issue 11 import round (5.80 to 2.62-2.74 "
+        "type, which took the ratio from 4.9 to 3.7. Second import round (5.80 to 2.62-2.74 "
         "over four runs, "
         "alternating): the protocol methods of an immutable type are read once from its MRO "
         "and called as `f(obj)` through `PyObject_CallFunctionObjArgs` (uninterned names missed "
@@ -296,7 +298,7 @@ EXPLANATIONS: dict[str, str] = {
         "time, 8 x 8 SIMD transposes) is the known fix."
     ),
     "rust:copy/record_batch_to_tensor/row_major/int32+float32": (
-        "Issue 11 profile (63% page faults in a fresh float64 staging buffer) is gone: the "
+        "The earlier profile (63% page faults in a fresh float64 staging buffer) is gone: the "
         "output comes from the warm-page pool and the staging runs are reused per block. "
         "Profile after (`perf record` on the criterion binary, `--profile-time 4`): 56% "
         "`table::copy::transpose_group`, the portable transpose for 8-byte elements, which the "
@@ -344,7 +346,7 @@ EXPLANATIONS: dict[str, str] = {
         "rerun `cargo xtask bench` before reading more into this row."
     ),
     "np_array": (
-        'Issue 11 profile of the producer call alone (`perf record -e cpu-clock` on a loop of '
+        'Earlier profile of the producer call alone (`perf record -e cpu-clock` on a loop of '
         '25 million `x.__dlpack__(max_version=(1, 0))`, abi3-py311 wheel): per call, four '
         '`malloc`/`free` pairs (the shared export tensor cloned with its shape and strides '
         "`Vec`s, dlpark's managed-tensor allocation, the boxed `Buffer` context: 15% with "
@@ -481,7 +483,7 @@ EXPLANATIONS: dict[str, str] = {
         'CPU time 0.34 to 0.96-1.18). Profile after: 98.6% in the AVX2 tile, 70% of it on the '
         'eight strided source loads (columns 5,000 bytes apart on 4 KiB pages): memory, not '
         'arithmetic. Before: '
-        'Issue 11 profile: 97% in the copy loop, all of it scalar 4-byte loads and stores '
+        'Earlier profile: 97% in the copy loop, all of it scalar 4-byte loads and stores '
         'through the stack (the 32 x 32 tile loop was not vectorised), and each run of a tile '
         'read from a different page (column stride 5000 bytes). Now: planes with unit row '
         'stride (a transposed matrix) go through 8 x 8 tiles visited in 64 x 64 blocks (64 '
@@ -524,7 +526,7 @@ remembered per immutable type; the shared export tensor is built once per object
 path from torch no longer calls torch's Python `__dlpack_device__`; `to_contiguous` no longer
 zeroes its output; the wheel is `abi3-py311` (`METH_FASTCALL`); outputs of 4 MiB and more are
 advised `MADV_HUGEPAGE`; large copies release the GIL.
-Issue 11 (producer call and copy kernels) added: one allocation per managed tensor with shape,
+The producer-call and copy-kernel work added: one allocation per managed tensor with shape,
 strides and the buffer reference inline; capsules made without re-validation; `max_version` read
 with the C API; boolean packing 16 bytes per SSE2 compare and unpacking into unzeroed memory;
 chunk concatenation by `memcpy` into huge-page-advised memory; a blocked SSE2 transpose and a
@@ -556,7 +558,7 @@ What is left, in order of what it would buy:
    keywords, `PyCapsule_New` and the one allocation. `FixedShapeTensorArray` (0.05) keeps pyo3's
    method.
 4. **`ad.array(pa_arr)`** (2.51-2.54x the bare `__arrow_c_array__()` in the final round, target
-   2.5; 5.80 before issue 11): half of the call is PyArrow's own work, which the floor pays too;
+   2.5; 5.80 before that work): half of the call is PyArrow's own work, which the floor pays too;
    the rest is fixed costs of 20-60 ns each (the `__dlpack_device__` probe that keeps CUDA
    pointers from being read on the CPU, three allocations, checks, the Python object); see the
    row's explanation.

@@ -1,4 +1,4 @@
-"""The Python DLPack protocol rules and exception types of DESIGN.md section 4, checked on the
+"""The Python DLPack protocol rules and exception types of docs/contract.md, checked on the
 capsules themselves (read with ctypes, as a C consumer reads them) and through real consumers."""
 
 import warnings
