@@ -15,7 +15,8 @@ The script is the entry point and the renderer; beside it, `exchange_common.py` 
 the clocks and the alternating timing loop, `exchange_cases.py` the rows (`CASES`),
 `exchange_runs.py` the references and the loop over the rows, `exchange_criterion.py` the Rust
 section, and `exchange_notes.py` the targets, each target's ratio before the work (`BEFORE`) and
-the hand-written text of the page (`EXPLANATIONS` of misses, `REMAINS`).
+the hand-written text of the page (`EXPLANATIONS` of misses, `REMAINS`); the page's last section,
+the measurements behind the copy kernels, is the hand-written `kernel_notes.md`, copied as it is.
 
 Every row times our call and its anchor in the same process, alternating batch by batch and
 swapping the order every round, so that the noise of a shared machine falls on both sides alike;
@@ -76,6 +77,9 @@ from exchange_common import (
 from exchange_cases import CASES, COPY, EXCHANGE, PRODUCER, TABLE, WRAP
 from exchange_runs import REMEASURED, Result, consumer_checks, run_cases
 from exchange_criterion import fmt_count, read_criterion, render_criterion
+
+# The hand-written section on the copy kernels' measurements, copied to the end of the page.
+KERNEL_NOTES = Path(__file__).resolve().parent / "kernel_notes.md"
 
 
 def machine_lines() -> list[str]:
@@ -353,6 +357,8 @@ def render_page(
         out.append(f"- `{row_id}`: " + (explanation or "no explanation recorded yet: profile it."))
     out.append("")
     out.append(REMAINS)
+    out.append("")
+    out.append(KERNEL_NOTES.read_text(encoding="utf-8").rstrip())
     return "\n".join(out).rstrip() + "\n"
 
 
