@@ -90,8 +90,8 @@ fn starts_word(line: &str, at: usize) -> bool {
     !line[..at].chars().next_back().is_some_and(is_word)
 }
 
-/// The shared folder as a path: `shared/` not in the middle of a word (`/work/shared/...`,
-/// `(shared/seed/...`), or `../shared` not followed by more of a word.
+/// The shared folder as a path: [`SHARED_FOLDER`] not in the middle of a word (after a slash, a
+/// space or a bracket), or [`SHARED_PARENT`] not followed by more of a word.
 fn shared_path(line: &str) -> Option<&str> {
     for (at, needle) in line.match_indices(SHARED_PARENT) {
         let after = &line[at + needle.len()..];
@@ -202,7 +202,7 @@ mod tests {
             ),
             ("shared\x2Fseed", "shared\x2Fseed"),
             ("read /work/shared\x2FREADME.", "shared\x2FREADME"),
-            ("cat ..\x2Fshared/notes.md", "..\x2Fshared/notes.md"),
+            ("cat ..\x2Fshared\x2Fnotes.md", "..\x2Fshared\x2Fnotes.md"),
             ("cd ..\x2Fshared", "..\x2Fshared"),
         ];
         for (line, path) in cases {
