@@ -9,6 +9,10 @@
 //! - The files of `crates/py-bindings/src` import each other one way: no cycle, except between a
 //!   base class and its subclass (`tidy/imports.rs`).
 //! - No pending insta snapshot (`*.snap.new`, `*.pending-snap`) is left in the tree.
+//! - No tracked text file refers to documents outside the repository or to tracker issues by
+//!   number (`tidy/references.rs`).
+//! - README.md's crate map lists every workspace member under its package name
+//!   (`tidy/crate_map.rs`).
 //!
 //! The dependencies come from `cargo metadata --no-deps`, read with the small JSON reader of
 //! `tidy/json.rs` (xtask depends on the standard library only).
@@ -19,8 +23,10 @@ use std::path::{Path, PathBuf};
 use crate::Result;
 use crate::process::Cmd;
 
+mod crate_map;
 mod imports;
 mod json;
+mod references;
 
 /// Each package of the workspace and the internal packages it may depend on, lowest layer first.
 ///
@@ -52,8 +58,9 @@ const PYO3_PACKAGE: &str = "arrow-dlpack-python";
 const DLPARK_PACKAGE: &str = "dlpack-sys";
 
 /// Packages that still name dlpark, with the dependency kind (`normal`, `dev`, `build`) and why.
-/// Each is a known gap of issue 12 ("dlpack-sys is the only crate that names dlpark"), listed so
-/// that tidy catches any new one; remove an entry when its crate stops naming dlpark.
+/// Each is a known gap in the rule that dlpack-sys is the only crate that names dlpark
+/// (docs/architecture.md), listed so that tidy catches any new one; remove an entry when its crate
+/// stops naming dlpark.
 const DLPARK_EXCEPTIONS: &[(&str, &str, &str)] = &[
     (
         "arrow-dlpack-tensor",
@@ -97,6 +104,8 @@ fn problems(root: &Path) -> Result<Vec<String>> {
         problems.extend(layer_problems(root, &package));
     }
     problems.extend(imports::problems(root)?);
+    problems.extend(references::problems(root)?);
+    problems.extend(crate_map::problems(root)?);
     Ok(problems)
 }
 

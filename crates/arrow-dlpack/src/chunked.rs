@@ -106,8 +106,8 @@ pub fn concat_chunks(chunks: &[ArrayRef], options: ConcatOptions) -> Result<Arra
 /// ([`UninitBuffer`]); `None` for other chunks, which `arrow_select` concatenates.
 ///
 /// `arrow_select::concat` writes into a `MutableBuffer`, which gets no huge-page advice: on a
-/// kernel with transparent huge pages on `madvise`, its 4 KiB page faults were 75% of the
-/// time of a large concatenation.
+/// kernel with transparent huge pages on `madvise`, its 4 KiB page faults took most of the time
+/// of a large concatenation (docs/benchmarks.md).
 fn concat_primitive_values(chunks: &[&dyn Array]) -> Result<Option<ArrayRef>> {
     let Some(first) = chunks.first() else {
         return Ok(None);

@@ -1,6 +1,7 @@
-//! The loader on issue 13's workload: 2,000,000 rows of 16 float32 features, an int64 label and
-//! an `arrow.fixed_shape_tensor` float32[8] embedding, one pass in batches of 1,024 and 8,192
-//! rows, from a memory-mapped Arrow IPC file and from a Parquet file.
+//! The loader on the workload of docs/benchmarks.md's loader section: 2,000,000 rows of 16
+//! float32 features, an int64 label and an `arrow.fixed_shape_tensor` float32[8] embedding, one
+//! pass in batches of 1,024 and 8,192 rows, from a memory-mapped Arrow IPC file and from a Parquet
+//! file.
 //!
 //! The files are written once into a temporary directory (about 200 MB each). Each batch gives
 //! `features` (B, 16) float32 (a copy: a column group), `label` (B,) and `embedding` (B, 8).

@@ -8,14 +8,15 @@
 The rows are one table, `CASES`: each `Case` names a row, its kind (the producer call alone, a
 zero-copy exchange, wrapping an Arrow object, a copy, a table to a tensor), the call of ours and
 the anchor it is judged against (PyArrow's same call, its nearest equivalent, or a floor), built
-for each size from the row's data, and the target of issue 11. One loop (`run_case`) times every
+for each size from the row's data, and the row's target. One loop (`run_case`) times every
 row, and one renderer (`render_page`) writes the page.
 
 The script is the entry point and the renderer; beside it, `exchange_common.py` holds the peers,
 the clocks and the alternating timing loop, `exchange_cases.py` the rows (`CASES`),
 `exchange_runs.py` the references and the loop over the rows, `exchange_criterion.py` the Rust
-section, and `exchange_notes.py` the targets, each target's ratio before issue 11 (`BEFORE`) and
-the hand-written text of the page (`EXPLANATIONS` of misses, `REMAINS`).
+section, and `exchange_notes.py` the targets, each target's ratio before the work (`BEFORE`) and
+the hand-written text of the page (`EXPLANATIONS` of misses, `REMAINS`); the page's last section,
+the measurements behind the copy kernels, is the hand-written `kernel_notes.md`, copied as it is.
 
 Every row times our call and its anchor in the same process, alternating batch by batch and
 swapping the order every round, so that the noise of a shared machine falls on both sides alike;
@@ -76,6 +77,9 @@ from exchange_common import (
 from exchange_cases import CASES, COPY, EXCHANGE, PRODUCER, TABLE, WRAP
 from exchange_runs import REMEASURED, Result, consumer_checks, run_cases
 from exchange_criterion import fmt_count, read_criterion, render_criterion
+
+# The hand-written section on the copy kernels' measurements, copied to the end of the page.
+KERNEL_NOTES = Path(__file__).resolve().parent / "kernel_notes.md"
 
 
 def machine_lines() -> list[str]:
@@ -283,11 +287,12 @@ def render_page(
     out.append("")
     out.extend(rust_lines)
 
-    out.append("## Targets (issue 11)")
+    out.append("## Targets")
     out.append("")
     out.append(
-        "The before column gives each ratio before issue 11's work (the sources are listed "
-        "with `BEFORE` in `exchange_notes.py`); a dash where no such row was measured then."
+        "The before column gives each ratio before the producer-call and copy-kernel work (the "
+        "sources are listed with `BEFORE` in `exchange_notes.py`); a dash where no such row was "
+        "measured then."
     )
     out.append("")
     out.append("| target | bound | before | measured | |")
@@ -352,6 +357,8 @@ def render_page(
         out.append(f"- `{row_id}`: " + (explanation or "no explanation recorded yet: profile it."))
     out.append("")
     out.append(REMAINS)
+    out.append("")
+    out.append(KERNEL_NOTES.read_text(encoding="utf-8").rstrip())
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -1,4 +1,4 @@
-"""The loader beside its anchors: issue 13's workload, one pass per method, methods alternating.
+"""The loader beside its anchors: its workload, one pass per method, methods alternating.
 
 The workload: N rows (2,000,000 by default) of 16 float32 features f0..f15, an int64 label and an
 ``arrow.fixed_shape_tensor`` float32[8] embedding, written into a temporary directory as an
@@ -315,7 +315,7 @@ def render(
     out = [
         "## The loader",
         "",
-        "Issue 13's workload, written by `crates/py-bindings/bench/bench_loader.py` (run by "
+        "The loader's workload, written by `crates/py-bindings/bench/bench_loader.py` (run by "
         "`cargo xtask bench`, which puts this section here): "
         f"{work.rows:,} rows of 16 float32 features, an int64 label and an "
         "`arrow.fixed_shape_tensor` float32[8] embedding, as an uncompressed Arrow IPC file and a "
@@ -412,7 +412,7 @@ def render(
         )
     out += [
         "",
-        "### Targets (issue 13)",
+        "### Targets",
         "",
         "| target | measured | target | |",
         "|---|---|---|---|",

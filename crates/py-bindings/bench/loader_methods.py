@@ -1,4 +1,4 @@
-"""Issue 13's workload and the methods that the loader benchmark times: the in-memory floor, the
+"""The loader's workload and the methods that the loader benchmark times: the in-memory floor, the
 anchors (pyarrow by hand, pyarrow -> numpy, polars, duckdb, Ray Data, Hugging Face datasets) and
 ours, each a callable that makes one pass over the workload and returns the rows it saw."""
 

@@ -82,7 +82,7 @@ class DLManagedTensorVersioned(ctypes.Structure):
     ]
 
 
-# The layouts of REFERENCE.md section 3, asserted rather than trusted.
+# The layouts of DLPack 1.3 (docs/compatibility.md), asserted rather than trusted.
 assert ctypes.sizeof(DLTensor) == 48
 assert ctypes.sizeof(DLManagedTensor) == 64
 assert ctypes.sizeof(DLManagedTensorVersioned) == 80

@@ -1,5 +1,5 @@
-"""Every example of PyArrow's DLPack guide (shared/seed/pyarrow-dlpack-guide.txt), with
-arrow_dlpack objects in place of PyArrow's and the guide's printed output checked."""
+"""Every example of PyArrow's DLPack guide, with arrow_dlpack objects in place of PyArrow's and
+the guide's printed output checked (docs/compatibility.md says what the guide covers)."""
 
 import re
 

@@ -13,8 +13,9 @@ by ``__arrow_c_stream__``):
   release is never released; nothing is released twice, children included;
 - the process alive (the run goes on to the next case).
 
-The contract is DESIGN.md section 4 and issue 10. The good cases prove the helper itself right:
-pyarrow reads the same hand-built structs as the values they were built to hold.
+The contract is docs/contract.md (the Arrow C Data Interface defences), and docs/reliability.md
+lists the review whose findings these cases keep fixed. The good cases prove the helper itself
+right: pyarrow reads the same hand-built structs as the values they were built to hold.
 
 Producers keep their capsules until the test drops them: the helper's capsule destructor is Python
 code, which cannot run while an exception propagates (see the helper).

@@ -3,7 +3,7 @@
 Every case checks three things: the documented exception type with a message naming the field,
 the producer's deleter called exactly once (or never, where the capsule was not ours to consume),
 and the process alive (the run goes on to the next case).
-The contract is DESIGN.md section 4 and the exception list of ``arrow_dlpack.__init__``: malformed
+The contract is docs/contract.md and the exception list of ``arrow_dlpack.__init__``: malformed
 imports raise ``ValueError``, devices ``BufferError``, non-DLPack objects ``TypeError``.
 
 Capsules are always held in a variable while a call that may raise runs: the helper's capsule
@@ -527,7 +527,7 @@ def test_values_written_by_the_producer_after_import_are_seen():
     assert producer.deleted == 1
 
 
-# Regressions of issue 10: each failed before its fix.
+# Regressions of the hostile-producer review (docs/reliability.md): each failed before its fix.
 
 
 def test_copy_of_a_huge_broadcast_is_a_memory_error_not_a_panic():

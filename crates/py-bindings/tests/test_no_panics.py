@@ -1,7 +1,7 @@
 """No Rust panic reaches Python: every hostile input of both boundaries, through every entry point.
 
 pyo3 turns a Rust panic into ``pyo3_runtime.PanicException``, which derives from ``BaseException``
-so that ``except Exception`` does not catch it; DESIGN.md section 4 promises documented
+so that ``except Exception`` does not catch it; docs/contract.md promises documented
 exceptions instead. This test runs every case of the hostile tables (``_dlpack_cases``'s
 ``MALFORMED`` and ``BAD_VERSIONS``, ``_arrow_c_cases``'s ``ARROW_C_CASES``) once more and fails on
 any exception that is a ``BaseException`` but not an ``Exception``, listing them all.

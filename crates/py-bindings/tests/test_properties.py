@@ -101,7 +101,7 @@ def test_copy_true_gives_a_compact_copy(view):
     assert_same_bits(back, view)
     if view.size > 0:
         assert back.ctypes.data != view.ctypes.data
-        # DESIGN.md: copy=True copies exactly the logical elements, compacted: the copy spans
+        # docs/contract.md: copy=True copies exactly the logical elements, compacted: the copy spans
         # size * itemsize bytes, with no gap and no repeated element.
         span = sum((n - 1) * abs(s) for n, s in zip(tensor.shape, tensor.strides))
         assert span + view.itemsize == view.size * view.itemsize

@@ -1,4 +1,4 @@
-"""The Python DLPack protocol rules and exception types of DESIGN.md section 4, checked on the
+"""The Python DLPack protocol rules and exception types of docs/contract.md, checked on the
 capsules themselves (read with ctypes, as a C consumer reads them) and through real consumers."""
 
 import warnings
@@ -71,7 +71,7 @@ def test_exports_versioned_capsule_stamped_with_dlpack_1_3(exported, dlpack, max
 
 
 def test_exports_versioned_capsule_at_our_version_for_a_newer_major(exported, dlpack):
-    # DESIGN: anything not below (1, 0) gets "dltensor_versioned at the library's DLPack
+    # docs/contract.md: anything not below (1, 0) gets "dltensor_versioned at the library's DLPack
     # version"; the array API lets a producer answer max_version with an older version, and the
     # consumer checks the major it finds (numpy and pyarrow answer (2, 0) the same way).
     obj, _ = exported

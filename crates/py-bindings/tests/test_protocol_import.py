@@ -1,4 +1,4 @@
-"""The Python DLPack protocol rules of DESIGN.md section 4 on the consumer side, and the exception
+"""The Python DLPack protocol rules of docs/contract.md on the consumer side, and the exception
 types of both sides: what `from_dlpack` imports (strides, offsets, versions, devices, `copy`) and
 what it refuses, checked with hand-built capsules and real producers."""
 

@@ -1,4 +1,5 @@
-"""The five PyArrow 26 bugs of REFERENCE.md section 1, each as a case that arrow_dlpack gets right.
+"""The five PyArrow 26 bugs listed in docs/compatibility.md, each as a case that arrow_dlpack gets
+right.
 
 PyArrow serves as an oracle only where it is right: its readers of data we export are used for
 identity and 2-cycle permutations, never for 3-cycles, which it reads with the inverse

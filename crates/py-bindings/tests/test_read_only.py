@@ -1,4 +1,4 @@
-"""Read-only is a promise (DESIGN.md section 4, issue 10).
+"""Read-only is a promise (docs/contract.md).
 
 - Every import that cannot prove it owns writable memory is read-only: every legacy capsule, and
   every versioned capsule flagged ``READ_ONLY``.

@@ -8,13 +8,10 @@
 //! - Column-major output is one sequential pass per column (a copy when the types agree, a
 //!   conversion otherwise). Into an output of `alloc::STREAM_THRESHOLD` bytes and more, too large
 //!   for the cache, the pass uses non-temporal stores, which skip reading each destination line:
-//!   `alloc::copy_to_uninit` for a column of the destination's type, and for float32, int32 and int64
-//!   columns of a float64 output the streaming kernel of `copy/fused.rs` (AVX2: widened in the
-//!   load, 32-byte streamed stores). Side by side with PyArrow's `to_tensor(row_major=False)`,
-//!   80 MB: 8 float64 columns 0.98-1.01 -> 0.59-0.71, mixed int32, float32 and float64
-//!   columns 0.90-0.93 -> 0.66-0.68. Converting through an L1 staging piece that is then
-//!   streamed measured no faster than plain stores (0.99-1.08), so other conversions store
-//!   plainly.
+//!   `alloc::copy_to_uninit` for a column of the destination's type, and for float32, int32 and
+//!   int64 columns of a float64 output the streaming kernel of `copy/fused.rs` (AVX2: widened in
+//!   the load, 32-byte streamed stores). Other conversions store plainly: converting through a
+//!   small staging piece that is then streamed was no faster.
 //! - Row-major output is written block of rows by block of rows ([`BLOCK_BYTES`] of output, a
 //!   multiple of 4 rows). Columns of the destination's type are read where they are; columns of
 //!   another type are converted into their run of a column-major staging block that stays in
@@ -23,33 +20,24 @@
 //!   float64 columns, the common case) goes through the fused kernel of `copy/fused.rs`:
 //!   4 rows of every column at a time, float64 columns loaded as they are and float32, int32
 //!   and int64 columns widened in the load (`vcvtps2pd`, `vcvtdq2pd`, exact, the bits of
-//!   `as f64`; int64 one value at a time, rounded as `as f64` rounds), 4 x 4
-//!   transposes in registers, and whole output lines stored, so that each column is read once
-//!   and each output line written once, with no staging pass for those columns (other column
-//!   types are staged and then read by the same kernel; int64 was, at 0.57-0.59 of `memcpy` for
-//!   int64+float64). Against the staging
-//!   pass and the plain loop below, on 10 columns of 100,000 rows (ratios of throughput to
-//!   `memcpy/alloc` of the same 8 MB, medians of 3 alternating criterion runs on a shared 2-core
-//!   AMD EPYC): int32+float32 0.44 -> 1.17 (0.53 -> 1.15 as two tables), int32+float32+float64
-//!   0.69 -> 1.19 (0.47 -> 1.04 as two tables), float64 alone 0.79 -> 0.90. Tiles of 4 rows
-//!   across all the columns of the block measured faster than each group of 4 columns down the
-//!   whole block (1.06 against 0.72 for int32+float32+float64); the block size (16, 64 or
-//!   256 KiB) made no difference above the noise, since these columns are never staged. The
-//!   profile of what remains: 90% in the kernel, about half of its samples on the stores and
-//!   shuffles and half on choosing each column's load (its kind and address, per tile).
+//!   `as f64`; int64 one value at a time, rounded as `as f64` rounds), 4 x 4 transposes in
+//!   registers, and whole output lines stored, so that each column is read once and each output
+//!   line written once, with no staging pass for those columns (other column types are staged
+//!   and then read by the same kernel). Tiles of 4 rows run across all the columns of the block,
+//!   rather than each group of 4 columns down the whole block, which was slower; the block size
+//!   hardly matters here, since these columns are never staged.
 //! - Every other destination type, and float64 without AVX2, interleaves the runs into the
 //!   output block by a loop unrolled for up to [`MAX_GROUP`] columns, a whole row at a time;
 //!   groups of a multiple of 4 columns of 4-byte values (float32, int32, uint32) go 4 rows by 4
-//!   columns at a time through a transpose in SSE registers, 2.2x faster than the plain loop
-//!   (16 float32 columns of 8,192 rows: 0.8x of `memcpy` of the same bytes, against 0.37x).
-//!   Storing converted values straight into the output block at their stride with this scalar
-//!   loop, without staging, measured 1.4x slower for alternating int32/float32/float64 columns,
-//!   and loading tiles of 8 rows per column into arrays before writing them 1.8x slower than the
-//!   plain loop.
+//!   columns at a time through a transpose in SSE registers. Storing converted values straight
+//!   into the output block at their stride, without staging, and loading tiles of 8 rows per
+//!   column into arrays before writing them were both slower than this loop.
 //!
 //! Either way each column is read once and each output block written once to memory, so that
 //! the conversion and the transposition cost one pass over memory (strided stores straight into
 //! a large output would miss the cache once per element).
+//! The measurements behind these choices are in docs/benchmarks.md ("Why the copy kernels are
+//! shaped as they are").
 
 use std::mem::MaybeUninit;
 use std::ops::Range;

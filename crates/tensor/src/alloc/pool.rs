@@ -43,10 +43,9 @@ pub const BLOCK_ALIGN: usize = 2 << 20;
 
 /// The default bound on cached bytes: 256 MiB, three 80 MB outputs.
 ///
-/// Measured with `bench_exchange.py` (`copy_true_export`, 80 MB, ours / PyArrow): 1.63 with the
-/// pool off, 0.99 with a limit of 80 MiB (one output, every repeated copy a hit), 0.99 with
-/// 256 MiB. The rest covers a loop that keeps two or three outputs alive while it frees older
-/// ones; the decay returns idle memory within a second, as PyArrow's pools do.
+/// One large output repeated is served from the pool once the limit holds it (docs/benchmarks.md
+/// has the measurements); the rest covers a loop that keeps two or three outputs alive while it
+/// frees older ones. The decay returns idle memory within a second, as PyArrow's pools do.
 pub const DEFAULT_LIMIT: usize = 256 << 20;
 
 /// The default time a cached block may sit unused before it goes back to the system.

@@ -9,12 +9,10 @@
 //! each below that size, never get them.
 //!
 //! [`copy_to_uninit`] takes the decision from the size of the whole output: when it is at least
-//! [`STREAM_THRESHOLD`] bytes, runs of at least [`STREAM_MIN_RUN`] bytes are streamed. Measured on
-//! the development machine (AMD EPYC, 32 MiB L3, 2 cores; one run after another into a warm
-//! 80 MB output): 8 columns of 10 MB copied in 0.60-0.71 of `memcpy`'s time; a single run copied
-//! again and again took 0.73 of `memcpy`'s time at 16 MiB and 80 MB, 0.77 at 8 MiB, but 1.2 at
-//! 4 MiB and 2.0 at 256 KiB, where source and destination stay in the cache between copies and
-//! streaming throws that away.
+//! [`STREAM_THRESHOLD`] bytes, runs of at least [`STREAM_MIN_RUN`] bytes are streamed. Below that
+//! size, source and destination can stay in the cache between copies, and streaming would throw
+//! that away: small outputs are copied plainly. docs/benchmarks.md ("Why the copy kernels are
+//! shaped as they are") has the measurements behind the threshold.
 
 use std::mem::MaybeUninit;
 

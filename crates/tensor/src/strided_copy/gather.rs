@@ -9,11 +9,9 @@ use std::mem::MaybeUninit;
 /// loaded and their even lanes packed with one shuffle (and a lane permute in AVX2), one
 /// 64-byte output line per step. The rest, and every other size or architecture, is a loop over
 /// pairs that the compiler vectorises as it can.
-/// `copy/to_contiguous/gapped` (every other int64 of 20 MB into 10 MB), in thread CPU time
-/// beside a 10 MB memcpy: 0.60-0.62 -> 0.63-0.75 of memcpy (streaming stores included), where
-/// `copy/reference/read_20_write_10`, which reads the same 20 MB and writes the same 10 MB in the
-/// simplest way, reaches 0.57-0.64: the copy reads twice the bytes it writes and is bound by
-/// memory bandwidth, not by its instructions.
+/// The copy reads twice the bytes it writes, so it is bound by memory bandwidth, not by its
+/// instructions: criterion's `copy/reference/read_20_write_10`, the simplest loop that reads and
+/// writes the same bytes, is its yardstick (docs/benchmarks.md).
 ///
 /// # Safety
 ///

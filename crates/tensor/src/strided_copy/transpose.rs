@@ -7,7 +7,7 @@
 //! finished while it is still in cache.
 //! Blocks of 64 x 64 elements, as before, read 64 source columns at once and wrote 64 output rows
 //! at once: more streams than the prefetchers follow and more pages than the L1 TLB holds, so that
-//! the copy ran at a fifth of memcpy's speed.
+//! the copy ran far below memcpy's speed (docs/benchmarks.md).
 //! The tiles are register transposes ([`super::x86`]) for four- and eight-byte elements on
 //! x86-64, and a local array that the compiler vectorises for the other sizes and architectures.
 

@@ -31,10 +31,8 @@ type Eight = [u32; 2];
 
 /// Copies a transposed plane of four-byte elements (see [`transpose_plane`]) with 8 x 8 AVX2
 /// tiles, or 4 x 4 SSE2 tiles without AVX2.
-/// Criterion `copy/to_contiguous/transposed` (float32 1250 x 2000 with strides [1, 1250]), with
-/// the strip walk and AVX2 against the 64 x 64 blocks of SSE2 4 x 4 tiles: 0.21-0.28 -> 0.56-1.00
-/// of `copy/memcpy` in the same runs (wall time on a shared, noisy 2-core machine); in thread CPU
-/// time, 0.34-0.36 -> 0.96-1.18.
+/// The wider AVX2 tiles, walked in strips (see `transpose.rs`), bring the transposed copy close to
+/// `memcpy`'s speed (criterion `copy/to_contiguous/transposed`; docs/benchmarks.md).
 ///
 /// # Safety
 ///
@@ -259,8 +257,7 @@ impl Tile for Sse2TwoByTwo {
 /// Half of [`crate::alloc::STREAM_THRESHOLD`], at which plain copies stream: a gather reads twice
 /// the bytes it writes, so that at 8 MiB of output its source and output (24 MiB) already fill
 /// three quarters of a 32 MiB L3, glibc's rule for streaming, and would leave the cache anyway.
-/// Measured in thread CPU time beside a 10 MB memcpy: every other int64 into a 10 MB output went
-/// from 0.61-0.64 to 0.74-0.84 of memcpy's speed; into a 1 MiB output streaming was slower.
+/// Into small outputs, which stay in the cache, streaming is slower (docs/benchmarks.md).
 pub(super) const NON_TEMPORAL_THRESHOLD: usize = crate::alloc::STREAM_THRESHOLD / 2;
 
 /// Gathers the even elements of `src` into `dst` for the leading outputs of a run of stride 2,
