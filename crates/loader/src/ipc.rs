@@ -158,7 +158,7 @@ pub(crate) fn read_planned(
 }
 
 /// The record batches of the IPC stream files `paths`, one file after another; each file is
-/// opened when the previous one ends, and a file that cannot be opened is one error among them.
+/// opened when the previous one ends, and one that cannot be opened yields an error in its place.
 pub(crate) fn read_streams(
     paths: Vec<PathBuf>,
 ) -> impl Iterator<Item = Result<RecordBatch>> + Send {
