@@ -3,8 +3,6 @@
 //! column group through `arrow_dlpack::write_rows`, the kernel of `Tensor.from_arrow`, one call
 //! per run at its row offset).
 
-use std::mem::MaybeUninit;
-
 use arrow_array::{Array, ArrayRef, RecordBatch, cast::AsArray};
 use arrow_dlpack::{
     ArrayToTensorOptions, RecordBatchToTensorOptions, RowsDestination, Table, WriteRowsOptions,
@@ -197,12 +195,8 @@ fn copy_output(
             let row_major = spec.row_major || *flat;
             let bytes = num_rows * k * dtype.size();
             let mut out = UninitBuffer::try_new(bytes)?;
-            // SAFETY: `out` is valid for writes of its `bytes` bytes (16-byte aligned), owned
-            // here and borrowed only through this slice until `assume_init` below.
-            let slots = unsafe {
-                std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<MaybeUninit<u8>>(), bytes)
-            };
-            let mut destination = RowsDestination::from_bytes(slots, *dtype, num_rows, row_major);
+            let mut destination =
+                RowsDestination::from_bytes(out.as_uninit_mut(), *dtype, num_rows, row_major);
             let options = WriteRowsOptions {
                 null_to_nan: spec.null_to_nan,
             };

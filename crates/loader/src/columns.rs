@@ -143,21 +143,31 @@ impl Columns {
         if Arc::ptr_eq(schema, &self.schema) {
             return Ok(());
         }
-        let same = schema.fields().len() == self.schema.fields().len()
-            && schema
-                .fields()
-                .iter()
-                .zip(self.schema.fields())
-                .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
-        if same {
-            Ok(())
-        } else {
-            Err(Error::SchemaMismatch {
-                what: what(),
-                found: describe(schema),
-                expected: describe(&self.schema),
-            })
-        }
+        check_same_columns(schema, &self.schema, what)
+    }
+}
+
+/// Refuses `schema` when its columns differ (by name or type) from `expected`'s; `what` names
+/// what has that schema, for the message.
+pub(crate) fn check_same_columns(
+    schema: &Schema,
+    expected: &Schema,
+    what: impl FnOnce() -> String,
+) -> Result<()> {
+    let same = schema.fields().len() == expected.fields().len()
+        && schema
+            .fields()
+            .iter()
+            .zip(expected.fields())
+            .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
+    if same {
+        Ok(())
+    } else {
+        Err(Error::SchemaMismatch {
+            what: what(),
+            found: describe(schema),
+            expected: describe(expected),
+        })
     }
 }
 

@@ -54,17 +54,17 @@ pub(crate) fn strided_group_view(columns: &[ArrayRef]) -> Option<Tensor> {
         return None;
     }
     let span = (views.len() - 1) * distance + len * size;
-    let owner = views[0].buffer().clone();
+    let last = views[views.len() - 1].buffer().clone();
     let start = NonNull::new(views[0].data_ptr().cast_mut())?;
-    // SAFETY: every column's values `[data_ptr, data_ptr + len * size)` lie inside the
-    // initialised bytes of the one allocation that starts at `allocation` (an Arrow buffer's
-    // invariant, and all the buffers share that start, so they share the allocation). The span
-    // runs from the first column's first value to the last column's last value, so it lies
-    // between two points of those initialised bytes, and is inside them. `owner` holds a
-    // reference to the allocation, so the span stays valid as long as the new buffer lives; the
-    // buffer is only read (the tensor below is read-only).
+    // SAFETY: the span runs from the first column's first value to the last column's last value.
+    // The last column's allocation starts at `allocation` (checked above) and holds that value
+    // (an Arrow buffer lies inside its allocation's initialised bytes), so it covers every byte
+    // from `allocation` up to the end of the span; the span starts at the first column's values,
+    // which lie at or after `allocation` too, since its buffer starts there as well. `last`
+    // holds a reference to that allocation, so the span stays valid as long as the new buffer
+    // lives; the buffer is only read (the tensor below is read-only).
     let buffer =
-        unsafe { arrow_buffer::Buffer::from_custom_allocation(start, span, Arc::new(owner)) };
+        unsafe { arrow_buffer::Buffer::from_custom_allocation(start, span, Arc::new(last)) };
     let stride = isize::try_from(distance / size).ok()?;
     let shape = vec![len, views.len()];
     Tensor::try_new(buffer, dtype, shape, vec![1, stride], 0)

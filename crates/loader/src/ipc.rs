@@ -1,14 +1,16 @@
-//! Arrow IPC files, memory-mapped: the footer and every record batch's header are read and
-//! checked when the file is opened, and record batches are decoded on demand as zero-copy slices
-//! of the map.
+//! Arrow IPC: files, memory-mapped, whose footer and every record batch's header are read and
+//! checked when the file is opened, and whose record batches are decoded on demand as zero-copy
+//! slices of the map; and streams, read one file after another.
 
+use std::fs::File;
+use std::io::BufReader;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
-use arrow_ipc::reader::{FileDecoder, read_footer_length};
+use arrow_ipc::reader::{FileDecoder, StreamReader, read_footer_length};
 use arrow_ipc::{Block, root_as_footer, root_as_message};
 use arrow_schema::SchemaRef;
 
@@ -134,6 +136,51 @@ impl IpcFile {
             Err(error) => Err(corrupt(error.to_string())),
         }
     }
+}
+
+/// A unit of IPC-file work: a record batch of a file.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IpcRecordBatch {
+    pub(crate) file: usize,
+    pub(crate) index: usize,
+    pub(crate) rows: usize,
+}
+
+/// The planned record batches `units` of memory-mapped `files`, decoded in their order on the
+/// loader thread.
+pub(crate) fn read_planned(
+    files: Vec<IpcFile>,
+    units: Vec<IpcRecordBatch>,
+) -> impl Iterator<Item = Result<RecordBatch>> + Send {
+    units
+        .into_iter()
+        .map(move |unit| files[unit.file].read(unit.index))
+}
+
+/// The record batches of the IPC stream files `paths`, one file after another; each file is
+/// opened when the previous one ends, and one that cannot be opened yields an error in its place.
+pub(crate) fn read_streams(
+    paths: Vec<PathBuf>,
+) -> impl Iterator<Item = Result<RecordBatch>> + Send {
+    paths.into_iter().flat_map(
+        |path| -> Box<dyn Iterator<Item = Result<RecordBatch>> + Send> {
+            match open_stream(&path) {
+                Ok(reader) => {
+                    Box::new(reader.map(move |batch| {
+                        batch.map_err(|error| Error::ipc(&path, error.to_string()))
+                    }))
+                }
+                Err(error) => Box::new(std::iter::once(Err(error))),
+            }
+        },
+    )
+}
+
+/// Opens the IPC stream file `path` and reads its schema.
+fn open_stream(path: &Path) -> Result<StreamReader<BufReader<File>>> {
+    let file = file::open(path)?;
+    StreamReader::try_new(BufReader::new(file), None)
+        .map_err(|error| Error::ipc(path, error.to_string()))
 }
 
 /// The bytes of `block` (metadata and body), checked against the file's length.

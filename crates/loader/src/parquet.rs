@@ -21,7 +21,6 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
 
-use crate::source::Pieces;
 use crate::{Error, Result, file};
 
 /// The most rows decoded into one record batch: a whole row group up to this size, so that most
@@ -242,8 +241,10 @@ fn decode_units(
     }
 }
 
-impl Pieces for ParquetPieces {
-    fn next_piece(&mut self) -> Option<Result<RecordBatch>> {
+impl Iterator for ParquetPieces {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Result<RecordBatch>> {
         while !self.done && self.next_unit < self.units {
             let worker = self.next_unit % self.receivers.len();
             match self.receivers[worker].recv() {

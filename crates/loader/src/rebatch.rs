@@ -23,7 +23,7 @@ const ROW_STREAM: u64 = 2;
 /// Record batches pulled from the source, checked against the first one's schema.
 struct Input<'a> {
     spec: &'a BatchSpec,
-    pieces: Box<dyn Pieces>,
+    pieces: Pieces,
     columns: Option<Columns>,
     count: usize,
     exhausted: bool,
@@ -33,7 +33,7 @@ impl Input<'_> {
     /// The next record batch with rows, or `None` at the end.
     fn next(&mut self) -> Result<Option<RecordBatch>> {
         while !self.exhausted {
-            let Some(batch) = self.pieces.next_piece() else {
+            let Some(batch) = self.pieces.next() else {
                 self.exhausted = true;
                 break;
             };
@@ -64,7 +64,7 @@ impl Input<'_> {
 /// set.
 pub(crate) fn run(
     spec: &BatchSpec,
-    pieces: Box<dyn Pieces>,
+    pieces: Pieces,
     sender: &SyncSender<Result<TensorBatch>>,
     stop: &AtomicBool,
 ) {

@@ -2,17 +2,16 @@
 //! them before any data is read.
 
 use std::fmt;
-use std::fs::File;
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use arrow_array::{RecordBatch, RecordBatchReader};
-use arrow_ipc::reader::StreamReader;
+use arrow_schema::SchemaRef;
 
-use crate::ipc::IpcFile;
+use crate::columns::check_same_columns;
+use crate::ipc::{self, IpcFile, IpcRecordBatch};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
 use crate::rng::Rng;
-use crate::{BatchSpec, Error, Result, file};
+use crate::{BatchSpec, Error, Result};
 
 /// The streams of the shuffle's generators, so that the unit order and the row order of one seed
 /// are independent.
@@ -98,15 +97,12 @@ impl Source {
     }
 }
 
-/// Record batches, one after another, on the loader thread.
-pub(crate) trait Pieces: Send {
-    /// The next record batch; `None` at the end.
-    fn next_piece(&mut self) -> Option<Result<RecordBatch>>;
-}
+/// Record batches, one after another, read on the loader thread.
+pub(crate) type Pieces = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
 
 /// A source made ready: its record batches and, when the metadata tells, this shard's rows.
 pub(crate) struct Plan {
-    pub(crate) pieces: Box<dyn Pieces>,
+    pub(crate) pieces: Pieces,
     pub(crate) num_rows: Option<u64>,
 }
 
@@ -139,6 +135,21 @@ fn deal<T>(mut units: Vec<T>, spec: &BatchSpec) -> Vec<T> {
         .collect()
 }
 
+/// This shard's record batches of a sequential source: every `num_shards`-th from
+/// `shard_index`. An error is kept wherever it falls, so that no shard reads past it unaware.
+fn deal_in_turn(
+    pieces: impl Iterator<Item = Result<RecordBatch>> + Send + 'static,
+    spec: &BatchSpec,
+) -> Pieces {
+    let (shard_index, num_shards) = (spec.shard_index, spec.num_shards);
+    Box::new(
+        pieces
+            .enumerate()
+            .filter(move |(index, piece)| piece.is_err() || index % num_shards == shard_index)
+            .map(|(_, piece)| piece),
+    )
+}
+
 /// Reads the metadata of `source` and plans this shard's record batches.
 pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
     let columns = needed_columns(spec);
@@ -148,25 +159,21 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                 .iter()
                 .map(|path| IpcFile::open(path, columns.as_deref()))
                 .collect::<Result<Vec<_>>>()?;
-            check_file_schemas(&paths, files.iter().map(|f| f.schema()))?;
-            let units: Vec<(usize, usize, usize)> = files
+            check_file_schemas(&paths, files.iter().map(IpcFile::schema))?;
+            let units: Vec<IpcRecordBatch> = files
                 .iter()
                 .enumerate()
-                .flat_map(|(f, file)| {
-                    file.rows()
+                .flat_map(|(file, ipc)| {
+                    ipc.rows()
                         .iter()
                         .enumerate()
-                        .map(move |(b, &rows)| (f, b, rows))
+                        .map(move |(index, &rows)| IpcRecordBatch { file, index, rows })
                 })
                 .collect();
             let units = deal(units, spec);
-            let num_rows = units.iter().map(|&(_, _, rows)| rows as u64).sum();
-            let pieces = IpcPieces {
-                files,
-                units: units.into_iter(),
-            };
+            let num_rows = units.iter().map(|unit| unit.rows as u64).sum();
             Ok(Plan {
-                pieces: Box::new(pieces),
+                pieces: Box::new(ipc::read_planned(files, units)),
                 num_rows: Some(num_rows),
             })
         }
@@ -175,7 +182,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                 .iter()
                 .map(|path| ParquetFile::open(path, columns.as_deref()))
                 .collect::<Result<Vec<_>>>()?;
-            check_file_schemas(&paths, files.iter().map(|f| f.schema()))?;
+            check_file_schemas(&paths, files.iter().map(ParquetFile::schema))?;
             let units: Vec<RowGroup> = files
                 .iter()
                 .enumerate()
@@ -201,20 +208,13 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
             if spec.shuffle {
                 Rng::new(spec.seed, UNIT_STREAM).shuffle(&mut paths);
             }
-            let pieces = Dealt::new(
-                StreamPieces {
-                    paths: paths.into_iter(),
-                    current: None,
-                },
-                spec,
-            );
             Ok(Plan {
-                pieces: Box::new(pieces),
+                pieces: deal_in_turn(ipc::read_streams(paths), spec),
                 num_rows: None,
             })
         }
         Source::Reader(reader) => Ok(Plan {
-            pieces: Box::new(Dealt::new(ReaderPieces(reader), spec)),
+            pieces: deal_in_turn(reader.map(|batch| batch.map_err(Error::from)), spec),
             num_rows: None,
         }),
     }
@@ -223,119 +223,14 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
 /// Refuses files whose columns differ from the first file's.
 fn check_file_schemas<'a>(
     paths: &[PathBuf],
-    schemas: impl Iterator<Item = &'a arrow_schema::SchemaRef>,
+    schemas: impl Iterator<Item = &'a SchemaRef>,
 ) -> Result<()> {
-    let mut first: Option<&arrow_schema::SchemaRef> = None;
-    for (path, schema) in paths.iter().zip(schemas) {
-        let Some(expected) = first else {
-            first = Some(schema);
-            continue;
-        };
-        let same = schema.fields().len() == expected.fields().len()
-            && schema
-                .fields()
-                .iter()
-                .zip(expected.fields())
-                .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
-        if !same {
-            let describe = |s: &arrow_schema::Schema| {
-                let fields: Vec<String> = s
-                    .fields()
-                    .iter()
-                    .map(|f| format!("{}: {}", f.name(), f.data_type()))
-                    .collect();
-                format!("[{}]", fields.join(", "))
-            };
-            return Err(Error::SchemaMismatch {
-                what: format!("file {}", path.display()),
-                found: describe(schema),
-                expected: describe(expected),
-            });
-        }
+    let mut files = paths.iter().zip(schemas);
+    let Some((_, expected)) = files.next() else {
+        return Ok(());
+    };
+    for (path, schema) in files {
+        check_same_columns(schema, expected, || format!("file {}", path.display()))?;
     }
     Ok(())
-}
-
-/// The planned record batches of memory-mapped IPC files.
-struct IpcPieces {
-    files: Vec<IpcFile>,
-    units: std::vec::IntoIter<(usize, usize, usize)>,
-}
-
-impl Pieces for IpcPieces {
-    fn next_piece(&mut self) -> Option<Result<RecordBatch>> {
-        let (file, batch, _) = self.units.next()?;
-        Some(self.files[file].read(batch))
-    }
-}
-
-/// The record batches of IPC stream files, one file after another.
-struct StreamPieces {
-    paths: std::vec::IntoIter<PathBuf>,
-    current: Option<(PathBuf, StreamReader<BufReader<File>>)>,
-}
-
-impl Pieces for StreamPieces {
-    fn next_piece(&mut self) -> Option<Result<RecordBatch>> {
-        loop {
-            if let Some((path, reader)) = &mut self.current {
-                match reader.next() {
-                    Some(Ok(batch)) => return Some(Ok(batch)),
-                    Some(Err(error)) => return Some(Err(Error::ipc(path, error.to_string()))),
-                    None => self.current = None,
-                }
-            }
-            let path = self.paths.next()?;
-            let file = match file::open(&path) {
-                Ok(file) => file,
-                Err(error) => return Some(Err(error)),
-            };
-            match StreamReader::try_new(BufReader::new(file), None) {
-                Ok(reader) => self.current = Some((path, reader)),
-                Err(error) => return Some(Err(Error::ipc(&path, error.to_string()))),
-            }
-        }
-    }
-}
-
-/// The record batches of a reader.
-struct ReaderPieces(Box<dyn RecordBatchReader + Send>);
-
-impl Pieces for ReaderPieces {
-    fn next_piece(&mut self) -> Option<Result<RecordBatch>> {
-        self.0.next().map(|batch| batch.map_err(Error::from))
-    }
-}
-
-/// This shard's record batches of a sequential source: every `num_shards`-th from
-/// `shard_index`.
-struct Dealt<P> {
-    inner: P,
-    index: usize,
-    shard_index: usize,
-    num_shards: usize,
-}
-
-impl<P> Dealt<P> {
-    fn new(inner: P, spec: &BatchSpec) -> Self {
-        Dealt {
-            inner,
-            index: 0,
-            shard_index: spec.shard_index,
-            num_shards: spec.num_shards,
-        }
-    }
-}
-
-impl<P: Pieces> Pieces for Dealt<P> {
-    fn next_piece(&mut self) -> Option<Result<RecordBatch>> {
-        loop {
-            let piece = self.inner.next_piece()?;
-            let index = self.index;
-            self.index += 1;
-            if piece.is_err() || index % self.num_shards == self.shard_index {
-                return Some(piece);
-            }
-        }
-    }
 }

@@ -11,6 +11,10 @@
 //! checks it.
 //! `__next__` waits for the next batch with the GIL released: decoding, re-batching and copies
 //! never hold it.
+//!
+//! The options are the fields of [`BatchSpec`], declared there once: `_Batches` takes each as a
+//! keyword named after its field, and `_Batches.OPTIONS` lists them with their defaults, against
+//! which the Python tests hold `ad.batches`, `BatchDataset` and the stub.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, TryLockError};
@@ -18,6 +22,8 @@ use std::sync::{Arc, Mutex, TryLockError};
 use arrow_array::{RecordBatch, RecordBatchReader, StructArray};
 use arrow_dlpack_loader::{BatchSpec, Batches, ColumnGroup, Source};
 use arrow_schema::{ArrowError, DataType, Schema, SchemaRef};
+use pyo3::IntoPyObjectExt;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
@@ -120,6 +126,110 @@ fn paths_of(object: &Bound<'_, PyAny>) -> PyResult<Option<Vec<PathBuf>>> {
     Ok(None)
 }
 
+/// How the value of one field of [`BatchSpec`] crosses between Python and Rust.
+trait OptionValue: Sized {
+    /// The field's value from a keyword argument, as pyo3 extracts an argument of its type.
+    fn from_python(value: &Bound<'_, PyAny>) -> PyResult<Self>;
+    /// The field's value for `_Batches.OPTIONS`.
+    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
+}
+
+/// Fields whose type pyo3 converts both ways.
+macro_rules! plain_option_values {
+    ($($type:ty),* $(,)?) => {$(
+        impl OptionValue for $type {
+            fn from_python(value: &Bound<'_, PyAny>) -> PyResult<Self> {
+                value.extract()
+            }
+
+            fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                self.clone().into_bound_py_any(py)
+            }
+        }
+    )*};
+}
+
+plain_option_values!(bool, u64, usize, Vec<String>);
+
+/// Groups cross as `(name, columns)` pairs.
+impl OptionValue for Vec<ColumnGroup> {
+    fn from_python(value: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let pairs: Vec<(String, Vec<String>)> = value.extract()?;
+        Ok(pairs
+            .into_iter()
+            .map(|(name, columns)| ColumnGroup::new(name, columns))
+            .collect())
+    }
+
+    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let pairs: Vec<(String, Vec<String>)> = self
+            .iter()
+            .map(|group| (group.name.clone(), group.columns.clone()))
+            .collect();
+        pairs.into_bound_py_any(py)
+    }
+}
+
+/// The keywords of `_Batches`, one per field of [`BatchSpec`], each named once.
+macro_rules! batch_spec_options {
+    ($($field:ident),* $(,)?) => {
+        /// The spec that `options` give, a field absent from them at its default; a keyword that
+        /// names no field is a `TypeError`, and a value of the wrong type the error pyo3 raises
+        /// for such an argument, with its note.
+        fn spec_from_options(options: Option<&Bound<'_, PyDict>>) -> PyResult<BatchSpec> {
+            let mut spec = BatchSpec::default();
+            for (keyword, value) in options.into_iter().flat_map(|options| options.iter()) {
+                let keyword: String = keyword.extract()?;
+                match keyword.as_str() {
+                    $(stringify!($field) => {
+                        spec.$field = OptionValue::from_python(&value).map_err(|error| {
+                            let _ = error.add_note(
+                                value.py(),
+                                concat!("while processing '", stringify!($field), "'"),
+                            );
+                            error
+                        })?;
+                    })*
+                    _ => {
+                        return Err(PyTypeError::new_err(format!(
+                            "_Batches() got an unexpected keyword argument '{keyword}'"
+                        )));
+                    }
+                }
+            }
+            Ok(spec)
+        }
+
+        /// Every field of [`BatchSpec`] and its default, in the order of declaration.
+        fn option_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+            // The pattern names every field, without `..`: a field added to `BatchSpec` and not
+            // to this list fails to compile.
+            let BatchSpec { $($field),* } = BatchSpec::default();
+            let defaults = PyDict::new(py);
+            $(defaults.set_item(stringify!($field), $field.to_python(py)?)?;)*
+            Ok(defaults)
+        }
+    };
+}
+
+batch_spec_options!(
+    batch_size,
+    drop_last,
+    columns,
+    groups,
+    masks,
+    allow_nulls,
+    null_to_nan,
+    row_major,
+    shuffle,
+    seed,
+    buffer_size,
+    shard_index,
+    num_shards,
+    prefetch,
+    decode_threads,
+);
+
 /// Batches of exactly `batch_size` rows from an Arrow source, made on background threads; each
 /// is a dict from column (or group) name to `Tensor`.
 #[pyclass(name = "_Batches", module = "arrow_dlpack")]
@@ -135,51 +245,16 @@ pub(crate) struct PyBatches {
 
 #[pymethods]
 impl PyBatches {
+    /// `source` read as the keywords say, one per field of [`BatchSpec`], each at its default
+    /// when absent.
     #[new]
-    #[pyo3(signature = (
-        source, batch_size, *, columns, groups, masks, drop_last, allow_nulls, null_to_nan,
-        row_major, shuffle, seed, buffer_size, shard_index, num_shards, prefetch, decode_threads
-    ))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (source, **options))]
     fn new(
         py: Python<'_>,
         source: &Bound<'_, PyAny>,
-        batch_size: usize,
-        columns: Vec<String>,
-        groups: Vec<(String, Vec<String>)>,
-        masks: Vec<String>,
-        drop_last: bool,
-        allow_nulls: bool,
-        null_to_nan: bool,
-        row_major: bool,
-        shuffle: bool,
-        seed: u64,
-        buffer_size: usize,
-        shard_index: usize,
-        num_shards: usize,
-        prefetch: usize,
-        decode_threads: usize,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let spec = BatchSpec {
-            batch_size,
-            drop_last,
-            columns,
-            groups: groups
-                .into_iter()
-                .map(|(name, columns)| ColumnGroup::new(name, columns))
-                .collect(),
-            masks,
-            allow_nulls,
-            null_to_nan,
-            row_major,
-            shuffle,
-            seed,
-            buffer_size,
-            shard_index,
-            num_shards,
-            prefetch,
-            decode_threads,
-        };
+        let spec = spec_from_options(options)?;
         let source = errors::no_panic("reading an Arrow source", || source_of(source))?;
         // Opening files reads their metadata (footers a hostile file may have forged): I/O, done
         // without the GIL, and under `no_panic` like every read of foreign data.
@@ -192,6 +267,13 @@ impl PyBatches {
             len: batches.len(),
             batches: Mutex::new(Some(batches)),
         })
+    }
+
+    /// Every option (a field of [`BatchSpec`]) and its default, in the order of declaration.
+    #[classattr]
+    #[pyo3(name = "OPTIONS")]
+    fn options(py: Python<'_>) -> PyResult<Py<PyDict>> {
+        Ok(option_defaults(py)?.unbind())
     }
 
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {

@@ -438,25 +438,28 @@ class _Batches:
     """The batch iterator behind :func:`arrow_dlpack.batches` (which computes the shard and
     shows progress): exact-size batches of tensors, made on background threads."""
 
+    OPTIONS: ClassVar[dict[str, Any]]
+    """Every option (a field of the Rust ``BatchSpec``) and its default, in declaration order."""
+
     def __new__(
         cls,
         source: Any,
-        batch_size: int,
         *,
-        columns: list[str],
-        groups: list[tuple[str, list[str]]],
-        masks: list[str],
-        drop_last: bool,
-        allow_nulls: bool,
-        null_to_nan: bool,
-        row_major: bool,
-        shuffle: bool,
-        seed: int,
-        buffer_size: int,
-        shard_index: int,
-        num_shards: int,
-        prefetch: int,
-        decode_threads: int,
+        batch_size: int = 1024,
+        drop_last: bool = False,
+        columns: list[str] = [],
+        groups: list[tuple[str, list[str]]] = [],
+        masks: list[str] = [],
+        allow_nulls: bool = False,
+        null_to_nan: bool = False,
+        row_major: bool = True,
+        shuffle: bool = False,
+        seed: int = 0,
+        buffer_size: int = 65536,
+        shard_index: int = 0,
+        num_shards: int = 1,
+        prefetch: int = 2,
+        decode_threads: int = 0,
     ) -> _Batches: ...
     def __iter__(self) -> _Batches: ...
     def __next__(self) -> dict[str, Tensor]:

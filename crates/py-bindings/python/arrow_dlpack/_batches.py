@@ -167,7 +167,7 @@ def batches(
         seed = int.from_bytes(os.urandom(8), "little") if shuffle else 0
     inner = _Batches(
         source,
-        batch_size,
+        batch_size=batch_size,
         columns=list(columns) if columns is not None else [],
         groups=[(name, list(group)) for name, group in (groups or {}).items()],
         masks=list(masks),
