@@ -242,7 +242,7 @@ mod tests {
                             assert_eq!(hit, key % 24);
                         }
                     }
-                })
+                });
             }
         });
         assert!(SHARED.len() <= 16);

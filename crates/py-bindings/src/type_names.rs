@@ -177,11 +177,10 @@ fn extension_type_name(field: &Field) -> Option<String> {
     let storage = field.data_type();
     match field.extension_type_name()? {
         EXTENSION_NAME => fixed_shape_tensor_name(field),
-        "arrow.uuid" => matches!(storage, DataType::FixedSizeBinary(16))
-            .then(|| "extension<arrow.uuid>".into()),
-        "arrow.bool8" => {
-            matches!(storage, DataType::Int8).then(|| "extension<arrow.bool8>".into())
+        "arrow.uuid" => {
+            matches!(storage, DataType::FixedSizeBinary(16)).then(|| "extension<arrow.uuid>".into())
         }
+        "arrow.bool8" => matches!(storage, DataType::Int8).then(|| "extension<arrow.bool8>".into()),
         "arrow.json" => matches!(
             storage,
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
