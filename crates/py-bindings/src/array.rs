@@ -2,7 +2,7 @@
 //! producer, exchanged through DLPack and the Arrow PyCapsule interface without copying.
 
 use std::borrow::Cow;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arrow_array::ArrayRef;
 use arrow_dlpack::{
@@ -13,6 +13,7 @@ use arrow_schema::{DataType, Field, FieldRef};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyList, PyTuple};
 
+use crate::cache::Cache;
 use crate::column::Column;
 use crate::conveniences::{self, Selection};
 use crate::dlpack_export::{DlpackSource, cpu_device};
@@ -56,23 +57,18 @@ impl PyArray {
 }
 
 /// The unnamed, nullable field of an imported tensor's type, shared for the few types a tensor
-/// gives (a field and its `Arc` per import were a tenth of the array's part of
-/// `Array.from_dlpack(np_array)`, perf).
+/// gives: a field and its `Arc` made on every import were a tenth of the array's part of
+/// `Array.from_dlpack(np_array)` (perf).
 fn unnamed_field(data_type: &DataType) -> FieldRef {
-    /// At most this many fields are kept (a tensor gives one of about a dozen types).
-    const MAX_FIELDS: usize = 32;
-    static FIELDS: Mutex<Vec<FieldRef>> = Mutex::new(Vec::new());
-    let mut fields = FIELDS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(field) = fields.iter().find(|field| field.data_type() == data_type) {
-        return field.clone();
+    /// A tensor gives one of about a dozen types.
+    static FIELDS: Cache<DataType, FieldRef, 32> = Cache::new();
+    if let Some(field) = FIELDS.get(data_type) {
+        return field;
     }
-    let field = Arc::new(Field::new("", data_type.clone(), true));
-    if fields.len() < MAX_FIELDS {
-        fields.push(field.clone());
-    }
-    field
+    FIELDS.insert(
+        data_type.clone(),
+        Arc::new(Field::new("", data_type.clone(), true)),
+    )
 }
 
 /// Wraps an imported column: an `arrow.fixed_shape_tensor` field gives a `FixedShapeTensorArray`.

@@ -106,55 +106,33 @@ pub(crate) fn max_version_argument(
     max_version.extract::<(u32, u32)>().map(Some)
 }
 
-/// The `max_version` tuples seen first, by address: numpy passes one tuple it made once, torch
-/// and most callers a constant of their code, so these few cover nearly every call, and reading
-/// one costs a handful of pointer compares instead of seven C API calls.
+/// The `max_version` tuples seen, by address: numpy passes one tuple it made once, torch and most
+/// callers a constant of their code, so a few cover nearly every call, and reading one costs a
+/// handful of pointer compares instead of seven C API calls.
 ///
-/// Each remembered tuple is kept alive for the life of the process (a strong reference taken when
-/// it is remembered and never released), so its address stays its own; a tuple and the ints in
-/// it are immutable (`PyTuple_SetItem` refuses a tuple referenced twice), so the pair read once
-/// stays right. Only exact tuples are remembered, and only the first [`SLOTS`]: later ones are
-/// read each time.
+/// Each remembered tuple is held by its entry, so its address stays its own while it is
+/// remembered; a tuple and the ints in it are immutable (`PyTuple_SetItem` refuses a tuple
+/// referenced twice), so the pair read once stays right. Only exact tuples are remembered; a
+/// replaced entry releases its tuple.
 mod max_versions {
-    use std::sync::OnceLock;
-
     use pyo3::prelude::*;
 
-    const SLOTS: usize = 8;
+    use crate::cache::{Cache, HeldObject};
 
-    static SEEN: [OnceLock<(usize, (u32, u32))>; SLOTS] = [const { OnceLock::new() }; SLOTS];
+    static SEEN: Cache<HeldObject, (u32, u32), 8> = Cache::new();
 
     /// The pair of a remembered tuple at `value`'s address.
     pub(super) fn known(value: &Bound<'_, PyAny>) -> Option<(u32, u32)> {
-        let address = value.as_ptr() as usize;
-        SEEN.iter()
-            .map_while(OnceLock::get)
-            .find(|(seen, _)| *seen == address)
-            .map(|&(_, pair)| pair)
+        SEEN.find(|seen, _| seen.is(value))
     }
 
-    /// Remembers that the exact tuple `value` reads as `pair`, while a slot is free.
+    /// Remembers that the exact tuple `value` reads as `pair`.
     pub(super) fn remember(value: &Bound<'_, PyAny>, pair: (u32, u32)) {
         // SAFETY: `value` is a live object; only its type is read.
         if unsafe { pyo3::ffi::PyTuple_CheckExact(value.as_ptr()) } == 0 {
             return;
         }
-        let address = value.as_ptr() as usize;
-        for slot in &SEEN {
-            let mut taken = false;
-            let (seen, _) = slot.get_or_init(|| {
-                taken = true;
-                (address, pair)
-            });
-            if taken {
-                // The strong reference that keeps the address this tuple's, never released.
-                std::mem::forget(value.clone());
-                return;
-            }
-            if *seen == address {
-                return;
-            }
-        }
+        SEEN.insert(HeldObject::new(value), pair);
     }
 }
 

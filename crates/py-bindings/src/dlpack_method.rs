@@ -75,16 +75,65 @@ fn install_on<T: Exporter>(py: Python<'_>, doc: &'static CStr) -> PyResult<()> {
     class.setattr("__dlpack__", descriptor)
 }
 
-/// The keyword names of `__dlpack__`, interned, in the order of [`Keywords::slot`].
-const NAMES: [&str; 4] = ["stream", "max_version", "dl_device", "copy"];
+/// A keyword parameter of `__dlpack__`; its discriminant is its slot in [`Keywords`] and in
+/// [`NAMES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keyword {
+    Stream,
+    MaxVersion,
+    DlDevice,
+    Copy,
+}
 
-static INTERNED: PyOnceLock<[Py<PyString>; 4]> = PyOnceLock::new();
+impl Keyword {
+    /// Every keyword, each at its own slot.
+    const ALL: [Keyword; KEYWORDS] = [
+        Keyword::Stream,
+        Keyword::MaxVersion,
+        Keyword::DlDevice,
+        Keyword::Copy,
+    ];
+
+    /// The parameter's name in the signature.
+    const fn name(self) -> &'static str {
+        match self {
+            Keyword::Stream => "stream",
+            Keyword::MaxVersion => "max_version",
+            Keyword::DlDevice => "dl_device",
+            Keyword::Copy => "copy",
+        }
+    }
+
+    /// Where the keyword's value and interned name are kept.
+    const fn slot(self) -> usize {
+        self as usize
+    }
+}
+
+/// How many keyword parameters `__dlpack__` has.
+const KEYWORDS: usize = 4;
+
+/// The keyword names, each at its keyword's slot: derived from [`Keyword`], so that the names and
+/// the slots cannot drift apart when the keywords are reordered.
+const NAMES: [&str; KEYWORDS] = {
+    let mut names = [""; KEYWORDS];
+    let mut index = 0;
+    while index < KEYWORDS {
+        let keyword = Keyword::ALL[index];
+        names[keyword.slot()] = keyword.name();
+        index += 1;
+    }
+    names
+};
+
+/// [`NAMES`], interned.
+static INTERNED: PyOnceLock<[Py<PyString>; KEYWORDS]> = PyOnceLock::new();
 
 /// The keyword arguments of one call, borrowed from the caller's argument vector (absent ones
 /// `None`; a Python `None` is kept, and means the same).
 #[derive(Default)]
 struct Keywords<'a, 'py> {
-    values: [Option<Borrowed<'a, 'py, PyAny>>; 4],
+    values: [Option<Borrowed<'a, 'py, PyAny>>; KEYWORDS],
 }
 
 impl<'a, 'py> Keywords<'a, 'py> {
@@ -122,48 +171,48 @@ impl<'a, 'py> Keywords<'a, 'py> {
             // that the tuple keeps alive; CPython puts only `str` in `kwnames`.
             let name =
                 unsafe { Borrowed::from_ptr(py, ffi::PyTuple_GetItem(names.as_ptr(), index)) };
-            let slot = Keywords::slot(&name, interned)?.ok_or_else(|| {
+            let keyword = Keywords::keyword(&name, interned)?.ok_or_else(|| {
                 PyTypeError::new_err(format!(
                     "{class}.__dlpack__() got an unexpected keyword argument '{}'",
                     &*name
                 ))
             })?;
-            if keywords.values[slot].is_some() {
+            if keywords.values[keyword.slot()].is_some() {
                 return Err(PyTypeError::new_err(format!(
                     "{class}.__dlpack__() got multiple values for argument '{}'",
-                    NAMES[slot]
+                    keyword.name()
                 )));
             }
             // SAFETY: the value of keyword `index` follows the `nargs` (zero) positional values
             // (the caller's guarantee); the caller's vector keeps it alive during the call.
-            keywords.values[slot] =
+            keywords.values[keyword.slot()] =
                 Some(unsafe { Borrowed::from_ptr(py, *args.add(nargs + index as usize)) });
         }
         Ok(keywords)
     }
 
     /// The parameter `name` is: by pointer against the interned names, then by value.
-    fn slot(
+    fn keyword(
         name: &Borrowed<'_, 'py, PyAny>,
-        interned: &[Py<PyString>; 4],
-    ) -> PyResult<Option<usize>> {
-        if let Some(slot) = interned
-            .iter()
-            .position(|known| known.as_ptr() == name.as_ptr())
+        interned: &[Py<PyString>; KEYWORDS],
+    ) -> PyResult<Option<Keyword>> {
+        if let Some(keyword) = Keyword::ALL
+            .into_iter()
+            .find(|keyword| interned[keyword.slot()].as_ptr() == name.as_ptr())
         {
-            return Ok(Some(slot));
+            return Ok(Some(keyword));
         }
-        for (slot, known) in interned.iter().enumerate() {
-            if name.eq(known.bind(name.py()))? {
-                return Ok(Some(slot));
+        for keyword in Keyword::ALL {
+            if name.eq(interned[keyword.slot()].bind(name.py()))? {
+                return Ok(Some(keyword));
             }
         }
         Ok(None)
     }
 
-    /// The value of parameter `slot`, `None` when absent or `None`.
-    fn given(&self, slot: usize) -> Option<&Bound<'py, PyAny>> {
-        self.values[slot]
+    /// The value of `keyword`, `None` when absent or `None`.
+    fn given(&self, keyword: Keyword) -> Option<&Bound<'py, PyAny>> {
+        self.values[keyword.slot()]
             .as_deref()
             .filter(|value| !value.is_none())
     }
@@ -171,7 +220,7 @@ impl<'a, 'py> Keywords<'a, 'py> {
     /// `copy`: `True` and `False` by pointer, anything else through pyo3's `bool` extraction
     /// (which takes `numpy.bool_` too).
     fn copy(&self) -> PyResult<Option<bool>> {
-        let Some(copy) = self.given(3) else {
+        let Some(copy) = self.given(Keyword::Copy) else {
             return Ok(None);
         };
         // SAFETY: `Py_True` and `Py_False` return the immortal singletons, only compared.
@@ -182,25 +231,25 @@ impl<'a, 'py> Keywords<'a, 'py> {
             _ => copy
                 .extract::<bool>()
                 .map(Some)
-                .map_err(|error| noted(copy.py(), error, 3)),
+                .map_err(|error| noted(copy.py(), error, Keyword::Copy)),
         }
     }
 
     /// `dl_device`, through pyo3's extraction of a `(u32, i32)` pair.
     fn dl_device(&self) -> PyResult<Option<(u32, i32)>> {
-        self.given(2)
+        self.given(Keyword::DlDevice)
             .map(|device| {
                 device
                     .extract::<(u32, i32)>()
-                    .map_err(|error| noted(device.py(), error, 2))
+                    .map_err(|error| noted(device.py(), error, Keyword::DlDevice))
             })
             .transpose()
     }
 }
 
 /// `error` with the note pyo3 adds to a refused argument: "while processing 'name'".
-fn noted(py: Python<'_>, error: PyErr, slot: usize) -> PyErr {
-    let _ = error.add_note(py, format!("while processing '{}'", NAMES[slot]));
+fn noted(py: Python<'_>, error: PyErr, keyword: Keyword) -> PyErr {
+    let _ = error.add_note(py, format!("while processing '{}'", keyword.name()));
     error
 }
 
@@ -230,11 +279,11 @@ unsafe extern "C" fn dlpack_method<T: Exporter>(
         // In pyo3's order: `dl_device` and `copy` are extracted first, `max_version` next.
         let dl_device = keywords.dl_device()?;
         let copy = keywords.copy()?;
-        let max_version = dlpack_export::max_version_argument(keywords.given(1))?;
+        let max_version = dlpack_export::max_version_argument(keywords.given(Keyword::MaxVersion))?;
         dlpack_export::export(
             py,
             source.get(),
-            keywords.given(0),
+            keywords.given(Keyword::Stream),
             max_version,
             dl_device,
             copy,
@@ -246,5 +295,19 @@ unsafe extern "C" fn dlpack_method<T: Exporter>(
             error.restore(py);
             std::ptr::null_mut()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_keyword_has_its_own_slot_and_name() {
+        for (index, keyword) in Keyword::ALL.into_iter().enumerate() {
+            assert_eq!(keyword.slot(), index, "{keyword:?} is not at its own slot");
+            assert_eq!(NAMES[keyword.slot()], keyword.name());
+        }
+        assert_eq!(NAMES, ["stream", "max_version", "dl_device", "copy"]);
     }
 }

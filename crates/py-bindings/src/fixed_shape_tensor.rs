@@ -2,7 +2,7 @@
 //! is the whole `(len, *cell_shape)` tensor.
 
 use std::borrow::Cow;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arrow_array::Array;
 use arrow_dlpack::{
@@ -14,6 +14,7 @@ use pyo3::PyClassInitializer;
 use pyo3::prelude::*;
 
 use crate::array::PyArray;
+use crate::cache::Cache;
 use crate::column::Column;
 use crate::dlpack_export::{self, DlpackSource};
 use crate::dlpack_import::{Devices, import_tensor};
@@ -85,34 +86,18 @@ impl PyFixedShapeTensorArray {
 /// made once per type and storage type: serialising the metadata and building its map was a
 /// sixth of `FixedShapeTensorArray.from_dlpack(np_3d)` (perf).
 fn field_of(array: &FixedShapeTensorArray) -> FieldRef {
-    /// The most fields kept; a new one replaces the oldest.
-    const MAX_FIELDS: usize = 16;
-    type Made = (FixedShapeTensorType, DataType, FieldRef);
-    static FIELDS: Mutex<(Vec<Made>, usize)> = Mutex::new((Vec::new(), 0));
+    static FIELDS: Cache<(FixedShapeTensorType, DataType), FieldRef, 16> = Cache::new();
     let storage_type = array.storage().data_type();
-    let mut fields = FIELDS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let (made, oldest) = &mut *fields;
-    let known = made.iter().find(|(tensor_type, data_type, _)| {
+    let known = FIELDS.find(|(tensor_type, data_type), _| {
         tensor_type == array.extension_type() && data_type == storage_type
     });
-    if let Some((_, _, field)) = known {
-        return field.clone();
+    if let Some(field) = known {
+        return field;
     }
-    let field = Arc::new(array.field(""));
-    let entry = (
-        array.extension_type().clone(),
-        storage_type.clone(),
-        field.clone(),
-    );
-    if made.len() < MAX_FIELDS {
-        made.push(entry);
-    } else {
-        made[*oldest] = entry;
-        *oldest = (*oldest + 1) % MAX_FIELDS;
-    }
-    field
+    FIELDS.insert(
+        (array.extension_type().clone(), storage_type.clone()),
+        Arc::new(array.field("")),
+    )
 }
 
 /// Exports the whole `(len, *cell_shape)` tensor, the permutation applied.

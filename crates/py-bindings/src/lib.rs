@@ -24,11 +24,12 @@
 //! | `device_sync` | `__dlpack__(stream=...)`: the array API's stream table, and the consumer's stream made to wait on the producer's sync event through the CUDA or ROCm runtime, loaded at run time |
 //! | `arrow_ffi_checks` | every imported `ArrowSchema`/`ArrowArray` checked against its format's layout before arrow-rs reads it |
 //! | `protocols` | cheap probes for optional protocols, remembered per immutable type |
+//! | `cache` | the one bounded cache that every remembered answer (fields, protocol tables, `max_version` tuples) is kept in |
 //! | `copies` | large copies (`copy=True`, tables to tensors) run without the GIL |
 //! | `errors` | the exception classes and the mapping of every Rust error variant to them |
 //! | `type_names`, `pretty` | PyArrow's type names and Python objects' type names; reprs and `to_pylist` |
 //!
-//! Imports between these files run one way (base files first: `type_names`, `counters`,
+//! Imports between these files run one way (base files first: `cache`, `type_names`, `counters`,
 //! `protocols`, `copies`, `column`, `py_tensor`, ...; `exchange` and `loader` last); only `array`
 //! and `fixed_shape_tensor`, a base class and its subclass, refer to each other. `cargo xtask
 //! tidy` checks it (`xtask/src/tidy/imports.rs`), and `docs/architecture.md` gives the order.
@@ -37,6 +38,7 @@ mod array;
 mod arrow_device;
 mod arrow_ffi;
 mod arrow_ffi_checks;
+mod cache;
 mod column;
 mod conveniences;
 mod copies;

@@ -10,33 +10,27 @@
 //! instances have no `__dict__` (where an instance could carry the attribute itself, as a
 //! `types.SimpleNamespace` does). Every other type is asked each time.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use pyo3::prelude::*;
 use pyo3::types::PyType;
+
+use crate::cache::{Cache, HeldObject};
 
 /// `Py_TPFLAGS_IMMUTABLETYPE` (CPython 3.10 and later; older versions never set it, so nothing
 /// is cached there).
 const IMMUTABLE_TYPE: std::os::raw::c_ulong = 1 << 8;
 
-/// Immutable types known to lack an attribute, keyed by type address and attribute name.
-///
-/// Each entry holds a strong reference to its type, so the type is never freed and its address
-/// never reused for another type while the entry exists.
-type Lacking = HashMap<(usize, &'static str), Py<PyType>>;
-
-static LACKING: Mutex<Option<Lacking>> = Mutex::new(None);
+/// Immutable types known to lack an attribute, keyed by the type (held, so that its address is
+/// never another type's while it is remembered) and the attribute's name.
+static LACKING: Cache<(HeldObject, &'static str), (), 64> = Cache::new();
 
 /// Whether `object`'s type is known, without asking Python, to lack the attribute `name`.
 ///
 /// `false` means "ask": the attribute may or may not exist.
 pub(crate) fn known_absent(object: &Bound<'_, PyAny>, name: &'static str) -> bool {
-    let key = (object.get_type().as_ptr() as usize, name);
-    let lacking = LACKING
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    lacking.as_ref().is_some_and(|map| map.contains_key(&key))
+    let class = object.get_type();
+    LACKING
+        .find(|(held, lacking), ()| held.is(class.as_any()) && *lacking == name)
+        .is_some()
 }
 
 /// Whether every instance of `class` has exactly the attributes its type gives it: the type is
@@ -68,14 +62,7 @@ pub(crate) fn remember_absent(object: &Bound<'_, PyAny>, name: &'static str) {
     if !attributes_fixed_by_type(&class) {
         return;
     }
-    let key = (class.as_ptr() as usize, name);
-    let mut lacking = LACKING
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    lacking
-        .get_or_insert_with(HashMap::new)
-        .entry(key)
-        .or_insert_with(|| class.unbind());
+    LACKING.insert((HeldObject::new(class.as_any()), name), ());
 }
 
 /// `getattr(object, name)`, or `None` when the attribute is absent; absence on an immutable type

@@ -25,9 +25,27 @@ pub(crate) fn pyarrow_dtype_name(dtype: DType) -> &'static str {
     }
 }
 
-/// The PyArrow name of `field`'s type, extension types included.
+/// The PyArrow name of `field`'s type, extension types and a dictionary's `ordered` flag (which
+/// arrow-rs keeps on the field) included.
 pub(crate) fn field_type_name(field: &Field) -> String {
-    extension_type_name(field).unwrap_or_else(|| data_type_name(field.data_type()))
+    if let Some(name) = extension_type_name(field) {
+        return name;
+    }
+    match field.data_type() {
+        DataType::Dictionary(indices, values) => {
+            dictionary_name(indices, values, field.dict_is_ordered() == Some(true))
+        }
+        other => data_type_name(other),
+    }
+}
+
+fn dictionary_name(indices: &DataType, values: &DataType, ordered: bool) -> String {
+    format!(
+        "dictionary<values={}, indices={}, ordered={}>",
+        data_type_name(values),
+        data_type_name(indices),
+        u8::from(ordered)
+    )
 }
 
 /// The PyArrow name of a plain Arrow type.
@@ -87,28 +105,13 @@ pub(crate) fn data_type_name(data_type: &DataType) -> String {
                 .collect();
             format!("{mode}_union<{}>", fields.join(", "))
         }
-        DataType::Dictionary(indices, values) => format!(
-            "dictionary<values={}, indices={}, ordered=0>",
-            data_type_name(values),
-            data_type_name(indices)
-        ),
+        // A dictionary type without its field is unordered (the flag lives on the field).
+        DataType::Dictionary(indices, values) => dictionary_name(indices, values, false),
         DataType::Decimal32(precision, scale) => format!("decimal32({precision}, {scale})"),
         DataType::Decimal64(precision, scale) => format!("decimal64({precision}, {scale})"),
         DataType::Decimal128(precision, scale) => format!("decimal128({precision}, {scale})"),
         DataType::Decimal256(precision, scale) => format!("decimal256({precision}, {scale})"),
-        DataType::Map(entries, sorted) => {
-            let (key, value) = match entries.data_type() {
-                DataType::Struct(fields) if fields.len() == 2 => {
-                    (field_type_name(&fields[0]), field_type_name(&fields[1]))
-                }
-                other => return format!("map<{}>", data_type_name(other)),
-            };
-            if *sorted {
-                format!("map<{key}, {value}, keys_sorted>")
-            } else {
-                format!("map<{key}, {value}>")
-            }
-        }
+        DataType::Map(entries, sorted) => map_name(entries, *sorted),
         DataType::RunEndEncoded(run_ends, values) => format!(
             "run_end_encoded<run_ends: {}, values: {}>",
             field_type_name(run_ends),
@@ -118,6 +121,34 @@ pub(crate) fn data_type_name(data_type: &DataType) -> String {
         #[allow(unreachable_patterns)]
         other => other.to_string(),
     }
+}
+
+/// `map<key, value>` as PyArrow prints it: the key and value types (not their nullability), each
+/// followed by its field name in `('...')` when it is not the standard one (`key`, `value`),
+/// `keys_sorted`, then the entries' name when it is not `entries`.
+fn map_name(entries: &Field, sorted: bool) -> String {
+    let DataType::Struct(fields) = entries.data_type() else {
+        return format!("map<{}>", field_type_name(entries));
+    };
+    let [key, value] = fields.iter().collect::<Vec<_>>()[..] else {
+        return format!("map<{}>", field_type_name(entries));
+    };
+    let named = |field: &Field, standard: &str| {
+        if field.name() == standard {
+            String::new()
+        } else {
+            format!(" ('{}')", field.name())
+        }
+    };
+    let sorted = if sorted { ", keys_sorted" } else { "" };
+    format!(
+        "map<{}{}, {}{}{sorted}{}>",
+        field_type_name(key),
+        named(key, "key"),
+        field_type_name(value),
+        named(value, "value"),
+        named(entries, "entries")
+    )
 }
 
 /// `name: type`, with ` not null` for a non-nullable field, as PyArrow prints child fields.
@@ -135,12 +166,33 @@ fn unit_name(unit: TimeUnit) -> &'static str {
     }
 }
 
-/// The PyArrow name of an extension field's type, when this package knows the extension:
-/// `extension<arrow.fixed_shape_tensor[value_type=int32, shape=[2,2], permutation=[0,1]]>`.
+/// The PyArrow name of an extension field's type, for the canonical extension types PyArrow
+/// registers (`extension<arrow.uuid>`, `extension<arrow.bool8>`, `extension<arrow.json>`,
+/// `extension<arrow.opaque[...]>`, and
+/// `extension<arrow.fixed_shape_tensor[value_type=int32, shape=[2,2], permutation=[0,1]]>`), each
+/// only on the storage PyArrow accepts for it (PyArrow reads anything else as its storage type,
+/// and so is it named here). Other extensions are named by their storage type: their names in
+/// PyArrow depend on Python classes that the Arrow C data does not carry.
 fn extension_type_name(field: &Field) -> Option<String> {
-    if field.extension_type_name() != Some(EXTENSION_NAME) {
-        return None;
+    let storage = field.data_type();
+    match field.extension_type_name()? {
+        EXTENSION_NAME => fixed_shape_tensor_name(field),
+        "arrow.uuid" => {
+            matches!(storage, DataType::FixedSizeBinary(16)).then(|| "extension<arrow.uuid>".into())
+        }
+        "arrow.bool8" => matches!(storage, DataType::Int8).then(|| "extension<arrow.bool8>".into()),
+        "arrow.json" => matches!(
+            storage,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        )
+        .then(|| "extension<arrow.json>".into()),
+        "arrow.opaque" => opaque_name(field),
+        _ => None,
     }
+}
+
+/// `extension<arrow.fixed_shape_tensor[value_type=..., shape=[...], ...]>`.
+fn fixed_shape_tensor_name(field: &Field) -> Option<String> {
     let tensor_type = FixedShapeTensorType::try_from_field(field).ok()?;
     let list = |items: &[usize]| {
         let items: Vec<String> = items.iter().map(ToString::to_string).collect();
@@ -159,6 +211,20 @@ fn extension_type_name(field: &Field) -> Option<String> {
     }
     name.push_str("]>");
     Some(name)
+}
+
+/// `extension<arrow.opaque[storage_type=..., type_name=..., vendor_name=...]>`, from the JSON
+/// metadata `{"type_name": ..., "vendor_name": ...}`.
+fn opaque_name(field: &Field) -> Option<String> {
+    let metadata = field.extension_type_metadata()?;
+    let metadata: serde_json::Value = serde_json::from_str(metadata).ok()?;
+    let text = |key: &str| metadata.get(key)?.as_str();
+    Some(format!(
+        "extension<arrow.opaque[storage_type={}, type_name={}, vendor_name={}]>",
+        data_type_name(field.data_type()),
+        text("type_name")?,
+        text("vendor_name")?
+    ))
 }
 
 /// The qualified type name of `object`, for messages.

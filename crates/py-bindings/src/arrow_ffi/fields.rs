@@ -7,45 +7,32 @@
 //! tensor fields also keep their parsed extension type, whose JSON metadata would otherwise be
 //! parsed on every import.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::cell::RefCell;
+use std::sync::{Arc, OnceLock};
 
 use arrow_array::ffi::FFI_ArrowSchema;
 use arrow_dlpack::FixedShapeTensorType;
 use arrow_schema::{Field, FieldRef};
 
 use crate::arrow_ffi_checks::{self as checks, ArrowCError};
-
-/// At most this many fields are remembered; a new one replaces the oldest.
-const MAX_FIELDS: usize = 32;
+use crate::cache::Cache;
 
 /// Keys longer than this (schemas of thousands of columns) are not remembered.
 const MAX_KEY_BYTES: usize = 16 * 1024;
 
 struct Remembered {
-    key: Box<[u8]>,
     field: FieldRef,
     /// The extension type of an `arrow.fixed_shape_tensor` field, parsed on first use.
     tensor_type: OnceLock<Option<FixedShapeTensorType>>,
 }
 
-struct Fields {
-    entries: Vec<Arc<Remembered>>,
-    /// The entry the next new field replaces once the list is full.
-    oldest: usize,
-    /// The buffer the key of each schema is written into.
-    key: Vec<u8>,
-}
+/// The remembered fields, by the key `check_schema` wrote.
+static FIELDS: Cache<Box<[u8]>, Arc<Remembered>, 32> = Cache::new();
 
-static FIELDS: Mutex<Fields> = Mutex::new(Fields {
-    entries: Vec::new(),
-    oldest: 0,
-    key: Vec::new(),
-});
-
-fn fields() -> std::sync::MutexGuard<'static, Fields> {
-    FIELDS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+thread_local! {
+    /// The buffer each schema's key is written into, kept per thread so that a remembered field
+    /// costs no allocation (and no lock besides the cache's).
+    static KEY: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The field of `schema`, checked first (`check_schema`): a remembered one when an equal schema
@@ -58,53 +45,36 @@ pub(crate) unsafe fn field_of_schema(
     schema: *const FFI_ArrowSchema,
     path: &str,
 ) -> Result<FieldRef, ArrowCError> {
-    // One lock for the whole lookup (nothing here calls Python), whose buffer the key is written
-    // into, so that a remembered field costs no allocation.
-    let mut fields = fields();
-    let Fields {
-        entries,
-        oldest,
-        key,
-    } = &mut *fields;
-    key.clear();
-    // SAFETY: as the caller guarantees.
-    unsafe { checks::check_schema(schema, path, key) }?;
-    if let Some(entry) = entries.iter().find(|entry| *entry.key == **key) {
-        return Ok(entry.field.clone());
-    }
-    // SAFETY: checked above: live, with valid strings, metadata and child pointers.
-    let field = Field::try_from(unsafe { &*schema })
-        .map_err(|error| ArrowCError::Unsupported(format!("{path}.format: {error}")))?;
-    let field = Arc::new(field);
-    if key.len() <= MAX_KEY_BYTES {
-        let entry = Arc::new(Remembered {
-            key: key.as_slice().into(),
-            field: field.clone(),
-            tensor_type: OnceLock::new(),
-        });
-        if entries.len() < MAX_FIELDS {
-            entries.push(entry);
-        } else {
-            entries[*oldest] = entry;
-            *oldest = (*oldest + 1) % MAX_FIELDS;
+    KEY.with_borrow_mut(|key| {
+        key.clear();
+        // SAFETY: as the caller guarantees.
+        unsafe { checks::check_schema(schema, path, key) }?;
+        if let Some(entry) = FIELDS.get(key.as_slice()) {
+            return Ok(entry.field.clone());
         }
-    } else {
+        // SAFETY: checked above: live, with valid strings, metadata and child pointers.
+        let field = Field::try_from(unsafe { &*schema })
+            .map_err(|error| ArrowCError::Unsupported(format!("{path}.format: {error}")))?;
+        let field = Arc::new(field);
+        if key.len() <= MAX_KEY_BYTES {
+            let entry = Arc::new(Remembered {
+                field: field.clone(),
+                tensor_type: OnceLock::new(),
+            });
+            return Ok(FIELDS.insert(key.as_slice().into(), entry).field.clone());
+        }
         // The buffer of a very wide schema is not kept.
         *key = Vec::new();
-    }
-    Ok(field)
+        Ok(field)
+    })
 }
 
 /// The `arrow.fixed_shape_tensor` type of `field`: parsed once for a remembered field, each time
 /// for others.
 pub(crate) fn tensor_type(field: &FieldRef) -> arrow_dlpack::Result<FixedShapeTensorType> {
     // The entry is found by the `Arc` itself: the list holds its own reference to each field, so
-    // a remembered field's address is never another field's.
-    let entry = fields()
-        .entries
-        .iter()
-        .find(|entry| Arc::ptr_eq(&entry.field, field))
-        .cloned();
+    // a remembered field's address is never another field's while it is remembered.
+    let entry = FIELDS.find(|_, entry| Arc::ptr_eq(&entry.field, field));
     let parsed = entry.map(|entry| {
         entry
             .tensor_type

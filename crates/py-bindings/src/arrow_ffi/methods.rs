@@ -14,11 +14,12 @@
 //! every other object is asked through `getattr` each time, as before.
 
 use std::cell::OnceCell;
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyTuple, PyType};
 
+use crate::cache::{Cache, HeldObject};
 use crate::protocols;
 
 /// A protocol attribute the Arrow and DLPack imports may ask for.
@@ -72,26 +73,15 @@ struct TypeMethods {
     functions: [Option<Py<PyAny>>; COUNT],
 }
 
-/// One remembered type: its address, the type itself (held so that the address is never reused
-/// for another type) and its table, `None` for an immutable type whose protocol attributes are
-/// not all method descriptors (asked through `getattr` each time).
-struct Entry {
-    address: usize,
-    _class: Py<PyType>,
-    methods: Option<&'static TypeMethods>,
-}
-
-/// At most this many types are remembered; others are asked through `getattr`.
-const MAX_TYPES: usize = 64;
-
-/// The remembered types, searched by address. Entries are never removed, so the tables they
-/// point to are leaked on purpose: one small table per type, for at most [`MAX_TYPES`] types.
-static TYPES: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+/// The remembered types, each held by its key (so that its address is never another type's
+/// while it is remembered), with its table, `None` for an immutable type whose protocol
+/// attributes are not all method descriptors (asked through `getattr` each time).
+static TYPES: Cache<HeldObject, Option<Arc<TypeMethods>>, 64> = Cache::new();
 
 /// The protocol methods of one producer, for one import.
 pub(crate) struct Methods<'a, 'py> {
     object: &'a Bound<'py, PyAny>,
-    table: Option<&'static TypeMethods>,
+    table: Option<Arc<TypeMethods>>,
     /// Without a table: each attribute asked of the object, once per import.
     fetched: [OnceCell<Option<Bound<'py, PyAny>>>; COUNT],
 }
@@ -114,7 +104,7 @@ impl<'a, 'py> Methods<'a, 'py> {
 
     /// Whether the object has `protocol`.
     pub(crate) fn has(&self, protocol: Protocol) -> PyResult<bool> {
-        match self.table {
+        match &self.table {
             Some(table) => Ok(table.functions[protocol as usize].is_some()),
             None => Ok(self.attribute(protocol)?.is_some()),
         }
@@ -122,7 +112,7 @@ impl<'a, 'py> Methods<'a, 'py> {
 
     /// `object.protocol()`, or `None` when the object lacks `protocol`.
     pub(crate) fn call0(&self, protocol: Protocol) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match self.table {
+        match &self.table {
             Some(table) => match &table.functions[protocol as usize] {
                 Some(function) => call_with(function.bind(self.object.py()), self.object).map(Some),
                 None => Ok(None),
@@ -136,7 +126,7 @@ impl<'a, 'py> Methods<'a, 'py> {
 
     /// Whether the object is known, without asking Python, to lack `protocol`.
     pub(crate) fn known_absent(&self, protocol: Protocol) -> bool {
-        match self.table {
+        match &self.table {
             Some(table) => table.functions[protocol as usize].is_none(),
             None => protocols::known_absent(self.object, protocol.name()),
         }
@@ -154,7 +144,7 @@ impl<'a, 'py> Methods<'a, 'py> {
         names: &Bound<'py, PyTuple>,
         values: &[&Bound<'py, PyAny>],
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match self.table {
+        match &self.table {
             Some(table) => match &table.functions[protocol as usize] {
                 Some(function) => vectorcall(
                     function.bind(self.object.py()),
@@ -186,41 +176,18 @@ impl<'a, 'py> Methods<'a, 'py> {
 
 /// The table of `object`'s type: remembered, or built now when the type qualifies; `None` for
 /// types that are asked through `getattr`.
-fn type_table(object: &Bound<'_, PyAny>) -> Option<&'static TypeMethods> {
+fn type_table(object: &Bound<'_, PyAny>) -> Option<Arc<TypeMethods>> {
     let class = object.get_type();
-    let address = class.as_ptr() as usize;
-    {
-        let types = TYPES
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(entry) = types.iter().find(|entry| entry.address == address) {
-            return entry.methods;
-        }
-        if types.len() >= MAX_TYPES {
-            return None;
-        }
+    if let Some(methods) = TYPES.find(|held, _| held.is(class.as_any())) {
+        return methods;
     }
     if !protocols::attributes_fixed_by_type(&class) {
         return None;
     }
-    // Built outside the lock: reading the MRO runs Python code, which may import Arrow data too.
-    let methods = build_table(&class).map(|table| &*Box::leak(Box::new(table)));
-    let mut types = TYPES
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(entry) = types.iter().find(|entry| entry.address == address) {
-        // Another call remembered the type meanwhile; its table is as good (and this one leaks,
-        // once).
-        return entry.methods;
-    }
-    if types.len() < MAX_TYPES {
-        types.push(Entry {
-            address,
-            _class: class.unbind(),
-            methods,
-        });
-    }
-    methods
+    // Built outside the cache's lock: reading the MRO runs Python code, which may import Arrow
+    // data too.
+    let methods = build_table(&class).map(Arc::new);
+    TYPES.insert(HeldObject::new(class.as_any()), methods)
 }
 
 /// The protocol functions of `class`, found as CPython's attribute lookup finds them (the first
