@@ -2,7 +2,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 
 use crate::Result;
 
@@ -97,6 +97,29 @@ impl Cmd {
             .map_err(|error| could_not_start(&display, &self.program, &error))
     }
 
+    /// Starts the child in the background with its standard output and error written to the
+    /// file `log`, so that it can run beside a step that prints to the terminal.
+    pub(crate) fn spawn_logged(mut self, log: &Path) -> Result<Background> {
+        let display = self.display();
+        println!("==> (in the background, output to {}) {display}", log.display());
+        let file = std::fs::File::create(log)
+            .map_err(|error| format!("could not create {}: {error}", log.display()))?;
+        let err = file
+            .try_clone()
+            .map_err(|error| format!("could not open {} twice: {error}", log.display()))?;
+        let child = self
+            .command
+            .stdout(file)
+            .stderr(err)
+            .spawn()
+            .map_err(|error| could_not_start(&display, &self.program, &error))?;
+        Ok(Background {
+            child,
+            display,
+            log: log.to_path_buf(),
+        })
+    }
+
     /// Runs the child with its standard output captured (standard error still goes to the
     /// terminal) and returns that output once the child has exited with status 0.
     pub(crate) fn read_stdout(mut self) -> Result<String> {
@@ -137,6 +160,40 @@ impl Cmd {
                 quote(format!("{option}{}", relative.display()).as_ref())
             }
             _ => quote(word),
+        }
+    }
+}
+
+/// A child started by [`Cmd::spawn_logged`]. Dropping it without [`Background::wait`] kills
+/// the child, so that a failed step beside it leaves nothing running.
+pub(crate) struct Background {
+    child: Child,
+    display: String,
+    log: PathBuf,
+}
+
+impl Background {
+    /// Waits for the child, prints what it wrote, and fails unless it exited with status 0.
+    pub(crate) fn wait(mut self) -> Result {
+        let status = self
+            .child
+            .wait()
+            .map_err(|error| format!("could not wait for `{}`: {error}", self.display));
+        println!("==> output of `{}`:", self.display);
+        match std::fs::read_to_string(&self.log) {
+            Ok(text) => print!("{text}"),
+            Err(error) => println!("(could not read {}: {error})", self.log.display()),
+        }
+        check(&self.display, status?)
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        // Already reaped after `wait`; otherwise the step beside it failed: stop the child.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
         }
     }
 }
@@ -225,6 +282,27 @@ mod tests {
             error.starts_with("could not start `no-such-program-for-xtask`"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn background_child_logs_its_output_and_reports_its_status() {
+        let dir = std::env::temp_dir().join(format!("xtask-bg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("out.log");
+        let ok = Cmd::new(Path::new("/"), "sh")
+            .args(["-c", "echo out; echo err >&2"])
+            .spawn_logged(&log)
+            .unwrap();
+        ok.wait().unwrap();
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.contains("out\n") && text.contains("err\n"), "{text}");
+        let failed = Cmd::new(Path::new("/"), "false")
+            .spawn_logged(&log)
+            .unwrap()
+            .wait()
+            .unwrap_err();
+        assert_eq!(failed, "`false` failed: exit status: 1");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -185,19 +185,20 @@ impl PythonEnv {
     /// Builds the wheel in `profile` into `target/wheels` and installs it, replacing whatever
     /// build was installed.
     pub(crate) fn build_and_install(&self, root: &Path, profile: WheelProfile) -> Result {
-        let wheels = root.join("target").join("wheels");
+        let wheel = self.build(root, profile)?;
+        self.install(root, &wheel)
+    }
+
+    /// Builds the wheel in `profile` into its own folder under `target/wheels` and returns its
+    /// path; nothing is installed, so a test run against the installed wheel may go on beside.
+    pub(crate) fn build(&self, root: &Path, profile: WheelProfile) -> Result<PathBuf> {
+        let wheels = root.join("target").join("wheels").join(profile.name());
         // Exactly one wheel must be left, so that the one installed is the one just built.
         remove_wheels(&wheels)?;
-        let profile_args: &[&str] = match profile {
-            WheelProfile::Release => &["--release"],
-            // The dev profile keeps debug assertions and overflow checks, and with them the
-            // standard library's checks of unsafe preconditions (alignment, non-overlap).
-            WheelProfile::Debug => &["--profile", "dev"],
-            WheelProfile::Profiling => &["--profile", "profiling"],
-        };
+        // The dev profile keeps debug assertions and overflow checks, and with them the standard
+        // library's checks of unsafe preconditions (alignment, non-overlap).
         self.command(root)
-            .args(["-m", "maturin", "build"])
-            .args(profile_args)
+            .args(["-m", "maturin", "build", "--profile", profile.name()])
             .arg("--manifest-path")
             .arg(root.join(MANIFEST))
             .arg("--out")
@@ -205,10 +206,14 @@ impl PythonEnv {
             .arg("--interpreter")
             .arg(&self.python)
             .run()?;
-        let wheel = only_wheel(&wheels)?;
+        only_wheel(&wheels)
+    }
+
+    /// Installs a built wheel, replacing whatever build was installed.
+    pub(crate) fn install(&self, root: &Path, wheel: &Path) -> Result {
         self.command(root)
             .args(["-m", "pip", "install", "--force-reinstall", "--no-deps"])
-            .arg(&wheel)
+            .arg(wheel)
             .run()
     }
 }
@@ -223,6 +228,17 @@ pub(crate) enum WheelProfile {
     /// The release build with line tables, for `cargo xtask bench`: a profiler can name the
     /// code, and the wheel users install stays without debug info.
     Profiling,
+}
+
+impl WheelProfile {
+    /// The Cargo profile's name, which also names the wheel's folder.
+    fn name(self) -> &'static str {
+        match self {
+            WheelProfile::Release => "release",
+            WheelProfile::Debug => "dev",
+            WheelProfile::Profiling => "profiling",
+        }
+    }
 }
 
 /// The interpreter of a virtual environment.
@@ -252,12 +268,19 @@ fn interpreter_identity(root: &Path, base: &std::ffi::OsStr) -> Result<String> {
 }
 
 /// What the stamp file holds, and what the cache key hashes: the interpreter and a hash of the
-/// requirements installed into the environment.
+/// requirements installed into the environment. Only the requirement lines count, so that a
+/// comment edited in the file does not cost a new environment of several gigabytes.
 fn stamp_text(requirements: &[u8], interpreter: &str) -> String {
+    let text = String::from_utf8_lossy(requirements);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|line| line.split_once('#').map_or(line, |(before, _)| before).trim())
+        .filter(|line| !line.is_empty())
+        .collect();
     format!(
         "python: {}\n{REQUIREMENTS} fnv1a64: {:016x}\n",
         interpreter.trim_end().replace('\n', " | "),
-        fnv1a64(requirements)
+        fnv1a64(lines.join("\n").as_bytes())
     )
 }
 
@@ -412,8 +435,13 @@ mod tests {
             format!(
                 "python: /usr/bin/python3 | 3.11.7 (main) [GCC 12.2.0]\n{REQUIREMENTS} fnv1a64: \
                  {:016x}\n",
-                fnv1a64(b"numpy\n")
+                fnv1a64(b"numpy")
             )
+        );
+        assert_eq!(
+            one,
+            stamp_text(b"# The oracle.\n\nnumpy  # pinned\n", interpreter),
+            "comments and blank lines changed the key"
         );
         assert_ne!(one, stamp_text(b"numpy\npyarrow\n", interpreter));
         assert_ne!(one, stamp_text(b"numpy\n", "/usr/bin/python3\n3.12.1\n"));

@@ -30,6 +30,11 @@ pub(crate) const HOSTILE_SUITES: &[&str] = &[
 /// pytest's exit status when it collected no test.
 const PYTEST_NO_TESTS_COLLECTED: i32 = 5;
 
+/// The number of pytest-xdist workers: the cores this process may use, at most four.
+fn pytest_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |cores| cores.get().min(4))
+}
+
 /// Runs the Rust tests, builds and installs the wheel, checks the stubs and runs pytest with
 /// `forwarded` appended; prints the time of each stage at the end.
 pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
@@ -51,27 +56,36 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
 
     // The debug-build pass: the hostile suites against a wheel with debug assertions, overflow
     // checks and the standard library's unsafe-precondition checks, so that a misaligned read or
-    // an overflow aborts the run instead of passing silently.
-    stages.run("debug wheel build", || {
-        env.build_and_install(root, WheelProfile::Debug)
-    })?;
-    stages.run("hostile suites on the debug wheel", || {
-        let mut debug_pass = env
-            .command_outside_sources(root)?
-            .args(["-m", "pytest"])
-            .args(["-p", "no:cacheprovider", "--import-mode=importlib", "-q"]);
-        for suite in HOSTILE_SUITES {
-            debug_pass = debug_pass.arg(root.join(PYTHON_TESTS).join(suite));
-        }
-        debug_pass.run()
-    })?;
-
-    stages.run("release wheel build", || env.build_and_install_wheel(root))?;
+    // an overflow aborts the run instead of passing silently. pytest runs on one core, so the
+    // release wheel is built beside it, and installed only once the pass is over.
+    let debug_wheel = stages.run("debug wheel build", || env.build(root, WheelProfile::Debug))?;
+    stages.run("debug wheel install", || env.install(root, &debug_wheel))?;
+    let release_wheel = stages.run(
+        "hostile suites on the debug wheel, release wheel built beside",
+        || {
+            let mut debug_pass = env
+                .command_outside_sources(root)?
+                .args(["-m", "pytest"])
+                .args(["-p", "no:cacheprovider", "--import-mode=importlib", "-q"]);
+            for suite in HOSTILE_SUITES {
+                debug_pass = debug_pass.arg(root.join(PYTHON_TESTS).join(suite));
+            }
+            let log = root.join("target").join("debug-pass.log");
+            let debug_pass = debug_pass.spawn_logged(&log)?;
+            let release_wheel = env.build(root, WheelProfile::Release)?;
+            debug_pass.wait()?;
+            Ok(release_wheel)
+        },
+    )?;
+    stages.run("release wheel install", || env.install(root, &release_wheel))?;
 
     stages.run("stubtest", || {
-        let mut stubtest =
-            env.command_outside_sources(root)?
-                .args(["-m", "mypy.stubtest", "arrow_dlpack"]);
+        let mut stubtest = env
+            .command_outside_sources(root)?
+            .args(["-m", "mypy.stubtest", "arrow_dlpack"])
+            // mypy's cache of the standard library's stubs is kept with the environment it was
+            // made from, so that a fresh clone does not analyse them again.
+            .env("MYPY_CACHE_DIR", env.dir().join("mypy-cache"));
         let allowlist = root.join(STUBTEST_ALLOWLIST);
         if allowlist.exists() {
             stubtest = stubtest.arg("--allowlist").arg(allowlist);
@@ -87,6 +101,9 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
             // No `.pytest_cache` in the source tree, and test modules imported by path rather
             // than by putting their directory on `sys.path`.
             .args(["-p", "no:cacheprovider", "--import-mode=importlib"])
+            // pytest-xdist: one worker per core, at most four (each imports torch and JAX),
+            // with each test file kept in one worker so that module fixtures are made once.
+            .args(["-n", &pytest_workers().to_string(), "--dist", "loadfile"])
             .args(forwarded);
         let display = pytest.display();
         let status = pytest.status()?;
