@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::Result;
-use crate::python::VENV_VARIABLE;
+
+/// The variable that names the Python environment's directory instead of the cache.
+pub(crate) const VENV_VARIABLE: &str = "ARROW_DLPACK_VENV";
 
 /// The variable through which Cargo, and maturin through it, are told where to build.
 const TARGET_DIR_VARIABLE: &str = "CARGO_TARGET_DIR";

@@ -36,22 +36,28 @@ Commands:
              2. the Python environment (see below);
              3. the debug-build pass: the wheel built in the dev profile (debug assertions,
                 overflow checks, unsafe-precondition checks), installed, and the hostile suites
-                (hostile producers, hostile Arrow C, no panics, read-only rules) run against it;
-             4. the wheel, built by maturin in release mode into target/wheels and installed
-                into the environment with pip;
+                (hostile producers and devices, hostile Arrow C, no panics, read-only rules)
+                run against it, on one core, while the release wheel is built beside it
+                (maturin, into target/wheels/release);
+             4. the release wheel installed into the environment with pip;
              5. python -m mypy.stubtest arrow_dlpack (with
-                crates/py-bindings/stubtest-allowlist.txt when that file exists);
-             6. pytest on crates/py-bindings/tests; arguments after `--` go to pytest.
+                crates/py-bindings/stubtest-allowlist.txt when that file exists; mypy's cache
+                is kept in the environment);
+             6. pytest on crates/py-bindings/tests, on every core (pytest-xdist, at most four
+                workers, one file per worker); arguments after `--` go to pytest.
                 A run that collects no test fails.
+             The time of each stage is printed at the end.
   demo       Builds and installs the wheel like `test`, then runs
              crates/py-bindings/examples/demo.py; arguments after `--` go to the script.
   lint       cargo fmt --all --check; cargo clippy --workspace --all-targets
              --features arrow-dlpack/ndarray -- -D warnings;
              cargo doc --workspace --no-deps --features arrow-dlpack/ndarray with
-             RUSTDOCFLAGS=\"-D warnings\".
-  bench      cargo bench -p arrow-dlpack-tensor -p arrow-dlpack, then cargo bench -p
+             RUSTDOCFLAGS=\"-D warnings\". The time of each is printed at the end.
+  bench      cargo bench -p arrow-dlpack-tensor -p arrow-dlpack with
+             CRITERION_HOME=target/criterion, then cargo bench -p
              arrow-dlpack-loader with CRITERION_HOME=target/criterion-loader (criterion;
-             arguments after `--` go to both), then builds and installs the wheel and runs
+             arguments after `--` go to both), then builds and installs the wheel (the
+             profiling profile: release with line tables) and runs
              crates/py-bindings/bench/bench_exchange.py --output docs/benchmarks.md
              --criterion-dir target/criterion when that script exists; then installs
              crates/py-bindings/requirements-bench.txt (duckdb, datasets) into the environment,
@@ -61,7 +67,11 @@ Commands:
              docs/benchmarks.md under `## The loader`.
   tidy       Repository hygiene: every .rs file starts with `//!`, the crates' dependencies
              follow the layer graph of docs/architecture.md, only arrow-dlpack-python depends on
-             pyo3, and no *.snap.new or *.pending-snap file exists. Also runs as a test.
+             pyo3, the files of each crate import each other one way, no tracked file refers to
+             documents outside the repository or to tracker numbers, README's crate map lists
+             every workspace member, the `unsafe` blocks of each crate are as many as
+             docs/architecture.md says (the counts are printed), and no *.snap.new or
+             *.pending-snap file exists. Also runs as a test.
   valgrind   Builds the test binaries of arrow-dlpack-tensor and arrow-dlpack and runs each under
              valgrind memcheck, failing on errors and definite leaks; arguments after `--` go to
              every test binary (a test name filter, say). Doc tests are not run.
@@ -76,9 +86,15 @@ Commands:
              sync event. It prints one summary line; arguments after `--` go to the script.
   help       This text.
 
+Builds:
+  Every Cargo and maturin command that xtask starts builds in <cache>/arrow-dlpack/target
+  (<cache> is $XDG_CACHE_HOME or ~/.cache), shared by every clone on the machine, so that the
+  dependencies are compiled once; CARGO_TARGET_DIR, when set, names another directory.
+
 The Python environment:
   One per machine, shared by every clone: <cache>/arrow-dlpack/venv-<key>, where <cache> is
-  $XDG_CACHE_HOME or ~/.cache and <key> hashes crates/py-bindings/requirements-test.txt and
+  $XDG_CACHE_HOME or ~/.cache and <key> hashes the requirement lines (not the comments) of
+  crates/py-bindings/requirements-test.txt and
   the interpreter's path and version. It is made with `python3 -m venv` (set
   ARROW_DLPACK_PYTHON to use another interpreter) and gets the requirements from the package
   registry; a changed file or interpreter makes a new one, and one whose stamp does not match
@@ -221,7 +237,7 @@ mod tests {
         }
         assert!(HELP.contains("after `--`"));
         assert!(HELP.contains(python::PYTHON_VARIABLE));
-        assert!(HELP.contains(python::VENV_VARIABLE));
+        assert!(HELP.contains(cache::VENV_VARIABLE));
     }
 
     #[test]

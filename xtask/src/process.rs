@@ -101,7 +101,10 @@ impl Cmd {
     /// file `log`, so that it can run beside a step that prints to the terminal.
     pub(crate) fn spawn_logged(mut self, log: &Path) -> Result<Background> {
         let display = self.display();
-        println!("==> (in the background, output to {}) {display}", log.display());
+        println!(
+            "==> (in the background, output to {}) {display}",
+            log.display()
+        );
         let file = std::fs::File::create(log)
             .map_err(|error| format!("could not create {}: {error}", log.display()))?;
         let err = file

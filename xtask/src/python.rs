@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::Result;
+use crate::cache::VENV_VARIABLE;
 use crate::process::Cmd;
 
 /// The file of test requirements, relative to the project root.
@@ -17,9 +18,6 @@ const MANIFEST: &str = "crates/py-bindings/Cargo.toml";
 
 /// The variable that names the interpreter the environment is created from.
 pub(crate) const PYTHON_VARIABLE: &str = "ARROW_DLPACK_PYTHON";
-
-/// The variable that names the environment's directory instead of the cache.
-pub(crate) const VENV_VARIABLE: &str = "ARROW_DLPACK_VENV";
 
 /// The name of the stamp file inside an environment: what was installed into it, from what.
 const STAMP: &str = ".requirements-stamp";
@@ -274,7 +272,11 @@ fn stamp_text(requirements: &[u8], interpreter: &str) -> String {
     let text = String::from_utf8_lossy(requirements);
     let lines: Vec<&str> = text
         .lines()
-        .map(|line| line.split_once('#').map_or(line, |(before, _)| before).trim())
+        .map(|line| {
+            line.split_once('#')
+                .map_or(line, |(before, _)| before)
+                .trim()
+        })
         .filter(|line| !line.is_empty())
         .collect();
     format!(

@@ -77,7 +77,9 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
             Ok(release_wheel)
         },
     )?;
-    stages.run("release wheel install", || env.install(root, &release_wheel))?;
+    stages.run("release wheel install", || {
+        env.install(root, &release_wheel)
+    })?;
 
     stages.run("stubtest", || {
         let mut stubtest = env

@@ -27,6 +27,7 @@ mod crate_map;
 mod imports;
 mod json;
 mod references;
+mod unsafe_count;
 
 /// Each package of the workspace and the internal packages it may depend on, lowest layer first.
 ///
@@ -106,6 +107,16 @@ fn problems(root: &Path) -> Result<Vec<String>> {
     problems.extend(imports::problems(root)?);
     problems.extend(references::problems(root)?);
     problems.extend(crate_map::problems(root)?);
+    let (unsafe_counts, unsafe_problems) = unsafe_count::problems(root)?;
+    println!(
+        "tidy: `unsafe` blocks in src/: {}",
+        unsafe_counts
+            .iter()
+            .map(|(name, count)| format!("{name} {count}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    problems.extend(unsafe_problems);
     Ok(problems)
 }
 

@@ -1,9 +1,9 @@
-//! The imports between the files of `crates/py-bindings/src` run one way: tidy reads every
-//! `crate::name` path of each file (its `use` lines and inline paths), and fails on any cycle
-//! except between a base class and its subclass ([`ALLOWED_PAIRS`]).
+//! The imports between the files of each crate (every `crates/*/src` and `xtask/src`) run one
+//! way: tidy reads every `crate::name` path of each file (its `use` lines and inline paths), and
+//! fails on any cycle except between a base class and its subclass ([`ALLOWED_PAIRS`]).
 //!
 //! A file is a top-level module: `name.rs`, or a folder `name/` whose files count as one.
-//! `lib.rs` is the root that registers everything, so it is left out.
+//! `lib.rs` and `main.rs` are the roots that register everything, so they are left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -11,24 +11,42 @@ use std::path::Path;
 
 use crate::Result;
 
-/// The folder whose files are checked, relative to the repository root.
-const SOURCE: &str = "crates/py-bindings/src";
-
-/// Pairs of files that may import each other: a base class and its subclass.
+/// Pairs of files that may import each other: a base class and its subclass (both in
+/// `crates/py-bindings/src`, the only crate with Python classes).
 /// Each pair is one node of the graph, so a cycle through either file and a third is reported.
 const ALLOWED_PAIRS: &[(&str, &str)] = &[("array", "fixed_shape_tensor")];
 
 /// Which files of the crate each file refers to, through `crate::` paths.
 pub(super) type Graph = BTreeMap<String, BTreeSet<String>>;
 
-/// The problems of `crates/py-bindings/src`: each cycle between its files, once.
+/// The source folders of the workspace's crates, relative to the repository root.
+pub(super) fn source_folders(root: &Path) -> Result<Vec<String>> {
+    let crates = root.join("crates");
+    let entries = fs::read_dir(&crates)
+        .map_err(|error| format!("could not list {}: {error}", crates.display()))?;
+    let mut folders = vec!["xtask/src".to_string()];
+    for entry in entries {
+        let entry =
+            entry.map_err(|error| format!("could not list {}: {error}", crates.display()))?;
+        if entry.path().join("src").is_dir() {
+            folders.push(format!(
+                "crates/{}/src",
+                entry.file_name().to_string_lossy()
+            ));
+        }
+    }
+    folders.sort();
+    Ok(folders)
+}
+
+/// The problems of every crate: each cycle between the files of one crate, once.
 pub(super) fn problems(root: &Path) -> Result<Vec<String>> {
-    let graph = read_graph(&root.join(SOURCE))?;
-    Ok(cycles(&graph, ALLOWED_PAIRS)
-        .into_iter()
-        .map(|cycle| {
+    let mut problems = Vec::new();
+    for source in source_folders(root)? {
+        let graph = read_graph(&root.join(&source))?;
+        problems.extend(cycles(&graph, ALLOWED_PAIRS).into_iter().map(|cycle| {
             format!(
-                "{SOURCE}: its files import each other in a circle ({}); move the shared piece \
+                "{source}: its files import each other in a circle ({}); move the shared piece \
                  into a file below both (only a base class and its subclass, {}, may refer to \
                  each other)",
                 cycle.join(" -> "),
@@ -38,12 +56,13 @@ pub(super) fn problems(root: &Path) -> Result<Vec<String>> {
                     .collect::<Vec<_>>()
                     .join(", ")
             )
-        })
-        .collect())
+        }));
+    }
+    Ok(problems)
 }
 
-/// The graph of the files under `source` (each `.rs` file or folder one module, `lib.rs` left
-/// out).
+/// The graph of the files under `source` (each `.rs` file or folder one module, `lib.rs` and
+/// `main.rs` left out).
 fn read_graph(source: &Path) -> Result<Graph> {
     let entries = fs::read_dir(source)
         .map_err(|error| format!("could not list {}: {error}", source.display()))?;
@@ -67,6 +86,7 @@ fn read_graph(source: &Path) -> Result<Graph> {
             texts.insert(name, text);
         } else if let Some(stem) = name.strip_suffix(".rs")
             && stem != "lib"
+            && stem != "main"
         {
             texts.insert(stem.to_string(), super::read(&path)?);
         }
