@@ -35,15 +35,14 @@ Commands:
                 ndarray interop and crates/arrow-dlpack/examples/rust_user.rs);
              2. the Python environment (see below);
              3. the debug-build pass: the wheel built in the dev profile (debug assertions,
-                overflow checks, unsafe-precondition checks), installed, and the hostile suites
-                (hostile producers and devices, hostile Arrow C, no panics, read-only rules)
-                run against it, on one core, while the release wheel is built beside it
-                (maturin, into target/wheels/release);
+                overflow checks, unsafe-precondition checks), installed, and against it the
+                hostile suites (hostile producers and devices, hostile Arrow C, no panics,
+                read-only rules) and python -m mypy.stubtest arrow_dlpack (with
+                crates/py-bindings/stubtest-allowlist.txt when that file exists), each on one
+                core, while the release wheel is built beside them (maturin, into
+                target/wheels/release);
              4. the release wheel installed into the environment with pip;
-             5. python -m mypy.stubtest arrow_dlpack (with
-                crates/py-bindings/stubtest-allowlist.txt when that file exists; mypy's cache
-                is kept in the environment);
-             6. pytest on crates/py-bindings/tests, on every core (pytest-xdist, at most four
+             5. pytest on crates/py-bindings/tests, on every core (pytest-xdist, at most four
                 workers, one file per worker); arguments after `--` go to pytest.
                 A run that collects no test fails.
              The time of each stage is printed at the end.

@@ -56,12 +56,14 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
 
     // The debug-build pass: the hostile suites against a wheel with debug assertions, overflow
     // checks and the standard library's unsafe-precondition checks, so that a misaligned read or
-    // an overflow aborts the run instead of passing silently. pytest runs on one core, so the
-    // release wheel is built beside it, and installed only once the pass is over.
+    // an overflow aborts the run instead of passing silently. The stubs are checked against the
+    // same module (its classes and signatures are those of the release build). Each of the two
+    // runs on one core, so the release wheel is built beside them, and installed only once both
+    // are over.
     let debug_wheel = stages.run("debug wheel build", || env.build(root, WheelProfile::Debug))?;
     stages.run("debug wheel install", || env.install(root, &debug_wheel))?;
     let release_wheel = stages.run(
-        "hostile suites on the debug wheel, release wheel built beside",
+        "hostile suites and stubtest on the debug wheel, release wheel built beside",
         || {
             let mut debug_pass = env
                 .command_outside_sources(root)?
@@ -70,29 +72,27 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
             for suite in HOSTILE_SUITES {
                 debug_pass = debug_pass.arg(root.join(PYTHON_TESTS).join(suite));
             }
-            let log = root.join("target").join("debug-pass.log");
-            let debug_pass = debug_pass.spawn_logged(&log)?;
+            let mut stubtest =
+                env.command_outside_sources(root)?
+                    .args(["-m", "mypy.stubtest", "arrow_dlpack"]);
+            let allowlist = root.join(STUBTEST_ALLOWLIST);
+            if allowlist.exists() {
+                stubtest = stubtest.arg("--allowlist").arg(allowlist);
+            }
+            let logs = root.join("target");
+            let debug_pass = debug_pass.spawn_logged(&logs.join("debug-pass.log"))?;
+            let stubtest = stubtest.spawn_logged(&logs.join("stubtest.log"))?;
             let release_wheel = env.build(root, WheelProfile::Release)?;
-            debug_pass.wait()?;
+            // Both are waited for, so that the output of each is shown even when the other
+            // failed.
+            let debug_pass = debug_pass.wait();
+            let stubtest = stubtest.wait();
+            debug_pass.and(stubtest)?;
             Ok(release_wheel)
         },
     )?;
     stages.run("release wheel install", || {
         env.install(root, &release_wheel)
-    })?;
-
-    stages.run("stubtest", || {
-        let mut stubtest = env
-            .command_outside_sources(root)?
-            .args(["-m", "mypy.stubtest", "arrow_dlpack"])
-            // mypy's cache of the standard library's stubs is kept with the environment it was
-            // made from, so that a fresh clone does not analyse them again.
-            .env("MYPY_CACHE_DIR", env.dir().join("mypy-cache"));
-        let allowlist = root.join(STUBTEST_ALLOWLIST);
-        if allowlist.exists() {
-            stubtest = stubtest.arg("--allowlist").arg(allowlist);
-        }
-        stubtest.run()
     })?;
 
     stages.run("python tests", || {

@@ -13,9 +13,12 @@ use crate::Result;
 /// The document that holds the table, relative to the repository root.
 const DOC: &str = "docs/architecture.md";
 
+/// Each crate (its folder) and the number of `unsafe` blocks in its `src/`.
+pub(super) type Counts = Vec<(String, usize)>;
+
 /// The counted source folders and their counts, then the problems: a crate whose row is missing
 /// or whose row gives another number, and a row that names no crate.
-pub(super) fn problems(root: &Path) -> Result<(Vec<(String, usize)>, Vec<String>)> {
+pub(super) fn problems(root: &Path) -> Result<(Counts, Vec<String>)> {
     let mut counts = Vec::new();
     for source in super::imports::source_folders(root)? {
         let mut files = Vec::new();
