@@ -6,7 +6,9 @@
 //! (where criterion left its estimates), as absolute paths. The loader's criterion bench keeps
 //! its estimates apart, in `target/criterion-loader`, so that the exchange script's Rust table
 //! stays as it was. The loader script writes its section to `target/bench/loader.md`, and xtask
-//! puts that section into the page under `## The loader`.
+//! puts that section into the page under `## The loader`. Last, `charts.py` draws the page's
+//! tables as `docs/benchmarks-exchange.svg` and `docs/benchmarks-loader.svg`, which the page
+//! embeds.
 
 use std::fs;
 use std::path::Path;
@@ -29,6 +31,12 @@ const OUTPUT: &str = "docs/benchmarks.md";
 
 /// The loader's section, as the loader script writes it, relative to the project root.
 const LOADER_OUTPUT: &str = "target/bench/loader.md";
+
+/// The script that draws the page's tables as SVG charts, relative to the project root.
+const CHARTS: &str = "crates/py-bindings/bench/charts.py";
+
+/// Where the charts go, relative to the project root: beside the page that embeds them.
+const CHARTS_DIR: &str = "docs";
 
 /// The heading of the loader's section in the page.
 const LOADER_HEADING: &str = "## The loader";
@@ -94,7 +102,15 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
     fs::write(&page_path, page)
         .map_err(|error| format!("could not write {}: {error}", page_path.display()))?;
     println!("==> put {LOADER_OUTPUT} into {OUTPUT} under `{LOADER_HEADING}`");
-    Ok(())
+
+    // The charts read the finished page, loader section included, so they are drawn last.
+    env.command_outside_sources(root)?
+        .arg(root.join(CHARTS))
+        .arg("--page")
+        .arg(&page_path)
+        .arg("--out")
+        .arg(root.join(CHARTS_DIR))
+        .run()
 }
 
 /// `page` with the section that starts at the line `heading` (up to the next `## ` heading or

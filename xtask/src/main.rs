@@ -63,7 +63,10 @@ Commands:
              runs crates/py-bindings/bench/bench_loader.py --output target/bench/loader.md
              --criterion-dir target/criterion-loader (the loader beside pyarrow, polars,
              duckdb, Ray Data and datasets; about 10 minutes) and puts that section into
-             docs/benchmarks.md under `## The loader`.
+             docs/benchmarks.md under `## The loader`; last, runs
+             crates/py-bindings/bench/charts.py --page docs/benchmarks.md --out docs/, which
+             draws the page's tables as docs/benchmarks-exchange.svg and
+             docs/benchmarks-loader.svg (the page embeds them).
   tidy       Repository hygiene: every .rs file starts with `//!`, the crates' dependencies
              follow the layer graph of docs/architecture.md, only arrow-dlpack-python depends on
              pyo3, the files of each crate import each other one way, no tracked file refers to

@@ -175,6 +175,12 @@ def render_page(
         return [result for result in results if result.case.kind in kinds]
 
     out: list[str] = [INTRO]
+    # The chart is drawn from this page's tables by charts.py, which `cargo xtask bench` runs last.
+    out.append(
+        "![Bar chart of our time / PyArrow's for every exchange below, one bar per row: "
+        "lower is better, 1.0 is PyArrow](benchmarks-exchange.svg)"
+    )
+    out.append("")
     out.append("## Machine and versions")
     out.append("")
     out.append(f"- Date: {started:%Y-%m-%d %H:%M} UTC; the Python part took {elapsed_s:.0f} s.")

@@ -336,6 +336,10 @@ def render(
         "- \"vs by hand\" divides by pyarrow by hand over the same format (IPC for the floor and the "
         "IPC methods, Parquet for the Parquet methods).",
         "",
+        # The chart is drawn from the table below by charts.py, which `cargo xtask bench` runs last.
+        "![Bar chart of the loader's seconds per pass beside its anchors, per source format and batch "
+        "size: lower is better](benchmarks-loader.svg)",
+        "",
         "| method | B = 1,024: s | vs floor | vs by hand | B = 8,192: s | vs floor | vs by hand |",
         "|---|---|---|---|---|---|---|",
     ]
