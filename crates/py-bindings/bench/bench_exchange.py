@@ -177,8 +177,8 @@ def render_page(
     out: list[str] = [INTRO]
     # The chart is drawn from this page's tables by charts.py, which `cargo xtask bench` runs last.
     out.append(
-        "![Bar chart of our time / PyArrow's for every exchange below, one bar per row: "
-        "lower is better, 1.0 is PyArrow](benchmarks-exchange.svg)"
+        "![Bar chart of our time / PyArrow's for the `__dlpack__` calls and zero-copy exchanges "
+        "below, one bar per row: lower is better, 1.0 is PyArrow](benchmarks-exchange.svg)"
     )
     out.append("")
     out.append("## Machine and versions")
