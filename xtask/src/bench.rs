@@ -38,6 +38,9 @@ const CHARTS: &str = "crates/py-bindings/bench/charts.py";
 /// Where the charts go, relative to the project root: beside the page that embeds them.
 const CHARTS_DIR: &str = "docs";
 
+/// The heading of the wheel's section in the page.
+const WHEEL_HEADING: &str = "## The wheel";
+
 /// The heading of the loader's section in the page.
 const LOADER_HEADING: &str = "## The loader";
 
@@ -103,6 +106,21 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
         .map_err(|error| format!("could not write {}: {error}", page_path.display()))?;
     println!("==> put {LOADER_OUTPUT} into {OUTPUT} under `{LOADER_HEADING}`");
 
+    // The wheel users install: built, not installed, and its size put into the page.
+    let wheel = env.build(root, WheelProfile::Release)?;
+    let bytes = fs::metadata(&wheel)
+        .map_err(|error| format!("could not read {}: {error}", wheel.display()))?
+        .len();
+    let name = wheel.file_name().unwrap_or_default().to_string_lossy();
+    let page = splice_section(
+        &read(&page_path)?,
+        WHEEL_HEADING,
+        &wheel_section(&name, bytes),
+    );
+    fs::write(&page_path, page)
+        .map_err(|error| format!("could not write {}: {error}", page_path.display()))?;
+    println!("==> put the release wheel's size into {OUTPUT} under `{WHEEL_HEADING}`");
+
     // The charts read the finished page, loader section included, so they are drawn last.
     env.command_outside_sources(root)?
         .arg(root.join(CHARTS))
@@ -111,6 +129,33 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
         .arg("--out")
         .arg(root.join(CHARTS_DIR))
         .run()
+}
+
+/// The section of the page that gives the release wheel's size.
+fn wheel_section(name: &str, bytes: u64) -> String {
+    format!(
+        "{WHEEL_HEADING}\n\n\
+         The release wheel, as `maturin build --release` makes it (the `release` profile: \
+         optimised, no debug info) and `pip install ./crates/py-bindings` installs it: \
+         `{name}`, {:.1} MB ({} bytes).\n\
+         The profile that `cargo xtask bench` measures (`profiling`) is the same build with line \
+         tables, so that a profiler names the code; its wheel is not the one users get.\n",
+        bytes as f64 / 1e6,
+        thousands(bytes)
+    )
+}
+
+/// A number with commas between groups of three digits, as the page writes counts.
+fn thousands(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::new();
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
 }
 
 /// `page` with the section that starts at the line `heading` (up to the next `## ` heading or
@@ -137,6 +182,19 @@ fn splice_section(page: &str, heading: &str, section: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wheel_section_gives_the_size_in_megabytes_and_bytes() {
+        let section = wheel_section("a.whl", 3_321_400);
+        assert!(section.starts_with("## The wheel\n\n"), "{section}");
+        assert!(
+            section.contains("`a.whl`, 3.3 MB (3,321,400 bytes)"),
+            "{section}"
+        );
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(12_345_678), "12,345,678");
+    }
 
     #[test]
     fn splice_appends_a_missing_section() {

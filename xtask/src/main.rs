@@ -63,7 +63,8 @@ Commands:
              runs crates/py-bindings/bench/bench_loader.py --output target/bench/loader.md
              --criterion-dir target/criterion-loader (the loader beside pyarrow, polars,
              duckdb, Ray Data and datasets; about 10 minutes) and puts that section into
-             docs/benchmarks.md under `## The loader`; last, runs
+             docs/benchmarks.md under `## The loader`; builds the release wheel (not
+             installed) and puts its size under `## The wheel`; last, runs
              crates/py-bindings/bench/charts.py --page docs/benchmarks.md --out docs/, which
              draws the page's tables as docs/benchmarks-exchange.svg and
              docs/benchmarks-loader.svg (the page embeds them).
