@@ -25,8 +25,8 @@ pub(crate) struct Column {
     pub(crate) field: FieldRef,
     pub(crate) chunks: Vec<ArrayRef>,
     /// The tensor that DLPack exports share, built by the first export that did not copy.
-    /// Arrow data is immutable, so it stays right; rebuilding it costs a quarter to a third of an
-    /// export (measured with perf: `to_data`, metadata parsing, checks).
+    /// Arrow data is immutable, so it stays right; rebuilding it (`to_data`, metadata parsing,
+    /// checks) would cost more than the rest of an export.
     shared_export: OnceLock<Tensor>,
 }
 

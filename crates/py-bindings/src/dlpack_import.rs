@@ -400,8 +400,12 @@ fn consume_capsule(
         // SAFETY: the name pointer of a live capsule is a valid C string while the capsule lives,
         // and it is copied at once.
         .map(|name| unsafe { name.as_cstr() }.to_string_lossy().into_owned());
+    let found = match name {
+        Some(name) => format!("named \"{name}\""),
+        None => "unnamed".to_string(),
+    };
     Err(errors::type_error(format!(
-        "the capsule is named {name:?}; expected a DLPack capsule named \"dltensor_versioned\" or \
+        "the capsule is {found}; expected a DLPack capsule named \"dltensor_versioned\" or \
          \"dltensor\""
     )))
 }

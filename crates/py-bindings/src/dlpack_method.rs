@@ -3,8 +3,8 @@
 //! The producer call is the package's most frequent, and every consumer passes keywords (numpy
 //! three: `dl_device`, `copy`, `max_version`; torch and JAX `max_version`). pyo3's generated
 //! wrapper matches each keyword by its UTF-8 text (`PyUnicode_AsUTF8AndSize` and `memcmp` per
-//! name and parameter) and moves its results through several generic layers: measured with perf,
-//! about a quarter of `Array.__dlpack__` with numpy's keywords. This method is the same call
+//! name and parameter) and moves its results through several generic layers, a large share of
+//! `Array.__dlpack__` with numpy's keywords (docs/benchmarks.md has the profile). This method is the same call
 //! without those layers: keyword names are matched by pointer against interned names first
 //! (CPython interns the keyword names of every call site, and numpy and torch pass interned
 //! names), by value otherwise, and the values go straight to `dlpack_export`.

@@ -1,7 +1,7 @@
 //! Cheap answers to "does this object's type implement protocol X?".
 //!
-//! Asking Python for an attribute that is absent costs a formatted `AttributeError` (a third to
-//! almost half of a `from_dlpack` of a numpy array, measured with perf), and producers usually lack
+//! Asking Python for an attribute that is absent costs a formatted `AttributeError` (a large
+//! share of a `from_dlpack` of a numpy array; docs/benchmarks.md has the profile), and producers usually lack
 //! at least one of the optional protocols we probe (`__dlpack_c_exchange_api__`,
 //! `__arrow_c_stream__`).
 //! The answer "absent" is remembered per type only where the type alone decides it: an immutable

@@ -2,8 +2,8 @@
 //!
 //! arrow-rs's `from_ffi_and_data_type` builds an `ArrayData` (a `Vec` of buffers and one of
 //! children per level, each buffer with its own reference to the struct), which is then validated
-//! and turned into a typed array: measured with perf, a third of `ad.array(pa_arr)` after the
-//! floor. For fixed-width numbers without children, and fixed-size lists of them (nested, as
+//! and turned into a typed array: the largest share of `ad.array(pa_arr)` beyond PyArrow's own
+//! work (docs/benchmarks.md has the profile). For fixed-width numbers without children, and fixed-size lists of them (nested, as
 //! `arrow.fixed_shape_tensor` storage is), the typed array is built here from the struct that
 //! `arrow_ffi_checks::check_array` has checked: one owner holds the moved `ArrowArray` and
 //! releases it once when its last buffer dies, and each buffer is a view of the producer's memory

@@ -3,8 +3,8 @@
 //! ones).
 //!
 //! `obj.__arrow_c_array__()` asked through `getattr` costs a bound-method object, and a name that
-//! is not interned misses CPython's type attribute cache (a walk of the whole MRO, measured with
-//! perf at a fifth of `ad.array(pa_arr)`); the import asks up to five such names per call. For a
+//! is not interned misses CPython's type attribute cache (a walk of the whole MRO, a large share
+//! of `ad.array(pa_arr)`); the import asks up to five such names per call. For a
 //! type whose attributes are fixed by the type (`protocols::attributes_fixed_by_type`: immutable,
 //! generic attribute lookup, no instance `__dict__`) and whose protocol attributes are all method
 //! descriptors (`Py_TPFLAGS_METHOD_DESCRIPTOR`: Python functions, builtin methods, Cython
