@@ -33,7 +33,8 @@ Commands:
              1. cargo test --workspace --features arrow-dlpack/ndarray (with INSTA_UPDATE=no
                 and CI=true: snapshots are never written; the feature builds and runs the
                 ndarray interop and crates/arrow-dlpack/examples/rust_user.rs);
-             2. the Python environment (see below);
+             2. the Python environment (see below), made or found beside step 1, its
+                installers' output in target/python-env-logs (shown when one fails);
              3. the debug-build pass: the wheel built in the dev profile (debug assertions,
                 overflow checks, unsafe-precondition checks), installed, and against it the
                 hostile suites (hostile producers and devices, hostile Arrow C, no panics,

@@ -177,17 +177,35 @@ pub(crate) struct Background {
 
 impl Background {
     /// Waits for the child, prints what it wrote, and fails unless it exited with status 0.
-    pub(crate) fn wait(mut self) -> Result {
+    pub(crate) fn wait(self) -> Result {
+        self.finish(true)
+    }
+
+    /// Waits for the child and fails unless it exited with status 0; what it wrote is printed
+    /// only when it failed, and otherwise stays in its log.
+    pub(crate) fn wait_quiet(self) -> Result {
+        self.finish(false)
+    }
+
+    fn finish(mut self, always_print: bool) -> Result {
         let status = self
             .child
             .wait()
-            .map_err(|error| format!("could not wait for `{}`: {error}", self.display));
-        println!("==> output of `{}`:", self.display);
-        match std::fs::read_to_string(&self.log) {
-            Ok(text) => print!("{text}"),
-            Err(error) => println!("(could not read {}: {error})", self.log.display()),
+            .map_err(|error| format!("could not wait for `{}`: {error}", self.display))?;
+        if always_print || !status.success() {
+            println!("==> output of `{}`:", self.display);
+            match std::fs::read_to_string(&self.log) {
+                Ok(text) => print!("{text}"),
+                Err(error) => println!("(could not read {}: {error})", self.log.display()),
+            }
+        } else {
+            println!(
+                "==> done: `{}` (its output is in {})",
+                self.display,
+                self.log.display()
+            );
         }
-        check(&self.display, status?)
+        check(&self.display, status)
     }
 }
 

@@ -43,6 +43,13 @@ impl PythonEnv {
     /// Its stamp file must match the key exactly, or the environment is made again from
     /// nothing: an interrupted install is never trusted.
     pub(crate) fn ensure(root: &Path) -> Result<PythonEnv> {
+        PythonEnv::ensure_logged(root, None)
+    }
+
+    /// [`PythonEnv::ensure`], with the output of the installing commands written to files in
+    /// the folder `logs` when it is given (and shown only when a command fails), so that the
+    /// environment can be made beside a step that prints to the terminal.
+    pub(crate) fn ensure_logged(root: &Path, logs: Option<&Path>) -> Result<PythonEnv> {
         let requirements_path = root.join(REQUIREMENTS);
         let requirements = fs::read(&requirements_path)
             .map_err(|error| format!("could not read {}: {error}", requirements_path.display()))?;
@@ -74,7 +81,7 @@ impl PythonEnv {
             // The stamp's time says when the environment was last used, for pruning.
             touch(&stamp_path);
         } else {
-            env.create(root, &base, &requirements_path, &stamp)?;
+            env.create(root, &base, &requirements_path, &stamp, logs)?;
             if std::env::var_os(VENV_VARIABLE).is_none() {
                 prune_unused(parent, &env.dir);
             }
@@ -91,30 +98,45 @@ impl PythonEnv {
         base: &std::ffi::OsStr,
         requirements: &Path,
         stamp: &str,
+        logs: Option<&Path>,
     ) -> Result {
+        let step = |cmd: Cmd, name: &str| match logs {
+            None => cmd.run(),
+            Some(logs) => {
+                fs::create_dir_all(logs)
+                    .map_err(|error| format!("could not create {}: {error}", logs.display()))?;
+                cmd.spawn_logged(&logs.join(name))?.wait_quiet()
+            }
+        };
         println!(
             "==> creating the Python environment {} from `{}`",
             self.dir.display(),
             base.to_string_lossy()
         );
-        Cmd::new(root, base)
-            .args(["-m", "venv", "--clear"])
-            .arg(&self.dir)
-            .run()
-            .map_err(|error| {
-                format!(
-                    "{error}\n(set {PYTHON_VARIABLE} to a Python 3 interpreter with the venv \
+        step(
+            Cmd::new(root, base)
+                .args(["-m", "venv", "--clear"])
+                .arg(&self.dir),
+            "venv.log",
+        )
+        .map_err(|error| {
+            format!(
+                "{error}\n(set {PYTHON_VARIABLE} to a Python 3 interpreter with the venv \
                      module; on Debian and Ubuntu that is the python3-venv package)"
-                )
-            })?;
+            )
+        })?;
         println!("==> installing {REQUIREMENTS} from the package registry");
-        self.command(root)
-            .args(["-m", "pip", "install", "--upgrade", "pip"])
-            .run()?;
-        self.command(root)
-            .args(["-m", "pip", "install", "--requirement"])
-            .arg(requirements)
-            .run()?;
+        step(
+            self.command(root)
+                .args(["-m", "pip", "install", "--upgrade", "pip"]),
+            "pip-upgrade.log",
+        )?;
+        step(
+            self.command(root)
+                .args(["-m", "pip", "install", "--requirement"])
+                .arg(requirements),
+            "pip-install.log",
+        )?;
         let stamp_path = self.dir.join(STAMP);
         fs::write(&stamp_path, stamp)
             .map_err(|error| format!("could not write {}: {error}", stamp_path.display()))

@@ -39,6 +39,13 @@ fn pytest_workers() -> usize {
 /// `forwarded` appended; prints the time of each stage at the end.
 pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
     let mut stages = Stages::new("cargo xtask test");
+    // The Python environment is made (or found) beside the Rust tests: on a new machine its
+    // install is mostly downloading and unpacking, while the Rust build keeps both cores busy.
+    let logs = root.join("target").join("python-env-logs");
+    let making_env = {
+        let root = root.to_path_buf();
+        std::thread::spawn(move || PythonEnv::ensure_logged(&root, Some(&logs)))
+    };
     // The py-bindings crate is included: with `extension-module` off, pyo3 links libpython, so
     // its unit tests link and run like any other crate's.
     stages.run("rust tests", || {
@@ -52,7 +59,11 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
             .run()
     })?;
 
-    let env = stages.run("python environment", || PythonEnv::ensure(root))?;
+    let env = stages.run("python environment, made beside the rust tests", || {
+        making_env
+            .join()
+            .map_err(|_| "the thread that makes the Python environment panicked".to_string())?
+    })?;
 
     // The debug-build pass: the hostile suites against a wheel with debug assertions, overflow
     // checks and the standard library's unsafe-precondition checks, so that a misaligned read or
