@@ -61,6 +61,7 @@ mod rebatch;
 mod rng;
 mod source;
 mod spec;
+mod writable;
 
 pub use batch::{NamedTensor, TensorBatch};
 pub use error::{Error, Result};

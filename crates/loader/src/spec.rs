@@ -32,7 +32,8 @@ impl ColumnGroup {
 /// What each batch holds and how the source is cut into batches.
 ///
 /// Every field has a default ([`BatchSpec::default`]): batches of 1,024 rows of every column,
-/// the remainder kept, nulls refused, no shuffling, one shard, a prefetch depth of 2.
+/// the remainder kept, nulls refused, no shuffling, one shard, a prefetch depth of 2, views
+/// handed out read-only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchSpec {
     /// Rows per batch; every batch has exactly this many rows except possibly the last.
@@ -74,6 +75,12 @@ pub struct BatchSpec {
     /// Threads decoding Parquet row groups in parallel, at most [`MAX_DECODE_THREADS`]; 0
     /// chooses the available parallelism, at most 4.
     pub decode_threads: usize,
+    /// Hand out batches whose every tensor is private, writable memory: the zero-copy views of
+    /// a batch (which share the source's memory, a caller's table or a memory-mapped file, and
+    /// are flagged read-only) are copied as the batch is handed out.
+    /// Consumers such as `torch.from_dlpack` ignore the read-only flag, so without this an
+    /// in-place operation on a view rewrites the source.
+    pub writable: bool,
 }
 
 impl Default for BatchSpec {
@@ -94,6 +101,7 @@ impl Default for BatchSpec {
             num_shards: 1,
             prefetch: 2,
             decode_threads: 0,
+            writable: false,
         }
     }
 }

@@ -327,6 +327,7 @@ batch_spec_options!(
     num_shards,
     prefetch,
     decode_threads,
+    writable,
 );
 
 /// Batches of exactly `batch_size` rows from an Arrow source, made on background threads; each

@@ -288,3 +288,45 @@ def test_a_loader_passed_to_a_multiprocessing_fork_child_is_refused_there():
     assert child.exitcode == 0
     assert_refused_in_child(outcome)
     assert ids(loader) == list(range(ROWS))
+
+
+# --- writable: private copies instead of views of the caller's memory -----------------------
+
+
+def test_views_of_a_callers_table_are_read_only_and_writable_makes_private_copies():
+    import torch
+
+    table = chunked(12, 6)
+    expected = table.column("id").to_pylist()
+    views = list(ad.batches(table, 3))
+    # numpy honours the READ_ONLY flag of the views; torch ignores it (hence `writable`).
+    assert not any(np.from_dlpack(batch["id"]).flags.writeable for batch in views)
+    copies = list(ad.batches(table, 3, writable=True))
+    assert all(np.from_dlpack(batch["id"]).flags.writeable for batch in copies)
+    for batch in copies:
+        torch.from_dlpack(batch["id"]).mul_(-1)
+    assert table.column("id").to_pylist() == expected
+    assert [v for batch in copies for v in np.from_dlpack(batch["id"]).tolist()] == [
+        -v for v in expected
+    ]
+
+
+def test_writable_keeps_the_layout_of_a_column_major_group_view(tmp_path):
+    import pyarrow.feather as feather
+
+    path = tmp_path / "group.arrow"
+    table = pa.table({"a": np.arange(8, dtype=np.float32), "b": np.arange(8, 16, dtype=np.float32)})
+    feather.write_feather(table, path, compression="uncompressed", chunksize=8)
+    oracle = np.stack([table["a"].to_numpy(), table["b"].to_numpy()], axis=1)
+    for writable in (False, True):
+        batches = list(ad.batches(str(path), 4, groups={"g": ["a", "b"]}, row_major=False,
+                                  writable=writable))
+        arrays = [np.from_dlpack(batch["g"]) for batch in batches]
+        # Column-major either way: the view with strides (1, distance), the copy dense.
+        assert all(array.strides[0] == 4 for array in arrays)
+        assert all(array.flags.f_contiguous for array in arrays) or not writable
+        assert all(array.flags.writeable == writable for array in arrays)
+        np.testing.assert_array_equal(np.concatenate(arrays), oracle)
+    # A write into a private copy leaves the memory-mapped file as it was.
+    arrays[0][:] = -1
+    np.testing.assert_array_equal(feather.read_table(path)["a"].to_numpy(), oracle[:, 0])

@@ -175,6 +175,7 @@ def batches(
     world_size: Optional[int] = None,
     prefetch: int = 2,
     decode_threads: int = 0,
+    writable: bool = False,
     progress: bool = False,
 ) -> Union[_Batches, _Progress]:
     """Batches of exactly ``batch_size`` rows from Arrow data, each a dict from name to
@@ -207,10 +208,17 @@ def batches(
       the data between processes, so that together they read every row exactly once.
     - ``prefetch`` batches wait ready in a bounded queue; memory stays below ``prefetch`` times
       a batch's bytes plus the row groups being decoded.
+    - ``prefetch`` is from 1 to 1,024 and ``decode_threads`` at most 64 (0 chooses); a
+      ``seed`` is any int, taken modulo 2**64.
+    - ``writable=True`` hands out batches whose every tensor is private, writable memory (the
+      views below are copied as each batch is handed out).
     - ``progress`` shows rows per second on a terminal.
 
-    A batch that lies inside one record batch is made of zero-copy views; one across record
-    batches, groups, booleans, masks and shuffled batches are fresh, writable copies.
+    A batch that lies inside one record batch is made of zero-copy views, flagged read-only, of
+    the source's memory: for an in-memory source (a pyarrow Table, a polars DataFrame) that is
+    the caller's memory, and ``torch.from_dlpack`` ignores the flag, so an in-place operation
+    rewrites the caller's table unless ``writable=True``. Batches across record batches,
+    groups, booleans, masks and shuffled batches are fresh, writable copies.
     The result has ``len()`` (the number of batches) when the files' metadata gives the row
     count, and ``close()`` stops its threads at once; breaking out of the loop and dropping it
     does the same.
@@ -236,6 +244,7 @@ def batches(
         num_shards=num_shards,
         prefetch=prefetch,
         decode_threads=decode_threads,
+        writable=writable,
     )
     return _Progress(inner) if progress else inner
 
