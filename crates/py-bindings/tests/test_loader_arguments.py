@@ -30,6 +30,18 @@ def chunked(rows=ROWS, chunk=100):
     return pa.Table.from_batches(parts)
 
 
+@pytest.fixture
+def units_file(tmp_path):
+    """:func:`chunked` as an IPC file of 20 record batches: a file's units are permuted by the
+    seed before they are dealt to shards (a stream's are dealt in the order they come), so
+    shards that disagree on the seed overlap."""
+    import pyarrow.feather as feather
+
+    path = tmp_path / "units.arrow"
+    feather.write_feather(chunked(), path, compression="uncompressed", chunksize=100)
+    return str(path)
+
+
 def ids(loader):
     """Every ``id`` the loader yields, in order."""
     return [value for batch in loader for value in np.from_dlpack(batch["id"]).tolist()]
@@ -177,15 +189,46 @@ def test_shuffled_shards_without_a_seed_are_refused():
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
-def test_shuffled_shards_with_a_seed_read_every_row_exactly_once(world_size):
+def test_shuffled_shards_with_a_seed_read_every_row_exactly_once(world_size, units_file):
     shards = [
-        ids(ad.batches(chunked(), 64, shuffle=True, seed=-5, rank=rank, world_size=world_size,
+        ids(ad.batches(units_file, 64, shuffle=True, seed=-5, rank=rank, world_size=world_size,
                        buffer_size=300))
         for rank in range(world_size)
     ]
     union = [row for shard in shards for row in shard]
     assert sorted(union) == list(range(ROWS))
     assert union != list(range(ROWS))  # shuffled indeed
+
+
+def read_as_rank(rank, init_file, source, queue):
+    """Joins a two-rank gloo group and reads its shard with shuffle=True and no seed."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        queue.put((rank, ids(ad.batches(source, 64, shuffle=True, buffer_size=300))))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ranks_of_a_process_group_without_a_seed_share_rank_0s_seed(tmp_path, units_file):
+    import torch.distributed  # noqa: F401 - `ad.batches` asks torch only if it was imported
+
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    ranks = [
+        context.Process(target=read_as_rank, args=(rank, tmp_path / "init", units_file, queue))
+        for rank in range(2)
+    ]
+    for process in ranks:
+        process.start()
+    shards = dict(queue.get(timeout=120) for _ in ranks)
+    for process in ranks:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    union = shards[0] + shards[1]
+    assert sorted(union) == list(range(ROWS))
+    assert union != list(range(ROWS))
 
 
 def rows_through_data_loader(dataset, workers):
@@ -196,8 +239,8 @@ def rows_through_data_loader(dataset, workers):
     return [value for batch in loader for value in batch["id"].tolist()]
 
 
-def test_batch_dataset_workers_without_a_seed_read_every_row_exactly_once():
-    dataset = ad.BatchDataset(chunked(), 64, shuffle=True, buffer_size=300)
+def test_batch_dataset_workers_without_a_seed_read_every_row_exactly_once(units_file):
+    dataset = ad.BatchDataset(units_file, 64, shuffle=True, buffer_size=300)
     rows = rows_through_data_loader(dataset, 2)
     assert sorted(rows) == list(range(ROWS))
     assert rows != list(range(ROWS))
@@ -330,3 +373,38 @@ def test_writable_keeps_the_layout_of_a_column_major_group_view(tmp_path):
     # A write into a private copy leaves the memory-mapped file as it was.
     arrays[0][:] = -1
     np.testing.assert_array_equal(feather.read_table(path)["a"].to_numpy(), oracle[:, 0])
+
+
+# --- No call of the loader panics -----------------------------------------------------------
+
+#: Values that no option takes, or takes only at a bound.
+HOSTILE = [-1, -(2**63), 2**64, 2**200, 0, 1.5, "x", b"x", None, [], [None], [("g",)], {}, object()]
+
+
+@pytest.mark.parametrize("option", list(_Batches.OPTIONS))
+def test_no_hostile_value_of_an_option_panics(option):
+    table = chunked(10)
+    for value in HOSTILE:
+        try:
+            loader = _Batches(table, **{option: value})
+            list(loader)
+        except BaseException as error:  # noqa: BLE001 - a PanicException must be caught here
+            assert isinstance(error, (TypeError, ValueError)), (option, value, repr(error))
+
+
+def test_no_hostile_source_or_call_panics(tmp_path):
+    class Raising:
+        def __arrow_c_stream__(self, requested_schema=None):
+            raise RuntimeError("no stream today")
+
+    for source in (5, [], [5], [str(tmp_path / "missing.parquet")], str(tmp_path), Raising()):
+        try:
+            _Batches(source)
+        except BaseException as error:  # noqa: BLE001
+            assert isinstance(error, (TypeError, ValueError, OSError, RuntimeError)), repr(error)
+    loader = _Batches(chunked(10), batch_size=4)
+    loader.close()
+    loader.close()
+    assert list(loader) == []
+    with pytest.raises(TypeError, match="not known in advance"):
+        len(loader)

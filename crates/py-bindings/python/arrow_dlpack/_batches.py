@@ -10,7 +10,7 @@ which shard of the data this process reads, and shows progress.
 import os
 import sys
 import time
-from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from arrow_dlpack._arrow_dlpack import Tensor, _Batches
 
@@ -66,7 +66,7 @@ def _shard(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int]:
     return rank * workers + worker, world_size * workers
 
 
-def _names(argument: str, names: Any) -> list:
+def _names(argument: str, names: Any) -> List[Any]:
     """``names`` as a list of column names; a lone ``str`` is refused (it would be read as its
     characters), the items are checked by ``_Batches``."""
     if isinstance(names, (str, bytes)):
@@ -99,13 +99,15 @@ def _shared_seed(seed: Optional[int], shuffle: bool, num_shards: int) -> int:
 
 
 def _fresh_seed() -> int:
+    """A seed from the operating system's randomness."""
     return int.from_bytes(os.urandom(8), "little")
 
 
 def _broadcast_seed() -> int:
     """Rank 0's fresh seed, received by every rank of the ``torch.distributed`` group."""
     distributed = sys.modules["torch.distributed"]
-    box = [_fresh_seed() if distributed.get_rank() == 0 else None]
+    # Every rank sends a placeholder of the same type; rank 0's value replaces the others'.
+    box: List[int] = [_fresh_seed() if distributed.get_rank() == 0 else 0]
     distributed.broadcast_object_list(box, src=0)
     return int(box[0])
 
