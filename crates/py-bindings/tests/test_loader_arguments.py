@@ -16,6 +16,10 @@ import pytest
 import arrow_dlpack as ad
 from arrow_dlpack._arrow_dlpack import _Batches
 
+#: These tests fork on purpose (the children touch no JAX state), so JAX's warning that a fork of
+#: its threads may deadlock, raised when another test imported it, is not theirs.
+forks = pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
+
 #: Rows of the sharding tests, in record batches of 100 (the units that shards are dealt).
 ROWS = 2_000
 
@@ -211,6 +215,7 @@ def read_as_rank(rank, init_file, source, queue):
         dist.destroy_process_group()
 
 
+@forks
 def test_ranks_of_a_process_group_without_a_seed_share_rank_0s_seed(tmp_path, units_file):
     import torch.distributed  # noqa: F401 - `ad.batches` asks torch only if it was imported
 
@@ -239,6 +244,7 @@ def rows_through_data_loader(dataset, workers):
     return [value for batch in loader for value in batch["id"].tolist()]
 
 
+@forks
 def test_batch_dataset_workers_without_a_seed_read_every_row_exactly_once(units_file):
     dataset = ad.BatchDataset(units_file, 64, shuffle=True, buffer_size=300)
     rows = rows_through_data_loader(dataset, 2)
@@ -293,6 +299,7 @@ def assert_refused_in_child(outcome):
     assert outcome["own"] == list(range(10))
 
 
+@forks
 def test_a_loader_made_before_os_fork_is_refused_in_the_child_and_works_in_the_parent():
     loader = ad.batches(chunked(), 100, prefetch=4)
     first = np.from_dlpack(next(loader)["id"]).tolist()
@@ -320,6 +327,7 @@ def child_of_multiprocessing(loader, queue):
     queue.put(use_in_child(loader))
 
 
+@forks
 def test_a_loader_passed_to_a_multiprocessing_fork_child_is_refused_there():
     context = multiprocessing.get_context("fork")
     loader = ad.batches(chunked(), 100)
