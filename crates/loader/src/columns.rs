@@ -81,6 +81,7 @@ impl Columns {
     /// that the Arrow layer decides types, promotion and cell shapes exactly as for real rows.
     pub(crate) fn resolve(spec: &BatchSpec, batch: &RecordBatch) -> Result<Self> {
         let schema = batch.schema();
+        spec.check_schema(&schema)?;
         let find = |column: &str| -> Result<usize> {
             schema.index_of(column).map_err(|_| Error::MissingColumn {
                 column: column.to_string(),

@@ -61,9 +61,10 @@ mod rebatch;
 mod rng;
 mod source;
 mod spec;
+mod writable;
 
 pub use batch::{NamedTensor, TensorBatch};
 pub use error::{Error, Result};
 pub use loader::{Batches, batches};
 pub use source::Source;
-pub use spec::{BatchSpec, ColumnGroup};
+pub use spec::{BatchSpec, ColumnGroup, MAX_DECODE_THREADS, MAX_PREFETCH};

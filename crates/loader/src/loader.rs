@@ -38,6 +38,7 @@ pub struct Batches {
     num_batches: Option<usize>,
     yielded: usize,
     done: bool,
+    writable: bool,
 }
 
 impl Batches {
@@ -54,6 +55,7 @@ impl Batches {
                 rows.div_ceil(spec.batch_size)
             }
         });
+        let writable = spec.writable;
         let (sender, receiver) = sync_channel(spec.prefetch);
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = stop.clone();
@@ -77,6 +79,7 @@ impl Batches {
             num_batches,
             yielded: 0,
             done: false,
+            writable,
         })
     }
 
@@ -117,7 +120,7 @@ impl Iterator for Batches {
         match received {
             Ok(Ok(batch)) => {
                 self.yielded += 1;
-                Some(Ok(batch))
+                Some(crate::writable::hand_out(batch, self.writable))
             }
             Ok(Err(error)) => {
                 self.done = true;

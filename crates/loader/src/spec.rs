@@ -1,5 +1,7 @@
 //! What a batch holds and how the stream is cut, shuffled and sharded: [`BatchSpec`].
 
+use arrow_schema::Schema;
+
 use crate::{Error, Result};
 
 /// Named numeric columns that become one 2-D tensor of shape `(B, k)`.
@@ -30,7 +32,8 @@ impl ColumnGroup {
 /// What each batch holds and how the source is cut into batches.
 ///
 /// Every field has a default ([`BatchSpec::default`]): batches of 1,024 rows of every column,
-/// the remainder kept, nulls refused, no shuffling, one shard, a prefetch depth of 2.
+/// the remainder kept, nulls refused, no shuffling, one shard, a prefetch depth of 2, views
+/// handed out read-only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchSpec {
     /// Rows per batch; every batch has exactly this many rows except possibly the last.
@@ -60,17 +63,24 @@ pub struct BatchSpec {
     pub shuffle: bool,
     /// The seed of the shuffle: the same seed gives the same order on every run.
     pub seed: u64,
-    /// Rows shuffled together when `shuffle` is on.
+    /// Rows shuffled together when `shuffle` is on; at least 1.
     pub buffer_size: usize,
     /// Which shard this loader reads, in `0..num_shards`.
     pub shard_index: usize,
     /// How many disjoint shards the source is split into (files and row groups dealt round-robin).
     pub num_shards: usize,
-    /// Batches made ahead of the consumer (the bound of the channel between the threads).
+    /// Batches made ahead of the consumer (the bound of the channel between the threads), from 1
+    /// to [`MAX_PREFETCH`].
     pub prefetch: usize,
-    /// Threads decoding Parquet row groups in parallel; 0 chooses the available parallelism,
-    /// at most 4.
+    /// Threads decoding Parquet row groups in parallel, at most [`MAX_DECODE_THREADS`]; 0
+    /// chooses the available parallelism, at most 4.
     pub decode_threads: usize,
+    /// Hand out batches whose every tensor is private, writable memory: the zero-copy views of
+    /// a batch (which share the source's memory, a caller's table or a memory-mapped file, and
+    /// are flagged read-only) are copied as the batch is handed out.
+    /// Consumers such as `torch.from_dlpack` ignore the read-only flag, so without this an
+    /// in-place operation on a view rewrites the source.
+    pub writable: bool,
 }
 
 impl Default for BatchSpec {
@@ -91,19 +101,43 @@ impl Default for BatchSpec {
             num_shards: 1,
             prefetch: 2,
             decode_threads: 0,
+            writable: false,
         }
     }
 }
 
+/// The most batches [`BatchSpec::prefetch`] may hold ready: the channel reserves a slot per
+/// batch up front, so an unbounded depth would reserve memory before the first batch.
+pub const MAX_PREFETCH: usize = 1024;
+
+/// The most Parquet decoding threads [`BatchSpec::decode_threads`] may start: each holds a
+/// decoded row group and an open file, and more threads than cores only add memory.
+pub const MAX_DECODE_THREADS: usize = 64;
+
 impl BatchSpec {
-    /// Checks the fields that do not depend on the source.
+    /// Checks the fields that do not depend on the source; each error names the field.
     pub(crate) fn validate(&self) -> Result<()> {
-        let invalid = |reason: String| Err(Error::InvalidSpec { reason });
-        if self.batch_size == 0 {
-            return invalid("batch_size is 0; expected at least 1".to_string());
+        let at_least_one = [
+            ("batch_size", self.batch_size),
+            ("buffer_size", self.buffer_size),
+            ("prefetch", self.prefetch),
+            ("num_shards", self.num_shards),
+        ];
+        if let Some((field, _)) = at_least_one.iter().find(|(_, value)| *value == 0) {
+            return invalid(format!("{field} is 0; expected at least 1"));
         }
-        if self.num_shards == 0 {
-            return invalid("num_shards is 0; expected at least 1".to_string());
+        if self.prefetch > MAX_PREFETCH {
+            return invalid(format!(
+                "prefetch is {}; expected at most {MAX_PREFETCH}",
+                self.prefetch
+            ));
+        }
+        if self.decode_threads > MAX_DECODE_THREADS {
+            return invalid(format!(
+                "decode_threads is {}; expected at most {MAX_DECODE_THREADS} (0 chooses the \
+                 available parallelism)",
+                self.decode_threads
+            ));
         }
         if self.shard_index >= self.num_shards {
             return invalid(format!(
@@ -111,25 +145,61 @@ impl BatchSpec {
                 self.shard_index, self.num_shards
             ));
         }
-        if self.shuffle && self.buffer_size == 0 {
-            return invalid("buffer_size is 0 with shuffle on; expected at least 1".to_string());
+        if let Some(group) = self.groups.iter().find(|group| group.columns.is_empty()) {
+            return invalid(format!(
+                "group {:?} has no columns; expected at least one",
+                group.name
+            ));
         }
-        let mut names: Vec<&str> = self.columns.iter().map(String::as_str).collect();
+        let mut claims = Claims::default();
+        for column in &self.columns {
+            claims.add(column, format!("column {column:?}"));
+        }
         for group in &self.groups {
-            if group.columns.is_empty() {
+            claims.add(&group.name, format!("group {:?}", group.name));
+        }
+        claims.add_masks(&self.masks);
+        claims.check()
+    }
+
+    /// Checks the spec against the columns of the source: every column the spec reads by name
+    /// must be there once, and when every column is loaded, no mask may take a column's name.
+    pub(crate) fn check_schema(&self, schema: &Schema) -> Result<()> {
+        let loads_all = self.columns.is_empty() && self.groups.is_empty();
+        let source_names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let mut read: Vec<&str> = if loads_all {
+            source_names.clone()
+        } else {
+            let grouped = self.groups.iter().flat_map(|group| &group.columns);
+            self.columns
+                .iter()
+                .chain(grouped)
+                .map(String::as_str)
+                .collect()
+        };
+        read.extend(self.masks.iter().map(String::as_str));
+        for name in read {
+            let count = source_names
+                .iter()
+                .filter(|&&source| source == name)
+                .count();
+            if count > 1 {
                 return invalid(format!(
-                    "group {:?} has no columns; expected at least one",
-                    group.name
+                    "the source has {count} columns named {name:?}; a column read by name must \
+                     be unique, so rename the duplicates first"
                 ));
             }
-            names.push(&group.name);
         }
-        names.sort_unstable();
-        if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
-            return invalid(format!(
-                "output name {:?} is given twice; expected each column and group name once",
-                pair[0]
-            ));
+        if loads_all {
+            let mut claims = Claims::default();
+            for column in source_names {
+                claims.add(
+                    column,
+                    format!("column {column:?} (every column is loaded)"),
+                );
+            }
+            claims.add_masks(&self.masks);
+            claims.check()?;
         }
         Ok(())
     }
@@ -140,5 +210,45 @@ impl BatchSpec {
             return self.decode_threads;
         }
         std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+    }
+}
+
+fn invalid(reason: String) -> Result<()> {
+    Err(Error::InvalidSpec { reason })
+}
+
+/// The names of a batch's tensors, each with what claims it, so that a name claimed twice is
+/// refused with both claimants rather than one tensor silently replacing the other.
+#[derive(Default)]
+struct Claims {
+    names: Vec<(String, String)>,
+}
+
+impl Claims {
+    fn add(&mut self, name: &str, by: String) {
+        self.names.push((name.to_string(), by));
+    }
+
+    /// A mask is the tensor `"<column>_mask"`.
+    fn add_masks(&mut self, masks: &[String]) {
+        for column in masks {
+            self.add(
+                &format!("{column}_mask"),
+                format!("the mask of {column:?} (masks)"),
+            );
+        }
+    }
+
+    fn check(mut self) -> Result<()> {
+        // A stable sort keeps the claims of one name in the order they were made.
+        self.names.sort_by(|a, b| a.0.cmp(&b.0));
+        match self.names.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+            Some(pair) => invalid(format!(
+                "the output name {:?} is claimed twice, by {} and by {}; expected each column, \
+                 group and mask name once",
+                pair[0].0, pair[0].1, pair[1].1
+            )),
+            None => Ok(()),
+        }
     }
 }

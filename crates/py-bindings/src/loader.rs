@@ -25,7 +25,7 @@ use arrow_schema::{ArrowError, DataType, Schema, SchemaRef};
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::arrow_ffi::CheckedStream;
 use crate::errors;
@@ -127,38 +127,129 @@ fn paths_of(object: &Bound<'_, PyAny>) -> PyResult<Option<Vec<PathBuf>>> {
 }
 
 /// How the value of one field of [`BatchSpec`] crosses between Python and Rust.
+///
+/// Each conversion names the field in its error: a value of the wrong type is a `TypeError`, an
+/// integer no field can hold (negative, or beyond 64 bits) a `ValueError`, never the bare
+/// `OverflowError` of pyo3's conversion. What a value means (a batch size of 0, a prefetch depth
+/// beyond its bound) is checked by [`BatchSpec`] itself.
 trait OptionValue: Sized {
-    /// The field's value from a keyword argument, as pyo3 extracts an argument of its type.
-    fn from_python(value: &Bound<'_, PyAny>) -> PyResult<Self>;
+    /// The value of the keyword argument `field`.
+    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self>;
     /// The field's value for `_Batches.OPTIONS`.
     fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
 }
 
-/// Fields whose type pyo3 converts both ways.
-macro_rules! plain_option_values {
-    ($($type:ty),* $(,)?) => {$(
-        impl OptionValue for $type {
-            fn from_python(value: &Bound<'_, PyAny>) -> PyResult<Self> {
-                value.extract()
-            }
-
-            fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-                self.clone().into_bound_py_any(py)
-            }
-        }
-    )*};
+/// `value` as a Python `int`, or a `TypeError` naming `field`.
+fn python_int<'a, 'py>(
+    field: &str,
+    value: &'a Bound<'py, PyAny>,
+) -> PyResult<&'a Bound<'py, PyInt>> {
+    value
+        .cast::<PyInt>()
+        .map_err(|_| errors::type_error(format!("{field} is {}; expected int", type_name(value))))
 }
 
-plain_option_values!(bool, u64, usize, Vec<String>);
+impl OptionValue for bool {
+    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
+        value.extract().map_err(|_| {
+            errors::type_error(format!("{field} is {}; expected bool", type_name(value)))
+        })
+    }
 
-/// Groups cross as `(name, columns)` pairs.
+    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.into_bound_py_any(py)
+    }
+}
+
+impl OptionValue for usize {
+    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let int = python_int(field, value)?;
+        if int.lt(0)? {
+            return Err(errors::value_error(format!(
+                "{field} is {int}; expected a non-negative int"
+            )));
+        }
+        int.extract().map_err(|_| {
+            errors::value_error(format!("{field} is {int}; expected at most {}", usize::MAX))
+        })
+    }
+
+    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.into_bound_py_any(py)
+    }
+}
+
+/// The seed takes any Python int, as `hash()` gives negative ones: the value modulo 2^64, so
+/// that -1 is 2^64 - 1.
+impl OptionValue for u64 {
+    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
+        python_int(field, value)?.bitand(u64::MAX)?.extract()
+    }
+
+    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.into_bound_py_any(py)
+    }
+}
+
+/// Names: a list or tuple of `str`; a lone `str` is refused rather than read as its characters.
+impl OptionValue for Vec<String> {
+    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
+        if !(value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>()) {
+            return Err(errors::type_error(format!(
+                "{field} is {}; expected a list of str",
+                type_name(value)
+            )));
+        }
+        let mut names = Vec::new();
+        for (index, item) in value.try_iter()?.enumerate() {
+            let item = item?;
+            let name = item.cast::<PyString>().map_err(|_| {
+                errors::type_error(format!(
+                    "{field}[{index}] is {}; expected str",
+                    type_name(&item)
+                ))
+            })?;
+            names.push(name.to_str()?.to_owned());
+        }
+        Ok(names)
+    }
+
+    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.clone().into_bound_py_any(py)
+    }
+}
+
+/// Groups cross as a list of `(name, columns)` pairs.
 impl OptionValue for Vec<ColumnGroup> {
-    fn from_python(value: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let pairs: Vec<(String, Vec<String>)> = value.extract()?;
-        Ok(pairs
-            .into_iter()
-            .map(|(name, columns)| ColumnGroup::new(name, columns))
-            .collect())
+    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let pair_error = |index: usize, item: &Bound<'_, PyAny>| {
+            errors::type_error(format!(
+                "{field}[{index}] is {}; expected a (name, columns) pair",
+                type_name(item)
+            ))
+        };
+        if !value.is_instance_of::<PyList>() {
+            return Err(errors::type_error(format!(
+                "{field} is {}; expected a list of (name, columns) pairs",
+                type_name(value)
+            )));
+        }
+        let mut groups = Vec::new();
+        for (index, item) in value.try_iter()?.enumerate() {
+            let item = item?;
+            let pair = item
+                .cast::<PyTuple>()
+                .map_err(|_| pair_error(index, &item))?;
+            if pair.len() != 2 {
+                return Err(pair_error(index, &item));
+            }
+            let name: String =
+                String::from_python(&format!("{field}[{index}][0]"), &pair.get_item(0)?)?;
+            let columns =
+                Vec::<String>::from_python(&format!("{field}[{name:?}]"), &pair.get_item(1)?)?;
+            groups.push(ColumnGroup::new(name, columns));
+        }
+        Ok(groups)
     }
 
     fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -170,25 +261,33 @@ impl OptionValue for Vec<ColumnGroup> {
     }
 }
 
+/// A group's name, for [`Vec<ColumnGroup>`]; no field of the spec is a lone string.
+impl OptionValue for String {
+    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let name = value.cast::<PyString>().map_err(|_| {
+            errors::type_error(format!("{field} is {}; expected str", type_name(value)))
+        })?;
+        Ok(name.to_str()?.to_owned())
+    }
+
+    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.into_bound_py_any(py)
+    }
+}
+
 /// The keywords of `_Batches`, one per field of [`BatchSpec`], each named once.
 macro_rules! batch_spec_options {
     ($($field:ident),* $(,)?) => {
         /// The spec that `options` give, a field absent from them at its default; a keyword that
-        /// names no field is a `TypeError`, and a value of the wrong type the error pyo3 raises
-        /// for such an argument, with its note.
+        /// names no field is a `TypeError`, and a value the field cannot hold an error naming
+        /// the field (see [`OptionValue`]).
         fn spec_from_options(options: Option<&Bound<'_, PyDict>>) -> PyResult<BatchSpec> {
             let mut spec = BatchSpec::default();
             for (keyword, value) in options.into_iter().flat_map(|options| options.iter()) {
                 let keyword: String = keyword.extract()?;
                 match keyword.as_str() {
                     $(stringify!($field) => {
-                        spec.$field = OptionValue::from_python(&value).map_err(|error| {
-                            let _ = error.add_note(
-                                value.py(),
-                                concat!("while processing '", stringify!($field), "'"),
-                            );
-                            error
-                        })?;
+                        spec.$field = OptionValue::from_python(stringify!($field), &value)?;
                     })*
                     _ => {
                         return Err(PyTypeError::new_err(format!(
@@ -228,6 +327,7 @@ batch_spec_options!(
     num_shards,
     prefetch,
     decode_threads,
+    writable,
 );
 
 /// Batches of exactly `batch_size` rows from an Arrow source, made on background threads; each
@@ -241,6 +341,25 @@ pub(crate) struct PyBatches {
     num_rows: Option<u64>,
     /// The number of batches, where the row count is known.
     len: Option<usize>,
+    /// The process that made the loader: its threads live there only, so a child of `fork()`
+    /// must neither wait for them nor join them.
+    pid: u32,
+}
+
+impl PyBatches {
+    /// Refuses a call from a child of `fork()`: the loader's threads were not copied into it,
+    /// so a batch would never come.
+    fn check_process(&self) -> PyResult<()> {
+        let here = std::process::id();
+        if here == self.pid {
+            return Ok(());
+        }
+        Err(errors::value_error(format!(
+            "this loader was made in process {} and is used in process {here}, a fork of it: \
+             its threads did not survive the fork; make a new loader in this process",
+            self.pid
+        )))
+    }
 }
 
 #[pymethods]
@@ -266,6 +385,7 @@ impl PyBatches {
             num_rows: batches.num_rows(),
             len: batches.len(),
             batches: Mutex::new(Some(batches)),
+            pid: std::process::id(),
         })
     }
 
@@ -281,6 +401,8 @@ impl PyBatches {
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        // Before the lock: a thread of the parent may have held it at the fork, for ever here.
+        self.check_process()?;
         let mut guard = match self.batches.try_lock() {
             Ok(guard) => guard,
             // Another thread is inside `__next__` (without the GIL): waiting for it here, with
@@ -326,6 +448,7 @@ impl PyBatches {
     /// The number of batches, where the source's metadata gives the row count (IPC and Parquet
     /// files); a `TypeError` otherwise, as `len()` of any iterator without a length.
     fn __len__(&self) -> PyResult<usize> {
+        self.check_process()?;
         self.len.ok_or_else(|| {
             pyo3::exceptions::PyTypeError::new_err(
                 "the number of batches of a stream is not known in advance",
@@ -343,6 +466,7 @@ impl PyBatches {
     /// Stops the background threads and releases the source now, rather than when the iterator
     /// is garbage collected; iterating afterwards yields nothing.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.check_process()?;
         let batches = match self.batches.try_lock() {
             Ok(mut guard) => guard.take(),
             Err(TryLockError::WouldBlock) => {
@@ -366,6 +490,13 @@ impl Drop for PyBatches {
             .get_mut()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .take();
+        if std::process::id() != self.pid {
+            // In a child of `fork()` the threads behind `batches` do not exist: joining them
+            // would wait for ever or fail, so their handles, channel and buffers are forgotten
+            // (the memory is the parent's copy, released when this process exits).
+            std::mem::forget(batches);
+            return;
+        }
         if let Some(batches) = batches {
             // Collected without `close()`: the threads are joined without the GIL all the same,
             // so that a stream producer that needs it can finish its call.

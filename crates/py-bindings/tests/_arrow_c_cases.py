@@ -305,6 +305,13 @@ ARROW_C_CASES: list[ArrowCase] = [
         rf"{A}\.length",
     ),
     ArrowCase(
+        # (2^58 + 1) × 8 bytes is below isize::MAX, but (2^58 + 1) × 64 bits wraps a 64-bit count.
+        "int64_length_whose_bit_size_wraps",
+        lambda: (ac.Schema("l"), ac.Array(2**58 + 1, [None, ac.packed("q", [1, 2, 3])])),
+        ValueError,
+        rf"{A}\.length",
+    ),
+    ArrowCase(
         "int32_length_i64_max",
         lambda: int32_pair(length=I64_MAX, null_count=0, buffers=[None, ac.packed("i", [1])]),
         ValueError,

@@ -460,6 +460,7 @@ class _Batches:
         num_shards: int = 1,
         prefetch: int = 2,
         decode_threads: int = 0,
+        writable: bool = False,
     ) -> _Batches: ...
     def __iter__(self) -> _Batches: ...
     def __next__(self) -> dict[str, Tensor]:

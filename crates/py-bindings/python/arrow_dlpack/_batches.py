@@ -10,7 +10,7 @@ which shard of the data this process reads, and shows progress.
 import os
 import sys
 import time
-from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from arrow_dlpack._arrow_dlpack import Tensor, _Batches
 
@@ -29,6 +29,12 @@ def _worker() -> Tuple[int, int]:
     if info is None:
         return 0, 1
     return int(info.id), int(info.num_workers)
+
+
+def _in_worker() -> bool:
+    """Whether this runs in a ``torch.utils.data.DataLoader`` worker process."""
+    data = sys.modules.get("torch.utils.data")
+    return data is not None and data.get_worker_info() is not None
 
 
 def _distributed() -> Tuple[int, int]:
@@ -51,10 +57,59 @@ def _shard(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int]:
         raise ValueError("rank and world_size go together; give both or neither")
     if rank is None or world_size is None:
         rank, world_size = _distributed()
+    for name, value in (("rank", rank), ("world_size", world_size)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} is {type(value).__name__}; expected int")
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} and world_size {world_size}; expected 0 <= rank < world_size")
     worker, workers = _worker()
     return rank * workers + worker, world_size * workers
+
+
+def _names(argument: str, names: Any) -> List[Any]:
+    """``names`` as a list of column names; a lone ``str`` is refused (it would be read as its
+    characters), the items are checked by ``_Batches``."""
+    if isinstance(names, (str, bytes)):
+        raise TypeError(f"{argument} is {type(names).__name__}; expected a list of str")
+    return list(names)
+
+
+def _shared_seed(seed: Optional[int], shuffle: bool, num_shards: int) -> int:
+    """The seed of the shuffle, the same in every shard so that the shards share one
+    permutation of the units and never overlap.
+
+    Without a ``seed``: one loader draws its own; shards of an initialised ``torch.distributed``
+    group take rank 0's, broadcast; other shards (explicit ``rank``/``world_size`` without a
+    group, DataLoader workers of ``ad.batches``) cannot agree on one and are refused.
+    """
+    if seed is not None:
+        return seed
+    if not shuffle:
+        return 0
+    if num_shards == 1:
+        return _fresh_seed()
+    # A DataLoader worker is outside the process group even when it inherited it by fork: a
+    # collective call there would wait for ever.
+    if not _in_worker() and _distributed()[1] > 1:
+        return _broadcast_seed()
+    raise ValueError(
+        f"shuffle=True over {num_shards} shards needs a seed: without one each shard would draw "
+        "its own order and the shards would overlap; pass seed=... (the same in every process)"
+    )
+
+
+def _fresh_seed() -> int:
+    """A seed from the operating system's randomness."""
+    return int.from_bytes(os.urandom(8), "little")
+
+
+def _broadcast_seed() -> int:
+    """Rank 0's fresh seed, received by every rank of the ``torch.distributed`` group."""
+    distributed = sys.modules["torch.distributed"]
+    # Every rank sends a placeholder of the same type; rank 0's value replaces the others'.
+    box: List[int] = [_fresh_seed() if distributed.get_rank() == 0 else 0]
+    distributed.broadcast_object_list(box, src=0)
+    return int(box[0])
 
 
 class _Progress:
@@ -122,6 +177,7 @@ def batches(
     world_size: Optional[int] = None,
     prefetch: int = 2,
     decode_threads: int = 0,
+    writable: bool = False,
     progress: bool = False,
 ) -> Union[_Batches, _Progress]:
     """Batches of exactly ``batch_size`` rows from Arrow data, each a dict from name to
@@ -154,23 +210,31 @@ def batches(
       the data between processes, so that together they read every row exactly once.
     - ``prefetch`` batches wait ready in a bounded queue; memory stays below ``prefetch`` times
       a batch's bytes plus the row groups being decoded.
+    - ``prefetch`` is from 1 to 1,024 and ``decode_threads`` at most 64 (0 chooses); a
+      ``seed`` is any int, taken modulo 2**64.
+    - ``writable=True`` hands out batches whose every tensor is private, writable memory (the
+      views below are copied as each batch is handed out).
     - ``progress`` shows rows per second on a terminal.
 
-    A batch that lies inside one record batch is made of zero-copy views; one across record
-    batches, groups, booleans, masks and shuffled batches are fresh, writable copies.
+    A batch that lies inside one record batch is made of zero-copy views, flagged read-only, of
+    the source's memory: for an in-memory source (a pyarrow Table, a polars DataFrame) that is
+    the caller's memory, and ``torch.from_dlpack`` ignores the flag, so an in-place operation
+    rewrites the caller's table unless ``writable=True``. Batches across record batches,
+    groups, booleans, masks and shuffled batches are fresh, writable copies.
     The result has ``len()`` (the number of batches) when the files' metadata gives the row
     count, and ``close()`` stops its threads at once; breaking out of the loop and dropping it
     does the same.
     """
     shard_index, num_shards = _shard(rank, world_size)
-    if seed is None:
-        seed = int.from_bytes(os.urandom(8), "little") if shuffle else 0
+    seed = _shared_seed(seed, shuffle, num_shards)
+    if groups is not None and not isinstance(groups, Mapping):
+        raise TypeError(f"groups is {type(groups).__name__}; expected a dict from name to columns")
     inner = _Batches(
         source,
         batch_size=batch_size,
-        columns=list(columns) if columns is not None else [],
-        groups=[(name, list(group)) for name, group in (groups or {}).items()],
-        masks=list(masks),
+        columns=_names("columns", columns) if columns is not None else [],
+        groups=[(name, _names(f"groups[{name!r}]", group)) for name, group in (groups or {}).items()],
+        masks=_names("masks", masks),
         drop_last=drop_last,
         allow_nulls=allow_nulls,
         null_to_nan=null_to_nan,
@@ -182,6 +246,7 @@ def batches(
         num_shards=num_shards,
         prefetch=prefetch,
         decode_threads=decode_threads,
+        writable=writable,
     )
     return _Progress(inner) if progress else inner
 
@@ -191,21 +256,42 @@ _BATCH_DATASET_DOC = """A ``torch.utils.data.IterableDataset`` of :func:`batches
 ``DataLoader(BatchDataset(source, 1024, ...), batch_size=None, num_workers=2)``: the dataset
 batches itself (hence ``batch_size=None``), and each worker reads its own shard. Every other
 argument is :func:`batches`'s.
+
+With ``shuffle=True`` and no ``seed``, the dataset draws one seed when it is made (rank 0's,
+broadcast, in an initialised ``torch.distributed`` group), which its DataLoader workers share.
+``set_epoch(n)`` before each epoch shuffles it anew: epoch ``n`` uses ``seed + n``, as
+``DistributedSampler.set_epoch`` does.
 """
 
 
 def _dataset_init(self: Any, source: Any, batch_size: int = 1024, **options: Any) -> None:
     if "progress" in options:
         raise TypeError("BatchDataset has no progress option; wrap the DataLoader instead")
+    if options.get("shuffle") and options.get("seed") is None:
+        # Drawn here, in the process that makes the DataLoader, so that its workers (forked or
+        # spawned with a copy of the dataset) share one permutation.
+        _, ranks = _shard(options.get("rank"), options.get("world_size"))
+        options["seed"] = _shared_seed(None, True, ranks)
     self.source = source
     self.batch_size = batch_size
     self.options = options
+    self.epoch = 0
+
+
+def _dataset_set_epoch(self: Any, epoch: int) -> None:
+    """Shuffle epoch ``epoch`` anew: its seed is the dataset's plus ``epoch``."""
+    if not isinstance(epoch, int) or isinstance(epoch, bool):
+        raise TypeError(f"epoch is {type(epoch).__name__}; expected int")
+    self.epoch = epoch
 
 
 def _dataset_iter(self: Any) -> Iterator[Dict[str, Any]]:
     from torch import from_dlpack
 
-    iterator = batches(self.source, self.batch_size, **self.options)
+    options = dict(self.options)
+    if options.get("seed") is not None:
+        options["seed"] = options["seed"] + self.epoch
+    iterator = batches(self.source, self.batch_size, **options)
     try:
         for batch in iterator:
             yield {name: from_dlpack(tensor) for name, tensor in batch.items()}
@@ -224,6 +310,7 @@ def _batch_dataset_class() -> type:
         {
             "__init__": _dataset_init,
             "__iter__": _dataset_iter,
+            "set_epoch": _dataset_set_epoch,
             "__doc__": _BATCH_DATASET_DOC,
             "__module__": "arrow_dlpack",
         },

@@ -40,7 +40,11 @@ impl BufferSize {
             BufferSize::PerSlot { width, extra } => slots.checked_add(extra)?.checked_mul(width)?,
             BufferSize::Unknown => 0,
         };
-        (bytes <= isize::MAX as usize).then_some(bytes)
+        // Consumers index buffers in bits as well as bytes (arrow-rs computes `length × bit
+        // width` for fixed-width values), so the size in bits must not wrap either: a length
+        // of 2^58 + 1 slots of 64 bits passes the byte bound but wraps to 64 bits.
+        let bits = bytes.checked_mul(8)?;
+        (bits <= isize::MAX as usize).then_some(bytes)
     }
 
     pub(super) fn is_validity(self) -> bool {
