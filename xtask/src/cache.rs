@@ -1,6 +1,7 @@
 //! The project's directory in the user's cache, shared by every clone on the machine: the Python
 //! environment (see `python.rs`) and the Cargo build directory of xtask's own builds.
 
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
 use crate::Result;
@@ -44,11 +45,165 @@ pub(crate) fn target_dir() -> Result<PathBuf> {
     }
 }
 
-/// Sets `CARGO_TARGET_DIR` for every child that xtask starts from now on.
-pub(crate) fn use_shared_target_dir() -> Result {
+/// The file in the build directory that names the clone whose sources were built there last.
+const LAST_CLONE: &str = "xtask-last-clone";
+
+/// The build directory, held by one xtask command at a time (see [`claim_build_dir`]).
+pub(crate) struct BuildDirClaim {
+    _lock: File,
+}
+
+/// Sets `CARGO_TARGET_DIR` for every child that xtask starts from now on, waits until no other
+/// xtask command uses the build directory, and makes sure that the workspace's own crates are
+/// built from this clone's sources.
+///
+/// Cargo names the artifacts of a workspace crate by its path inside the workspace, not by the
+/// clone, and judges them fresh when they are newer than the sources it finds. Two clones that
+/// share the directory would then share one artifact per crate: after clone A built, clone B,
+/// whose files are older, would test A's code. So the directory is held for a whole command
+/// (a lock beside it), and when the clone that built there last was another one, the
+/// fingerprints of the workspace's crates are removed, so that Cargo builds them again from
+/// this clone; the dependencies, the same for every clone, are kept.
+pub(crate) fn claim_build_dir(root: &Path) -> Result<BuildDirClaim> {
     let target = target_dir()?;
     // SAFETY: called at the start of `main`, before xtask starts any thread, so no other thread
     // can read the environment while it changes.
     unsafe { std::env::set_var(TARGET_DIR_VARIABLE, &target) };
-    Ok(())
+    fs::create_dir_all(&target)
+        .map_err(|error| format!("could not create {}: {error}", target.display()))?;
+    let lock_path = target.join("xtask.lock");
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|error| format!("could not open {}: {error}", lock_path.display()))?;
+    if lock.try_lock().is_err() {
+        println!(
+            "==> waiting for another xtask command that builds in {}",
+            target.display()
+        );
+        lock.lock()
+            .map_err(|error| format!("could not lock {}: {error}", lock_path.display()))?;
+    }
+    let last_path = target.join(LAST_CLONE);
+    let this = root.display().to_string();
+    if fs::read_to_string(&last_path).ok().as_deref() != Some(this.as_str()) {
+        let packages = workspace_packages(root)?;
+        let removed = remove_fingerprints(&target, &packages)?;
+        if removed > 0 {
+            println!(
+                "==> another clone built in {} last: the workspace's crates will be built again \
+                 from this one ({removed} fingerprints removed)",
+                target.display()
+            );
+        }
+        fs::write(&last_path, &this)
+            .map_err(|error| format!("could not write {}: {error}", last_path.display()))?;
+    }
+    Ok(BuildDirClaim { _lock: lock })
+}
+
+/// The package names of the crates under `crates/`.
+fn workspace_packages(root: &Path) -> Result<Vec<String>> {
+    let crates = root.join("crates");
+    let entries = fs::read_dir(&crates)
+        .map_err(|error| format!("could not list {}: {error}", crates.display()))?;
+    let mut names = Vec::new();
+    for entry in entries.flatten() {
+        let manifest = entry.path().join("Cargo.toml");
+        let Ok(text) = fs::read_to_string(&manifest) else {
+            continue;
+        };
+        let name = text.lines().find_map(|line| {
+            let value = line
+                .trim()
+                .strip_prefix("name")?
+                .trim_start()
+                .strip_prefix('=')?;
+            Some(value.trim().trim_matches('"').to_string())
+        });
+        match name {
+            Some(name) => names.push(name),
+            None => return Err(format!("{}: no package name", manifest.display())),
+        }
+    }
+    Ok(names)
+}
+
+/// Removes, in every profile's folder of `target`, the fingerprint folders of `packages`
+/// (`<profile>/.fingerprint/<package>-<hash>`), and returns how many it removed.
+fn remove_fingerprints(target: &Path, packages: &[String]) -> Result<usize> {
+    let mut removed = 0;
+    let Ok(profiles) = fs::read_dir(target) else {
+        return Ok(0);
+    };
+    for profile in profiles.flatten() {
+        let fingerprints = profile.path().join(".fingerprint");
+        let Ok(entries) = fs::read_dir(&fingerprints) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let package = name
+                .rsplit_once('-')
+                .map_or(name.as_str(), |(package, _)| package);
+            if packages.iter().any(|wanted| wanted == package) {
+                fs::remove_dir_all(entry.path()).map_err(|error| {
+                    format!("could not remove {}: {error}", entry.path().display())
+                })?;
+                removed += 1;
+            }
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_of_the_named_packages_only_are_removed_in_every_profile() {
+        let target = std::env::temp_dir().join(format!("xtask-fp-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&target);
+        let kept = [
+            "debug/.fingerprint/parquet-0123",
+            "debug/.fingerprint/arrow-dlpack-loader-extra-99",
+            "release/.fingerprint/arrow-array-77",
+        ];
+        let gone = [
+            "debug/.fingerprint/arrow-dlpack-1111",
+            "debug/.fingerprint/arrow-dlpack-2222",
+            "release/.fingerprint/arrow-dlpack-loader-3333",
+            "profiling/.fingerprint/arrow-dlpack-4444",
+        ];
+        for dir in kept.iter().chain(&gone) {
+            fs::create_dir_all(target.join(dir)).unwrap();
+        }
+        let packages = [
+            "arrow-dlpack".to_string(),
+            "arrow-dlpack-loader".to_string(),
+        ];
+        assert_eq!(remove_fingerprints(&target, &packages).unwrap(), gone.len());
+        for dir in kept {
+            assert!(target.join(dir).exists(), "{dir} was removed");
+        }
+        for dir in gone {
+            assert!(!target.join(dir).exists(), "{dir} was kept");
+        }
+        fs::remove_dir_all(&target).unwrap();
+    }
+
+    #[test]
+    fn workspace_packages_are_read_from_the_manifests() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let mut names = workspace_packages(root).unwrap();
+        names.sort();
+        assert!(
+            names.contains(&"arrow-dlpack-loader".to_string()),
+            "{names:?}"
+        );
+        assert!(names.contains(&"dlpack-sys".to_string()), "{names:?}");
+    }
 }

@@ -93,7 +93,9 @@ Commands:
 Builds:
   Every Cargo and maturin command that xtask starts builds in <cache>/arrow-dlpack/target
   (<cache> is $XDG_CACHE_HOME or ~/.cache), shared by every clone on the machine, so that the
-  dependencies are compiled once; CARGO_TARGET_DIR, when set, names another directory.
+  dependencies are compiled once; CARGO_TARGET_DIR, when set, names another directory. One
+  xtask command at a time builds there (the others wait), and when another clone built there
+  last, the workspace's own crates are built again from this one.
 
 The Python environment:
   One per machine, shared by every clone: <cache>/arrow-dlpack/venv-<key>, where <cache> is
@@ -116,10 +118,17 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (command, own, forwarded) = split_args(&args);
     let root = project_root();
-    if let Err(message) = cache::use_shared_target_dir() {
-        eprintln!("error: {message}");
-        return ExitCode::FAILURE;
-    }
+    // Held until the command ends; `help` builds nothing and waits for nobody.
+    let _build_dir = match command {
+        None | Some("help" | "--help" | "-h") => None,
+        Some(_) => match cache::claim_build_dir(&root) {
+            Ok(claim) => Some(claim),
+            Err(message) => {
+                eprintln!("error: {message}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
     let result = match command {
         None | Some("help" | "--help" | "-h") => {
             print!("{HELP}");
