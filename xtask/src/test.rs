@@ -69,9 +69,9 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
     stages.run("release wheel build", || env.build_and_install_wheel(root))?;
 
     stages.run("stubtest", || {
-        let mut stubtest = env
-            .command_outside_sources(root)?
-            .args(["-m", "mypy.stubtest", "arrow_dlpack"]);
+        let mut stubtest =
+            env.command_outside_sources(root)?
+                .args(["-m", "mypy.stubtest", "arrow_dlpack"]);
         let allowlist = root.join(STUBTEST_ALLOWLIST);
         if allowlist.exists() {
             stubtest = stubtest.arg("--allowlist").arg(allowlist);
