@@ -76,6 +76,18 @@ impl IpcFile {
         let fb_schema = footer
             .schema()
             .ok_or_else(|| corrupt("the footer has no schema".to_string()))?;
+        // The decoder reads buffers in the machine's byte order whatever the file declares.
+        let native = if cfg!(target_endian = "little") {
+            arrow_ipc::Endianness::Little
+        } else {
+            arrow_ipc::Endianness::Big
+        };
+        if fb_schema.endianness() != native {
+            return Err(corrupt(format!(
+                "the file declares byte order {:?}; expected {native:?}, this machine's",
+                fb_schema.endianness()
+            )));
+        }
         let schema = Arc::new(
             arrow_ipc::convert::try_fb_to_schema(fb_schema)
                 .map_err(|error| corrupt(error.to_string()))?,
@@ -226,6 +238,22 @@ fn block_data(buffer: &Buffer, block: &Block) -> std::result::Result<Buffer, Str
             let end = offset.checked_add(meta)?.checked_add(body)?;
             (meta >= 8 && end <= buffer.len()).then_some((offset, end - offset))
         });
+    let aligned = [
+        block.offset(),
+        i64::from(block.metaDataLength()),
+        block.bodyLength(),
+    ]
+    .iter()
+    .all(|value| value % 8 == 0);
+    if !aligned {
+        return Err(format!(
+            "block at offset {} with {} metadata and {} body bytes is not aligned to 8 bytes; \
+             expected aligned blocks, as the format requires",
+            block.offset(),
+            block.metaDataLength(),
+            block.bodyLength()
+        ));
+    }
     match range {
         Some((offset, len)) => Ok(buffer.slice_with_length(offset, len)),
         None => Err(format!(
@@ -243,11 +271,23 @@ fn block_data(buffer: &Buffer, block: &Block) -> std::result::Result<Buffer, Str
 fn block_rows(buffer: &Buffer, block: &Block) -> std::result::Result<usize, String> {
     let data = block_data(buffer, block)?;
     let meta = &data[..block.metaDataLength() as usize];
-    let message = if meta[..4] == CONTINUATION {
-        &meta[8..]
+    let (prefix, rest) = if meta[..4] == CONTINUATION {
+        (&meta[4..8], &meta[8..])
     } else {
-        &meta[4..]
+        (&meta[..4], &meta[4..])
     };
+    // The message is as long as its prefix says (the rest of the block's metadata is padding),
+    // as other readers take it: a prefix that disagrees with the footer's block is refused.
+    let declared = i32::from_le_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
+    let message = usize::try_from(declared)
+        .ok()
+        .and_then(|len| rest.get(..len))
+        .ok_or_else(|| {
+            format!(
+                "the message declares {declared} bytes of metadata; the block holds {}",
+                rest.len()
+            )
+        })?;
     let message = root_as_message(message).map_err(|error| format!("invalid message: {error}"))?;
     let header = message.header_as_record_batch().ok_or_else(|| {
         format!(
@@ -255,5 +295,38 @@ fn block_rows(buffer: &Buffer, block: &Block) -> std::result::Result<usize, Stri
             message.header_type()
         )
     })?;
+    if message.bodyLength() != block.bodyLength() {
+        return Err(format!(
+            "the message declares a body of {} bytes; the footer's block has {}",
+            message.bodyLength(),
+            block.bodyLength()
+        ));
+    }
+    // Readers disagree on a null count outside the node's length (pyarrow reads the column as
+    // all null, arrow-rs ignores the count), so such a node is refused.
+    for node in header.nodes().into_iter().flatten() {
+        if node.length() < 0 || node.null_count() < 0 || node.null_count() > node.length() {
+            return Err(format!(
+                "a column declares {} nulls in {} rows; expected between 0 and its rows",
+                node.null_count(),
+                node.length()
+            ));
+        }
+    }
+    // The decoder slices every buffer out of the body and panics on one that lies outside it.
+    for buffer in header.buffers().into_iter().flatten() {
+        let end = buffer.offset().checked_add(buffer.length());
+        if buffer.offset() < 0
+            || buffer.length() < 0
+            || end.is_none_or(|end| end > block.bodyLength())
+        {
+            return Err(format!(
+                "a buffer of {} bytes at offset {} lies outside the body of {} bytes",
+                buffer.length(),
+                buffer.offset(),
+                block.bodyLength()
+            ));
+        }
+    }
     usize::try_from(header.length()).map_err(|_| format!("negative row count {}", header.length()))
 }

@@ -151,7 +151,11 @@ def test_a_page_declaring_other_than_its_rows_is_refused(tmp_path, declared):
     edited.save(path)
     message = _refused(path)
     assert 'row group 0, column "x"' in message
-    assert f"the chunk declares {ROWS}" in message
+    if declared == 0:
+        # No values cannot fill the page's bytes, which is found first.
+        assert "declares 8007 uncompressed bytes for 0 values" in message
+    else:
+        assert f"the chunk declares {ROWS}" in message
 
 
 def test_row_counts_that_overflow_64_bits_are_refused(tmp_path):
@@ -249,8 +253,10 @@ def _corrupt(data, rng):
     data = bytearray(data)
     if rng.random() < 0.25:
         return bytes(data[: rng.randrange(len(data))])
+    # Half the edits fall in the last fifth of the file, where the footer lies.
     for _ in range(rng.randint(1, 4)):
-        data[rng.randrange(len(data))] = rng.randrange(256)
+        start = len(data) * 4 // 5 if rng.random() < 0.5 else 0
+        data[rng.randrange(start, len(data))] = rng.randrange(256)
     return bytes(data)
 
 
@@ -305,16 +311,26 @@ def test_seeded_corrupt_files_are_refused_or_read_as_pyarrow_reads_them(tmp_path
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr == ""
     results = json.loads(done.stdout)
-    refused = equal = 0
+    refused = equal = unchecked = 0
     for path, outcome in zip(paths, results):
         assert outcome["seconds"] < 10, path
         if "error" in outcome:
             assert outcome["named"], outcome["error"]
             refused += 1
             continue
-        expected = _read_with_pyarrow(path, kind)
+        try:
+            expected = _read_with_pyarrow(path, kind)
+            equal += 1
+        except (pa.ArrowException, OSError):
+            # pyarrow refuses a few edits of bytes that carry no rows (statistics, the stored
+            # Arrow schema's version, message padding) which the loader tolerates: its rows
+            # must then be the file's rows before the edit.
+            expected = table
+            unchecked += 1
         assert outcome["rows"] == {name: expected[name].to_pylist() for name in outcome["rows"]}
-        equal += 1
-    assert refused + equal == len(paths)
-    print(f"{kind}: {len(paths)} files, {refused} refused, {equal} equal to pyarrow, "
-          f"{time.monotonic() - started:.1f} s")
+    assert refused + equal + unchecked == len(paths)
+    print(
+        f"{kind}: {len(paths)} files, {refused} refused, {equal} equal to pyarrow, "
+        f"{unchecked} refused by pyarrow and equal to the unedited file, "
+        f"{time.monotonic() - started:.1f} s"
+    )
