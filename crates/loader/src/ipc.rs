@@ -319,9 +319,11 @@ fn block_rows(buffer: &Buffer, block: &Block) -> std::result::Result<usize, Stri
         if buffer.offset() < 0
             || buffer.length() < 0
             || end.is_none_or(|end| end > block.bodyLength())
+            || buffer.offset() % 8 != 0
         {
             return Err(format!(
-                "a buffer of {} bytes at offset {} lies outside the body of {} bytes",
+                "a buffer of {} bytes at offset {} lies outside the body of {} bytes or is not \
+                 aligned to 8 bytes",
                 buffer.length(),
                 buffer.offset(),
                 block.bodyLength()

@@ -260,6 +260,13 @@ def _corrupt(data, rng):
     return bytes(data)
 
 
+def _first_difference(got, wanted):
+    """The first row where `got` and `wanted` differ, and their lengths, for messages."""
+    index = next((i for i, (a, b) in enumerate(zip(got, wanted)) if a != b), None)
+    shown = None if index is None else (got[index], wanted[index])
+    return {"row": index, "values": shown, "lengths": (len(got), len(wanted))}
+
+
 def _read_with_pyarrow(path, kind):
     if kind == "parquet":
         return pq.read_table(path)
@@ -287,23 +294,36 @@ print(json.dumps(results))
 """
 
 
+# The files the sweep corrupts: each codec and page layout the loader decodes differently.
+SWEEP_SOURCES = {
+    "parquet": [
+        {"compression": "snappy"},
+        {"compression": "zstd", "data_page_version": "2.0"},
+        {"compression": "none", "use_dictionary": False},
+        {"compression": "gzip", "data_page_size": 256},
+    ],
+    "arrow": [{"chunksize": 100}, {"chunksize": 30}],
+}
+
+
 @pytest.mark.parametrize("kind", ["parquet", "arrow"])
 def test_seeded_corrupt_files_are_refused_or_read_as_pyarrow_reads_them(tmp_path, kind):
     import json
 
-    source = tmp_path / f"source.{kind}"
     table = _table(300)
-    if kind == "parquet":
-        pq.write_table(table, source, row_group_size=100, compression="snappy")
-    else:
-        feather.write_feather(table, source, compression="uncompressed", chunksize=100)
-    data = source.read_bytes()
     rng = random.Random(20261201)
     paths = []
-    for index in range(200):
-        path = tmp_path / f"corrupt{index}.{kind}"
-        path.write_bytes(_corrupt(data, rng))
-        paths.append(str(path))
+    for number, options in enumerate(SWEEP_SOURCES[kind]):
+        source = tmp_path / f"source{number}.{kind}"
+        if kind == "parquet":
+            pq.write_table(table, source, row_group_size=100, **options)
+        else:
+            feather.write_feather(table, source, compression="uncompressed", **options)
+        data = source.read_bytes()
+        for index in range(1200 // len(SWEEP_SOURCES[kind])):
+            path = tmp_path / f"corrupt{number}-{index}.{kind}"
+            path.write_bytes(_corrupt(data, rng))
+            paths.append(str(path))
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-c", SWEEP, *paths], capture_output=True, text=True, timeout=120
@@ -320,17 +340,22 @@ def test_seeded_corrupt_files_are_refused_or_read_as_pyarrow_reads_them(tmp_path
             continue
         try:
             expected = _read_with_pyarrow(path, kind)
-            equal += 1
         except (pa.ArrowException, OSError):
-            # pyarrow refuses a few edits of bytes that carry no rows (statistics, the stored
-            # Arrow schema's version, message padding) which the loader tolerates: its rows
-            # must then be the file's rows before the edit.
-            expected = table
+            # pyarrow refuses a few files the loader reads: edits of bytes that carry no rows
+            # (statistics, the stored Arrow schema's version) or that the parquet crate does not
+            # check (definition levels above the column's maximum). Without an oracle, the
+            # loader's rows must at least be the file's declared rows, and such files stay few.
+            assert all(len(rows) == table.num_rows for rows in outcome["rows"].values()), path
             unchecked += 1
-        assert outcome["rows"] == {name: expected[name].to_pylist() for name in outcome["rows"]}
+            continue
+        for name, rows in outcome["rows"].items():
+            wanted = expected[name].to_pylist()
+            assert rows == wanted, (path, name, _first_difference(rows, wanted))
+        equal += 1
+    assert unchecked <= len(paths) // 50
     assert refused + equal + unchecked == len(paths)
     print(
         f"{kind}: {len(paths)} files, {refused} refused, {equal} equal to pyarrow, "
-        f"{unchecked} refused by pyarrow and equal to the unedited file, "
+        f"{unchecked} refused by pyarrow only, "
         f"{time.monotonic() - started:.1f} s"
     )
