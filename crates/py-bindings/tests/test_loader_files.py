@@ -134,6 +134,27 @@ def test_a_schema_root_declaring_two_billion_children_is_refused_at_planning(tmp
     assert "schema element 0 declares 2147483647 children" in out
 
 
+def test_a_panic_while_decoding_is_an_error_naming_the_file_and_row_group_in_silence(tmp_path):
+    # One flipped byte in a zstd data page reaches an assertion inside the parquet crate
+    # ("offset + len out of bounds"); the loader reports it as an error and prints nothing.
+    path = str(tmp_path / "panic.parquet")
+    pq.write_table(_table(300), path, row_group_size=100, compression="zstd")
+    with open(path, "r+b") as file:
+        file.seek(268)
+        file.write(bytes([55]))
+    out = _run_isolated(
+        f"""
+        import arrow_dlpack as ad
+        try:
+            list(ad.batches({path!r}, 64))
+        except ad.ArrowDLPackValueError as error:
+            print(error)
+        """
+    )
+    assert out.startswith(f"decoding row group 0 of {path} failed with an internal error: ")
+    assert "a loader thread panicked" not in out
+
+
 def test_column_types_are_checked_before_any_column_is_decoded(tmp_path):
     table = pa.table({"x": np.arange(10.0), "s": [str(i) for i in range(10)]})
     path = _write(tmp_path / "strings.parquet", table)
