@@ -2,7 +2,7 @@
 //! an error that names it, files pinned when the loader is planned, and the projection of a
 //! file's schema onto the requested columns.
 
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,50 +19,57 @@ pub(crate) fn open(path: &Path) -> Result<File> {
     File::open(path).map_err(|error| Error::io(path, error))
 }
 
-/// A file opened once, when the loader is planned, and read through that handle only: a file
-/// replaced at its path afterwards is never read, and one rewritten in place is an error.
-///
-/// Reads are positioned (`pread`), so that threads sharing the handle never share an offset.
-#[derive(Debug, Clone)]
-pub(crate) struct PinnedFile {
-    path: PathBuf,
-    file: Arc<File>,
+/// What a file was when the loader was planned: its identity on disk, length and modification
+/// time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
     len: u64,
     modified: Option<SystemTime>,
+    /// The device and inode, where the platform has them.
+    identity: Option<(u64, u64)>,
 }
 
-impl PinnedFile {
-    /// Opens `path` and records its length and modification time.
-    pub(crate) fn open(path: &Path) -> Result<Self> {
-        let file = open(path)?;
-        let metadata = file.metadata().map_err(|error| Error::io(path, error))?;
-        Ok(PinnedFile {
-            path: path.to_path_buf(),
-            file: Arc::new(file),
+impl Stamp {
+    fn of(metadata: &Metadata) -> Self {
+        #[cfg(unix)]
+        let identity = {
+            use std::os::unix::fs::MetadataExt;
+            Some((metadata.dev(), metadata.ino()))
+        };
+        #[cfg(not(unix))]
+        let identity = None;
+        Stamp {
             len: metadata.len(),
             modified: metadata.modified().ok(),
-        })
+            identity,
+        }
     }
+}
 
-    /// The path the file was opened at.
+/// A file as the loader planned it. Files are reopened by path when their data is read (holding
+/// thousands of planned files open would exhaust the descriptors a process may have), and a file
+/// that is then another file, or the same file with another length or modification time, is an
+/// error naming it instead of data other than planned.
+#[derive(Debug, Clone)]
+pub(crate) struct PlannedFile {
+    path: PathBuf,
+    stamp: Stamp,
+}
+
+impl PlannedFile {
+    /// The path the file was planned at.
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
-    /// The handle.
-    pub(crate) fn file(&self) -> &File {
-        &self.file
-    }
-
-    /// Refuses a file whose length or modification time differ from those at opening.
-    pub(crate) fn check_unchanged(&self) -> Result<()> {
-        let metadata = self
-            .file
-            .metadata()
-            .map_err(|error| Error::io(&self.path, error))?;
-        let change = if metadata.len() != self.len {
-            format!("its length is {} bytes, was {}", metadata.len(), self.len)
-        } else if metadata.modified().ok() != self.modified {
+    /// Refuses `metadata` when it describes a file other than the planned one.
+    fn check(&self, metadata: &Metadata) -> Result<()> {
+        let now = Stamp::of(metadata);
+        let change = if now.identity != self.stamp.identity {
+            "another file has replaced it".to_string()
+        } else if now.len != self.stamp.len {
+            format!("its length is {} bytes, was {}", now.len, self.stamp.len)
+        } else if now.modified != self.stamp.modified {
             "its modification time differs".to_string()
         } else {
             return Ok(());
@@ -71,6 +78,73 @@ impl PinnedFile {
             path: self.path.clone(),
             change,
         })
+    }
+
+    /// Refuses the file now at the planned path when it is not the planned file.
+    pub(crate) fn check_path(&self) -> Result<()> {
+        let metadata =
+            std::fs::metadata(&self.path).map_err(|error| Error::io(&self.path, error))?;
+        self.check(&metadata)
+    }
+
+    /// Opens the planned path again, refusing a file other than the planned one.
+    pub(crate) fn reopen(&self) -> Result<PinnedFile> {
+        let file = open(&self.path)?;
+        let metadata = file
+            .metadata()
+            .map_err(|error| Error::io(&self.path, error))?;
+        self.check(&metadata)?;
+        Ok(PinnedFile {
+            planned: self.clone(),
+            file: Arc::new(file),
+        })
+    }
+}
+
+/// An open file, checked against its plan, read with positioned reads (`pread`) so that threads
+/// sharing the handle never share an offset.
+#[derive(Debug, Clone)]
+pub(crate) struct PinnedFile {
+    planned: PlannedFile,
+    file: Arc<File>,
+}
+
+impl PinnedFile {
+    /// Opens `path` and records what it is, for later reads to check against.
+    pub(crate) fn open(path: &Path) -> Result<Self> {
+        let file = open(path)?;
+        let metadata = file.metadata().map_err(|error| Error::io(path, error))?;
+        Ok(PinnedFile {
+            planned: PlannedFile {
+                path: path.to_path_buf(),
+                stamp: Stamp::of(&metadata),
+            },
+            file: Arc::new(file),
+        })
+    }
+
+    /// The path the file was opened at.
+    pub(crate) fn path(&self) -> &Path {
+        &self.planned.path
+    }
+
+    /// What the file was when it was opened.
+    pub(crate) fn planned(&self) -> &PlannedFile {
+        &self.planned
+    }
+
+    /// The handle.
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Refuses an open file whose length or modification time changed since it was planned.
+    pub(crate) fn check_unchanged(&self) -> Result<()> {
+        let metadata = self
+            .file
+            .metadata()
+            .map_err(|error| Error::io(self.path(), error))?;
+        self.planned.check(&metadata)
     }
 
     /// Reads `buf.len()` bytes at `offset`.
@@ -100,7 +174,7 @@ impl PinnedFile {
 
 impl Length for PinnedFile {
     fn len(&self) -> u64 {
-        self.len
+        self.planned.stamp.len
     }
 }
 
@@ -112,7 +186,7 @@ pub(crate) struct PinnedRead {
 
 impl Read for PinnedRead {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.file.len.saturating_sub(self.offset);
+        let left = self.file.planned.stamp.len.saturating_sub(self.offset);
         let count = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
         self.file.read_exact_at(&mut buf[..count], self.offset)?;
         self.offset += count as u64;
@@ -132,10 +206,10 @@ impl ChunkReader for PinnedFile {
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
         let end = start.checked_add(length as u64);
-        if end.is_none_or(|end| end > self.len) {
+        if end.is_none_or(|end| end > self.len()) {
             return Err(parquet::errors::ParquetError::EOF(format!(
                 "expected {length} bytes at offset {start}; the file has {} bytes",
-                self.len
+                self.len()
             )));
         }
         // The range is checked against the file's length above, so the allocation is backed by

@@ -13,7 +13,7 @@ use arrow_ipc::reader::{FileDecoder, StreamReader, read_footer_length};
 use arrow_ipc::{Block, root_as_footer, root_as_message};
 use arrow_schema::SchemaRef;
 
-use crate::file::{self, PinnedFile};
+use crate::file::{self, PinnedFile, PlannedFile};
 use crate::quiet_panic::catch_quietly;
 use crate::{Error, Result};
 
@@ -25,7 +25,7 @@ const CONTINUATION: [u8; 4] = [0xFF; 4];
 
 /// One memory-mapped Arrow IPC file.
 pub(crate) struct IpcFile {
-    file: PinnedFile,
+    planned: PlannedFile,
     buffer: Buffer,
     decoder: FileDecoder,
     blocks: Vec<Block>,
@@ -46,8 +46,8 @@ impl IpcFile {
         // loader maps anew, so pages written by the consumers of one pass are not read by the
         // next. Like every memory map (and PyArrow's `memory_map`), it relies on the file not
         // being truncated by another process while it is mapped; the loader checks the file's
-        // length and modification time before each record batch, and docs/loader.md documents
-        // the rest.
+        // identity, length and modification time before each record batch, and docs/loader.md
+        // documents the rest.
         let map = unsafe { memmap2::MmapOptions::new().map_copy(file.file()) }
             .map_err(|error| Error::io(path, error))?;
         let buffer = Buffer::from(bytes::Bytes::from_owner(map));
@@ -120,7 +120,7 @@ impl IpcFile {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(IpcFile {
-            file,
+            planned: file.planned().clone(),
             buffer,
             decoder,
             blocks,
@@ -142,8 +142,8 @@ impl IpcFile {
     /// Decodes record batch `index`, sharing the map's memory; checks first that the file is
     /// unchanged, and then that the batch has the rows its header declares.
     pub(crate) fn read(&self, index: usize) -> Result<RecordBatch> {
-        let path = self.file.path();
-        self.file.check_unchanged()?;
+        let path = self.planned.path();
+        self.planned.check_path()?;
         let block = &self.blocks[index];
         let corrupt = |reason: String| Error::ipc(path, format!("record batch {index}: {reason}"));
         let data = block_data(&self.buffer, block).map_err(corrupt)?;

@@ -21,7 +21,7 @@ use parquet::arrow::arrow_reader::{
 
 use parquet::errors::ParquetError;
 
-use crate::file::{self, PinnedFile};
+use crate::file::{self, PinnedFile, PlannedFile};
 use crate::quiet_panic::catch_quietly;
 use crate::{Error, Result, parquet_bounds};
 
@@ -35,7 +35,7 @@ const MIN_DECODE_ROWS: usize = 1 << 13;
 /// One Parquet file, opened and its metadata read when the loader is planned.
 #[derive(Clone)]
 pub(crate) struct ParquetFile {
-    file: PinnedFile,
+    planned: PlannedFile,
     metadata: ArrowReaderMetadata,
     mask: ProjectionMask,
     schema: SchemaRef,
@@ -63,7 +63,7 @@ impl ParquetFile {
             None => (ProjectionMask::all(), arrow_schema),
         };
         Ok(ParquetFile {
-            file,
+            planned: file.planned().clone(),
             metadata,
             mask,
             schema,
@@ -72,7 +72,7 @@ impl ParquetFile {
 
     /// The path the file was opened at.
     pub(crate) fn path(&self) -> &Path {
-        self.file.path()
+        self.planned.path()
     }
 
     /// The number of rows of each row group; a negative count is an error naming the file.
@@ -106,33 +106,27 @@ impl ParquetFile {
     /// rows decoded against `rows` at the end.
     fn decode(
         &self,
+        file: &PinnedFile,
         row_group: usize,
         rows: u64,
         emit: &mut dyn FnMut(RecordBatch) -> bool,
     ) -> Result<()> {
         let path = self.path();
-        self.file.check_unchanged()?;
-        parquet_bounds::check_row_group(
-            &self.file,
-            self.metadata.metadata(),
-            row_group,
-            &self.mask,
-        )?;
+        file.check_unchanged()?;
+        parquet_bounds::check_row_group(file, self.metadata.metadata(), row_group, &self.mask)?;
         // The batch size is not taken from the declared rows alone, so that a row group that
         // declares few rows and holds many is still decoded in large batches (and refused by the
         // count below).
         let batch_size = usize::try_from(rows)
             .unwrap_or(MAX_DECODE_ROWS)
             .clamp(MIN_DECODE_ROWS, MAX_DECODE_ROWS);
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
-            self.file.clone(),
-            self.metadata.clone(),
-        )
-        .with_projection(self.mask.clone())
-        .with_row_groups(vec![row_group])
-        .with_batch_size(batch_size)
-        .build()
-        .map_err(|error| Error::parquet(path, error))?;
+        let reader =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(file.clone(), self.metadata.clone())
+                .with_projection(self.mask.clone())
+                .with_row_groups(vec![row_group])
+                .with_batch_size(batch_size)
+                .build()
+                .map_err(|error| Error::parquet(path, error))?;
         let mut decoded: u64 = 0;
         for batch in reader {
             let batch = batch.map_err(|source| Error::Decode {
@@ -253,6 +247,8 @@ fn decode_units(
     stop: &AtomicBool,
     sender: &SyncSender<Message>,
 ) {
+    // The file this worker has open: a worker holds one descriptor at a time.
+    let mut open: Option<(usize, PinnedFile)> = None;
     for unit in units.iter().skip(worker).step_by(threads) {
         if stop.load(Ordering::Relaxed) {
             return;
@@ -260,7 +256,11 @@ fn decode_units(
         let file = &files[unit.file];
         let mut alive = true;
         let result = catch_quietly(|| {
-            file.decode(unit.row_group, unit.rows, &mut |batch| {
+            if open.as_ref().is_none_or(|(index, _)| *index != unit.file) {
+                open = Some((unit.file, file.planned.reopen()?));
+            }
+            let (_, handle) = open.as_ref().expect("opened above");
+            file.decode(handle, unit.row_group, unit.rows, &mut |batch| {
                 alive = !stop.load(Ordering::Relaxed) && sender.send(Message::Batch(batch)).is_ok();
                 alive
             })

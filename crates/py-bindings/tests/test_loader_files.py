@@ -211,22 +211,33 @@ def test_a_source_without_columns_is_refused(tmp_path):
         ad.batches(path, 4)
 
 
-def test_a_parquet_file_replaced_after_planning_is_read_as_planned(tmp_path):
-    path = _write(tmp_path / "pinned.parquet", _table())
-    loader = ad.batches(path, 100)
+def test_a_parquet_file_replaced_after_planning_is_an_error_naming_it(tmp_path):
+    # One decoder and a prefetch of one cannot read the forty row groups of the first file
+    # ahead, so the second is opened for reading after it is replaced.
+    first = str(tmp_path / "first.parquet")
+    pq.write_table(_table(), first, row_group_size=25, compression="none")
+    second = _write(tmp_path / "second.parquet", _table())
+    loader = ad.batches([first, second], 25, prefetch=1, decode_threads=1)
     other = _write(tmp_path / "other.parquet", _table(ROWS * 2).slice(ROWS))
-    os.replace(other, path)
-    got = np.concatenate([np.from_dlpack(batch["x"]) for batch in loader])
-    np.testing.assert_array_equal(got, np.arange(ROWS, dtype=np.float64))
+    os.replace(other, second)
+    with pytest.raises(ad.ArrowDLPackValueError) as caught:
+        list(loader)
+    assert str(caught.value) == (
+        f"{second} changed after the loader read its metadata: another file has replaced it; "
+        "expected the file as planned"
+    )
 
 
 def test_a_parquet_file_rewritten_in_place_after_planning_is_an_error(tmp_path):
-    path = _write(tmp_path / "rewritten.parquet", _table())
-    loader = ad.batches(path, 100)
-    with open(path, "ab") as file:
+    first = str(tmp_path / "first.parquet")
+    pq.write_table(_table(), first, row_group_size=25, compression="none")
+    second = _write(tmp_path / "second.parquet", _table())
+    loader = ad.batches([first, second], 25, prefetch=1, decode_threads=1)
+    with open(second, "ab") as file:
         file.write(b"more")
-    with pytest.raises(ad.ArrowDLPackValueError, match="changed after the loader read"):
+    with pytest.raises(ad.ArrowDLPackValueError, match="changed after the loader read") as caught:
         list(loader)
+    assert str(caught.value).startswith(f"{second} changed")
 
 
 @pytest.mark.parametrize("kind", ["parquet", "arrow"])

@@ -82,14 +82,39 @@ fn a_source_without_columns_is_refused_at_planning() {
 }
 
 #[test]
-fn a_parquet_file_replaced_after_planning_is_read_as_planned() {
+fn a_file_replaced_after_planning_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_parquet(&dir.path().join("t.parquet"), &table(&[40]), 20);
-    let loader = batches(Source::ParquetFiles(vec![path.clone()]), spec(8, &["id"])).unwrap();
-    let other = write_parquet(&dir.path().join("o.parquet"), &[batch_of(&[7; 40])], 20);
-    std::fs::rename(&other, &path).unwrap();
-    let got: Vec<_> = loader.collect::<Result<_, _>>().unwrap();
-    assert_eq!(ids(&got), (0..40).collect::<Vec<i64>>());
+    let sizes = [10; 40];
+    for extension in ["parquet", "arrow"] {
+        let path = |name: &str| dir.path().join(format!("{name}.{extension}"));
+        let write = |name: &str, batches: &[RecordBatch]| match extension {
+            "parquet" => write_parquet(&path(name), batches, 10),
+            _ => write_ipc(&path(name), batches),
+        };
+        // The second file is opened for reading only after the forty units of the first, which
+        // a loader with one decoder and a prefetch of one cannot have read ahead.
+        let first = write("first", &table(&sizes));
+        let second = write("second", &table(&[10]));
+        let spec = BatchSpec {
+            prefetch: 1,
+            decode_threads: 1,
+            ..spec(10, &["id"])
+        };
+        let loader = batches(Source::from_paths([&first, &second]).unwrap(), spec).unwrap();
+        let other = write("other", &[batch_of(&[7; 10])]);
+        std::fs::rename(&other, &second).unwrap();
+        let error = loader
+            .collect::<Result<Vec<_>, _>>()
+            .expect_err("a replaced file is an error");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "{} changed after the loader read its metadata: another file has replaced it; \
+                 expected the file as planned",
+                second.display()
+            )
+        );
+    }
 }
 
 #[test]
