@@ -9,12 +9,15 @@ use arrow_dlpack::{
     RecordBatchToTensorOptions, array_to_tensor, columns_to_tensor,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
-use arrow_schema::{DataType, Schema};
+use arrow_schema::{DataType, Field, Schema};
 
 use crate::{BatchSpec, Error, Result};
 
 /// The key under which Arrow stores an extension type's name in a field's metadata.
 const EXTENSION_NAME_KEY: &str = "ARROW:extension:name";
+
+/// The key under which Arrow stores an extension type's serialized parameters.
+const EXTENSION_METADATA_KEY: &str = "ARROW:extension:metadata";
 
 /// The types a single column may have.
 const SINGLE_TYPES: &str = "a numeric or boolean column, a fixed-size list of numbers, or an \
@@ -156,11 +159,11 @@ pub(crate) fn check_same_columns(
     what: impl FnOnce() -> String,
 ) -> Result<()> {
     let same = schema.fields().len() == expected.fields().len()
-        && schema
-            .fields()
-            .iter()
-            .zip(expected.fields())
-            .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
+        && schema.fields().iter().zip(expected.fields()).all(|(a, b)| {
+            a.name() == b.name()
+                && a.data_type() == b.data_type()
+                && extension_of(a) == extension_of(b)
+        });
     if same {
         Ok(())
     } else {
@@ -170,6 +173,16 @@ pub(crate) fn check_same_columns(
             expected: describe(expected),
         })
     }
+}
+
+/// The extension type of `field`: its name and serialized metadata, which for a fixed-shape
+/// tensor hold the shape, permutation and dimension names that give the rows their meaning.
+fn extension_of(field: &Field) -> (Option<&String>, Option<&String>) {
+    let metadata = field.metadata();
+    (
+        metadata.get(EXTENSION_NAME_KEY),
+        metadata.get(EXTENSION_METADATA_KEY),
+    )
 }
 
 /// The output for one single column.
@@ -274,7 +287,15 @@ fn describe(schema: &Schema) -> String {
     let fields: Vec<String> = schema
         .fields()
         .iter()
-        .map(|field| format!("{}: {}", field.name(), field.data_type()))
+        .map(|field| match extension_of(field) {
+            (Some(name), metadata) => format!(
+                "{}: {} ({name} {})",
+                field.name(),
+                field.data_type(),
+                metadata.map_or("", String::as_str)
+            ),
+            _ => format!("{}: {}", field.name(), field.data_type()),
+        })
         .collect();
     format!("[{}]", fields.join(", "))
 }

@@ -55,6 +55,60 @@ pub enum Error {
         source: arrow_schema::ArrowError,
     },
 
+    /// A Parquet column chunk whose metadata or page headers declare more than its bytes hold,
+    /// found before it is decoded.
+    #[error(
+        "parquet file {} is corrupt in row group {row_group}, column {column:?}: {reason}",
+        path.display()
+    )]
+    CorruptParquet {
+        /// The file.
+        path: PathBuf,
+        /// The row group.
+        row_group: usize,
+        /// The column's path in the Parquet schema.
+        column: String,
+        /// What the file declares, and what it can hold.
+        reason: String,
+    },
+
+    /// A unit of a file (a row group, a record batch) that decoded to a number of rows other
+    /// than its metadata declares.
+    #[error("{unit} of {} holds {found} rows; its metadata declares {expected}", path.display())]
+    RowCount {
+        /// The file.
+        path: PathBuf,
+        /// The row group or record batch, in words.
+        unit: String,
+        /// The rows decoded.
+        found: u64,
+        /// The rows declared.
+        expected: u64,
+    },
+
+    /// A file that changed between the planning of the loader and the reading of its data.
+    #[error(
+        "{} changed after the loader read its metadata: {change}; expected the file as planned",
+        path.display()
+    )]
+    FileChanged {
+        /// The file.
+        path: PathBuf,
+        /// What changed.
+        change: String,
+    },
+
+    /// A panic while decoding a unit of a file, caught on a loader thread.
+    #[error("decoding {unit} of {} failed with an internal error: {message}", path.display())]
+    DecodePanicked {
+        /// The file.
+        path: PathBuf,
+        /// The row group or record batch, in words.
+        unit: String,
+        /// The panic's message.
+        message: String,
+    },
+
     /// A background thread could not be started.
     #[error("cannot start a loader thread: {source}")]
     Thread {
@@ -165,15 +219,34 @@ impl Error {
         }
     }
 
+    /// The error for a panic caught while decoding `unit` of `path`.
+    pub(crate) fn decode_panic(
+        path: &std::path::Path,
+        unit: String,
+        payload: Box<dyn std::any::Any + Send>,
+    ) -> Self {
+        Error::DecodePanicked {
+            path: path.to_path_buf(),
+            unit,
+            message: panic_message(payload.as_ref()),
+        }
+    }
+
     /// The error for a caught panic payload.
     pub(crate) fn from_panic(payload: Box<dyn std::any::Any + Send>) -> Self {
-        let message = if let Some(text) = payload.downcast_ref::<&str>() {
-            (*text).to_string()
-        } else if let Some(text) = payload.downcast_ref::<String>() {
-            text.clone()
-        } else {
-            "a panic without a message".to_string()
-        };
-        Error::Panicked { message }
+        Error::Panicked {
+            message: panic_message(payload.as_ref()),
+        }
+    }
+}
+
+/// The message of a panic payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".to_string()
     }
 }

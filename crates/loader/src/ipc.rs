@@ -4,7 +4,6 @@
 
 use std::fs::File;
 use std::io::BufReader;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,7 +13,9 @@ use arrow_ipc::reader::{FileDecoder, StreamReader, read_footer_length};
 use arrow_ipc::{Block, root_as_footer, root_as_message};
 use arrow_schema::SchemaRef;
 
-use crate::{Error, Result, file};
+use crate::file::{self, PinnedFile, PlannedFile};
+use crate::quiet_panic::catch_quietly;
+use crate::{Error, Result};
 
 /// The magic bytes that open and close an Arrow IPC file.
 const MAGIC: &[u8; 6] = b"ARROW1";
@@ -24,7 +25,7 @@ const CONTINUATION: [u8; 4] = [0xFF; 4];
 
 /// One memory-mapped Arrow IPC file.
 pub(crate) struct IpcFile {
-    path: PathBuf,
+    planned: PlannedFile,
     buffer: Buffer,
     decoder: FileDecoder,
     blocks: Vec<Block>,
@@ -37,12 +38,18 @@ impl IpcFile {
     /// given, projects the decoding onto those columns (names absent from the file are left for
     /// the column resolution to report).
     pub(crate) fn open(path: &Path, columns: Option<&[String]>) -> Result<Self> {
-        let file = file::open(path)?;
-        // SAFETY: the map is only read, through the `Buffer` below, which keeps it alive as
-        // long as any record batch points into it. Like every memory map (and PyArrow's
-        // `memory_map`), it relies on the file not being truncated or rewritten by another
-        // process while it is mapped; that is documented in docs/loader.md.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|error| Error::io(path, error))?;
+        let file = PinnedFile::open(path)?;
+        // SAFETY: the map is private and copy-on-write: a consumer that writes through a batch
+        // (DLPack consumers such as torch ignore the read-only flag) changes this process's copy
+        // of the page only, never the file, and this loader's own reads go through the `Buffer`
+        // below, which keeps the map alive as long as any record batch points into it. Each
+        // loader maps anew, so pages written by the consumers of one pass are not read by the
+        // next. Like every memory map (and PyArrow's `memory_map`), it relies on the file not
+        // being truncated by another process while it is mapped; the loader checks the file's
+        // identity, length and modification time before each record batch, and docs/loader.md
+        // documents the rest.
+        let map = unsafe { memmap2::MmapOptions::new().map_copy(file.file()) }
+            .map_err(|error| Error::io(path, error))?;
         let buffer = Buffer::from(bytes::Bytes::from_owner(map));
         let corrupt = |reason: String| Error::ipc(path, reason);
         let len = buffer.len();
@@ -69,6 +76,18 @@ impl IpcFile {
         let fb_schema = footer
             .schema()
             .ok_or_else(|| corrupt("the footer has no schema".to_string()))?;
+        // The decoder reads buffers in the machine's byte order whatever the file declares.
+        let native = if cfg!(target_endian = "little") {
+            arrow_ipc::Endianness::Little
+        } else {
+            arrow_ipc::Endianness::Big
+        };
+        if fb_schema.endianness() != native {
+            return Err(corrupt(format!(
+                "the file declares byte order {:?}; expected {native:?}, this machine's",
+                fb_schema.endianness()
+            )));
+        }
         let schema = Arc::new(
             arrow_ipc::convert::try_fb_to_schema(fb_schema)
                 .map_err(|error| corrupt(error.to_string()))?,
@@ -84,8 +103,8 @@ impl IpcFile {
         }
         for block in footer.dictionaries().into_iter().flatten() {
             let data = block_data(&buffer, block).map_err(corrupt)?;
-            catch_unwind(AssertUnwindSafe(|| decoder.read_dictionary(block, &data)))
-                .map_err(Error::from_panic)?
+            catch_quietly(|| decoder.read_dictionary(block, &data))
+                .map_err(|payload| Error::decode_panic(path, "a dictionary".to_string(), payload))?
                 .map_err(|error| corrupt(format!("invalid dictionary: {error}")))?;
         }
         let blocks: Vec<Block> = footer
@@ -101,7 +120,7 @@ impl IpcFile {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(IpcFile {
-            path: path.to_path_buf(),
+            planned: file.planned().clone(),
             buffer,
             decoder,
             blocks,
@@ -120,18 +139,26 @@ impl IpcFile {
         &self.schema
     }
 
-    /// Decodes record batch `index`, sharing the map's memory.
+    /// Decodes record batch `index`, sharing the map's memory; checks first that the file is
+    /// unchanged, and then that the batch has the rows its header declares.
     pub(crate) fn read(&self, index: usize) -> Result<RecordBatch> {
+        let path = self.planned.path();
+        self.planned.check_path()?;
         let block = &self.blocks[index];
-        let corrupt =
-            |reason: String| Error::ipc(&self.path, format!("record batch {index}: {reason}"));
+        let corrupt = |reason: String| Error::ipc(path, format!("record batch {index}: {reason}"));
         let data = block_data(&self.buffer, block).map_err(corrupt)?;
-        let decoded = catch_unwind(AssertUnwindSafe(|| {
-            self.decoder.read_record_batch(block, &data)
-        }))
-        .map_err(Error::from_panic)?;
+        let decoded =
+            catch_quietly(|| self.decoder.read_record_batch(block, &data)).map_err(|payload| {
+                Error::decode_panic(path, format!("record batch {index}"), payload)
+            })?;
         match decoded {
-            Ok(Some(batch)) => Ok(batch),
+            Ok(Some(batch)) if batch.num_rows() == self.rows[index] => Ok(batch),
+            Ok(Some(batch)) => Err(Error::RowCount {
+                path: path.to_path_buf(),
+                unit: format!("record batch {index}"),
+                found: batch.num_rows() as u64,
+                expected: self.rows[index] as u64,
+            }),
             Ok(None) => Err(corrupt("the block holds no record batch".to_string())),
             Err(error) => Err(corrupt(error.to_string())),
         }
@@ -165,9 +192,25 @@ pub(crate) fn read_streams(
     paths.into_iter().flat_map(
         |path| -> Box<dyn Iterator<Item = Result<RecordBatch>> + Send> {
             match open_stream(&path) {
-                Ok(reader) => {
-                    Box::new(reader.map(move |batch| {
-                        batch.map_err(|error| Error::ipc(&path, error.to_string()))
+                Ok(mut reader) => {
+                    let mut index = 0;
+                    let mut failed = false;
+                    Box::new(std::iter::from_fn(move || {
+                        if failed {
+                            return None;
+                        }
+                        let next = match catch_quietly(|| reader.next()) {
+                            Ok(item) => item.map(|batch| {
+                                batch.map_err(|error| Error::ipc(&path, error.to_string()))
+                            }),
+                            Err(payload) => {
+                                let unit = format!("record batch {index}");
+                                Some(Err(Error::decode_panic(&path, unit, payload)))
+                            }
+                        };
+                        index += 1;
+                        failed = matches!(next, Some(Err(_)));
+                        next
                     }))
                 }
                 Err(error) => Box::new(std::iter::once(Err(error))),
@@ -195,6 +238,22 @@ fn block_data(buffer: &Buffer, block: &Block) -> std::result::Result<Buffer, Str
             let end = offset.checked_add(meta)?.checked_add(body)?;
             (meta >= 8 && end <= buffer.len()).then_some((offset, end - offset))
         });
+    let aligned = [
+        block.offset(),
+        i64::from(block.metaDataLength()),
+        block.bodyLength(),
+    ]
+    .iter()
+    .all(|value| value % 8 == 0);
+    if !aligned {
+        return Err(format!(
+            "block at offset {} with {} metadata and {} body bytes is not aligned to 8 bytes; \
+             expected aligned blocks, as the format requires",
+            block.offset(),
+            block.metaDataLength(),
+            block.bodyLength()
+        ));
+    }
     match range {
         Some((offset, len)) => Ok(buffer.slice_with_length(offset, len)),
         None => Err(format!(
@@ -212,11 +271,23 @@ fn block_data(buffer: &Buffer, block: &Block) -> std::result::Result<Buffer, Str
 fn block_rows(buffer: &Buffer, block: &Block) -> std::result::Result<usize, String> {
     let data = block_data(buffer, block)?;
     let meta = &data[..block.metaDataLength() as usize];
-    let message = if meta[..4] == CONTINUATION {
-        &meta[8..]
+    let (prefix, rest) = if meta[..4] == CONTINUATION {
+        (&meta[4..8], &meta[8..])
     } else {
-        &meta[4..]
+        (&meta[..4], &meta[4..])
     };
+    // The message is as long as its prefix says (the rest of the block's metadata is padding),
+    // as other readers take it: a prefix that disagrees with the footer's block is refused.
+    let declared = i32::from_le_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
+    let message = usize::try_from(declared)
+        .ok()
+        .and_then(|len| rest.get(..len))
+        .ok_or_else(|| {
+            format!(
+                "the message declares {declared} bytes of metadata; the block holds {}",
+                rest.len()
+            )
+        })?;
     let message = root_as_message(message).map_err(|error| format!("invalid message: {error}"))?;
     let header = message.header_as_record_batch().ok_or_else(|| {
         format!(
@@ -224,5 +295,40 @@ fn block_rows(buffer: &Buffer, block: &Block) -> std::result::Result<usize, Stri
             message.header_type()
         )
     })?;
+    if message.bodyLength() != block.bodyLength() {
+        return Err(format!(
+            "the message declares a body of {} bytes; the footer's block has {}",
+            message.bodyLength(),
+            block.bodyLength()
+        ));
+    }
+    // Readers disagree on a null count outside the node's length (pyarrow reads the column as
+    // all null, arrow-rs ignores the count), so such a node is refused.
+    for node in header.nodes().into_iter().flatten() {
+        if node.length() < 0 || node.null_count() < 0 || node.null_count() > node.length() {
+            return Err(format!(
+                "a column declares {} nulls in {} rows; expected between 0 and its rows",
+                node.null_count(),
+                node.length()
+            ));
+        }
+    }
+    // The decoder slices every buffer out of the body and panics on one that lies outside it.
+    for buffer in header.buffers().into_iter().flatten() {
+        let end = buffer.offset().checked_add(buffer.length());
+        if buffer.offset() < 0
+            || buffer.length() < 0
+            || end.is_none_or(|end| end > block.bodyLength())
+            || buffer.offset() % 8 != 0
+        {
+            return Err(format!(
+                "a buffer of {} bytes at offset {} lies outside the body of {} bytes or is not \
+                 aligned to 8 bytes",
+                buffer.length(),
+                buffer.offset(),
+                block.bodyLength()
+            ));
+        }
+    }
     usize::try_from(header.length()).map_err(|_| format!("negative row count {}", header.length()))
 }

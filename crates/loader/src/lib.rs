@@ -57,10 +57,13 @@ mod group_view;
 mod ipc;
 mod loader;
 mod parquet;
+mod parquet_bounds;
+mod quiet_panic;
 mod rebatch;
 mod rng;
 mod source;
 mod spec;
+mod thrift;
 mod writable;
 
 pub use batch::{NamedTensor, TensorBatch};

@@ -1,11 +1,11 @@
 //! [`Batches`]: the iterator the caller holds, and the background thread behind it.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, sync_channel};
 use std::thread::JoinHandle;
 
+use crate::quiet_panic::catch_quietly;
 use crate::source::{Source, plan};
 use crate::{BatchSpec, Error, Result, TensorBatch, rebatch};
 
@@ -63,9 +63,9 @@ impl Batches {
         let thread = std::thread::Builder::new()
             .name("arrow-dlpack-loader".to_string())
             .spawn(move || {
-                let result = catch_unwind(AssertUnwindSafe(|| {
+                let result = catch_quietly(|| {
                     rebatch::run(&spec, pieces, &sender, &thread_stop);
-                }));
+                });
                 if let Err(payload) = result {
                     let _ = sender.send(Err(Error::from_panic(payload)));
                 }

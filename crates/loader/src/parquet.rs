@@ -6,9 +6,7 @@
 //! channels round-robin, unit by unit, so that the order never depends on thread timing.
 //! A worker holds at most one decoded record batch waiting in its channel and one being decoded.
 
-use std::fs::File;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -21,16 +19,23 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
 
-use crate::{Error, Result, file};
+use parquet::errors::ParquetError;
+
+use crate::file::{self, PinnedFile, PlannedFile};
+use crate::quiet_panic::catch_quietly;
+use crate::{Error, Result, parquet_bounds};
 
 /// The most rows decoded into one record batch: a whole row group up to this size, so that most
 /// batches lie inside one record batch and are views.
 const MAX_DECODE_ROWS: usize = 1 << 20;
 
-/// One Parquet file, its metadata read.
+/// The fewest rows asked of the decoder at once, whatever a row group declares.
+const MIN_DECODE_ROWS: usize = 1 << 13;
+
+/// One Parquet file, opened and its metadata read when the loader is planned.
 #[derive(Clone)]
 pub(crate) struct ParquetFile {
-    path: PathBuf,
+    planned: PlannedFile,
     metadata: ArrowReaderMetadata,
     mask: ProjectionMask,
     schema: SchemaRef,
@@ -41,12 +46,12 @@ impl ParquetFile {
     /// top-level columns (names absent from the file are left for the column resolution to
     /// report).
     pub(crate) fn open(path: &Path, columns: Option<&[String]>) -> Result<Self> {
-        let file = file::open(path)?;
-        let metadata = catch_unwind(AssertUnwindSafe(|| {
-            ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
-        }))
-        .map_err(Error::from_panic)?
-        .map_err(|error| Error::parquet(path, error))?;
+        let file = PinnedFile::open(path)?;
+        parquet_bounds::check_footer(&file)?;
+        let metadata =
+            catch_quietly(|| ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()))
+                .map_err(|payload| Error::decode_panic(path, "the footer".to_string(), payload))?
+                .map_err(|error| Error::parquet(path, error))?;
         let arrow_schema = metadata.schema().clone();
         let (mask, schema) = match columns {
             Some(columns) => {
@@ -58,20 +63,36 @@ impl ParquetFile {
             None => (ProjectionMask::all(), arrow_schema),
         };
         Ok(ParquetFile {
-            path: path.to_path_buf(),
+            planned: file.planned().clone(),
             metadata,
             mask,
             schema,
         })
     }
 
-    /// The number of rows of each row group.
-    pub(crate) fn row_group_rows(&self) -> Vec<usize> {
+    /// The path the file was opened at.
+    pub(crate) fn path(&self) -> &Path {
+        self.planned.path()
+    }
+
+    /// The number of rows of each row group; a negative count is an error naming the file.
+    pub(crate) fn row_group_rows(&self) -> Result<Vec<u64>> {
         self.metadata
             .metadata()
             .row_groups()
             .iter()
-            .map(|group| usize::try_from(group.num_rows()).unwrap_or(0))
+            .enumerate()
+            .map(|(index, group)| {
+                u64::try_from(group.num_rows()).map_err(|_| {
+                    Error::parquet(
+                        self.path(),
+                        ParquetError::General(format!(
+                            "row group {index} declares {} rows",
+                            group.num_rows()
+                        )),
+                    )
+                })
+            })
             .collect()
     }
 
@@ -81,33 +102,53 @@ impl ParquetFile {
     }
 
     /// Decodes row group `row_group` of `rows` rows, handing each record batch to `emit`, which
-    /// returns `false` to stop.
+    /// returns `false` to stop; checks the file and the row group's page headers first, and the
+    /// rows decoded against `rows` at the end.
     fn decode(
         &self,
-        file: &File,
+        file: &PinnedFile,
         row_group: usize,
-        rows: usize,
+        rows: u64,
         emit: &mut dyn FnMut(RecordBatch) -> bool,
     ) -> Result<()> {
-        let input = file
-            .try_clone()
-            .map_err(|error| Error::io(&self.path, error))?;
+        let path = self.path();
+        file.check_unchanged()?;
+        parquet_bounds::check_row_group(file, self.metadata.metadata(), row_group, &self.mask)?;
+        // The batch size is not taken from the declared rows alone, so that a row group that
+        // declares few rows and holds many is still decoded in large batches (and refused by the
+        // count below).
+        let batch_size = usize::try_from(rows)
+            .unwrap_or(MAX_DECODE_ROWS)
+            .clamp(MIN_DECODE_ROWS, MAX_DECODE_ROWS);
         let reader =
-            ParquetRecordBatchReaderBuilder::new_with_metadata(input, self.metadata.clone())
+            ParquetRecordBatchReaderBuilder::new_with_metadata(file.clone(), self.metadata.clone())
                 .with_projection(self.mask.clone())
                 .with_row_groups(vec![row_group])
-                .with_batch_size(rows.clamp(1, MAX_DECODE_ROWS))
+                .with_batch_size(batch_size)
                 .build()
-                .map_err(|error| Error::parquet(&self.path, error))?;
+                .map_err(|error| Error::parquet(path, error))?;
+        let mut decoded: u64 = 0;
         for batch in reader {
             let batch = batch.map_err(|source| Error::Decode {
-                path: self.path.clone(),
+                path: path.to_path_buf(),
                 row_group,
                 source,
             })?;
-            if !emit(batch) {
+            decoded += batch.num_rows() as u64;
+            if decoded > rows {
                 break;
             }
+            if !emit(batch) {
+                return Ok(());
+            }
+        }
+        if decoded != rows {
+            return Err(Error::RowCount {
+                path: path.to_path_buf(),
+                unit: format!("row group {row_group}"),
+                found: decoded,
+                expected: rows,
+            });
         }
         Ok(())
     }
@@ -125,7 +166,7 @@ enum Message {
 pub(crate) struct RowGroup {
     pub(crate) file: usize,
     pub(crate) row_group: usize,
-    pub(crate) rows: usize,
+    pub(crate) rows: u64,
 }
 
 /// The record batches of planned row groups, decoded by worker threads.
@@ -206,26 +247,32 @@ fn decode_units(
     stop: &AtomicBool,
     sender: &SyncSender<Message>,
 ) {
-    let mut open: Option<(usize, File)> = None;
+    // The file this worker has open: a worker holds one descriptor at a time.
+    let mut open: Option<(usize, PinnedFile)> = None;
     for unit in units.iter().skip(worker).step_by(threads) {
         if stop.load(Ordering::Relaxed) {
             return;
         }
         let file = &files[unit.file];
-        let result = catch_unwind(AssertUnwindSafe(|| -> Result<bool> {
+        let mut alive = true;
+        let result = catch_quietly(|| {
             if open.as_ref().is_none_or(|(index, _)| *index != unit.file) {
-                let handle = file::open(&file.path)?;
-                open = Some((unit.file, handle));
+                open = Some((unit.file, file.planned.reopen()?));
             }
             let (_, handle) = open.as_ref().expect("opened above");
-            let mut alive = true;
             file.decode(handle, unit.row_group, unit.rows, &mut |batch| {
                 alive = !stop.load(Ordering::Relaxed) && sender.send(Message::Batch(batch)).is_ok();
                 alive
-            })?;
-            Ok(alive)
-        }))
-        .unwrap_or_else(|payload| Err(Error::from_panic(payload)));
+            })
+        })
+        .unwrap_or_else(|payload| {
+            Err(Error::decode_panic(
+                file.path(),
+                format!("row group {}", unit.row_group),
+                payload,
+            ))
+        })
+        .map(|()| alive);
         match result {
             Ok(true) => {
                 if sender.send(Message::UnitEnd).is_err() {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::SchemaRef;
 
-use crate::columns::check_same_columns;
+use crate::columns::{Columns, check_same_columns};
 use crate::ipc::{self, IpcFile, IpcRecordBatch};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
 use crate::rng::Rng;
@@ -159,7 +159,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                 .iter()
                 .map(|path| IpcFile::open(path, columns.as_deref()))
                 .collect::<Result<Vec<_>>>()?;
-            check_file_schemas(&paths, files.iter().map(IpcFile::schema))?;
+            check_file_schemas(&paths, files.iter().map(IpcFile::schema), spec)?;
             let units: Vec<IpcRecordBatch> = files
                 .iter()
                 .enumerate()
@@ -171,7 +171,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                 })
                 .collect();
             let units = deal(units, spec);
-            let num_rows = units.iter().map(|unit| unit.rows as u64).sum();
+            let num_rows = total_rows(units.iter().map(|unit| unit.rows as u64))?;
             Ok(Plan {
                 pieces: Box::new(ipc::read_planned(files, units)),
                 num_rows: Some(num_rows),
@@ -182,22 +182,19 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                 .iter()
                 .map(|path| ParquetFile::open(path, columns.as_deref()))
                 .collect::<Result<Vec<_>>>()?;
-            check_file_schemas(&paths, files.iter().map(ParquetFile::schema))?;
-            let units: Vec<RowGroup> = files
-                .iter()
-                .enumerate()
-                .flat_map(|(file, parquet)| {
-                    parquet.row_group_rows().into_iter().enumerate().map(
-                        move |(row_group, rows)| RowGroup {
-                            file,
-                            row_group,
-                            rows,
-                        },
-                    )
-                })
-                .collect();
+            check_file_schemas(&paths, files.iter().map(ParquetFile::schema), spec)?;
+            let mut units: Vec<RowGroup> = Vec::new();
+            for (file, parquet) in files.iter().enumerate() {
+                for (row_group, rows) in parquet.row_group_rows()?.into_iter().enumerate() {
+                    units.push(RowGroup {
+                        file,
+                        row_group,
+                        rows,
+                    });
+                }
+            }
             let units = deal(units, spec);
-            let num_rows = units.iter().map(|unit| unit.rows as u64).sum();
+            let num_rows = total_rows(units.iter().map(|unit| unit.rows))?;
             let pieces = ParquetPieces::start(files, units, spec.decode_threads())?;
             Ok(Plan {
                 pieces: Box::new(pieces),
@@ -220,15 +217,39 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
     }
 }
 
-/// Refuses files whose columns differ from the first file's.
+/// The sum of `rows`, refused when it does not fit in 64 bits.
+fn total_rows(rows: impl Iterator<Item = u64>) -> Result<u64> {
+    let mut total: u64 = 0;
+    for count in rows {
+        total = total.checked_add(count).ok_or_else(|| Error::InvalidSpec {
+            reason: "the files declare more than 2**64 rows in all; expected a row count that \
+                     fits in 64 bits"
+                .to_string(),
+        })?;
+    }
+    Ok(total)
+}
+
+/// Refuses files whose columns differ from the first file's, and checks the first file's
+/// columns against the spec (names, types, at least one column) before any data is decoded.
 fn check_file_schemas<'a>(
     paths: &[PathBuf],
     schemas: impl Iterator<Item = &'a SchemaRef>,
+    spec: &BatchSpec,
 ) -> Result<()> {
     let mut files = paths.iter().zip(schemas);
-    let Some((_, expected)) = files.next() else {
+    let Some((first, expected)) = files.next() else {
         return Ok(());
     };
+    let columns = Columns::resolve(spec, &RecordBatch::new_empty(expected.clone()))?;
+    if columns.outputs.is_empty() {
+        return Err(Error::InvalidSpec {
+            reason: format!(
+                "{} has no columns to load; expected at least one column",
+                first.display()
+            ),
+        });
+    }
     for (path, schema) in files {
         check_same_columns(schema, expected, || format!("file {}", path.display()))?;
     }

@@ -378,11 +378,16 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
             None => return PyMemoryError::new_err(error.to_string()),
         },
         E::UnsupportedColumn { .. } => Kind::Type,
-        // A bad spec, a malformed or truncated file, a column that is not there, batches that
+        // A bad spec, a malformed, truncated or corrupt file, a file changed after planning,
+        // rows that differ from the metadata's count, a column that is not there, batches that
         // disagree, an unknown extension, a panic caught on a loader thread.
         E::InvalidSpec { .. }
         | E::Ipc { .. }
         | E::Parquet { .. }
+        | E::CorruptParquet { .. }
+        | E::RowCount { .. }
+        | E::FileChanged { .. }
+        | E::DecodePanicked { .. }
         | E::Decode { .. }
         | E::Arrow(_)
         | E::MissingColumn { .. }

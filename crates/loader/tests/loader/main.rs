@@ -4,6 +4,7 @@ mod data;
 
 mod boundaries;
 mod columns;
+mod files;
 mod lifecycle;
 mod malformed;
 mod shard;

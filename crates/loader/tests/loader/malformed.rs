@@ -37,8 +37,11 @@ fn a_parquet_file_with_corrupt_pages_is_an_error() {
     std::fs::write(&path, &bytes).unwrap();
     let error = load(Source::ParquetFiles(vec![path])).unwrap_err();
     assert!(
-        matches!(error, Error::Parquet { .. } | Error::Decode { .. }),
-        "expected a parquet or decode error, found {error:?}"
+        matches!(
+            error,
+            Error::Parquet { .. } | Error::Decode { .. } | Error::CorruptParquet { .. }
+        ),
+        "expected a parquet, decode or corruption error, found {error:?}"
     );
 }
 
