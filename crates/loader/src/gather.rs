@@ -1,0 +1,134 @@
+//! The byte kernel of shuffled batches: rows copied by index, a few bytes at a time, into a
+//! fresh allocation.
+//!
+//! A shuffled batch is made of runs of one row each, mostly, drawn from the record batches of a
+//! window. Copying such a row with `memcpy` costs a call whose length is only known at run time;
+//! the copies here dispatch once on the element or row size to a loop whose size is a constant,
+//! which the compiler turns into a few loads and stores. Long runs (the in-order batches that span
+//! record batches) still go through [`copy_to_uninit`], one call per run.
+
+use std::mem::MaybeUninit;
+
+use arrow_dlpack_tensor::alloc::copy_to_uninit;
+
+/// Runs of at least this many bytes are copied with [`copy_to_uninit`] (a `memcpy`, or streamed
+/// stores for large outputs); shorter ones by the fixed-size loops.
+const LONG_COPY: usize = 256;
+
+/// Copies `src` into the start of `dst`, for an output of `output_bytes` bytes in all.
+///
+/// # Panics
+///
+/// When `dst` is shorter than `src`.
+pub(crate) fn copy_bytes(src: &[u8], dst: &mut [MaybeUninit<u8>], output_bytes: usize) {
+    let dst = &mut dst[..src.len()];
+    match src.len() {
+        1 => copy_fixed::<1>(src, dst),
+        2 => copy_fixed::<2>(src, dst),
+        4 => copy_fixed::<4>(src, dst),
+        8 => copy_fixed::<8>(src, dst),
+        16 => copy_fixed::<16>(src, dst),
+        32 => copy_fixed::<32>(src, dst),
+        64 => copy_fixed::<64>(src, dst),
+        len if len >= LONG_COPY => copy_to_uninit(src, dst, output_bytes),
+        _ => {
+            for (slot, &byte) in dst.iter_mut().zip(src) {
+                slot.write(byte);
+            }
+        }
+    }
+}
+
+/// Copies `count` elements of `size` bytes, element `i` from `src[i * size..]` to
+/// `dst[i * stride * size..]`: one column of a row-major group, written into every `stride`-th
+/// slot of the output.
+///
+/// # Panics
+///
+/// When `src` holds fewer than `count` elements or `dst` has no slot for the last one.
+pub(crate) fn copy_strided(
+    src: &[u8],
+    dst: &mut [MaybeUninit<u8>],
+    size: usize,
+    count: usize,
+    stride: usize,
+) {
+    if count == 0 {
+        return;
+    }
+    match size {
+        1 => strided::<1>(src, dst, count, stride),
+        2 => strided::<2>(src, dst, count, stride),
+        4 => strided::<4>(src, dst, count, stride),
+        8 => strided::<8>(src, dst, count, stride),
+        _ => {
+            for i in 0..count {
+                let (from, to) = (i * size, i * stride * size);
+                for (slot, &byte) in dst[to..to + size].iter_mut().zip(&src[from..from + size]) {
+                    slot.write(byte);
+                }
+            }
+        }
+    }
+}
+
+/// `copy_strided` for elements of `N` bytes.
+#[inline(always)]
+fn strided<const N: usize>(src: &[u8], dst: &mut [MaybeUninit<u8>], count: usize, stride: usize) {
+    // One bounds check for the whole run, so that the loop below has none.
+    let src = &src[..count * N];
+    let dst = &mut dst[..(count - 1) * stride * N + N];
+    for (i, element) in src.chunks_exact(N).enumerate() {
+        let to = i * stride * N;
+        copy_fixed::<N>(element, &mut dst[to..to + N]);
+    }
+}
+
+/// Copies exactly `N` bytes; the caller's slices are `N` long.
+#[inline(always)]
+fn copy_fixed<const N: usize>(src: &[u8], dst: &mut [MaybeUninit<u8>]) {
+    let src: &[u8; N] = src.try_into().expect("N bytes");
+    let dst: &mut [MaybeUninit<u8>; N] = dst.try_into().expect("N slots");
+    for (slot, &byte) in dst.iter_mut().zip(src) {
+        slot.write(byte);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn written(slots: &[MaybeUninit<u8>]) -> Vec<u8> {
+        // SAFETY: the tests initialise every slot before reading it (the buffer starts zeroed).
+        slots.iter().map(|slot| unsafe { slot.assume_init() }).collect()
+    }
+
+    #[test]
+    fn copies_of_every_length_write_exactly_their_bytes() {
+        for len in [0, 1, 2, 3, 4, 7, 8, 16, 32, 33, 64, 100, 256, 1000] {
+            let src: Vec<u8> = (0..len).map(|i| (i % 251) as u8 + 1).collect();
+            let mut dst = vec![MaybeUninit::new(0u8); len + 3];
+            copy_bytes(&src, &mut dst, len);
+            let out = written(&dst);
+            assert_eq!(&out[..len], &src[..], "length {len}");
+            assert_eq!(&out[len..], &[0, 0, 0], "length {len}");
+        }
+    }
+
+    #[test]
+    fn strided_copies_fill_every_stride_th_element() {
+        for size in [1, 2, 3, 4, 8, 16] {
+            let (count, stride) = (5, 3);
+            let src: Vec<u8> = (0..count * size).map(|i| i as u8 + 1).collect();
+            let mut dst = vec![MaybeUninit::new(0u8); count * stride * size];
+            copy_strided(&src, &mut dst, size, count, stride);
+            let out = written(&dst);
+            for i in 0..count {
+                let element = &out[i * stride * size..i * stride * size + size];
+                assert_eq!(element, &src[i * size..(i + 1) * size], "size {size}");
+                let gap = &out[i * stride * size + size..(i + 1) * stride * size];
+                assert!(gap.iter().all(|&b| b == 0), "size {size}");
+            }
+        }
+    }
+}
