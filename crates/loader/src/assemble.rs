@@ -39,6 +39,9 @@ pub(crate) struct Run {
 /// out on first use and kept as long as the piece.
 pub(crate) struct Piece {
     batch: RecordBatch,
+    /// Write each group's rows row-major once, on first use: a piece of a shuffle window, whose
+    /// rows are drawn one at a time.
+    stage_groups: bool,
     /// One slot per output of the [`Columns`], filled on the first copy that reads the output.
     sources: Vec<Option<Source>>,
 }
@@ -48,6 +51,9 @@ enum Source {
     /// A `Values` output: the view of the column, whose row `r` is the row's bytes at `r` rows
     /// from the view's offset, and whether the column holds nulls (then each run is checked).
     Rows { view: Tensor, has_nulls: bool },
+    /// A group written row-major into `rows` (its values those of `write_rows`), so that a row is
+    /// one run of bytes: one cache line to fetch for a shuffled row rather than one per column.
+    Staged { rows: arrow_buffer::Buffer },
     /// A group: its columns, and their flat views when every column has the group's dtype and no
     /// nulls, so that its values are copied as bytes.
     Group {
@@ -57,16 +63,34 @@ enum Source {
 }
 
 impl Piece {
-    /// A piece whose sources are not worked out yet.
+    /// A piece whose sources are not worked out yet, for batches that take its rows in runs.
     pub(crate) fn new(batch: RecordBatch) -> Self {
         Piece {
             batch,
+            stage_groups: false,
             sources: Vec::new(),
         }
     }
 
+    /// A piece of a shuffle window, whose rows are drawn one at a time: its groups are written
+    /// row-major once, the first time a batch draws from it, so that a row's values are one run
+    /// of bytes. The copy costs what an in-order batch's copy of the same rows does, and the
+    /// window holds it as long as the piece.
+    pub(crate) fn for_shuffle(batch: RecordBatch) -> Self {
+        Piece {
+            stage_groups: true,
+            ..Piece::new(batch)
+        }
+    }
+
     /// Works out the source of output `at` (of `outputs` in all), unless it is already.
-    fn resolve(&mut self, at: usize, outputs: usize, output: &Output) -> Result<()> {
+    fn resolve(
+        &mut self,
+        spec: &BatchSpec,
+        at: usize,
+        outputs: usize,
+        output: &Output,
+    ) -> Result<()> {
         if self.sources.is_empty() {
             self.sources.resize_with(outputs, || None);
         }
@@ -94,11 +118,22 @@ impl Piece {
                     Err(error) => return Err(Error::column(name, error)),
                 }
             }
-            Output::Group { indices, dtype, .. } => {
+            Output::Group {
+                indices,
+                column_names,
+                dtype,
+                ..
+            } => {
                 let arrays: Vec<ArrayRef> = indices
                     .iter()
                     .map(|&i| self.batch.column(i).clone())
                     .collect();
+                if self.stage_groups
+                    && let Some(rows) = stage(spec, column_names, &arrays, *dtype)?
+                {
+                    self.sources[at] = Some(Source::Staged { rows });
+                    return Ok(());
+                }
                 let views = arrays
                     .iter()
                     .map(|array| flat_view(array, *dtype))
@@ -117,6 +152,32 @@ impl Piece {
             .as_ref()
             .expect("resolved before the copy reads it")
     }
+}
+
+/// The rows of the group of `arrays` written row-major with `dtype`, as a batch of all of them
+/// would have them; `None` when `write_rows` refuses the piece (nulls that are not allowed, which
+/// are then reported at the batch that holds them, as the copy run by run does).
+fn stage(
+    spec: &BatchSpec,
+    column_names: &[String],
+    arrays: &[ArrayRef],
+    dtype: DType,
+) -> Result<Option<arrow_buffer::Buffer>> {
+    let Ok(table) = Table::try_from_columns(column_names, arrays) else {
+        return Ok(None);
+    };
+    let num_rows = arrays.first().map_or(0, |array| array.len());
+    let mut out = UninitBuffer::try_new(num_rows * arrays.len() * dtype.size())?;
+    let mut destination = RowsDestination::from_bytes(out.as_uninit_mut(), dtype, num_rows, true);
+    let options = WriteRowsOptions {
+        null_to_nan: spec.null_to_nan,
+    };
+    if write_rows(&table, 0..num_rows, &mut destination, 0, options).is_err() {
+        return Ok(None);
+    }
+    // SAFETY: `write_rows` returned `Ok` for rows `0..num_rows` into a destination of exactly
+    // `num_rows` rows of every column, so it initialised every byte.
+    Ok(Some(unsafe { out.assume_init() }))
 }
 
 /// The flat view of `array` when it has no nulls and holds values of `dtype` (not bool, which
@@ -271,7 +332,7 @@ impl OutputCopy<'_> {
         let slots = out.as_uninit_mut();
         let mut written = 0;
         for run in runs {
-            pieces[run.piece].resolve(self.at, self.outputs, output)?;
+            pieces[run.piece].resolve(self.spec, self.at, self.outputs, output)?;
             let piece = &pieces[run.piece];
             let Source::Rows { view: rows, has_nulls } = piece.source(self.at) else {
                 unreachable!("a values output resolves to rows")
@@ -344,25 +405,36 @@ impl OutputCopy<'_> {
         };
         let mut row = 0;
         for run in runs {
-            pieces[run.piece].resolve(self.at, self.outputs, output)?;
-            let Source::Group { arrays, views } = pieces[run.piece].source(self.at) else {
-                unreachable!("a group output resolves to a group")
-            };
+            pieces[run.piece].resolve(self.spec, self.at, self.outputs, output)?;
             let slots = out.as_uninit_mut();
-            match views {
-                Some(views) if run.len < WRITE_ROWS_MIN_RUN => {
+            match pieces[run.piece].source(self.at) {
+                Source::Staged { rows } => {
+                    let bytes = &rows.as_slice()[run.start * k * size..][..run.len * k * size];
+                    if row_major {
+                        copy_bytes(bytes, &mut slots[row * k * size..], total);
+                    } else {
+                        for column in 0..k {
+                            let to = (column * num_rows + row) * size;
+                            let from = &bytes[column * size..];
+                            copy_strided(from, k, &mut slots[to..], 1, size, run.len);
+                        }
+                    }
+                }
+                Source::Group {
+                    views: Some(views), ..
+                } if run.len < WRITE_ROWS_MIN_RUN => {
                     for (column, view) in views.iter().enumerate() {
                         let bytes = row_bytes_of(view, run.start, run.len, size);
                         if row_major {
                             let to = (row * k + column) * size;
-                            copy_strided(bytes, &mut slots[to..], size, run.len, k);
+                            copy_strided(bytes, 1, &mut slots[to..], k, size, run.len);
                         } else {
                             let to = (column * num_rows + row) * size;
                             copy_bytes(bytes, &mut slots[to..], total);
                         }
                     }
                 }
-                _ => {
+                Source::Group { arrays, .. } => {
                     let table = Table::try_from_columns(column_names, arrays)
                         .map_err(|error| Error::column(name, error))?;
                     let mut destination =
@@ -371,13 +443,15 @@ impl OutputCopy<'_> {
                     write_rows(&table, rows, &mut destination, row, options)
                         .map_err(|error| Error::column(name, error))?;
                 }
+                Source::Rows { .. } => unreachable!("a group output resolves to a group"),
             }
             row += run.len;
         }
         // SAFETY: the runs' rows add up to `num_rows`, and for each run in turn rows
         // `row..row + run.len` of every one of the `k` columns were written, by the byte copies
-        // (one per column, at the element of that row and column in the layout) or by
-        // `write_rows`, so every byte of the `num_rows * k` elements is written.
+        // (of whole rows in the row-major layout, or one per column at the element of that row
+        // and column) or by `write_rows`, so every byte of the `num_rows * k` elements is
+        // written.
         let out = unsafe { out.assume_init() };
         let (shape, strides) = if *flat {
             (vec![num_rows], vec![1])

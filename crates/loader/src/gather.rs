@@ -39,31 +39,33 @@ pub(crate) fn copy_bytes(src: &[u8], dst: &mut [MaybeUninit<u8>], output_bytes: 
     }
 }
 
-/// Copies `count` elements of `size` bytes, element `i` from `src[i * size..]` to
-/// `dst[i * stride * size..]`: one column of a row-major group, written into every `stride`-th
-/// slot of the output.
+/// Copies `count` elements of `size` bytes, element `i` from `src[i * src_stride * size..]` to
+/// `dst[i * dst_stride * size..]`: a column of a group into every `k`-th slot of a row-major
+/// output, or a column of row-major rows into a column-major one.
 ///
 /// # Panics
 ///
-/// When `src` holds fewer than `count` elements or `dst` has no slot for the last one.
+/// When `src` or `dst` has no room for the last element.
 pub(crate) fn copy_strided(
     src: &[u8],
+    src_stride: usize,
     dst: &mut [MaybeUninit<u8>],
+    dst_stride: usize,
     size: usize,
     count: usize,
-    stride: usize,
 ) {
     if count == 0 {
         return;
     }
+    let strides = (src_stride, dst_stride);
     match size {
-        1 => strided::<1>(src, dst, count, stride),
-        2 => strided::<2>(src, dst, count, stride),
-        4 => strided::<4>(src, dst, count, stride),
-        8 => strided::<8>(src, dst, count, stride),
+        1 => strided::<1>(src, dst, count, strides),
+        2 => strided::<2>(src, dst, count, strides),
+        4 => strided::<4>(src, dst, count, strides),
+        8 => strided::<8>(src, dst, count, strides),
         _ => {
             for i in 0..count {
-                let (from, to) = (i * size, i * stride * size);
+                let (from, to) = (i * src_stride * size, i * dst_stride * size);
                 for (slot, &byte) in dst[to..to + size].iter_mut().zip(&src[from..from + size]) {
                     slot.write(byte);
                 }
@@ -74,13 +76,18 @@ pub(crate) fn copy_strided(
 
 /// `copy_strided` for elements of `N` bytes.
 #[inline(always)]
-fn strided<const N: usize>(src: &[u8], dst: &mut [MaybeUninit<u8>], count: usize, stride: usize) {
+fn strided<const N: usize>(
+    src: &[u8],
+    dst: &mut [MaybeUninit<u8>],
+    count: usize,
+    (src_stride, dst_stride): (usize, usize),
+) {
     // One bounds check for the whole run, so that the loop below has none.
-    let src = &src[..count * N];
-    let dst = &mut dst[..(count - 1) * stride * N + N];
-    for (i, element) in src.chunks_exact(N).enumerate() {
-        let to = i * stride * N;
-        copy_fixed::<N>(element, &mut dst[to..to + N]);
+    let src = &src[..(count - 1) * src_stride * N + N];
+    let dst = &mut dst[..(count - 1) * dst_stride * N + N];
+    for i in 0..count {
+        let (from, to) = (i * src_stride * N, i * dst_stride * N);
+        copy_fixed::<N>(&src[from..from + N], &mut dst[to..to + N]);
     }
 }
 
@@ -121,7 +128,7 @@ mod tests {
             let (count, stride) = (5, 3);
             let src: Vec<u8> = (0..count * size).map(|i| i as u8 + 1).collect();
             let mut dst = vec![MaybeUninit::new(0u8); count * stride * size];
-            copy_strided(&src, &mut dst, size, count, stride);
+            copy_strided(&src, 1, &mut dst, stride, size, count);
             let out = written(&dst);
             for i in 0..count {
                 let element = &out[i * stride * size..i * stride * size + size];
@@ -129,6 +136,20 @@ mod tests {
                 let gap = &out[i * stride * size + size..(i + 1) * stride * size];
                 assert!(gap.iter().all(|&b| b == 0), "size {size}");
             }
+        }
+    }
+
+    #[test]
+    fn strided_copies_read_every_stride_th_element() {
+        for size in [1, 2, 4, 8, 5] {
+            let (count, stride) = (4, 3);
+            let src: Vec<u8> = (0..count * stride * size).map(|i| i as u8 + 1).collect();
+            let mut dst = vec![MaybeUninit::new(0u8); count * size];
+            copy_strided(&src, stride, &mut dst, 1, size, count);
+            let want: Vec<u8> = (0..count)
+                .flat_map(|i| src[i * stride * size..i * stride * size + size].to_vec())
+                .collect();
+            assert_eq!(written(&dst), want, "size {size}");
         }
     }
 }

@@ -159,7 +159,7 @@ fn shuffled(
                 Ok(Some(batch)) => {
                     let piece = pieces.len();
                     rows.extend((0..batch.num_rows()).map(|row| (piece, row)));
-                    pieces.push(Piece::new(batch));
+                    pieces.push(Piece::for_shuffle(batch));
                 }
                 Ok(None) => break,
                 Err(error) => {

@@ -8,3 +8,4 @@ mod lifecycle;
 mod malformed;
 mod shard;
 mod shuffle;
+mod shuffle_window;
