@@ -10,6 +10,8 @@
 //! use, and kept with it, so that a piece of a shuffle window that gives rows to many batches is
 //! viewed once, and a batch costs time in its rows and runs, not in the pieces of the window.
 
+use std::convert::Infallible;
+
 use arrow_array::{Array, ArrayRef, RecordBatch, cast::AsArray};
 use arrow_dlpack::{
     ArrayToTensorOptions, RecordBatchToTensorOptions, RowsDestination, Table, WriteRowsOptions,
@@ -19,7 +21,7 @@ use arrow_dlpack_tensor::alloc::{PooledVec, UninitBuffer};
 use arrow_dlpack_tensor::{DType, Tensor};
 
 use crate::columns::{Columns, Output, view};
-use crate::gather::{copy_bytes, copy_strided};
+use crate::gather::{copy_bytes, copy_strided, gather};
 use crate::group_view::strided_group_view;
 use crate::{BatchSpec, Error, Result, TensorBatch};
 
@@ -330,11 +332,10 @@ impl OutputCopy<'_> {
         let total = num_rows * row_bytes;
         let mut out = UninitBuffer::try_new(total)?;
         let slots = out.as_uninit_mut();
-        let mut written = 0;
         for run in runs {
             pieces[run.piece].resolve(self.spec, self.at, self.outputs, output)?;
             let piece = &pieces[run.piece];
-            let Source::Rows { view: rows, has_nulls } = piece.source(self.at) else {
+            let Source::Rows { has_nulls, .. } = piece.source(self.at) else {
                 unreachable!("a values output resolves to rows")
             };
             if *has_nulls && !self.spec.allow_nulls {
@@ -344,10 +345,27 @@ impl OutputCopy<'_> {
                 view(extension, &array.slice(run.start, run.len), false)
                     .map_err(|error| Error::column(name, error))?;
             }
-            let bytes = row_bytes_of(rows, run.start, run.len, row_bytes);
-            copy_bytes(bytes, &mut slots[written..], total);
-            written += bytes.len();
         }
+        let sources: Vec<&[u8]> = runs
+            .iter()
+            .map(|run| match pieces[run.piece].source(self.at) {
+                Source::Rows { view: rows, .. } => {
+                    row_bytes_of(rows, run.start, run.len, row_bytes)
+                }
+                _ => unreachable!("a values output resolves to rows"),
+            })
+            .collect();
+        let mut written = 0;
+        let copied = gather::<_, Infallible>(
+            &sources,
+            |bytes| Some(bytes),
+            |bytes| {
+                copy_bytes(bytes, &mut slots[written..], total);
+                written += bytes.len();
+                Ok(())
+            },
+        );
+        let Ok(()) = copied;
         // SAFETY: the runs' rows add up to `num_rows`, and each run's `run.len * row_bytes` bytes
         // were copied right after the previous run's, so all `num_rows * row_bytes` bytes are
         // written.
@@ -403,13 +421,22 @@ impl OutputCopy<'_> {
         let options = WriteRowsOptions {
             null_to_nan: self.spec.null_to_nan,
         };
-        let mut row = 0;
         for run in runs {
             pieces[run.piece].resolve(self.spec, self.at, self.outputs, output)?;
+        }
+        let pieces: &[Piece] = pieces;
+        let staged_bytes = |run: &Run| match pieces[run.piece].source(self.at) {
+            Source::Staged { rows } => {
+                Some(&rows.as_slice()[run.start * k * size..][..run.len * k * size])
+            }
+            _ => None,
+        };
+        let mut row = 0;
+        gather(runs, staged_bytes, |run| {
             let slots = out.as_uninit_mut();
             match pieces[run.piece].source(self.at) {
-                Source::Staged { rows } => {
-                    let bytes = &rows.as_slice()[run.start * k * size..][..run.len * k * size];
+                Source::Staged { .. } => {
+                    let bytes = staged_bytes(run).expect("a staged piece");
                     if row_major {
                         copy_bytes(bytes, &mut slots[row * k * size..], total);
                     } else {
@@ -446,7 +473,8 @@ impl OutputCopy<'_> {
                 Source::Rows { .. } => unreachable!("a group output resolves to a group"),
             }
             row += run.len;
-        }
+            Ok::<(), Error>(())
+        })?;
         // SAFETY: the runs' rows add up to `num_rows`, and for each run in turn rows
         // `row..row + run.len` of every one of the `k` columns were written, by the byte copies
         // (of whole rows in the row-major layout, or one per column at the element of that row

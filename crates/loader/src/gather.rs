@@ -11,9 +11,56 @@ use std::mem::MaybeUninit;
 
 use arrow_dlpack_tensor::alloc::copy_to_uninit;
 
+/// How many runs ahead of the copy [`gather`] asks for a run's source bytes: a shuffled row's
+/// bytes lie anywhere in the window, mostly out of the cache, and asking early lets the misses
+/// of several rows overlap instead of each copy waiting for its own.
+const PREFETCH_AHEAD: usize = 8;
+
 /// Runs of at least this many bytes are copied with [`copy_to_uninit`] (a `memcpy`, or streamed
 /// stores for large outputs); shorter ones by the fixed-size loops.
 const LONG_COPY: usize = 256;
+
+/// Hands each of `items` to `copy`, in order, having asked for the source bytes (`bytes`, when
+/// it has some) of the item [`PREFETCH_AHEAD`] places later; stops at the first error.
+pub(crate) fn gather<'a, T, E>(
+    items: &'a [T],
+    bytes: impl Fn(&'a T) -> Option<&'a [u8]>,
+    mut copy: impl FnMut(&'a T) -> Result<(), E>,
+) -> Result<(), E> {
+    for (i, item) in items.iter().enumerate() {
+        if let Some(ahead) = items.get(i + PREFETCH_AHEAD).and_then(&bytes) {
+            prefetch(ahead);
+        }
+        copy(item)?;
+    }
+    Ok(())
+}
+
+/// Asks the processor to bring the first and the last byte of `bytes` into the cache (both
+/// lines of a short row that straddles two); a hint with no effect on the values.
+#[inline(always)]
+fn prefetch(bytes: &[u8]) {
+    if let (Some(first), Some(last)) = (bytes.first(), bytes.last()) {
+        prefetch_line(first);
+        prefetch_line(last);
+    }
+}
+
+/// Asks for the cache line that holds `byte`.
+#[inline(always)]
+fn prefetch_line(byte: &u8) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 processor has (it is part of the
+        // x86-64 baseline the target is compiled for); the instruction is a hint that neither
+        // reads nor writes memory as far as the program can tell, and it never faults, and the
+        // pointer is a valid reference anyway.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(byte).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = byte;
+}
 
 /// Copies `src` into the start of `dst`, for an output of `output_bytes` bytes in all.
 ///
