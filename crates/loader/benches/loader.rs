@@ -147,8 +147,9 @@ fn one_row_batches(count: usize) -> Vec<RecordBatch> {
 }
 
 /// One pass over the one-row record batches.
-fn one_row_pass(pieces: &[RecordBatch], shuffle: bool) -> usize {
-    let reader = RecordBatchIterator::new(pieces.to_vec().into_iter().map(Ok), pieces[0].schema());
+fn one_row_pass(pieces: Vec<RecordBatch>, shuffle: bool) -> usize {
+    let schema = pieces[0].schema();
+    let reader = RecordBatchIterator::new(pieces.into_iter().map(Ok), schema);
     let spec = BatchSpec {
         batch_size: 1024,
         shuffle,
@@ -197,7 +198,7 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(count as u64));
     for (name, shuffle) in [("in_order", false), ("shuffled", true)] {
         group.bench_function(name, |b| {
-            b.iter(|| assert_eq!(one_row_pass(&pieces, shuffle), count));
+            b.iter(|| assert_eq!(one_row_pass(pieces.clone(), shuffle), count));
         });
     }
     group.finish();

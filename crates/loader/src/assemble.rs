@@ -376,8 +376,8 @@ impl OutputCopy<'_> {
         let mut strides = Vec::with_capacity(cell_strides.len() + 1);
         strides.push(cell as isize);
         strides.extend_from_slice(cell_strides);
-        let tensor = Tensor::try_new(out, *dtype, shape, strides, 0)?
-            .with_dim_names(dim_names.clone())?;
+        let tensor =
+            Tensor::try_new(out, *dtype, shape, strides, 0)?.with_dim_names(dim_names.clone())?;
         Ok(tensor.with_read_only(false))
     }
 
@@ -497,12 +497,7 @@ impl OutputCopy<'_> {
 ///
 /// Written here rather than with `arrow_dlpack::validity_to_tensor` so that a mask over several
 /// record batches is one pass too.
-fn copy_mask(
-    pieces: &[Piece],
-    runs: &[Run],
-    index: usize,
-    num_rows: usize,
-) -> Result<Tensor> {
+fn copy_mask(pieces: &[Piece], runs: &[Run], index: usize, num_rows: usize) -> Result<Tensor> {
     let mut out = PooledVec::<u8>::try_with_capacity(num_rows)?;
     for run in runs {
         match pieces[run.piece].batch.column(index).logical_nulls() {

@@ -154,7 +154,10 @@ mod tests {
 
     fn written(slots: &[MaybeUninit<u8>]) -> Vec<u8> {
         // SAFETY: the tests initialise every slot before reading it (the buffer starts zeroed).
-        slots.iter().map(|slot| unsafe { slot.assume_init() }).collect()
+        slots
+            .iter()
+            .map(|slot| unsafe { slot.assume_init() })
+            .collect()
     }
 
     #[test]

@@ -15,7 +15,10 @@ fn one_row_batches(count: usize) -> Vec<RecordBatch> {
     (0..count)
         .map(|row| {
             RecordBatch::try_from_iter([
-                ("id", Arc::new(Int64Array::from(vec![row as i64])) as ArrayRef),
+                (
+                    "id",
+                    Arc::new(Int64Array::from(vec![row as i64])) as ArrayRef,
+                ),
                 (
                     "x",
                     Arc::new(Float32Array::from(vec![row as f32 + 0.5])) as ArrayRef,
@@ -35,7 +38,7 @@ fn assert_rows_once_and_aligned(batches: &[TensorBatch], rows: usize, batch_size
     all.sort_unstable();
     assert_eq!(all, (0..rows as i64).collect::<Vec<_>>());
     let mut want_sizes = vec![batch_size; rows / batch_size];
-    if rows % batch_size > 0 {
+    if !rows.is_multiple_of(batch_size) {
         want_sizes.push(rows % batch_size);
     }
     assert_eq!(sizes(batches), want_sizes);
@@ -50,7 +53,10 @@ fn assert_rows_once_and_aligned(batches: &[TensorBatch], rows: usize, batch_size
             assert_eq!(x[k], row as f32 + 0.5);
             assert_eq!(&emb[k * 6..k * 6 + 6], &cells(row));
             assert_eq!(flag[k], u8::from(row % 3 == 0));
-            assert_eq!(&xs[k * 2..k * 2 + 2], &[row as f32 + 0.5, (row % 100) as f32]);
+            assert_eq!(
+                &xs[k * 2..k * 2 + 2],
+                &[row as f32 + 0.5, (row % 100) as f32]
+            );
         }
     }
 }
@@ -187,7 +193,10 @@ fn a_refused_null_in_a_shuffled_group_fails_the_batch_that_holds_it() {
     let small = Int16Array::from_iter(ids_all.iter().map(|&i| (i != 42).then_some(i as i16)));
     let v = Float32Array::from_iter_values(ids_all.iter().map(|&i| i as f32 + 0.5));
     let batch = RecordBatch::try_from_iter([
-        ("id", Arc::new(Int64Array::from(ids_all.clone())) as ArrayRef),
+        (
+            "id",
+            Arc::new(Int64Array::from(ids_all.clone())) as ArrayRef,
+        ),
         ("small", Arc::new(small) as ArrayRef),
         ("v", Arc::new(v) as ArrayRef),
     ])
@@ -214,7 +223,10 @@ fn a_refused_null_in_a_shuffled_group_fails_the_batch_that_holds_it() {
                 seen.extend(id);
             }
             Err(error) => {
-                assert!(error.to_string().starts_with("cannot load \"g\""), "{error}");
+                assert!(
+                    error.to_string().starts_with("cannot load \"g\""),
+                    "{error}"
+                );
                 failed = true;
             }
         }
