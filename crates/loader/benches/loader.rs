@@ -1,10 +1,13 @@
 //! The loader on the workload of docs/benchmarks.md's loader section: 2,000,000 rows of 16
 //! float32 features, an int64 label and an `arrow.fixed_shape_tensor` float32[8] embedding, one
 //! pass in batches of 1,024 and 8,192 rows, from a memory-mapped Arrow IPC file and from a Parquet
-//! file.
+//! file, in order and shuffled (the default window), so that the two read side by side.
 //!
 //! The files are written once into a temporary directory (about 200 MB each). Each batch gives
 //! `features` (B, 16) float32 (a copy: a column group), `label` (B,) and `embedding` (B, 8).
+//! A last pair of benchmarks feeds an adversarial source, 131,072 record batches of one row and
+//! two columns, in order and shuffled: its cost must follow its rows, not its record batches
+//! times the window.
 //! Run with `cargo bench -p arrow-dlpack-loader`; `LOADER_BENCH_ROWS` shrinks the workload.
 
 use std::fs::File;
@@ -12,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, Int64Array, RecordBatch};
+use arrow_array::{
+    ArrayRef, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, RecordBatchIterator,
+};
 use arrow_dlpack_loader::{BatchSpec, ColumnGroup, Source, batches};
 use arrow_schema::{DataType, Field, Schema};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -105,17 +110,55 @@ fn write_files(dir: &Path, rows: usize) -> (PathBuf, PathBuf) {
 }
 
 /// One pass: every batch made, its tensors touched.
-fn pass(source: Source, batch_size: usize) -> usize {
+fn pass(source: Source, batch_size: usize, shuffle: bool) -> usize {
     let spec = BatchSpec {
         batch_size,
         columns: vec!["label".into(), "embedding".into()],
         groups: vec![ColumnGroup::new("features", feature_names())],
+        shuffle,
+        seed: 1,
         ..BatchSpec::default()
     };
     let mut rows = 0;
     for batch in batches(source, spec).unwrap() {
         let batch = batch.unwrap();
         rows += batch.get("features").unwrap().shape()[0];
+    }
+    rows
+}
+
+/// The adversarial source: `count` record batches of one row each, two columns.
+fn one_row_batches(count: usize) -> Vec<RecordBatch> {
+    (0..count)
+        .map(|row| {
+            RecordBatch::try_from_iter([
+                (
+                    "x",
+                    Arc::new(Float32Array::from(vec![row as f32])) as ArrayRef,
+                ),
+                (
+                    "label",
+                    Arc::new(Int64Array::from(vec![row as i64])) as ArrayRef,
+                ),
+            ])
+            .unwrap()
+        })
+        .collect()
+}
+
+/// One pass over the one-row record batches.
+fn one_row_pass(pieces: Vec<RecordBatch>, shuffle: bool) -> usize {
+    let schema = pieces[0].schema();
+    let reader = RecordBatchIterator::new(pieces.into_iter().map(Ok), schema);
+    let spec = BatchSpec {
+        batch_size: 1024,
+        shuffle,
+        seed: 1,
+        ..BatchSpec::default()
+    };
+    let mut rows = 0;
+    for batch in batches(Source::reader(reader), spec).unwrap() {
+        rows += batch.unwrap().num_rows();
     }
     rows
 }
@@ -130,16 +173,32 @@ fn bench(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(5));
     group.throughput(Throughput::Elements(rows as u64));
     for batch_size in [1024, 8192] {
-        group.bench_function(format!("ipc_mmap/{batch_size}"), |b| {
-            b.iter(|| assert_eq!(pass(Source::IpcFiles(vec![ipc.clone()]), batch_size), rows));
-        });
-        group.bench_function(format!("parquet/{batch_size}"), |b| {
-            b.iter(|| {
-                assert_eq!(
-                    pass(Source::ParquetFiles(vec![parquet.clone()]), batch_size),
-                    rows
-                )
+        for (order, shuffle) in [("", false), ("_shuffled", true)] {
+            group.bench_function(format!("ipc_mmap{order}/{batch_size}"), |b| {
+                b.iter(|| {
+                    let source = Source::IpcFiles(vec![ipc.clone()]);
+                    assert_eq!(pass(source, batch_size, shuffle), rows)
+                });
             });
+            group.bench_function(format!("parquet{order}/{batch_size}"), |b| {
+                b.iter(|| {
+                    let source = Source::ParquetFiles(vec![parquet.clone()]);
+                    assert_eq!(pass(source, batch_size, shuffle), rows)
+                });
+            });
+        }
+    }
+    group.finish();
+    let count = 131_072;
+    let pieces = one_row_batches(count);
+    let mut group = c.benchmark_group("loader_one_row_batches");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(5));
+    group.throughput(Throughput::Elements(count as u64));
+    for (name, shuffle) in [("in_order", false), ("shuffled", true)] {
+        group.bench_function(name, |b| {
+            b.iter(|| assert_eq!(one_row_pass(pieces.clone(), shuffle), count));
         });
     }
     group.finish();

@@ -1,7 +1,16 @@
 //! One batch from runs of rows: zero-copy views when the batch lies inside one record batch,
-//! otherwise one fresh allocation per tensor, written in one pass from the record batches (a
-//! column group through `arrow_dlpack::write_rows`, the kernel of `Tensor.from_arrow`, one call
-//! per run at its row offset).
+//! otherwise one fresh allocation per tensor, written in one pass from the record batches.
+//!
+//! The copies work per run of rows, with the record batch looked up once per run: a byte copy
+//! for a column that has a tensor view, the byte kernel of [`crate::gather`] for the columns of a
+//! group that already have the group's dtype (a shuffled batch's runs are a row each), and
+//! `arrow_dlpack::write_rows`, the kernel of `Tensor.from_arrow`, for long runs and for the
+//! columns that need a conversion, one call per run at its row offset.
+//! What a copy needs from a record batch (its views) is worked out once per [`Piece`], on first
+//! use, and kept with it, so that a piece of a shuffle window that gives rows to many batches is
+//! viewed once, and a batch costs time in its rows and runs, not in the pieces of the window.
+
+use std::convert::Infallible;
 
 use arrow_array::{Array, ArrayRef, RecordBatch, cast::AsArray};
 use arrow_dlpack::{
@@ -12,8 +21,13 @@ use arrow_dlpack_tensor::alloc::{PooledVec, UninitBuffer};
 use arrow_dlpack_tensor::{DType, Tensor};
 
 use crate::columns::{Columns, Output, view};
+use crate::gather::{copy_bytes, copy_strided, gather};
 use crate::group_view::strided_group_view;
 use crate::{BatchSpec, Error, Result, TensorBatch};
+
+/// Runs of a group of at least this many rows are written by `write_rows`, whose blocked
+/// transposition beats element-by-element copies on long runs; shorter runs are gathered.
+const WRITE_ROWS_MIN_RUN: usize = 64;
 
 /// `len` rows of piece `piece` from row `start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,19 +37,189 @@ pub(crate) struct Run {
     pub(crate) len: usize,
 }
 
-/// Makes the batch whose rows are `runs`, in order, of the record batches `pieces`.
+/// A record batch that runs point into, and what the copies need from it, per output: worked
+/// out on first use and kept as long as the piece.
+pub(crate) struct Piece {
+    batch: RecordBatch,
+    /// Write each group's rows row-major once, on first use: a piece of a shuffle window, whose
+    /// rows are drawn one at a time.
+    stage_groups: bool,
+    /// One slot per output of the [`Columns`], filled on the first copy that reads the output.
+    sources: Vec<Option<Source>>,
+}
+
+/// What the copy of one output reads from one piece.
+enum Source {
+    /// A `Values` output: the view of the column, whose row `r` is the row's bytes at `r` rows
+    /// from the view's offset, and whether the column holds nulls (then each run is checked).
+    Rows { view: Tensor, has_nulls: bool },
+    /// A group written row-major into `rows` (its values those of `write_rows`), so that a row is
+    /// one run of bytes: one cache line to fetch for a shuffled row rather than one per column.
+    Staged { rows: arrow_buffer::Buffer },
+    /// A group: its columns, and their flat views when every column has the group's dtype and no
+    /// nulls, so that its values are copied as bytes.
+    Group {
+        arrays: Vec<ArrayRef>,
+        views: Option<Vec<Tensor>>,
+    },
+}
+
+impl Piece {
+    /// A piece whose sources are not worked out yet, for batches that take its rows in runs.
+    pub(crate) fn new(batch: RecordBatch) -> Self {
+        Piece {
+            batch,
+            stage_groups: false,
+            sources: Vec::new(),
+        }
+    }
+
+    /// A piece of a shuffle window, whose rows are drawn one at a time: its groups are written
+    /// row-major once, the first time a batch draws from it, so that a row's values are one run
+    /// of bytes. The copy costs what an in-order batch's copy of the same rows does, and the
+    /// window holds it as long as the piece.
+    pub(crate) fn for_shuffle(batch: RecordBatch) -> Self {
+        Piece {
+            stage_groups: true,
+            ..Piece::new(batch)
+        }
+    }
+
+    /// Works out the source of output `at` (of `outputs` in all), unless it is already.
+    fn resolve(
+        &mut self,
+        spec: &BatchSpec,
+        at: usize,
+        outputs: usize,
+        output: &Output,
+    ) -> Result<()> {
+        if self.sources.is_empty() {
+            self.sources.resize_with(outputs, || None);
+        }
+        if self.sources[at].is_some() {
+            return Ok(());
+        }
+        let source = match output {
+            Output::Values {
+                name,
+                index,
+                extension,
+                ..
+            } => {
+                let array = self.batch.column(*index);
+                match view(extension, array, false) {
+                    Ok(view) => Source::Rows {
+                        view,
+                        has_nulls: false,
+                    },
+                    Err(arrow_dlpack::Error::Nulls { .. }) => Source::Rows {
+                        view: view(extension, array, true)
+                            .map_err(|error| Error::column(name, error))?,
+                        has_nulls: true,
+                    },
+                    Err(error) => return Err(Error::column(name, error)),
+                }
+            }
+            Output::Group {
+                indices,
+                column_names,
+                dtype,
+                ..
+            } => {
+                let arrays: Vec<ArrayRef> = indices
+                    .iter()
+                    .map(|&i| self.batch.column(i).clone())
+                    .collect();
+                if self.stage_groups
+                    && let Some(rows) = stage(spec, column_names, &arrays, *dtype)?
+                {
+                    self.sources[at] = Some(Source::Staged { rows });
+                    return Ok(());
+                }
+                let views = arrays
+                    .iter()
+                    .map(|array| flat_view(array, *dtype))
+                    .collect::<Option<Vec<Tensor>>>();
+                Source::Group { arrays, views }
+            }
+            Output::Bool { .. } => return Ok(()),
+        };
+        self.sources[at] = Some(source);
+        Ok(())
+    }
+
+    /// The source of output `at`, after [`resolve`](Piece::resolve).
+    fn source(&self, at: usize) -> &Source {
+        self.sources[at]
+            .as_ref()
+            .expect("resolved before the copy reads it")
+    }
+}
+
+/// The rows of the group of `arrays` written row-major with `dtype`, as a batch of all of them
+/// would have them; `None` when `write_rows` refuses the piece (nulls that are not allowed, which
+/// are then reported at the batch that holds them, as the copy run by run does).
+fn stage(
+    spec: &BatchSpec,
+    column_names: &[String],
+    arrays: &[ArrayRef],
+    dtype: DType,
+) -> Result<Option<arrow_buffer::Buffer>> {
+    let Ok(table) = Table::try_from_columns(column_names, arrays) else {
+        return Ok(None);
+    };
+    let num_rows = arrays.first().map_or(0, |array| array.len());
+    let mut out = UninitBuffer::try_new(num_rows * arrays.len() * dtype.size())?;
+    let mut destination = RowsDestination::from_bytes(out.as_uninit_mut(), dtype, num_rows, true);
+    let options = WriteRowsOptions {
+        null_to_nan: spec.null_to_nan,
+    };
+    if write_rows(&table, 0..num_rows, &mut destination, 0, options).is_err() {
+        return Ok(None);
+    }
+    // SAFETY: `write_rows` returned `Ok` for rows `0..num_rows` into a destination of exactly
+    // `num_rows` rows of every column, so it initialised every byte.
+    Ok(Some(unsafe { out.assume_init() }))
+}
+
+/// The flat view of `array` when it has no nulls and holds values of `dtype` (not bool, which
+/// Arrow packs in bits), else `None`.
+fn flat_view(array: &ArrayRef, dtype: DType) -> Option<Tensor> {
+    if array.null_count() > 0 || dtype == DType::Bool {
+        return None;
+    }
+    let tensor = array_to_tensor(array.as_ref(), ArrayToTensorOptions::default()).ok()?;
+    let flat = tensor.shape() == [array.len()] && tensor.strides() == [1];
+    (flat && tensor.dtype() == dtype).then_some(tensor)
+}
+
+/// The bytes of rows `start..start + len` of `view`, each row `row_bytes` long.
+fn row_bytes_of(view: &Tensor, start: usize, len: usize, row_bytes: usize) -> &[u8] {
+    let from = view.offset() * view.dtype().size() + start * row_bytes;
+    &view.buffer().as_slice()[from..from + len * row_bytes]
+}
+
+/// Makes the batch whose rows are `runs`, in order, of `pieces`.
 pub(crate) fn assemble(
     spec: &BatchSpec,
     columns: &Columns,
-    pieces: &[RecordBatch],
+    pieces: &mut [Piece],
     runs: &[Run],
 ) -> Result<TensorBatch> {
     let num_rows = runs.iter().map(|run| run.len).sum();
     let mut tensors = Vec::with_capacity(columns.outputs.len());
-    for output in &columns.outputs {
+    for (at, output) in columns.outputs.iter().enumerate() {
         let tensor = match runs {
-            [run] => view_output(spec, output, &pieces[run.piece], *run)?,
-            _ => copy_output(spec, output, pieces, runs, num_rows)?,
+            [run] => view_output(spec, output, &pieces[run.piece].batch, *run)?,
+            _ => {
+                let copy = OutputCopy {
+                    spec,
+                    at,
+                    outputs: columns.outputs.len(),
+                    num_rows,
+                };
+                copy.output(output, pieces, runs)?
+            }
         };
         tensors.push((output.name().to_string(), tensor));
     }
@@ -109,17 +293,28 @@ fn view_output(spec: &BatchSpec, output: &Output, batch: &RecordBatch, run: Run)
     }
 }
 
-/// The tensor of `output` for rows from several record batches (or shuffled rows), written into
-/// one fresh allocation.
-fn copy_output(
-    spec: &BatchSpec,
-    output: &Output,
-    pieces: &[RecordBatch],
-    runs: &[Run],
+/// The copy of one output for rows from several record batches (or shuffled rows), written
+/// into one fresh allocation.
+struct OutputCopy<'a> {
+    spec: &'a BatchSpec,
+    /// The output's position among the `outputs` of the [`Columns`].
+    at: usize,
+    outputs: usize,
     num_rows: usize,
-) -> Result<Tensor> {
-    match output {
-        Output::Values {
+}
+
+impl OutputCopy<'_> {
+    fn output(&self, output: &Output, pieces: &mut [Piece], runs: &[Run]) -> Result<Tensor> {
+        match output {
+            Output::Values { .. } => self.values(output, pieces, runs),
+            Output::Bool { name, index } => self.bools(name, *index, pieces, runs),
+            Output::Group { .. } => self.group(output, pieces, runs),
+        }
+    }
+
+    /// A numeric column, fixed-size list or fixed-shape tensor: the rows' bytes, run by run.
+    fn values(&self, output: &Output, pieces: &mut [Piece], runs: &[Run]) -> Result<Tensor> {
+        let Output::Values {
             name,
             index,
             extension,
@@ -127,110 +322,174 @@ fn copy_output(
             cell_shape,
             cell_strides,
             dim_names,
-        } => {
-            let cell: usize = cell_shape.iter().product();
-            let row_bytes = cell * dtype.size();
-            let mut out = PooledVec::<u8>::try_with_capacity(num_rows * row_bytes)?;
-            // Each piece is viewed once per batch, however many runs come from it.
-            let mut views: Vec<Option<(Tensor, bool)>> = vec![None; pieces.len()];
-            for run in runs {
-                let array = pieces[run.piece].column(*index);
-                let (piece_view, has_nulls) = match &mut views[run.piece] {
-                    Some(cached) => &*cached,
-                    slot => {
-                        let cached = match view(extension, array, false) {
-                            Ok(tensor) => (tensor, false),
-                            Err(arrow_dlpack::Error::Nulls { .. }) => {
-                                let tensor = view(extension, array, true)
-                                    .map_err(|error| Error::column(name, error))?;
-                                (tensor, true)
-                            }
-                            Err(error) => return Err(Error::column(name, error)),
-                        };
-                        &*slot.insert(cached)
-                    }
-                };
-                if *has_nulls && !spec.allow_nulls {
-                    // The exact error (the nulls counted in this run), or nothing when the nulls
-                    // lie outside it.
-                    view(extension, &array.slice(run.start, run.len), false)
-                        .map_err(|error| Error::column(name, error))?;
-                }
-                let start = (piece_view.offset() + run.start * cell) * dtype.size();
-                let bytes = &piece_view.buffer().as_slice()[start..start + run.len * row_bytes];
-                out.extend_from_slice(bytes);
+        } = output
+        else {
+            unreachable!("called for values outputs only")
+        };
+        let num_rows = self.num_rows;
+        let cell: usize = cell_shape.iter().product();
+        let row_bytes = cell * dtype.size();
+        let total = num_rows * row_bytes;
+        let mut out = UninitBuffer::try_new(total)?;
+        let slots = out.as_uninit_mut();
+        for run in runs {
+            pieces[run.piece].resolve(self.spec, self.at, self.outputs, output)?;
+            let piece = &pieces[run.piece];
+            let Source::Rows { has_nulls, .. } = piece.source(self.at) else {
+                unreachable!("a values output resolves to rows")
+            };
+            if *has_nulls && !self.spec.allow_nulls {
+                // The exact error (the nulls counted in this run), or nothing when the nulls lie
+                // outside it.
+                let array = piece.batch.column(*index);
+                view(extension, &array.slice(run.start, run.len), false)
+                    .map_err(|error| Error::column(name, error))?;
             }
-            let mut shape = Vec::with_capacity(cell_shape.len() + 1);
-            shape.push(num_rows);
-            shape.extend_from_slice(cell_shape);
-            let mut strides = Vec::with_capacity(cell_strides.len() + 1);
-            strides.push(cell as isize);
-            strides.extend_from_slice(cell_strides);
-            let tensor = Tensor::try_new(out.into_buffer(), *dtype, shape, strides, 0)?
-                .with_dim_names(dim_names.clone())?;
-            Ok(tensor.with_read_only(false))
         }
-        Output::Bool { name, index } => {
-            let mut out = PooledVec::<u8>::try_with_capacity(num_rows)?;
-            for run in runs {
-                let array = pieces[run.piece].column(*index);
-                if !spec.allow_nulls {
-                    check_no_nulls(name, array, *run)?;
+        let sources: Vec<&[u8]> = runs
+            .iter()
+            .map(|run| match pieces[run.piece].source(self.at) {
+                Source::Rows { view: rows, .. } => {
+                    row_bytes_of(rows, run.start, run.len, row_bytes)
                 }
-                let values = array.as_boolean().values().slice(run.start, run.len);
-                out.extend(values.iter().map(u8::from));
+                _ => unreachable!("a values output resolves to rows"),
+            })
+            .collect();
+        let mut written = 0;
+        let copied = gather::<_, Infallible>(
+            &sources,
+            |bytes| Some(bytes),
+            |bytes| {
+                copy_bytes(bytes, &mut slots[written..], total);
+                written += bytes.len();
+                Ok(())
+            },
+        );
+        let Ok(()) = copied;
+        // SAFETY: the runs' rows add up to `num_rows`, and each run's `run.len * row_bytes` bytes
+        // were copied right after the previous run's, so all `num_rows * row_bytes` bytes are
+        // written.
+        let out = unsafe { out.assume_init() };
+        let mut shape = Vec::with_capacity(cell_shape.len() + 1);
+        shape.push(num_rows);
+        shape.extend_from_slice(cell_shape);
+        let mut strides = Vec::with_capacity(cell_strides.len() + 1);
+        strides.push(cell as isize);
+        strides.extend_from_slice(cell_strides);
+        let tensor =
+            Tensor::try_new(out, *dtype, shape, strides, 0)?.with_dim_names(dim_names.clone())?;
+        Ok(tensor.with_read_only(false))
+    }
+
+    /// A boolean column, one byte per row.
+    fn bools(&self, name: &str, index: usize, pieces: &[Piece], runs: &[Run]) -> Result<Tensor> {
+        let mut out = PooledVec::<u8>::try_with_capacity(self.num_rows)?;
+        for run in runs {
+            let array = pieces[run.piece].batch.column(index);
+            if !self.spec.allow_nulls {
+                check_no_nulls(name, array, *run)?;
             }
-            let tensor = Tensor::try_new_row_major(out.into_buffer(), DType::Bool, vec![num_rows])?;
-            Ok(tensor.with_read_only(false))
+            let values = array.as_boolean().values();
+            out.extend((run.start..run.start + run.len).map(|i| u8::from(values.value(i))));
         }
-        Output::Group {
+        let tensor =
+            Tensor::try_new_row_major(out.into_buffer(), DType::Bool, vec![self.num_rows])?;
+        Ok(tensor.with_read_only(false))
+    }
+
+    /// A column group: short runs of columns of the group's dtype gathered as bytes, the rest
+    /// written by `write_rows`, so that the values are those of `columns_to_tensor` wherever the
+    /// runs come from.
+    fn group(&self, output: &Output, pieces: &mut [Piece], runs: &[Run]) -> Result<Tensor> {
+        let Output::Group {
             name,
             indices,
             column_names,
             dtype,
             flat,
             ..
-        } => {
-            let k = indices.len();
-            let row_major = spec.row_major || *flat;
-            let bytes = num_rows * k * dtype.size();
-            let mut out = UninitBuffer::try_new(bytes)?;
-            let mut destination =
-                RowsDestination::from_bytes(out.as_uninit_mut(), *dtype, num_rows, row_major);
-            let options = WriteRowsOptions {
-                null_to_nan: spec.null_to_nan,
-            };
-            let mut row = 0;
-            for run in runs {
-                let batch = &pieces[run.piece];
-                let arrays: Vec<ArrayRef> =
-                    indices.iter().map(|&i| batch.column(i).clone()).collect();
-                let table = Table::try_from_columns(column_names, &arrays)
-                    .map_err(|error| Error::column(name, error))?;
-                write_rows(
-                    &table,
-                    run.start..run.start + run.len,
-                    &mut destination,
-                    row,
-                    options,
-                )
-                .map_err(|error| Error::column(name, error))?;
-                row += run.len;
-            }
-            // SAFETY: the runs' rows add up to `num_rows`, and `write_rows` initialised rows
-            // `row..row + run.len` of every one of the `k` columns for each run in turn, so every
-            // byte of the `num_rows * k` elements is written.
-            let out = unsafe { out.assume_init() };
-            let (shape, strides) = if *flat {
-                (vec![num_rows], vec![1])
-            } else if spec.row_major {
-                (vec![num_rows, k], vec![k as isize, 1])
-            } else {
-                (vec![num_rows, k], vec![1, num_rows.max(1) as isize])
-            };
-            let tensor = Tensor::try_new(out, *dtype, shape, strides, 0)?;
-            Ok(tensor.with_read_only(false))
+        } = output
+        else {
+            unreachable!("called for group outputs only")
+        };
+        let num_rows = self.num_rows;
+        let k = indices.len();
+        let size = dtype.size();
+        let row_major = self.spec.row_major || *flat;
+        let total = num_rows * k * size;
+        let mut out = UninitBuffer::try_new(total)?;
+        let options = WriteRowsOptions {
+            null_to_nan: self.spec.null_to_nan,
+        };
+        for run in runs {
+            pieces[run.piece].resolve(self.spec, self.at, self.outputs, output)?;
         }
+        let pieces: &[Piece] = pieces;
+        let staged_bytes = |run: &Run| match pieces[run.piece].source(self.at) {
+            Source::Staged { rows } => {
+                Some(&rows.as_slice()[run.start * k * size..][..run.len * k * size])
+            }
+            _ => None,
+        };
+        let mut row = 0;
+        gather(runs, staged_bytes, |run| {
+            let slots = out.as_uninit_mut();
+            match pieces[run.piece].source(self.at) {
+                Source::Staged { .. } => {
+                    let bytes = staged_bytes(run).expect("a staged piece");
+                    if row_major {
+                        copy_bytes(bytes, &mut slots[row * k * size..], total);
+                    } else {
+                        for column in 0..k {
+                            let to = (column * num_rows + row) * size;
+                            let from = &bytes[column * size..];
+                            copy_strided(from, k, &mut slots[to..], 1, size, run.len);
+                        }
+                    }
+                }
+                Source::Group {
+                    views: Some(views), ..
+                } if run.len < WRITE_ROWS_MIN_RUN => {
+                    for (column, view) in views.iter().enumerate() {
+                        let bytes = row_bytes_of(view, run.start, run.len, size);
+                        if row_major {
+                            let to = (row * k + column) * size;
+                            copy_strided(bytes, 1, &mut slots[to..], k, size, run.len);
+                        } else {
+                            let to = (column * num_rows + row) * size;
+                            copy_bytes(bytes, &mut slots[to..], total);
+                        }
+                    }
+                }
+                Source::Group { arrays, .. } => {
+                    let table = Table::try_from_columns(column_names, arrays)
+                        .map_err(|error| Error::column(name, error))?;
+                    let mut destination =
+                        RowsDestination::from_bytes(slots, *dtype, num_rows, row_major);
+                    let rows = run.start..run.start + run.len;
+                    write_rows(&table, rows, &mut destination, row, options)
+                        .map_err(|error| Error::column(name, error))?;
+                }
+                Source::Rows { .. } => unreachable!("a group output resolves to a group"),
+            }
+            row += run.len;
+            Ok::<(), Error>(())
+        })?;
+        // SAFETY: the runs' rows add up to `num_rows`, and for each run in turn rows
+        // `row..row + run.len` of every one of the `k` columns were written, by the byte copies
+        // (of whole rows in the row-major layout, or one per column at the element of that row
+        // and column) or by `write_rows`, so every byte of the `num_rows * k` elements is
+        // written.
+        let out = unsafe { out.assume_init() };
+        let (shape, strides) = if *flat {
+            (vec![num_rows], vec![1])
+        } else if self.spec.row_major {
+            (vec![num_rows, k], vec![k as isize, 1])
+        } else {
+            (vec![num_rows, k], vec![1, num_rows.max(1) as isize])
+        };
+        let tensor = Tensor::try_new(out, *dtype, shape, strides, 0)?;
+        Ok(tensor.with_read_only(false))
     }
 }
 
@@ -238,15 +497,10 @@ fn copy_output(
 ///
 /// Written here rather than with `arrow_dlpack::validity_to_tensor` so that a mask over several
 /// record batches is one pass too.
-fn copy_mask(
-    pieces: &[RecordBatch],
-    runs: &[Run],
-    index: usize,
-    num_rows: usize,
-) -> Result<Tensor> {
+fn copy_mask(pieces: &[Piece], runs: &[Run], index: usize, num_rows: usize) -> Result<Tensor> {
     let mut out = PooledVec::<u8>::try_with_capacity(num_rows)?;
     for run in runs {
-        match pieces[run.piece].column(index).logical_nulls() {
+        match pieces[run.piece].batch.column(index).logical_nulls() {
             None => out.extend(std::iter::repeat_n(1u8, run.len)),
             Some(nulls) => {
                 out.extend((run.start..run.start + run.len).map(|i| u8::from(nulls.is_valid(i))))

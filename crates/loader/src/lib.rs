@@ -53,6 +53,7 @@ mod batch;
 mod columns;
 mod error;
 mod file;
+mod gather;
 mod group_view;
 mod ipc;
 mod loader;

@@ -11,7 +11,7 @@ use std::sync::mpsc::SyncSender;
 
 use arrow_array::RecordBatch;
 
-use crate::assemble::{Run, assemble};
+use crate::assemble::{Piece, Run, assemble};
 use crate::columns::Columns;
 use crate::rng::Rng;
 use crate::source::Pieces;
@@ -125,7 +125,7 @@ fn in_order(
                 start: taken,
                 len,
             });
-            pieces.push(front.clone());
+            pieces.push(Piece::new(front.clone()));
             left -= len;
             taken += len;
             if taken == front.num_rows() {
@@ -134,7 +134,7 @@ fn in_order(
             }
         }
         queued -= want;
-        if !emit(assemble(spec, input.columns(), &pieces, &runs)) {
+        if !emit(assemble(spec, input.columns(), &mut pieces, &runs)) {
             return;
         }
     }
@@ -148,7 +148,9 @@ fn shuffled(
 ) {
     let mut rng = Rng::new(spec.seed, ROW_STREAM ^ ((spec.shard_index as u64) << 8));
     let window = spec.buffer_size.max(spec.batch_size);
-    let mut pieces: Vec<RecordBatch> = Vec::new();
+    // The record batches of the window, each with the views that copies from it need, worked
+    // out once however many batches it gives rows to.
+    let mut pieces: Vec<Piece> = Vec::new();
     // The rows of the window: (index into `pieces`, row).
     let mut rows: Vec<(usize, usize)> = Vec::new();
     loop {
@@ -157,7 +159,7 @@ fn shuffled(
                 Ok(Some(batch)) => {
                     let piece = pieces.len();
                     rows.extend((0..batch.num_rows()).map(|row| (piece, row)));
-                    pieces.push(batch);
+                    pieces.push(Piece::for_shuffle(batch));
                 }
                 Ok(None) => break,
                 Err(error) => {
@@ -172,20 +174,22 @@ fn shuffled(
             let start = rows.len().saturating_sub(spec.batch_size);
             let runs = coalesce(&rows[start..]);
             rows.truncate(start);
-            if !emit(assemble(spec, input.columns(), &pieces, &runs)) {
+            if !emit(assemble(spec, input.columns(), &mut pieces, &runs)) {
                 return;
             }
         }
         if exhausted {
             return;
         }
-        // Keep only the record batches that the left-over rows still need.
-        let mut renumber = vec![usize::MAX; pieces.len()];
+        // Keep only the record batches that the left-over rows still need (fewer than a batch's
+        // rows), so that the pieces kept stay bounded by the window.
+        let mut old: Vec<Option<Piece>> = pieces.into_iter().map(Some).collect();
+        let mut renumber = vec![usize::MAX; old.len()];
         let mut kept = Vec::new();
         for (piece, _) in &mut rows {
             if renumber[*piece] == usize::MAX {
                 renumber[*piece] = kept.len();
-                kept.push(pieces[*piece].clone());
+                kept.push(old[*piece].take().expect("each piece is moved once"));
             }
             *piece = renumber[*piece];
         }

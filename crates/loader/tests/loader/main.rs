@@ -9,4 +9,5 @@ mod lifecycle;
 mod malformed;
 mod shard;
 mod shuffle;
+mod shuffle_window;
 mod spec;
