@@ -2,63 +2,62 @@
 //!
 //! 1. refuses at once, with a clear message, on a machine without an NVIDIA GPU (no `nvidia-smi`
 //!    or no GPU listed);
-//! 2. creates `target/gpu-venv` (apart from the test environment, which needs no GPU) and
-//!    installs crates/py-bindings/gpu/requirements-gpu.txt (a CUDA build of torch,
-//!    `cupy-cuda13x`, numpy, pyarrow, maturin); `cudf-cu12` then `pylibcudf-cu12` are tried from
-//!    NVIDIA's index, and when neither wheel installs that part of the check is skipped with a
-//!    printed note (the only skip, reported in the summary line);
-//! 3. builds the wheel in release mode into `target/gpu-wheels` and installs it;
+//! 2. takes the machine's Python (`ARROW_DLPACK_PYTHON`, else `python3`) when a CUDA build of
+//!    torch and CuPy import there: GPU machines often have them and no network, so nothing is
+//!    installed but the wheel; otherwise creates `target/gpu-venv` and installs
+//!    crates/py-bindings/gpu/requirements-gpu.txt (torch, `cupy-cuda13x`, numpy, pyarrow,
+//!    maturin), then tries `cudf-cu13` and `pylibcudf-cu13` from NVIDIA's index (the CUDA 13
+//!    builds, which share CuPy's CUDA version; a miss is reported by the script, which skips cuDF
+//!    when it does not import);
+//! 3. builds the wheel in release mode into `target/gpu-wheels` (with that Python's maturin, or
+//!    a `maturin` on the path) and installs it without dependencies;
 //! 4. runs crates/py-bindings/gpu/gpu_check.py, which prints one summary line.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::Result;
 use crate::process::Cmd;
 
 /// The script that checks the device paths, relative to the project root.
 const SCRIPT: &str = "crates/py-bindings/gpu/gpu_check.py";
-/// What the GPU environment needs besides cuDF.
+/// What the GPU environment needs when the machine's Python lacks it.
 const REQUIREMENTS: &str = "crates/py-bindings/gpu/requirements-gpu.txt";
 /// Where NVIDIA publishes the cuDF wheels.
 const NVIDIA_INDEX: &str = "https://pypi.nvidia.com";
+/// Succeeds where a CUDA build of torch and CuPy import and see a GPU.
+const PROBE: &str = "import torch, cupy; assert torch.cuda.is_available()";
 
 /// Runs the GPU check; arguments after `--` go to the script.
 pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
     require_gpu(root)?;
-    let venv = root.join("target").join("gpu-venv");
-    let python = venv.join("bin").join("python");
-    if !python.exists() {
-        let base = std::env::var_os("ARROW_DLPACK_PYTHON").unwrap_or_else(|| "python3".into());
-        Cmd::new(root, base).args(["-m", "venv"]).arg(&venv).run()?;
-    }
-    let pip = |args: &[&str]| {
-        Cmd::new(root, &python)
-            .env_remove("PYTHONPATH")
-            .args(["-m", "pip", "install"])
-            .args(args)
-    };
-    pip(&["--upgrade", "pip"]).run()?;
-    pip(&["--requirement", REQUIREMENTS]).run()?;
-    let mut cudf = false;
-    for package in ["cudf-cu12", "pylibcudf-cu12"] {
-        let status = pip(&["--extra-index-url", NVIDIA_INDEX, package]).status()?;
-        if status.success() {
-            cudf = true;
-            break;
-        }
-    }
-    if !cudf {
+    let base: PathBuf = std::env::var_os("ARROW_DLPACK_PYTHON")
+        .unwrap_or_else(|| "python3".into())
+        .into();
+    let probe = Cmd::new(root, &base).args(["-c", PROBE]).status();
+    let python = if probe.is_ok_and(|status| status.success()) {
         println!(
-            "note: neither cudf-cu12 nor pylibcudf-cu12 installed; the cuDF part of the check is \
-             skipped, and the summary line says so"
+            "gpu-check: using {} and its installed torch and CuPy",
+            base.display()
         );
-    }
+        base
+    } else {
+        make_venv(root, &base)?
+    };
     let wheels = root.join("target").join("gpu-wheels");
     let _ = fs::remove_dir_all(&wheels);
-    Cmd::new(root, &python)
+    let has_maturin = Cmd::new(root, &python)
+        .args(["-c", "import maturin"])
+        .status()
+        .is_ok_and(|status| status.success());
+    let maturin = if has_maturin {
+        Cmd::new(root, &python).args(["-m", "maturin"])
+    } else {
+        Cmd::new(root, "maturin")
+    };
+    maturin
         .env_remove("PYTHONPATH")
-        .args(["-m", "maturin", "build", "--release", "--manifest-path"])
+        .args(["build", "--release", "--manifest-path"])
         .arg(root.join("crates/py-bindings/Cargo.toml"))
         .arg("--out")
         .arg(&wheels)
@@ -70,18 +69,46 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))
         .find(|path| path.extension().is_some_and(|ext| ext == "whl"))
         .ok_or_else(|| format!("maturin left no wheel in {}", wheels.display()))?;
-    pip(&["--force-reinstall", "--no-deps"]).arg(&wheel).run()?;
+    Cmd::new(root, &python)
+        .env_remove("PYTHONPATH")
+        .args(["-m", "pip", "install", "--force-reinstall", "--no-deps"])
+        .arg(&wheel)
+        .run()?;
     let cwd = root.join("target").join("python-cwd");
     fs::create_dir_all(&cwd)
         .map_err(|error| format!("could not create {}: {error}", cwd.display()))?;
-    let mut script = Cmd::new(root, &python)
+    Cmd::new(root, &python)
         .env_remove("PYTHONPATH")
         .current_dir(&cwd)
-        .arg(root.join(SCRIPT));
-    if !cudf {
-        script = script.arg("--no-cudf");
+        .arg(root.join(SCRIPT))
+        .args(forwarded)
+        .run()
+}
+
+/// Creates (or updates) `target/gpu-venv` from the network, and returns its Python.
+fn make_venv(root: &Path, base: &Path) -> Result<PathBuf> {
+    let venv = root.join("target").join("gpu-venv");
+    let python = venv.join("bin").join("python");
+    if !python.exists() {
+        Cmd::new(root, base).args(["-m", "venv"]).arg(&venv).run()?;
     }
-    script.args(forwarded).run()
+    let pip = |args: &[&str]| {
+        Cmd::new(root, &python)
+            .env_remove("PYTHONPATH")
+            .args(["-m", "pip", "install"])
+            .args(args)
+    };
+    pip(&["--upgrade", "pip"]).run()?;
+    pip(&["--requirement", REQUIREMENTS]).run()?;
+    for package in ["cudf-cu13", "pylibcudf-cu13"] {
+        if pip(&["--extra-index-url", NVIDIA_INDEX, package])
+            .status()?
+            .success()
+        {
+            break;
+        }
+    }
+    Ok(python)
 }
 
 /// Fails unless `nvidia-smi -L` lists a GPU.

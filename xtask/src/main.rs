@@ -81,13 +81,16 @@ Commands:
              every test binary (a test name filter, say). Doc tests are not run.
   venv       Only creates or updates the Python environment (below).
   gpu-check  On a machine with an NVIDIA GPU (it fails at once, saying so, without one):
-             creates target/gpu-venv with crates/py-bindings/gpu/requirements-gpu.txt (a
-             CUDA build of torch, cupy-cuda13x), tries cudf-cu12 then pylibcudf-cu12 from
-             pypi.nvidia.com (skipping the cuDF part, with a note, when neither installs),
-             builds and installs the wheel, and runs crates/py-bindings/gpu/gpu_check.py:
-             CuPy -> arrow_dlpack -> torch with the same pointer, a cuDF column -> ad.array
-             -> torch, a fixed-shape tensor on the GPU, stream ordering after a producer's
-             sync event. It prints one summary line; arguments after `--` go to the script.
+             uses the machine's Python ($ARROW_DLPACK_PYTHON or python3) when a CUDA torch
+             and CuPy import there (no venv, no network); otherwise creates target/gpu-venv
+             with crates/py-bindings/gpu/requirements-gpu.txt (torch, cupy-cuda13x) and tries
+             cudf-cu13 then pylibcudf-cu13 from pypi.nvidia.com. Builds and installs the
+             wheel, and runs crates/py-bindings/gpu/gpu_check.py (which needs only the wheel,
+             torch and CuPy; cuDF is skipped, with a note, when absent): CuPy -> arrow_dlpack
+             -> torch with the same pointer, the device interface both ways with a real event,
+             stream ordering for import and export, a second GPU read while the first is
+             current, and the loader's batches on the GPU. It prints one summary line;
+             arguments after `--` go to the script.
   help       This text.
 
 Builds:

@@ -10,8 +10,12 @@
 //!    `copy` is None (it has no `copy` argument), instead of steps 4 and 5;
 //! 3. a producer whose `__dlpack_device__` is not a device the import accepts (or not the one
 //!    requested) is refused before it is asked to export;
-//! 4. `__dlpack__(max_version=(1, 3), copy=...)` is called (`copy=True` for device data only), and called again without keywords when
-//!    the producer raises `TypeError` (a legacy producer);
+//! 4. `__dlpack__(max_version=(1, 3), copy=...)` is called (`copy=True` for device data only),
+//!    with `stream=` the device's default stream for CUDA and ROCm data (1 and 0, the array API's
+//!    choice for a consumer without streams of its own), so that the producer orders its work
+//!    before that stream; when the producer raises `TypeError` (a legacy producer) it is called
+//!    again with `stream=` alone, then without keywords, and the tensor then records that when
+//!    its producer's work is done is unknown (`device_sync::SyncEvent`);
 //! 5. the capsule is consumed exactly once and its tensor handed to [`Tensor::from_raw_versioned`]
 //!    or [`Tensor::from_raw_legacy`], which own it from then on;
 //! 6. `copy=True` is honoured here, with a row-major copy, for CPU data (the producer is not asked
@@ -32,10 +36,14 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyCapsule, PyCapsuleMethods, PyTuple};
 
 use crate::arrow_ffi::{Methods, Protocol};
+use crate::device_sync::{self, SyncEvent};
+use crate::py_tensor::PyTensor;
 use crate::type_names::type_name;
 use crate::{copies, errors, protocols};
 
-/// Imports any DLPack producer, or an unconsumed DLPack capsule, as a [`Tensor`].
+/// Imports any DLPack producer, or an unconsumed DLPack capsule, as a [`Tensor`] in host memory
+/// (`devices` is [`Devices::Cpu`]), or on any device ([`Devices::Any`], which drops what the
+/// consumers of device data must wait for: use [`import_device_tensor`] for device data).
 ///
 /// `copy` follows the Python array API: `Some(true)` returns memory that no one else references
 /// (row-major, as `Tensor.from_dlpack` documents),
@@ -48,6 +56,19 @@ pub(crate) fn import_tensor(
 ) -> PyResult<Tensor> {
     errors::no_panic("importing a DLPack tensor", || {
         import_tensor_unguarded(object, device, copy, devices)
+    })
+    .map(|(tensor, _)| tensor)
+}
+
+/// Imports any DLPack producer or capsule, on any device, with what its consumers must wait for
+/// before they touch its memory (see the module documentation, step 4).
+pub(crate) fn import_device_tensor(
+    object: &Bound<'_, PyAny>,
+    device: Option<&Bound<'_, PyAny>>,
+    copy: Option<bool>,
+) -> PyResult<(Tensor, SyncEvent)> {
+    errors::no_panic("importing a DLPack tensor", || {
+        import_tensor_unguarded(object, device, copy, Devices::Any)
     })
 }
 
@@ -65,13 +86,21 @@ fn import_tensor_unguarded(
     device: Option<&Bound<'_, PyAny>>,
     copy: Option<bool>,
     devices: Devices,
-) -> PyResult<Tensor> {
+) -> PyResult<(Tensor, SyncEvent)> {
     let requested = requested_device(device, devices)?;
     let options = ImportOptions {
         any_device: devices == Devices::Any,
     };
+    // A bare capsule says nothing of the stream it was made for.
+    let mut stream_passed = false;
+    let mut ours_event = None;
     let (tensor, copied) = if let Ok(capsule) = object.cast::<PyCapsule>() {
         consume_capsule(capsule, options)?
+    } else if let Some((ours, event)) = our_device_tensor(object, devices, copy) {
+        // One of our device tensors keeps what its consumers wait for: asked through
+        // `__dlpack__(stream=1)`, it would have to order a stream it was never given.
+        ours_event = Some(event);
+        (ours, false)
     } else {
         // The protocol attributes, from a per-type table where the type fixes them.
         let methods = Methods::of(object);
@@ -93,7 +122,8 @@ fn import_tensor_unguarded(
         match through_exchange {
             Some(imported) => imported,
             None => {
-                let capsule = request_capsule(&methods, copy, devices, requested)?;
+                let (capsule, passed) = request_capsule(&methods, copy, devices, requested)?;
+                stream_passed = passed;
                 let Ok(capsule) = capsule.cast::<PyCapsule>() else {
                     return Err(errors::type_error(format!(
                         "{}.__dlpack__() returned {}; expected a PyCapsule",
@@ -117,21 +147,40 @@ fn import_tensor_unguarded(
             requested.device_id
         )));
     }
-    match copy {
+    let sync_event = ours_event
+        .unwrap_or_else(|| device_sync::after_dlpack_import(tensor.device(), stream_passed));
+    let tensor = match copy {
         // `copy=True` promises memory no one else references, laid out row-major; a producer's
         // copy may keep its source's layout (numpy copies a Fortran-ordered view as such).
         Some(true) if !copied || !tensor.is_row_major() => {
             copies::without_gil_if_large(object.py(), copies::tensor_bytes(&tensor), || {
                 tensor.to_contiguous()
             })
-            .map_err(errors::tensor_error)
+            .map_err(errors::tensor_error)?
         }
-        Some(false) if copied => Err(errors::buffer_error(format!(
-            "{} copied its data although copy=False was requested",
-            type_name(object)
-        ))),
-        _ => Ok(tensor),
-    }
+        Some(false) if copied => {
+            return Err(errors::buffer_error(format!(
+                "{} copied its data although copy=False was requested",
+                type_name(object)
+            )));
+        }
+        _ => tensor,
+    };
+    Ok((tensor, sync_event))
+}
+
+/// The tensor of one of our `Tensor`s on a device, shared, and what its consumers wait for, when
+/// a device import asks for it without a copy; `None` for anything else, which takes the
+/// protocol.
+fn our_device_tensor(
+    object: &Bound<'_, PyAny>,
+    devices: Devices,
+    copy: Option<bool>,
+) -> Option<(Tensor, SyncEvent)> {
+    let ours = object.cast::<PyTensor>().ok()?.get();
+    let tensor = ours.tensor();
+    (devices == Devices::Any && copy != Some(true) && !tensor.device().is_cpu())
+        .then(|| (tensor.clone(), ours.sync_event))
 }
 
 /// The producer's DLPack C exchange API, used when `copy` is None (the API has no `copy`).
@@ -223,13 +272,15 @@ fn requested_device(
     }
 }
 
-/// Asks a producer for a capsule: versioned first, then legacy when it rejects the keywords.
+/// Asks a producer for a capsule: versioned first, then legacy when it rejects the keywords; and
+/// whether the producer took the `stream` of [`device_sync::import_stream`] (always `false` for
+/// data on the CPU or a device without streams).
 fn request_capsule<'py>(
     methods: &Methods<'_, 'py>,
     copy: Option<bool>,
     devices: Devices,
     requested: Option<Device>,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> PyResult<(Bound<'py, PyAny>, bool)> {
     let object = methods.object();
     let py = object.py();
     if !methods.has(Protocol::Dlpack)? {
@@ -247,59 +298,93 @@ fn request_capsule<'py>(
         Some(true) if device.is_some_and(|device| device.is_cpu()) => None,
         copy => copy,
     };
-    let capsule = match call_dlpack(methods, copy) {
-        Ok(capsule) => capsule,
+    let stream = device.and_then(device_sync::import_stream);
+    let missing = || errors::type_error("__dlpack__ disappeared during the import");
+    match call_dlpack(methods, copy, stream) {
+        // `has` said the method exists, and a table or this import's lookup keeps it.
+        Ok(capsule) => return Ok((capsule.ok_or_else(missing)?, stream.is_some())),
         // A producer that predates DLPack 1.0 (JAX) rejects the keywords with a TypeError; a
         // producer whose TypeError is real (nulls, say) raises it again on the plain call.
-        Err(error) if error.is_instance_of::<PyTypeError>(py) => methods.call0(Protocol::Dlpack)?,
+        Err(error) if error.is_instance_of::<PyTypeError>(py) => {}
         Err(error) => return Err(error),
-    };
-    // `has` said the method exists, and a table or this import's lookup keeps it.
-    capsule.ok_or_else(|| errors::type_error("__dlpack__ disappeared during the import"))
+    }
+    if let Some(stream) = stream {
+        // A producer of the array API before DLPack 1.0 takes `stream` alone.
+        let stream = stream.into_pyobject(py)?;
+        match methods.call_keywords(
+            Protocol::Dlpack,
+            &PyTuple::new(py, [intern!(py, "stream")])?,
+            &[stream.as_any()],
+        ) {
+            Ok(capsule) => return Ok((capsule.ok_or_else(missing)?, true)),
+            Err(error) if error.is_instance_of::<PyTypeError>(py) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    // The plain call: the producer orders its work before nothing known.
+    Ok((methods.call0(Protocol::Dlpack)?.ok_or_else(missing)?, false))
 }
 
-/// `__dlpack__(max_version=(1, 3))`, with `copy=` when given: the keyword names and the version
-/// are made once, and passed by vectorcall (`Methods::call_keywords`).
+/// `__dlpack__(stream=..., max_version=(1, 3), copy=...)`, `stream` and `copy` when given: the
+/// keyword names and the version are made once, and passed by vectorcall
+/// (`Methods::call_keywords`).
 fn call_dlpack<'py>(
     methods: &Methods<'_, 'py>,
     copy: Option<bool>,
+    stream: Option<i64>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     struct Keywords {
         version: Py<PyTuple>,
         max_version: Py<PyTuple>,
         max_version_copy: Py<PyTuple>,
+        stream_max_version: Py<PyTuple>,
+        stream_max_version_copy: Py<PyTuple>,
     }
     static KEYWORDS: PyOnceLock<Keywords> = PyOnceLock::new();
     let py = methods.object().py();
     let keywords = KEYWORDS.get_or_try_init(py, || -> PyResult<_> {
+        // Interned, as CPython's and numpy's keyword parsers compare names by address first.
+        let (stream, max_version, copy) = (
+            intern!(py, "stream"),
+            intern!(py, "max_version"),
+            intern!(py, "copy"),
+        );
         Ok(Keywords {
             version: PyTuple::new(py, [DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION])?.unbind(),
-            // Interned, as CPython's and numpy's keyword parsers compare names by address first.
-            max_version: PyTuple::new(py, [intern!(py, "max_version")])?.unbind(),
-            max_version_copy: PyTuple::new(py, [intern!(py, "max_version"), intern!(py, "copy")])?
-                .unbind(),
+            max_version: PyTuple::new(py, [max_version])?.unbind(),
+            max_version_copy: PyTuple::new(py, [max_version, copy])?.unbind(),
+            stream_max_version: PyTuple::new(py, [stream, max_version])?.unbind(),
+            stream_max_version_copy: PyTuple::new(py, [stream, max_version, copy])?.unbind(),
         })
     })?;
     let version = keywords.version.bind(py).as_any();
-    match copy {
-        None => methods.call_keywords(Protocol::Dlpack, keywords.max_version.bind(py), &[version]),
-        Some(copy) => {
-            let copy = PyBool::new(py, copy);
-            methods.call_keywords(
-                Protocol::Dlpack,
-                keywords.max_version_copy.bind(py),
-                &[version, copy.as_any()],
-            )
+    let copy = copy.map(|copy| PyBool::new(py, copy).to_owned());
+    let stream = stream.map(|stream| stream.into_pyobject(py)).transpose()?;
+    match (stream, copy) {
+        (None, None) => {
+            methods.call_keywords(Protocol::Dlpack, keywords.max_version.bind(py), &[version])
         }
+        (None, Some(copy)) => methods.call_keywords(
+            Protocol::Dlpack,
+            keywords.max_version_copy.bind(py),
+            &[version, copy.as_any()],
+        ),
+        (Some(stream), None) => methods.call_keywords(
+            Protocol::Dlpack,
+            keywords.stream_max_version.bind(py),
+            &[stream.as_any(), version],
+        ),
+        (Some(stream), Some(copy)) => methods.call_keywords(
+            Protocol::Dlpack,
+            keywords.stream_max_version_copy.bind(py),
+            &[stream.as_any(), version, copy.as_any()],
+        ),
     }
 }
 
 /// Refuses, before it exports anything, a producer whose data is on a device the import does not
 /// accept (another device than the CPU for an Arrow array) or than the one requested; otherwise
 /// the producer's device, when it says (a legacy producer may have no `__dlpack_device__`).
-///
-/// No `stream` is passed to `__dlpack__`: for CUDA and ROCm that asks the producer to order its
-/// work before the legacy default stream, the one a consumer without streams of its own uses.
 fn check_producer_device(
     methods: &Methods<'_, '_>,
     devices: Devices,

@@ -38,8 +38,23 @@ pub(crate) fn install(py: Python<'_>) -> PyResult<()> {
 }
 
 /// What `__dlpack__(max_version=(1, 3))` gives for `source`, without the Python call; counted.
+///
+/// The table's export is "no sync": the consumer orders itself after the producer's work stream,
+/// which this package cannot name for device data. A device tensor that its consumers must wait
+/// for (a producer's sync event, or ordering on a stream) is therefore refused, never handed out
+/// unordered; `__dlpack__(stream=...)` orders it.
 fn export(source: &impl DlpackSource) -> PyResult<Managed<DLManagedTensorVersioned>> {
     count_export();
+    let device = source.device();
+    if !device.is_cpu() && !source.sync_event().is_ready() {
+        return Err(errors::buffer_error(format!(
+            "the data on {} device {} must be ordered after its producer's work, which the \
+             DLPack C exchange API cannot do (it has no consumer stream); use \
+             __dlpack__(stream=...)",
+            device.type_name(),
+            device.device_id
+        )));
+    }
     let (tensor, made_for_export) = source.dlpack_tensor(true)?;
     tensor
         .to_dlpack_versioned(ExportOptions::default().made_for_export(made_for_export))

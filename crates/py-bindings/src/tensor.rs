@@ -14,7 +14,7 @@ use pyo3::types::PyTuple;
 use crate::conveniences;
 use crate::device_sync::SyncEvent;
 use crate::dlpack_export::{self, DlpackSource};
-use crate::dlpack_import::{Devices, import_tensor};
+use crate::dlpack_import::{Devices, import_device_tensor, import_tensor};
 use crate::errors;
 use crate::numpy;
 use crate::py_tensor::PyTensor;
@@ -46,7 +46,8 @@ impl PyTensor {
         device: Option<&Bound<'_, PyAny>>,
         copy: Option<bool>,
     ) -> PyResult<Self> {
-        Ok(PyTensor::new(import_tensor(x, device, copy, Devices::Any)?))
+        let (tensor, sync_event) = import_device_tensor(x, device, copy)?;
+        Ok(PyTensor::with_sync_event(tensor, sync_event))
     }
 
     /// Copies every column of a table, record batch or struct array (anything with

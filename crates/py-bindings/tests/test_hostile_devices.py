@@ -109,13 +109,19 @@ def test_tensor_keeps_a_device_tensor_without_reading_it(name, spec, pattern, ab
     assert tensor.shape == (6,)
     assert "shape" in repr(tensor)
     # Exported again zero-copy, on its device, through both capsule kinds and the exchange API.
+    # A bare capsule says nothing of its producer's stream, so only a consumer that orders its
+    # own work (stream=-1) is handed the data.
     for max_version in [(1, 3), None]:
-        read = dlpack.read(tensor.__dlpack__(max_version=max_version))
+        read = dlpack.read(tensor.__dlpack__(max_version=max_version, stream=-1))
         assert read.device == device
         assert read.data == 0x1000
     again = ad.Tensor.from_dlpack(tensor)
     assert again.__dlpack_device__() == device
-    assert dlpack.read(again.__dlpack__(max_version=(1, 3), dl_device=device)).data == 0x1000
+    assert dlpack.read(
+        again.__dlpack__(max_version=(1, 3), dl_device=device, stream=-1)
+    ).data == 0x1000
+    with pytest.raises(BufferError, match="took no stream"):
+        again.__dlpack__(max_version=(1, 3))
     # Everything that would read the memory refuses, naming the device.
     for read_it in (
         lambda: tensor.__dlpack__(max_version=(1, 3), copy=True),
@@ -140,14 +146,15 @@ def test_device_tensors_follow_the_dl_device_and_stream_rules(dlpack):
             ad.Tensor.from_dlpack(tensor, device=device)
     for dl_device in [(dl.CPU, 0), (dl.CUDA, 0)]:
         with pytest.raises(BufferError, match=r"dl_device=.*makes no device moves"):
-            tensor.__dlpack__(max_version=(1, 3), dl_device=dl_device)
-    # Streams before which the data is already ordered are accepted; others would need the
-    # device runtime, which is not loaded.
-    for stream in [None, -1, 1]:
-        assert dlpack.read(tensor.__dlpack__(max_version=(1, 3), stream=stream)).data == 0x1000
-    for stream in [2, 12345, "stream"]:
-        with pytest.raises(BufferError, match="stream"):
+            tensor.__dlpack__(max_version=(1, 3), dl_device=dl_device, stream=-1)
+    # A bare capsule's producer ordered its work before no known stream: only -1 (the consumer
+    # orders its own work) is accepted, and no stream is handed to the device runtime.
+    assert dlpack.read(tensor.__dlpack__(max_version=(1, 3), stream=-1)).data == 0x1000
+    for stream in [None, 1, 2, 12345]:
+        with pytest.raises(BufferError, match="took no stream"):
             tensor.__dlpack__(max_version=(1, 3), stream=stream)
+    with pytest.raises(BufferError, match="expected None or an integer"):
+        tensor.__dlpack__(max_version=(1, 3), stream="stream")
     # CPU tensors keep refusing any stream.
     with pytest.raises(BufferError, match="stream=1 is not supported for CPU data"):
         ad.Tensor.from_dlpack(np.arange(3.0)).__dlpack__(stream=1)
@@ -162,7 +169,7 @@ def test_copy_true_of_device_data_is_asked_of_its_producer():
     producer = dl.Producer(spec, device=(dl.CUDA, 0))
     tensor = ad.Tensor.from_dlpack(producer, copy=True)
     assert tensor.__dlpack_device__() == (dl.CUDA, 0)
-    assert producer.calls == [{"max_version": (1, 3), "copy": True}]
+    assert producer.calls == [{"stream": 1, "max_version": (1, 3), "copy": True}]
     del tensor
     gc.collect()
     assert producer.deleted == 1
@@ -172,7 +179,7 @@ def test_a_producer_on_a_device_is_asked_for_its_tensor():
     producer = dl.Producer(f32(device=(dl.CUDA, 0), data_address=0x1000), device=(dl.CUDA, 0))
     tensor = ad.Tensor.from_dlpack(producer)
     assert tensor.__dlpack_device__() == (dl.CUDA, 0)
-    assert producer.calls == [{"max_version": (1, 3)}]
+    assert producer.calls == [{"stream": 1, "max_version": (1, 3)}]
     del tensor
     gc.collect()
     assert producer.deleted == 1

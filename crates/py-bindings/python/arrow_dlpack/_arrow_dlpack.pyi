@@ -109,10 +109,15 @@ def release_unused_memory() -> int:
     """Gives every cached block of the memory pool back to the system now, as PyArrow's
     ``MemoryPool.release_unused()``; returns the number of bytes released."""
 
-def _testing_record_device_runtime(enable: bool = True) -> list[Tuple[int, int, int, int]]:
-    """Private, for tests: replaces the device runtime with a recording fake (``enable=False``
-    puts the real one back) and returns the list to which every stream wait appends
-    ``(device_type, device_id, stream, event)``."""
+def _testing_record_device_runtime(
+    enable: bool = True, current_device: int = 0
+) -> list[Tuple[Any, ...]]:
+    """Private, for tests: replaces the device runtimes with a recording fake (``enable=False``
+    puts the real ones back) whose caller has ``current_device`` current, and returns the list to
+    which each runtime call appends a tuple: ``("enter", device_type, device_id)``, ``("exit",
+    device_type, device_id, device current afterwards)``, ``("wait", current device, stream,
+    event)``, ``("synchronize", current device, event)``, ``("record", current device, stream,
+    new event)`` or ``("destroy", current device, event)``."""
 
 def _exchange_calls() -> dict[str, int]:
     """Private, for tests: ``{"exported": n, "imported": m}``, how many tensors went out through

@@ -133,6 +133,7 @@ pub(super) fn device_tensor(
         .checked_mul(dtype.size())
         .ok_or_else(|| errors::value_error("ArrowDeviceArray.array.offset overflows"))?;
     let event = SyncEvent::from_ptr(array.sync_event);
+    crate::device_sync::check_event_device(device, event)?;
     let ndim = shape.len() as i32;
     let owner = Box::into_raw(Box::new(DeviceOwner {
         managed: DLManagedTensorVersioned {

@@ -7,6 +7,7 @@ use std::ffi::{c_char, c_int, c_void};
 use arrow_array::ArrayRef;
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
+use arrow_buffer::Buffer;
 use arrow_data::ArrayData;
 use arrow_dlpack::{FixedShapeTensorType, arrow_type_of};
 use arrow_dlpack_tensor::{Device, Tensor};
@@ -16,7 +17,7 @@ use pyo3::types::{PyCapsule, PyDict, PyTuple};
 
 use super::*;
 use crate::arrow_ffi;
-use crate::device_sync::SyncEvent;
+use crate::device_sync::{ExportedEvent, SyncEvent};
 use crate::errors;
 
 /// Refuses keyword arguments other than `None`, as the PyCapsule interface asks of producers.
@@ -41,7 +42,7 @@ pub(crate) fn cpu_array_capsule<'py>(
     array: &dyn arrow_array::Array,
 ) -> PyResult<Bound<'py, PyCapsule>> {
     let array = FFI_ArrowArray::new(&array.to_data());
-    let device_array = FfiDeviceArray::new(array, Device::CPU, SyncEvent::NONE);
+    let device_array = FfiDeviceArray::new(array, Device::CPU, std::ptr::null_mut());
     PyCapsule::new_with_value(py, device_array, ARROW_DEVICE_ARRAY)
 }
 
@@ -123,7 +124,13 @@ pub(super) unsafe extern "C" fn device_stream_get_next(
     }
     // SAFETY: `out` is the consumer's struct to fill; `write` does not drop its old value. The
     // end of the stream is a released array, wrapped as such.
-    unsafe { out.write(FfiDeviceArray::new(array, Device::CPU, SyncEvent::NONE)) };
+    unsafe {
+        out.write(FfiDeviceArray::new(
+            array,
+            Device::CPU,
+            std::ptr::null_mut(),
+        ))
+    };
     0
 }
 
@@ -181,6 +188,11 @@ pub(crate) fn tensor_capsules<'py>(
     let values = tensor
         .buffer()
         .slice_with_length(start, tensor.len() * size);
+    let (sync_event, exported_event) = crate::device_sync::export_event(device, sync_event)?;
+    let values = match exported_event {
+        None => values,
+        Some(event) => keep_event_with(values, event),
+    };
     let leaf = ArrayData::builder(value_type.clone())
         .len(tensor.len())
         .add_buffer(values)
@@ -204,4 +216,30 @@ pub(crate) fn tensor_capsules<'py>(
     let device_array = FfiDeviceArray::new(FFI_ArrowArray::new(&data), device, sync_event);
     let array = PyCapsule::new_with_value(py, device_array, ARROW_DEVICE_ARRAY)?;
     PyTuple::new(py, [schema, array])
+}
+
+/// The owner of an exported values buffer that also owns the sync event recorded for the export,
+/// so that the event lives exactly as long as the exported array.
+struct EventKeeper {
+    _values: Buffer,
+    _event: ExportedEvent,
+}
+
+// The event is only destroyed, once, when the keeper is dropped; nothing can observe a keeper
+// left half-updated by a panic.
+impl std::panic::RefUnwindSafe for EventKeeper {}
+
+/// `values` as a buffer over the same memory whose owner also keeps `event`.
+fn keep_event_with(values: Buffer, event: ExportedEvent) -> Buffer {
+    let Some(pointer) = std::ptr::NonNull::new(values.as_ptr().cast_mut()) else {
+        return values;
+    };
+    let len = values.len();
+    let keeper = std::sync::Arc::new(EventKeeper {
+        _values: values,
+        _event: event,
+    });
+    // SAFETY: `pointer` and `len` describe the memory of `values`, which the keeper holds (and so
+    // keeps valid) for as long as the new buffer lives; the memory is never read on the host.
+    unsafe { Buffer::from_custom_allocation(pointer, len, keeper) }
 }

@@ -79,9 +79,9 @@ impl FfiDeviceArray {
         }
     }
 
-    /// `array` on `device`, ready when `sync_event` has fired. The CPU is device `-1`, as in
-    /// PyArrow.
-    fn new(array: FFI_ArrowArray, device: Device, sync_event: SyncEvent) -> Self {
+    /// `array` on `device`, ready when the event `sync_event` points to has fired (NULL: ready).
+    /// The CPU is device `-1`, as in PyArrow.
+    fn new(array: FFI_ArrowArray, device: Device, sync_event: *mut c_void) -> Self {
         FfiDeviceArray {
             array,
             device_id: if device.is_cpu() {
@@ -90,7 +90,7 @@ impl FfiDeviceArray {
                 i64::from(device.device_id)
             },
             device_type: device.device_type as i32,
-            sync_event: sync_event.as_ptr(),
+            sync_event,
             reserved: [0; 3],
         }
     }
@@ -246,6 +246,13 @@ fn device_of(device_type: i32, device_id: i64, path: &str) -> Result<Device, Arr
             device_id: 0,
         })
         .filter(|device| device.type_name() != "unknown");
+    if let Some(device) = known.filter(|device| device.device_type > 16) {
+        return Err(ArrowCError::Malformed(format!(
+            "{path}.device_type is {device_type} ({}), a DLPack device type that the Arrow C \
+             Device Data Interface does not define (it stops at 16, Hexagon)",
+            device.type_name()
+        )));
+    }
     let Some(device) = known else {
         return Err(ArrowCError::Malformed(format!(
             "{path}.device_type is {device_type}, which is no device type of the Arrow C Device \

@@ -21,7 +21,16 @@ fn device_fields_are_checked() {
             device_id: 3
         })
     );
-    for (device_type, device_id) in [(5, 0), (6, 0), (0, 0), (-2, 0), (1, 4), (2, -1)] {
+    for (device_type, device_id) in [
+        (5, 0),
+        (6, 0),
+        (0, 0),
+        (-2, 0),
+        (1, 4),
+        (2, -1),
+        (17, 0),
+        (18, 0),
+    ] {
         assert!(
             matches!(
                 device_of(device_type, device_id, "x"),
