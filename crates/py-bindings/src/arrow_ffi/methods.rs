@@ -217,8 +217,9 @@ fn build_table(class: &Bound<'_, PyType>) -> Option<TypeMethods> {
     Some(TypeMethods { functions })
 }
 
-/// The most keyword arguments [`Methods::call_keywords`] passes.
-pub(crate) const MAX_KEYWORDS: usize = 2;
+/// The most keyword arguments [`Methods::call_keywords`] passes (`__dlpack__`'s `stream`,
+/// `max_version` and `copy`).
+pub(crate) const MAX_KEYWORDS: usize = 3;
 
 #[cfg(not(windows))]
 unsafe extern "C" {
@@ -241,7 +242,15 @@ fn vectorcall<'py>(
     names: &Bound<'py, PyTuple>,
     values: &[&Bound<'py, PyAny>],
 ) -> PyResult<Bound<'py, PyAny>> {
-    debug_assert!(values.len() <= MAX_KEYWORDS && values.len() == names.len());
+    // Checked in every build, not only with debug assertions: CPython reads one argument per
+    // name from the array below, so a longer call would read past it.
+    if values.len() > MAX_KEYWORDS || values.len() != names.len() {
+        return Err(pyo3::exceptions::PySystemError::new_err(format!(
+            "internal error: {} keyword values for {} names (at most {MAX_KEYWORDS})",
+            values.len(),
+            names.len()
+        )));
+    }
     #[cfg(not(windows))]
     {
         let mut args = [std::ptr::null_mut(); 1 + MAX_KEYWORDS];
