@@ -110,7 +110,7 @@ impl Default for BatchSpec {
 /// batch up front, so an unbounded depth would reserve memory before the first batch.
 pub const MAX_PREFETCH: usize = 1024;
 
-/// The most Parquet decoding threads [`BatchSpec::decode_threads`] may start: each holds a
+/// The most Parquet decoding threads that [`BatchSpec`]`.decode_threads` may ask for: each holds a
 /// decoded row group and an open file, and more threads than cores only add memory.
 pub const MAX_DECODE_THREADS: usize = 64;
 
