@@ -7,4 +7,5 @@ mod fixed_size_list;
 mod interop;
 mod ownership;
 mod primitive;
+mod ragged;
 mod record_batch;
