@@ -62,7 +62,9 @@ fn ragged(c: &mut Criterion) {
     memcpy(&mut group, bytes);
     group.bench_function(BenchmarkId::new("to_padded/right", ROWS), |b| {
         b.iter(|| {
-            let padded = black_box(&tokens).to_padded(&PadOptions::default()).unwrap();
+            let padded = black_box(&tokens)
+                .to_padded(&PadOptions::default())
+                .unwrap();
             assert_eq!(padded.shape(), &[ROWS, LONGEST]);
             padded
         })
