@@ -106,10 +106,13 @@ pub use table::{
 };
 pub use to_tensor::{ArrayToTensorOptions, array_to_tensor, validity_to_tensor};
 
+/// The Arrow buffer a [`Tensor`] views ([`Tensor::buffer`], [`Tensor::try_new`]), so that a
+/// tensor can be built and checked with this crate alone.
+pub use arrow_buffer::Buffer;
 /// The tensor layer, whole: [`tensor::layout`], [`tensor::Iter`] and everything re-exported above.
 pub use arrow_dlpack_tensor as tensor;
 pub use arrow_dlpack_tensor::{
-    DType, Device, ExportOptions, MAX_NDIM, Managed, NativeDType, Tensor,
+    DType, Device, ExportOptions, ImportOptions, MAX_NDIM, Managed, NativeDType, Tensor,
 };
 /// The raw DLPack C ABI (`DLManagedTensorVersioned`, `DLDataType`, ...), to name the structs that
 /// [`Managed`] holds and to hand them to C.

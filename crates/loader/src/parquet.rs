@@ -39,6 +39,7 @@ pub(crate) struct ParquetFile {
     metadata: ArrowReaderMetadata,
     mask: ProjectionMask,
     schema: SchemaRef,
+    full_schema: SchemaRef,
 }
 
 impl ParquetFile {
@@ -60,13 +61,14 @@ impl ParquetFile {
                     ProjectionMask::roots(metadata.parquet_schema(), indices.iter().copied());
                 (mask, Arc::new(arrow_schema.project(&indices)?))
             }
-            None => (ProjectionMask::all(), arrow_schema),
+            None => (ProjectionMask::all(), arrow_schema.clone()),
         };
         Ok(ParquetFile {
             planned: file.planned().clone(),
             metadata,
             mask,
             schema,
+            full_schema: arrow_schema,
         })
     }
 
@@ -99,6 +101,12 @@ impl ParquetFile {
     /// The (projected) schema.
     pub(crate) fn schema(&self) -> &SchemaRef {
         &self.schema
+    }
+
+    /// The schema of every column of the file, before projection: what the spec is checked
+    /// against, so that an error names every column the file has.
+    pub(crate) fn full_schema(&self) -> &SchemaRef {
+        &self.full_schema
     }
 
     /// Decodes row group `row_group` of `rows` rows, handing each record batch to `emit`, which
