@@ -171,7 +171,8 @@ impl Default for TableToTensorOptions {
     }
 }
 
-/// The options of [`table_to_tensor`] under the name the loader uses.
+/// [`TableToTensorOptions`] under a second name, for code that converts a `RecordBatch` (through
+/// the [`Table`] made from it); the two names are one type.
 pub type RecordBatchToTensorOptions = TableToTensorOptions;
 
 /// What [`table_to_tensors`] may do beyond sharing memory.
