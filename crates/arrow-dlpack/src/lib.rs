@@ -109,9 +109,11 @@ pub use table::{
 };
 pub use to_tensor::{ArrayToTensorOptions, array_to_tensor, validity_to_tensor};
 
-/// The Arrow buffer a [`Tensor`] views ([`Tensor::buffer`], [`Tensor::try_new`]), so that a
-/// tensor can be built and checked with this crate alone.
-pub use arrow_buffer::Buffer;
+/// The Arrow buffers a [`Tensor`] views or is built from ([`Tensor::buffer`],
+/// [`Tensor::try_new`], [`Tensor::from_scalar_buffer`]), so that a tensor can be built and checked
+/// with this crate alone.
+#[doc(no_inline)]
+pub use arrow_buffer::{Buffer, ScalarBuffer};
 /// The tensor layer, whole: [`tensor::layout`], [`tensor::Iter`] and everything re-exported above.
 pub use arrow_dlpack_tensor as tensor;
 pub use arrow_dlpack_tensor::{

@@ -80,6 +80,27 @@ pub enum Error {
         reason: String,
     },
 
+    /// A Parquet column chunk compressed with a codec this build leaves out: each codec is a
+    /// feature of this crate (`snappy`, `lz4`, `zstd`, `brotli`, `gzip`), all on by default.
+    #[error(
+        "parquet file {} compresses column {column:?} of row group {row_group} with {codec}, \
+         which this build cannot read; expected a codec compiled in (enable the `{feature}` \
+         feature of arrow-dlpack-loader)",
+        path.display()
+    )]
+    UnsupportedCodec {
+        /// The file.
+        path: PathBuf,
+        /// The first row group that uses the codec.
+        row_group: usize,
+        /// The column's path in the Parquet schema.
+        column: String,
+        /// The codec, as Parquet names it.
+        codec: String,
+        /// The feature of this crate that reads it.
+        feature: &'static str,
+    },
+
     /// A unit of a file (a row group, a record batch) that decoded to a number of rows other
     /// than its metadata declares.
     #[error("{unit} of {} holds {found} rows; its metadata declares {expected}", path.display())]
@@ -302,24 +323,25 @@ mod tests {
             Error::Parquet { .. } => 3,
             Error::Decode { .. } => 4,
             Error::CorruptParquet { .. } => 5,
-            Error::RowCount { .. } => 6,
-            Error::FileChanged { .. } => 7,
-            Error::DecodePanicked { .. } => 8,
-            Error::Thread { .. } => 9,
-            Error::Arrow(_) => 10,
-            Error::Column { .. } => 11,
-            Error::Tensor(_) => 12,
-            Error::Convert(_) => 13,
-            Error::MissingColumn { .. } => 14,
-            Error::MissingTensor { .. } => 15,
-            Error::UnsupportedColumn { .. } => 16,
-            Error::SchemaMismatch { .. } => 17,
-            Error::UnknownFormat { .. } => 18,
-            Error::Panicked { .. } => 19,
+            Error::UnsupportedCodec { .. } => 6,
+            Error::RowCount { .. } => 7,
+            Error::FileChanged { .. } => 8,
+            Error::DecodePanicked { .. } => 9,
+            Error::Thread { .. } => 10,
+            Error::Arrow(_) => 11,
+            Error::Column { .. } => 12,
+            Error::Tensor(_) => 13,
+            Error::Convert(_) => 14,
+            Error::MissingColumn { .. } => 15,
+            Error::MissingTensor { .. } => 16,
+            Error::UnsupportedColumn { .. } => 17,
+            Error::SchemaMismatch { .. } => 18,
+            Error::UnknownFormat { .. } => 19,
+            Error::Panicked { .. } => 20,
         }
     }
 
-    const VARIANTS: usize = 20;
+    const VARIANTS: usize = 21;
 
     fn path() -> PathBuf {
         PathBuf::from("/data/t.parquet")
@@ -351,6 +373,13 @@ mod tests {
                 row_group: 0,
                 column: "x".to_string(),
                 reason: "the chunk declares 90 bytes and the file holds 40".to_string(),
+            },
+            Error::UnsupportedCodec {
+                path: path(),
+                row_group: 0,
+                column: "x".to_string(),
+                codec: "ZSTD(ZstdLevel(1))".to_string(),
+                feature: "zstd",
             },
             Error::RowCount {
                 path: path(),

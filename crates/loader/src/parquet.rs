@@ -21,6 +21,7 @@ use parquet::arrow::arrow_reader::{
 
 use parquet::errors::ParquetError;
 
+use crate::codecs::check_codecs;
 use crate::file::{self, PinnedFile, PlannedFile};
 use crate::quiet_panic::catch_quietly;
 use crate::{Error, Result, parquet_bounds};
@@ -63,6 +64,7 @@ impl ParquetFile {
             }
             None => (ProjectionMask::all(), arrow_schema.clone()),
         };
+        check_codecs(path, metadata.metadata(), &mask)?;
         Ok(ParquetFile {
             planned: file.planned().clone(),
             metadata,

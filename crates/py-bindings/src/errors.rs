@@ -389,6 +389,7 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         | E::Ipc { .. }
         | E::Parquet { .. }
         | E::CorruptParquet { .. }
+        | E::UnsupportedCodec { .. }
         | E::RowCount { .. }
         | E::FileChanged { .. }
         | E::DecodePanicked { .. }

@@ -152,7 +152,8 @@ impl DType {
     /// numpy and PyTorch name them.
     ///
     /// ```
-    /// use arrow_dlpack_tensor::DType;
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+    /// use arrow_dlpack::DType;
     ///
     /// assert_eq!(DType::Float32.name(), "float32");
     /// assert_eq!(DType::Float16.to_string(), "float16");

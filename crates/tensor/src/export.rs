@@ -50,7 +50,8 @@ impl Tensor {
     /// the memory was [made for the export](ExportOptions::made_for_export).
     ///
     /// ```
-    /// use arrow_dlpack_tensor::{ExportOptions, Tensor};
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+    /// use arrow_dlpack::{ExportOptions, Tensor};
     ///
     /// let tensor = Tensor::from_vec(vec![1i64, 2, 3, 4], vec![2, 2])?;
     /// // The managed tensor keeps the buffer alive until its deleter runs, when it is dropped

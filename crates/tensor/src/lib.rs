@@ -22,8 +22,9 @@
 //! A round trip through DLPack shares the memory both ways:
 //!
 //! ```
-//! use arrow_buffer::Buffer;
-//! use arrow_dlpack_tensor::{DType, ExportOptions, Tensor};
+//! # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+//! use arrow_dlpack::Buffer;
+//! use arrow_dlpack::{DType, ExportOptions, Tensor};
 //!
 //! let buffer = Buffer::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
 //! let tensor = Tensor::try_new_row_major(buffer, DType::Float32, vec![2, 3])?;
