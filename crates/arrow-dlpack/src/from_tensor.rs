@@ -30,7 +30,7 @@ pub struct TensorToArrayOptions {
     /// row-major or dense) is copied into a fresh buffer, and a [`DType::Bool`] tensor is packed
     /// into Arrow's bits.
     /// Without it these are refused with [`Error::NotRowMajor`], [`Error::GappedStrides`] or
-    /// [`Error::CopyRequired`].
+    /// [`Error::CopyRequired`]. Default `false`.
     pub allow_copy: bool,
 }
 

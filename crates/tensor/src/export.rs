@@ -14,11 +14,11 @@ use crate::{Error, Result, Tensor};
 /// `None` copies only when the data cannot be shared as it is (never, for a [`Tensor`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ExportOptions {
-    /// The consumer's `copy` argument.
+    /// The consumer's `copy` argument. Default `None`.
     pub copy: Option<bool>,
     /// The producer made this tensor's memory for this export alone (unpacked booleans,
     /// concatenated chunks) and keeps no other reference to it: the export is flagged `IS_COPIED`
-    /// and `copy=Some(true)` does not copy it a second time.
+    /// and `copy=Some(true)` does not copy it a second time. Default `false`.
     pub made_for_export: bool,
 }
 

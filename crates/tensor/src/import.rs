@@ -30,7 +30,7 @@ pub struct ImportOptions {
     /// The tensor then keeps its [`Device`] and can be inspected, viewed and exported again
     /// without a copy, while everything that would read its elements refuses it with
     /// [`Error::DeviceMemory`]: this crate never dereferences device memory. Device types that
-    /// `dlpack.h` does not name are refused either way.
+    /// `dlpack.h` does not name are refused either way. Default `false`.
     pub any_device: bool,
 }
 

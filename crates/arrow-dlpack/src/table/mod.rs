@@ -181,11 +181,11 @@ pub type RecordBatchToTensorOptions = TableToTensorOptions;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ColumnTensorOptions {
     /// Accept nulls at any level, the table's null rows included; the null slots then hold
-    /// unspecified values.
+    /// unspecified values. Default `false`.
     pub allow_nulls: bool,
     /// Accept columns that need a copy: boolean columns (and fixed-size lists of booleans),
     /// unpacked into one byte per element. Without it they are refused with
-    /// [`Error::UnsupportedColumnType`].
+    /// [`Error::UnsupportedColumnType`]. Default `false`.
     pub allow_copy: bool,
 }
 
