@@ -9,3 +9,4 @@ mod ownership;
 mod primitive;
 mod ragged;
 mod record_batch;
+mod shares_memory;
