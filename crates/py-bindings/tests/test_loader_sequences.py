@@ -1,6 +1,8 @@
 """``ad.batches(..., sequences=...)``: list columns as padded, packed and jagged batches, token
 budgets and length buckets, checked against numpy, torch and transformers' collator."""
 
+import pathlib
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.feather as feather
@@ -300,3 +302,13 @@ def test_batch_dataset_gives_torch_tensors_for_every_mode():
         mask = batch["labels"] == -100
         lengths = batch["input_ids_lengths"]
         assert torch.equal((~mask).sum(1), lengths)
+
+
+def test_the_example_of_the_loader_guide_prints_what_the_guide_says(tmp_path, monkeypatch, capsys):
+    guide = pathlib.Path(__file__).resolve().parents[3] / "docs" / "loader.md"
+    section = guide.read_text(encoding="utf-8").split("## Sequences", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    printed = section.split("```text\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, str(guide), "exec"), {})
+    assert capsys.readouterr().out == printed
