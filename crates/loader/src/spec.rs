@@ -198,7 +198,9 @@ impl BatchSpec {
             }
             if sequence.mode != SequenceMode::Pad && sequence.sets_padding() {
                 return invalid(format!(
-                    "sequence {column:?} is in mode {:?} and sets padding options; pad_value,                      max_length, pad_to_multiple_of, padding_side and truncation_side apply to                      mode \"pad\" only",
+                    "sequence {column:?} is in mode {:?} and sets padding options; pad_value, \
+                     max_length, pad_to_multiple_of, padding_side and truncation_side apply \
+                     to mode \"pad\" only",
                     sequence.mode.as_str()
                 ));
             }
