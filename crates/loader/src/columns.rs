@@ -226,7 +226,10 @@ fn single(
     let data_type = field.data_type();
     if matches!(
         data_type,
-        DataType::List(_) | DataType::LargeList(_) | DataType::ListView(_) | DataType::LargeListView(_)
+        DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::ListView(_)
+            | DataType::LargeListView(_)
     ) {
         return Err(Error::UnsupportedColumn {
             column: name.to_string(),
@@ -291,7 +294,10 @@ fn single(
 /// The output of sequence column `sequence`, once its zero rows become a ragged tensor.
 fn sequence_output(sequence: &Sequence, array: &ArrayRef, index: usize) -> Result<Output> {
     let name = &sequence.column;
-    if !matches!(array.data_type(), DataType::List(_) | DataType::LargeList(_)) {
+    if !matches!(
+        array.data_type(),
+        DataType::List(_) | DataType::LargeList(_)
+    ) {
         return Err(Error::UnsupportedColumn {
             column: name.clone(),
             data_type: array.data_type().clone(),

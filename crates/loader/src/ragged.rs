@@ -10,11 +10,11 @@
 use arrow_array::Array;
 use arrow_dlpack::{
     ListToRaggedOptions, PackedTensor, PadOptions, PadValue as KernelPadValue, RaggedTensor,
-    Side as KernelSide, list_to_ragged, pack_pieces, pad_pieces,
+    list_to_ragged, pack_pieces, pad_pieces,
 };
 use arrow_dlpack_tensor::Tensor;
 
-use crate::sequence::{PadValue, Sequence, SequenceMode, Side};
+use crate::sequence::{PadValue, Sequence, SequenceMode};
 use crate::{Error, Result};
 
 /// Checks that `empty` (zero rows of a sequence column) forms a ragged tensor: its element type
@@ -107,10 +107,6 @@ fn kept_lengths(sequence: &Sequence, runs: &[RaggedTensor]) -> arrow_dlpack::Res
 
 /// The kernels' padding options for `sequence`.
 fn pad_options(sequence: &Sequence) -> PadOptions {
-    let side = |side: Side| match side {
-        Side::Right => KernelSide::Right,
-        Side::Left => KernelSide::Left,
-    };
     PadOptions {
         pad_value: match sequence.pad_value {
             PadValue::Int(value) => KernelPadValue::Int(value),
@@ -118,7 +114,7 @@ fn pad_options(sequence: &Sequence) -> PadOptions {
         },
         max_length: sequence.max_length,
         pad_to_multiple_of: sequence.pad_to_multiple_of,
-        padding_side: side(sequence.padding_side),
-        truncation_side: side(sequence.truncation_side),
+        padding_side: sequence.padding_side,
+        truncation_side: sequence.truncation_side,
     }
 }

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+pub use arrow_dlpack::Side;
+
 /// How the rows of a variable-length list column become tensors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SequenceMode {
@@ -43,16 +45,6 @@ impl fmt::Display for SequenceMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// Which end of a row padding or truncation works at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Side {
-    /// After the row's values (padding) or its last values (truncation).
-    #[default]
-    Right,
-    /// Before the row's values (padding) or its first values (truncation).
-    Left,
 }
 
 /// The value written into the padding of a padded sequence, converted to the column's type.

@@ -214,7 +214,11 @@ impl BatchSpec {
                     ));
                 }
             }
-            if self.groups.iter().any(|group| group.columns.contains(column)) {
+            if self
+                .groups
+                .iter()
+                .any(|group| group.columns.contains(column))
+            {
                 return invalid(format!(
                     "sequence {column:?} is also in a group; a list column cannot be stacked \
                      into a group"

@@ -339,9 +339,13 @@ impl OptionValue for Vec<Sequence> {
                 let key = String::from_python(&format!("a key of {at}"), &key)?;
                 let here = format!("{at}[{key:?}]");
                 match key.as_str() {
-                    "mode" => sequence.mode = sequence_mode(&here, &String::from_python(&here, &item)?)?,
+                    "mode" => {
+                        sequence.mode = sequence_mode(&here, &String::from_python(&here, &item)?)?
+                    }
                     "pad_value" => sequence.pad_value = pad_value(&here, &item)?,
-                    "max_length" => sequence.max_length = Option::<usize>::from_python(&here, &item)?,
+                    "max_length" => {
+                        sequence.max_length = Option::<usize>::from_python(&here, &item)?
+                    }
                     "pad_to_multiple_of" => {
                         sequence.pad_to_multiple_of = Option::<usize>::from_python(&here, &item)?
                     }
@@ -408,7 +412,9 @@ fn side(at: &str, value: &Bound<'_, PyAny>) -> PyResult<Side> {
 /// A pad value: an int (any that fits in 64 bits) or a float; a bool is refused.
 fn pad_value(at: &str, value: &Bound<'_, PyAny>) -> PyResult<PadValue> {
     if value.is_instance_of::<pyo3::types::PyBool>() {
-        return Err(errors::type_error(format!("{at} is bool; expected int or float")));
+        return Err(errors::type_error(format!(
+            "{at} is bool; expected int or float"
+        )));
     }
     if let Ok(int) = value.cast::<PyInt>() {
         return int.extract::<i64>().map(PadValue::Int).map_err(|_| {
@@ -589,8 +595,10 @@ impl PyBatches {
             }
         };
         drop(guard);
-        self.rows_yielded
-            .fetch_add(batch.num_rows() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.rows_yielded.fetch_add(
+            batch.num_rows() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let out = PyDict::new(py);
         let (tensors, masks) = batch.into_parts();
         for (name, tensor) in tensors {

@@ -136,13 +136,21 @@ fn padded_batches_have_lengths_and_the_pad_value_and_pack_has_positions() {
     assert_eq!(got[0].get("tokens").unwrap().shape(), &[4, 3]);
     assert_eq!(
         values::<i32>(got[0].get("tokens").unwrap()),
-        [-100, -100, -100, 100, -100, -100, 200, 201, -100, 300, 301, 302]
+        [
+            -100, -100, -100, 100, -100, -100, 200, 201, -100, 300, 301, 302
+        ]
     );
-    assert_eq!(values::<i64>(got[0].get("tokens_lengths").unwrap()), [0, 1, 2, 3]);
+    assert_eq!(
+        values::<i64>(got[0].get("tokens_lengths").unwrap()),
+        [0, 1, 2, 3]
+    );
     let packed = collect(reader(data), sequences(SequenceMode::Pack));
     let second = &packed[1];
     // Rows 4..8 have 4, 5, 6 and 0 tokens.
-    assert_eq!(values::<i32>(second.get("tokens_cu_seqlens").unwrap()), [0, 4, 9, 15, 15]);
+    assert_eq!(
+        values::<i32>(second.get("tokens_cu_seqlens").unwrap()),
+        [0, 4, 9, 15, 15]
+    );
     assert_eq!(
         values::<i64>(second.get("tokens_position_ids").unwrap()),
         [0, 1, 2, 3, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5]
@@ -167,13 +175,20 @@ fn truncation_and_left_padding_follow_the_options() {
     let all = values::<i32>(padded);
     // Row 5 (500..505) keeps its last two values, padded on the left.
     assert_eq!(&all[20..24], &[0, 0, 503, 504]);
-    assert_eq!(values::<i64>(got[0].get("tokens_lengths").unwrap()), [0, 1, 2, 2, 2, 2, 2]);
+    assert_eq!(
+        values::<i64>(got[0].get("tokens_lengths").unwrap()),
+        [0, 1, 2, 2, 2, 2, 2]
+    );
 }
 
 #[test]
 fn values_inside_one_record_batch_are_views_of_the_list() {
     let data = table(&[10], false);
-    let list = data[0].column(1).as_any().downcast_ref::<ListArray>().unwrap();
+    let list = data[0]
+        .column(1)
+        .as_any()
+        .downcast_ref::<ListArray>()
+        .unwrap();
     let child = list.values().to_data().buffers()[0].as_ptr() as usize;
     for mode in [SequenceMode::Pack, SequenceMode::Jagged] {
         let got = collect(reader(data.clone()), sequences(mode));
@@ -195,7 +210,10 @@ fn shuffled_batches_hold_every_row_once() {
         };
         let got = collect(reader(table(&[5, 5, 5, 2], false)), spec);
         let mut rows = all_rows(&got, mode);
-        assert_ne!(rows.iter().map(|r| r.0).collect::<Vec<_>>(), (0..17).collect::<Vec<_>>());
+        assert_ne!(
+            rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+            (0..17).collect::<Vec<_>>()
+        );
         rows.sort();
         assert_eq!(rows, (0..17).map(|id| (id, tokens(id))).collect::<Vec<_>>());
     }
@@ -246,7 +264,10 @@ fn in_order_token_batches_are_cut_greedily() {
         ..sequences(SequenceMode::Pack)
     };
     let got = collect(reader(table(&[7], false)), spec);
-    let ids: Vec<Vec<i64>> = got.iter().map(|b| values::<i64>(b.get("id").unwrap())).collect();
+    let ids: Vec<Vec<i64>> = got
+        .iter()
+        .map(|b| values::<i64>(b.get("id").unwrap()))
+        .collect();
     assert_eq!(ids, [vec![0, 1, 2, 3], vec![4], vec![5], vec![6]]);
     // Padded, a batch costs rows times the longest: [0, 1, 2] (3 * 2), [3] ... .
     let spec = BatchSpec {
@@ -255,7 +276,10 @@ fn in_order_token_batches_are_cut_greedily() {
         ..sequences(SequenceMode::Pad)
     };
     let got = collect(reader(table(&[7], false)), spec);
-    let ids: Vec<Vec<i64>> = got.iter().map(|b| values::<i64>(b.get("id").unwrap())).collect();
+    let ids: Vec<Vec<i64>> = got
+        .iter()
+        .map(|b| values::<i64>(b.get("id").unwrap()))
+        .collect();
     assert_eq!(ids, [vec![0, 1, 2], vec![3], vec![4], vec![5], vec![6]]);
 }
 
@@ -267,7 +291,10 @@ fn a_row_longer_than_the_budget_is_an_error_unless_truncation_makes_it_fit() {
     };
     let results: Vec<_> = batches(reader(table(&[7], false)), spec).unwrap().collect();
     let error = results.last().unwrap().as_ref().unwrap_err().to_string();
-    assert!(error.contains("needs 6 tokens alone, more than max_tokens (5)"), "{error}");
+    assert!(
+        error.contains("needs 6 tokens alone, more than max_tokens (5)"),
+        "{error}"
+    );
     let mut spec = BatchSpec {
         max_tokens: Some(5),
         ..sequences(SequenceMode::Pad)
@@ -298,7 +325,9 @@ fn length_buckets_are_reproducible_exhaustive_and_pad_less() {
     let bucketed = collect(reader(data.clone()), spec(true));
     let again = collect(reader(data.clone()), spec(true));
     let ids = |got: &[TensorBatch]| -> Vec<i64> {
-        got.iter().flat_map(|b| values::<i64>(b.get("id").unwrap())).collect()
+        got.iter()
+            .flat_map(|b| values::<i64>(b.get("id").unwrap()))
+            .collect()
     };
     assert_eq!(ids(&bucketed), ids(&again));
     let mut sorted = ids(&bucketed);
@@ -315,7 +344,12 @@ fn a_list_column_not_named_in_sequences_is_refused_with_a_hint() {
         .collect();
     let error = result[0].as_ref().unwrap_err();
     assert!(matches!(error, Error::UnsupportedColumn { .. }));
-    assert!(error.to_string().contains("sequences={\"input_ids\": \"pad\"}"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("sequences={\"input_ids\": \"pad\"}"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -330,20 +364,29 @@ fn names_a_sequence_adds_are_refused_when_taken() {
         .unwrap()
         .collect();
     let error = result[0].as_ref().unwrap_err().to_string();
-    assert!(error.contains("\"tokens_lengths\" is claimed twice"), "{error}");
+    assert!(
+        error.contains("\"tokens_lengths\" is claimed twice"),
+        "{error}"
+    );
 }
 
 #[test]
 fn a_spec_with_padding_options_outside_pad_mode_is_refused() {
     let mut spec = sequences(SequenceMode::Pack);
     spec.sequences[0].max_length = Some(3);
-    let error = batches(reader(table(&[3], false)), spec).err().unwrap().to_string();
+    let error = batches(reader(table(&[3], false)), spec)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(error.contains("apply to mode \"pad\" only"), "{error}");
     let spec = BatchSpec {
         max_tokens: Some(10),
         ..BatchSpec::default()
     };
-    let error = batches(reader(table(&[3], false)), spec).err().unwrap().to_string();
+    let error = batches(reader(table(&[3], false)), spec)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(error.contains("sequences is empty"), "{error}");
 }
 
@@ -368,5 +411,8 @@ fn null_rows_are_refused_unless_allowed_then_empty() {
         ..sequences(SequenceMode::Pad)
     };
     let got = collect(reader(vec![data]), spec);
-    assert_eq!(rows_of(&got[0], SequenceMode::Pad), [vec![1, 2], vec![], vec![3]]);
+    assert_eq!(
+        rows_of(&got[0], SequenceMode::Pad),
+        [vec![1, 2], vec![], vec![3]]
+    );
 }
