@@ -10,6 +10,7 @@
 //! | [`batches`], [`Batches`] | the iterator of `Result<TensorBatch>`, fed by a background thread through a bounded channel |
 //! | [`Source`] | IPC files, IPC streams, Parquet files, or a reader |
 //! | [`BatchSpec`], [`ColumnGroup`] | batch size, columns and groups, nulls, shuffling, sharding, prefetch |
+//! | [`Sequence`], [`SequenceMode`], [`PadValue`], [`Side`] | list columns as padded, packed or jagged tensors; with [`BatchSpec::max_tokens`] and [`BatchSpec::bucket_by_length`], batches by tokens and by length |
 //! | [`TensorBatch`] | named [`Tensor`](arrow_dlpack_tensor::Tensor)s (and validity masks) of one batch |
 //! | [`Error`] | the one error type |
 //!

@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -35,6 +36,10 @@ import pyarrow.parquet as pq
 import torch
 
 import arrow_dlpack as ad
+
+# torch warns once that a numpy view of a read-only Arrow buffer is not writable; the anchors
+# hand such views on, as a careful user would, without a copy.
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
 BATCH = 32
 ROW_GROUP = 8_192
