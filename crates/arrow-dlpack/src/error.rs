@@ -307,6 +307,15 @@ pub enum Error {
         dtype: DType,
     },
 
+    /// No ragged tensors (or rows) given, so the dtype is unknown.
+    #[error(
+        "no {what} given; expected at least one (the dtype and element shape come from the first)"
+    )]
+    NoPieces {
+        /// What was expected: `"pieces"` or `"rows"`.
+        what: &'static str,
+    },
+
     /// A pad value that the values' dtype cannot represent.
     #[error("pad value {value} does not fit dtype {dtype}; expected {expected}")]
     PadValue {

@@ -181,7 +181,7 @@ fn from_list<O: OffsetSizeTrait>(
             .count();
         return Err(Error::CopyRequired {
             reason: format!(
-                "dropping the elements that {} of the list array still cover",
+                "dropping the elements covered by {} of the list array",
                 crate::error::plural(dropped, "null row", "null rows")
             ),
             options: "ListToRaggedOptions",

@@ -122,7 +122,7 @@ impl RaggedTensor {
     /// The offsets are int64 when any piece has int64 offsets and int32 otherwise
     /// ([`Error::OffsetOverflow`] when int32 cannot count the values of all pieces).
     /// Pieces must share the dtype and element shape ([`Error::MixedRaggedPieces`]); no pieces
-    /// is [`Error::NoChunks`].
+    /// is [`Error::NoPieces`].
     pub fn concat(pieces: &[RaggedTensor]) -> Result<RaggedTensor> {
         let (dtype, inner) = common_layout(pieces)?;
         if let [piece] = pieces {
@@ -158,11 +158,11 @@ impl RaggedTensor {
     /// A ragged tensor of `rows`, each of shape `(length_i, *inner)` with one dtype and element
     /// shape: one copy of their values, int32 offsets when the total fits and int64 otherwise.
     ///
-    /// No rows is [`Error::NoChunks`] (the dtype would be unknown), a 0-d row is
+    /// No rows is [`Error::NoPieces`] (the dtype would be unknown), a 0-d row is
     /// [`Error::ZeroDimensional`], rows that differ in dtype or element shape are
     /// [`Error::MixedRaggedPieces`] (naming the row as the piece).
     pub fn from_rows(rows: &[Tensor]) -> Result<RaggedTensor> {
-        let first = rows.first().ok_or(Error::NoChunks)?;
+        let first = rows.first().ok_or(Error::NoPieces { what: "rows" })?;
         if rows.iter().any(|row| row.ndim() == 0) {
             return Err(Error::ZeroDimensional);
         }

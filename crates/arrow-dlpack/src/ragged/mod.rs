@@ -242,10 +242,10 @@ pub(crate) fn rows_view(tensor: &Tensor, start: usize, count: usize) -> Result<T
     )?)
 }
 
-/// The dtype and element shape shared by every piece; [`Error::NoChunks`] without pieces and
+/// The dtype and element shape shared by every piece; [`Error::NoPieces`] without pieces and
 /// [`Error::MixedRaggedPieces`] when one differs.
 pub(crate) fn common_layout(pieces: &[RaggedTensor]) -> Result<(DType, Vec<usize>)> {
-    let first = pieces.first().ok_or(Error::NoChunks)?;
+    let first = pieces.first().ok_or(Error::NoPieces { what: "pieces" })?;
     let (dtype, inner) = (first.dtype(), first.inner_shape());
     for (index, piece) in pieces.iter().enumerate().skip(1) {
         if piece.dtype() != dtype || piece.inner_shape() != inner {

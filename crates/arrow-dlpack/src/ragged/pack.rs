@@ -42,7 +42,7 @@ pub struct PackedTensor {
 /// With one piece the values are shared (zero-copy), and so are int32 offsets as `cu_seqlens`;
 /// with several, the values are copied once. `position_ids` are always fresh.
 /// More than `i32::MAX` elements in all is [`Error::OffsetOverflow`] (`cu_seqlens` are int32);
-/// no pieces is [`Error::NoChunks`]; pieces differing in dtype or element shape are
+/// no pieces is [`Error::NoPieces`]; pieces differing in dtype or element shape are
 /// [`Error::MixedRaggedPieces`].
 pub fn pack_pieces(pieces: &[RaggedTensor]) -> Result<PackedTensor> {
     common_layout(pieces)?;

@@ -101,7 +101,7 @@ impl Fill {
 /// of the padding by the pad value's byte pattern (no per-element work). The tensor is fresh and
 /// writable. Values that are not row-major are made contiguous first.
 ///
-/// Errors: [`Error::NoChunks`] without pieces, [`Error::MixedRaggedPieces`] when the pieces
+/// Errors: [`Error::NoPieces`] without pieces, [`Error::MixedRaggedPieces`] when the pieces
 /// differ in dtype or element shape, [`Error::PadValue`] for a pad value the dtype cannot hold,
 /// [`Error::InvalidPadding`] for `pad_to_multiple_of` 0, and
 /// [`OutOfMemory`](arrow_dlpack_tensor::Error::OutOfMemory) when the output cannot be allocated.

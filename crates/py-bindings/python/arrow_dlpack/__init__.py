@@ -9,7 +9,9 @@ array([2, 0, 2, 4])
 
 - :func:`array` imports any ``__arrow_c_array__`` / ``__arrow_c_stream__``
   producer without copying; an ``arrow.fixed_shape_tensor`` column gives a
-  :class:`FixedShapeTensorArray`.
+  :class:`FixedShapeTensorArray`, a variable-length list column a
+  :class:`ListArray` (a ragged tensor: zero-copy values and offsets, padded,
+  packed for varlen attention, or jagged for ``torch.nested``).
 - :class:`Array`, :class:`Tensor` and :class:`FixedShapeTensorArray` export
   through ``__dlpack__`` (to numpy, PyTorch, JAX, PyArrow, ...) and import any
   DLPack producer through ``from_dlpack``, JAX's legacy-only capsules included.
@@ -84,6 +86,7 @@ from arrow_dlpack._arrow_dlpack import (
     ArrowDLPackTypeError,
     ArrowDLPackValueError,
     FixedShapeTensorArray,
+    ListArray,
     Tensor,
     __version__,
     array,
@@ -102,6 +105,7 @@ __all__ = [
     "ArrowDLPackTypeError",
     "ArrowDLPackValueError",
     "FixedShapeTensorArray",
+    "ListArray",
     "Tensor",
     "__version__",
     "array",
