@@ -121,7 +121,7 @@ impl Columns {
         let mut sequences = Vec::new();
         for name in singles {
             let index = find(name)?;
-            if let Some(sequence) = spec.sequence(name) {
+            if let Some(sequence) = spec.sequence_of(name) {
                 outputs.push(sequence_output(sequence, batch.column(index), index)?);
                 sequences.push((index, sequence.clone()));
             } else {

@@ -117,6 +117,8 @@ pub struct BatchSpec {
     /// Variable-length list columns (`list`, `large_list`) loaded as sequences, each padded,
     /// packed or jagged (see [`SequenceMode`]); a sequence column needs no entry in `columns`.
     /// A list column that is loaded and not named here is refused.
+    ///
+    /// Default: empty.
     pub sequences: Vec<Sequence>,
     /// Cut batches by tokens rather than rows: each batch takes whole rows, in order, while its
     /// largest sequence tensor holds at most this many tokens (values of the list columns):
@@ -125,11 +127,15 @@ pub struct BatchSpec {
     /// batches is not known in advance, and a row that alone exceeds the budget (after
     /// truncation to `max_length`) is an error. Needs `sequences`. With `drop_last`, the last
     /// batch is dropped when the end of the data cut it short of the budget and of `batch_size`.
+    ///
+    /// Default: `None` (batches of `batch_size` rows).
     pub max_tokens: Option<usize>,
     /// Sort the rows of each window of `buffer_size` rows by length (the longest of their
     /// sequence columns) before cutting batches, so that a batch holds rows of similar length
     /// and pads little; with `shuffle`, the rows are shuffled before the sort (ties stay
     /// random) and the order of the window's batches is shuffled after it. Needs `sequences`.
+    ///
+    /// Default: `false`.
     pub bucket_by_length: bool,
 }
 
@@ -267,6 +273,25 @@ impl BatchSpec {
         self.writable = writable;
         self
     }
+
+    /// Adds `sequence` to [`sequences`](BatchSpec::sequences): a list column loaded as
+    /// sequence tensors.
+    pub fn sequence(mut self, sequence: Sequence) -> Self {
+        self.sequences.push(sequence);
+        self
+    }
+
+    /// Sets [`max_tokens`](BatchSpec::max_tokens): batches cut by tokens.
+    pub fn max_tokens(mut self, max_tokens: usize) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// Sets [`bucket_by_length`](BatchSpec::bucket_by_length).
+    pub fn bucket_by_length(mut self, bucket_by_length: bool) -> Self {
+        self.bucket_by_length = bucket_by_length;
+        self
+    }
 }
 
 /// The most batches [`BatchSpec::prefetch`] may hold ready: the channel reserves a slot per
@@ -317,7 +342,7 @@ impl BatchSpec {
         self.validate_sequences()?;
         let mut claims = Claims::default();
         for column in &self.columns {
-            if self.sequence(column).is_none() {
+            if self.sequence_of(column).is_none() {
                 claims.add(column, format!("column {column:?}"));
             }
         }
@@ -386,7 +411,7 @@ impl BatchSpec {
     }
 
     /// The sequence spec of `column`, if it is a sequence column.
-    pub(crate) fn sequence(&self, column: &str) -> Option<&Sequence> {
+    pub(crate) fn sequence_of(&self, column: &str) -> Option<&Sequence> {
         self.sequences.iter().find(|s| s.column == column)
     }
 
