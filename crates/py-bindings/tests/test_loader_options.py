@@ -105,7 +105,7 @@ def test_the_defaults_of_batches_reach_rust_as_the_defaults_of_the_spec(handed_o
 
 def test_batches_hands_every_option_on(handed_on):
     ad.batches(
-        pa.table({"x": [1.0, 2.0], "y": [3.0, 4.0]}),
+        pa.table({"x": [1.0, 2.0], "y": [3.0, 4.0], "s": [[1], [2, 3]]}),
         3,
         columns=("x",),
         groups={"xy": ("x", "y")},
