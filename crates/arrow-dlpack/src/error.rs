@@ -445,11 +445,20 @@ mod tests {
             Error::TableNulls { .. } => 18,
             Error::ColumnLength { .. } => 19,
             Error::ColumnNames { .. } => 20,
-            Error::Arrow(_) => 21,
+            Error::InvalidOffsets { .. } => 21,
+            Error::NullRow { .. } => 22,
+            Error::NotAList { .. } => 23,
+            Error::RowsOutOfRange { .. } => 24,
+            Error::MixedRaggedPieces { .. } => 25,
+            Error::OffsetOverflow { .. } => 26,
+            Error::NoPieces { .. } => 27,
+            Error::PadValue { .. } => 28,
+            Error::InvalidPadding { .. } => 29,
+            Error::Arrow(_) => 30,
         }
     }
 
-    const VARIANTS: usize = 22;
+    const VARIANTS: usize = 31;
 
     /// One error of every variant (two for those whose text depends on a location).
     fn samples() -> Vec<Error> {
@@ -525,6 +534,42 @@ mod tests {
             Error::ColumnNames {
                 names: 1,
                 columns: 2,
+            },
+            Error::InvalidOffsets {
+                reason: "offsets[2] = 1 is less than offsets[1] = 2".to_string(),
+            },
+            Error::NullRow {
+                row: 3,
+                null_count: 2,
+            },
+            Error::NotAList {
+                data_type: DataType::Int32,
+            },
+            Error::RowsOutOfRange {
+                start: 2,
+                end: 5,
+                rows: 3,
+            },
+            Error::MixedRaggedPieces {
+                index: 1,
+                expected_dtype: DType::Int32,
+                expected_shape: vec![],
+                found_dtype: DType::Float32,
+                found_shape: vec![2],
+            },
+            Error::OffsetOverflow {
+                what: "cu_seqlens",
+                total: 1 << 31,
+                dtype: DType::Int32,
+            },
+            Error::NoPieces { what: "pieces" },
+            Error::PadValue {
+                value: "-100".to_string(),
+                dtype: DType::UInt8,
+                expected: "an integer in 0..=255",
+            },
+            Error::InvalidPadding {
+                reason: "pad_to_multiple_of is 0; expected at least 1".to_string(),
             },
             Error::Arrow(arrow_schema::ArrowError::InvalidArgumentError(
                 "offsets are not monotonic".to_string(),
