@@ -10,6 +10,7 @@
 //! | [`batches`], [`Batches`] | the iterator of `Result<TensorBatch>`, fed by a background thread through a bounded channel |
 //! | [`Source`] | IPC files, IPC streams, Parquet files, or a reader |
 //! | [`BatchSpec`], [`ColumnGroup`] | batch size, columns and groups, nulls, shuffling, sharding, prefetch; [`BatchSpec::new`] and a builder method per field |
+//! | [`Sequence`], [`SequenceMode`], [`PadValue`], [`Side`] | list columns as padded, packed or jagged tensors; with [`BatchSpec::max_tokens`] and [`BatchSpec::bucket_by_length`], batches by tokens and by length |
 //! | [`TensorBatch`] | named [`Tensor`](arrow_dlpack::Tensor)s (and validity masks) of one batch, by name with [`TensorBatch::tensor`] or `batch["x"]` |
 //! | [`Error`], [`Result`] | the one error type |
 //!
@@ -67,15 +68,19 @@ mod loader;
 mod parquet;
 mod parquet_bounds;
 mod quiet_panic;
+mod ragged;
 mod rebatch;
 mod rng;
+mod sequence;
 mod source;
 mod spec;
 mod thrift;
+mod tokens;
 mod writable;
 
 pub use batch::{NamedTensor, TensorBatch};
 pub use error::{Error, Result};
 pub use loader::{Batches, batches};
+pub use sequence::{PadValue, Sequence, SequenceMode, Side};
 pub use source::Source;
 pub use spec::{BatchSpec, ColumnGroup, MAX_DECODE_THREADS, MAX_PREFETCH};

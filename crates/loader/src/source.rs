@@ -116,6 +116,11 @@ fn needed_columns(spec: &BatchSpec) -> Option<Vec<String>> {
         names.extend(group.columns.iter().cloned());
     }
     names.extend(spec.masks.iter().cloned());
+    names.extend(
+        spec.sequences
+            .iter()
+            .map(|sequence| sequence.column.clone()),
+    );
     names.sort();
     names.dedup();
     Some(names)

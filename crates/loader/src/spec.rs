@@ -2,6 +2,7 @@
 
 use arrow_schema::Schema;
 
+use crate::sequence::{Sequence, SequenceMode};
 use crate::{Error, Result};
 
 /// Named numeric columns that become one 2-D tensor of shape `(B, k)`.
@@ -113,6 +114,29 @@ pub struct BatchSpec {
     ///
     /// Default: `false`.
     pub writable: bool,
+    /// Variable-length list columns (`list`, `large_list`) loaded as sequences, each padded,
+    /// packed or jagged (see [`SequenceMode`]); a sequence column needs no entry in `columns`.
+    /// A list column that is loaded and not named here is refused.
+    ///
+    /// Default: empty.
+    pub sequences: Vec<Sequence>,
+    /// Cut batches by tokens rather than rows: each batch takes whole rows, in order, while its
+    /// largest sequence tensor holds at most this many tokens (values of the list columns):
+    /// `B * L` for a padded `(B, L)` tensor, `N` for packed or jagged values `(N,)`.
+    /// `batch_size` then bounds the rows of a batch; the row count varies, the number of
+    /// batches is not known in advance, and a row that alone exceeds the budget (after
+    /// truncation to `max_length`) is an error. Needs `sequences`. With `drop_last`, the last
+    /// batch is dropped when the end of the data cut it short of the budget and of `batch_size`.
+    ///
+    /// Default: `None` (batches of `batch_size` rows).
+    pub max_tokens: Option<usize>,
+    /// Sort the rows of each window of `buffer_size` rows by length (the longest of their
+    /// sequence columns) before cutting batches, so that a batch holds rows of similar length
+    /// and pads little; with `shuffle`, the rows are shuffled before the sort (ties stay
+    /// random) and the order of the window's batches is shuffled after it. Needs `sequences`.
+    ///
+    /// Default: `false`.
+    pub bucket_by_length: bool,
 }
 
 impl Default for BatchSpec {
@@ -134,6 +158,9 @@ impl Default for BatchSpec {
             prefetch: 2,
             decode_threads: 0,
             writable: false,
+            sequences: Vec::new(),
+            max_tokens: None,
+            bucket_by_length: false,
         }
     }
 }
@@ -246,6 +273,25 @@ impl BatchSpec {
         self.writable = writable;
         self
     }
+
+    /// Adds `sequence` to [`sequences`](BatchSpec::sequences): a list column loaded as
+    /// sequence tensors.
+    pub fn sequence(mut self, sequence: Sequence) -> Self {
+        self.sequences.push(sequence);
+        self
+    }
+
+    /// Sets [`max_tokens`](BatchSpec::max_tokens): batches cut by tokens.
+    pub fn max_tokens(mut self, max_tokens: usize) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// Sets [`bucket_by_length`](BatchSpec::bucket_by_length).
+    pub fn bucket_by_length(mut self, bucket_by_length: bool) -> Self {
+        self.bucket_by_length = bucket_by_length;
+        self
+    }
 }
 
 /// The most batches [`BatchSpec::prefetch`] may hold ready: the channel reserves a slot per
@@ -293,15 +339,80 @@ impl BatchSpec {
                 group.name
             ));
         }
+        self.validate_sequences()?;
         let mut claims = Claims::default();
         for column in &self.columns {
-            claims.add(column, format!("column {column:?}"));
+            if self.sequence_of(column).is_none() {
+                claims.add(column, format!("column {column:?}"));
+            }
         }
         for group in &self.groups {
             claims.add(&group.name, format!("group {:?}", group.name));
         }
         claims.add_masks(&self.masks);
+        claims.add_sequences(&self.sequences, true);
         claims.check()
+    }
+
+    /// Checks `sequences`, `max_tokens` and `bucket_by_length`.
+    fn validate_sequences(&self) -> Result<()> {
+        for (index, sequence) in self.sequences.iter().enumerate() {
+            let column = &sequence.column;
+            if self.sequences[..index].iter().any(|s| &s.column == column) {
+                return invalid(format!(
+                    "sequences names column {column:?} twice; expected each column once"
+                ));
+            }
+            if sequence.mode != SequenceMode::Pad && sequence.sets_padding() {
+                return invalid(format!(
+                    "sequence {column:?} is in mode {:?} and sets padding options; pad_value, \
+                     max_length, pad_to_multiple_of, padding_side and truncation_side apply \
+                     to mode \"pad\" only",
+                    sequence.mode.as_str()
+                ));
+            }
+            for (field, value) in [
+                ("max_length", sequence.max_length),
+                ("pad_to_multiple_of", sequence.pad_to_multiple_of),
+            ] {
+                if value == Some(0) {
+                    return invalid(format!(
+                        "{field} of sequence {column:?} is 0; expected at least 1"
+                    ));
+                }
+            }
+            if self
+                .groups
+                .iter()
+                .any(|group| group.columns.contains(column))
+            {
+                return invalid(format!(
+                    "sequence {column:?} is also in a group; a list column cannot be stacked \
+                     into a group"
+                ));
+            }
+        }
+        let needs_sequences = [
+            ("max_tokens", self.max_tokens.is_some()),
+            ("bucket_by_length", self.bucket_by_length),
+        ];
+        for (field, set) in needs_sequences {
+            if set && self.sequences.is_empty() {
+                return invalid(format!(
+                    "{field} counts the tokens of sequence columns, and sequences is empty; \
+                     expected at least one list column in sequences"
+                ));
+            }
+        }
+        if self.max_tokens == Some(0) {
+            return invalid("max_tokens is 0; expected at least 1".to_string());
+        }
+        Ok(())
+    }
+
+    /// The sequence spec of `column`, if it is a sequence column.
+    pub(crate) fn sequence_of(&self, column: &str) -> Option<&Sequence> {
+        self.sequences.iter().find(|s| s.column == column)
     }
 
     /// Checks the spec against the columns of the source: every column the spec reads by name
@@ -313,9 +424,11 @@ impl BatchSpec {
             source_names.clone()
         } else {
             let grouped = self.groups.iter().flat_map(|group| &group.columns);
+            let sequences = self.sequences.iter().map(|s| &s.column);
             self.columns
                 .iter()
                 .chain(grouped)
+                .chain(sequences)
                 .map(String::as_str)
                 .collect()
         };
@@ -341,6 +454,7 @@ impl BatchSpec {
                 );
             }
             claims.add_masks(&self.masks);
+            claims.add_sequences(&self.sequences, false);
             claims.check()?;
         }
         Ok(())
@@ -378,6 +492,21 @@ impl Claims {
                 &format!("{column}_mask"),
                 format!("the mask of {column:?} (masks)"),
             );
+        }
+    }
+
+    /// A sequence claims its own name (unless a source column already did, when every column
+    /// is loaded) and those of the tensors its mode adds.
+    fn add_sequences(&mut self, sequences: &[Sequence], own_name: bool) {
+        for sequence in sequences {
+            let column = &sequence.column;
+            let by = || format!("sequence {column:?} ({})", sequence.mode);
+            if own_name {
+                self.add(column, by());
+            }
+            for suffix in sequence.mode.suffixes() {
+                self.add(&format!("{column}{suffix}"), by());
+            }
         }
     }
 

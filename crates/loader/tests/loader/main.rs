@@ -8,6 +8,7 @@ mod columns;
 mod files;
 mod lifecycle;
 mod malformed;
+mod sequences;
 mod shard;
 mod shuffle;
 mod shuffle_window;
