@@ -154,16 +154,25 @@ where
     let device = tensor.device();
     let value_type = arrow_type_of(tensor.dtype()).map_err(ArrowCError::Arrow)?;
     let size = tensor.dtype().size();
-    let start = tensor.offset() * size;
-    let values = tensor
-        .buffer()
-        .slice_with_length(start, tensor.len() * size);
+    // On a device whose pointers are opaque handles (OpenCL, Vulkan, Metal, WebGPU) the buffer is
+    // the handle as it came and the first element is the array's `offset`; elsewhere the buffer
+    // starts at the first element.
+    let (values, offset) = if device.has_opaque_handles() {
+        (tensor.buffer().clone(), tensor.offset())
+    } else {
+        let start = tensor.offset() * size;
+        let values = tensor
+            .buffer()
+            .slice_with_length(start, tensor.len() * size);
+        (values, 0)
+    };
     let values = match keep {
         None => values,
         Some(keep) => keep_with(values, keep),
     };
     let leaf = ArrayData::builder(value_type.clone())
         .len(tensor.len())
+        .offset(offset)
         .add_buffer(values)
         .build()
         .map_err(ArrowCError::ArrowRs)?;

@@ -246,3 +246,37 @@ fn tensors_that_are_not_row_major_are_not_exported() {
         "{error}"
     );
 }
+
+#[test]
+fn opaque_handles_travel_untouched_with_the_offset_in_the_array() {
+    // An OpenCL array whose first element is 1 into the buffer: the buffer pointer is a
+    // `cl_mem` handle (here host memory standing for one), on which no arithmetic is done.
+    let values = [0.0f32, 1.0, 2.0, 3.0];
+    let (array, releases) = build(3, 0, &[std::ptr::null(), pointer(&values)], |raw| {
+        raw.offset = 1;
+    });
+    let opencl = Device {
+        device_type: 4,
+        device_id: 0,
+    };
+    let field = Arc::new(Field::new("x", DataType::Float32, false));
+    let imported = import_device_array(
+        field,
+        ArrowDeviceArray::new(array, opencl, std::ptr::null_mut()),
+    );
+    let DeviceTensor { tensor, .. } = device_tensor(imported);
+    assert_eq!(tensor.shape(), &[3]);
+    assert_eq!(tensor.buffer().as_ptr(), pointer(&values).cast());
+    assert_eq!(tensor.offset(), 1);
+    let (_, exported) = export_tensor(&tensor, std::ptr::null_mut(), None::<()>).unwrap();
+    assert_eq!(exported.device_type(), 4);
+    assert_eq!(
+        exported.array().buffer(1),
+        pointer(&values).cast(),
+        "the handle, untouched"
+    );
+    assert_eq!(exported.array().offset(), 1);
+    assert_eq!(exported.array().len(), 3);
+    drop((tensor, exported));
+    assert_eq!(releases.count(), 1);
+}
