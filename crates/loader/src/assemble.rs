@@ -14,7 +14,7 @@ use std::convert::Infallible;
 
 use arrow_array::{Array, ArrayRef, RecordBatch, cast::AsArray};
 use arrow_dlpack::{
-    ArrayToTensorOptions, RecordBatchToTensorOptions, RowsDestination, Table, WriteRowsOptions,
+    ArrayToTensorOptions, RowsDestination, Table, TableToTensorOptions, WriteRowsOptions,
     array_to_tensor, columns_to_tensor, write_rows,
 };
 use arrow_dlpack_tensor::alloc::{PooledVec, UninitBuffer};
@@ -269,7 +269,7 @@ fn view_output(spec: &BatchSpec, output: &Output, batch: &RecordBatch, run: Run)
             {
                 return Ok(tensor);
             }
-            let options = RecordBatchToTensorOptions {
+            let options = TableToTensorOptions {
                 row_major: spec.row_major || *flat,
                 null_to_nan: spec.null_to_nan,
             };

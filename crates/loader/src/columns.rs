@@ -6,7 +6,7 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, RecordBatch};
 use arrow_dlpack::{
     ArrayToTensorOptions, EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorType,
-    RecordBatchToTensorOptions, array_to_tensor, columns_to_tensor,
+    TableToTensorOptions, array_to_tensor, columns_to_tensor,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{DataType, Field, Schema};
@@ -110,7 +110,7 @@ impl Columns {
                 .iter()
                 .map(|&i| batch.column(i).slice(0, 0))
                 .collect();
-            let options = RecordBatchToTensorOptions {
+            let options = TableToTensorOptions {
                 row_major: spec.row_major,
                 null_to_nan: spec.null_to_nan,
             };
@@ -203,7 +203,7 @@ fn single(
     }
     if spec.null_to_nan && data_type.is_numeric() {
         let probe = [array.slice(0, 0)];
-        let options = RecordBatchToTensorOptions {
+        let options = TableToTensorOptions {
             row_major: true,
             null_to_nan: true,
         };

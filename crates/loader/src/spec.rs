@@ -37,49 +37,81 @@ impl ColumnGroup {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchSpec {
     /// Rows per batch; every batch has exactly this many rows except possibly the last.
+    ///
+    /// Default: 1,024.
     pub batch_size: usize,
     /// Drop the last batch when it has fewer than `batch_size` rows; otherwise yield it short.
+    ///
+    /// Default: `false`.
     pub drop_last: bool,
     /// Columns that each become one tensor named after the column: primitive columns `(B,)`,
     /// fixed-size lists and `arrow.fixed_shape_tensor` columns `(B, *shape)`, booleans `(B,)` of
     /// dtype bool (a copy).
     /// When both `columns` and `groups` are empty, every column of the source is loaded.
+    ///
+    /// Default: empty.
     pub columns: Vec<String>,
     /// Column groups that each become one 2-D tensor.
+    ///
+    /// Default: empty.
     pub groups: Vec<ColumnGroup>,
     /// Columns whose validity is also given, as a bool tensor `(B,)` (1 = valid) in
     /// [`TensorBatch::mask`](crate::TensorBatch::mask).
+    ///
+    /// Default: empty.
     pub masks: Vec<String>,
     /// Accept nulls in single columns; the null slots then hold unspecified values (ask for a
     /// mask to know which).
+    ///
+    /// Default: `false`.
     pub allow_nulls: bool,
     /// Write nulls as NaN in groups and in primitive single columns; integer columns are then
     /// promoted to a float type, as PyArrow's `to_tensor(null_to_nan=True)` does.
+    ///
+    /// Default: `false`.
     pub null_to_nan: bool,
     /// Lay column groups out row-major (`(B, k)` with strides `(k, 1)`); otherwise column-major.
+    ///
+    /// Default: `true`.
     pub row_major: bool,
     /// Shuffle the order of files and row groups (record batches for IPC files), and the rows
     /// within windows of `buffer_size` rows.
+    ///
+    /// Default: `false`.
     pub shuffle: bool,
     /// The seed of the shuffle: the same seed gives the same order on every run.
+    ///
+    /// Default: 0.
     pub seed: u64,
     /// Rows shuffled together when `shuffle` is on; at least 1.
+    ///
+    /// Default: 65,536.
     pub buffer_size: usize,
     /// Which shard this loader reads, in `0..num_shards`.
+    ///
+    /// Default: 0.
     pub shard_index: usize,
     /// How many disjoint shards the source is split into (files and row groups dealt round-robin).
+    ///
+    /// Default: 1.
     pub num_shards: usize,
     /// Batches made ahead of the consumer (the bound of the channel between the threads), from 1
     /// to [`MAX_PREFETCH`].
+    ///
+    /// Default: 2.
     pub prefetch: usize,
     /// Threads decoding Parquet row groups in parallel, at most [`MAX_DECODE_THREADS`]; 0
     /// chooses the available parallelism, at most 4.
+    ///
+    /// Default: 0.
     pub decode_threads: usize,
     /// Hand out batches whose every tensor is private, writable memory: the zero-copy views of
     /// a batch (which share the source's memory, a caller's table or a memory-mapped file, and
     /// are flagged read-only) are copied as the batch is handed out.
     /// Consumers such as `torch.from_dlpack` ignore the read-only flag, so without this an
     /// in-place operation on a view rewrites the source.
+    ///
+    /// Default: `false`.
     pub writable: bool,
 }
 
@@ -103,6 +135,116 @@ impl Default for BatchSpec {
             decode_threads: 0,
             writable: false,
         }
+    }
+}
+
+/// Builder methods: each sets one field and returns the spec, so that a spec reads as one
+/// expression; the fields stay public, and `..BatchSpec::default()` works as well.
+///
+/// ```
+/// use arrow_dlpack_loader::BatchSpec;
+///
+/// let spec = BatchSpec::new(256)
+///     .columns(["label"])
+///     .group("features", ["x0", "x1"])
+///     .shuffle(7)
+///     .drop_last(true);
+/// assert_eq!(spec.batch_size, 256);
+/// assert_eq!(spec.groups[0].columns, ["x0", "x1"]);
+/// assert!(spec.shuffle && spec.seed == 7);
+/// ```
+impl BatchSpec {
+    /// The default spec with batches of `batch_size` rows.
+    pub fn new(batch_size: usize) -> Self {
+        BatchSpec {
+            batch_size,
+            ..BatchSpec::default()
+        }
+    }
+
+    /// Sets [`columns`](BatchSpec::columns), the single columns to load.
+    pub fn columns<S: Into<String>>(mut self, columns: impl IntoIterator<Item = S>) -> Self {
+        self.columns = columns.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Adds a [`ColumnGroup`] named `name` of `columns` to [`groups`](BatchSpec::groups).
+    pub fn group<S: Into<String>>(
+        mut self,
+        name: impl Into<String>,
+        columns: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.groups.push(ColumnGroup::new(name, columns));
+        self
+    }
+
+    /// Sets [`masks`](BatchSpec::masks), the columns whose validity is also given.
+    pub fn masks<S: Into<String>>(mut self, columns: impl IntoIterator<Item = S>) -> Self {
+        self.masks = columns.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`drop_last`](BatchSpec::drop_last).
+    pub fn drop_last(mut self, drop_last: bool) -> Self {
+        self.drop_last = drop_last;
+        self
+    }
+
+    /// Sets [`allow_nulls`](BatchSpec::allow_nulls).
+    pub fn allow_nulls(mut self, allow_nulls: bool) -> Self {
+        self.allow_nulls = allow_nulls;
+        self
+    }
+
+    /// Sets [`null_to_nan`](BatchSpec::null_to_nan).
+    pub fn null_to_nan(mut self, null_to_nan: bool) -> Self {
+        self.null_to_nan = null_to_nan;
+        self
+    }
+
+    /// Sets [`row_major`](BatchSpec::row_major).
+    pub fn row_major(mut self, row_major: bool) -> Self {
+        self.row_major = row_major;
+        self
+    }
+
+    /// Turns [`shuffle`](BatchSpec::shuffle) on with [`seed`](BatchSpec::seed) `seed`.
+    pub fn shuffle(mut self, seed: u64) -> Self {
+        self.shuffle = true;
+        self.seed = seed;
+        self
+    }
+
+    /// Sets [`buffer_size`](BatchSpec::buffer_size), the rows shuffled together.
+    pub fn buffer_size(mut self, buffer_size: usize) -> Self {
+        self.buffer_size = buffer_size;
+        self
+    }
+
+    /// Reads shard [`shard_index`](BatchSpec::shard_index) of
+    /// [`num_shards`](BatchSpec::num_shards).
+    pub fn shard(mut self, shard_index: usize, num_shards: usize) -> Self {
+        self.shard_index = shard_index;
+        self.num_shards = num_shards;
+        self
+    }
+
+    /// Sets [`prefetch`](BatchSpec::prefetch).
+    pub fn prefetch(mut self, prefetch: usize) -> Self {
+        self.prefetch = prefetch;
+        self
+    }
+
+    /// Sets [`decode_threads`](BatchSpec::decode_threads).
+    pub fn decode_threads(mut self, decode_threads: usize) -> Self {
+        self.decode_threads = decode_threads;
+        self
+    }
+
+    /// Sets [`writable`](BatchSpec::writable).
+    pub fn writable(mut self, writable: bool) -> Self {
+        self.writable = writable;
+        self
     }
 }
 
@@ -205,7 +347,7 @@ impl BatchSpec {
     }
 
     /// The number of Parquet decoding threads to start.
-    pub(crate) fn decode_threads(&self) -> usize {
+    pub(crate) fn decode_thread_count(&self) -> usize {
         if self.decode_threads > 0 {
             return self.decode_threads;
         }

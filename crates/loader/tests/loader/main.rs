@@ -3,6 +3,7 @@
 mod data;
 
 mod boundaries;
+mod codecs;
 mod columns;
 mod files;
 mod lifecycle;
