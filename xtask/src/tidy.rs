@@ -2,8 +2,8 @@
 //!
 //! - Every `.rs` file starts with a `//!` comment that says what it is.
 //! - The crates depend on each other only along the layer graph of `docs/architecture.md`:
-//!   `dlpack-sys` <- `arrow-dlpack-tensor` <- `arrow-dlpack` <- `arrow-dlpack-loader` <-
-//!   `arrow-dlpack-python`.
+//!   `dlpack-sys` <- `arrow-dlpack-tensor` <- `arrow-dlpack` <- (`arrow-dlpack-c`,
+//!   `arrow-dlpack-loader`) <- `arrow-dlpack-python`.
 //! - Only `arrow-dlpack-python` depends on pyo3, and only `dlpack-sys` on dlpark (with the
 //!   exceptions listed in [`DLPARK_EXCEPTIONS`]).
 //! - The files of `crates/py-bindings/src` import each other one way: no cycle, except between a
@@ -37,6 +37,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("arrow-dlpack-tensor", &["dlpack-sys"]),
     ("arrow-dlpack", &["arrow-dlpack-tensor", "dlpack-sys"]),
     (
+        "arrow-dlpack-c",
+        &["arrow-dlpack", "arrow-dlpack-tensor", "dlpack-sys"],
+    ),
+    (
         "arrow-dlpack-loader",
         &["arrow-dlpack", "arrow-dlpack-tensor", "dlpack-sys"],
     ),
@@ -44,6 +48,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "arrow-dlpack-python",
         &[
             "arrow-dlpack-loader",
+            "arrow-dlpack-c",
             "arrow-dlpack",
             "arrow-dlpack-tensor",
             "dlpack-sys",
@@ -388,6 +393,30 @@ mod tests {
                  [dev-dependencies], but the layer graph lets it depend only on `dlpack-sys`"
                     .to_string()
             ]
+        );
+    }
+
+    #[test]
+    fn the_arrow_c_layer_sits_between_arrow_dlpack_and_the_python_crate() {
+        let below = [
+            ("arrow-dlpack", "null", "null"),
+            ("arrow-dlpack-tensor", "null", "null"),
+            ("dlpack-sys", "null", "null"),
+        ];
+        assert!(problems_of("arrow-dlpack-c", &below).is_empty());
+        assert!(
+            problems_of("arrow-dlpack-python", &[("arrow-dlpack-c", "null", "null")]).is_empty()
+        );
+        for above in ["pyo3", "arrow-dlpack-python", "arrow-dlpack-loader"] {
+            assert_eq!(
+                problems_of("arrow-dlpack-c", &[(above, "null", "null")]).len(),
+                1,
+                "arrow-dlpack-c may not depend on {above}"
+            );
+        }
+        assert_eq!(
+            problems_of("arrow-dlpack", &[("arrow-dlpack-c", "null", "null")]).len(),
+            1
         );
     }
 

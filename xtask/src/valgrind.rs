@@ -18,7 +18,7 @@ use crate::process::Cmd;
 use crate::python::PythonEnv;
 
 /// The packages whose test binaries run under valgrind.
-const PACKAGES: &[&str] = &["arrow-dlpack-tensor", "arrow-dlpack"];
+const PACKAGES: &[&str] = &["arrow-dlpack-tensor", "arrow-dlpack", "arrow-dlpack-c"];
 
 /// The lines of a memcheck log that summarise a run.
 const SUMMARY_MARKERS: &[&str] = &[

@@ -349,13 +349,20 @@ pub(crate) fn no_panic<T>(doing: &str, call: impl FnOnce() -> PyResult<T>) -> Py
     }
 }
 
-/// Maps a refused Arrow C Data Interface struct: a malformed one is a `ValueError` (as every
-/// malformed import), a well-formed one of a type that cannot be imported a `TypeError`.
-pub(crate) fn arrow_c_error(error: crate::arrow_ffi_checks::ArrowCError) -> PyErr {
-    use crate::arrow_ffi_checks::ArrowCError as E;
+/// Maps a refused Arrow C Data Interface struct (`arrow-dlpack-c`): a malformed one is a
+/// `ValueError` (as every malformed import), a well-formed one of a type that cannot be imported
+/// or a device chunk with nulls a `TypeError`, one that would need device memory read a
+/// `BufferError`; tensor and `arrow-dlpack` errors as their own mappings say.
+pub(crate) fn arrow_c_error(error: arrow_dlpack_c::ArrowCError) -> PyErr {
+    use arrow_dlpack_c::ArrowCError as E;
     match error {
-        E::Malformed(_) => raise(Kind::Value, error),
-        E::Unsupported(_) => raise(Kind::Type, error),
+        E::Malformed(_) | E::ArrowRs(_) => raise(Kind::Value, error),
+        E::Unsupported(_) | E::Nulls(_) => raise(Kind::Type, error),
+        E::Device(_) => raise(Kind::Buffer, error),
+        E::Tensor(error) => tensor_error(error),
+        E::Arrow(error) => arrow_error(error, Operation::Import),
+        // A variant added later: a ValueError, as for a malformed struct.
+        _ => raise(Kind::Value, error),
     }
 }
 

@@ -1,7 +1,8 @@
 //! The native module `arrow_dlpack._arrow_dlpack` of the Python package `arrow_dlpack`.
 //!
-//! This crate is thin: the conversions live in `arrow-dlpack` (Arrow arrays <-> tensors) and
-//! `arrow-dlpack-tensor` (tensors <-> DLPack); this crate only speaks Python's protocols.
+//! This crate is thin: the conversions live in `arrow-dlpack` (Arrow arrays <-> tensors),
+//! `arrow-dlpack-tensor` (tensors <-> DLPack) and `arrow-dlpack-c` (the Arrow C interfaces,
+//! checked); this crate only speaks Python's protocols.
 //!
 //! | module | what it holds |
 //! |---|---|
@@ -20,10 +21,9 @@
 //! | `dlpack_import` | `from_dlpack`: negotiation with producers, legacy retry, capsule consumption |
 //! | `exchange` | the DLPack C exchange API (`__dlpack_c_exchange_api__`) of each class |
 //! | `counters` | the exchange API's counters, read by tests through `_exchange_calls()` |
-//! | `arrow_ffi` | the Arrow PyCapsule interface over arrow-rs's C data and stream interfaces, and a stream of a column's chunks |
-//! | `arrow_device` | the Arrow C Device Data Interface (`__arrow_c_device_array__`, `__arrow_c_device_stream__`) both ways; device columns become device tensors, never read |
+//! | `arrow_ffi` | the Arrow PyCapsule interface: capsules around `arrow-dlpack-c`'s checked import and export, the fields of schemas remembered, producers' protocol methods |
+//! | `arrow_device` | `__arrow_c_device_array__` and `__arrow_c_device_stream__` capsules both ways, over `arrow-dlpack-c`; device columns become device tensors, never read |
 //! | `device_sync` | `__dlpack__(stream=...)`: the array API's stream table, and the consumer's stream made to wait on the producer's sync event through the CUDA or ROCm runtime, loaded at run time |
-//! | `arrow_ffi_checks` | every imported `ArrowSchema`/`ArrowArray` checked against its format's layout before arrow-rs reads it |
 //! | `protocols` | cheap probes for optional protocols, remembered per immutable type |
 //! | `cache` | the one bounded cache that every remembered answer (fields, protocol tables, `max_version` tuples) is kept in |
 //! | `copies` | large copies (`copy=True`, tables to tensors) run without the GIL |
@@ -38,7 +38,6 @@
 mod array;
 mod arrow_device;
 mod arrow_ffi;
-mod arrow_ffi_checks;
 mod cache;
 mod column;
 mod conveniences;

@@ -37,6 +37,14 @@ impl Device {
         }
     }
 
+    /// Whether the data pointer of a tensor on this device type is an opaque handle rather than
+    /// an address: OpenCL (4, a `cl_mem`), Vulkan (7, a `VkBuffer`), Metal (8, an `MTLBuffer`)
+    /// and WebGPU (15, a `WGPUBuffer`). No arithmetic may be done on such a pointer: DLPack puts
+    /// the distance to the first element into `byte_offset`.
+    pub const fn has_opaque_handles(self) -> bool {
+        matches!(self.device_type, 4 | 7 | 8 | 15)
+    }
+
     /// Whether the memory is ordinary host memory.
     pub const fn is_cpu(self) -> bool {
         self.device_type == DLDeviceType::CPU.0

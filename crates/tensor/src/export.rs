@@ -44,7 +44,10 @@ impl Tensor {
     /// Exports a `DLManagedTensorVersioned` stamped with DLPack 1.3.
     ///
     /// Shape and strides are always explicit, `byte_offset` is 0 (the offset is folded into
-    /// `data`), and `data` is NULL for a tensor without elements.
+    /// `data`) except on devices whose data pointer is an opaque handle
+    /// ([`Device::has_opaque_handles`](crate::Device::has_opaque_handles): OpenCL, Vulkan, Metal,
+    /// WebGPU), where `data` is the handle and `byte_offset` the distance to the first element,
+    /// and `data` is NULL for a tensor without elements.
     /// Flags: `READ_ONLY` when the tensor is read-only and shared, `IS_COPIED` when `copy` was
     /// `Some(true)` (then the data is a fresh row-major copy of exactly the logical elements) or
     /// the memory was [made for the export](ExportOptions::made_for_export).
@@ -106,10 +109,16 @@ impl Tensor {
             });
         }
         let header = raw.cast::<ExportHeader<M>>();
-        let data = if self.is_empty() {
-            std::ptr::null_mut()
+        // On devices whose data pointer is an opaque handle, the handle is handed back as it
+        // came and the distance to the first element goes into `byte_offset`; elsewhere the
+        // offset is folded into `data`.
+        let (data, byte_offset) = if self.is_empty() {
+            (std::ptr::null_mut(), 0)
+        } else if self.device().has_opaque_handles() {
+            let bytes = self.offset() * self.dtype().size();
+            (self.buffer().as_ptr().cast_mut(), bytes as u64)
         } else {
-            self.data_ptr().cast_mut()
+            (self.data_ptr().cast_mut(), 0)
         };
         // SAFETY: `raw` is a fresh allocation of `layout`, which starts with an `ExportHeader<M>`
         // and continues, aligned for `i64`, with room for `2 * ndim` values (`export_layout`);
@@ -135,7 +144,7 @@ impl Tensor {
                 dtype: self.dtype().to_dlpack(),
                 shape,
                 strides,
-                byte_offset: 0,
+                byte_offset,
             };
             let mut managed = M::from_parts(tensor, raw.cast(), Some(delete_export::<M>));
             // `IS_COPIED` is only passed by `to_managed` for the fresh buffer made by

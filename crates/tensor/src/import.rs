@@ -40,9 +40,10 @@ struct Checked {
     dtype: DType,
     shape: Dims<usize>,
     strides: Dims<isize>,
-    /// Lowest addressed byte and byte length of the addressed range; `None` for an empty tensor.
+    /// Lowest addressed byte and byte length of the addressed range (from the handle, for a
+    /// device whose data pointer is an opaque handle); `None` for an empty tensor.
     range: Option<(NonNull<u8>, usize)>,
-    /// Element index of the logical first element from the lowest addressed element.
+    /// Element index of the logical first element from the start of the range.
     offset: usize,
 }
 
@@ -332,6 +333,27 @@ unsafe fn check_foreign(raw: &DLTensor, options: ImportOptions) -> Result<Checke
     {
         return Err(Error::Overflow {
             what: "the byte size",
+        });
+    }
+    if device.has_opaque_handles() {
+        // The data pointer is a handle, not an address: the buffer starts at it, and the
+        // distance to the first element stays an element offset, which the export hands back
+        // as `byte_offset`, never added to the handle.
+        let lead = (raw.byte_offset as i128)
+            .checked_add(low * size)
+            .ok_or_else(range_overflow)?;
+        if lead < 0 || lead % size != 0 || len + lead > isize::MAX as i128 {
+            return Err(range_overflow());
+        }
+        let handle =
+            NonNull::new(raw.data.cast::<u8>()).ok_or(Error::NullData { elements: count })?;
+        return Ok(Checked {
+            device,
+            dtype,
+            shape,
+            strides,
+            range: Some((handle, (len + lead) as usize)),
+            offset: (raw.byte_offset as i128 / size) as usize,
         });
     }
     Ok(Checked {

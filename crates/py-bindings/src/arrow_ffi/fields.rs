@@ -14,8 +14,8 @@ use arrow_array::ffi::FFI_ArrowSchema;
 use arrow_dlpack::FixedShapeTensorType;
 use arrow_schema::{Field, FieldRef};
 
-use crate::arrow_ffi_checks::{self as checks, ArrowCError};
 use crate::cache::Cache;
+use arrow_dlpack_c::{self as checks, ArrowCError};
 
 /// Keys longer than this (schemas of thousands of columns) are not remembered.
 const MAX_KEY_BYTES: usize = 16 * 1024;

@@ -512,3 +512,78 @@ fn unknown_device_types_are_refused_even_when_devices_are_allowed() {
     ));
     assert_eq!(count(&deleted), 1);
 }
+
+/// A float32 tensor of `shape` on `device_type` (an OpenCL, Vulkan, Metal or WebGPU handle at
+/// 0x100, never read), whose first element is `byte_offset` bytes into the buffer.
+fn behind_handle(device_type: DLDeviceType, shape: &[i64], byte_offset: u64) -> Spec {
+    with(shape, |s| {
+        s.device.device_type = device_type;
+        s.data = Data::Address(0x100);
+        s.byte_offset = byte_offset;
+    })
+}
+
+#[test]
+fn opaque_handles_are_exported_as_they_came_with_the_offset_in_byte_offset() {
+    for device_type in [
+        DLDeviceType::OPENCL,
+        DLDeviceType::VULKAN,
+        DLDeviceType::METAL,
+        DLDeviceType::WEBGPU,
+    ] {
+        let (raw, deleted) = versioned(&behind_handle(device_type, &[2, 3], 8));
+        // SAFETY: freshly built and owned; the handle is never read.
+        let tensor = unsafe { Tensor::from_raw_versioned_with(raw, any_device()) }.unwrap();
+        assert!(tensor.device().has_opaque_handles());
+        assert_eq!(tensor.offset(), 2);
+        // A transposed view: other strides, the same handle and offset.
+        let transposed = tensor.permuted(&[1, 0]).unwrap();
+        for view in [&tensor, &transposed] {
+            let exported = view
+                .to_dlpack_versioned(arrow_dlpack_tensor::ExportOptions::default())
+                .unwrap();
+            // SAFETY: `exported` is a live managed tensor made just above.
+            let raw = unsafe { exported.tensor() };
+            assert_eq!(raw.device.device_type, device_type);
+            assert_eq!(raw.data as usize, 0x100, "the handle, untouched");
+            assert_eq!(raw.byte_offset, 8, "the offset, in byte_offset");
+            // Imported again, the same handle and offset.
+            let again = Tensor::from_managed_with(exported, any_device()).unwrap();
+            assert_eq!(again.buffer().as_ptr() as usize, 0x100);
+            assert_eq!(again.offset(), 2);
+        }
+        drop((tensor, transposed));
+        assert_eq!(count(&deleted), 1);
+    }
+}
+
+#[test]
+fn addresses_keep_the_offset_folded_into_data() {
+    let (raw, deleted) = versioned(&with(&[2, 3], |s| {
+        s.device.device_type = DLDeviceType::CUDA;
+        s.data = Data::Address(0x100);
+        s.byte_offset = 8;
+    }));
+    // SAFETY: freshly built and owned; the data is never read.
+    let tensor = unsafe { Tensor::from_raw_versioned_with(raw, any_device()) }.unwrap();
+    let exported = tensor
+        .to_dlpack_versioned(arrow_dlpack_tensor::ExportOptions::default())
+        .unwrap();
+    // SAFETY: as above.
+    let raw = unsafe { exported.tensor() };
+    assert_eq!((raw.data as usize, raw.byte_offset), (0x108, 0));
+    drop((tensor, exported));
+    assert_eq!(count(&deleted), 1);
+}
+
+#[test]
+fn an_offset_into_a_handle_must_be_whole_elements() {
+    let (raw, deleted) = versioned(&behind_handle(DLDeviceType::OPENCL, &[2], 6));
+    // SAFETY: freshly built and owned; the handle is never read.
+    let refused = unsafe { Tensor::from_raw_versioned_with(raw, any_device()) }.unwrap_err();
+    assert!(
+        matches!(refused, Error::Misaligned { .. } | Error::Overflow { .. }),
+        "{refused}"
+    );
+    assert_eq!(count(&deleted), 1);
+}

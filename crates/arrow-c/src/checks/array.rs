@@ -36,13 +36,14 @@ const _: () = {
 /// # Safety
 ///
 /// `array` must point to memory readable as an `ArrowArray`; pointers inside it are followed
-/// only after the fields that vouch for them have been checked, as for [`check_schema`].
+/// only after the fields that vouch for them have been checked, as for
+/// [`check_schema`](super::check_schema).
 ///
 /// The only buffer memory read is the variadic-sizes buffer of view types (`Utf8View`,
 /// `BinaryView`); every other read is of the structs and their `buffers` and `children` pointer
-/// arrays, which the C Device Data Interface keeps in host memory. `arrow_device` therefore
+/// arrays, which the C Device Data Interface keeps in host memory. The device import therefore
 /// checks device arrays here, for the layouts it accepts (no views).
-pub(crate) unsafe fn check_array(
+pub unsafe fn check_array(
     array: *const FFI_ArrowArray,
     data_type: &DataType,
     path: &str,

@@ -2,7 +2,8 @@
 
 use arrow_schema::{DataType, UnionMode};
 
-use super::{ArrowCError, Result};
+use super::Result;
+use crate::ArrowCError;
 
 /// How many buffers a layout has.
 #[derive(Debug, Clone, Copy)]

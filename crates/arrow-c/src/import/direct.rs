@@ -5,7 +5,7 @@
 //! and turned into a typed array: the largest share of `ad.array(pa_arr)` beyond PyArrow's own
 //! work (docs/benchmarks.md has the profile). For fixed-width numbers without children, and fixed-size lists of them (nested, as
 //! `arrow.fixed_shape_tensor` storage is), the typed array is built here from the struct that
-//! `arrow_ffi_checks::check_array` has checked: one owner holds the moved `ArrowArray` and
+//! `check_array` has checked: one owner holds the moved `ArrowArray` and
 //! releases it once when its last buffer dies, and each buffer is a view of the producer's memory
 //! that keeps the owner alive.
 //!
@@ -24,7 +24,7 @@ use arrow_array::{ArrayRef, FixedSizeListArray, PrimitiveArray};
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, ScalarBuffer};
 use arrow_schema::DataType;
 
-use crate::arrow_ffi_checks::ArrowCError;
+use crate::error::ArrowCError;
 
 /// What [`import`] did with an array.
 pub(super) enum Direct {

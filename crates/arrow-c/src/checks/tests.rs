@@ -8,6 +8,7 @@ use arrow_schema::{DataType, Field};
 
 use super::schema::schema_children;
 use super::*;
+use crate::ArrowCError;
 
 #[test]
 fn a_well_formed_export_of_arrow_rs_passes_every_check() {
@@ -64,10 +65,10 @@ fn wrong_buffer_and_child_counts_name_the_field() {
 
 #[test]
 fn negative_fixed_size_list_sizes_are_refused() {
-    assert_eq!(
+    assert!(matches!(
         schema_children("+w:-1", "ArrowSchema").unwrap_err(),
-        ArrowCError::Malformed("ArrowSchema.format \"+w:-1\" has a negative size -1".to_string())
-    );
+        ArrowCError::Malformed(message) if message == "ArrowSchema.format \"+w:-1\" has a negative size -1"
+    ));
     assert_eq!(schema_children("+ud:0,1,5", "S").unwrap(), Some(3));
     assert_eq!(schema_children("+s", "S").unwrap(), None);
     assert_eq!(schema_children("i", "S").unwrap(), Some(0));

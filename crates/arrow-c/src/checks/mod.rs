@@ -7,7 +7,8 @@
 //! arrow-rs, or reads memory that is not there. This module walks each struct first, field by
 //! field and recursively, against the layout its format prescribes
 //! (<https://arrow.apache.org/docs/format/CDataInterface.html>), and refuses a mismatch with an
-//! error that names the field by its path (`ArrowArray.children[1].n_buffers`).
+//! error that names the field by its path (`ArrowArray.children[1].n_buffers`): an [`ArrowCError::Malformed`], or an
+//! [`ArrowCError::Unsupported`] for a well-formed type this crate cannot import.
 //!
 //! What cannot be checked here is the memory behind the pointers: the interface carries no buffer
 //! sizes, so a buffer shorter than its length says is the producer's lie that no consumer can see.
@@ -21,6 +22,9 @@
 //! | `layout` | the buffers each data type has in C Data Interface order, and their sizes |
 
 use arrow_data::ArrayData;
+
+#[cfg(doc)]
+use crate::ArrowCError;
 use arrow_schema::DataType;
 
 mod array;
@@ -29,36 +33,14 @@ mod schema;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use array::check_array;
-pub(crate) use schema::check_schema;
+pub use array::check_array;
+pub use schema::check_schema;
 
 /// Nesting deeper than this is refused: it protects the recursion (and arrow-rs's) from a schema
 /// whose children point back at their parent.
 pub(super) const MAX_DEPTH: usize = 64;
 
-/// Why an Arrow C struct was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ArrowCError {
-    /// The struct breaks the C Data Interface: a `ValueError` in Python.
-    Malformed(String),
-    /// The struct is well formed but describes a type this package cannot import: a `TypeError`.
-    Unsupported(String),
-}
-
-impl std::fmt::Display for ArrowCError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ArrowCError::Malformed(message) => write!(f, "malformed Arrow C data: {message}"),
-            ArrowCError::Unsupported(message) => write!(f, "unsupported Arrow C data: {message}"),
-        }
-    }
-}
-
-pub(super) type Result<T = ()> = std::result::Result<T, ArrowCError>;
-
-pub(super) fn malformed(message: String) -> ArrowCError {
-    ArrowCError::Malformed(message)
-}
+pub(super) use crate::error::{Result, malformed};
 
 /// The `n_children` child pointers at `children`, each checked to be non-NULL.
 ///
@@ -94,7 +76,7 @@ pub(super) unsafe fn children<'a, T>(
 /// Validates what arrow-rs built from checked structs, where its layout makes values matter:
 /// offsets, UTF-8, views, dictionary keys, union type ids and run ends are checked in full, while
 /// fixed-width data (the DLPack case) costs nothing per element.
-pub(crate) fn validate_imported(data: &ArrayData, path: &str) -> Result {
+pub fn validate_imported(data: &ArrayData, path: &str) -> Result {
     let failed = |error: arrow_schema::ArrowError| malformed(format!("{path}: {error}"));
     data.validate().map_err(failed)?;
     let values_matter = matches!(

@@ -31,7 +31,7 @@ const _: () = {
 /// Checks an `ArrowSchema` and everything it points to, before arrow-rs parses it, and appends
 /// to `key` an encoding of everything arrow-rs reads of it (each struct's flags, format, name,
 /// metadata, children and dictionary), so that two schemas with equal keys describe the same
-/// field (`arrow_ffi` remembers parsed fields by it).
+/// field (a binding may remember parsed fields by it).
 ///
 /// # Safety
 ///
@@ -39,7 +39,7 @@ const _: () = {
 /// a struct a stream's `get_schema` filled). Pointers inside it are followed only after the
 /// fields that vouch for them have been checked (`release` first: a released schema is read no
 /// further), but the memory they point to must be what they claim, as the interface requires.
-pub(crate) unsafe fn check_schema(
+pub unsafe fn check_schema(
     schema: *const FFI_ArrowSchema,
     path: &str,
     key: &mut Vec<u8>,

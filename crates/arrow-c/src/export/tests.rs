@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use arrow_array::Int32Array;
 use arrow_array::ffi_stream::ArrayStreamReader;
-use arrow_schema::DataType;
+use arrow_array::{Array, Int32Array};
+use arrow_schema::{DataType, Field};
 
 use super::*;
 

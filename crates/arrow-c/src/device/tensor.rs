@@ -2,18 +2,17 @@
 //! Arrow device array and releases it once.
 
 use std::ffi::c_void;
+use std::ptr::NonNull;
 
 use arrow_array::ffi::FFI_ArrowArray;
 use arrow_dlpack::{EXTENSION_NAME, FixedShapeTensorType, dtype_of};
 use arrow_dlpack_tensor::{DType, Device, ImportOptions, Tensor};
 use arrow_schema::{DataType, Field};
 use dlpack_sys::{DLManagedTensorVersioned, DLPACK_VERSION, DLTensor, DlpackFlags};
-use pyo3::prelude::*;
 
-use super::FfiDeviceArray;
-use crate::arrow_ffi_checks as checks;
-use crate::device_sync::SyncEvent;
-use crate::errors::{self, Operation};
+use super::{ArrowDeviceArray, DeviceTensor};
+use crate::checks;
+use crate::error::{ArrowCError, Result, malformed};
 
 /// The owner of a device chunk seen as a DLPack tensor: the managed tensor handed to the tensor
 /// crate, its shape and strides, and the Arrow array, released when the owner is freed.
@@ -22,7 +21,7 @@ struct DeviceOwner {
     shape: Vec<i64>,
     strides: Vec<i64>,
     /// Dropped with the owner, which releases the Arrow array.
-    _array: FfiDeviceArray,
+    _array: ArrowDeviceArray,
 }
 
 /// The deleter: frees the owner, which releases the Arrow array once.
@@ -35,16 +34,13 @@ unsafe extern "C" fn delete_owner(managed: *mut DLManagedTensorVersioned) {
 }
 
 /// The element type, the inner shape and, for `arrow.fixed_shape_tensor`, the extension type of
-/// a column that can stay on a device; `BufferError` naming the device otherwise.
+/// a column that can stay on a device; [`ArrowCError::Device`] naming the device otherwise.
 fn device_layout(
     field: &Field,
     device: Device,
-) -> PyResult<(DType, Vec<usize>, Option<FixedShapeTensorType>)> {
+) -> Result<(DType, Vec<usize>, Option<FixedShapeTensorType>)> {
     let tensor_type = if field.extension_type_name() == Some(EXTENSION_NAME) {
-        Some(
-            FixedShapeTensorType::try_from_field(field)
-                .map_err(|error| errors::arrow_error(error, Operation::Import))?,
-        )
+        Some(FixedShapeTensorType::try_from_field(field).map_err(ArrowCError::Arrow)?)
     } else {
         None
     };
@@ -56,7 +52,7 @@ fn device_layout(
     }
     match dtype_of(data_type) {
         Ok(dtype) => Ok((dtype, inner, tensor_type)),
-        Err(_) => Err(errors::buffer_error(format!(
+        Err(_) => Err(ArrowCError::Device(format!(
             "cannot import a {} column held on {} device {} without reading device memory: \
              arrow_dlpack keeps device columns as tensors, which needs fixed-width numeric \
              values, fixed-size lists of them or arrow.fixed_shape_tensor",
@@ -67,19 +63,19 @@ fn device_layout(
     }
 }
 
-/// Refuses nulls in a device chunk without reading its bitmap: a known `null_count` above 0 is a
-/// `TypeError` (tensors hold no nulls), an unknown one (`-1`) with a validity bitmap a
-/// `BufferError` (counting would read device memory).
-fn require_no_nulls(array: &FFI_ArrowArray, device: Device, path: &str) -> PyResult<()> {
+/// Refuses nulls in a device chunk without reading its bitmap: a known `null_count` above 0 is
+/// [`ArrowCError::Nulls`] (tensors hold no nulls), an unknown one (`-1`) with a validity bitmap
+/// [`ArrowCError::Device`] (counting would read device memory).
+fn require_no_nulls(array: &FFI_ArrowArray, device: Device, path: &str) -> Result {
     match array.null_count_opt() {
         Some(0) => Ok(()),
-        Some(count) => Err(errors::type_error(format!(
+        Some(count) => Err(ArrowCError::Nulls(format!(
             "{path} has {count} nulls on {} device {}; a tensor cannot hold nulls",
             device.type_name(),
             device.device_id
         ))),
         None if array.buffer(0).is_null() => Ok(()),
-        None => Err(errors::buffer_error(format!(
+        None => Err(ArrowCError::Device(format!(
             "{path}.null_count is -1 (unknown) and its validity bitmap is on {} device {}: \
              counting the nulls would read device memory, which arrow_dlpack does not do; \
              export the column with its null_count",
@@ -91,19 +87,22 @@ fn require_no_nulls(array: &FFI_ArrowArray, device: Device, path: &str) -> PyRes
 
 /// A device chunk as a [`Tensor`] on `device`, without reading its memory: the chunk's shape is
 /// `(length, *inner)`, and for `arrow.fixed_shape_tensor` the type's dimension names and
-/// permutation apply, as on the CPU.
-pub(super) fn device_tensor(
-    array: FfiDeviceArray,
+/// permutation apply, as on the CPU. The tensor owns the array, released once when the tensor's
+/// last view dies; the array's sync event is handed back with it.
+///
+/// `device` is where the array's memory lives ([`super::device_of`] of its fields); the array
+/// is checked against `field`'s type as an `ArrowArray` is, reading only host memory.
+pub fn device_tensor(
+    array: ArrowDeviceArray,
     field: &Field,
     device: Device,
-) -> PyResult<(Tensor, SyncEvent)> {
+) -> Result<DeviceTensor> {
     let (dtype, inner, tensor_type) = device_layout(field, device)?;
     // SAFETY: the struct is live and ours. For the types `device_layout` accepts (fixed-width
     // values and fixed-size lists of them), `check_array` reads the struct fields, the `buffers`
     // and `children` pointer arrays (host memory, as the C Device Data Interface requires) and no
     // buffer memory: only view types make it read a buffer.
-    unsafe { checks::check_array(&array.array, field.data_type(), "ArrowDeviceArray.array") }
-        .map_err(errors::arrow_c_error)?;
+    unsafe { checks::check_array(&array.array, field.data_type(), "ArrowDeviceArray.array") }?;
     let mut level = &array.array;
     let mut path = "ArrowDeviceArray.array".to_string();
     require_no_nulls(level, device, &path)?;
@@ -115,7 +114,7 @@ pub(super) fn device_tensor(
         first = first
             .checked_mul(size)
             .and_then(|first| first.checked_add(level.offset()))
-            .ok_or_else(|| errors::value_error(format!("{path}.offset overflows")))?;
+            .ok_or_else(|| malformed(format!("{path}.offset overflows")))?;
     }
     let data = level.buffer(1);
     let mut shape = vec![array.array.len()];
@@ -131,9 +130,8 @@ pub(super) fn device_tensor(
     }
     let byte_offset = first
         .checked_mul(dtype.size())
-        .ok_or_else(|| errors::value_error("ArrowDeviceArray.array.offset overflows"))?;
-    let event = SyncEvent::from_ptr(array.sync_event);
-    crate::device_sync::check_event_device(device, event)?;
+        .ok_or_else(|| malformed("ArrowDeviceArray.array.offset overflows".into()))?;
+    let sync_event = NonNull::new(array.sync_event);
     let ndim = shape.len() as i32;
     let owner = Box::into_raw(Box::new(DeviceOwner {
         managed: DLManagedTensorVersioned {
@@ -168,24 +166,25 @@ pub(super) fn device_tensor(
     // with `any_device`, keeps device memory without reading it.
     let tensor =
         unsafe { Tensor::from_raw_versioned_with(managed, ImportOptions { any_device: true }) }
-            .map_err(errors::tensor_error)?;
+            .map_err(ArrowCError::Tensor)?;
+    let done = |tensor| Ok(DeviceTensor { tensor, sync_event });
     let Some(tensor_type) = tensor_type else {
-        return Ok((tensor, event));
+        return done(tensor);
     };
     let names = tensor_type.dim_names().map(|names| {
         std::iter::once(String::new())
             .chain(names.iter().cloned())
             .collect()
     });
-    let tensor = tensor.with_dim_names(names).map_err(errors::tensor_error)?;
+    let tensor = tensor.with_dim_names(names).map_err(ArrowCError::Tensor)?;
     let tensor = match tensor_type.permutation() {
         None => tensor,
         Some(permutation) => {
             let order: Vec<usize> = std::iter::once(0)
                 .chain(permutation.iter().map(|&axis| axis + 1))
                 .collect();
-            tensor.permuted(&order).map_err(errors::tensor_error)?
+            tensor.permuted(&order).map_err(ArrowCError::Tensor)?
         }
     };
-    Ok((tensor, event))
+    done(tensor)
 }

@@ -1,7 +1,7 @@
 //! Unit tests of the device interface: the device fields and the CPU device stream.
 
 use arrow_array::ArrayRef;
-use arrow_schema::{DataType, FieldRef};
+use arrow_schema::{DataType, Field, FieldRef};
 
 use std::sync::Arc;
 
@@ -12,14 +12,14 @@ use super::*;
 
 #[test]
 fn device_fields_are_checked() {
-    assert_eq!(device_of(1, -1, "x"), Ok(Device::CPU));
-    assert_eq!(device_of(1, 0, "x"), Ok(Device::CPU));
+    assert_eq!(device_of(1, -1, "x").unwrap(), Device::CPU);
+    assert_eq!(device_of(1, 0, "x").unwrap(), Device::CPU);
     assert_eq!(
-        device_of(2, 3, "x"),
-        Ok(Device {
+        device_of(2, 3, "x").unwrap(),
+        Device {
             device_type: 2,
             device_id: 3
-        })
+        }
     );
     for (device_type, device_id) in [
         (5, 0),
@@ -60,7 +60,7 @@ fn cpu_device_stream_hands_out_every_chunk_then_ends_and_releases_once() {
         &DataType::Int32
     );
     for chunk in &chunks {
-        let mut out = FfiDeviceArray::released();
+        let mut out = ArrowDeviceArray::released();
         // SAFETY: our live stream and a released device array to fill.
         assert_eq!(unsafe { device_stream_get_next(&mut stream, &mut out) }, 0);
         assert_eq!((out.device_type, out.device_id), (1, -1));
@@ -68,7 +68,7 @@ fn cpu_device_stream_hands_out_every_chunk_then_ends_and_releases_once() {
         assert_eq!(out.array.len(), chunk.len());
         assert_eq!(out.array.buffer(1), chunk.to_data().buffers()[0].as_ptr());
     }
-    let mut end = FfiDeviceArray::released();
+    let mut end = ArrowDeviceArray::released();
     // SAFETY: as above.
     assert_eq!(unsafe { device_stream_get_next(&mut stream, &mut end) }, 0);
     assert!(end.array.is_released());
@@ -79,6 +79,6 @@ fn cpu_device_stream_hands_out_every_chunk_then_ends_and_releases_once() {
 
 #[test]
 fn released_structs_release_nothing() {
-    drop(FfiDeviceArray::released());
-    drop(FfiDeviceStream::released());
+    drop(ArrowDeviceArray::released());
+    drop(ArrowDeviceArrayStream::released());
 }
