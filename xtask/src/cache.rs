@@ -72,6 +72,7 @@ pub(crate) fn claim_build_dir(root: &Path) -> Result<BuildDirClaim> {
     fs::create_dir_all(&target)
         .map_err(|error| format!("could not create {}: {error}", target.display()))?;
     let lock_path = target.join("xtask.lock");
+    own_inode(&lock_path)?;
     let lock = File::options()
         .create(true)
         .truncate(false)
@@ -98,10 +99,39 @@ pub(crate) fn claim_build_dir(root: &Path) -> Result<BuildDirClaim> {
                 target.display()
             );
         }
-        fs::write(&last_path, &this)
+        // Written beside and renamed over, so that a copy of the directory made with hard links
+        // keeps its own record rather than writing through into this one.
+        let written = target.join(format!("{LAST_CLONE}.{}", std::process::id()));
+        fs::write(&written, &this)
+            .and_then(|()| fs::rename(&written, &last_path))
             .map_err(|error| format!("could not write {}: {error}", last_path.display()))?;
     }
     Ok(BuildDirClaim { _lock: lock })
+}
+
+/// Gives `path` an inode of its own when it shares one with another name.
+///
+/// A build directory copied with hard links (`cp -al`, a cheap way to start a second one) shares
+/// its lock file with the original, and a lock on one would then hold the other: two commands in
+/// two directories would wait for each other. A shared file is replaced by a new one, renamed
+/// over it, before it is locked.
+fn own_inode(path: &Path) -> Result {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match fs::metadata(path) {
+            Ok(metadata) if metadata.nlink() > 1 => {
+                let fresh = path.with_extension(format!("lock.{}", std::process::id()));
+                File::create(&fresh)
+                    .and_then(|_| fs::rename(&fresh, path))
+                    .map_err(|error| format!("could not replace {}: {error}", path.display()))?;
+            }
+            _ => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 /// The package names of the crates under `crates/`.
@@ -162,6 +192,30 @@ fn remove_fingerprints(target: &Path, packages: &[String]) -> Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_lock_file_shared_through_a_hard_link_gets_its_own_inode() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir().join(format!("xtask-inode-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let original = dir.join("original.lock");
+        let copy = dir.join("xtask.lock");
+        fs::write(&original, "").unwrap();
+        fs::hard_link(&original, &copy).unwrap();
+        assert_eq!(fs::metadata(&copy).unwrap().nlink(), 2);
+        own_inode(&copy).unwrap();
+        let (a, b) = (
+            fs::metadata(&original).unwrap(),
+            fs::metadata(&copy).unwrap(),
+        );
+        assert_eq!((a.nlink(), b.nlink()), (1, 1));
+        assert_ne!(a.ino(), b.ino());
+        // A file of its own is left as it is.
+        own_inode(&copy).unwrap();
+        assert_eq!(fs::metadata(&copy).unwrap().ino(), b.ino());
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn fingerprints_of_the_named_packages_only_are_removed_in_every_profile() {
