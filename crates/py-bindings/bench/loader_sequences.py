@@ -309,13 +309,12 @@ def render(rows, slow_rows, tokens, repetitions, times, checked, buckets, elapse
         f"{bucket_pad:,} vs {plain_pad:,} over {bucket_batches:,} and {plain_batches:,} batches) "
         f"| {bucket_ratio:.3f} | <= 0.25 | {met(bucket_ratio <= 0.25)} |",
         "",
-        f"Where the packed pass's time goes: ours in jagged mode, which decodes and hands out the "
+        f"Profile of the packed pass: ours in jagged mode, which decodes and hands out the "
         f"values and offsets without writing positions, takes {median['ours-jagged']:.3f} s "
-        f"({median['ours-jagged'] / median['ours-pack']:.0%} of the packed pass); pyarrow decoding "
-        f"the same file into batches of {BATCH} without converting anything takes "
-        f"{median['arrow-decode']:.3f} s ({median['arrow-decode'] / median['numpy-pack']:.0%} of the "
-        "numpy anchor). The rest of the packed pass is the int64 `position_ids` (8 bytes written "
-        "per token) and the `cu_seqlens`.",
+        f"({median['ours-jagged'] / median['ours-pack']:.0%} of our packed pass); pyarrow "
+        f"decoding the same file into batches of {BATCH} without converting anything takes "
+        f"{median['arrow-decode']:.3f} s ({median['arrow-decode'] / median['numpy-pack']:.0%} of "
+        "the numpy anchor's packed pass).",
     ]
     return "\n".join(out) + "\n"
 
