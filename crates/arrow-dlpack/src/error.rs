@@ -137,6 +137,41 @@ pub enum Error {
         reason: String,
     },
 
+    /// Metadata or storage that does not describe a valid `arrow.variable_shape_tensor`, or
+    /// tensors that cannot form one column.
+    #[error("invalid arrow.variable_shape_tensor: {reason}")]
+    InvalidVariableShapeTensor {
+        /// What is wrong, with what was expected and what was found.
+        reason: String,
+    },
+
+    /// A row index past the end of an array.
+    #[error("row {index} is out of range; expected an index below {len}, the array's length")]
+    RowOutOfRange {
+        /// The index asked for.
+        index: usize,
+        /// The array's length.
+        len: usize,
+    },
+
+    /// A null row, which has no tensor.
+    #[error("row {index} is null; expected a valid row (a null row has no tensor)")]
+    NullRow {
+        /// The index of the null row.
+        index: usize,
+    },
+
+    /// A padding value that the tensor's dtype cannot hold.
+    #[error(
+        "pad value {value} cannot be stored as {dtype}; expected a value the dtype holds exactly          (a whole number in range for integer dtypes)"
+    )]
+    PadValue {
+        /// The value asked for.
+        value: f64,
+        /// The dtype of the padded tensor.
+        dtype: DType,
+    },
+
     /// A dimension too large for an Arrow fixed-size list.
     #[error("fixed-size list size {size} is too large; expected at most {MAX_LIST_SIZE}")]
     ListSizeOverflow {

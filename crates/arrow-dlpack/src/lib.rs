@@ -21,6 +21,8 @@
 //! | [`tensor_to_fixed_size_list`] | tensor -> Arrow | n-d row-major -> nested `FixedSizeListArray`, zero-copy |
 //! | [`FixedShapeTensorType`], [`FixedShapeTensorMetadata`] | both | the `arrow.fixed_shape_tensor` extension type and its JSON metadata, PyArrow-compatible |
 //! | [`FixedShapeTensorArray`] | both | `to_tensor` (permutation applied exactly) and `from_tensor` (permutation derived from strides), with the same options |
+//! | [`VariableShapeTensorType`], [`VariableShapeTensorMetadata`], [`VARIABLE_SHAPE_TENSOR_NAME`] | both | the `arrow.variable_shape_tensor` extension type and its JSON metadata (key `permutation` written, `permutations` also read) |
+//! | [`VariableShapeTensorArray`], [`VariableShapePadOptions`] | both | storage checked row by row; `row(i)` a zero-copy tensor of the row's own shape, `from_tensors` (a copy), `to_padded` with the shapes |
 //! | [`concat_chunks`], [`ConcatOptions`], [`chunks_need_copy`] | Arrow | one chunk zero-copy; several concatenated only when a copy is allowed |
 //! | [`Table`] | Arrow | the columns of a `RecordBatch`, a `StructArray`, or names and arrays |
 //! | [`table_to_tensor`], [`TableToTensorOptions`] | Arrow -> tensor | numeric columns -> one writable 2-D tensor (a copy), row- or column-major, PyArrow's type promotion, nulls refused or NaN |
@@ -91,6 +93,7 @@ mod from_tensor;
 mod ndarray_interop;
 mod table;
 mod to_tensor;
+mod variable_shape_tensor;
 
 pub use chunked::{ConcatOptions, chunks_need_copy, concat_chunks};
 pub use data_type::{ARROW_DTYPES, arrow_type_of, dtype_of};
@@ -105,6 +108,10 @@ pub use table::{
     tables_to_tensor, write_rows,
 };
 pub use to_tensor::{ArrayToTensorOptions, array_to_tensor, validity_to_tensor};
+pub use variable_shape_tensor::{
+    VARIABLE_SHAPE_TENSOR_NAME, VariableShapePadOptions, VariableShapeTensorArray,
+    VariableShapeTensorMetadata, VariableShapeTensorType,
+};
 
 /// The tensor layer, whole: [`tensor::layout`], [`tensor::Iter`] and everything re-exported above.
 pub use arrow_dlpack_tensor as tensor;

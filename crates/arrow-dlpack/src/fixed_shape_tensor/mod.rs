@@ -17,6 +17,7 @@ mod tensor_type;
 
 pub use array::FixedShapeTensorArray;
 pub use metadata::FixedShapeTensorMetadata;
+pub(crate) use tensor_type::is_permutation;
 pub use tensor_type::FixedShapeTensorType;
 
 /// The extension name, stored under `ARROW:extension:name`.
