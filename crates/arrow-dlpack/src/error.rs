@@ -163,7 +163,8 @@ pub enum Error {
 
     /// A padding value that the tensor's dtype cannot hold.
     #[error(
-        "pad value {value} cannot be stored as {dtype}; expected a value the dtype holds exactly          (a whole number in range for integer dtypes)"
+        "pad value {value} cannot be stored as {dtype}; expected a value the dtype holds exactly \
+         (a whole number in range for integer dtypes)"
     )]
     PadValue {
         /// The value asked for.

@@ -245,10 +245,14 @@ pub(crate) fn arrow_error(error: arrow_dlpack::Error, operation: Operation) -> P
         | E::ZeroDimensional
         | E::UnsupportedDType { .. }
         | E::InvalidExtension { .. }
+        | E::InvalidVariableShapeTensor { .. }
         | E::ListSizeOverflow { .. }
         | E::MixedChunkTypes { .. }
         | E::NoChunks
         | E::Arrow(_) => Kind::Value,
+        // A row that has no tensor, or a padding value the dtype cannot hold. Python checks
+        // indexes itself (IndexError) before a row is asked for.
+        E::RowOutOfRange { .. } | E::NullRow { .. } | E::PadValue { .. } => Kind::Value,
         // A copy was needed and `copy=False` forbade it.
         E::GappedStrides { .. } | E::CopyRequired { .. } => Kind::Buffer,
         // A variant added to arrow-dlpack after this file was written: a value problem until it

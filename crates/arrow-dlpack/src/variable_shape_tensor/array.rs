@@ -280,10 +280,7 @@ impl VariableShapeTensorArray {
     /// The stored shape of a valid row, checked non-negative when the array was made.
     fn stored_shape(&self, index: usize) -> Vec<usize> {
         let start = self.shapes.value_offset_at(index);
-        let extents = self
-            .shapes
-            .values()
-            .as_primitive::<Int32Type>();
+        let extents = self.shapes.values().as_primitive::<Int32Type>();
         extents.values()[start..start + self.ndim()]
             .iter()
             .map(|&extent| extent as usize)

@@ -108,7 +108,9 @@ impl VariableShapeTensorArray {
                         contiguous = row.to_contiguous()?;
                         &contiguous
                     };
-                    let elements = row.row_major_buffer().expect("a row-major row has a buffer");
+                    let elements = row
+                        .row_major_buffer()
+                        .expect("a row-major row has a buffer");
                     write_padded(&mut out, elements.as_slice(), row.shape(), &max, &pattern);
                 }
             }
@@ -211,14 +213,20 @@ mod tests {
 
     #[test]
     fn pad_bytes_refuse_fractions_and_values_out_of_range() {
-        assert_eq!(pad_bytes(DType::Int16, -2.0).unwrap(), (-2i16).to_ne_bytes());
+        assert_eq!(
+            pad_bytes(DType::Int16, -2.0).unwrap(),
+            (-2i16).to_ne_bytes()
+        );
         assert_eq!(pad_bytes(DType::UInt8, 255.0).unwrap(), [255]);
         assert!(pad_bytes(DType::UInt8, 256.0).is_err());
         assert!(pad_bytes(DType::UInt8, -1.0).is_err());
         assert!(pad_bytes(DType::Int32, 0.5).is_err());
         assert!(pad_bytes(DType::Int64, f64::NAN).is_err());
         assert!(pad_bytes(DType::Int64, 9.3e18).is_err());
-        assert_eq!(pad_bytes(DType::Float32, 0.5).unwrap(), 0.5f32.to_ne_bytes());
+        assert_eq!(
+            pad_bytes(DType::Float32, 0.5).unwrap(),
+            0.5f32.to_ne_bytes()
+        );
         assert!(pad_bytes(DType::Bool, 0.0).is_err());
     }
 }

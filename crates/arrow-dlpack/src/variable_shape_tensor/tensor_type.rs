@@ -95,9 +95,7 @@ impl VariableShapeTensorType {
     ) -> Result<Self> {
         let invalid = |reason: String| Err(Error::InvalidVariableShapeTensor { reason });
         if ndim > MAX_NDIM {
-            return invalid(format!(
-                "{ndim} dimensions; expected at most {MAX_NDIM}"
-            ));
+            return invalid(format!("{ndim} dimensions; expected at most {MAX_NDIM}"));
         }
         if let Some(permutation) = &metadata.permutation
             && !is_permutation(permutation, ndim)
@@ -289,7 +287,11 @@ pub(super) fn storage_parts(data_type: &DataType) -> Result<(&DataType, usize)> 
         Some(DataType::FixedSizeList(item, size)) if item.data_type() == &DataType::Int32 => {
             usize::try_from(*size).map_err(|_| refuse("has a `shape` of negative size"))?
         }
-        Some(_) => return Err(refuse("has a `shape` field that is not a fixed-size list of int32")),
+        Some(_) => {
+            return Err(refuse(
+                "has a `shape` field that is not a fixed-size list of int32",
+            ));
+        }
         None => return Err(refuse("has no `shape` field")),
     };
     Ok((value_type, ndim))

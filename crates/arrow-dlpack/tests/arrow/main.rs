@@ -8,3 +8,4 @@ mod interop;
 mod ownership;
 mod primitive;
 mod record_batch;
+mod variable_shape_tensor;
