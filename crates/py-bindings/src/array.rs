@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use arrow_array::ArrayRef;
 use arrow_dlpack::{
-    ArrayToTensorOptions, EXTENSION_NAME, TensorToArrayOptions, chunks_need_copy, tensor_to_array,
+    ArrayToTensorOptions, EXTENSION_NAME, TensorToArrayOptions, VARIABLE_SHAPE_TENSOR_NAME,
+    chunks_need_copy, tensor_to_array,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{DataType, Field, FieldRef};
@@ -20,6 +21,7 @@ use crate::dlpack_export::{DlpackSource, cpu_device};
 use crate::dlpack_import::{Devices, import_tensor};
 use crate::errors::{self, Operation};
 use crate::fixed_shape_tensor::PyFixedShapeTensorArray;
+use crate::variable_shape_tensor::PyVariableShapeTensorArray;
 use crate::numpy::{self, ArrayFacts};
 use crate::pretty;
 use crate::py_tensor::PyTensor;
@@ -71,7 +73,8 @@ fn unnamed_field(data_type: &DataType) -> FieldRef {
     )
 }
 
-/// Wraps an imported column: an `arrow.fixed_shape_tensor` field gives a `FixedShapeTensorArray`.
+/// Wraps an imported column: an `arrow.fixed_shape_tensor` field gives a `FixedShapeTensorArray`,
+/// an `arrow.variable_shape_tensor` field a `VariableShapeTensorArray`.
 pub(crate) fn wrap_column(
     py: Python<'_>,
     field: FieldRef,
@@ -83,13 +86,18 @@ pub(crate) fn wrap_column(
         let column = Column::new(field, chunks);
         return Ok(PyFixedShapeTensorArray::create(py, column, tensor_type)?.into_any());
     }
+    if field.extension_type_name() == Some(VARIABLE_SHAPE_TENSOR_NAME) {
+        let column = Column::new(field, chunks);
+        return Ok(PyVariableShapeTensorArray::create(py, column)?.into_any());
+    }
     Ok(Py::new(py, PyArray::new(Column::new(field, chunks)))?.into_any())
 }
 
 /// Imports any object with `__arrow_c_array__` or `__arrow_c_stream__` (pyarrow Array and
 /// ChunkedArray, polars Series, nanoarrow, arro3, ...) without copying.
 ///
-/// An `arrow.fixed_shape_tensor` column gives a `FixedShapeTensorArray`.
+/// An `arrow.fixed_shape_tensor` column gives a `FixedShapeTensorArray`, an
+/// `arrow.variable_shape_tensor` column a `VariableShapeTensorArray`.
 ///
 /// An `arrow_dlpack` array is taken as it is (its chunks shared, without the C interfaces).
 #[pyfunction]

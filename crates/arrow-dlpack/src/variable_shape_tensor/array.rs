@@ -92,8 +92,16 @@ impl VariableShapeTensorArray {
                     "row {row} has a null in its shape; expected {ndim} extents"
                 )));
             }
+            let (first, end) = (data.value_offsets()[row], data.value_offsets()[row + 1]);
+            if first < 0 || end < first || end as usize > data.values().len() {
+                return Err(invalid(format!(
+                    "row {row} has data offsets {first}..{end}; expected an increasing range \
+                     inside the {} values",
+                    data.values().len()
+                )));
+            }
             let shape = &extents.values()[start..start + ndim];
-            check_row_shape(&data_type, row, shape, data.value_length(row))?;
+            check_row_shape(&data_type, row, shape, end - first)?;
         }
         let values = dtype_of(data_type.value_type())
             .ok()
