@@ -268,6 +268,108 @@ pub enum Error {
         columns: usize,
     },
 
+    /// Offsets that do not delimit rows of a ragged tensor or list array: a dtype other than
+    /// int32 or int64, a first offset other than 0, a decreasing pair, or a last offset other
+    /// than the number of values.
+    #[error("invalid list offsets: {reason}")]
+    InvalidOffsets {
+        /// What is wrong, with what was expected and what was found.
+        reason: String,
+    },
+
+    /// A null row in a list array, and the caller did not allow nulls.
+    #[error(
+        "nulls are not allowed: row {row} of the list array is null ({}); expected none, or set \
+         `allow_nulls` in ListToRaggedOptions to read null rows as empty rows",
+        plural(*null_count, "null row in all", "null rows in all")
+    )]
+    NullRow {
+        /// The position of the first null row.
+        row: usize,
+        /// How many rows are null.
+        null_count: usize,
+    },
+
+    /// An Arrow type that is not a variable-length list.
+    #[error(
+        "cannot read {data_type} as a ragged tensor; expected a list, large list, list view or \
+         large list view"
+    )]
+    NotAList {
+        /// The type found.
+        data_type: DataType,
+    },
+
+    /// A row index or range outside a ragged tensor.
+    #[error("rows {start}..{end} are out of range; expected rows within 0..{rows}")]
+    RowsOutOfRange {
+        /// The first row asked for.
+        start: usize,
+        /// One past the last row asked for.
+        end: usize,
+        /// The number of rows.
+        rows: usize,
+    },
+
+    /// Ragged tensors combined into one whose values differ in dtype or row shape.
+    #[error(
+        "piece {index} has values of dtype {found_dtype} with element shape {found_shape:?}; \
+         expected dtype {expected_dtype} with element shape {expected_shape:?}, those of piece 0"
+    )]
+    MixedRaggedPieces {
+        /// The index of the first piece that differs.
+        index: usize,
+        /// The dtype of piece 0.
+        expected_dtype: DType,
+        /// The element shape (the values' shape after the first dimension) of piece 0.
+        expected_shape: Vec<usize>,
+        /// The dtype of piece `index`.
+        found_dtype: DType,
+        /// The element shape of piece `index`.
+        found_shape: Vec<usize>,
+    },
+
+    /// More values than offsets of the chosen width can count.
+    #[error(
+        "{what} need offsets up to {total}, which do not fit {dtype}; expected at most {}",
+        offset_limit(*dtype)
+    )]
+    OffsetOverflow {
+        /// What the offsets are for, for example `"cu_seqlens"`.
+        what: &'static str,
+        /// The largest offset needed.
+        total: u128,
+        /// The offsets' dtype.
+        dtype: DType,
+    },
+
+    /// No ragged tensors (or rows) given, so the dtype is unknown.
+    #[error(
+        "no {what} given; expected at least one (the dtype and element shape come from the first)"
+    )]
+    NoPieces {
+        /// What was expected: `"pieces"` or `"rows"`.
+        what: &'static str,
+    },
+
+    /// A pad value that the values' dtype cannot represent.
+    #[error("pad value {value} does not fit dtype {dtype}; expected {expected}")]
+    PadValue {
+        /// The pad value, as given.
+        value: String,
+        /// The values' dtype.
+        dtype: DType,
+        /// What the dtype accepts.
+        expected: &'static str,
+    },
+
+    /// Padding or unpadding options or arguments that contradict each other.
+    #[error("invalid padding: {reason}")]
+    InvalidPadding {
+        /// What is wrong, with what was expected and what was found.
+        reason: String,
+    },
+
     /// An error from arrow-rs while assembling an array.
     #[error(transparent)]
     Arrow(#[from] arrow_schema::ArrowError),
@@ -323,6 +425,15 @@ fn nulls(count: usize) -> String {
 /// The row-major strides of `shape`, for messages; empty when they overflow.
 fn expected_row_major_strides(shape: &[usize]) -> Vec<isize> {
     arrow_dlpack_tensor::layout::row_major_strides(shape).unwrap_or_default()
+}
+
+/// The largest offset `dtype` can hold, for messages.
+fn offset_limit(dtype: DType) -> String {
+    match dtype {
+        DType::Int32 => i32::MAX.to_string(),
+        DType::Int64 => i64::MAX.to_string(),
+        other => format!("the range of {other}"),
+    }
 }
 
 fn unsupported_dtype_message(dtype: DType) -> String {

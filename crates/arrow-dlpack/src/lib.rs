@@ -24,6 +24,10 @@
 //! | [`VariableShapeTensorType`], [`VariableShapeTensorMetadata`], [`VARIABLE_SHAPE_TENSOR_NAME`] | both | the `arrow.variable_shape_tensor` extension type and its JSON metadata (key `permutation` written, `permutations` also read) |
 //! | [`VariableShapeTensorArray`], [`VariableShapePadOptions`] | both | storage checked row by row; `row(i)` a zero-copy tensor of the row's own shape, `from_tensors` (a copy), `to_padded` with the shapes |
 //! | [`concat_chunks`], [`ConcatOptions`], [`chunks_need_copy`] | Arrow | one chunk zero-copy; several concatenated only when a copy is allowed |
+//! | [`list_to_ragged`], [`ListToRaggedOptions`], [`RaggedTensor`] | Arrow -> tensor | `list`, `large_list` and list views -> values `(N, *inner)` (zero-copy view of the referenced elements) and offsets `(B + 1,)`; rows, slices, `take`, `concat` |
+//! | [`RaggedTensor::to_padded`], [`pad_pieces`], [`PadOptions`], [`PadValue`], [`Side`] | tensor | ragged rows -> `(B, L, *inner)`, padded and truncated on either side, by one memory-speed kernel; [`RaggedTensor::from_padded`] back |
+//! | [`RaggedTensor::to_packed`], [`pack_pieces`], [`PackedTensor`] | tensor | values, `cu_seqlens` (int32), `position_ids` (int64) and `max_seqlen` for varlen attention |
+//! | [`RaggedTensor::to_list_array`], [`RaggedTensor::from_rows`] | tensor -> Arrow | back to a `list` / `large_list` array sharing the buffers; ragged from a list of tensors |
 //! | [`Table`] | Arrow | the columns of a `RecordBatch`, a `StructArray`, or names and arrays |
 //! | [`table_to_tensor`], [`TableToTensorOptions`] | Arrow -> tensor | numeric columns -> one writable 2-D tensor (a copy), row- or column-major, PyArrow's type promotion, nulls refused or NaN |
 //! | [`table_to_tensors`], [`ColumnTensorOptions`] | Arrow -> tensor | one zero-copy tensor per column, named; nulls located by [`NullLocation`] |
@@ -91,6 +95,7 @@ mod fixed_shape_tensor;
 mod from_tensor;
 #[cfg(feature = "ndarray")]
 mod ndarray_interop;
+mod ragged;
 mod table;
 mod to_tensor;
 mod variable_shape_tensor;
@@ -102,6 +107,10 @@ pub use fixed_shape_tensor::{
     EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorMetadata, FixedShapeTensorType,
 };
 pub use from_tensor::{TensorToArrayOptions, tensor_to_array, tensor_to_fixed_size_list};
+pub use ragged::{
+    ListToRaggedOptions, PackedTensor, PadOptions, PadValue, RaggedTensor, Side, list_to_ragged,
+    pack_pieces, pad_pieces,
+};
 pub use table::{
     ColumnTensorOptions, RecordBatchToTensorOptions, RowsDestination, Table, TableToTensorOptions,
     WriteRowsOptions, columns_to_tensor, table_dtype, table_to_tensor, table_to_tensors,

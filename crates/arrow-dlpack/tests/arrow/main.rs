@@ -7,5 +7,6 @@ mod fixed_size_list;
 mod interop;
 mod ownership;
 mod primitive;
+mod ragged;
 mod record_batch;
 mod variable_shape_tensor;
