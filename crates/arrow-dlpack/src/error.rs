@@ -145,32 +145,11 @@ pub enum Error {
         reason: String,
     },
 
-    /// A row index past the end of an array.
-    #[error("row {index} is out of range; expected an index below {len}, the array's length")]
-    RowOutOfRange {
-        /// The index asked for.
-        index: usize,
-        /// The array's length.
-        len: usize,
-    },
-
-    /// A null row, which has no tensor.
+    /// A null row of a variable-shape tensor column, which has no tensor.
     #[error("row {index} is null; expected a valid row (a null row has no tensor)")]
-    NullRow {
+    NullTensor {
         /// The index of the null row.
         index: usize,
-    },
-
-    /// A padding value that the tensor's dtype cannot hold.
-    #[error(
-        "pad value {value} cannot be stored as {dtype}; expected a value the dtype holds exactly \
-         (a whole number in range for integer dtypes)"
-    )]
-    PadValue {
-        /// The value asked for.
-        value: f64,
-        /// The dtype of the padded tensor.
-        dtype: DType,
     },
 
     /// A dimension too large for an Arrow fixed-size list.

@@ -21,11 +21,11 @@ use crate::dlpack_export::{DlpackSource, cpu_device};
 use crate::dlpack_import::{Devices, import_tensor};
 use crate::errors::{self, Operation};
 use crate::fixed_shape_tensor::PyFixedShapeTensorArray;
-use crate::variable_shape_tensor::PyVariableShapeTensorArray;
 use crate::numpy::{self, ArrayFacts};
 use crate::pretty;
 use crate::py_tensor::PyTensor;
 use crate::type_names::field_type_name;
+use crate::variable_shape_tensor::PyVariableShapeTensorArray;
 use crate::{arrow_device, arrow_ffi};
 
 /// An Arrow array (one column, possibly in several chunks) that speaks DLPack.

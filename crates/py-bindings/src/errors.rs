@@ -250,9 +250,8 @@ pub(crate) fn arrow_error(error: arrow_dlpack::Error, operation: Operation) -> P
         | E::MixedChunkTypes { .. }
         | E::NoChunks
         | E::Arrow(_) => Kind::Value,
-        // A row that has no tensor, or a padding value the dtype cannot hold. Python checks
-        // indexes itself (IndexError) before a row is asked for.
-        E::RowOutOfRange { .. } | E::NullRow { .. } | E::PadValue { .. } => Kind::Value,
+        // A null row of a variable-shape tensor column: Python gives None instead of asking.
+        E::NullTensor { .. } => Kind::Value,
         // A copy was needed and `copy=False` forbade it.
         E::GappedStrides { .. } | E::CopyRequired { .. } => Kind::Buffer,
         // A variant added to arrow-dlpack after this file was written: a value problem until it

@@ -6,15 +6,15 @@ use std::sync::Arc;
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use arrow_dlpack::{
-    ArrayToTensorOptions, VariableShapePadOptions, VariableShapeTensorArray,
+    ArrayToTensorOptions, PadValue, VariableShapePadOptions, VariableShapeTensorArray,
     VariableShapeTensorMetadata, VariableShapeTensorType,
 };
 use arrow_dlpack_tensor::Tensor;
 use arrow_schema::extension::EXTENSION_TYPE_METADATA_KEY;
 use pyo3::PyClassInitializer;
-use pyo3::exceptions::PyIndexError;
+use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PySlice, PyTuple};
+use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PySlice, PyTuple};
 
 use crate::array::{PyArray, wrap_column};
 use crate::column::Column;
@@ -140,10 +140,7 @@ impl PyVariableShapeTensorArray {
                 .column
                 .combined(true)
                 .and_then(|storage| {
-                    VariableShapeTensorArray::try_from_field_and_array(
-                        self.column.field(),
-                        storage,
-                    )
+                    VariableShapeTensorArray::try_from_field_and_array(self.column.field(), storage)
                 })
                 .map_err(|error| errors::arrow_error(error, Operation::Import)),
         }
@@ -231,27 +228,57 @@ impl PyVariableShapeTensorArray {
     }
 
     /// Every row copied into one writable tensor of shape `(len, max_0, max_1, ...)` padded with
-    /// `pad_value`, and the rows' shapes as a writable int32 tensor `(len, ndim)`.
+    /// `pad_value` (an int, float or bool; 0 when None), and the rows' shapes as a writable int32 tensor `(len, ndim)`.
     ///
     /// Null rows (all padding, shape zeros) and nulls among the elements raise
     /// ArrowDLPackValueError unless `allow_nulls=True`; a `pad_value` the dtype cannot hold
     /// exactly raises ArrowDLPackValueError.
-    #[pyo3(signature = (pad_value = 0.0, *, allow_nulls = false))]
+    #[pyo3(signature = (pad_value = None, *, allow_nulls = false))]
     fn to_padded<'py>(
         &self,
         py: Python<'py>,
-        pad_value: f64,
+        pad_value: Option<&Bound<'py, PyAny>>,
         allow_nulls: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let array = self.combined()?;
         let options = VariableShapePadOptions {
-            pad_value,
+            pad_value: pad_value
+                .map(extract_pad_value)
+                .transpose()?
+                .unwrap_or_default(),
             allow_nulls,
         };
         let (padded, shapes) = py
             .detach(|| array.to_padded(options))
             .map_err(|error| errors::arrow_error(error, Operation::ToTensor))?;
         PyTuple::new(py, [PyTensor::new(padded), PyTensor::new(shapes)])
+    }
+
+    /// The rows as a ragged pair `(values, offsets)` when they differ only in their first
+    /// dimension: values `(N, *inner)`, a zero-copy view of the data without a permutation, and
+    /// offsets `(B + 1,)` (int32 when N fits); `torch.nested.nested_tensor_from_jagged(values,
+    /// offsets)` takes them.
+    ///
+    /// Rows that differ beyond their first dimension, null rows, nulls among the elements
+    /// (unless `allow_nulls=True`) and 0-d rows raise ArrowDLPackValueError; a permuted column
+    /// is copied, or refused with ArrowDLPackBufferError when `copy=False`.
+    #[pyo3(signature = (*, allow_nulls = false, copy = None))]
+    fn to_ragged<'py>(
+        &self,
+        py: Python<'py>,
+        allow_nulls: bool,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let array = self.combined()?;
+        let options = ArrayToTensorOptions {
+            allow_nulls,
+            allow_copy: copy != Some(false),
+        };
+        let ragged = array
+            .to_ragged(options)
+            .map_err(|error| errors::arrow_error(error, Operation::ToTensor))?;
+        let (values, offsets) = ragged.into_parts();
+        PyTuple::new(py, [PyTensor::new(values), PyTensor::new(offsets)])
     }
 
     /// The shape of each row as `array[i].shape` gives it (the stored shape in logical order),
@@ -296,7 +323,9 @@ impl PyVariableShapeTensorArray {
     /// metadata has no uniform shape.
     #[getter]
     fn uniform_shape(&self) -> Option<Vec<Option<i32>>> {
-        self.tensor_type.uniform_shape().map(<[Option<i32>]>::to_vec)
+        self.tensor_type
+            .uniform_shape()
+            .map(<[Option<i32>]>::to_vec)
     }
 
     /// The element type, named as PyArrow names it.
@@ -304,4 +333,29 @@ impl PyVariableShapeTensorArray {
     fn value_type(&self) -> String {
         data_type_name(self.tensor_type.value_type())
     }
+}
+
+/// A Python pad value: a bool, an int (in the range of int64 or uint64) or a float.
+fn extract_pad_value(value: &Bound<'_, PyAny>) -> PyResult<PadValue> {
+    if let Ok(flag) = value.cast::<PyBool>() {
+        return Ok(PadValue::Bool(flag.is_true()));
+    }
+    if value.is_instance_of::<PyInt>() {
+        if let Ok(signed) = value.extract::<i64>() {
+            return Ok(PadValue::Int(signed));
+        }
+        if let Ok(unsigned) = value.extract::<u64>() {
+            return Ok(PadValue::UInt(unsigned));
+        }
+        return Err(errors::value_error(format!(
+            "pad value {value} is out of range; expected an integer that fits int64 or uint64"
+        )));
+    }
+    if let Ok(float) = value.cast::<PyFloat>() {
+        return Ok(PadValue::Float(float.value()));
+    }
+    Err(PyTypeError::new_err(format!(
+        "pad value {value:?} has type {}; expected an int, a float or a bool",
+        value.get_type().name()?
+    )))
 }

@@ -101,7 +101,7 @@ def test_images_of_mixed_sizes_are_zero_copy_rows():
         view = np.from_dlpack(row)
         np.testing.assert_array_equal(view, original)
         # A view of PyArrow's data buffer at the row's offset: zero-copy.
-        assert view.ctypes.data == base + offsets[i]
+        assert view.ctypes.data == base + int(offsets[i])
         assert not view.flags.writeable
 
 
@@ -192,8 +192,11 @@ def test_pyarrow_columns_follow_the_spec_permutation(permutation):
 def test_reads_arrow_rs_misspelled_key_and_hands_pyarrow_the_spec_key():
     physical = [np.arange(6, dtype=np.float32).reshape(2, 3)]
     arrow_rs = {"dim_names": None, "permutations": [1, 0], "uniform_shape": None}
-    # PyArrow ignores the misspelled key: the permutation is lost there.
-    assert "permutation" not in str(pyarrow_column(physical, arrow_rs).type)
+    # PyArrow refuses arrow-rs's explicit nulls, and ignores the misspelled key: the permutation
+    # is lost there.
+    with pytest.raises(pa.ArrowInvalid):
+        pyarrow_column(physical, arrow_rs)
+    assert "permutation" not in str(pyarrow_column(physical, {"permutations": [1, 0]}).type)
     array = ad.array(_Column(storage_of(physical), arrow_rs))
     assert array.permutation == [1, 0]
     np.testing.assert_array_equal(np.from_dlpack(array[0]), physical[0].T)
@@ -394,7 +397,8 @@ def test_ipc_files_both_ways(tmp_path):
     for i, stored in enumerate(arrays):
         np.testing.assert_array_equal(np.from_dlpack(array[i]), stored.T)
     # Written by PyArrow from our column, read by PyArrow and by us.
-    ours = ad.VariableShapeTensorArray.from_numpy_ndarray(arrays, permutation=[1, 0], uniform_shape=[None, 2])
+    # uniform_shape describes the stored (physical) dimensions: (2, n) here.
+    ours = ad.VariableShapeTensorArray.from_numpy_ndarray(arrays, permutation=[1, 0], uniform_shape=[2, None])
     path = tmp_path / "ours.arrow"
     table = pa.table({"x": pa.array(ours)})
     with pa.ipc.new_file(path, table.schema) as writer:
@@ -403,7 +407,7 @@ def test_ipc_files_both_ways(tmp_path):
     assert str(back.type) == ours.type
     again = ad.array(back)
     assert again.permutation == [1, 0]
-    assert again.uniform_shape == [None, 2]
+    assert again.uniform_shape == [2, None]
     for i, want in enumerate(arrays):
         np.testing.assert_array_equal(np.from_dlpack(again[i]), want)
 
@@ -432,7 +436,8 @@ def test_chunked_columns_index_across_chunks_and_pad_as_one():
 
 def test_to_padded_matches_numpy():
     arrays = images(2)
-    array = ad.VariableShapeTensorArray.from_numpy_ndarray(arrays, permutation=[2, 0, 1], dim_names=["C", "H", "W"])
+    # Logical (H, W, C) stored as (C, H, W): logical H is physical 1, W 2, C 0.
+    array = ad.VariableShapeTensorArray.from_numpy_ndarray(arrays, permutation=[1, 2, 0], dim_names=["C", "H", "W"])
     padded, shapes = array.to_padded(pad_value=255)
     assert padded.dim_names == ["", "H", "W", "C"]
     assert padded.is_mutable and shapes.is_mutable
@@ -472,3 +477,28 @@ def test_the_whole_array_does_not_export_through_dlpack():
     array = ad.VariableShapeTensorArray.from_numpy_ndarray([np.zeros(2), np.zeros(3)])
     with pytest.raises(TypeError):
         np.from_dlpack(array)
+
+
+# Ragged views.
+
+
+def test_to_ragged_views_rows_that_differ_only_in_their_first_dimension():
+    arrays = [np.arange(n * 3, dtype=np.float32).reshape(n, 3) for n in (2, 0, 4)]
+    array = ad.VariableShapeTensorArray.from_numpy_ndarray(arrays)
+    values, offsets = array.to_ragged()
+    assert values.shape == (6, 3)
+    np.testing.assert_array_equal(np.from_dlpack(values), np.concatenate(arrays))
+    np.testing.assert_array_equal(np.from_dlpack(offsets), [0, 2, 2, 6])
+    assert np.from_dlpack(values).ctypes.data == np.from_dlpack(array[0]).ctypes.data
+    nested = torch.nested.nested_tensor_from_jagged(
+        torch.from_dlpack(values), torch.from_dlpack(offsets).to(torch.int64)
+    )
+    for got, want in zip(nested.unbind(), arrays):
+        torch.testing.assert_close(got, torch.from_numpy(want))
+    with pytest.raises(ValueError):
+        ad.VariableShapeTensorArray.from_numpy_ndarray([np.zeros((1, 2)), np.zeros((1, 3))]).to_ragged()
+    permuted = ad.VariableShapeTensorArray.from_numpy_ndarray(arrays, permutation=[1, 0])
+    with pytest.raises(BufferError):
+        permuted.to_ragged(copy=False)
+    values, _ = permuted.to_ragged()
+    np.testing.assert_array_equal(np.from_dlpack(values), np.concatenate(arrays))

@@ -207,7 +207,7 @@ impl VariableShapeTensorArray {
     }
 
     /// The shape of row `index` as stored (the physical shape, the row-major layout of its
-    /// data); [`Error::RowOutOfRange`] past the end, [`Error::NullRow`] for a null row.
+    /// data); [`Error::RowsOutOfRange`] past the end, [`Error::NullTensor`] for a null row.
     pub fn shape(&self, index: usize) -> Result<Vec<usize>> {
         self.check_row(index)?;
         Ok(self.stored_shape(index))
@@ -223,8 +223,8 @@ impl VariableShapeTensorArray {
     /// own shape, with the permutation applied as strides (logical dimension `i` is physical
     /// dimension `permutation[i]`) and the dimension names in logical order.
     ///
-    /// A null row is refused with [`Error::NullRow`], an index past the end with
-    /// [`Error::RowOutOfRange`], nulls among the row's elements with [`Error::Nulls`], and a
+    /// A null row is refused with [`Error::NullTensor`], an index past the end with
+    /// [`Error::RowsOutOfRange`], nulls among the row's elements with [`Error::Nulls`], and a
     /// value type without a dtype with [`Error::UnsupportedType`].
     pub fn row(&self, index: usize) -> Result<Tensor> {
         self.row_with(index, ArrayToTensorOptions::default())
@@ -274,13 +274,14 @@ impl VariableShapeTensorArray {
     /// Refuses an index past the end or a null row.
     fn check_row(&self, index: usize) -> Result<()> {
         if index >= self.len() {
-            return Err(Error::RowOutOfRange {
-                index,
-                len: self.len(),
+            return Err(Error::RowsOutOfRange {
+                start: index,
+                end: index + 1,
+                rows: self.len(),
             });
         }
         if self.storage.is_null(index) {
-            return Err(Error::NullRow { index });
+            return Err(Error::NullTensor { index });
         }
         Ok(())
     }

@@ -13,11 +13,13 @@
 //! | `array` | [`VariableShapeTensorArray`]: storage checked row by row; each row a zero-copy tensor |
 //! | `build` | `VariableShapeTensorArray::from_tensors`: tensors copied into one column |
 //! | `padded` | `VariableShapeTensorArray::to_padded`, [`VariableShapePadOptions`] |
+//! | `ragged` | `VariableShapeTensorArray::to_ragged`: rows that differ only in their first dimension as one [`RaggedTensor`](crate::RaggedTensor) |
 
 mod array;
 mod build;
 mod metadata;
 mod padded;
+mod ragged;
 mod tensor_type;
 
 pub use array::VariableShapeTensorArray;

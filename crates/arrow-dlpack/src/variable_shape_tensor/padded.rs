@@ -1,25 +1,27 @@
 //! `VariableShapeTensorArray::to_padded`: every row copied into one tensor padded to the
 //! largest extent of each dimension, with the rows' shapes beside it.
 
+use arrow_dlpack_tensor::Tensor;
 use arrow_dlpack_tensor::alloc::PooledVec;
-use arrow_dlpack_tensor::{DType, Tensor};
 
 use super::VariableShapeTensorArray;
-use crate::{ArrayToTensorOptions, Error, NullLocation, Result};
+use crate::{ArrayToTensorOptions, Error, NullLocation, PadValue, Result};
 
 /// What [`VariableShapeTensorArray::to_padded`] fills and accepts.
 ///
 /// ```
 /// use arrow_dlpack::VariableShapePadOptions;
 ///
-/// let options = VariableShapePadOptions { pad_value: -1.0, ..Default::default() };
+/// use arrow_dlpack::PadValue;
+///
+/// let options = VariableShapePadOptions { pad_value: PadValue::Int(-1), ..Default::default() };
 /// assert!(!options.allow_nulls);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct VariableShapePadOptions {
-    /// The value of the padding elements, converted to the column's dtype: it must be a whole
-    /// number inside the range of an integer dtype ([`Error::PadValue`] otherwise).
-    pub pad_value: f64,
+    /// The value of the padding elements, checked against the column's dtype
+    /// ([`Error::PadValue`] when the dtype cannot hold it).
+    pub pad_value: PadValue,
     /// Accept null rows (all padding, shape zeros) and nulls among the elements (unspecified
     /// values); without it they are refused with [`Error::Nulls`].
     pub allow_nulls: bool,
@@ -56,7 +58,7 @@ impl VariableShapeTensorArray {
             });
         };
         let dtype = values.dtype();
-        let pattern = pad_bytes(dtype, options.pad_value)?;
+        let pattern = options.pad_value.to_element_bytes(dtype)?;
         if !options.allow_nulls && self.null_count() > 0 {
             return Err(Error::Nulls {
                 null_count: self.null_count(),
@@ -167,66 +169,5 @@ fn fill(out: &mut PooledVec<u8>, pattern: &[u8], count: usize) {
         out.resize(out.len() + bytes, pattern[0]);
     } else {
         out.extend(pattern.iter().copied().cycle().take(bytes));
-    }
-}
-
-/// The bytes of `value` as one element of `dtype`, in native byte order.
-fn pad_bytes(dtype: DType, value: f64) -> Result<Vec<u8>> {
-    let refuse = || Error::PadValue { value, dtype };
-    let whole = || {
-        if value.fract() == 0.0 && value.is_finite() {
-            Ok(value)
-        } else {
-            Err(refuse())
-        }
-    };
-    // `as` saturates; the round trip through i128 catches every value out of range.
-    macro_rules! integer {
-        ($t:ty) => {{
-            let value = whole()?;
-            let integer = <$t>::try_from(value as i128).map_err(|_| refuse())?;
-            if integer as f64 != value {
-                return Err(refuse());
-            }
-            integer.to_ne_bytes().to_vec()
-        }};
-    }
-    Ok(match dtype {
-        DType::Int8 => integer!(i8),
-        DType::Int16 => integer!(i16),
-        DType::Int32 => integer!(i32),
-        DType::Int64 => integer!(i64),
-        DType::UInt8 => integer!(u8),
-        DType::UInt16 => integer!(u16),
-        DType::UInt32 => integer!(u32),
-        DType::UInt64 => integer!(u64),
-        DType::Float16 => half::f16::from_f64(value).to_ne_bytes().to_vec(),
-        DType::Float32 => (value as f32).to_ne_bytes().to_vec(),
-        DType::Float64 => value.to_ne_bytes().to_vec(),
-        _ => return Err(refuse()),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pad_bytes_refuse_fractions_and_values_out_of_range() {
-        assert_eq!(
-            pad_bytes(DType::Int16, -2.0).unwrap(),
-            (-2i16).to_ne_bytes()
-        );
-        assert_eq!(pad_bytes(DType::UInt8, 255.0).unwrap(), [255]);
-        assert!(pad_bytes(DType::UInt8, 256.0).is_err());
-        assert!(pad_bytes(DType::UInt8, -1.0).is_err());
-        assert!(pad_bytes(DType::Int32, 0.5).is_err());
-        assert!(pad_bytes(DType::Int64, f64::NAN).is_err());
-        assert!(pad_bytes(DType::Int64, 9.3e18).is_err());
-        assert_eq!(
-            pad_bytes(DType::Float32, 0.5).unwrap(),
-            0.5f32.to_ne_bytes()
-        );
-        assert!(pad_bytes(DType::Bool, 0.0).is_err());
     }
 }

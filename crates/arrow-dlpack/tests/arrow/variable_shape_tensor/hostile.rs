@@ -87,5 +87,5 @@ fn lies_under_a_null_row_are_not_read() {
     )
     .unwrap();
     assert_eq!(array.row(0).unwrap().shape(), &[1, 2]);
-    assert!(matches!(array.row(1), Err(Error::NullRow { index: 1 })));
+    assert!(matches!(array.row(1), Err(Error::NullTensor { index: 1 })));
 }

@@ -9,7 +9,7 @@ use arrow_array::{
 };
 use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_dlpack::{
-    ArrayToTensorOptions, Error, NullLocation, Tensor, VARIABLE_SHAPE_TENSOR_NAME,
+    ArrayToTensorOptions, Error, NullLocation, PadValue, Tensor, VARIABLE_SHAPE_TENSOR_NAME,
     VariableShapePadOptions, VariableShapeTensorArray, VariableShapeTensorMetadata,
     VariableShapeTensorType,
 };
@@ -335,11 +335,18 @@ fn null_rows_have_no_tensor_and_pad_only_when_allowed() {
     .unwrap();
     assert_eq!(array.null_count(), 1);
     assert!(array.is_null(1));
-    assert!(matches!(array.row(1), Err(Error::NullRow { index: 1 })));
-    assert!(matches!(array.shape(1), Err(Error::NullRow { index: 1 })));
+    assert!(matches!(array.row(1), Err(Error::NullTensor { index: 1 })));
+    assert!(matches!(
+        array.shape(1),
+        Err(Error::NullTensor { index: 1 })
+    ));
     assert!(matches!(
         array.row(3),
-        Err(Error::RowOutOfRange { index: 3, len: 3 })
+        Err(Error::RowsOutOfRange {
+            start: 3,
+            end: 4,
+            rows: 3
+        })
     ));
     assert_eq!(elements(&array.row(2).unwrap()), [10, 11]);
     assert!(matches!(
@@ -350,7 +357,7 @@ fn null_rows_have_no_tensor_and_pad_only_when_allowed() {
         })
     ));
     let options = VariableShapePadOptions {
-        pad_value: -1.0,
+        pad_value: PadValue::Int(-1),
         allow_nulls: true,
     };
     let (padded, shapes) = array.to_padded(options).unwrap();
@@ -415,7 +422,7 @@ fn to_padded_pads_permuted_rows_in_logical_order() {
     let array = VariableShapeTensorArray::from_tensors(&[a, b], metadata).unwrap();
     let (padded, shapes) = array
         .to_padded(VariableShapePadOptions {
-            pad_value: 7.0,
+            pad_value: PadValue::Int(7),
             ..Default::default()
         })
         .unwrap();
@@ -428,7 +435,7 @@ fn to_padded_pads_permuted_rows_in_logical_order() {
     assert_eq!(shapes.as_slice::<i32>().unwrap(), &[1, 3, 2, 2]);
     assert!(matches!(
         array.to_padded(VariableShapePadOptions {
-            pad_value: 0.5,
+            pad_value: PadValue::Float(0.5),
             ..Default::default()
         }),
         Err(Error::PadValue { .. })
@@ -461,4 +468,75 @@ fn field_and_storage_rebuild_the_array_and_slices_keep_their_rows() {
         VariableShapeTensorArray::try_from_field_and_array(&field, not_a_struct),
         Err(Error::InvalidVariableShapeTensor { .. })
     ));
+}
+
+#[test]
+fn to_ragged_views_rows_that_differ_only_in_their_first_dimension() {
+    let rows = [
+        counting(&[2, 3], 0),
+        counting(&[0, 3], 0),
+        counting(&[4, 3], 100),
+    ];
+    let array = VariableShapeTensorArray::from_tensors(&rows, Default::default()).unwrap();
+    let ragged = array.to_ragged(ArrayToTensorOptions::default()).unwrap();
+    assert_eq!(ragged.values().shape(), &[6, 3]);
+    assert_eq!(ragged.offsets().as_slice::<i32>().unwrap(), &[0, 2, 2, 6]);
+    // Zero-copy: the values start where row 0 does.
+    assert_eq!(ragged.values().data_ptr(), array.row(0).unwrap().data_ptr());
+    for (index, row) in rows.iter().enumerate() {
+        assert_eq!(elements(&ragged.row(index).unwrap()), elements(row));
+    }
+    // A slice starts at its first row.
+    let tail = array
+        .slice(2, 1)
+        .to_ragged(ArrayToTensorOptions::default())
+        .unwrap();
+    assert_eq!(elements(tail.values()), elements(&rows[2]));
+    assert_eq!(tail.offsets().as_slice::<i32>().unwrap(), &[0, 4]);
+}
+
+#[test]
+fn to_ragged_refuses_what_is_not_ragged() {
+    let mixed = VariableShapeTensorArray::from_tensors(
+        &[counting(&[2, 3], 0), counting(&[2, 4], 0)],
+        Default::default(),
+    )
+    .unwrap();
+    assert!(matches!(
+        mixed.to_ragged(ArrayToTensorOptions::default()),
+        Err(Error::MixedRaggedPieces { index: 1, .. })
+    ));
+    let a = counting(&[2], 0);
+    let with_null =
+        VariableShapeTensorArray::from_optional_tensors(&[Some(&a), None], Default::default())
+            .unwrap();
+    assert!(matches!(
+        with_null.to_ragged(ArrayToTensorOptions::default()),
+        Err(Error::Nulls { null_count: 1, .. })
+    ));
+    let scalars =
+        VariableShapeTensorArray::from_tensors(&[counting(&[], 0)], Default::default()).unwrap();
+    assert!(matches!(
+        scalars.to_ragged(ArrayToTensorOptions::default()),
+        Err(Error::ZeroDimensional)
+    ));
+    // Permuted rows are not stored one after another in logical order: a copy, when allowed.
+    let metadata = VariableShapeTensorMetadata {
+        permutation: Some(vec![1, 0]),
+        ..Default::default()
+    };
+    let rows = [counting(&[2, 3], 0), counting(&[1, 3], 50)];
+    let permuted = VariableShapeTensorArray::from_tensors(&rows, metadata).unwrap();
+    assert!(matches!(
+        permuted.to_ragged(ArrayToTensorOptions::default()),
+        Err(Error::CopyRequired { .. })
+    ));
+    let copy = permuted
+        .to_ragged(ArrayToTensorOptions {
+            allow_copy: true,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(copy.values().shape(), &[3, 3]);
+    assert_eq!(elements(copy.values()), [0, 1, 2, 3, 4, 5, 50, 51, 52]);
 }
