@@ -441,6 +441,7 @@ class FixedShapeTensorArray(Array):
     def value_type(self) -> str:
         """The element type, named as PyArrow names it."""
 
+@final
 class VariableShapeTensorArray(Array):
     """An array of tensors of one element type and rank, each of its own shape (the
     ``arrow.variable_shape_tensor`` extension type, which PyArrow reads but has no class for).
@@ -478,14 +479,27 @@ class VariableShapeTensorArray(Array):
         does not fit.
         """
     def to_padded(
-        self, pad_value: float = 0.0, *, allow_nulls: bool = False
+        self, pad_value: Union[int, float, bool, None] = None, *, allow_nulls: bool = False
     ) -> tuple[Tensor, Tensor]:
         """Every row copied into one writable tensor ``(len, max_0, max_1, ...)`` padded with
-        ``pad_value``, and the rows' shapes as a writable int32 tensor ``(len, ndim)``.
+        ``pad_value`` (0 when None), and the rows' shapes as a writable int32 tensor
+        ``(len, ndim)``.
 
         Null rows (all padding, shape zeros) and nulls among the elements raise
         ArrowDLPackValueError unless ``allow_nulls=True``; so does a ``pad_value`` the dtype
         cannot hold exactly.
+        """
+    def to_ragged(
+        self, *, allow_nulls: bool = False, copy: Optional[bool] = None
+    ) -> tuple[Tensor, Tensor]:
+        """The rows as ``(values, offsets)`` when they differ only in their first dimension:
+        values ``(N, *inner)``, a zero-copy view of the data when there is no permutation, and
+        offsets ``(B + 1,)`` (int32 when N fits), as
+        ``torch.nested.nested_tensor_from_jagged(values, offsets)`` takes them.
+
+        Rows that differ beyond their first dimension, null rows, nulls among the elements
+        (unless ``allow_nulls=True``) and 0-d rows raise ArrowDLPackValueError; a permuted
+        column is copied, or refused with ArrowDLPackBufferError when ``copy=False``.
         """
     @property
     def shapes(self) -> list[Optional[list[int]]]:
