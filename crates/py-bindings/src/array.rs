@@ -21,6 +21,7 @@ use crate::dlpack_export::{DlpackSource, cpu_device};
 use crate::dlpack_import::{Devices, import_tensor};
 use crate::errors::{self, Operation};
 use crate::fixed_shape_tensor::PyFixedShapeTensorArray;
+use crate::list_array::PyListArray;
 use crate::numpy::{self, ArrayFacts};
 use crate::pretty;
 use crate::py_tensor::PyTensor;
@@ -74,7 +75,8 @@ fn unnamed_field(data_type: &DataType) -> FieldRef {
 }
 
 /// Wraps an imported column: an `arrow.fixed_shape_tensor` field gives a `FixedShapeTensorArray`,
-/// an `arrow.variable_shape_tensor` field a `VariableShapeTensorArray`.
+/// an `arrow.variable_shape_tensor` field a `VariableShapeTensorArray`, a variable-length list
+/// (`list`, `large_list` and their views) a `ListArray`.
 pub(crate) fn wrap_column(
     py: Python<'_>,
     field: FieldRef,
@@ -90,6 +92,15 @@ pub(crate) fn wrap_column(
         let column = Column::new(field, chunks);
         return Ok(PyVariableShapeTensorArray::create(py, column)?.into_any());
     }
+    if matches!(
+        field.data_type(),
+        DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::ListView(_)
+            | DataType::LargeListView(_)
+    ) {
+        return Ok(PyListArray::create(py, Column::new(field, chunks))?.into_any());
+    }
     Ok(Py::new(py, PyArray::new(Column::new(field, chunks)))?.into_any())
 }
 
@@ -97,7 +108,8 @@ pub(crate) fn wrap_column(
 /// ChunkedArray, polars Series, nanoarrow, arro3, ...) without copying.
 ///
 /// An `arrow.fixed_shape_tensor` column gives a `FixedShapeTensorArray`, an
-/// `arrow.variable_shape_tensor` column a `VariableShapeTensorArray`.
+/// `arrow.variable_shape_tensor` column a `VariableShapeTensorArray`, a variable-length list
+/// column a `ListArray`.
 ///
 /// An `arrow_dlpack` array is taken as it is (its chunks shared, without the C interfaces).
 #[pyfunction]

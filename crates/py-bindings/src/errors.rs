@@ -254,6 +254,20 @@ pub(crate) fn arrow_error(error: arrow_dlpack::Error, operation: Operation) -> P
         E::NullTensor { .. } => Kind::Value,
         // A copy was needed and `copy=False` forbade it.
         E::GappedStrides { .. } | E::CopyRequired { .. } => Kind::Buffer,
+        // Ragged tensors and list columns: malformed offsets or lengths, null rows not allowed,
+        // pieces or rows that do not match, rows out of range, pad values or padding arguments
+        // that contradict the data: all value problems, like the other imports and `to_tensor()`
+        // on data with nulls.
+        E::InvalidOffsets { .. }
+        | E::NullRow { .. }
+        | E::MixedRaggedPieces { .. }
+        | E::RowsOutOfRange { .. }
+        | E::OffsetOverflow { .. }
+        | E::NoPieces { .. }
+        | E::PadValue { .. }
+        | E::InvalidPadding { .. } => Kind::Value,
+        // A column that is not a list where a list is needed: its type is wrong.
+        E::NotAList { .. } => Kind::Type,
         // A variant added to arrow-dlpack after this file was written: a value problem until it
         // is mapped here on purpose.
         _ => Kind::Value,
@@ -281,6 +295,11 @@ fn python_message(error: &arrow_dlpack::Error, operation: Operation) -> String {
         E::ColumnNulls { column, null_count } => format!(
             "found {null_count} nulls in column {column:?}; expected none, or pass \
              null_to_nan=True to write them as NaN"
+        ),
+        E::NullRow { row, null_count } => format!(
+            "row {row} of the list array is null ({null_count} null rows in all); expected none, \
+             or pass allow_nulls=True (to lengths(), to_padded(), to_packed() or to_jagged()) to \
+             read null rows as empty rows"
         ),
         E::CopyRequired { reason, .. } => {
             format!("{reason} requires a copy, which copy=False forbids")

@@ -11,6 +11,7 @@
 //! | `column` | `Column`: one Arrow column (field and chunks), the data of arrays and tables |
 //! | `fixed_shape_tensor` | `FixedShapeTensorArray`: `arrow.fixed_shape_tensor` columns |
 //! | `variable_shape_tensor` | `VariableShapeTensorArray`: `arrow.variable_shape_tensor` columns, each row a zero-copy tensor |
+//! | `list_array` | `ListArray`: variable-length list columns as ragged tensors (values and offsets, padded, packed, jagged) |
 //! | `conveniences` | PyArrow's conveniences over chunks and tensors: slices, indexing, `nbytes`, `equals`, `is_null` |
 //! | `numpy` | `to_numpy` and friends through `np.from_dlpack`, numpy imported only when called |
 //! | `tables` | `Tensor.from_arrow` and `column_tensors()`: tables and record batches to tensors |
@@ -32,8 +33,8 @@
 //!
 //! Imports between these files run one way (base files first: `cache`, `type_names`, `counters`,
 //! `protocols`, `copies`, `column`, `py_tensor`, ...; `exchange` and `loader` last); only `array`
-//! and its subclasses `fixed_shape_tensor` and `variable_shape_tensor` refer to each other. `cargo xtask
-//! tidy` checks it (`xtask/src/tidy/imports.rs`), and `docs/architecture.md` gives the order.
+//! and its subclasses `fixed_shape_tensor`, `variable_shape_tensor` and `list_array` refer to each
+//! other. `cargo xtask tidy` checks it (`xtask/src/tidy/imports.rs`), and `docs/architecture.md` gives the order.
 
 mod array;
 mod arrow_device;
@@ -51,6 +52,7 @@ mod dlpack_method;
 mod errors;
 mod exchange;
 mod fixed_shape_tensor;
+mod list_array;
 mod loader;
 mod memory_pool;
 mod numpy;
@@ -92,6 +94,7 @@ fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<py_tensor::PyTensor>()?;
     module.add_class::<fixed_shape_tensor::PyFixedShapeTensorArray>()?;
     module.add_class::<variable_shape_tensor::PyVariableShapeTensorArray>()?;
+    module.add_class::<list_array::PyListArray>()?;
     module.add_class::<loader::PyBatches>()?;
     errors::register(module)?;
     dlpack_method::install(module.py())?;

@@ -17,6 +17,7 @@ use crate::Result;
 const ALLOWED_PAIRS: &[(&str, &str)] = &[
     ("array", "fixed_shape_tensor"),
     ("array", "variable_shape_tensor"),
+    ("array", "list_array"),
 ];
 
 /// Which files of the crate each file refers to, through `crate::` paths.

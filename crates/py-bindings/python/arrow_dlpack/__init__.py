@@ -11,7 +11,10 @@ array([2, 0, 2, 4])
   producer without copying; an ``arrow.fixed_shape_tensor`` column gives a
   :class:`FixedShapeTensorArray`, an ``arrow.variable_shape_tensor`` column a
   :class:`VariableShapeTensorArray` whose rows are zero-copy tensors of their
-  own shapes (PyArrow reads that type but has no class for it).
+  own shapes (PyArrow reads that type but has no class for it), a
+  variable-length list column a :class:`ListArray` (a ragged tensor: zero-copy
+  values and offsets, padded, packed for varlen attention, or jagged for
+  ``torch.nested``).
 - :class:`Array`, :class:`Tensor` and :class:`FixedShapeTensorArray` export
   through ``__dlpack__`` (to numpy, PyTorch, JAX, PyArrow, ...) and import any
   DLPack producer through ``from_dlpack``, JAX's legacy-only capsules included.
@@ -86,6 +89,7 @@ from arrow_dlpack._arrow_dlpack import (
     ArrowDLPackTypeError,
     ArrowDLPackValueError,
     FixedShapeTensorArray,
+    ListArray,
     Tensor,
     VariableShapeTensorArray,
     __version__,
@@ -105,6 +109,7 @@ __all__ = [
     "ArrowDLPackTypeError",
     "ArrowDLPackValueError",
     "FixedShapeTensorArray",
+    "ListArray",
     "Tensor",
     "VariableShapeTensorArray",
     "__version__",

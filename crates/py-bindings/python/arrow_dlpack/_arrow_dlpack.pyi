@@ -15,6 +15,7 @@ __all__ = [
     "ArrowDLPackTypeError",
     "ArrowDLPackValueError",
     "FixedShapeTensorArray",
+    "ListArray",
     "Tensor",
     "VariableShapeTensorArray",
     "__version__",
@@ -46,13 +47,14 @@ class ArrowDLPackValueError(ArrowDLPackError, ValueError):
 class ArrowDLPackBufferError(ArrowDLPackError, BufferError):
     """A device other than the CPU, a stream, or copy=False when a copy is needed."""
 
-def array(obj: Any) -> Union[Array, FixedShapeTensorArray, VariableShapeTensorArray, Tensor]:
+def array(obj: Any) -> Union[Array, FixedShapeTensorArray, VariableShapeTensorArray, ListArray, Tensor]:
     """Imports any object with ``__arrow_c_array__`` or ``__arrow_c_stream__`` (pyarrow Array and
     ChunkedArray, polars Series, nanoarrow, arro3, ...) without copying.
 
     An ``arrow.fixed_shape_tensor`` column gives a :class:`FixedShapeTensorArray`, an
     ``arrow.variable_shape_tensor`` column a :class:`VariableShapeTensorArray` (its rows checked
-    against their shapes: ArrowDLPackValueError for storage that lies).
+    against their shapes: ArrowDLPackValueError for storage that lies); a ``list``,
+    ``large_list``, ``list_view`` or ``large_list_view`` column a :class:`ListArray`.
     A stream of several chunks keeps its chunks; they are concatenated only when an export needs
     one array and copying is allowed.
 
@@ -520,6 +522,75 @@ class VariableShapeTensorArray(Array):
     @property
     def value_type(self) -> str:
         """The element type, named as PyArrow names it."""
+
+@final
+class ListArray(Array):
+    """A variable-length list column (``list``, ``large_list``, ``list_view``,
+    ``large_list_view``) as a ragged tensor: ``values`` ``(N, *inner)`` holding the rows one after
+    another and ``offsets`` ``(B + 1,)`` that delimit them.
+
+    Elements may be numbers, booleans (unpacked, a copy), fixed-size lists (inner dimensions) or
+    ``arrow.fixed_shape_tensor`` cells. One chunk is zero-copy (a list view whose rows are out of
+    order is copied); several chunks are concatenated by ``values``, ``offsets`` and
+    :meth:`to_jagged` (a copy) and padded or packed piece by piece by :meth:`to_padded` and
+    :meth:`to_packed` without a concatenation. Null rows raise ArrowDLPackValueError unless
+    ``allow_nulls=True``, which reads them as empty rows (dropping, by a copy, any elements their
+    offsets still cover).
+    """
+
+    @property
+    def values(self) -> Tensor:
+        """The elements of all rows, ``(N, *inner)``: a zero-copy view of only the elements the
+        rows refer to (a sliced column starts at its first row's first element)."""
+    @property
+    def offsets(self) -> Tensor:
+        """The offsets ``(B + 1,)``, int32 (``list``, ``list_view``) or int64 (the large types),
+        starting at 0: shared with the column when its offsets start at 0, else rebased."""
+    def lengths(self, *, allow_nulls: bool = False) -> Tensor:
+        """The length of every row, int64 ``(B,)``."""
+    def to_padded(
+        self,
+        pad_value: Union[bool, int, float, None] = None,
+        *,
+        max_length: Optional[int] = None,
+        pad_to_multiple_of: Optional[int] = None,
+        padding_side: str = "right",
+        truncation_side: str = "right",
+        allow_nulls: bool = False,
+    ) -> Tensor:
+        """The rows padded into a fresh, writable tensor ``(B, L, *inner)``; ``L`` is the longest
+        row after truncation to ``max_length``, rounded up to ``pad_to_multiple_of``.
+
+        ``pad_value`` (0 when None) must fit the dtype: ``-100`` into uint8 or ``0.5`` into
+        int32 raise ArrowDLPackValueError. ``padding_side`` and ``truncation_side`` are
+        ``"left"`` or ``"right"``.
+        """
+    def to_packed(self, *, allow_nulls: bool = False) -> dict[str, Any]:
+        """The rows packed for varlen attention (flash-attention's ``cu_seqlens``): a dict with
+        ``"values"`` ``(N, *inner)`` (zero-copy for one chunk), ``"cu_seqlens"`` (int32,
+        ``(B + 1,)``), ``"position_ids"`` (int64, ``(N,)``, restarting at 0 in every row) and
+        ``"max_seqlen"`` (an int)."""
+    def to_jagged(self, *, allow_nulls: bool = False) -> Tuple[Tensor, Tensor]:
+        """``(values, offsets)`` with int64 offsets, for
+        ``torch.nested.nested_tensor_from_jagged(torch.from_dlpack(values),
+        torch.from_dlpack(offsets))``."""
+    @staticmethod
+    def from_offsets(values: Any, offsets: Any) -> ListArray:
+        """A list array from values ``(N, *inner)`` and offsets ``(B + 1,)`` (DLPack producers;
+        int32 offsets give ``list``, int64 ``large_list``, inner dimensions fixed-size lists),
+        sharing their memory when the values are row-major.
+
+        Offsets that do not start at 0, decrease, or do not end at ``N`` raise
+        ArrowDLPackValueError.
+        """
+    @staticmethod
+    def from_padded(tensor: Any, lengths: Any, *, padding_side: str = "right") -> ListArray:
+        """A list array of the rows of a padded tensor ``(B, L, *inner)``: row ``b`` is its first
+        ``lengths[b]`` elements (its last ones with ``padding_side="left"``). A copy."""
+    @staticmethod
+    def from_tensors(tensors: list[Any]) -> ListArray:
+        """A list array with one row per tensor (DLPack producers of shape
+        ``(length_i, *inner)`` sharing dtype and element shape). A copy."""
 
 @final
 class _Batches:
