@@ -502,3 +502,17 @@ def test_to_ragged_views_rows_that_differ_only_in_their_first_dimension():
         permuted.to_ragged(copy=False)
     values, _ = permuted.to_ragged()
     np.testing.assert_array_equal(np.from_dlpack(values), np.concatenate(arrays))
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {},
+        {"permutation": [2, 0, 1]},
+        {"dim_names": ["x", "y", "z"], "uniform_shape": [None, 1, None]},
+        {"permutation": [1, 0, 2], "dim_names": ["x", "y", "z"], "uniform_shape": [2, None, None]},
+    ],
+)
+def test_type_names_match_pyarrow(metadata):
+    column = pyarrow_column([np.zeros((2, 1, 3), np.float64)], metadata)
+    assert ad.array(column).type == str(column.type)
