@@ -25,7 +25,7 @@ impl VariableShapeTensorArray {
     /// use arrow_dlpack::{ArrayToTensorOptions, Tensor, VariableShapeTensorArray};
     ///
     /// // Two sequences of 3-d points.
-    /// let a = Tensor::from_vec((0..6f32).map(f32::from).collect(), vec![2, 3])?;
+    /// let a = Tensor::from_vec((0..6u8).map(f32::from).collect(), vec![2, 3])?;
     /// let b = Tensor::from_vec((0..12u8).map(f32::from).collect(), vec![4, 3])?;
     /// let column = VariableShapeTensorArray::from_tensors(&[a, b], Default::default())?;
     /// let ragged = column.to_ragged(ArrayToTensorOptions::default())?;
