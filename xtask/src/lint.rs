@@ -6,6 +6,11 @@ use crate::Result;
 use crate::process::Cmd;
 use crate::stages::Stages;
 
+/// The rustdoc lints: every warning, and by name the two link lints, so that a link that does
+/// not resolve, or that resolves to a private item, fails the build whatever their default level.
+pub(crate) const RUSTDOC_FLAGS: &str =
+    "-D warnings -D rustdoc::broken_intra_doc_links -D rustdoc::private_intra_doc_links";
+
 /// Runs the three checks in turn, stops at the first that fails, and prints the time of each.
 pub(crate) fn run(root: &Path) -> Result {
     let mut stages = Stages::new("cargo xtask lint");
@@ -23,7 +28,7 @@ pub(crate) fn run(root: &Path) -> Result {
         Cmd::cargo(root)
             .args(["doc", "--workspace", "--no-deps"])
             .args(crate::test::FEATURES)
-            .env("RUSTDOCFLAGS", "-D warnings")
+            .env("RUSTDOCFLAGS", RUSTDOC_FLAGS)
             .run()
     })
 }

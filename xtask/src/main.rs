@@ -2,7 +2,7 @@
 //!
 //! Each command lives in its own module with a `run` function; `.cargo/config.toml` wires the
 //! `cargo xtask` alias to this binary.
-//! Children are started with argument vectors through [`process::Cmd`], never through a shell,
+//! Children are started with argument vectors through `process::Cmd`, never through a shell,
 //! from the project root, which comes from `CARGO_MANIFEST_DIR` at compile time.
 //! Everything after `--` on the command line is forwarded to the tool a command wraps.
 
@@ -52,7 +52,8 @@ Commands:
   lint       cargo fmt --all --check; cargo clippy --workspace --all-targets
              --features arrow-dlpack/ndarray -- -D warnings;
              cargo doc --workspace --no-deps --features arrow-dlpack/ndarray with
-             RUSTDOCFLAGS=\"-D warnings\". The time of each is printed at the end.
+             RUSTDOCFLAGS=\"-D warnings -D rustdoc::broken_intra_doc_links
+             -D rustdoc::private_intra_doc_links\". The time of each is printed at the end.
   bench      cargo bench -p arrow-dlpack-tensor -p arrow-dlpack with
              CRITERION_HOME=target/criterion, then cargo bench -p
              arrow-dlpack-loader with CRITERION_HOME=target/criterion-loader (criterion;

@@ -38,7 +38,7 @@ pub fn chunks_need_copy(chunks: &[ArrayRef]) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ConcatOptions {
     /// Accept concatenating several non-empty chunks into fresh buffers.
-    /// Without it they are refused with [`Error::CopyRequired`].
+    /// Without it they are refused with [`Error::CopyRequired`]. Default `false`.
     pub allow_copy: bool,
 }
 

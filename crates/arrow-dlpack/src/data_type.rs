@@ -28,7 +28,7 @@ pub const ARROW_DTYPES: [DType; 11] = [
 ///
 /// ```
 /// use arrow_dlpack::arrow_type_of;
-/// use arrow_dlpack_tensor::DType;
+/// use arrow_dlpack::DType;
 /// use arrow_schema::DataType;
 ///
 /// assert_eq!(arrow_type_of(DType::Float32).unwrap(), DataType::Float32);
@@ -58,7 +58,7 @@ pub fn arrow_type_of(dtype: DType) -> Result<DataType> {
 ///
 /// ```
 /// use arrow_dlpack::dtype_of;
-/// use arrow_dlpack_tensor::DType;
+/// use arrow_dlpack::DType;
 /// use arrow_schema::DataType;
 ///
 /// assert_eq!(dtype_of(&DataType::UInt16).unwrap(), DType::UInt16);

@@ -30,7 +30,7 @@ pub struct TensorToArrayOptions {
     /// row-major or dense) is copied into a fresh buffer, and a [`DType::Bool`] tensor is packed
     /// into Arrow's bits.
     /// Without it these are refused with [`Error::NotRowMajor`], [`Error::GappedStrides`] or
-    /// [`Error::CopyRequired`].
+    /// [`Error::CopyRequired`]. Default `false`.
     pub allow_copy: bool,
 }
 
@@ -99,9 +99,9 @@ pub fn tensor_to_array(tensor: &Tensor, options: TensorToArrayOptions) -> Result
 ///
 /// ```
 /// use arrow_array::Array;
-/// use arrow_buffer::Buffer;
+/// use arrow_dlpack::Buffer;
 /// use arrow_dlpack::tensor_to_fixed_size_list;
-/// use arrow_dlpack_tensor::{DType, Tensor};
+/// use arrow_dlpack::{DType, Tensor};
 ///
 /// let buffer = Buffer::from_vec((0..12i16).collect::<Vec<_>>());
 /// let tensor = Tensor::try_new_row_major(buffer, DType::Int16, vec![3, 2, 2])?;

@@ -37,6 +37,7 @@
 //! | [`Managed`], [`dlpack_sys`] | | DLPack managed tensors (what `to_dlpack_*` returns and `from_managed` takes) and the raw C ABI |
 //! | [`FixedShapeTensorArray::into_field_and_array`] | Arrow | a fixed-shape tensor column as the `(Field, ArrayRef)` a `RecordBatch` takes |
 //! | `Tensor::view`, `Tensor::from_ndarray`, `FixedShapeTensorArray::from_ndarray`, `FixedShapeTensorArray::to_ndarray`, `ndarray` (feature `ndarray`) | both | ndarray views of any tensor, arrays to tensors and fixed-shape tensor columns |
+//! | [`shares_memory`], [`Tensor::shares_memory`], [`Tensor::shares_memory_with_buffer`] | | whether a tensor views an array's, a buffer's or another tensor's memory: the zero-copy check |
 //! | [`Error`] | | the one error type |
 //!
 //! Tensors made from arrays are read-only: Arrow buffers are immutable, and DLPack exports flag
@@ -96,6 +97,7 @@ mod from_tensor;
 #[cfg(feature = "ndarray")]
 mod ndarray_interop;
 mod ragged;
+mod shares_memory;
 mod table;
 mod to_tensor;
 mod variable_shape_tensor;
@@ -111,6 +113,7 @@ pub use ragged::{
     ListToRaggedOptions, PackedTensor, PadOptions, PadValue, RaggedTensor, Side, list_to_ragged,
     pack_pieces, pad_pieces,
 };
+pub use shares_memory::shares_memory;
 pub use table::{
     ColumnTensorOptions, RecordBatchToTensorOptions, RowsDestination, Table, TableToTensorOptions,
     WriteRowsOptions, columns_to_tensor, table_dtype, table_to_tensor, table_to_tensors,
@@ -122,10 +125,15 @@ pub use variable_shape_tensor::{
     VariableShapeTensorMetadata, VariableShapeTensorType,
 };
 
+/// The Arrow buffers a [`Tensor`] views or is built from ([`Tensor::buffer`],
+/// [`Tensor::try_new`], [`Tensor::from_scalar_buffer`]), so that a tensor can be built and checked
+/// with this crate alone.
+#[doc(no_inline)]
+pub use arrow_buffer::{Buffer, ScalarBuffer};
 /// The tensor layer, whole: [`tensor::layout`], [`tensor::Iter`] and everything re-exported above.
 pub use arrow_dlpack_tensor as tensor;
 pub use arrow_dlpack_tensor::{
-    DType, Device, ExportOptions, MAX_NDIM, Managed, NativeDType, Tensor,
+    DType, Device, ExportOptions, ImportOptions, MAX_NDIM, Managed, NativeDType, Tensor,
 };
 /// The raw DLPack C ABI (`DLManagedTensorVersioned`, `DLDataType`, ...), to name the structs that
 /// [`Managed`] holds and to hand them to C.

@@ -24,9 +24,10 @@ use crate::{Error, NullLocation, Result, dtype_of};
 pub struct ArrayToTensorOptions {
     /// Accept nulls at any level; the null slots then hold unspecified values.
     /// Without it, nulls inside the exported range are refused with [`Error::Nulls`].
+    /// Default `false`.
     pub allow_nulls: bool,
     /// Accept conversions that copy: unpacking bit-packed booleans into one byte per element.
-    /// Without it such arrays are refused with [`Error::CopyRequired`].
+    /// Without it such arrays are refused with [`Error::CopyRequired`]. Default `false`.
     pub allow_copy: bool,
 }
 

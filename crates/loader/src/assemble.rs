@@ -14,7 +14,7 @@ use std::convert::Infallible;
 
 use arrow_array::{Array, ArrayRef, RecordBatch, cast::AsArray};
 use arrow_dlpack::{
-    ArrayToTensorOptions, RecordBatchToTensorOptions, RowsDestination, Table, WriteRowsOptions,
+    ArrayToTensorOptions, RowsDestination, Table, TableToTensorOptions, WriteRowsOptions,
     array_to_tensor, columns_to_tensor, write_rows,
 };
 use arrow_dlpack_tensor::alloc::{PooledVec, UninitBuffer};
@@ -23,6 +23,7 @@ use arrow_dlpack_tensor::{DType, Tensor};
 use crate::columns::{Columns, Output, view};
 use crate::gather::{copy_bytes, copy_strided, gather};
 use crate::group_view::strided_group_view;
+use crate::ragged::{run_of, sequence_tensors};
 use crate::{BatchSpec, Error, Result, TensorBatch};
 
 /// Runs of a group of at least this many rows are written by `write_rows`, whose blocked
@@ -142,7 +143,7 @@ impl Piece {
                     .collect::<Option<Vec<Tensor>>>();
                 Source::Group { arrays, views }
             }
-            Output::Bool { .. } => return Ok(()),
+            Output::Bool { .. } | Output::Sequence { .. } => return Ok(()),
         };
         self.sources[at] = Some(source);
         Ok(())
@@ -209,6 +210,22 @@ pub(crate) fn assemble(
     let num_rows = runs.iter().map(|run| run.len).sum();
     let mut tensors = Vec::with_capacity(columns.outputs.len());
     for (at, output) in columns.outputs.iter().enumerate() {
+        if let Output::Sequence {
+            name,
+            index,
+            sequence,
+        } = output
+        {
+            let rows = runs
+                .iter()
+                .map(|run| {
+                    let column = pieces[run.piece].batch.column(*index);
+                    run_of(name, column, run.start, run.len, spec.allow_nulls)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            tensors.extend(sequence_tensors(sequence, &rows)?);
+            continue;
+        }
         let tensor = match runs {
             [run] => view_output(spec, output, &pieces[run.piece].batch, *run)?,
             _ => {
@@ -250,6 +267,7 @@ fn view_output(spec: &BatchSpec, output: &Output, batch: &RecordBatch, run: Run)
             array_to_tensor(slice(*index).as_ref(), options)
                 .map_err(|error| Error::column(name, error))
         }
+        Output::Sequence { .. } => unreachable!("sequences are assembled by crate::ragged"),
         Output::Group {
             name,
             indices,
@@ -269,7 +287,7 @@ fn view_output(spec: &BatchSpec, output: &Output, batch: &RecordBatch, run: Run)
             {
                 return Ok(tensor);
             }
-            let options = RecordBatchToTensorOptions {
+            let options = TableToTensorOptions {
                 row_major: spec.row_major || *flat,
                 null_to_nan: spec.null_to_nan,
             };
@@ -309,6 +327,7 @@ impl OutputCopy<'_> {
             Output::Values { .. } => self.values(output, pieces, runs),
             Output::Bool { name, index } => self.bools(name, *index, pieces, runs),
             Output::Group { .. } => self.group(output, pieces, runs),
+            Output::Sequence { .. } => unreachable!("sequences are assembled by crate::ragged"),
         }
     }
 

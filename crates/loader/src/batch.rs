@@ -1,6 +1,10 @@
 //! [`TensorBatch`]: the named tensors of one batch.
 
+use std::ops::Index;
+
 use arrow_dlpack_tensor::Tensor;
+
+use crate::{Error, Result};
 
 /// A tensor and its name in a [`TensorBatch`].
 pub type NamedTensor = (String, Tensor);
@@ -9,6 +13,9 @@ pub type NamedTensor = (String, Tensor);
 /// then groups), the validity masks asked for, and the row count.
 ///
 /// Every tensor's first dimension is [`num_rows`](TensorBatch::num_rows).
+/// A tensor is reached by name: [`tensor`](TensorBatch::tensor) returns an error that names the
+/// tensors the batch has, [`get`](TensorBatch::get) an `Option`, and `batch["x"]` panics, as a
+/// `HashMap` index does, when there is no tensor `"x"`.
 /// A tensor that lies inside one record batch shares its memory (read-only); a tensor copied
 /// from several record batches, a group, a boolean or a mask is a fresh, writable allocation.
 #[derive(Debug, Clone)]
@@ -40,6 +47,15 @@ impl TensorBatch {
     /// The number of tensors (masks not counted).
     pub fn num_tensors(&self) -> usize {
         self.tensors.len()
+    }
+
+    /// The tensor named `name`; [`Error::MissingTensor`], naming the tensors the batch has, when
+    /// there is none.
+    pub fn tensor(&self, name: &str) -> Result<&Tensor> {
+        self.get(name).ok_or_else(|| Error::MissingTensor {
+            name: name.to_string(),
+            available: self.names().map(str::to_string).collect(),
+        })
     }
 
     /// The tensor named `name`, if any.
@@ -76,5 +92,22 @@ impl TensorBatch {
     /// The named tensors and masks, consuming the batch.
     pub fn into_parts(self) -> (Vec<NamedTensor>, Vec<NamedTensor>) {
         (self.tensors, self.masks)
+    }
+}
+
+/// `batch["x"]`: the tensor named `"x"`.
+///
+/// # Panics
+///
+/// When the batch has no tensor of that name; [`TensorBatch::tensor`] returns the error
+/// instead.
+impl Index<&str> for TensorBatch {
+    type Output = Tensor;
+
+    fn index(&self, name: &str) -> &Tensor {
+        match self.tensor(name) {
+            Ok(tensor) => tensor,
+            Err(error) => panic!("{error}"),
+        }
     }
 }

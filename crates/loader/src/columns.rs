@@ -6,11 +6,12 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, RecordBatch};
 use arrow_dlpack::{
     ArrayToTensorOptions, EXTENSION_NAME, FixedShapeTensorArray, FixedShapeTensorType,
-    RecordBatchToTensorOptions, array_to_tensor, columns_to_tensor,
+    TableToTensorOptions, array_to_tensor, columns_to_tensor,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{DataType, Field, Schema};
 
+use crate::sequence::Sequence;
 use crate::{BatchSpec, Error, Result};
 
 /// The key under which Arrow stores an extension type's name in a field's metadata.
@@ -22,6 +23,12 @@ const EXTENSION_METADATA_KEY: &str = "ARROW:extension:metadata";
 /// The types a single column may have.
 const SINGLE_TYPES: &str = "a numeric or boolean column, a fixed-size list of numbers, or an \
                             arrow.fixed_shape_tensor column";
+
+/// What a variable-length list column needs to be loaded, when it is not named in `sequences`.
+const LIST_TYPES: &str = "a numeric or boolean column, a fixed-size list of numbers, or an \
+                          arrow.fixed_shape_tensor column; a list of varying length loads as a \
+                          sequence: name it in sequences= with mode \"pad\", \"pack\" or \
+                          \"jagged\" (for example sequences={\"input_ids\": \"pad\"})";
 
 /// How one output tensor is made from its column or columns.
 #[derive(Debug, Clone)]
@@ -44,6 +51,12 @@ pub(crate) enum Output {
     },
     /// A boolean column, unpacked to one byte per row.
     Bool { name: String, index: usize },
+    /// A variable-length list column: padded, packed or jagged, into the tensors its mode names.
+    Sequence {
+        name: String,
+        index: usize,
+        sequence: Sequence,
+    },
     /// A group of numeric columns, or a primitive column with `null_to_nan` (a group of one whose
     /// tensor is 1-D): converted to `dtype` and copied.
     Group {
@@ -64,6 +77,7 @@ impl Output {
         match self {
             Output::Values { name, .. }
             | Output::Bool { name, .. }
+            | Output::Sequence { name, .. }
             | Output::Group { name, .. } => name,
         }
     }
@@ -75,6 +89,8 @@ pub(crate) struct Columns {
     pub(crate) outputs: Vec<Output>,
     /// The masks asked for: the column's name and its index.
     pub(crate) masks: Vec<(String, usize)>,
+    /// The sequence columns, each with its index, in the order of their outputs.
+    pub(crate) sequences: Vec<(usize, Sequence)>,
     /// The first record batch's columns, to check every later batch against.
     pub(crate) schema: Arc<Schema>,
 }
@@ -95,10 +111,22 @@ impl Columns {
         if spec.columns.is_empty() && spec.groups.is_empty() {
             singles = schema.fields().iter().map(|f| f.name().as_str()).collect();
         }
+        // A sequence column needs no entry in `columns`: those without one come after them.
+        for sequence in &spec.sequences {
+            if !singles.contains(&sequence.column.as_str()) {
+                singles.push(&sequence.column);
+            }
+        }
         let mut outputs = Vec::new();
+        let mut sequences = Vec::new();
         for name in singles {
             let index = find(name)?;
-            outputs.push(single(spec, &schema, batch.column(index), name, index)?);
+            if let Some(sequence) = spec.sequence_of(name) {
+                outputs.push(sequence_output(sequence, batch.column(index), index)?);
+                sequences.push((index, sequence.clone()));
+            } else {
+                outputs.push(single(spec, &schema, batch.column(index), name, index)?);
+            }
         }
         for group in &spec.groups {
             let indices = group
@@ -110,7 +138,7 @@ impl Columns {
                 .iter()
                 .map(|&i| batch.column(i).slice(0, 0))
                 .collect();
-            let options = RecordBatchToTensorOptions {
+            let options = TableToTensorOptions {
                 row_major: spec.row_major,
                 null_to_nan: spec.null_to_nan,
             };
@@ -133,6 +161,7 @@ impl Columns {
         Ok(Columns {
             outputs,
             masks,
+            sequences,
             schema,
         })
     }
@@ -195,6 +224,19 @@ fn single(
 ) -> Result<Output> {
     let field = schema.field(index);
     let data_type = field.data_type();
+    if matches!(
+        data_type,
+        DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::ListView(_)
+            | DataType::LargeListView(_)
+    ) {
+        return Err(Error::UnsupportedColumn {
+            column: name.to_string(),
+            data_type: data_type.clone(),
+            expected: LIST_TYPES,
+        });
+    }
     if data_type == &DataType::Boolean {
         return Ok(Output::Bool {
             name: name.to_string(),
@@ -203,7 +245,7 @@ fn single(
     }
     if spec.null_to_nan && data_type.is_numeric() {
         let probe = [array.slice(0, 0)];
-        let options = RecordBatchToTensorOptions {
+        let options = TableToTensorOptions {
             row_major: true,
             null_to_nan: true,
         };
@@ -246,6 +288,28 @@ fn single(
         cell_shape: probe.shape()[1..].to_vec(),
         cell_strides: probe.strides()[1..].to_vec(),
         dim_names: probe.dim_names().map(<[String]>::to_vec),
+    })
+}
+
+/// The output of sequence column `sequence`, once its zero rows become a ragged tensor.
+fn sequence_output(sequence: &Sequence, array: &ArrayRef, index: usize) -> Result<Output> {
+    let name = &sequence.column;
+    if !matches!(
+        array.data_type(),
+        DataType::List(_) | DataType::LargeList(_)
+    ) {
+        return Err(Error::UnsupportedColumn {
+            column: name.clone(),
+            data_type: array.data_type().clone(),
+            expected: "a list or large_list of numbers, booleans, fixed-size lists or fixed-shape \
+                       tensors, for a sequence",
+        });
+    }
+    crate::ragged::probe(name, &array.slice(0, 0))?;
+    Ok(Output::Sequence {
+        name: name.clone(),
+        index,
+        sequence: sequence.clone(),
     })
 }
 

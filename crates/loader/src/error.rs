@@ -7,6 +7,14 @@ use arrow_schema::DataType;
 /// Everything that can go wrong while planning or producing batches.
 ///
 /// Messages are lowercase, say what failed, and name what was expected and what was found.
+/// A message describes its own level only: the cause of an error that wraps another (a file
+/// that cannot be read, a column that cannot become a tensor) is its
+/// [`source`](std::error::Error::source), so that a chain printer (`anyhow`'s `{:#}`, a loop over
+/// `source()`) prints each text once.
+/// The errors of the lower layers convert with `From`, so `?` works on an
+/// [`arrow_dlpack::Error`], an [`arrow_dlpack::tensor::Error`] or an
+/// [`ArrowError`](arrow_schema::ArrowError) in a function that returns this
+/// crate's [`Result`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -18,7 +26,7 @@ pub enum Error {
     },
 
     /// A file that could not be opened, mapped or read.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
@@ -36,7 +44,7 @@ pub enum Error {
     },
 
     /// A Parquet file that could not be read or decoded.
-    #[error("cannot read parquet file {}: {source}", path.display())]
+    #[error("cannot read parquet file {}", path.display())]
     Parquet {
         /// The file.
         path: PathBuf,
@@ -45,7 +53,7 @@ pub enum Error {
     },
 
     /// A Parquet row group whose data could not be decoded.
-    #[error("cannot decode row group {row_group} of parquet file {}: {source}", path.display())]
+    #[error("cannot decode row group {row_group} of parquet file {}", path.display())]
     Decode {
         /// The file.
         path: PathBuf,
@@ -70,6 +78,27 @@ pub enum Error {
         column: String,
         /// What the file declares, and what it can hold.
         reason: String,
+    },
+
+    /// A Parquet column chunk compressed with a codec this build leaves out: each codec is a
+    /// feature of this crate (`snappy`, `lz4`, `zstd`, `brotli`, `gzip`), all on by default.
+    #[error(
+        "parquet file {} compresses column {column:?} of row group {row_group} with {codec}, \
+         which this build cannot read; expected a codec compiled in (enable the `{feature}` \
+         feature of arrow-dlpack-loader)",
+        path.display()
+    )]
+    UnsupportedCodec {
+        /// The file.
+        path: PathBuf,
+        /// The first row group that uses the codec.
+        row_group: usize,
+        /// The column's path in the Parquet schema.
+        column: String,
+        /// The codec, as Parquet names it.
+        codec: String,
+        /// The feature of this crate that reads it.
+        feature: &'static str,
     },
 
     /// A unit of a file (a row group, a record batch) that decoded to a number of rows other
@@ -110,7 +139,7 @@ pub enum Error {
     },
 
     /// A background thread could not be started.
-    #[error("cannot start a loader thread: {source}")]
+    #[error("cannot start a loader thread")]
     Thread {
         /// The operating system's error.
         source: std::io::Error,
@@ -121,7 +150,7 @@ pub enum Error {
     Arrow(#[from] arrow_schema::ArrowError),
 
     /// A column or group that could not become a tensor (its type, its nulls, its layout).
-    #[error("cannot load {column:?}: {source}")]
+    #[error("cannot load {column:?}")]
     Column {
         /// The name of the output: the column, or the group.
         column: String,
@@ -133,12 +162,27 @@ pub enum Error {
     #[error(transparent)]
     Tensor(#[from] arrow_dlpack_tensor::Error),
 
+    /// An error of the Arrow layer that is about no one column of the spec: what `?` makes of an
+    /// [`arrow_dlpack::Error`] in a caller's code (the loader itself reports a column's error as
+    /// [`Error::Column`], naming the column).
+    #[error(transparent)]
+    Convert(arrow_dlpack::Error),
+
     /// A column the spec names is not in the source's schema.
     #[error("column {column:?} not found; expected one of {available:?}")]
     MissingColumn {
         /// The name asked for.
         column: String,
         /// The columns of the schema.
+        available: Vec<String>,
+    },
+
+    /// A tensor asked of a [`TensorBatch`](crate::TensorBatch) by a name it does not have.
+    #[error("the batch has no tensor named {name:?}; expected one of {available:?}")]
+    MissingTensor {
+        /// The name asked for.
+        name: String,
+        /// The names of the batch's tensors.
         available: Vec<String>,
     },
 
@@ -167,7 +211,7 @@ pub enum Error {
     /// A source given by path whose kind cannot be told from its extension.
     #[error(
         "cannot tell the format of {} from its extension; expected .arrow, .feather, .ipc, \
-         .arrows or .parquet",
+         .arrows, .parquet or .pq",
         path.display()
     )]
     UnknownFormat {
@@ -185,6 +229,18 @@ pub enum Error {
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The Arrow layer's error, with its tensor and arrow-rs errors kept as the loader's own
+/// [`Error::Tensor`] and [`Error::Arrow`], so that one cause is matched in one place.
+impl From<arrow_dlpack::Error> for Error {
+    fn from(error: arrow_dlpack::Error) -> Self {
+        match error {
+            arrow_dlpack::Error::Tensor(inner) => Error::Tensor(inner),
+            arrow_dlpack::Error::Arrow(inner) => Error::Arrow(inner),
+            other => Error::Convert(other),
+        }
+    }
+}
 
 impl Error {
     /// Wraps an I/O error with the path it is about.
@@ -248,5 +304,207 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         text.clone()
     } else {
         "a panic without a message".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    /// The variants, in declaration order; the match is exhaustive, so a new variant does not
+    /// compile until it has an index here and a sample in [`samples`].
+    fn index(error: &Error) -> usize {
+        match error {
+            Error::InvalidSpec { .. } => 0,
+            Error::Io { .. } => 1,
+            Error::Ipc { .. } => 2,
+            Error::Parquet { .. } => 3,
+            Error::Decode { .. } => 4,
+            Error::CorruptParquet { .. } => 5,
+            Error::UnsupportedCodec { .. } => 6,
+            Error::RowCount { .. } => 7,
+            Error::FileChanged { .. } => 8,
+            Error::DecodePanicked { .. } => 9,
+            Error::Thread { .. } => 10,
+            Error::Arrow(_) => 11,
+            Error::Column { .. } => 12,
+            Error::Tensor(_) => 13,
+            Error::Convert(_) => 14,
+            Error::MissingColumn { .. } => 15,
+            Error::MissingTensor { .. } => 16,
+            Error::UnsupportedColumn { .. } => 17,
+            Error::SchemaMismatch { .. } => 18,
+            Error::UnknownFormat { .. } => 19,
+            Error::Panicked { .. } => 20,
+        }
+    }
+
+    const VARIANTS: usize = 21;
+
+    fn path() -> PathBuf {
+        PathBuf::from("/data/t.parquet")
+    }
+
+    fn not_found() -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::NotFound, "no such file")
+    }
+
+    /// One error of every variant.
+    fn samples() -> Vec<Error> {
+        vec![
+            Error::InvalidSpec {
+                reason: "batch_size is 0; expected at least 1".to_string(),
+            },
+            Error::io(&path(), not_found()),
+            Error::ipc(&path(), "the footer has no schema"),
+            Error::parquet(
+                &path(),
+                parquet::errors::ParquetError::EOF("unexpected end of file".to_string()),
+            ),
+            Error::Decode {
+                path: path(),
+                row_group: 1,
+                source: arrow_schema::ArrowError::ParquetError("bad page".to_string()),
+            },
+            Error::CorruptParquet {
+                path: path(),
+                row_group: 0,
+                column: "x".to_string(),
+                reason: "the chunk declares 90 bytes and the file holds 40".to_string(),
+            },
+            Error::UnsupportedCodec {
+                path: path(),
+                row_group: 0,
+                column: "x".to_string(),
+                codec: "ZSTD(ZstdLevel(1))".to_string(),
+                feature: "zstd",
+            },
+            Error::RowCount {
+                path: path(),
+                unit: "row group 0".to_string(),
+                found: 3,
+                expected: 4,
+            },
+            Error::FileChanged {
+                path: path(),
+                change: "its length is 10 bytes, not 20".to_string(),
+            },
+            Error::DecodePanicked {
+                path: path(),
+                unit: "row group 2".to_string(),
+                message: "index out of bounds".to_string(),
+            },
+            Error::Thread {
+                source: std::io::Error::other("resource temporarily unavailable"),
+            },
+            Error::Arrow(arrow_schema::ArrowError::InvalidArgumentError(
+                "offsets are not monotonic".to_string(),
+            )),
+            Error::column(
+                "emb",
+                arrow_dlpack::Error::Nulls {
+                    null_count: 2,
+                    location: arrow_dlpack::NullLocation::Array { depth: 1 },
+                },
+            ),
+            Error::from(arrow_dlpack_tensor::Error::OutOfMemory { bytes: 1 << 40 }),
+            Error::from(arrow_dlpack::Error::NoColumns),
+            Error::MissingColumn {
+                column: "idd".to_string(),
+                available: vec!["id".to_string(), "x".to_string()],
+            },
+            Error::MissingTensor {
+                name: "labels".to_string(),
+                available: vec!["label".to_string()],
+            },
+            Error::UnsupportedColumn {
+                column: "s".to_string(),
+                data_type: DataType::Utf8,
+                expected: "a numeric column",
+            },
+            Error::SchemaMismatch {
+                what: "file b.parquet".to_string(),
+                found: "[x: Int32]".to_string(),
+                expected: "[x: Int64]".to_string(),
+            },
+            Error::UnknownFormat {
+                path: PathBuf::from("t.csv"),
+            },
+            Error::Panicked {
+                message: "a panic without a message".to_string(),
+            },
+        ]
+    }
+
+    /// The texts of `error` and of each of its causes, outermost first.
+    fn chain(error: &dyn std::error::Error) -> Vec<String> {
+        let mut texts = vec![error.to_string()];
+        let mut cause = error.source();
+        while let Some(inner) = cause {
+            texts.push(inner.to_string());
+            cause = inner.source();
+        }
+        texts
+    }
+
+    #[test]
+    fn every_variant_prints_its_chain_without_repeating_a_cause() {
+        let samples = samples();
+        let mut seen: Vec<usize> = samples.iter().map(index).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(
+            seen,
+            (0..VARIANTS).collect::<Vec<_>>(),
+            "a variant has no sample"
+        );
+        for error in &samples {
+            let texts = chain(error);
+            println!("{}", texts.join("\n  caused by: "));
+            for (level, text) in texts.iter().enumerate() {
+                assert!(!text.is_empty(), "{error:?} has an empty message");
+                for cause in &texts[level + 1..] {
+                    assert!(!text.contains(cause.as_str()), "{text:?} repeats {cause:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn errors_of_the_lower_layers_convert_with_question_mark() {
+        fn tensor_layer() -> Result<()> {
+            arrow_dlpack_tensor::Tensor::from_vec(vec![1.0f32], vec![2])?;
+            Ok(())
+        }
+        fn arrow_layer() -> Result<()> {
+            let empty: [&str; 0] = [];
+            arrow_dlpack::columns_to_tensor(&empty, &[], Default::default())?;
+            Ok(())
+        }
+        fn arrow_rs() -> Result<()> {
+            arrow_schema::Schema::empty().index_of("x")?;
+            Ok(())
+        }
+        assert!(matches!(
+            tensor_layer(),
+            Err(Error::Tensor(
+                arrow_dlpack_tensor::Error::ElementCount { .. }
+            ))
+        ));
+        assert!(matches!(
+            arrow_layer(),
+            Err(Error::Convert(arrow_dlpack::Error::NoColumns))
+        ));
+        assert!(matches!(arrow_rs(), Err(Error::Arrow(_))));
+        // The Arrow layer's own tensor and arrow-rs errors land in the loader's variants.
+        let nested = Error::from(arrow_dlpack::Error::Tensor(
+            arrow_dlpack_tensor::Error::NullManagedTensor,
+        ));
+        assert!(matches!(
+            nested,
+            Error::Tensor(arrow_dlpack_tensor::Error::NullManagedTensor)
+        ));
     }
 }

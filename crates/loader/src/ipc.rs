@@ -31,6 +31,7 @@ pub(crate) struct IpcFile {
     blocks: Vec<Block>,
     rows: Vec<usize>,
     schema: SchemaRef,
+    full_schema: SchemaRef,
 }
 
 impl IpcFile {
@@ -126,6 +127,7 @@ impl IpcFile {
             blocks,
             rows,
             schema: projected,
+            full_schema: schema,
         })
     }
 
@@ -137,6 +139,12 @@ impl IpcFile {
     /// The (projected) schema.
     pub(crate) fn schema(&self) -> &SchemaRef {
         &self.schema
+    }
+
+    /// The schema of every column of the file, before projection: what the spec is checked
+    /// against, so that an error names every column the file has.
+    pub(crate) fn full_schema(&self) -> &SchemaRef {
+        &self.full_schema
     }
 
     /// Decodes record batch `index`, sharing the map's memory; checks first that the file is
@@ -217,6 +225,11 @@ pub(crate) fn read_streams(
             }
         },
     )
+}
+
+/// The schema of the IPC stream file `path`, read from its first message.
+pub(crate) fn stream_schema(path: &Path) -> Result<SchemaRef> {
+    Ok(open_stream(path)?.schema())
 }
 
 /// Opens the IPC stream file `path` and reads its schema.

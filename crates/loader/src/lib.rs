@@ -9,9 +9,10 @@
 //! |---|---|
 //! | [`batches`], [`Batches`] | the iterator of `Result<TensorBatch>`, fed by a background thread through a bounded channel |
 //! | [`Source`] | IPC files, IPC streams, Parquet files, or a reader |
-//! | [`BatchSpec`], [`ColumnGroup`] | batch size, columns and groups, nulls, shuffling, sharding, prefetch |
-//! | [`TensorBatch`] | named [`Tensor`](arrow_dlpack_tensor::Tensor)s (and validity masks) of one batch |
-//! | [`Error`] | the one error type |
+//! | [`BatchSpec`], [`ColumnGroup`] | batch size, columns and groups, nulls, shuffling, sharding, prefetch; [`BatchSpec::new`] and a builder method per field |
+//! | [`Sequence`], [`SequenceMode`], [`PadValue`], [`Side`] | list columns as padded, packed or jagged tensors; with [`BatchSpec::max_tokens`] and [`BatchSpec::bucket_by_length`], batches by tokens and by length |
+//! | [`TensorBatch`] | named [`Tensor`](arrow_dlpack::Tensor)s (and validity masks) of one batch, by name with [`TensorBatch::tensor`] or `batch["x"]` |
+//! | [`Error`], [`Result`] | the one error type |
 //!
 //! A batch that lies inside one record batch is made of views that share the record batch's
 //! memory; a batch across record batches is copied in one pass into one fresh allocation per
@@ -20,7 +21,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use arrow_array::{ArrayRef, Float32Array, Int64Array, RecordBatch, RecordBatchIterator};
-//! use arrow_dlpack_loader::{BatchSpec, ColumnGroup, Source, batches};
+//! use arrow_dlpack_loader::{BatchSpec, Source, batches};
 //!
 //! let batch = RecordBatch::try_from_iter([
 //!     ("x0", Arc::new(Float32Array::from(vec![0.0, 1.0, 2.0, 3.0, 4.0])) as ArrayRef),
@@ -28,28 +29,35 @@
 //!     ("label", Arc::new(Int64Array::from(vec![0, 1, 0, 1, 0])) as ArrayRef),
 //! ])?;
 //! let reader = RecordBatchIterator::new([Ok(batch.clone())], batch.schema());
-//! let spec = BatchSpec {
-//!     batch_size: 2,
-//!     drop_last: true,
-//!     columns: vec!["label".into()],
-//!     groups: vec![ColumnGroup::new("features", ["x0", "x1"])],
-//!     ..BatchSpec::default()
-//! };
+//! let spec = BatchSpec::new(2)
+//!     .drop_last(true)
+//!     .columns(["label"])
+//!     .group("features", ["x0", "x1"]);
 //! let mut sizes = Vec::new();
 //! for batch in batches(Source::reader(reader), spec)? {
 //!     let batch = batch?;
-//!     assert_eq!(batch.get("features").unwrap().shape(), &[2, 2]);
-//!     assert_eq!(batch.get("label").unwrap().shape(), &[2]);
+//!     assert_eq!(batch.tensor("features")?.shape(), &[2, 2]);
+//!     assert_eq!(batch["label"].shape(), &[2]);
 //!     sizes.push(batch.num_rows());
 //! }
 //! assert_eq!(sizes, [2, 2]); // the fifth row is dropped
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # Ok::<(), arrow_dlpack_loader::Error>(())
 //! ```
+//!
+//! Errors: one [`Error`] enum, into which the errors of the lower layers convert with `?`.
+//! A message describes its own level, and the cause (an I/O error, the Arrow layer's reason) is
+//! its [`source`](std::error::Error::source); a chain printer shows each text once.
+//!
+//! Features: Parquet's codecs, each a feature on by default: `snappy`, `lz4`, `zstd`, `brotli`
+//! and `gzip`. `zstd` compiles C code; `default-features = false` with only the codecs a
+//! dataset uses keeps the build small, and a file compressed with a codec that is not compiled
+//! in is refused with an error naming the codec.
 
 #![warn(missing_docs)]
 
 mod assemble;
 mod batch;
+mod codecs;
 mod columns;
 mod error;
 mod file;
@@ -60,15 +68,19 @@ mod loader;
 mod parquet;
 mod parquet_bounds;
 mod quiet_panic;
+mod ragged;
 mod rebatch;
 mod rng;
+mod sequence;
 mod source;
 mod spec;
 mod thrift;
+mod tokens;
 mod writable;
 
 pub use batch::{NamedTensor, TensorBatch};
 pub use error::{Error, Result};
 pub use loader::{Batches, batches};
+pub use sequence::{PadValue, Sequence, SequenceMode, Side};
 pub use source::Source;
 pub use spec::{BatchSpec, ColumnGroup, MAX_DECODE_THREADS, MAX_PREFETCH};

@@ -47,7 +47,9 @@ impl Batches {
         spec.validate()?;
         let plan = plan(source, &spec)?;
         let num_rows = plan.num_rows;
-        let num_batches = num_rows.map(|rows| {
+        // Batches cut by tokens have row counts that only the data tells.
+        let rows_known = num_rows.filter(|_| spec.max_tokens.is_none());
+        let num_batches = rows_known.map(|rows| {
             let rows = usize::try_from(rows).unwrap_or(usize::MAX);
             if spec.drop_last {
                 rows / spec.batch_size
@@ -89,7 +91,8 @@ impl Batches {
         self.num_rows
     }
 
-    /// The batches this loader yields in all, when [`num_rows`](Batches::num_rows) is known.
+    /// The batches this loader yields in all, when [`num_rows`](Batches::num_rows) is known and
+    /// batches are cut by rows (not by [`BatchSpec::max_tokens`]).
     pub fn len(&self) -> Option<usize> {
         self.num_batches
     }

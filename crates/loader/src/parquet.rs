@@ -21,6 +21,7 @@ use parquet::arrow::arrow_reader::{
 
 use parquet::errors::ParquetError;
 
+use crate::codecs::check_codecs;
 use crate::file::{self, PinnedFile, PlannedFile};
 use crate::quiet_panic::catch_quietly;
 use crate::{Error, Result, parquet_bounds};
@@ -39,6 +40,7 @@ pub(crate) struct ParquetFile {
     metadata: ArrowReaderMetadata,
     mask: ProjectionMask,
     schema: SchemaRef,
+    full_schema: SchemaRef,
 }
 
 impl ParquetFile {
@@ -60,13 +62,15 @@ impl ParquetFile {
                     ProjectionMask::roots(metadata.parquet_schema(), indices.iter().copied());
                 (mask, Arc::new(arrow_schema.project(&indices)?))
             }
-            None => (ProjectionMask::all(), arrow_schema),
+            None => (ProjectionMask::all(), arrow_schema.clone()),
         };
+        check_codecs(path, metadata.metadata(), &mask)?;
         Ok(ParquetFile {
             planned: file.planned().clone(),
             metadata,
             mask,
             schema,
+            full_schema: arrow_schema,
         })
     }
 
@@ -99,6 +103,12 @@ impl ParquetFile {
     /// The (projected) schema.
     pub(crate) fn schema(&self) -> &SchemaRef {
         &self.schema
+    }
+
+    /// The schema of every column of the file, before projection: what the spec is checked
+    /// against, so that an error names every column the file has.
+    pub(crate) fn full_schema(&self) -> &SchemaRef {
+        &self.full_schema
     }
 
     /// Decodes row group `row_group` of `rows` rows, handing each record batch to `emit`, which

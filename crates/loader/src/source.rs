@@ -116,6 +116,11 @@ fn needed_columns(spec: &BatchSpec) -> Option<Vec<String>> {
         names.extend(group.columns.iter().cloned());
     }
     names.extend(spec.masks.iter().cloned());
+    names.extend(
+        spec.sequences
+            .iter()
+            .map(|sequence| sequence.column.clone()),
+    );
     names.sort();
     names.dedup();
     Some(names)
@@ -159,7 +164,11 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                 .iter()
                 .map(|path| IpcFile::open(path, columns.as_deref()))
                 .collect::<Result<Vec<_>>>()?;
-            check_file_schemas(&paths, files.iter().map(IpcFile::schema), spec)?;
+            check_file_schemas(
+                &paths,
+                files.iter().map(|file| (file.full_schema(), file.schema())),
+                spec,
+            )?;
             let units: Vec<IpcRecordBatch> = files
                 .iter()
                 .enumerate()
@@ -182,7 +191,11 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                 .iter()
                 .map(|path| ParquetFile::open(path, columns.as_deref()))
                 .collect::<Result<Vec<_>>>()?;
-            check_file_schemas(&paths, files.iter().map(ParquetFile::schema), spec)?;
+            check_file_schemas(
+                &paths,
+                files.iter().map(|file| (file.full_schema(), file.schema())),
+                spec,
+            )?;
             let mut units: Vec<RowGroup> = Vec::new();
             for (file, parquet) in files.iter().enumerate() {
                 for (row_group, rows) in parquet.row_group_rows()?.into_iter().enumerate() {
@@ -195,13 +208,18 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
             }
             let units = deal(units, spec);
             let num_rows = total_rows(units.iter().map(|unit| unit.rows))?;
-            let pieces = ParquetPieces::start(files, units, spec.decode_threads())?;
+            let pieces = ParquetPieces::start(files, units, spec.decode_thread_count())?;
             Ok(Plan {
                 pieces: Box::new(pieces),
                 num_rows: Some(num_rows),
             })
         }
         Source::IpcStreams(mut paths) => {
+            if let Some(first) = paths.first() {
+                check_spec(spec, &ipc::stream_schema(first)?, || {
+                    first.display().to_string()
+                })?;
+            }
             if spec.shuffle {
                 Rng::new(spec.seed, UNIT_STREAM).shuffle(&mut paths);
             }
@@ -210,10 +228,13 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                 num_rows: None,
             })
         }
-        Source::Reader(reader) => Ok(Plan {
-            pieces: deal_in_turn(reader.map(|batch| batch.map_err(Error::from)), spec),
-            num_rows: None,
-        }),
+        Source::Reader(reader) => {
+            check_spec(spec, &reader.schema(), || "the reader".to_string())?;
+            Ok(Plan {
+                pieces: deal_in_turn(reader.map(|batch| batch.map_err(Error::from)), spec),
+                num_rows: None,
+            })
+        }
     }
 }
 
@@ -230,27 +251,36 @@ fn total_rows(rows: impl Iterator<Item = u64>) -> Result<u64> {
     Ok(total)
 }
 
-/// Refuses files whose columns differ from the first file's, and checks the first file's
-/// columns against the spec (names, types, at least one column) before any data is decoded.
-fn check_file_schemas<'a>(
-    paths: &[PathBuf],
-    schemas: impl Iterator<Item = &'a SchemaRef>,
-    spec: &BatchSpec,
-) -> Result<()> {
-    let mut files = paths.iter().zip(schemas);
-    let Some((first, expected)) = files.next() else {
-        return Ok(());
-    };
-    let columns = Columns::resolve(spec, &RecordBatch::new_empty(expected.clone()))?;
+/// Checks the spec against a source's full schema (every column it has, before projection):
+/// names, duplicates, types and at least one column to load, before any data is read or any
+/// thread starts; `what` names the source for the message.
+fn check_spec(spec: &BatchSpec, schema: &SchemaRef, what: impl FnOnce() -> String) -> Result<()> {
+    let columns = Columns::resolve(spec, &RecordBatch::new_empty(schema.clone()))?;
     if columns.outputs.is_empty() {
         return Err(Error::InvalidSpec {
             reason: format!(
                 "{} has no columns to load; expected at least one column",
-                first.display()
+                what()
             ),
         });
     }
-    for (path, schema) in files {
+    Ok(())
+}
+
+/// Refuses files whose (projected) columns differ from the first file's, and checks the spec
+/// against the first file's full schema (names, types, at least one column) before any data is
+/// decoded. `schemas` holds each file's full and projected schema.
+fn check_file_schemas<'a>(
+    paths: &[PathBuf],
+    schemas: impl Iterator<Item = (&'a SchemaRef, &'a SchemaRef)>,
+    spec: &BatchSpec,
+) -> Result<()> {
+    let mut files = paths.iter().zip(schemas);
+    let Some((first, (full, expected))) = files.next() else {
+        return Ok(());
+    };
+    check_spec(spec, full, || first.display().to_string())?;
+    for (path, (_, schema)) in files {
         check_same_columns(schema, expected, || format!("file {}", path.display()))?;
     }
     Ok(())

@@ -19,7 +19,9 @@ waiting in ``next()``), and the peak memory of one pass of ours in a fresh subpr
 
 The output is a Markdown section headed "## The loader", which ``cargo xtask bench`` splices
 into docs/benchmarks.md. The workload and the methods are in ``loader_methods.py``; this script
-times them, measures the training loop and the memory, and writes the section.
+times them, measures the training loop and the memory, and writes the section. Its last part,
+"### Sequences" (token sequences padded and packed beside numpy, datasets and transformers), comes
+from ``loader_sequences.py`` (``--sequences-rows``, ``--sequences-only``).
 """
 
 import argparse
@@ -43,6 +45,7 @@ import torch
 
 import arrow_dlpack as ad
 
+import loader_sequences
 from loader_methods import (
     BATCH_SIZES,
     CHUNK,
@@ -463,6 +466,8 @@ def main() -> int:
         default=NOTES,
         help="a Markdown file appended to the section (default: the misses explained, loader_notes.md)",
     )
+    parser.add_argument("--sequences-rows", type=int, default=100_000, help="sequences of the last part")
+    parser.add_argument("--sequences-only", action="store_true", help="run the sequences part only")
     parser.add_argument("--rss-child", nargs=2, metavar=("PATH", "B"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_child:
@@ -472,6 +477,14 @@ def main() -> int:
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    if args.sequences_only:
+        page = loader_sequences.run(args.sequences_rows, args.sequences_rows // 5, 3, log)
+        if args.output:
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(page)
+        else:
+            print(page)
+        return 0
     started = time.perf_counter()
     methods = METHODS
     if args.only:
@@ -498,6 +511,9 @@ def main() -> int:
                 bound, text = memory_bound(work, kind, size)
                 rss[(kind, size)] = (measure_rss(path, size), bound, text)
         page = render(work, times, loops, rss, args, time.perf_counter() - started)
+    log("==> sequences")
+    sequences = loader_sequences.run(args.sequences_rows, args.sequences_rows // 5, 3, log)
+    page = page.rstrip("\n") + "\n\n" + sequences
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(page)

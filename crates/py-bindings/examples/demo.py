@@ -1,6 +1,7 @@
 """Every example of PyArrow's DLPack guide, with arrow_dlpack objects in place of PyArrow's,
-then what arrow_dlpack does beyond PyArrow (booleans, chunks, validity masks, tables, and a
-Parquet file turned into torch batches for a training loop).
+then what arrow_dlpack does beyond PyArrow (booleans, chunks, validity masks, tables, a
+Parquet file turned into torch batches for a training loop, and a tokenized Parquet file turned
+into padded and packed batches).
 
 Run it with `cargo xtask demo`, or with any Python that has arrow_dlpack, numpy, pyarrow, torch
 and jax installed: `python crates/py-bindings/examples/demo.py`.
@@ -233,9 +234,36 @@ def training_batches():
         np.testing.assert_array_equal(x.numpy()[:, 0], table["f0"].to_numpy()[-len(x):])
 
 
+def token_batches():
+    step("Beyond PyArrow: a tokenized Parquet file becomes padded and packed torch batches")
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    torch = optional("torch")
+    if torch is None:
+        return
+    rows = [[101, 7592, 2088, 102], [101, 2023, 102], [101, 2003, 1037, 3231, 6251, 102]]
+    with tempfile.TemporaryDirectory() as directory:
+        path = f"{directory}/tokens.parquet"
+        table = pa.table({"input_ids": pa.array(rows, pa.list_(pa.int32())), "label": [1, 0, 1]})
+        pq.write_table(table, path)
+        show("pq.read_schema(path)", str(pq.read_schema(path)).split("\n-- schema")[0])
+        padded = 'sequences={"input_ids": {"mode": "pad", "pad_value": 0}}'
+        for batch in ad.BatchDataset(path, 3, sequences={"input_ids": {"mode": "pad", "pad_value": 0}}):
+            show(f"next(iter(ad.BatchDataset(path, 3, {padded})))", {k: v.tolist() for k, v in batch.items()})
+        packed = 'sequences={"input_ids": "pack"}'
+        for batch in ad.BatchDataset(path, 3, sequences={"input_ids": "pack"}):
+            show(f"next(iter(ad.BatchDataset(path, 3, {packed})))", {k: v.tolist() for k, v in batch.items()})
+        budget = 'sequences={"input_ids": "pack"}, max_tokens=8'
+        sizes = [len(b["label"]) for b in ad.BatchDataset(path, 32, sequences={"input_ids": "pack"}, max_tokens=8)]
+        show(f"[len(b['label']) for b in ad.BatchDataset(path, 32, {budget})]", sizes)
+
+
 if __name__ == "__main__":
     print(f"arrow_dlpack {ad.__version__}, pyarrow {pa.__version__}, numpy {np.__version__}")
     producing()
     consuming()
     beyond_pyarrow()
     training_batches()
+    token_batches()

@@ -368,18 +368,22 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
     use arrow_dlpack::Error as A;
     use arrow_dlpack_loader::Error as E;
     use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyPermissionError};
+    // The loader's own errors never carry this variant (it is what `?` makes of an Arrow-layer
+    // error in a caller's code); mapped as the Arrow layer's error, should one arrive.
+    let error = match error {
+        E::Convert(inner) => return arrow_error(inner, Operation::ToTensor),
+        other => other,
+    };
     let kind = match &error {
         // The file system: the builtin exceptions `open()` raises.
         E::Io { source, .. } => {
             return match source.kind() {
-                std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(error.to_string()),
-                std::io::ErrorKind::PermissionDenied => {
-                    PyPermissionError::new_err(error.to_string())
-                }
-                _ => PyOSError::new_err(error.to_string()),
+                std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(chain(&error)),
+                std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(chain(&error)),
+                _ => PyOSError::new_err(chain(&error)),
             };
         }
-        E::Thread { .. } => return PyOSError::new_err(error.to_string()),
+        E::Thread { .. } => return PyOSError::new_err(chain(&error)),
         // A column whose data cannot become the tensor asked for; the Arrow layer's reason in
         // Python's words (`allow_nulls=True`, not the Rust options struct).
         E::Column { column, source } => {
@@ -387,7 +391,7 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
                 A::UnsupportedType { .. } | A::UnsupportedColumnType { .. } => Kind::Type,
                 A::Tensor(inner) => match tensor_kind(inner) {
                     Some(kind) => kind,
-                    None => return PyMemoryError::new_err(error.to_string()),
+                    None => return PyMemoryError::new_err(chain(&error)),
                 },
                 // Nulls refused without `allow_nulls` (as `to_tensor()`), and the rest.
                 _ => Kind::Value,
@@ -397,7 +401,7 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         }
         E::Tensor(inner) => match tensor_kind(inner) {
             Some(kind) => return raise(kind, tensor_message(inner)),
-            None => return PyMemoryError::new_err(error.to_string()),
+            None => return PyMemoryError::new_err(chain(&error)),
         },
         E::UnsupportedColumn { .. } => Kind::Type,
         // A bad spec, a malformed, truncated or corrupt file, a file changed after planning,
@@ -407,12 +411,14 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         | E::Ipc { .. }
         | E::Parquet { .. }
         | E::CorruptParquet { .. }
+        | E::UnsupportedCodec { .. }
         | E::RowCount { .. }
         | E::FileChanged { .. }
         | E::DecodePanicked { .. }
         | E::Decode { .. }
         | E::Arrow(_)
         | E::MissingColumn { .. }
+        | E::MissingTensor { .. }
         | E::SchemaMismatch { .. }
         | E::UnknownFormat { .. }
         | E::Panicked { .. } => Kind::Value,
@@ -420,7 +426,25 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         // is mapped here on purpose.
         _ => Kind::Value,
     };
-    raise(kind, error)
+    raise(kind, chain(&error))
+}
+
+/// The message of `error` followed by those of its causes, joined by `: `: a Rust error's
+/// message describes its own level only, and a Python exception shows one message.
+/// A cause whose text the message already ends with is left out: some arrow-rs and parquet
+/// errors (`ExternalError`) print their source in their own message too.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        let text = inner.to_string();
+        if !message.ends_with(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = inner.source();
+    }
+    message
 }
 
 /// Maps an error of arrow-rs (C data interface import and export, concatenation).

@@ -20,12 +20,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, TryLockError};
 
 use arrow_array::{RecordBatch, RecordBatchReader, StructArray};
-use arrow_dlpack_loader::{BatchSpec, Batches, ColumnGroup, Source};
+use arrow_dlpack_loader::{
+    BatchSpec, Batches, ColumnGroup, PadValue, Sequence, SequenceMode, Side, Source,
+};
 use arrow_schema::{ArrowError, DataType, Schema, SchemaRef};
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use crate::arrow_ffi::CheckedStream;
 use crate::errors;
@@ -275,6 +277,159 @@ impl OptionValue for String {
     }
 }
 
+/// An optional count: `None`, or an int as [`usize`] takes it.
+impl OptionValue for Option<usize> {
+    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
+        if value.is_none() {
+            return Ok(None);
+        }
+        if value.cast::<PyInt>().is_err() {
+            return Err(errors::type_error(format!(
+                "{field} is {}; expected int or None",
+                type_name(value)
+            )));
+        }
+        usize::from_python(field, value).map(Some)
+    }
+
+    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.into_bound_py_any(py)
+    }
+}
+
+/// The keys of a sequence given as a dict.
+const SEQUENCE_KEYS: [&str; 6] = [
+    "mode",
+    "pad_value",
+    "max_length",
+    "pad_to_multiple_of",
+    "padding_side",
+    "truncation_side",
+];
+
+/// Sequences cross as a dict from column name to a mode (`"pad"`, `"pack"`, `"jagged"`) or to
+/// a dict of [`SEQUENCE_KEYS`] (`mode` defaulting to `"pad"`).
+impl OptionValue for Vec<Sequence> {
+    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let dict = value.cast::<PyDict>().map_err(|_| {
+            errors::type_error(format!(
+                "{field} is {}; expected a dict from column name to a mode (\"pad\", \"pack\", \
+                 \"jagged\") or to a dict of options",
+                type_name(value)
+            ))
+        })?;
+        let mut sequences = Vec::new();
+        for (column, how) in dict.iter() {
+            let column = String::from_python(&format!("a key of {field}"), &column)?;
+            let at = format!("{field}[{column:?}]");
+            let mut sequence = Sequence::new(column, SequenceMode::Pad);
+            if let Ok(mode) = how.cast::<PyString>() {
+                sequence.mode = sequence_mode(&at, mode.to_str()?)?;
+                sequences.push(sequence);
+                continue;
+            }
+            let options = how.cast::<PyDict>().map_err(|_| {
+                errors::type_error(format!(
+                    "{at} is {}; expected a mode (\"pad\", \"pack\", \"jagged\") or a dict with \
+                     keys {SEQUENCE_KEYS:?}",
+                    type_name(&how)
+                ))
+            })?;
+            for (key, item) in options.iter() {
+                let key = String::from_python(&format!("a key of {at}"), &key)?;
+                let here = format!("{at}[{key:?}]");
+                match key.as_str() {
+                    "mode" => {
+                        sequence.mode = sequence_mode(&here, &String::from_python(&here, &item)?)?
+                    }
+                    "pad_value" => sequence.pad_value = pad_value(&here, &item)?,
+                    "max_length" => {
+                        sequence.max_length = Option::<usize>::from_python(&here, &item)?
+                    }
+                    "pad_to_multiple_of" => {
+                        sequence.pad_to_multiple_of = Option::<usize>::from_python(&here, &item)?
+                    }
+                    "padding_side" => sequence.padding_side = side(&here, &item)?,
+                    "truncation_side" => sequence.truncation_side = side(&here, &item)?,
+                    _ => {
+                        return Err(errors::value_error(format!(
+                            "{at} has key {key:?}; expected keys among {SEQUENCE_KEYS:?}"
+                        )));
+                    }
+                }
+            }
+            sequences.push(sequence);
+        }
+        Ok(sequences)
+    }
+
+    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let out = PyDict::new(py);
+        for sequence in self {
+            let options = PyDict::new(py);
+            options.set_item("mode", sequence.mode.as_str())?;
+            match sequence.pad_value {
+                PadValue::Int(value) => options.set_item("pad_value", value)?,
+                PadValue::Float(value) => options.set_item("pad_value", value)?,
+            }
+            options.set_item("max_length", sequence.max_length)?;
+            options.set_item("pad_to_multiple_of", sequence.pad_to_multiple_of)?;
+            let side_name = |side: Side| match side {
+                Side::Right => "right",
+                Side::Left => "left",
+            };
+            options.set_item("padding_side", side_name(sequence.padding_side))?;
+            options.set_item("truncation_side", side_name(sequence.truncation_side))?;
+            out.set_item(&sequence.column, options)?;
+        }
+        Ok(out.into_any())
+    }
+}
+
+/// A sequence's mode from its name.
+fn sequence_mode(at: &str, name: &str) -> PyResult<SequenceMode> {
+    match name {
+        "pad" => Ok(SequenceMode::Pad),
+        "pack" => Ok(SequenceMode::Pack),
+        "jagged" => Ok(SequenceMode::Jagged),
+        _ => Err(errors::value_error(format!(
+            "{at} is {name:?}; expected \"pad\", \"pack\" or \"jagged\""
+        ))),
+    }
+}
+
+/// A side from its name.
+fn side(at: &str, value: &Bound<'_, PyAny>) -> PyResult<Side> {
+    match String::from_python(at, value)?.as_str() {
+        "right" => Ok(Side::Right),
+        "left" => Ok(Side::Left),
+        other => Err(errors::value_error(format!(
+            "{at} is {other:?}; expected \"right\" or \"left\""
+        ))),
+    }
+}
+
+/// A pad value: an int (any that fits in 64 bits) or a float; a bool is refused.
+fn pad_value(at: &str, value: &Bound<'_, PyAny>) -> PyResult<PadValue> {
+    if value.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(errors::type_error(format!(
+            "{at} is bool; expected int or float"
+        )));
+    }
+    if let Ok(int) = value.cast::<PyInt>() {
+        return int.extract::<i64>().map(PadValue::Int).map_err(|_| {
+            errors::value_error(format!("{at} is {int}; expected an int of at most 64 bits"))
+        });
+    }
+    if let Ok(float) = value.cast::<PyFloat>() {
+        return Ok(PadValue::Float(float.value()));
+    }
+    Err(errors::type_error(format!(
+        "{at} is {}; expected int or float",
+        type_name(value)
+    )))
+}
+
 /// The keywords of `_Batches`, one per field of [`BatchSpec`], each named once.
 macro_rules! batch_spec_options {
     ($($field:ident),* $(,)?) => {
@@ -328,6 +483,9 @@ batch_spec_options!(
     prefetch,
     decode_threads,
     writable,
+    sequences,
+    max_tokens,
+    bucket_by_length,
 );
 
 /// Batches of exactly `batch_size` rows from an Arrow source, made on background threads; each
@@ -341,6 +499,8 @@ pub(crate) struct PyBatches {
     num_rows: Option<u64>,
     /// The number of batches, where the row count is known.
     len: Option<usize>,
+    /// The rows of the batches handed out so far.
+    rows_yielded: std::sync::atomic::AtomicU64,
     /// The process that made the loader: its threads live there only, so a child of `fork()`
     /// must neither wait for them nor join them.
     pid: u32,
@@ -384,6 +544,7 @@ impl PyBatches {
         Ok(PyBatches {
             num_rows: batches.num_rows(),
             len: batches.len(),
+            rows_yielded: std::sync::atomic::AtomicU64::new(0),
             batches: Mutex::new(Some(batches)),
             pid: std::process::id(),
         })
@@ -434,6 +595,10 @@ impl PyBatches {
             }
         };
         drop(guard);
+        self.rows_yielded.fetch_add(
+            batch.num_rows() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let out = PyDict::new(py);
         let (tensors, masks) = batch.into_parts();
         for (name, tensor) in tensors {
@@ -461,6 +626,13 @@ impl PyBatches {
     #[getter]
     fn num_rows(&self) -> Option<u64> {
         self.num_rows
+    }
+
+    /// The rows of the batches handed out so far (a batch's tensors do not all have a row per
+    /// row: packed sequences have a value per token).
+    #[getter]
+    fn rows_yielded(&self) -> u64 {
+        self.rows_yielded.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Stops the background threads and releases the source now, rather than when the iterator

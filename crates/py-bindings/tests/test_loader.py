@@ -329,8 +329,20 @@ def test_a_truncated_parquet_file_is_a_clear_error(tmp_path, files):
     data = files["parquet"].read_bytes()
     truncated = tmp_path / "truncated.parquet"
     truncated.write_bytes(data[: len(data) // 2])
-    with pytest.raises(ValueError, match="truncated.parquet"):
+    with pytest.raises(ValueError, match="truncated.parquet") as caught:
         list(ad.batches(truncated, 4))
+    # The Rust error names the file and keeps the reader's reason as its cause; Python shows
+    # both, each once.
+    message = str(caught.value)
+    assert message.startswith(f"cannot read parquet file {truncated}: "), message
+    assert len(message) > len(f"cannot read parquet file {truncated}: ")
+
+
+def test_a_missing_file_keeps_the_operating_systems_reason(tmp_path):
+    missing = tmp_path / "missing.parquet"
+    with pytest.raises(FileNotFoundError) as caught:
+        ad.batches(missing, 4)
+    assert str(caught.value) == f"cannot read {missing}: No such file or directory (os error 2)"
 
 
 def test_a_corrupt_ipc_file_is_a_clear_error(tmp_path, files):

@@ -67,13 +67,14 @@ def test_rust_lists_the_fields_of_the_spec_with_their_defaults():
     assert list(RUST) == [
         "batch_size", "drop_last", "columns", "groups", "masks", "allow_nulls", "null_to_nan",
         "row_major", "shuffle", "seed", "buffer_size", "shard_index", "num_shards", "prefetch",
-        "decode_threads", "writable",
+        "decode_threads", "writable", "sequences", "max_tokens", "bucket_by_length",
     ]
     assert _typed(RUST) == _typed({
         "batch_size": 1024, "drop_last": False, "columns": [], "groups": [], "masks": [],
         "allow_nulls": False, "null_to_nan": False, "row_major": True, "shuffle": False,
         "seed": 0, "buffer_size": 65_536, "shard_index": 0, "num_shards": 1, "prefetch": 2,
-        "decode_threads": 0, "writable": False,
+        "decode_threads": 0, "writable": False, "sequences": {}, "max_tokens": None,
+        "bucket_by_length": False,
     })
 
 
@@ -104,7 +105,7 @@ def test_the_defaults_of_batches_reach_rust_as_the_defaults_of_the_spec(handed_o
 
 def test_batches_hands_every_option_on(handed_on):
     ad.batches(
-        pa.table({"x": [1.0, 2.0], "y": [3.0, 4.0]}),
+        pa.table({"x": [1.0, 2.0], "y": [3.0, 4.0], "s": [[1], [2, 3]]}),
         3,
         columns=("x",),
         groups={"xy": ("x", "y")},
@@ -121,12 +122,16 @@ def test_batches_hands_every_option_on(handed_on):
         prefetch=4,
         decode_threads=3,
         writable=True,
+        sequences={"s": "pack"},
+        max_tokens=64,
+        bucket_by_length=True,
     )
     assert _typed(handed_on) == _typed({
         "batch_size": 3, "drop_last": True, "columns": ["x"], "groups": [("xy", ["x", "y"])],
         "masks": ["y"], "allow_nulls": True, "null_to_nan": True, "row_major": False,
         "shuffle": True, "seed": 5, "buffer_size": 7, "shard_index": 1, "num_shards": 2,
-        "prefetch": 4, "decode_threads": 3, "writable": True,
+        "prefetch": 4, "decode_threads": 3, "writable": True, "sequences": {"s": "pack"},
+        "max_tokens": 64, "bucket_by_length": True,
     })
 
 

@@ -117,12 +117,43 @@ impl DType {
         }
     }
 
+    /// The Rust type that reads the elements of this dtype (a [`NativeDType`](crate::NativeDType):
+    /// `"f32"` for float32, `"u8"` for bool), or `None` when no Rust type of this crate does
+    /// (complex and float8 kinds).
+    ///
+    /// ```
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; }
+    /// use arrow_dlpack::DType;
+    ///
+    /// assert_eq!(DType::Float32.rust_type(), Some("f32"));
+    /// assert_eq!(DType::Bool.rust_type(), Some("u8"));
+    /// assert_eq!(DType::Complex64.rust_type(), None);
+    /// ```
+    pub const fn rust_type(self) -> Option<&'static str> {
+        Some(match self {
+            DType::Int8 => "i8",
+            DType::Int16 => "i16",
+            DType::Int32 => "i32",
+            DType::Int64 => "i64",
+            DType::UInt8 | DType::Bool => "u8",
+            DType::UInt16 => "u16",
+            DType::UInt32 => "u32",
+            DType::UInt64 => "u64",
+            DType::Float16 => "half::f16",
+            DType::Float32 => "f32",
+            DType::Float64 => "f64",
+            DType::BFloat16 => "half::bf16",
+            _ => return None,
+        })
+    }
+
     /// The type's name as Rust and DLPack users write it: the element width in bits after the
     /// kind (`int8`, `uint16`, `float32`, `bfloat16`, `complex64`, `bool`, `float8_e4m3fn`), as
     /// numpy and PyTorch name them.
     ///
     /// ```
-    /// use arrow_dlpack_tensor::DType;
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+    /// use arrow_dlpack::DType;
     ///
     /// assert_eq!(DType::Float32.name(), "float32");
     /// assert_eq!(DType::Float16.to_string(), "float16");

@@ -214,8 +214,9 @@ pub enum Error {
 
     /// A typed read or build whose Rust element type does not match the tensor's dtype.
     #[error(
-        "element type mismatch: expected a Rust type for dtype {expected}, found {rust_type} \
-         (dtype {found})"
+        "element type mismatch: the tensor has dtype {expected}; expected {}, found \
+         {rust_type} (dtype {found})",
+        reader_of(*expected)
     )]
     DTypeMismatch {
         /// The tensor's dtype.
@@ -252,7 +253,10 @@ pub enum Error {
     },
 
     /// An index with the wrong number of entries.
-    #[error("index length mismatch: expected {expected} entries, one per dimension, found {found}")]
+    #[error(
+        "index length mismatch: expected {}, one per dimension, found {found}",
+        plural(*expected, "entry", "entries")
+    )]
     IndexLength {
         /// The tensor's rank.
         expected: usize,
@@ -281,4 +285,211 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// `count` and the noun in the number it takes: `1 entry`, `2 entries`.
 fn plural(count: usize, one: &str, many: &str) -> String {
     format!("{count} {}", if count == 1 { one } else { many })
+}
+
+/// The Rust type that reads `dtype`, for [`Error::DTypeMismatch`].
+fn reader_of(dtype: DType) -> String {
+    match dtype.rust_type() {
+        Some(name) => name.to_string(),
+        None => format!("a Rust type that reads {dtype}, which this crate does not have"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The variants, in declaration order; the match is exhaustive, so a new variant does not
+    /// compile until it has an index here and a sample in [`samples`].
+    fn index(error: &Error) -> usize {
+        match error {
+            Error::UnknownTypeCode { .. } => 0,
+            Error::UnsupportedBits { .. } => 1,
+            Error::UnsupportedLanes { .. } => 2,
+            Error::UnsupportedDevice { .. } => 3,
+            Error::DeviceMemory { .. } => 4,
+            Error::UnsupportedVersion { .. } => 5,
+            Error::NullManagedTensor => 6,
+            Error::InvalidNdim { .. } => 7,
+            Error::NullShape { .. } => 8,
+            Error::NegativeExtent { .. } => 9,
+            Error::StridesLength { .. } => 10,
+            Error::DimNamesLength { .. } => 11,
+            Error::Overflow { .. } => 12,
+            Error::NullData { .. } => 13,
+            Error::Misaligned { .. } => 14,
+            Error::BeforeBuffer { .. } => 15,
+            Error::PastBuffer { .. } => 16,
+            Error::InvalidPermutation { .. } => 17,
+            Error::OutOfMemory { .. } => 18,
+            Error::Allocation { .. } => 19,
+            Error::DTypeMismatch { .. } => 20,
+            Error::ElementCount { .. } => 21,
+            Error::NotRowMajor { .. } => 22,
+            Error::IndexLength { .. } => 23,
+            Error::IndexOutOfBounds { .. } => 24,
+        }
+    }
+
+    const VARIANTS: usize = 25;
+
+    /// One error of every variant.
+    fn samples() -> Vec<Error> {
+        vec![
+            Error::UnknownTypeCode { code: 99, bits: 8 },
+            Error::UnsupportedBits {
+                kind: "float",
+                bits: 12,
+                expected: "16, 32 or 64",
+            },
+            Error::UnsupportedLanes { lanes: 4 },
+            Error::UnsupportedDevice {
+                device_type: 2,
+                device_id: 0,
+                name: "cuda",
+            },
+            Error::DeviceMemory {
+                operation: "read the elements",
+                device_type: 2,
+                device_id: 1,
+                name: "cuda",
+            },
+            Error::UnsupportedVersion {
+                major: 2,
+                minor: 0,
+                expected_major: 1,
+            },
+            Error::NullManagedTensor,
+            Error::InvalidNdim {
+                ndim: -1,
+                max: 1024,
+            },
+            Error::NullShape { ndim: 2 },
+            Error::NegativeExtent { dim: 1, extent: -3 },
+            Error::StridesLength {
+                ndim: 2,
+                strides: 1,
+            },
+            Error::DimNamesLength { ndim: 1, names: 2 },
+            Error::Overflow {
+                what: "the element count",
+            },
+            Error::NullData { elements: 1 },
+            Error::Misaligned {
+                address: 0x1001,
+                alignment: 4,
+                dtype: DType::Float32,
+            },
+            Error::BeforeBuffer {
+                offset: 0,
+                lowest: 2,
+            },
+            Error::PastBuffer {
+                needed: 16,
+                available: 8,
+            },
+            Error::InvalidPermutation {
+                ndim: 2,
+                order: vec![0, 0],
+            },
+            Error::OutOfMemory { bytes: 1 << 40 },
+            Error::Allocation {
+                reason: "no memory for a managed tensor of 96 bytes".to_string(),
+            },
+            Error::DTypeMismatch {
+                expected: DType::Float32,
+                found: DType::Int64,
+                rust_type: "i64",
+            },
+            Error::ElementCount {
+                shape: vec![2, 3],
+                expected: 6,
+                found: 5,
+            },
+            Error::NotRowMajor {
+                shape: vec![2, 3],
+                strides: vec![1, 2],
+            },
+            Error::IndexLength {
+                expected: 1,
+                found: 2,
+            },
+            Error::IndexOutOfBounds {
+                dim: 0,
+                index: 3,
+                extent: 3,
+            },
+        ]
+    }
+
+    /// The texts of `error` and of each of its causes, outermost first.
+    fn chain(error: &dyn std::error::Error) -> Vec<String> {
+        let mut texts = vec![error.to_string()];
+        let mut cause = error.source();
+        while let Some(inner) = cause {
+            texts.push(inner.to_string());
+            cause = inner.source();
+        }
+        texts
+    }
+
+    #[test]
+    fn every_variant_prints_its_chain_without_repeating_a_cause() {
+        let samples = samples();
+        let mut seen: Vec<usize> = samples.iter().map(index).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(
+            seen,
+            (0..VARIANTS).collect::<Vec<_>>(),
+            "a variant has no sample"
+        );
+        for error in &samples {
+            let texts = chain(error);
+            println!("{}", texts.join("\n  caused by: "));
+            for (level, text) in texts.iter().enumerate() {
+                assert!(!text.is_empty(), "{error:?} has an empty message");
+                for cause in &texts[level + 1..] {
+                    assert!(!text.contains(cause.as_str()), "{text:?} repeats {cause:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn counts_take_the_plural_they_need() {
+        let one = Error::IndexLength {
+            expected: 1,
+            found: 2,
+        };
+        assert_eq!(
+            one.to_string(),
+            "index length mismatch: expected 1 entry, one per dimension, found 2"
+        );
+    }
+
+    #[test]
+    fn a_dtype_mismatch_names_the_rust_type_to_read_with() {
+        let error = Error::DTypeMismatch {
+            expected: DType::Float32,
+            found: DType::Int64,
+            rust_type: "i64",
+        };
+        assert_eq!(
+            error.to_string(),
+            "element type mismatch: the tensor has dtype float32; expected f32, found i64 (dtype \
+             int64)"
+        );
+        let complex = Error::DTypeMismatch {
+            expected: DType::Complex64,
+            found: DType::Float32,
+            rust_type: "f32",
+        };
+        assert!(
+            complex.to_string().contains(
+                "expected a Rust type that reads complex64, which this crate does not have"
+            ),
+            "{complex}"
+        );
+    }
 }

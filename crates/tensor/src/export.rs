@@ -14,11 +14,11 @@ use crate::{Error, Result, Tensor};
 /// `None` copies only when the data cannot be shared as it is (never, for a [`Tensor`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ExportOptions {
-    /// The consumer's `copy` argument.
+    /// The consumer's `copy` argument. Default `None`.
     pub copy: Option<bool>,
     /// The producer made this tensor's memory for this export alone (unpacked booleans,
     /// concatenated chunks) and keeps no other reference to it: the export is flagged `IS_COPIED`
-    /// and `copy=Some(true)` does not copy it a second time.
+    /// and `copy=Some(true)` does not copy it a second time. Default `false`.
     pub made_for_export: bool,
 }
 
@@ -50,7 +50,8 @@ impl Tensor {
     /// the memory was [made for the export](ExportOptions::made_for_export).
     ///
     /// ```
-    /// use arrow_dlpack_tensor::{ExportOptions, Tensor};
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+    /// use arrow_dlpack::{ExportOptions, Tensor};
     ///
     /// let tensor = Tensor::from_vec(vec![1i64, 2, 3, 4], vec![2, 2])?;
     /// // The managed tensor keeps the buffer alive until its deleter runs, when it is dropped

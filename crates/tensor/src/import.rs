@@ -17,7 +17,8 @@ use crate::{DType, Device, Error, MAX_NDIM, Result, Tensor, layout};
 /// What an import accepts beyond the default.
 ///
 /// ```
-/// use arrow_dlpack_tensor::ImportOptions;
+/// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+/// use arrow_dlpack::ImportOptions;
 ///
 /// // The default: host memory only, as every operation on the data needs.
 /// assert!(!ImportOptions::default().any_device);
@@ -29,7 +30,7 @@ pub struct ImportOptions {
     /// The tensor then keeps its [`Device`] and can be inspected, viewed and exported again
     /// without a copy, while everything that would read its elements refuses it with
     /// [`Error::DeviceMemory`]: this crate never dereferences device memory. Device types that
-    /// `dlpack.h` does not name are refused either way.
+    /// `dlpack.h` does not name are refused either way. Default `false`.
     pub any_device: bool,
 }
 
@@ -138,7 +139,8 @@ impl Tensor {
     /// A tensor without elements releases `managed` at once and holds an empty buffer.
     ///
     /// ```
-    /// use arrow_dlpack_tensor::{ExportOptions, Tensor};
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+    /// use arrow_dlpack::{ExportOptions, Tensor};
     ///
     /// let source = Tensor::from_vec(vec![1.5f32, 2.5, 3.5], vec![3])?;
     /// let managed = source.to_dlpack_legacy(ExportOptions::default())?;

@@ -14,6 +14,7 @@
 //! | [`Tensor::to_dlpack_versioned`], [`Tensor::to_dlpack_legacy`] | export; the managed tensor keeps the buffer alive |
 //! | [`Tensor::from_managed`], [`Tensor::from_raw_versioned`], [`Tensor::from_raw_legacy`] | zero-copy import; the buffer owns the producer's tensor |
 //! | `Tensor::view`, `Tensor::from_ndarray`, `Tensor::from_ndarray_view` (feature `ndarray`) | an `ndarray::ArrayViewD` of any strides; an owned array without a copy |
+//! | [`Tensor::shares_memory`], [`Tensor::shares_memory_with_buffer`], [`Tensor::byte_range`] | whether two tensors, or a tensor and an Arrow buffer, address the same bytes: the zero-copy check |
 //! | [`layout`] | element counts, spans and contiguity on plain shapes and strides |
 //! | [`alloc::UninitBuffer`], [`alloc::PooledVec`] | fallible, aligned allocation for copies: `OutOfMemory` instead of an abort; 4 MiB and more from a pool that keeps freed pages warm ([`alloc::stats`], [`alloc::set_limit`], [`alloc::release_unused`]) |
 //! | [`Error`] | the one error type |
@@ -21,8 +22,9 @@
 //! A round trip through DLPack shares the memory both ways:
 //!
 //! ```
-//! use arrow_buffer::Buffer;
-//! use arrow_dlpack_tensor::{DType, ExportOptions, Tensor};
+//! # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+//! use arrow_dlpack::Buffer;
+//! use arrow_dlpack::{DType, ExportOptions, Tensor};
 //!
 //! let buffer = Buffer::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
 //! let tensor = Tensor::try_new_row_major(buffer, DType::Float32, vec![2, 3])?;
@@ -51,6 +53,7 @@ pub mod layout;
 mod native;
 #[cfg(feature = "ndarray")]
 mod ndarray_interop;
+mod shares_memory;
 mod strided_copy;
 mod tensor;
 mod typed;

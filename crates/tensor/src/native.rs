@@ -25,7 +25,8 @@ mod sealed {
 /// tensors as `u8` instead (see [`NativeDType::reads`]); any nonzero byte means true.
 ///
 /// ```
-/// use arrow_dlpack_tensor::{DType, NativeDType};
+/// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+/// use arrow_dlpack::{DType, NativeDType};
 ///
 /// assert_eq!(DType::of::<f32>(), DType::Float32);
 /// assert_eq!(<i64 as NativeDType>::DTYPE, DType::Int64);
@@ -120,7 +121,8 @@ impl DType {
     /// The dtype of tensors whose elements are values of `T`.
     ///
     /// ```
-    /// use arrow_dlpack_tensor::DType;
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+    /// use arrow_dlpack::DType;
     ///
     /// assert_eq!(DType::of::<u16>(), DType::UInt16);
     /// assert_eq!(DType::of::<half::bf16>(), DType::BFloat16);

@@ -16,7 +16,8 @@ impl Tensor {
     /// or when the memory is not on the CPU.
     ///
     /// ```
-    /// use arrow_dlpack_tensor::Tensor;
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; pub use ndarray; }
+    /// use arrow_dlpack::Tensor;
     ///
     /// let matrix = Tensor::from_vec((0..6i32).collect(), vec![2, 3])?;
     /// let view = matrix.view::<i32>()?;
@@ -68,8 +69,9 @@ impl Tensor {
     /// stays as it is).
     ///
     /// ```
-    /// use arrow_dlpack_tensor::{DType, Tensor};
-    /// use ndarray::array;
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; pub use ndarray; }
+    /// use arrow_dlpack::{DType, Tensor};
+    /// use arrow_dlpack::ndarray::array;
     ///
     /// let tensor = Tensor::from_ndarray(array![[1.0f64, 2.0], [3.0, 4.0]])?;
     /// assert_eq!(tensor.dtype(), DType::Float64);
@@ -102,8 +104,9 @@ impl Tensor {
     /// A row-major copy of an ndarray view (or of any array borrowed with `.view()`).
     ///
     /// ```
-    /// use arrow_dlpack_tensor::Tensor;
-    /// use ndarray::{array, s};
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; pub use ndarray; }
+    /// use arrow_dlpack::Tensor;
+    /// use arrow_dlpack::ndarray::{array, s};
     ///
     /// let array = array![[1u32, 2, 3], [4, 5, 6]];
     /// let tensor = Tensor::from_ndarray_view(array.slice(s![.., ..;2]))?;

@@ -24,8 +24,9 @@ pub const MAX_NDIM: usize = 1024;
 /// Cloning is cheap: the buffer is reference counted.
 ///
 /// ```
-/// use arrow_buffer::Buffer;
-/// use arrow_dlpack_tensor::{DType, Tensor};
+/// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+/// use arrow_dlpack::Buffer;
+/// use arrow_dlpack::{DType, Tensor};
 ///
 /// let buffer = Buffer::from_vec((0..6i32).collect::<Vec<_>>());
 /// let matrix = Tensor::try_new_row_major(buffer, DType::Int32, vec![2, 3]).unwrap();
@@ -78,8 +79,9 @@ impl Tensor {
     /// [`Tensor::from_vec`] or [`Tensor::from_scalar_buffer`], which take the dtype from the type.
     ///
     /// ```
-    /// use arrow_buffer::Buffer;
-    /// use arrow_dlpack_tensor::{DType, Tensor};
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+    /// use arrow_dlpack::Buffer;
+    /// use arrow_dlpack::{DType, Tensor};
     ///
     /// // A 2 x 3 int32 matrix, viewed column by column (strides in elements).
     /// let buffer = Buffer::from_vec(vec![1i32, 2, 3, 4, 5, 6]);
@@ -254,8 +256,9 @@ impl Tensor {
         self.device
     }
 
-    /// Refuses, with [`Error::DeviceMemory`] naming `operation`, a tensor whose memory is not
-    /// host memory: the check every operation that reads the elements makes first.
+    /// Refuses, with [`Error::DeviceMemory`](crate::Error::DeviceMemory) naming `operation`, a
+    /// tensor whose memory is not host memory: the check every operation that reads the elements
+    /// makes first.
     pub fn require_cpu(&self, operation: &'static str) -> Result<()> {
         if self.device.is_cpu() {
             return Ok(());
@@ -336,7 +339,8 @@ impl Tensor {
     /// `order[i]` of `self`. Dimension names follow their dimensions.
     ///
     /// ```
-    /// use arrow_dlpack_tensor::Tensor;
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+    /// use arrow_dlpack::Tensor;
     ///
     /// let matrix = Tensor::from_vec(vec![1u8, 2, 3, 4, 5, 6], vec![2, 3])?;
     /// let transposed = matrix.permuted(&[1, 0])?;
@@ -372,12 +376,13 @@ impl Tensor {
     /// Copies exactly the logical elements, in row-major order, into a new buffer.
     ///
     /// The copy is writable (not read-only) and keeps the dimension names.
-    /// Fails with [`Error::OutOfMemory`] when the allocator refuses the memory (a zero-stride view
-    /// can describe far more elements than it holds), and with [`Error::DeviceMemory`] for a
-    /// tensor that is not in host memory.
+    /// Fails with [`Error::OutOfMemory`](crate::Error::OutOfMemory) when the allocator refuses the
+    /// memory (a zero-stride view can describe far more elements than it holds), and with
+    /// [`Error::DeviceMemory`](crate::Error::DeviceMemory) for a tensor that is not in host memory.
     ///
     /// ```
-    /// use arrow_dlpack_tensor::Tensor;
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+    /// use arrow_dlpack::Tensor;
     ///
     /// let matrix = Tensor::from_vec(vec![1u8, 2, 3, 4, 5, 6], vec![2, 3])?;
     /// let copy = matrix.permuted(&[1, 0])?.to_contiguous()?;

@@ -18,7 +18,8 @@ impl Tensor {
     /// read-only for DLPack consumers.
     ///
     /// ```
-    /// use arrow_dlpack_tensor::{DType, Tensor};
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+    /// use arrow_dlpack::{DType, Tensor};
     ///
     /// let tensor = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], vec![2, 3])?;
     /// assert_eq!(tensor.dtype(), DType::Float32);
@@ -41,8 +42,9 @@ impl Tensor {
     /// `shape`. A sliced `ScalarBuffer` is honoured (the tensor starts at its first element).
     ///
     /// ```
-    /// use arrow_buffer::ScalarBuffer;
-    /// use arrow_dlpack_tensor::{DType, Tensor};
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+    /// use arrow_dlpack::ScalarBuffer;
+    /// use arrow_dlpack::{DType, Tensor};
     ///
     /// let values = ScalarBuffer::from(vec![1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0]);
     /// let tensor = Tensor::from_scalar_buffer(values.slice(2, 4), vec![2, 2])?;
@@ -68,7 +70,8 @@ impl Tensor {
     /// or [`Tensor::to_contiguous`] for other layouts). An empty tensor gives an empty slice.
     ///
     /// ```
-    /// use arrow_dlpack_tensor::Tensor;
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+    /// use arrow_dlpack::Tensor;
     ///
     /// let tensor = Tensor::from_vec(vec![1u16, 2, 3, 4], vec![2, 2])?;
     /// assert_eq!(tensor.as_slice::<u16>()?, &[1, 2, 3, 4]);
@@ -106,7 +109,8 @@ impl Tensor {
     /// when `index` does not have one entry per dimension, or when an entry is out of bounds.
     ///
     /// ```
-    /// use arrow_dlpack_tensor::Tensor;
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+    /// use arrow_dlpack::Tensor;
     ///
     /// let matrix = Tensor::from_vec((0..6i64).collect(), vec![2, 3])?;
     /// let transposed = matrix.permuted(&[1, 0])?;
@@ -153,7 +157,8 @@ impl Tensor {
     /// Fails when `T` does not read the dtype or when the memory is not on the CPU.
     ///
     /// ```
-    /// use arrow_dlpack_tensor::Tensor;
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+    /// use arrow_dlpack::Tensor;
     ///
     /// let matrix = Tensor::from_vec((0..6i32).collect(), vec![2, 3])?;
     /// let transposed = matrix.permuted(&[1, 0])?;

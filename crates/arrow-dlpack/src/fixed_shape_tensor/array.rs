@@ -19,9 +19,9 @@ use crate::{ArrayToTensorOptions, Error, Result, TensorToArrayOptions, arrow_typ
 /// [`FixedShapeTensorArray::storage`].
 ///
 /// ```
-/// use arrow_buffer::Buffer;
+/// use arrow_dlpack::Buffer;
 /// use arrow_dlpack::{ArrayToTensorOptions, FixedShapeTensorArray, TensorToArrayOptions};
-/// use arrow_dlpack_tensor::{DType, Tensor};
+/// use arrow_dlpack::{DType, Tensor};
 ///
 /// // Three 2x2 matrices, transposed: the strides say the cells are column-major.
 /// let buffer = Buffer::from_vec((0..12i32).collect::<Vec<_>>());

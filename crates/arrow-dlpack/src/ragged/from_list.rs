@@ -31,12 +31,12 @@ pub struct ListToRaggedOptions {
     /// Accept nulls: a null row becomes an empty row, and null elements inside rows hold
     /// unspecified values (as [`ArrayToTensorOptions::allow_nulls`] does for fixed-size lists).
     /// Without it a null row is refused with [`Error::NullRow`] and a null element with
-    /// [`Error::Nulls`].
+    /// [`Error::Nulls`]. Default `false`.
     pub allow_nulls: bool,
     /// Accept conversions that copy the values: rows that are not laid out one after another
     /// (a list view whose rows overlap or are out of order, a null row whose offsets still
     /// cover elements, which must be dropped), and booleans, unpacked to one byte each.
-    /// Without it these are refused with [`Error::CopyRequired`].
+    /// Without it these are refused with [`Error::CopyRequired`]. Default `false`.
     pub allow_copy: bool,
 }
 

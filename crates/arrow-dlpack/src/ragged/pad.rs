@@ -42,14 +42,18 @@ pub enum Side {
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct PadOptions {
     /// The value of the padding, checked against the dtype ([`Error::PadValue`]).
+    /// Default [`PadValue::Int`]`(0)`.
     pub pad_value: PadValue,
-    /// Rows longer than this are truncated to it; `None` keeps every row whole.
+    /// Rows longer than this are truncated to it; `None` keeps every row whole. Default `None`.
     pub max_length: Option<usize>,
     /// The padded length is rounded up to a multiple of this (at least 1); `None` is 1.
+    /// Default `None`.
     pub pad_to_multiple_of: Option<usize>,
     /// Where the padding goes: after the row's elements ([`Side::Right`]) or before them.
+    /// Default [`Side::Right`].
     pub padding_side: Side,
     /// Which elements truncation drops: the last ones ([`Side::Right`]) or the first ones.
+    /// Default [`Side::Right`].
     pub truncation_side: Side,
 }
 

@@ -171,7 +171,8 @@ impl Default for TableToTensorOptions {
     }
 }
 
-/// The options of [`table_to_tensor`] under the name the loader uses.
+/// [`TableToTensorOptions`] under a second name, for code that converts a `RecordBatch` (through
+/// the [`Table`] made from it); the two names are one type.
 pub type RecordBatchToTensorOptions = TableToTensorOptions;
 
 /// What [`table_to_tensors`] may do beyond sharing memory.
@@ -180,11 +181,11 @@ pub type RecordBatchToTensorOptions = TableToTensorOptions;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ColumnTensorOptions {
     /// Accept nulls at any level, the table's null rows included; the null slots then hold
-    /// unspecified values.
+    /// unspecified values. Default `false`.
     pub allow_nulls: bool,
     /// Accept columns that need a copy: boolean columns (and fixed-size lists of booleans),
     /// unpacked into one byte per element. Without it they are refused with
-    /// [`Error::UnsupportedColumnType`].
+    /// [`Error::UnsupportedColumnType`]. Default `false`.
     pub allow_copy: bool,
 }
 

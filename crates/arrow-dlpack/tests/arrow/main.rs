@@ -9,4 +9,5 @@ mod ownership;
 mod primitive;
 mod ragged;
 mod record_batch;
+mod shares_memory;
 mod variable_shape_tensor;

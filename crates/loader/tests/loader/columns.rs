@@ -4,10 +4,12 @@
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float64Array, Int32Array, RecordBatch};
-use arrow_dlpack_loader::{BatchSpec, ColumnGroup, Error, batches};
+use arrow_dlpack_loader::{BatchSpec, ColumnGroup, Error, Source, batches};
 use arrow_dlpack_tensor::DType;
 
-use crate::data::{collect, reader, spec, table, values};
+use crate::data::{
+    chain, collect, reader, spec, table, values, write_ipc, write_parquet, write_stream,
+};
 
 /// Two record batches of 3 rows: `a` int32 with a null at row 4, `b` float64 with a null at
 /// row 1.
@@ -44,8 +46,9 @@ fn nulls_are_refused_at_the_batch_that_holds_them() {
     );
     let error = loader.next().unwrap().unwrap_err();
     assert!(matches!(error, Error::Column { ref column, .. } if column == "a"));
+    assert_eq!(error.to_string(), "cannot load \"a\"");
     assert_eq!(
-        error.to_string(),
+        chain(&error),
         "cannot load \"a\": nulls are not allowed: found 1 null in the array; expected none, or \
          set the `allow_nulls` option to accept them (null slots then hold unspecified values)"
     );
@@ -59,9 +62,7 @@ fn nulls_across_record_batches_are_refused_too() {
         .collect();
     let error = result.unwrap_err();
     assert!(
-        error
-            .to_string()
-            .starts_with("cannot load \"b\": nulls are not allowed: found 1 null in"),
+        chain(&error).starts_with("cannot load \"b\": nulls are not allowed: found 1 null in"),
         "{error}"
     );
 }
@@ -162,18 +163,71 @@ fn all_columns_are_loaded_when_none_are_named() {
 }
 
 #[test]
-fn unknown_columns_and_bad_specs_are_refused_up_front_or_at_the_first_batch() {
-    let result: Result<Vec<_>, _> = batches(reader(table(&[3])), spec(2, &["nope"]))
-        .unwrap()
-        .collect();
-    let error = result.unwrap_err();
-    assert!(matches!(error, Error::MissingColumn { .. }));
-    assert!(
-        error
-            .to_string()
-            .starts_with("column \"nope\" not found; expected one of [\"id\""),
-        "{error}"
-    );
+fn unknown_columns_are_refused_by_batches_naming_every_column_of_every_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = table(&[3, 2]);
+    let sources = || {
+        [
+            reader(rows.clone()),
+            Source::IpcFiles(vec![write_ipc(&dir.path().join("t.arrow"), &rows)]),
+            Source::IpcStreams(vec![write_stream(&dir.path().join("t.arrows"), &rows)]),
+            Source::ParquetFiles(vec![write_parquet(&dir.path().join("t.parquet"), &rows, 2)]),
+        ]
+    };
+    let expected = "column \"idd\" not found; expected one of [\"id\", \"x\", \"small\", \"flag\", \
+                    \"emb\"]";
+    for source in sources() {
+        let what = format!("{source:?}");
+        // Checked before the loader starts its threads: `batches` itself fails.
+        let error = batches(source, spec(2, &["id", "idd"])).err().unwrap();
+        assert!(matches!(error, Error::MissingColumn { .. }), "{what}");
+        assert_eq!(error.to_string(), expected, "{what}");
+    }
+    for source in sources() {
+        let spec = BatchSpec::new(2).group("features", ["x", "nope"]);
+        let error = batches(source, spec).err().unwrap();
+        assert!(
+            error.to_string().starts_with("column \"nope\" not found"),
+            "{error}"
+        );
+    }
+    for source in sources() {
+        let spec = BatchSpec::new(2).columns(["id"]).masks(["gone"]);
+        let error = batches(source, spec).err().unwrap();
+        assert!(
+            error.to_string().starts_with("column \"gone\" not found"),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn unloadable_types_are_refused_by_batches_for_every_source() {
+    use arrow_array::StringArray;
+    let dir = tempfile::tempdir().unwrap();
+    let batch = RecordBatch::try_from_iter([
+        ("id", Arc::new(Int32Array::from(vec![1, 2])) as ArrayRef),
+        ("s", Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef),
+    ])
+    .unwrap();
+    let rows = vec![batch];
+    let sources = [
+        reader(rows.clone()),
+        Source::IpcFiles(vec![write_ipc(&dir.path().join("t.arrow"), &rows)]),
+        Source::IpcStreams(vec![write_stream(&dir.path().join("t.arrows"), &rows)]),
+        Source::ParquetFiles(vec![write_parquet(&dir.path().join("t.parquet"), &rows, 2)]),
+    ];
+    for source in sources {
+        let error = batches(source, spec(2, &["id", "s"])).err().unwrap();
+        assert!(
+            matches!(error, Error::UnsupportedColumn { ref column, .. } if column == "s"),
+            "{error:?}"
+        );
+    }
+}
+
+#[test]
+fn bad_specs_are_refused_up_front() {
     let error = batches(reader(table(&[3])), spec(0, &["id"]))
         .err()
         .unwrap();

@@ -190,3 +190,16 @@ pub(crate) fn spec(batch_size: usize, columns: &[&str]) -> BatchSpec {
         ..BatchSpec::default()
     }
 }
+
+/// The message of `error` and of each of its causes, joined by `: `, as a chain printer shows
+/// them.
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        message.push_str(": ");
+        message.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    message
+}

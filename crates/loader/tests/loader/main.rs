@@ -3,10 +3,12 @@
 mod data;
 
 mod boundaries;
+mod codecs;
 mod columns;
 mod files;
 mod lifecycle;
 mod malformed;
+mod sequences;
 mod shard;
 mod shuffle;
 mod shuffle_window;

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch};
-use arrow_dlpack_loader::{BatchSpec, MAX_DECODE_THREADS, MAX_PREFETCH, batches};
+use arrow_dlpack_loader::{
+    BatchSpec, ColumnGroup, Error, MAX_DECODE_THREADS, MAX_PREFETCH, batches,
+};
 use arrow_schema::{DataType, Field, Schema};
 
 use crate::data::{collect, ids, reader, spec, table};
@@ -111,10 +113,13 @@ fn named(names: &[&str]) -> RecordBatch {
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
 }
 
-/// The error at the first batch of `batch` read with `spec`.
-fn first_error(batch: RecordBatch, spec: BatchSpec) -> String {
-    let result: Result<Vec<_>, _> = batches(reader(vec![batch]), spec).unwrap().collect();
-    result.unwrap_err().to_string()
+/// The error that planning `batch` with `spec` gives: the spec is checked against the source's
+/// schema before any batch is read.
+fn planning_error(batch: RecordBatch, spec: BatchSpec) -> String {
+    match batches(reader(vec![batch]), spec) {
+        Ok(_) => panic!("the spec was accepted"),
+        Err(error) => error.to_string(),
+    }
 }
 
 #[test]
@@ -123,7 +128,7 @@ fn a_mask_named_like_a_source_column_is_refused_when_every_column_is_loaded() {
         masks: vec!["label".into()],
         ..BatchSpec::default()
     };
-    let error = first_error(named(&["label", "label_mask"]), spec);
+    let error = planning_error(named(&["label", "label_mask"]), spec);
     assert!(
         error.contains("\"label_mask\" is claimed twice, by column \"label_mask\" (every column is loaded) and by the mask of \"label\" (masks)"),
         "{error}"
@@ -132,15 +137,99 @@ fn a_mask_named_like_a_source_column_is_refused_when_every_column_is_loaded() {
 
 #[test]
 fn duplicate_source_columns_read_by_name_are_refused_naming_the_duplicate() {
-    let error = first_error(named(&["a", "b", "a"]), spec(2, &["a"]));
+    let error = planning_error(named(&["a", "b", "a"]), spec(2, &["a"]));
     assert_eq!(
         error,
         "invalid batch spec: the source has 2 columns named \"a\"; a column read by name must \
          be unique, so rename the duplicates first"
     );
-    let error = first_error(named(&["a", "a"]), BatchSpec::default());
+    let error = planning_error(named(&["a", "a"]), BatchSpec::default());
     assert!(error.contains("2 columns named \"a\""), "{error}");
     // A duplicate that the spec does not read is no ambiguity.
     let batches = collect(reader(vec![named(&["a", "b", "a"])]), spec(2, &["b"]));
     assert_eq!(batches[0].get("b").unwrap().shape(), &[2]);
+}
+
+#[test]
+fn the_builder_sets_what_a_struct_literal_sets() {
+    let built = BatchSpec::new(64)
+        .columns(["label"])
+        .group("features", ["x0", "x1"])
+        .masks(["label"])
+        .drop_last(true)
+        .allow_nulls(true)
+        .null_to_nan(true)
+        .row_major(false)
+        .shuffle(7)
+        .buffer_size(128)
+        .shard(1, 3)
+        .prefetch(4)
+        .decode_threads(2)
+        .writable(true);
+    // Every field is named today; the update keeps the literal valid when the spec gains fields.
+    #[allow(clippy::needless_update)]
+    let literal = BatchSpec {
+        batch_size: 64,
+        drop_last: true,
+        columns: vec!["label".to_string()],
+        groups: vec![ColumnGroup::new("features", ["x0", "x1"])],
+        masks: vec!["label".to_string()],
+        allow_nulls: true,
+        null_to_nan: true,
+        row_major: false,
+        shuffle: true,
+        seed: 7,
+        buffer_size: 128,
+        shard_index: 1,
+        num_shards: 3,
+        prefetch: 4,
+        decode_threads: 2,
+        writable: true,
+        ..BatchSpec::default()
+    };
+    assert_eq!(built, literal);
+    assert_eq!(
+        BatchSpec::new(64),
+        BatchSpec {
+            batch_size: 64,
+            ..BatchSpec::default()
+        }
+    );
+}
+
+#[test]
+fn the_defaults_are_those_the_field_docs_state() {
+    let spec = BatchSpec::default();
+    assert_eq!(spec.batch_size, 1024);
+    assert!(!spec.drop_last);
+    assert!(spec.columns.is_empty() && spec.groups.is_empty() && spec.masks.is_empty());
+    assert!(!spec.allow_nulls && !spec.null_to_nan);
+    assert!(spec.row_major);
+    assert!(!spec.shuffle);
+    assert_eq!(spec.seed, 0);
+    assert_eq!(spec.buffer_size, 65_536);
+    assert_eq!((spec.shard_index, spec.num_shards), (0, 1));
+    assert_eq!(spec.prefetch, 2);
+    assert_eq!(spec.decode_threads, 0);
+    assert!(!spec.writable);
+}
+
+#[test]
+fn a_batch_is_read_by_name_with_an_error_that_names_its_tensors() {
+    let batch = collect(reader(vec![named(&["a", "b"])]), spec(2, &["a", "b"])).remove(0);
+    assert_eq!(batch["b"].shape(), &[2]);
+    assert_eq!(batch.tensor("a").unwrap().shape(), &[2]);
+    let error = batch.tensor("c").unwrap_err();
+    assert!(matches!(error, Error::MissingTensor { .. }));
+    assert_eq!(
+        error.to_string(),
+        "the batch has no tensor named \"c\"; expected one of [\"a\", \"b\"]"
+    );
+}
+
+#[test]
+#[should_panic(expected = "the batch has no tensor named \"c\"; expected one of [\"a\"]")]
+fn indexing_a_batch_by_a_missing_name_panics_naming_its_tensors() {
+    let batch = collect(reader(vec![named(&["a"])]), spec(2, &["a"])).remove(0);
+    let _ = &batch["c"];
 }

@@ -620,6 +620,9 @@ class _Batches:
         prefetch: int = 2,
         decode_threads: int = 0,
         writable: bool = False,
+        sequences: dict[str, Any] = {},
+        max_tokens: Optional[int] = None,
+        bucket_by_length: bool = False,
     ) -> _Batches: ...
     def __iter__(self) -> _Batches: ...
     def __next__(self) -> dict[str, Tensor]:
@@ -630,5 +633,8 @@ class _Batches:
     @property
     def num_rows(self) -> Optional[int]:
         """The rows of this shard, or None when the source does not say."""
+    @property
+    def rows_yielded(self) -> int:
+        """The rows of the batches handed out so far."""
     def close(self) -> None:
         """Stops the background threads and releases the source now."""

@@ -20,6 +20,11 @@ __all__ = ["batches"]
 #: What ``groups`` accepts: a mapping from group name to the columns it stacks.
 Groups = Mapping[str, Sequence[str]]
 
+#: What ``sequences`` accepts: a mapping from list column to its mode (``"pad"``, ``"pack"``,
+#: ``"jagged"``) or to a dict with ``mode``, ``pad_value``, ``max_length``,
+#: ``pad_to_multiple_of``, ``padding_side`` and ``truncation_side``.
+Sequences = Mapping[str, Union[str, Mapping[str, Any]]]
+
 
 def _worker() -> Tuple[int, int]:
     """``(id, num_workers)`` of the ``torch.utils.data.DataLoader`` worker this runs in, or
@@ -150,8 +155,7 @@ class _Progress:
             end = "\r" if self._live else ""
             print(f"{end}{self._line()}, done", file=self._stream, flush=True)
             raise
-        first = next(iter(batch.values()), None)
-        self._rows += first.shape[0] if first is not None and first.ndim else 0
+        self._rows = self._inner.rows_yielded
         now = time.perf_counter()
         if self._live and now - self._shown >= 0.2:
             self._shown = now
@@ -178,6 +182,9 @@ def batches(
     prefetch: int = 2,
     decode_threads: int = 0,
     writable: bool = False,
+    sequences: Optional[Sequences] = None,
+    max_tokens: Optional[int] = None,
+    bucket_by_length: bool = False,
     progress: bool = False,
 ) -> Union[_Batches, _Progress]:
     """Batches of exactly ``batch_size`` rows from Arrow data, each a dict from name to
@@ -214,6 +221,20 @@ def batches(
       ``seed`` is any int, taken modulo 2**64.
     - ``writable=True`` hands out batches whose every tensor is private, writable memory (the
       views below are copied as each batch is handed out).
+    - ``sequences``: variable-length list columns (``list``, ``large_list``) and how each
+      becomes tensors: ``"pad"`` gives ``name`` ``(B, L)`` and ``name + "_lengths"`` ``(B,)``
+      int64; ``"pack"`` gives ``name`` ``(N,)``, ``name + "_cu_seqlens"`` ``(B + 1,)`` int32,
+      ``name + "_position_ids"`` ``(N,)`` int64 and ``name + "_max_seqlen"`` (0-d int64);
+      ``"jagged"`` gives ``name`` ``(N,)`` and ``name + "_offsets"`` ``(B + 1,)``. A dict
+      instead of a mode sets ``mode`` (default ``"pad"``) and, for ``"pad"``, ``pad_value``,
+      ``max_length``, ``pad_to_multiple_of``, ``padding_side``, ``truncation_side``. A list
+      column that is loaded must be named here.
+    - ``max_tokens`` cuts batches of whole rows by tokens instead of rows: a batch's largest
+      sequence tensor holds at most ``max_tokens`` values (``B * L`` padded, ``N`` packed or
+      jagged); ``batch_size`` then bounds the rows, and ``len()`` is unknown.
+    - ``bucket_by_length`` sorts the rows of each ``buffer_size`` window by length before
+      cutting batches (and, with ``shuffle``, shuffles the order of the batches), so that
+      padded batches pad little.
     - ``progress`` shows rows per second on a terminal.
 
     A batch that lies inside one record batch is made of zero-copy views, flagged read-only, of
@@ -222,13 +243,17 @@ def batches(
     rewrites the caller's table unless ``writable=True``. Batches across record batches,
     groups, booleans, masks and shuffled batches are fresh, writable copies.
     The result has ``len()`` (the number of batches) when the files' metadata gives the row
-    count, and ``close()`` stops its threads at once; breaking out of the loop and dropping it
+    count and batches are cut by rows (not by ``max_tokens``), and ``close()`` stops its threads at once; breaking out of the loop and dropping it
     does the same.
     """
     shard_index, num_shards = _shard(rank, world_size)
     seed = _shared_seed(seed, shuffle, num_shards)
     if groups is not None and not isinstance(groups, Mapping):
         raise TypeError(f"groups is {type(groups).__name__}; expected a dict from name to columns")
+    if sequences is not None and not isinstance(sequences, Mapping):
+        raise TypeError(
+            f"sequences is {type(sequences).__name__}; expected a dict from column to a mode"
+        )
     inner = _Batches(
         source,
         batch_size=batch_size,
@@ -247,6 +272,12 @@ def batches(
         prefetch=prefetch,
         decode_threads=decode_threads,
         writable=writable,
+        sequences={
+            name: dict(how) if isinstance(how, Mapping) else how
+            for name, how in (sequences or {}).items()
+        },
+        max_tokens=max_tokens,
+        bucket_by_length=bucket_by_length,
     )
     return _Progress(inner) if progress else inner
 

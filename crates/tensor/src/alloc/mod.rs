@@ -48,7 +48,8 @@ pub const HUGE_PAGE_THRESHOLD: usize = 4 << 20;
 /// [`HUGE_PAGE_THRESHOLD`] bytes or more.
 ///
 /// ```
-/// let mut values = arrow_dlpack_tensor::alloc::try_vec_with_capacity::<f32>(1000)?;
+/// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+/// let mut values = arrow_dlpack::tensor::alloc::try_vec_with_capacity::<f32>(1000)?;
 /// values.extend((0..1000).map(|i| i as f32));
 /// assert_eq!(values.capacity(), 1000);
 /// # Ok::<(), arrow_dlpack_tensor::Error>(())
@@ -91,7 +92,8 @@ fn advise_huge_pages(_start: *mut u8, _len: usize) {}
 /// to it when the last [`Buffer`] over them is dropped; smaller ones are heap allocations.
 ///
 /// ```
-/// use arrow_dlpack_tensor::alloc::UninitBuffer;
+/// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+/// use arrow_dlpack::tensor::alloc::UninitBuffer;
 ///
 /// let mut out = UninitBuffer::try_new(3)?;
 /// // SAFETY: `out` has room for 3 bytes; all three are written before `assume_init`.

@@ -16,7 +16,8 @@ use crate::{Error, Result};
 /// values in order; `spare_capacity_mut` and `set_len` fill it out of order.
 ///
 /// ```
-/// use arrow_dlpack_tensor::alloc::PooledVec;
+/// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+/// use arrow_dlpack::tensor::alloc::PooledVec;
 ///
 /// let mut values = PooledVec::<f32>::try_with_capacity(4)?;
 /// values.extend((0..3).map(|i| i as f32));

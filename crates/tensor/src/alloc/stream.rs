@@ -35,10 +35,11 @@ const LINE: usize = 64;
 /// stores are complete (fenced) before it returns.
 ///
 /// ```
+/// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
 /// use std::mem::MaybeUninit;
 /// let source: Vec<u64> = (0..1000).collect();
 /// let mut out = vec![MaybeUninit::<u64>::uninit(); 1000];
-/// arrow_dlpack_tensor::alloc::copy_to_uninit(&source, &mut out, 8000);
+/// arrow_dlpack::tensor::alloc::copy_to_uninit(&source, &mut out, 8000);
 /// assert!(out.iter().zip(&source).all(|(slot, &v)| unsafe { slot.assume_init() } == v));
 /// ```
 ///

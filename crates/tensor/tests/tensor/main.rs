@@ -6,4 +6,5 @@ mod common;
 mod import;
 mod properties;
 mod round_trip;
+mod shares_memory;
 mod typed;
