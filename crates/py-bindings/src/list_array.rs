@@ -74,14 +74,19 @@ impl PyListArray {
         }
         let chunks = &self.column.chunks;
         let field = &self.column.field;
-        let made = without_gil_if_large(py, self.bytes(), || {
-            let pieces = pieces(field, chunks, allow_nulls)?;
-            let whole = RaggedTensor::concat(&pieces)?;
-            // Shared by every later call, so never writable (a concatenation is fresh memory).
-            let (values, offsets) = whole.into_parts();
-            RaggedTensor::new(values.with_read_only(true), offsets.with_read_only(true))
-        })
-        .map_err(|error| errors::arrow_error(error, Operation::ToTensor))?;
+        // Offsets come from foreign memory: they are checked, and a panic the checks missed is
+        // still an exception, never pyo3's PanicException.
+        let made = errors::no_panic("reading a list column", || {
+            without_gil_if_large(py, self.bytes(), || {
+                let pieces = pieces(field, chunks, allow_nulls)?;
+                let whole = RaggedTensor::concat(&pieces)?;
+                // Shared by every later call, so never writable (a concatenation is fresh
+                // memory).
+                let (values, offsets) = whole.into_parts();
+                RaggedTensor::new(values.with_read_only(true), offsets.with_read_only(true))
+            })
+            .map_err(|error| errors::arrow_error(error, Operation::ToTensor))
+        })?;
         Ok(slot.get_or_init(|| made).clone())
     }
 
@@ -94,10 +99,12 @@ impl PyListArray {
     ) -> PyResult<T> {
         let chunks = &self.column.chunks;
         let field = &self.column.field;
-        without_gil_if_large(py, self.bytes(), || {
-            kernel(&pieces(field, chunks, allow_nulls)?)
+        errors::no_panic("reading a list column", || {
+            without_gil_if_large(py, self.bytes(), || {
+                kernel(&pieces(field, chunks, allow_nulls)?)
+            })
+            .map_err(|error| errors::arrow_error(error, Operation::ToTensor))
         })
-        .map_err(|error| errors::arrow_error(error, Operation::ToTensor))
     }
 }
 

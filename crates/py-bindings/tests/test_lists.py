@@ -85,6 +85,18 @@ def test_an_out_of_order_list_view_is_copied():
     assert rows_of(values, offsets) == column.to_pylist() == [[13, 14], [10, 11], []]
 
 
+def test_an_empty_row_outside_the_copied_range_is_empty():
+    # Rows out of order (copied), and an empty row whose offset, 0, lies before them.
+    column = pa.ListViewArray.from_arrays(
+        pa.array([4, 3, 0], pa.int32()),
+        pa.array([1, 1, 0], pa.int32()),
+        pa.array([10, 11, 12, 13, 14], pa.int64()),
+    )
+    array = ad.array(column)
+    assert np.from_dlpack(array.to_padded(-1)).tolist() == [[14], [13], [-1]]
+    assert rows_of(np.from_dlpack(array.values), np.from_dlpack(array.offsets)) == column.to_pylist()
+
+
 def test_inner_dimensions_from_fixed_size_lists_and_fixed_shape_tensors():
     vectors = pa.array([[[1, 2], [3, 4]], [[5, 6]]], pa.list_(pa.list_(pa.float64(), 2)))
     array = ad.array(vectors)

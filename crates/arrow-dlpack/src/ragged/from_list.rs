@@ -271,12 +271,14 @@ fn from_view<O: OffsetSizeTrait>(
             options: "ListToRaggedOptions",
         });
     }
+    // Null and empty rows may have any offset, also outside `low..high`: they copy nothing.
     let row_range = |row: usize| {
-        if is_null(row) {
+        let size = length(row);
+        if size == 0 {
             (low, low)
         } else {
             let offset = view_offsets[row].as_usize();
-            (offset, offset + sizes[row].as_usize())
+            (offset, offset + size)
         }
     };
     compact(field, child, low, high, rows, dtype, row_range, options)

@@ -359,3 +359,97 @@ fn round_trips_through_arrow_sharing_buffers() {
     );
     assert_eq!(ragged_of(back.as_ref()).values().shape(), &[3, 2]);
 }
+
+mod sweep {
+    use std::sync::Arc;
+
+    use arrow_array::{Array, ArrayRef, Int32Array, ListArray, ListViewArray};
+    use arrow_buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
+    use arrow_dlpack::{ListToRaggedOptions, list_to_ragged};
+    use arrow_schema::{DataType, Field};
+    use proptest::prelude::*;
+
+    use super::super::rows_i32;
+
+    /// Rows of a list (or list view) array, as the reference reads them: null rows empty.
+    fn expected_rows(array: &dyn Array) -> Vec<Vec<i32>> {
+        (0..array.len())
+            .map(|row| {
+                if array.is_null(row) {
+                    return vec![];
+                }
+                let value = match array.data_type() {
+                    DataType::List(_) => array
+                        .as_any()
+                        .downcast_ref::<ListArray>()
+                        .unwrap()
+                        .value(row),
+                    _ => array
+                        .as_any()
+                        .downcast_ref::<ListViewArray>()
+                        .unwrap()
+                        .value(row),
+                };
+                let ints = value.as_any().downcast_ref::<Int32Array>().unwrap();
+                ints.values().to_vec()
+            })
+            .collect()
+    }
+
+    fn options() -> ListToRaggedOptions {
+        ListToRaggedOptions {
+            allow_nulls: true,
+            allow_copy: true,
+        }
+    }
+
+    proptest! {
+        /// Sliced lists with null rows (some covering elements) read as the reference reads them.
+        #[test]
+        fn sliced_lists_with_null_rows_match_the_reference(
+            lengths in prop::collection::vec(0usize..5, 0..12),
+            nulls in prop::collection::vec(any::<bool>(), 12),
+            start in 0usize..12,
+            len in 0usize..12,
+        ) {
+            let mut offsets = vec![0i32];
+            for length in &lengths {
+                offsets.push(offsets.last().unwrap() + *length as i32);
+            }
+            let total = *offsets.last().unwrap();
+            let rows = lengths.len();
+            let list = ListArray::new(
+                Arc::new(Field::new_list_field(DataType::Int32, true)),
+                OffsetBuffer::new(ScalarBuffer::from(offsets)),
+                Arc::new(Int32Array::from((0..total).collect::<Vec<_>>())) as ArrayRef,
+                Some(NullBuffer::from(nulls[..rows].to_vec())),
+            );
+            let start = start.min(rows);
+            let sliced = list.slice(start, len.min(rows - start));
+            let ragged = list_to_ragged(&sliced, &options()).unwrap();
+            prop_assert_eq!(rows_i32(&ragged), expected_rows(&sliced));
+        }
+
+        /// List views with any offsets and sizes (inside the child) read as the reference does.
+        #[test]
+        fn list_views_match_the_reference(
+            rows in prop::collection::vec((0i32..10, 0i32..4, any::<bool>()), 0..10),
+        ) {
+            let offsets: Vec<i32> = rows.iter().map(|row| row.0).collect();
+            let sizes: Vec<i32> = rows.iter().map(|row| row.1.min(10 - row.0)).collect();
+            let valid: Vec<bool> = rows.iter().map(|row| row.2).collect();
+            let view = ListViewArray::new(
+                Arc::new(Field::new_list_field(DataType::Int32, true)),
+                ScalarBuffer::from(offsets),
+                ScalarBuffer::from(sizes),
+                Arc::new(Int32Array::from((0..10).collect::<Vec<_>>())),
+                Some(NullBuffer::from(valid)),
+            );
+            let ragged = list_to_ragged(&view, &options()).unwrap();
+            prop_assert_eq!(rows_i32(&ragged), expected_rows(&view));
+            let back = ragged.to_list_array().unwrap();
+            let back = back.as_any().downcast_ref::<ListArray>().unwrap();
+            prop_assert_eq!(back.len(), view.len());
+        }
+    }
+}
