@@ -470,10 +470,12 @@ mod tests {
             Error::PadValue { .. } => 28,
             Error::InvalidPadding { .. } => 29,
             Error::Arrow(_) => 30,
+            Error::InvalidVariableShapeTensor { .. } => 31,
+            Error::NullTensor { .. } => 32,
         }
     }
 
-    const VARIANTS: usize = 31;
+    const VARIANTS: usize = 33;
 
     /// One error of every variant (two for those whose text depends on a location).
     fn samples() -> Vec<Error> {
@@ -589,6 +591,11 @@ mod tests {
             Error::Arrow(arrow_schema::ArrowError::InvalidArgumentError(
                 "offsets are not monotonic".to_string(),
             )),
+            Error::InvalidVariableShapeTensor {
+                reason: "row 0 has shape [2, 2] but 3 elements; expected the product of the shape"
+                    .to_string(),
+            },
+            Error::NullTensor { index: 1 },
         ]
     }
 
