@@ -137,6 +137,21 @@ pub enum Error {
         reason: String,
     },
 
+    /// Metadata or storage that does not describe a valid `arrow.variable_shape_tensor`, or
+    /// tensors that cannot form one column.
+    #[error("invalid arrow.variable_shape_tensor: {reason}")]
+    InvalidVariableShapeTensor {
+        /// What is wrong, with what was expected and what was found.
+        reason: String,
+    },
+
+    /// A null row of a variable-shape tensor column, which has no tensor.
+    #[error("row {index} is null; expected a valid row (a null row has no tensor)")]
+    NullTensor {
+        /// The index of the null row.
+        index: usize,
+    },
+
     /// A dimension too large for an Arrow fixed-size list.
     #[error("fixed-size list size {size} is too large; expected at most {MAX_LIST_SIZE}")]
     ListSizeOverflow {
@@ -455,10 +470,12 @@ mod tests {
             Error::PadValue { .. } => 28,
             Error::InvalidPadding { .. } => 29,
             Error::Arrow(_) => 30,
+            Error::InvalidVariableShapeTensor { .. } => 31,
+            Error::NullTensor { .. } => 32,
         }
     }
 
-    const VARIANTS: usize = 31;
+    const VARIANTS: usize = 33;
 
     /// One error of every variant (two for those whose text depends on a location).
     fn samples() -> Vec<Error> {
@@ -574,6 +591,11 @@ mod tests {
             Error::Arrow(arrow_schema::ArrowError::InvalidArgumentError(
                 "offsets are not monotonic".to_string(),
             )),
+            Error::InvalidVariableShapeTensor {
+                reason: "row 0 has shape [2, 2] but 3 elements; expected the product of the shape"
+                    .to_string(),
+            },
+            Error::NullTensor { index: 1 },
         ]
     }
 

@@ -21,6 +21,8 @@
 //! | [`tensor_to_fixed_size_list`] | tensor -> Arrow | n-d row-major -> nested `FixedSizeListArray`, zero-copy |
 //! | [`FixedShapeTensorType`], [`FixedShapeTensorMetadata`] | both | the `arrow.fixed_shape_tensor` extension type and its JSON metadata, PyArrow-compatible |
 //! | [`FixedShapeTensorArray`] | both | `to_tensor` (permutation applied exactly) and `from_tensor` (permutation derived from strides), with the same options |
+//! | [`VariableShapeTensorType`], [`VariableShapeTensorMetadata`], [`VARIABLE_SHAPE_TENSOR_NAME`] | both | the `arrow.variable_shape_tensor` extension type and its JSON metadata (key `permutation` written, `permutations` also read) |
+//! | [`VariableShapeTensorArray`], [`VariableShapePadOptions`] | both | storage checked row by row; `row(i)` a zero-copy tensor of the row's own shape, `from_tensors` (a copy), `to_padded` with the shapes |
 //! | [`concat_chunks`], [`ConcatOptions`], [`chunks_need_copy`] | Arrow | one chunk zero-copy; several concatenated only when a copy is allowed |
 //! | [`list_to_ragged`], [`ListToRaggedOptions`], [`RaggedTensor`] | Arrow -> tensor | `list`, `large_list` and list views -> values `(N, *inner)` (zero-copy view of the referenced elements) and offsets `(B + 1,)`; rows, slices, `take`, `concat` |
 //! | [`RaggedTensor::to_padded`], [`pad_pieces`], [`PadOptions`], [`PadValue`], [`Side`] | tensor | ragged rows -> `(B, L, *inner)`, padded and truncated on either side, by one memory-speed kernel; [`RaggedTensor::from_padded`] back |
@@ -98,6 +100,7 @@ mod ragged;
 mod shares_memory;
 mod table;
 mod to_tensor;
+mod variable_shape_tensor;
 
 pub use chunked::{ConcatOptions, chunks_need_copy, concat_chunks};
 pub use data_type::{ARROW_DTYPES, arrow_type_of, dtype_of};
@@ -117,6 +120,10 @@ pub use table::{
     tables_to_tensor, write_rows,
 };
 pub use to_tensor::{ArrayToTensorOptions, array_to_tensor, validity_to_tensor};
+pub use variable_shape_tensor::{
+    VARIABLE_SHAPE_TENSOR_NAME, VariableShapePadOptions, VariableShapeTensorArray,
+    VariableShapeTensorMetadata, VariableShapeTensorType,
+};
 
 /// The Arrow buffers a [`Tensor`] views or is built from ([`Tensor::buffer`],
 /// [`Tensor::try_new`], [`Tensor::from_scalar_buffer`]), so that a tensor can be built and checked

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use arrow_array::ArrayRef;
 use arrow_dlpack::{
-    ArrayToTensorOptions, EXTENSION_NAME, TensorToArrayOptions, chunks_need_copy, tensor_to_array,
+    ArrayToTensorOptions, EXTENSION_NAME, TensorToArrayOptions, VARIABLE_SHAPE_TENSOR_NAME,
+    chunks_need_copy, tensor_to_array,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{DataType, Field, FieldRef};
@@ -25,6 +26,7 @@ use crate::numpy::{self, ArrayFacts};
 use crate::pretty;
 use crate::py_tensor::PyTensor;
 use crate::type_names::field_type_name;
+use crate::variable_shape_tensor::PyVariableShapeTensorArray;
 use crate::{arrow_device, arrow_ffi};
 
 /// An Arrow array (one column, possibly in several chunks) that speaks DLPack.
@@ -73,7 +75,8 @@ fn unnamed_field(data_type: &DataType) -> FieldRef {
 }
 
 /// Wraps an imported column: an `arrow.fixed_shape_tensor` field gives a `FixedShapeTensorArray`,
-/// a variable-length list (`list`, `large_list` and their views) a `ListArray`.
+/// an `arrow.variable_shape_tensor` field a `VariableShapeTensorArray`, a variable-length list
+/// (`list`, `large_list` and their views) a `ListArray`.
 pub(crate) fn wrap_column(
     py: Python<'_>,
     field: FieldRef,
@@ -84,6 +87,10 @@ pub(crate) fn wrap_column(
             .map_err(|error| errors::arrow_error(error, Operation::Import))?;
         let column = Column::new(field, chunks);
         return Ok(PyFixedShapeTensorArray::create(py, column, tensor_type)?.into_any());
+    }
+    if field.extension_type_name() == Some(VARIABLE_SHAPE_TENSOR_NAME) {
+        let column = Column::new(field, chunks);
+        return Ok(PyVariableShapeTensorArray::create(py, column)?.into_any());
     }
     if matches!(
         field.data_type(),
@@ -100,7 +107,8 @@ pub(crate) fn wrap_column(
 /// Imports any object with `__arrow_c_array__` or `__arrow_c_stream__` (pyarrow Array and
 /// ChunkedArray, polars Series, nanoarrow, arro3, ...) without copying.
 ///
-/// An `arrow.fixed_shape_tensor` column gives a `FixedShapeTensorArray`, a variable-length list
+/// An `arrow.fixed_shape_tensor` column gives a `FixedShapeTensorArray`, an
+/// `arrow.variable_shape_tensor` column a `VariableShapeTensorArray`, a variable-length list
 /// column a `ListArray`.
 ///
 /// An `arrow_dlpack` array is taken as it is (its chunks shared, without the C interfaces).

@@ -245,10 +245,13 @@ pub(crate) fn arrow_error(error: arrow_dlpack::Error, operation: Operation) -> P
         | E::ZeroDimensional
         | E::UnsupportedDType { .. }
         | E::InvalidExtension { .. }
+        | E::InvalidVariableShapeTensor { .. }
         | E::ListSizeOverflow { .. }
         | E::MixedChunkTypes { .. }
         | E::NoChunks
         | E::Arrow(_) => Kind::Value,
+        // A null row of a variable-shape tensor column: Python gives None instead of asking.
+        E::NullTensor { .. } => Kind::Value,
         // A copy was needed and `copy=False` forbade it.
         E::GappedStrides { .. } | E::CopyRequired { .. } => Kind::Buffer,
         // Ragged tensors and list columns: malformed offsets or lengths, null rows not allowed,

@@ -11,6 +11,7 @@
 //! | `py_tensor` | `PyTensor`, the Rust struct of `Tensor`, which arrays, tables and the loader build |
 //! | `column` | `Column`: one Arrow column (field and chunks), the data of arrays and tables |
 //! | `fixed_shape_tensor` | `FixedShapeTensorArray`: `arrow.fixed_shape_tensor` columns |
+//! | `variable_shape_tensor` | `VariableShapeTensorArray`: `arrow.variable_shape_tensor` columns, each row a zero-copy tensor |
 //! | `list_array` | `ListArray`: variable-length list columns as ragged tensors (values and offsets, padded, packed, jagged) |
 //! | `conveniences` | PyArrow's conveniences over chunks and tensors: slices, indexing, `nbytes`, `equals`, `is_null` |
 //! | `numpy` | `to_numpy` and friends through `np.from_dlpack`, numpy imported only when called |
@@ -32,8 +33,8 @@
 //!
 //! Imports between these files run one way (base files first: `cache`, `type_names`, `counters`,
 //! `protocols`, `copies`, `column`, `py_tensor`, ...; `exchange` and `loader` last); only `array`
-//! and its subclasses `fixed_shape_tensor` and `list_array` refer to each other. `cargo xtask
-//! tidy` checks it (`xtask/src/tidy/imports.rs`), and `docs/architecture.md` gives the order.
+//! and its subclasses `fixed_shape_tensor`, `variable_shape_tensor` and `list_array` refer to each
+//! other. `cargo xtask tidy` checks it (`xtask/src/tidy/imports.rs`), and `docs/architecture.md` gives the order.
 
 mod array;
 mod arrow_device;
@@ -60,6 +61,7 @@ mod py_tensor;
 mod tables;
 mod tensor;
 mod type_names;
+mod variable_shape_tensor;
 
 use pyo3::prelude::*;
 
@@ -90,6 +92,7 @@ fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<array::PyArray>()?;
     module.add_class::<py_tensor::PyTensor>()?;
     module.add_class::<fixed_shape_tensor::PyFixedShapeTensorArray>()?;
+    module.add_class::<variable_shape_tensor::PyVariableShapeTensorArray>()?;
     module.add_class::<list_array::PyListArray>()?;
     module.add_class::<loader::PyBatches>()?;
     errors::register(module)?;

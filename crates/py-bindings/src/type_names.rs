@@ -7,7 +7,9 @@
 //! It also names Python objects for messages (`type_name`: `numpy.ndarray`, `int`): every name
 //! helper of the crate is here, and this file imports no other of the crate.
 
-use arrow_dlpack::{EXTENSION_NAME, FixedShapeTensorType};
+use arrow_dlpack::{
+    EXTENSION_NAME, FixedShapeTensorType, VARIABLE_SHAPE_TENSOR_NAME, VariableShapeTensorType,
+};
 use arrow_dlpack_tensor::DType;
 use arrow_schema::{DataType, Field, IntervalUnit, TimeUnit, UnionMode};
 use pyo3::intern;
@@ -168,8 +170,9 @@ fn unit_name(unit: TimeUnit) -> &'static str {
 
 /// The PyArrow name of an extension field's type, for the canonical extension types PyArrow
 /// registers (`extension<arrow.uuid>`, `extension<arrow.bool8>`, `extension<arrow.json>`,
-/// `extension<arrow.opaque[...]>`, and
-/// `extension<arrow.fixed_shape_tensor[value_type=int32, shape=[2,2], permutation=[0,1]]>`), each
+/// `extension<arrow.opaque[...]>`,
+/// `extension<arrow.fixed_shape_tensor[value_type=int32, shape=[2,2], permutation=[0,1]]>` and
+/// `extension<arrow.variable_shape_tensor[value_type=float, ndim=2]>`), each
 /// only on the storage PyArrow accepts for it (PyArrow reads anything else as its storage type,
 /// and so is it named here). Other extensions are named by their storage type: their names in
 /// PyArrow depend on Python classes that the Arrow C data does not carry.
@@ -177,6 +180,7 @@ fn extension_type_name(field: &Field) -> Option<String> {
     let storage = field.data_type();
     match field.extension_type_name()? {
         EXTENSION_NAME => fixed_shape_tensor_name(field),
+        VARIABLE_SHAPE_TENSOR_NAME => variable_shape_tensor_name(field),
         "arrow.uuid" => {
             matches!(storage, DataType::FixedSizeBinary(16)).then(|| "extension<arrow.uuid>".into())
         }
@@ -189,6 +193,33 @@ fn extension_type_name(field: &Field) -> Option<String> {
         "arrow.opaque" => opaque_name(field),
         _ => None,
     }
+}
+
+/// `extension<arrow.variable_shape_tensor[value_type=..., ndim=..., permutation=[...],
+/// dim_names=[...], uniform_shape=[...]]>`, the optional parts only when present.
+fn variable_shape_tensor_name(field: &Field) -> Option<String> {
+    let tensor_type = VariableShapeTensorType::try_from_field(field).ok()?;
+    let mut name = format!(
+        "extension<{VARIABLE_SHAPE_TENSOR_NAME}[value_type={}, ndim={}",
+        data_type_name(tensor_type.value_type()),
+        tensor_type.ndim()
+    );
+    if let Some(permutation) = tensor_type.permutation() {
+        let items: Vec<String> = permutation.iter().map(ToString::to_string).collect();
+        name.push_str(&format!(", permutation=[{}]", items.join(",")));
+    }
+    if let Some(names) = tensor_type.dim_names() {
+        name.push_str(&format!(", dim_names=[{}]", names.join(",")));
+    }
+    if let Some(uniform) = tensor_type.uniform_shape() {
+        let items: Vec<String> = uniform
+            .iter()
+            .map(|extent| extent.map_or("null".to_string(), |extent| extent.to_string()))
+            .collect();
+        name.push_str(&format!(", uniform_shape=[{}]", items.join(",")));
+    }
+    name.push_str("]>");
+    Some(name)
 }
 
 /// `extension<arrow.fixed_shape_tensor[value_type=..., shape=[...], ...]>`.

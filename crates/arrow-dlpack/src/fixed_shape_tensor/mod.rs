@@ -18,6 +18,7 @@ mod tensor_type;
 pub use array::FixedShapeTensorArray;
 pub use metadata::FixedShapeTensorMetadata;
 pub use tensor_type::FixedShapeTensorType;
+pub(crate) use tensor_type::is_permutation;
 
 /// The extension name, stored under `ARROW:extension:name`.
 pub const EXTENSION_NAME: &str = "arrow.fixed_shape_tensor";

@@ -313,7 +313,7 @@ fn storage_value_type(data_type: &DataType) -> Result<&DataType> {
     }
 }
 
-fn is_permutation(order: &[usize], ndim: usize) -> bool {
+pub(crate) fn is_permutation(order: &[usize], ndim: usize) -> bool {
     let mut seen = vec![false; ndim];
     order.len() == ndim
         && order

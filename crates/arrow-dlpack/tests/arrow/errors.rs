@@ -8,9 +8,10 @@ use arrow_array::{
 use arrow_buffer::{Buffer, NullBuffer};
 use arrow_dlpack::{
     ArrayToTensorOptions, ColumnTensorOptions, ConcatOptions, Error, FixedShapeTensorArray,
-    FixedShapeTensorType, Table, TableToTensorOptions, TensorToArrayOptions, array_to_tensor,
-    arrow_type_of, columns_to_tensor, concat_chunks, table_to_tensor, table_to_tensors,
-    tensor_to_array, tensor_to_fixed_size_list,
+    FixedShapeTensorType, Table, TableToTensorOptions, TensorToArrayOptions,
+    VariableShapeTensorArray, VariableShapeTensorType, array_to_tensor, arrow_type_of,
+    columns_to_tensor, concat_chunks, table_to_tensor, table_to_tensors, tensor_to_array,
+    tensor_to_fixed_size_list,
 };
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{ArrowError, DataType, Field};
@@ -55,12 +56,14 @@ fn variant(error: &Error) -> &'static str {
         Error::TableNulls { .. } => "TableNulls",
         Error::ColumnLength { .. } => "ColumnLength",
         Error::ColumnNames { .. } => "ColumnNames",
+        Error::InvalidVariableShapeTensor { .. } => "InvalidVariableShapeTensor",
+        Error::NullTensor { .. } => "NullTensor",
         Error::Arrow(_) => "Arrow",
         other => panic!("a variant this test does not know: {other:?}; add it here"),
     }
 }
 
-const EVERY_VARIANT: [&str; 22] = [
+const EVERY_VARIANT: [&str; 24] = [
     "Tensor",
     "UnsupportedType",
     "Nulls",
@@ -82,6 +85,8 @@ const EVERY_VARIANT: [&str; 22] = [
     "TableNulls",
     "ColumnLength",
     "ColumnNames",
+    "InvalidVariableShapeTensor",
+    "NullTensor",
     "Arrow",
 ];
 
@@ -89,6 +94,10 @@ const EVERY_VARIANT: [&str; 22] = [
 fn every_error_message() {
     let float_type =
         FixedShapeTensorType::try_new(DataType::Float32, vec![2, 2], None, None).unwrap();
+    let scalar = Tensor::from_vec(vec![1i32], vec![]).unwrap();
+    let scalars =
+        VariableShapeTensorArray::from_optional_tensors(&[Some(&scalar), None], Default::default())
+            .unwrap();
     let errors: Vec<Error> = vec![
         Error::from(arrow_dlpack_tensor::Error::Overflow {
             what: "the element count",
@@ -238,6 +247,9 @@ fn every_error_message() {
             TableToTensorOptions::default(),
         )
         .unwrap_err(),
+        VariableShapeTensorType::from_metadata(DataType::Int8, 2, r#"{"permutation":[1]}"#)
+            .unwrap_err(),
+        scalars.row(1).unwrap_err(),
         Error::from(ArrowError::InvalidArgumentError(
             "an error raised by arrow-rs".to_string(),
         )),

@@ -10,3 +10,4 @@ mod primitive;
 mod ragged;
 mod record_batch;
 mod shares_memory;
+mod variable_shape_tensor;

@@ -9,9 +9,12 @@ array([2, 0, 2, 4])
 
 - :func:`array` imports any ``__arrow_c_array__`` / ``__arrow_c_stream__``
   producer without copying; an ``arrow.fixed_shape_tensor`` column gives a
-  :class:`FixedShapeTensorArray`, a variable-length list column a
-  :class:`ListArray` (a ragged tensor: zero-copy values and offsets, padded,
-  packed for varlen attention, or jagged for ``torch.nested``).
+  :class:`FixedShapeTensorArray`, an ``arrow.variable_shape_tensor`` column a
+  :class:`VariableShapeTensorArray` whose rows are zero-copy tensors of their
+  own shapes (PyArrow reads that type but has no class for it), a
+  variable-length list column a :class:`ListArray` (a ragged tensor: zero-copy
+  values and offsets, padded, packed for varlen attention, or jagged for
+  ``torch.nested``).
 - :class:`Array`, :class:`Tensor` and :class:`FixedShapeTensorArray` export
   through ``__dlpack__`` (to numpy, PyTorch, JAX, PyArrow, ...) and import any
   DLPack producer through ``from_dlpack``, JAX's legacy-only capsules included.
@@ -88,6 +91,7 @@ from arrow_dlpack._arrow_dlpack import (
     FixedShapeTensorArray,
     ListArray,
     Tensor,
+    VariableShapeTensorArray,
     __version__,
     array,
     column_tensors,
@@ -107,6 +111,7 @@ __all__ = [
     "FixedShapeTensorArray",
     "ListArray",
     "Tensor",
+    "VariableShapeTensorArray",
     "__version__",
     "array",
     "batches",

@@ -17,6 +17,7 @@ __all__ = [
     "FixedShapeTensorArray",
     "ListArray",
     "Tensor",
+    "VariableShapeTensorArray",
     "__version__",
     "_Batches",
     "_exchange_calls",
@@ -46,11 +47,13 @@ class ArrowDLPackValueError(ArrowDLPackError, ValueError):
 class ArrowDLPackBufferError(ArrowDLPackError, BufferError):
     """A device other than the CPU, a stream, or copy=False when a copy is needed."""
 
-def array(obj: Any) -> Union[Array, FixedShapeTensorArray, ListArray, Tensor]:
+def array(obj: Any) -> Union[Array, FixedShapeTensorArray, VariableShapeTensorArray, ListArray, Tensor]:
     """Imports any object with ``__arrow_c_array__`` or ``__arrow_c_stream__`` (pyarrow Array and
     ChunkedArray, polars Series, nanoarrow, arro3, ...) without copying.
 
-    An ``arrow.fixed_shape_tensor`` column gives a :class:`FixedShapeTensorArray`; a ``list``,
+    An ``arrow.fixed_shape_tensor`` column gives a :class:`FixedShapeTensorArray`, an
+    ``arrow.variable_shape_tensor`` column a :class:`VariableShapeTensorArray` (its rows checked
+    against their shapes: ArrowDLPackValueError for storage that lies); a ``list``,
     ``large_list``, ``list_view`` or ``large_list_view`` column a :class:`ListArray`.
     A stream of several chunks keeps its chunks; they are concatenated only when an export needs
     one array and copying is allowed.
@@ -436,6 +439,86 @@ class FixedShapeTensorArray(Array):
     @property
     def dim_names(self) -> Optional[list[str]]:
         """The names of the (physical) dimensions, or None."""
+    @property
+    def value_type(self) -> str:
+        """The element type, named as PyArrow names it."""
+
+@final
+class VariableShapeTensorArray(Array):
+    """An array of tensors of one element type and rank, each of its own shape (the
+    ``arrow.variable_shape_tensor`` extension type, which PyArrow reads but has no class for).
+
+    The storage is ``struct<data: list<T>, shape: fixed_size_list<int32>[ndim]>``; ``pa.array(x)``
+    gives PyArrow's extension type, the metadata written with the specification's keys.
+    """
+
+    @overload  # type: ignore[override]
+    def __getitem__(self, key: SupportsIndex, /) -> Optional[Tensor]:
+        """Row ``key`` as a read-only zero-copy :class:`Tensor` of its own shape, the
+        permutation applied as strides (None for a null row); negative indexes count from the
+        end, IndexError past it. Nulls among the row's elements raise ArrowDLPackValueError."""
+    @overload
+    def __getitem__(self, key: builtins.slice, /) -> Self:
+        """A zero-copy slice for step 1; other steps copy the selected rows."""
+    def to_numpy_ndarray(self) -> list[Any]:
+        """Every row as a read-only zero-copy numpy array of its own shape (None for a null
+        row). numpy is imported by this method, not by the package."""
+    @staticmethod
+    def from_numpy_ndarray(
+        arrays: Any,
+        *,
+        dim_names: Optional[Sequence[str]] = None,
+        permutation: Optional[Sequence[int]] = None,
+        uniform_shape: Optional[Sequence[Optional[int]]] = None,
+    ) -> VariableShapeTensorArray:
+        """Builds an array of ``arrays`` (an iterable of numpy arrays or any DLPack producers of
+        one dtype and rank, None for a null row), copying their elements into one buffer.
+
+        With ``permutation``, each array is the logical tensor and is stored in its physical
+        order, so that ``array[i]`` gives it back; ``dim_names`` and ``uniform_shape`` describe
+        the physical dimensions and are checked against every array. ArrowDLPackValueError for
+        an empty iterable (the type would be unknown), mixed dtypes or ranks, and metadata that
+        does not fit.
+        """
+    def to_padded(
+        self, pad_value: Union[int, float, bool, None] = None, *, allow_nulls: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """Every row copied into one writable tensor ``(len, max_0, max_1, ...)`` padded with
+        ``pad_value`` (0 when None), and the rows' shapes as a writable int32 tensor
+        ``(len, ndim)``.
+
+        Null rows (all padding, shape zeros) and nulls among the elements raise
+        ArrowDLPackValueError unless ``allow_nulls=True``; so does a ``pad_value`` the dtype
+        cannot hold exactly.
+        """
+    def to_ragged(
+        self, *, allow_nulls: bool = False, copy: Optional[bool] = None
+    ) -> tuple[Tensor, Tensor]:
+        """The rows as ``(values, offsets)`` when they differ only in their first dimension:
+        values ``(N, *inner)``, a zero-copy view of the data when there is no permutation, and
+        offsets ``(B + 1,)`` (int32 when N fits), as
+        ``torch.nested.nested_tensor_from_jagged(values, offsets)`` takes them.
+
+        Rows that differ beyond their first dimension, null rows, nulls among the elements
+        (unless ``allow_nulls=True``) and 0-d rows raise ArrowDLPackValueError; a permuted
+        column is copied, or refused with ArrowDLPackBufferError when ``copy=False``.
+        """
+    @property
+    def shapes(self) -> list[Optional[list[int]]]:
+        """The shape of each row as ``array[i].shape`` gives it (the stored shape in logical
+        order), None for a null row."""
+    @property
+    def ndim(self) -> int:
+        """The number of dimensions of every tensor."""
+    @property
+    def permutation(self) -> Optional[list[int]]:
+        """The permutation from logical to physical dimensions, or None."""
+    @property
+    def dim_names(self) -> Optional[list[str]]:
+        """The names of the (physical) dimensions, or None."""
+    @property
+    def uniform_shape(self) -> Optional[list[Optional[int]]]:
+        """Per physical dimension, the extent every row has (None where it varies), or None."""
     @property
     def value_type(self) -> str:
         """The element type, named as PyArrow names it."""
