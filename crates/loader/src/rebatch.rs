@@ -211,6 +211,11 @@ fn shuffled(
                 }
             }
         }
+        if rows.is_empty() {
+            // The source (or this shard's part of it) ended without rows: no batch, and maybe
+            // no record batch that resolved the columns either.
+            return;
+        }
         if spec.shuffle {
             rng.shuffle(&mut rows);
         }

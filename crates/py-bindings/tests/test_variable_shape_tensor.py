@@ -516,3 +516,15 @@ def test_to_ragged_views_rows_that_differ_only_in_their_first_dimension():
 def test_type_names_match_pyarrow(metadata):
     column = pyarrow_column([np.zeros((2, 1, 3), np.float64)], metadata)
     assert ad.array(column).type == str(column.type)
+
+
+def test_padding_rows_of_huge_extents_and_no_elements_ends():
+    # Extents of 2^31 - 1 whose product is 0: the padded tensor is empty, made without walking
+    # the 2^62 empty rows of the extents one by one.
+    storage = pa.StructArray.from_arrays(
+        [pa.array([[]], pa.list_(pa.int64())), pa.array([[2**31 - 1, 2**31 - 1, 0]], pa.list_(pa.int32(), 3))],
+        names=["data", "shape"],
+    )
+    padded, shapes = ad.array(_Column(storage, {})).to_padded()
+    assert tuple(padded.shape) == (1, 2**31 - 1, 2**31 - 1, 0)
+    assert np.from_dlpack(shapes).tolist() == [[2**31 - 1, 2**31 - 1, 0]]

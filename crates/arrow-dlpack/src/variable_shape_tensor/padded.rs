@@ -99,7 +99,10 @@ impl VariableShapeTensorArray {
             .checked_mul(dtype.size())
             .ok_or(arrow_dlpack_tensor::Error::OutOfMemory { bytes: usize::MAX })?;
         let mut out = PooledVec::<u8>::try_with_capacity(bytes)?;
-        for row in &rows {
+        // An empty output has nothing to write, and walking a row of extents like
+        // `[2^31 - 1, 2^31 - 1, 0]` one index at a time would never end.
+        let rows_to_write = if count == 0 { &[][..] } else { &rows[..] };
+        for row in rows_to_write {
             match row {
                 None => fill(&mut out, &pattern, max.iter().product()),
                 Some(row) => {
