@@ -17,7 +17,7 @@ use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::Field;
 use pyo3::PyClassInitializer;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple};
 
 use crate::array::PyArray;
 use crate::column::Column;
@@ -181,17 +181,22 @@ fn pad_value(value: &Bound<'_, PyAny>) -> PyResult<PadValue> {
     )))
 }
 
-/// A length argument that may be None: a non-negative int.
-fn length(value: Option<i64>, argument: &str) -> PyResult<Option<usize>> {
-    value
-        .map(|value| {
-            usize::try_from(value).map_err(|_| {
-                errors::value_error(format!(
-                    "{argument} is {value}; expected a non-negative integer or None"
-                ))
-            })
-        })
-        .transpose()
+/// A length argument that may be None: a non-negative int (ValueError for a negative one or one
+/// beyond 64 bits, not OverflowError).
+fn length(value: Option<&Bound<'_, PyAny>>, argument: &str) -> PyResult<Option<usize>> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let refuse = || {
+        errors::value_error(format!(
+            "{argument} is {value}; expected a non-negative integer or None"
+        ))
+    };
+    match value.extract::<i64>() {
+        Ok(int) => usize::try_from(int).map(Some).map_err(|_| refuse()),
+        Err(_) if value.is_instance_of::<PyInt>() => Err(refuse()),
+        Err(error) => Err(error),
+    }
 }
 
 /// Imports a DLPack producer (any, or an `arrow_dlpack.Tensor`) as a host tensor.
@@ -256,8 +261,8 @@ impl PyListArray {
         &self,
         py: Python<'_>,
         pad_value: Option<&Bound<'_, PyAny>>,
-        max_length: Option<i64>,
-        pad_to_multiple_of: Option<i64>,
+        max_length: Option<&Bound<'_, PyAny>>,
+        pad_to_multiple_of: Option<&Bound<'_, PyAny>>,
         padding_side: &str,
         truncation_side: &str,
         allow_nulls: bool,

@@ -210,6 +210,14 @@ def test_pad_values_are_checked():
         array.to_padded(max_length=-1)
     with pytest.raises(ValueError, match="pad_to_multiple_of"):
         array.to_padded(pad_to_multiple_of=0)
+    # Beyond 64 bits is a ValueError naming the argument too, not OverflowError.
+    for huge in (2**63, 2**70):
+        with pytest.raises(ValueError, match="max_length"):
+            array.to_padded(max_length=huge)
+        with pytest.raises(ValueError, match="pad_to_multiple_of"):
+            array.to_padded(pad_to_multiple_of=-huge)
+    with pytest.raises(TypeError):
+        array.to_padded(max_length=1.5)
     floats = ad.array(pa.array([[1.5], []], pa.list_(pa.float16())))
     assert np.from_dlpack(floats.to_padded(float("nan"))).tolist()[1][0] != 0
 
