@@ -340,7 +340,8 @@ fn extract_pad_value(value: &Bound<'_, PyAny>) -> PyResult<PadValue> {
     if let Ok(flag) = value.cast::<PyBool>() {
         return Ok(PadValue::Bool(flag.is_true()));
     }
-    if value.is_instance_of::<PyInt>() {
+    // numpy's integer scalars are not `int`s but have `__index__`, as ListArray takes them.
+    if value.is_instance_of::<PyInt>() || value.hasattr("__index__")? {
         if let Ok(signed) = value.extract::<i64>() {
             return Ok(PadValue::Int(signed));
         }
@@ -353,6 +354,10 @@ fn extract_pad_value(value: &Bound<'_, PyAny>) -> PyResult<PadValue> {
     }
     if let Ok(float) = value.cast::<PyFloat>() {
         return Ok(PadValue::Float(float.value()));
+    }
+    // numpy's float32 and float16 scalars are not `float`s but convert like them.
+    if value.hasattr("__float__")? {
+        return Ok(PadValue::Float(value.extract::<f64>()?));
     }
     Err(PyTypeError::new_err(format!(
         "pad value {value:?} has type {}; expected an int, a float or a bool",

@@ -528,3 +528,14 @@ def test_padding_rows_of_huge_extents_and_no_elements_ends():
     padded, shapes = ad.array(_Column(storage, {})).to_padded()
     assert tuple(padded.shape) == (1, 2**31 - 1, 2**31 - 1, 0)
     assert np.from_dlpack(shapes).tolist() == [[2**31 - 1, 2**31 - 1, 0]]
+
+
+def test_numpy_scalars_pad_like_python_numbers():
+    array = ad.VariableShapeTensorArray.from_numpy_ndarray([np.ones(2, np.int16), np.ones(1, np.int16)])
+    for pad in (np.int32(-3), np.uint8(253), np.float32(4.0), np.bool_(True)):
+        padded, _ = array.to_padded(pad)
+        assert np.from_dlpack(padded).tolist() == [[1, 1], [1, int(pad)]]
+    with pytest.raises(ValueError, match="pad value"):
+        array.to_padded(np.float32(0.5))
+    with pytest.raises(TypeError):
+        array.to_padded("x")
