@@ -201,9 +201,43 @@ impl PyVariableShapeTensorArray {
         py: Python<'_>,
         arrays: &Bound<'_, PyAny>,
         dim_names: Option<Vec<String>>,
-        permutation: Option<Vec<usize>>,
-        uniform_shape: Option<Vec<Option<i32>>>,
+        permutation: Option<Vec<i64>>,
+        uniform_shape: Option<Vec<Option<i64>>>,
     ) -> PyResult<Py<Self>> {
+        // Read wide, so that a negative or huge entry is a ValueError naming the argument
+        // rather than an OverflowError.
+        let out_of_range = |argument: &str, entry: i64, range: &str| {
+            errors::value_error(format!(
+                "{argument} has entry {entry}; expected integers in {range}"
+            ))
+        };
+        let permutation = permutation
+            .map(|entries| {
+                entries
+                    .into_iter()
+                    .map(|entry| {
+                        usize::try_from(entry)
+                            .map_err(|_| out_of_range("permutation", entry, "0.."))
+                    })
+                    .collect::<PyResult<Vec<usize>>>()
+            })
+            .transpose()?;
+        let uniform_shape = uniform_shape
+            .map(|entries| {
+                entries
+                    .into_iter()
+                    .map(|entry| {
+                        entry
+                            .map(|extent| {
+                                i32::try_from(extent).map_err(|_| {
+                                    out_of_range("uniform_shape", extent, "0..=2147483647 or None")
+                                })
+                            })
+                            .transpose()
+                    })
+                    .collect::<PyResult<Vec<Option<i32>>>>()
+            })
+            .transpose()?;
         let tensors = arrays
             .try_iter()?
             .map(|item| {

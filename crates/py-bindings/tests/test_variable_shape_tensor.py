@@ -539,3 +539,10 @@ def test_numpy_scalars_pad_like_python_numbers():
         array.to_padded(np.float32(0.5))
     with pytest.raises(TypeError):
         array.to_padded("x")
+
+
+def test_negative_or_huge_metadata_arguments_are_value_errors():
+    arrays = [np.zeros((2, 1), np.float32)]
+    for kwargs in ({"permutation": [-1, 0]}, {"uniform_shape": [2**40, None]}, {"uniform_shape": [-1, None]}):
+        with pytest.raises(ValueError):
+            ad.VariableShapeTensorArray.from_numpy_ndarray(arrays, **kwargs)
