@@ -441,15 +441,13 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
 /// A cause whose text the message already ends with is left out: some arrow-rs and parquet
 /// errors (`ExternalError`) print their source in their own message too.
 fn chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut cause = error.source();
-    while let Some(inner) = cause {
-        let text = inner.to_string();
+    let mut messages = arrow_dlpack::error_messages(error).into_iter();
+    let mut message = messages.next().unwrap_or_default();
+    for text in messages {
         if !message.ends_with(&text) {
             message.push_str(": ");
             message.push_str(&text);
         }
-        cause = inner.source();
     }
     message
 }

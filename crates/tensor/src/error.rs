@@ -295,6 +295,70 @@ fn reader_of(dtype: DType) -> String {
     }
 }
 
+/// The message of `error` and of each of its causes ([`source`](std::error::Error::source)),
+/// outermost first.
+///
+/// Every error of the arrow-dlpack crates describes its own level only and hands its cause out
+/// through `source`, so these are the parts a report joins (`: ` between them gives one line).
+///
+/// ```
+/// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; }
+/// use arrow_dlpack::error_messages;
+///
+/// let error = std::io::Error::other("disk full");
+/// assert_eq!(error_messages(&error), ["disk full"]);
+/// ```
+pub fn error_messages(error: &dyn std::error::Error) -> Vec<String> {
+    let mut messages = vec![error.to_string()];
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        messages.push(inner.to_string());
+        cause = inner.source();
+    }
+    messages
+}
+
+/// Whether `error` keeps the convention of these crates: no message in its chain is empty, and
+/// none repeats the text of a cause below it (a chain printer would show that text twice).
+/// The error describes the first problem found.
+///
+/// ```
+/// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; }
+/// use arrow_dlpack::check_error_chain;
+///
+/// # #[derive(Debug)]
+/// # struct Wrapper(std::io::Error);
+/// # impl std::fmt::Display for Wrapper {
+/// #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+/// #         write!(f, "cannot read: {}", self.0)
+/// #     }
+/// # }
+/// # impl std::error::Error for Wrapper {
+/// #     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+/// #         Some(&self.0)
+/// #     }
+/// # }
+/// // A wrapper that prints its cause and also returns it from `source()`:
+/// let error = Wrapper(std::io::Error::other("disk full"));
+/// assert!(check_error_chain(&error).is_err());
+/// assert!(check_error_chain(&std::io::Error::other("disk full")).is_ok());
+/// ```
+pub fn check_error_chain(error: &dyn std::error::Error) -> std::result::Result<(), String> {
+    let messages = error_messages(error);
+    for (level, message) in messages.iter().enumerate() {
+        if message.is_empty() {
+            return Err(format!("level {level} of {error:?} has an empty message"));
+        }
+        if let Some(cause) = messages[level + 1..]
+            .iter()
+            .find(|cause| message.contains(cause.as_str()))
+        {
+            return Err(format!("{message:?} repeats its cause {cause:?}"));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,17 +486,6 @@ mod tests {
         ]
     }
 
-    /// The texts of `error` and of each of its causes, outermost first.
-    fn chain(error: &dyn std::error::Error) -> Vec<String> {
-        let mut texts = vec![error.to_string()];
-        let mut cause = error.source();
-        while let Some(inner) = cause {
-            texts.push(inner.to_string());
-            cause = inner.source();
-        }
-        texts
-    }
-
     #[test]
     fn every_variant_prints_its_chain_without_repeating_a_cause() {
         let samples = samples();
@@ -445,13 +498,9 @@ mod tests {
             "a variant has no sample"
         );
         for error in &samples {
-            let texts = chain(error);
-            println!("{}", texts.join("\n  caused by: "));
-            for (level, text) in texts.iter().enumerate() {
-                assert!(!text.is_empty(), "{error:?} has an empty message");
-                for cause in &texts[level + 1..] {
-                    assert!(!text.contains(cause.as_str()), "{text:?} repeats {cause:?}");
-                }
+            println!("{}", error_messages(error).join("\n  caused by: "));
+            if let Err(problem) = check_error_chain(error) {
+                panic!("{problem}");
             }
         }
     }

@@ -60,7 +60,7 @@ mod typed;
 
 pub use device::Device;
 pub use dtype::DType;
-pub use error::{Error, Result};
+pub use error::{Error, Result, check_error_chain, error_messages};
 pub use export::ExportOptions;
 pub use import::ImportOptions;
 pub use native::NativeDType;
