@@ -187,6 +187,8 @@ pub(crate) struct ParquetPieces {
     next_unit: usize,
     units: usize,
     done: bool,
+    /// A message received ahead, to tell whether the batch before it ended its unit.
+    peeked: Option<Message>,
 }
 
 impl ParquetPieces {
@@ -222,6 +224,7 @@ impl ParquetPieces {
             next_unit: 0,
             units: units.len(),
             done: false,
+            peeked: None,
         })
     }
 }
@@ -298,26 +301,45 @@ fn decode_units(
     }
 }
 
-impl Iterator for ParquetPieces {
-    type Item = Result<RecordBatch>;
+impl ParquetPieces {
+    /// The next message of the worker of the current unit.
+    fn receive(&mut self) -> Message {
+        if let Some(message) = self.peeked.take() {
+            return message;
+        }
+        let worker = self.next_unit % self.receivers.len();
+        self.receivers[worker].recv().unwrap_or_else(|_| {
+            Message::Failed(Error::Panicked {
+                message: "a parquet decoding thread ended without finishing its row groups"
+                    .to_string(),
+            })
+        })
+    }
+}
 
-    fn next(&mut self) -> Option<Result<RecordBatch>> {
+/// Each record batch with the index of its unit (in the planned order) and whether it is the
+/// unit's last.
+impl Iterator for ParquetPieces {
+    type Item = Result<(usize, RecordBatch, bool)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
         while !self.done && self.next_unit < self.units {
-            let worker = self.next_unit % self.receivers.len();
-            match self.receivers[worker].recv() {
-                Ok(Message::Batch(batch)) => return Some(Ok(batch)),
-                Ok(Message::UnitEnd) => self.next_unit += 1,
-                Ok(Message::Failed(error)) => {
+            match self.receive() {
+                Message::Batch(batch) => {
+                    let unit = self.next_unit;
+                    let next = self.receive();
+                    let last = matches!(next, Message::UnitEnd);
+                    if last {
+                        self.next_unit += 1;
+                    } else {
+                        self.peeked = Some(next);
+                    }
+                    return Some(Ok((unit, batch, last)));
+                }
+                Message::UnitEnd => self.next_unit += 1,
+                Message::Failed(error) => {
                     self.done = true;
                     return Some(Err(error));
-                }
-                Err(_) => {
-                    self.done = true;
-                    return Some(Err(Error::Panicked {
-                        message: "a parquet decoding thread ended without finishing its row \
-                                  groups"
-                            .to_string(),
-                    }));
                 }
             }
         }
