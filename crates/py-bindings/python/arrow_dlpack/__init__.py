@@ -100,7 +100,7 @@ from arrow_dlpack._arrow_dlpack import (
     set_memory_pool_decay_ms,
     set_memory_pool_limit,
 )
-from arrow_dlpack._batches import batches
+from arrow_dlpack._batches import batches, merge_states
 
 __all__ = [
     "Array",
@@ -117,6 +117,7 @@ __all__ = [
     "batches",
     "column_tensors",
     "memory_pool_stats",
+    "merge_states",
     "release_unused_memory",
     "set_memory_pool_decay_ms",
     "set_memory_pool_limit",

@@ -21,6 +21,7 @@ __all__ = [
     "__version__",
     "_Batches",
     "_exchange_calls",
+    "_merge_states",
     "_testing_record_device_runtime",
     "array",
     "column_tensors",
@@ -623,6 +624,8 @@ class _Batches:
         sequences: dict[str, Any] = {},
         max_tokens: Optional[int] = None,
         bucket_by_length: bool = False,
+        epoch: int = 0,
+        state: Optional[dict[str, Any]] = None,
     ) -> _Batches: ...
     def __iter__(self) -> _Batches: ...
     def __next__(self) -> dict[str, Tensor]:
@@ -636,5 +639,12 @@ class _Batches:
     @property
     def rows_yielded(self) -> int:
         """The rows of the batches handed out so far."""
+    def state_dict(self) -> dict[str, Any]:
+        """Where the stream stands after the batches handed out so far: a dict of ints,
+        strings and lists, for ``state=``."""
     def close(self) -> None:
         """Stops the background threads and releases the source now."""
+
+def _merge_states(states: list[dict[str, Any]]) -> dict[str, Any]:
+    """The states of every shard of a run joined into one, behind
+    :func:`arrow_dlpack.merge_states`."""
