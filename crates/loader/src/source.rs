@@ -298,7 +298,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                     .map(|batch| (k, item, batch, true))
             }));
             Ok(Plan {
-                pieces: select(raw, &start),
+                pieces: select(raw, &start, None),
                 num_rows: Some(num_rows),
                 work,
                 config,
@@ -322,6 +322,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                         file,
                         row_group,
                         rows,
+                        skip: 0,
                     });
                 }
             }
@@ -330,10 +331,21 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
             let (work, start) = resume(spec, &config, Some(order.len() as u64))?;
             let items = file_items(&work, spec, &start);
             let num_rows = rows_left(&items, |unit| order[unit as usize].rows, &start, spec)?;
-            let planned: Vec<RowGroup> = items
+            let mut planned: Vec<RowGroup> = items
                 .iter()
                 .map(|(_, item)| order[item.unit as usize])
                 .collect();
+            // Resumed inside a whole row group: its rows before the position are not decoded.
+            let mut offset = None;
+            if let (Start::Rows { item, row }, Some((k, first)), Some(unit)) =
+                (&start, items.first(), planned.first_mut())
+                && k == item
+                && first.rows.is_none()
+                && *row > 0
+            {
+                unit.skip = *row;
+                offset = Some((*item, *row));
+            }
             let pieces = ParquetPieces::start(files, planned, spec.decode_thread_count())?;
             let raw: Raw = Box::new(pieces.map(move |piece| {
                 piece.map(|(index, batch, last)| {
@@ -342,7 +354,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                 })
             }));
             Ok(Plan {
-                pieces: select(raw, &start),
+                pieces: select(raw, &start, offset),
                 num_rows: Some(num_rows),
                 work,
                 config,
@@ -360,7 +372,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
             let (work, start) = resume(spec, &config, None)?;
             let raw = in_stream(ipc::read_streams(paths), &work, spec, &start);
             Ok(Plan {
-                pieces: select(raw, &start),
+                pieces: select(raw, &start, None),
                 num_rows: None,
                 work,
                 config,
@@ -374,7 +386,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
             let batches = reader.map(|batch| batch.map_err(Error::from));
             let raw = in_stream(batches, &work, spec, &start);
             Ok(Plan {
-                pieces: select(raw, &start),
+                pieces: select(raw, &start, None),
                 num_rows: None,
                 work,
                 config,
@@ -418,8 +430,9 @@ fn in_stream(
 }
 
 /// The record batches of `raw` cut to their items' rows and tagged, from the start's row on:
-/// no piece is empty, and the last piece of an item says so.
-fn select(raw: Raw, start: &Start) -> Pieces {
+/// no piece is empty, and the last piece of an item says so. `offset` names an item whose
+/// batches start at a later row of its unit (not decoded from its start) and that row.
+fn select(raw: Raw, start: &Start, offset: Option<(u64, u64)>) -> Pieces {
     let skip = match start {
         Start::Rows { item, row } if *row > 0 => Some((*item, *row)),
         _ => None,
@@ -427,6 +440,7 @@ fn select(raw: Raw, start: &Start) -> Pieces {
     Box::new(Select {
         raw,
         skip,
+        offset,
         item: None,
         at: 0,
         local: 0,
@@ -440,6 +454,7 @@ fn select(raw: Raw, start: &Start) -> Pieces {
 struct Select {
     raw: Raw,
     skip: Option<(u64, u64)>,
+    offset: Option<(u64, u64)>,
     item: Option<u64>,
     at: u64,
     local: u64,
@@ -465,8 +480,12 @@ impl Select {
         if self.item != Some(k) {
             self.flush(false);
             self.item = Some(k);
-            self.at = 0;
-            self.local = 0;
+            let from = match self.offset {
+                Some((item, row)) if item == k => row,
+                _ => 0,
+            };
+            self.at = from;
+            self.local = from;
         }
         let n = batch.num_rows() as u64;
         let all = [[0, u64::MAX]];

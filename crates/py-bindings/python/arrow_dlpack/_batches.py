@@ -411,8 +411,8 @@ def _dataset_init(self: Any, source: Any, batch_size: int = 1024, **options: Any
     self.options = options
     # The loader of the pass in progress (in the process that iterates), and a state to
     # resume the next pass from.
-    self._live: Any = None
-    self._resume: Optional[Dict[str, Any]] = None
+    self._live = None
+    self._resume = None
 
 
 def _dataset_set_epoch(self: Any, epoch: int) -> None:
