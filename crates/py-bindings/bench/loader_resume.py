@@ -7,7 +7,8 @@ after 90% of a pass's batches (in order, and shuffled); the figure is the median
 loader from that state and take its first batch, as a ratio to the median full pass. A resume
 decodes only the row group it stopped inside (shuffled: the row groups of the current window), so
 the ratio stays near one row group's share of the file whatever the position. Beside it, the
-naive resume: a new pass that reads and drops the batches already given.
+naive resume: a new pass that reads and drops the batches already given. The time to a first
+batch stops at that batch: shutting the loader's threads down afterwards is not counted.
 
     python loader_resume.py [--rows 2000000] [--repetitions 5] [--output FILE]
 
@@ -58,17 +59,20 @@ def saved_state(path: str, shuffle: bool, batches: int) -> dict:
     return state
 
 
-def first_batch(path: str, shuffle: bool, state: dict) -> None:
+def first_batch(path: str, shuffle: bool, state: dict) -> Callable[[], None]:
+    """Makes a loader from ``state`` and takes its first batch; returns its ``close`` (the
+    threads' shutdown is not part of the time to the first batch)."""
     iterator = ad.batches(path, BATCH, state=state, **options(shuffle))
     next(iterator)
-    iterator.close()
+    return iterator.close
 
 
-def naive_resume(path: str, shuffle: bool, batches: int) -> None:
+def naive_resume(path: str, shuffle: bool, batches: int) -> Callable[[], None]:
+    """A fresh pass that reads and drops the first 90% of the batches and takes the next."""
     iterator = ad.batches(path, BATCH, **options(shuffle))
     for _ in range(int(batches * AT) + 1):
         next(iterator)
-    iterator.close()
+    return iterator.close
 
 
 def run(rows: int, repetitions: int, log: Callable[[str], None]) -> str:
@@ -82,7 +86,7 @@ def run(rows: int, repetitions: int, log: Callable[[str], None]) -> str:
             batches = full_pass(path, shuffle)  # warm-up, and the count
             state = saved_state(path, shuffle, batches)
             times: Dict[str, List[float]] = {"full": [], "resume": [], "naive": []}
-            calls = {
+            calls: Dict[str, Callable[[], object]] = {
                 "full": lambda: full_pass(path, shuffle),
                 "resume": lambda: first_batch(path, shuffle, state),
                 "naive": lambda: naive_resume(path, shuffle, batches),
@@ -93,8 +97,10 @@ def run(rows: int, repetitions: int, log: Callable[[str], None]) -> str:
                 order = keys[repetition % len(keys):] + keys[: repetition % len(keys)]
                 for key in order:
                     start = time.perf_counter()
-                    calls[key]()
+                    close = calls[key]()
                     times[key].append(time.perf_counter() - start)
+                    if callable(close):
+                        close()
             results[shuffle] = times
     elapsed = time.perf_counter() - started
     return render(rows, repetitions, results, elapsed)

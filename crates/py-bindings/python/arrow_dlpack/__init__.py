@@ -49,7 +49,9 @@ Beyond PyArrow:
   (``__dlpack_c_exchange_api__``), and ``from_dlpack`` uses a producer's;
 - :func:`batches` turns Arrow data (IPC and Parquet files, any Arrow stream)
   into exact-size batches of tensors for a training loop, made on background
-  threads, and :class:`BatchDataset` is the same for ``torch.utils.data``.
+  threads, and :class:`BatchDataset` is the same for ``torch.utils.data``;
+  their ``state_dict()`` and ``state=`` resume a run exactly, and
+  :func:`merge_states` resumes it with another number of ranks and workers.
 
 Exceptions
 ----------
