@@ -74,7 +74,10 @@ fn files() -> Files {
     }
 }
 
-fn sources(files: &Files) -> Vec<(&'static str, Box<dyn Fn() -> Source>)> {
+/// A named way to make a source afresh.
+type Maker = (&'static str, Box<dyn Fn() -> Source>);
+
+fn sources(files: &Files) -> Vec<Maker> {
     let (ipc, parquet, stream) = (
         files.ipc.clone(),
         files.parquet.clone(),

@@ -357,10 +357,7 @@ impl PyBatches {
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.check_process()?;
         let state = match self.batches.try_lock() {
-            Ok(guard) => match guard.as_ref() {
-                Some(batches) => Some(batches.state()),
-                None => None,
-            },
+            Ok(guard) => guard.as_ref().map(Batches::state),
             Err(TryLockError::WouldBlock) => {
                 return Err(pyo3::exceptions::PyValueError::new_err(
                     "the batch iterator is running in another thread; ask for its state there",
