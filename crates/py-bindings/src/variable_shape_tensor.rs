@@ -12,7 +12,7 @@ use arrow_dlpack::{
 use arrow_dlpack_tensor::Tensor;
 use arrow_schema::extension::EXTENSION_TYPE_METADATA_KEY;
 use pyo3::PyClassInitializer;
-use pyo3::exceptions::{PyIndexError, PyTypeError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PySlice, PyTuple};
 
@@ -105,21 +105,6 @@ impl PyVariableShapeTensorArray {
         unreachable!("indexes are checked against the length first")
     }
 
-    /// `index` (negative counts from the end) as a position, or IndexError.
-    fn position(&self, index: isize) -> PyResult<usize> {
-        let total = self.column.len();
-        let position = if index < 0 {
-            total.checked_sub(index.unsigned_abs())
-        } else {
-            Some(index.unsigned_abs()).filter(|&position| position < total)
-        };
-        position.ok_or_else(|| {
-            PyIndexError::new_err(format!(
-                "index {index} is out of bounds for an array of length {total}"
-            ))
-        })
-    }
-
     /// The tensor of row `position`, or None for a null row.
     fn row(&self, position: usize) -> PyResult<Option<Tensor>> {
         let (chunk, index) = self.locate(position);
@@ -156,8 +141,7 @@ impl PyVariableShapeTensorArray {
     /// Nulls among a row's elements raise ArrowDLPackValueError.
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         if !key.is_instance_of::<PySlice>() {
-            let index: isize = key.extract()?;
-            let position = self.position(index)?;
+            let position = conveniences::position(key, self.column.len())?;
             return match self.row(position)? {
                 Some(tensor) => Ok(Py::new(py, PyTensor::new(tensor))?.into_any()),
                 None => Ok(py.None()),

@@ -111,11 +111,13 @@ def test_negative_indexes_slices_and_index_errors():
     np.testing.assert_array_equal(np.from_dlpack(array[-1]), originals[-1])
     np.testing.assert_array_equal(np.from_dlpack(array[-4]), originals[0])
     assert array[1].shape == (0,)
-    for bad in (4, -5, 100):
-        with pytest.raises(IndexError):
+    # An integer beyond any array's length is out of bounds, as for a Python list (not OverflowError).
+    for bad in (4, -5, 100, 2**70, -(2**70)):
+        with pytest.raises(IndexError, match="out of bounds"):
             array[bad]
-    with pytest.raises(TypeError):
-        array["0"]
+    for bad in ("0", 1.0):
+        with pytest.raises(TypeError):
+            array[bad]
     middle = array[1:3]
     assert isinstance(middle, ad.VariableShapeTensorArray)
     assert middle.shapes == [[0], [5]]
