@@ -548,3 +548,29 @@ def test_negative_or_huge_metadata_arguments_are_value_errors():
     for kwargs in ({"permutation": [-1, 0]}, {"uniform_shape": [2**40, None]}, {"uniform_shape": [-1, None]}):
         with pytest.raises(ValueError):
             ad.VariableShapeTensorArray.from_numpy_ndarray(arrays, **kwargs)
+
+
+def test_repr_shows_the_type_and_each_rows_shape():
+    rows = [np.zeros((2, 2), np.float32), None, np.ones((1, 3), np.float32)]
+    array = ad.VariableShapeTensorArray.from_numpy_ndarray(rows)
+    lines = repr(array).splitlines()
+    assert lines[0].startswith("<arrow_dlpack.VariableShapeTensorArray object at 0x")
+    assert lines[1:] == [
+        "type: extension<arrow.variable_shape_tensor[value_type=float, ndim=2]>",
+        "[",
+        "  tensor of shape (2, 2),",
+        "  null,",
+        "  tensor of shape (1, 3)",
+        "]",
+    ]
+    # Long arrays are elided as PyArrow elides arrays of lists: two rows at each end.
+    long = repr(ad.VariableShapeTensorArray.from_numpy_ndarray([np.zeros(n, np.int8) for n in range(9)]))
+    assert long.splitlines()[2:] == [
+        "[",
+        "  tensor of shape (0,),",
+        "  tensor of shape (1,),",
+        "  ...",
+        "  tensor of shape (7,),",
+        "  tensor of shape (8,)",
+        "]",
+    ]
