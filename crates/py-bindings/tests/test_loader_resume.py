@@ -381,6 +381,9 @@ def test_an_elastic_resume_reads_every_remaining_row_exactly_once(sources, shuff
     rest = [i for b in resumed for i in _ids(b)]
     assert seen and rest
     assert sorted(seen + rest) == list(range(ROWS))
+    # The merged state resumes its own epoch; the next epoch is whole.
+    resumed.dataset.set_epoch(1)
+    assert sorted(i for b in resumed for i in _ids(b)) == list(range(ROWS))
 
 
 def _saved(state):

@@ -426,6 +426,11 @@ def _dataset_iter(self: Any) -> Iterator[Dict[str, Any]]:
     from torch import from_dlpack
 
     options = dict(self.options)
+    saved = options.get("state")
+    if isinstance(saved, Mapping) and saved.get("epoch") != self.epoch:
+        # A state given when the dataset was made resumes its own epoch; later epochs (after
+        # set_epoch) start afresh.
+        del options["state"]
     if self._resume is not None:
         options["state"] = self._resume
         self._resume = None
