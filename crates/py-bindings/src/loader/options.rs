@@ -1,7 +1,9 @@
 //! How each field of the loader's [`BatchSpec`](arrow_dlpack_loader::BatchSpec) crosses between Python and Rust: one
 //! [`OptionValue`] conversion per field type, each naming the field in its errors.
 
-use arrow_dlpack_loader::{ColumnGroup, LoaderState, PadValue, Sequence, SequenceMode, Side};
+use arrow_dlpack_loader::{
+    ColumnGroup, LoaderState, PadValue, STATE_VERSION, Sequence, SequenceMode, Side,
+};
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -350,8 +352,20 @@ pub(super) fn state_from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResu
             ))
         })?;
     let text: String = json.extract()?;
-    serde_json::from_str(&text)
-        .map_err(|error| errors::value_error(format!("{field} is not a loader state: {error}")))
+    let not_a_state = |error: serde_json::Error| {
+        errors::value_error(format!("{field} is not a loader state: {error}"))
+    };
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(not_a_state)?;
+    // The version first: a newer format may have fields this build does not know.
+    if let Some(version) = value.get("version").and_then(serde_json::Value::as_u64)
+        && version > u64::from(STATE_VERSION)
+    {
+        return Err(errors::value_error(format!(
+            "{field} is of format version {version}, newer than this build reads \
+             ({STATE_VERSION}); expected a state saved by this or an older version"
+        )));
+    }
+    serde_json::from_value(value).map_err(not_a_state)
 }
 
 /// A state as the dict that `state_dict()` gives.
