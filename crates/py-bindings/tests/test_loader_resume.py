@@ -433,3 +433,18 @@ def test_the_example_of_the_guide_resumes_after_the_checkpoint(tmp_path, monkeyp
     assert len(seen) == 9
     assert seen[5:] == seen[1:5]
     assert sorted(i for batch in seen[:5] for i in batch) == list(range(5000))
+
+
+@pytest.mark.parametrize("kind", ["parquet", "stream"])
+def test_corrupt_states_given_to_merge_states_are_value_errors(sources, kind):
+    options = dict(shuffle=True, seed=4, buffer_size=6)
+    states = [_state_after(sources[kind], 2, rank=r, world_size=2, **options) for r in range(2)]
+    merged = ad.merge_states(states)
+    assert merged["shard"] is None and merged["position"] is None
+    for broken in _hostile(states[0]):
+        try:
+            ad.merge_states([broken, states[1]])
+        except ValueError as error:
+            assert "panicked" not in str(error), (broken, error)
+    with pytest.raises(TypeError, match="expected a dict"):
+        ad._arrow_dlpack._merge_states(["state"])
