@@ -117,6 +117,17 @@ def _broadcast_seed() -> int:
     return int(box[0])
 
 
+def _ray_blocks(source: Any) -> Any:
+    """A ``ray.data.Dataset`` or ``DataIterator`` as the Arrow stream of its blocks; any other
+    source as it is. Ray is imported only for an object of one of its classes."""
+    if type(source).__module__.startswith("ray.data"):
+        from arrow_dlpack import ray
+
+        if ray.is_dataset(source):
+            return ray.arrow_stream(source)
+    return source
+
+
 class _Progress:
     """Wraps a batch iterator and shows rows per second on standard error while a terminal
     watches it; a last line when the iteration ends."""
@@ -195,9 +206,10 @@ def batches(
 
     ``source`` is a path or a list of paths of Arrow IPC files (``.arrow``, ``.feather``,
     ``.ipc``: memory-mapped, zero-copy), IPC streams (``.arrows``) or Parquet files
-    (``.parquet``, ``.pq``: projected, row groups decoded in parallel), or any object with
+    (``.parquet``, ``.pq``: projected, row groups decoded in parallel), any object with
     ``__arrow_c_stream__`` (a pyarrow Table or RecordBatchReader, a polars DataFrame, a DuckDB
-    result, nanoarrow).
+    result, nanoarrow), or a ``ray.data.Dataset`` or ``DataIterator`` (its blocks, read as
+    they come: :func:`arrow_dlpack.ray.arrow_stream`).
 
     - ``columns``: the columns that become one tensor each: primitive columns ``(B,)``,
       fixed-size lists and ``arrow.fixed_shape_tensor`` columns ``(B, *shape)``, booleans
@@ -248,6 +260,7 @@ def batches(
     """
     shard_index, num_shards = _shard(rank, world_size)
     seed = _shared_seed(seed, shuffle, num_shards)
+    source = _ray_blocks(source)
     if groups is not None and not isinstance(groups, Mapping):
         raise TypeError(f"groups is {type(groups).__name__}; expected a dict from name to columns")
     if sequences is not None and not isinstance(sequences, Mapping):

@@ -1,0 +1,186 @@
+"""``arrow_dlpack.ray``: Ray Data's Arrow blocks as batches of tensors, made by :func:`batches`.
+
+Ray Data hands a ``collate_fn`` of ``Dataset.iter_torch_batches`` a ``pyarrow.Table`` when the
+function is an ``ArrowBatchCollateFn``; :func:`collate_fn` gives one whose call is ``ad.batches``
+over that table, cut as one batch, so that Ray's batches become the tensors ``ad.batches`` makes
+from the same rows (column groups, fixed-shape tensors, masks, sequences), without going through
+numpy:
+
+>>> for batch in dataset.iter_torch_batches(batch_size=1024, collate_fn=ad.ray.collate_fn(
+...         groups={"features": features}, columns=["label"])):
+...     train_step(batch["features"], batch["label"])
+
+The same object works in ``Dataset.map_batches(..., batch_format="pyarrow")`` with
+``format="numpy"``. ``ad.batches(dataset, ...)`` over a ``ray.data.Dataset`` or a
+``DataIterator`` reads its blocks through :func:`arrow_stream`.
+
+This module imports Ray (and pyarrow, which Ray depends on); ``import arrow_dlpack`` does not
+import it: ``ad.ray`` is loaded on first use.
+"""
+
+from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence
+
+import pyarrow as pa
+from ray.data.collate_fn import ArrowBatchCollateFn
+
+from arrow_dlpack._arrow_dlpack import Tensor, _collate
+from arrow_dlpack._batches import Groups, Sequences, _names
+
+__all__ = ["ArrowCollateFn", "arrow_stream", "collate_fn"]
+
+#: The formats a collate function hands its tensors out in.
+FORMATS = ("torch", "numpy", "dlpack")
+
+
+class ArrowCollateFn(ArrowBatchCollateFn):
+    """A Ray Data collate function (an ``ArrowBatchCollateFn``, so Ray hands it each batch as
+    a ``pyarrow.Table``) that makes the batch's tensors with :func:`arrow_dlpack.batches`.
+
+    The options are :func:`arrow_dlpack.batches`'s that say what a batch holds; cutting,
+    shuffling and sharding are Ray's. ``format`` is ``"torch"`` (``torch.Tensor``s, what
+    ``iter_torch_batches`` moves to its device), ``"numpy"`` (``numpy.ndarray``s, a batch that
+    ``map_batches`` can return) or ``"dlpack"`` (:class:`arrow_dlpack.Tensor`s).
+    """
+
+    def __init__(
+        self,
+        *,
+        columns: Optional[Sequence[str]] = None,
+        groups: Optional[Groups] = None,
+        masks: Iterable[str] = (),
+        allow_nulls: bool = False,
+        null_to_nan: bool = False,
+        row_major: bool = True,
+        writable: bool = False,
+        sequences: Optional[Sequences] = None,
+        format: str = "torch",
+    ):
+        super().__init__()
+        if format not in FORMATS:
+            raise ValueError(f"format is {format!r}; expected one of {', '.join(map(repr, FORMATS))}")
+        self.format = format
+        if groups is not None and not isinstance(groups, Mapping):
+            raise TypeError(f"groups is {type(groups).__name__}; expected a dict from name to columns")
+        if sequences is not None and not isinstance(sequences, Mapping):
+            raise TypeError(
+                f"sequences is {type(sequences).__name__}; expected a dict from column to a mode"
+            )
+        # The keywords of the loader's spec, as `ad.batches` hands them on.
+        self.options: Dict[str, Any] = {
+            "columns": _names("columns", columns) if columns is not None else [],
+            "groups": [
+                (name, _names(f"groups[{name!r}]", group)) for name, group in (groups or {}).items()
+            ],
+            "masks": _names("masks", masks),
+            "allow_nulls": allow_nulls,
+            "null_to_nan": null_to_nan,
+            "row_major": row_major,
+            "writable": writable,
+            "sequences": {
+                name: dict(how) if isinstance(how, Mapping) else how
+                for name, how in (sequences or {}).items()
+            },
+        }
+        # The flags are checked here, rather than at the first batch on one of Ray's threads;
+        # the names need the batch's schema.
+        _collate(_PROBE, **{**self.options, "columns": [], "groups": [], "masks": [], "sequences": {}})
+
+    def tensors(self, table: Any) -> Dict[str, Tensor]:
+        """The batch of every row of ``table`` (anything with ``__arrow_c_stream__``), as
+        :class:`arrow_dlpack.Tensor`s: what :func:`arrow_dlpack.batches` makes of the same rows,
+        made on the calling thread with the GIL released. Rows of one record batch are zero-copy
+        views; rows of several are copied once."""
+        return _collate(table, **self.options)
+
+    def __call__(self, batch: Any) -> Dict[str, Any]:
+        tensors = self.tensors(batch)
+        if self.format == "dlpack":
+            return tensors
+        if self.format == "torch":
+            from torch import from_dlpack
+        else:
+            from numpy import from_dlpack
+        return {name: from_dlpack(tensor) for name, tensor in tensors.items()}
+
+    def __repr__(self) -> str:
+        shown = [f"{k}={v!r}" for k, v in self.options.items() if v != _DEFAULTS[k]]
+        return f"ArrowCollateFn({', '.join(shown + [f'format={self.format!r}'])})"
+
+
+#: The options at their defaults, against which ``repr`` shows what was set.
+_DEFAULTS: Dict[str, Any] = {
+    "columns": [],
+    "groups": [],
+    "masks": [],
+    "allow_nulls": False,
+    "null_to_nan": False,
+    "row_major": True,
+    "writable": False,
+    "sequences": {},
+}
+
+#: A table of one column and no rows, against which the flags are checked.
+_PROBE = pa.table({"probe": pa.array([], pa.int8())})
+
+
+def collate_fn(
+    *,
+    columns: Optional[Sequence[str]] = None,
+    groups: Optional[Groups] = None,
+    masks: Iterable[str] = (),
+    allow_nulls: bool = False,
+    null_to_nan: bool = False,
+    row_major: bool = True,
+    writable: bool = False,
+    sequences: Optional[Sequences] = None,
+    format: str = "torch",
+) -> ArrowCollateFn:
+    """A collate function for ``Dataset.iter_torch_batches(collate_fn=...)`` (and, with
+    ``format="numpy"``, for ``map_batches(..., batch_format="pyarrow")``) that makes the tensors
+    :func:`arrow_dlpack.batches` makes from the same rows. See :class:`ArrowCollateFn`."""
+    return ArrowCollateFn(
+        columns=columns,
+        groups=groups,
+        masks=masks,
+        allow_nulls=allow_nulls,
+        null_to_nan=null_to_nan,
+        row_major=row_major,
+        writable=writable,
+        sequences=sequences,
+        format=format,
+    )
+
+
+def is_dataset(source: Any) -> bool:
+    """Whether ``source`` is a ``ray.data.Dataset`` or ``DataIterator``."""
+    from ray.data import DataIterator, Dataset
+
+    return isinstance(source, (Dataset, DataIterator))
+
+
+def arrow_stream(dataset: Any, *, prefetch_blocks: int = 1) -> pa.RecordBatchReader:
+    """The blocks of a ``ray.data.Dataset`` or ``DataIterator`` as an Arrow stream (a
+    ``pyarrow.RecordBatchReader``), read as the stream is read.
+
+    Each block comes whole, as Ray stores it (``iter_batches(batch_size=None,
+    batch_format="pyarrow")``: no re-batching and no copy; a block that Ray's object store holds
+    is read in place), and at most ``prefetch_blocks`` blocks wait fetched ahead of the reader.
+    """
+    blocks = iter(
+        dataset.iter_batches(
+            batch_size=None, batch_format="pyarrow", prefetch_batches=prefetch_blocks
+        )
+    )
+    first = next(blocks, None)
+    if first is None:
+        # An empty dataset: its schema, if Ray knows one, and no rows.
+        schema = dataset.schema() if hasattr(dataset, "schema") else None
+        schema = getattr(schema, "base_schema", schema)
+        return pa.RecordBatchReader.from_batches(schema or pa.schema([]), [])
+
+    def record_batches() -> Iterator[pa.RecordBatch]:
+        yield from first.to_batches()
+        for block in blocks:
+            yield from block.to_batches()
+
+    return pa.RecordBatchReader.from_batches(first.schema, record_batches())
