@@ -221,3 +221,32 @@ def test_ad_batches_reads_a_data_iterator_and_an_empty_dataset(ray_data, dataset
 
     empty = dataset.filter(expr=col("id") < 0)
     assert list(ad.batches(empty, 10, columns=["id"])) == []
+
+
+def test_ray_tensor_columns_load_as_fixed_shape_tensors(ray_data):
+    cells = [np.arange(6, dtype=np.float32).reshape(2, 3) + 10 * i for i in range(50)]
+    made = ray_data.from_items([{"x": cell, "y": i} for i, cell in enumerate(cells)])
+    assert "ArrowTensorType" in str(made.schema())  # Ray's own tensor type, not Arrow's
+    seen = []
+    for batch in made.iter_torch_batches(batch_size=16, collate_fn=ad.ray.collate_fn()):
+        assert batch["x"].shape[1:] == (2, 3)
+        for y, x in zip(batch["y"].tolist(), batch["x"].numpy()):
+            np.testing.assert_array_equal(x, cells[y])
+            seen.append(y)
+    assert sorted(seen) == list(range(50))
+    (whole,) = list(ad.batches(made, 50))
+    np.testing.assert_array_equal(np.from_dlpack(whole["x"]), np.stack(cells))
+    # A Ray tensor column of rows that are not all one shape stays as it is, and is refused.
+    ragged = ray_data.from_items([{"x": np.zeros(i % 3 + 1, np.float32)} for i in range(6)])
+    with pytest.raises(TypeError, match='cannot load column "x"'):
+        list(ragged.iter_torch_batches(batch_size=6, collate_fn=ad.ray.collate_fn()))
+
+
+def test_the_output_of_map_batches_reads_back_with_ad_batches(dataset, table):
+    collate = ad.ray.collate_fn(groups={"features": FEATURES}, columns=["id", "embedding"], format="numpy")
+    out = dataset.map_batches(collate, batch_format="pyarrow", batch_size=100)
+    (batch,) = list(ad.batches(out, ROWS, columns=["id", "features", "embedding"]))
+    np.testing.assert_array_equal(np.from_dlpack(batch["id"]), np.arange(ROWS))
+    (direct,) = list(ad.batches(table, ROWS, **OPTIONS))
+    for name in ("features", "embedding"):
+        np.testing.assert_array_equal(np.from_dlpack(batch[name]), np.from_dlpack(direct[name]))

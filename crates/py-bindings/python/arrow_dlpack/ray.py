@@ -18,19 +18,16 @@ This module imports Ray (and pyarrow, which Ray depends on); ``import arrow_dlpa
 import it: ``ad.ray`` is loaded on first use.
 """
 
-from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, Optional, Sequence
 
 import pyarrow as pa
 from ray.data.collate_fn import ArrowBatchCollateFn
+from ray.data.extensions import ArrowTensorType, ArrowTensorTypeV2
 
 from arrow_dlpack._arrow_dlpack import Tensor, _collate
 from arrow_dlpack._batches import Groups, Sequences, _names
 
-__all__ = ["ArrowCollateFn", "arrow_stream", "collate_fn"]
-
-#: The formats a collate function hands its tensors out in.
-FORMATS = ("torch", "numpy", "dlpack")
-
+__all__ = ["ArrowCollateFn", "arrow_stream", "collate_fn", "fixed_shape_tensors"]
 
 class ArrowCollateFn(ArrowBatchCollateFn):
     """A Ray Data collate function (an ``ArrowBatchCollateFn``, so Ray hands it each batch as
@@ -56,8 +53,8 @@ class ArrowCollateFn(ArrowBatchCollateFn):
         format: str = "torch",
     ):
         super().__init__()
-        if format not in FORMATS:
-            raise ValueError(f"format is {format!r}; expected one of {', '.join(map(repr, FORMATS))}")
+        if format not in _CONVERTERS:
+            raise ValueError(f"format is {format!r}; expected one of {', '.join(map(repr, _CONVERTERS))}")
         self.format = format
         if groups is not None and not isinstance(groups, Mapping):
             raise TypeError(f"groups is {type(groups).__name__}; expected a dict from name to columns")
@@ -81,6 +78,7 @@ class ArrowCollateFn(ArrowBatchCollateFn):
                 for name, how in (sequences or {}).items()
             },
         }
+        self._convert = _CONVERTERS[format]
         # The flags are checked here, rather than at the first batch on one of Ray's threads;
         # the names need the batch's schema.
         _collate(_PROBE, **{**self.options, "columns": [], "groups": [], "masks": [], "sequences": {}})
@@ -90,17 +88,22 @@ class ArrowCollateFn(ArrowBatchCollateFn):
         :class:`arrow_dlpack.Tensor`s: what :func:`arrow_dlpack.batches` makes of the same rows,
         made on the calling thread with the GIL released. Rows of one record batch are zero-copy
         views; rows of several are copied once."""
-        return _collate(table, **self.options)
+        return _collate(fixed_shape_tensors(table), **self.options)
 
     def __call__(self, batch: Any) -> Dict[str, Any]:
         tensors = self.tensors(batch)
-        if self.format == "dlpack":
+        convert = self._convert()
+        if convert is None:
             return tensors
-        if self.format == "torch":
-            from torch import from_dlpack
-        else:
-            from numpy import from_dlpack
-        return {name: from_dlpack(tensor) for name, tensor in tensors.items()}
+        return {name: convert(tensor) for name, tensor in tensors.items()}
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # Ray pickles the function into its workers; the converter is found again there.
+        return {"format": self.format, "options": self.options}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._convert = _CONVERTERS[self.format]
 
     def __repr__(self) -> str:
         shown = [f"{k}={v!r}" for k, v in self.options.items() if v != _DEFAULTS[k]]
@@ -118,6 +121,28 @@ _DEFAULTS: Dict[str, Any] = {
     "writable": False,
     "sequences": {},
 }
+
+def _torch_converter() -> Callable[[Tensor], Any]:
+    from torch import from_dlpack
+
+    return from_dlpack
+
+
+def _numpy_converter() -> Callable[[Tensor], Any]:
+    from numpy import from_dlpack
+
+    return from_dlpack
+
+
+#: Per format, what gives the function that converts each tensor (None: none).
+_CONVERTERS: Dict[str, Callable[[], Optional[Callable[[Tensor], Any]]]] = {
+    "torch": _torch_converter,
+    "numpy": _numpy_converter,
+    "dlpack": lambda: None,
+}
+
+#: Ray's fixed-shape tensor types, whose columns the loader reads as ``arrow.fixed_shape_tensor``.
+_RAY_TENSOR_TYPES = (ArrowTensorType, ArrowTensorTypeV2)
 
 #: A table of one column and no rows, against which the flags are checked.
 _PROBE = pa.table({"probe": pa.array([], pa.int8())})
@@ -151,6 +176,44 @@ def collate_fn(
     )
 
 
+def fixed_shape_tensors(table: Any) -> Any:
+    """``table`` with Ray's own fixed-shape tensor columns (``ArrowTensorType``,
+    ``ArrowTensorTypeV2``: what Ray makes of numpy columns of more than one dimension, each row
+    a list of ``prod(shape)`` values) as ``arrow.fixed_shape_tensor`` columns, zero-copy; any
+    other table or column as it is.
+
+    A column with null rows, or rows of another length, is left as it is (and refused by the
+    loader, naming it)."""
+    if not isinstance(table, pa.Table):
+        return table
+    for index, field in enumerate(table.schema):
+        if isinstance(field.type, _RAY_TENSOR_TYPES) and len(field.type.shape) > 0:
+            tensor_type = pa.fixed_shape_tensor(
+                field.type.storage_type.value_type, list(field.type.shape)
+            )
+            chunks = [_fixed_shape_chunk(chunk, tensor_type) for chunk in table.column(index).chunks]
+            if all(chunk is not None for chunk in chunks):
+                column = pa.chunked_array(chunks, type=tensor_type)
+                table = table.set_column(index, field.with_type(tensor_type), column)
+    return table
+
+
+def _fixed_shape_chunk(chunk: Any, tensor_type: Any) -> Optional[pa.Array]:
+    """One chunk of a Ray tensor column as an ``arrow.fixed_shape_tensor`` array sharing its
+    values, or None when its rows are not all ``prod(shape)`` values."""
+    storage = chunk.storage
+    if storage.null_count:
+        return None
+    size = 1
+    for extent in tensor_type.shape:
+        size *= extent
+    values = storage.flatten()  # the values the rows reference, a zero-copy slice
+    if len(values) != len(storage) * size:
+        return None
+    cells = pa.FixedSizeListArray.from_arrays(values, size)
+    return pa.ExtensionArray.from_storage(tensor_type, cells)
+
+
 def is_dataset(source: Any) -> bool:
     """Whether ``source`` is a ``ray.data.Dataset`` or ``DataIterator``."""
     from ray.data import DataIterator, Dataset
@@ -162,7 +225,8 @@ def arrow_stream(dataset: Any, *, prefetch_blocks: int = 1) -> pa.RecordBatchRea
     """The blocks of a ``ray.data.Dataset`` or ``DataIterator`` as an Arrow stream (a
     ``pyarrow.RecordBatchReader``), read as the stream is read.
 
-    Each block comes whole, as Ray stores it (``iter_batches(batch_size=None,
+    Ray's fixed-shape tensor columns become ``arrow.fixed_shape_tensor`` columns
+    (:func:`fixed_shape_tensors`). Each block comes whole, as Ray stores it (``iter_batches(batch_size=None,
     batch_format="pyarrow")``: no re-batching and no copy; a block that Ray's object store holds
     is read in place), and at most ``prefetch_blocks`` blocks wait fetched ahead of the reader.
     """
@@ -178,9 +242,11 @@ def arrow_stream(dataset: Any, *, prefetch_blocks: int = 1) -> pa.RecordBatchRea
         schema = getattr(schema, "base_schema", schema)
         return pa.RecordBatchReader.from_batches(schema or pa.schema([]), [])
 
+    first = fixed_shape_tensors(first)
+
     def record_batches() -> Iterator[pa.RecordBatch]:
         yield from first.to_batches()
         for block in blocks:
-            yield from block.to_batches()
+            yield from fixed_shape_tensors(block).to_batches()
 
     return pa.RecordBatchReader.from_batches(first.schema, record_batches())
