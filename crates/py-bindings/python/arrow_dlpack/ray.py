@@ -18,7 +18,7 @@ This module imports Ray (and pyarrow, which Ray depends on); ``import arrow_dlpa
 import it: ``ad.ray`` is loaded on first use.
 """
 
-from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple
 
 import pyarrow as pa
 from ray.data.collate_fn import ArrowBatchCollateFn
@@ -79,6 +79,7 @@ class ArrowCollateFn(ArrowBatchCollateFn):
             },
         }
         self._convert = _CONVERTERS[format]
+        self._last_schema: Optional[Tuple[pa.Schema, bool]] = None
         # The flags are checked here, rather than at the first batch on one of Ray's threads;
         # the names need the batch's schema.
         _collate(_PROBE, **{**self.options, "columns": [], "groups": [], "masks": [], "sequences": {}})
@@ -88,7 +89,19 @@ class ArrowCollateFn(ArrowBatchCollateFn):
         :class:`arrow_dlpack.Tensor`s: what :func:`arrow_dlpack.batches` makes of the same rows,
         made on the calling thread with the GIL released. Rows of one record batch are zero-copy
         views; rows of several are copied once."""
-        return _collate(fixed_shape_tensors(table), **self.options)
+        if isinstance(table, pa.Table) and self._has_ray_tensors(table.schema):
+            table = fixed_shape_tensors(table)
+        return _collate(table, **self.options)
+
+    def _has_ray_tensors(self, schema: pa.Schema) -> bool:
+        """Whether ``schema`` has a column of one of Ray's tensor types; the answer for the
+        last schema is kept, as every batch of a dataset usually has the same one."""
+        last = self._last_schema
+        if last is None or not schema.equals(last[0]):
+            last = (schema, any(isinstance(t, _RAY_TENSOR_TYPES) for t in schema.types))
+            # One assignment, so that Ray's threads calling at once see a consistent pair.
+            self._last_schema = last
+        return last[1]
 
     def __call__(self, batch: Any) -> Dict[str, Any]:
         tensors = self.tensors(batch)
@@ -104,6 +117,7 @@ class ArrowCollateFn(ArrowBatchCollateFn):
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._convert = _CONVERTERS[self.format]
+        self._last_schema = None
 
     def __repr__(self) -> str:
         shown = [f"{k}={v!r}" for k, v in self.options.items() if v != _DEFAULTS[k]]

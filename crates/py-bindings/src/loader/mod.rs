@@ -200,8 +200,8 @@ fn batch_dict(py: Python<'_>, batch: TensorBatch) -> PyResult<Bound<'_, PyDict>>
 }
 
 /// `_collate(table, **options)`: one batch of every row of an Arrow stream (a table), made on
-/// the calling thread with the GIL released ([`collate`]); the options are `_Batches`'s, of
-/// which those that cut and read batches do not apply.
+/// the calling thread ([`collate`]), with the GIL released when the batch is large; the options
+/// are `_Batches`'s, of which those that cut and read batches do not apply.
 #[pyfunction]
 #[pyo3(name = "_collate", signature = (table, **options))]
 pub(crate) fn collate_table<'py>(
@@ -222,15 +222,31 @@ pub(crate) fn collate_table<'py>(
         StreamBatches::new(CheckedStream::from_capsule(&capsule)?)
     })?;
     let batch = errors::no_panic("collating a batch", || {
-        py.detach(|| {
-            let schema = stream.schema.clone();
-            let batches = stream.collect::<Result<Vec<_>, _>>()?;
-            collate(schema, batches, &spec)
-        })
-        .map_err(errors::loader_error)
+        let schema = stream.schema.clone();
+        let batches = stream
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| errors::loader_error(error.into()))?;
+        let values: usize = batches
+            .iter()
+            .map(|batch| batch.num_rows() * batch.num_columns())
+            .sum();
+        let make = || collate(schema, batches, &spec);
+        // A small batch is made holding the GIL: in a pipeline of Python threads (Ray's) a
+        // thread that lets the GIL go waits up to a switch interval to take it back, far longer
+        // than the copy of a small batch.
+        let batch = if values < DETACH_MIN_VALUES {
+            make()
+        } else {
+            py.detach(make)
+        };
+        batch.map_err(errors::loader_error)
     })?;
     batch_dict(py, batch)
 }
+
+/// Batches of at least this many values (rows times columns) are made by [`collate_table`]
+/// with the GIL released.
+const DETACH_MIN_VALUES: usize = 1 << 20;
 
 /// Batches of exactly `batch_size` rows from an Arrow source, made on background threads; each
 /// is a dict from column (or group) name to `Tensor`.
