@@ -3,6 +3,7 @@ collate function inside ``iter_torch_batches`` and ``map_batches``, and ``ad.bat
 ``ray.data.Dataset``, shuffled and not, each row exactly once and every tensor equal to what
 ``ad.batches`` makes of the same rows."""
 
+import pathlib
 import subprocess
 import sys
 
@@ -250,3 +251,28 @@ def test_the_output_of_map_batches_reads_back_with_ad_batches(dataset, table):
     (direct,) = list(ad.batches(table, ROWS, **OPTIONS))
     for name in ("features", "embedding"):
         np.testing.assert_array_equal(np.from_dlpack(batch[name]), np.from_dlpack(direct[name]))
+
+
+def test_the_ray_example_of_the_loader_guide_prints_what_the_guide_says(ray_data, capsys):
+    guide = pathlib.Path(__file__).resolve().parents[3] / "docs" / "loader.md"
+    section = guide.read_text(encoding="utf-8").split("## With Ray Data", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    printed = section.split("```text\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, str(guide), "exec"), {})
+    assert capsys.readouterr().out == printed
+
+
+def test_collate_fn_options_are_those_of_ad_batches_with_their_defaults():
+    import inspect
+
+    from arrow_dlpack._arrow_dlpack import _Batches
+
+    parameters = inspect.signature(ad.ray.collate_fn).parameters
+    defaults = inspect.signature(ad.batches).parameters
+    for name, parameter in parameters.items():
+        if name == "format":
+            assert parameter.default == "torch"
+            continue
+        assert name in _Batches.OPTIONS, name
+        assert parameter.default == defaults[name].default, name
+    assert list(inspect.signature(ad.ray.ArrowCollateFn).parameters) == list(parameters)
