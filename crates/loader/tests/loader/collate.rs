@@ -45,10 +45,7 @@ fn collate_of_one_record_batch_views_its_memory() {
     let made = collate(schema(), pieces.clone(), &spec(1, &["id"])).unwrap();
     assert!(made["id"].is_read_only());
     let column = pieces[0].column(0).to_data();
-    assert_eq!(
-        made["id"].buffer().as_ptr(),
-        column.buffers()[0].as_ptr()
-    );
+    assert_eq!(made["id"].buffer().as_ptr(), column.buffers()[0].as_ptr());
     let writable = collate(schema(), pieces, &spec(1, &["id"]).writable(true)).unwrap();
     assert!(!writable["id"].is_read_only());
     assert_eq!(values::<i64>(&writable["id"]), (0..6).collect::<Vec<_>>());
@@ -67,7 +64,10 @@ fn collate_of_no_rows_gives_empty_tensors_of_the_right_shapes() {
 #[test]
 fn collate_refuses_a_missing_column_and_a_record_batch_of_another_schema() {
     let error = collate(schema(), table(&[2]), &spec(1, &["nope"])).unwrap_err();
-    assert!(matches!(error, Error::MissingColumn { ref column, .. } if column == "nope"), "{error}");
+    assert!(
+        matches!(error, Error::MissingColumn { ref column, .. } if column == "nope"),
+        "{error}"
+    );
     let other = table(&[2])[0].project(&[0, 1]).unwrap();
     let error = collate(schema(), vec![other], &spec(1, &["id"])).unwrap_err();
     assert!(matches!(error, Error::SchemaMismatch { .. }), "{error}");

@@ -6,7 +6,6 @@ Written by hand and checked against the module by ``mypy.stubtest``.
 
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Union
 
-import pyarrow as pa
 from ray.data.collate_fn import ArrowBatchCollateFn
 
 from arrow_dlpack._arrow_dlpack import Tensor
@@ -45,8 +44,9 @@ class ArrowCollateFn(ArrowBatchCollateFn):
     def tensors(self, table: Any) -> Dict[str, Tensor]:
         """The batch of every row of ``table`` (anything with ``__arrow_c_stream__``), as
         :class:`arrow_dlpack.Tensor`s, made on the calling thread."""
-    def __call__(self, batch: Any) -> Dict[str, Any]:
-        """The batch of ``batch``'s rows in this function's ``format``."""
+    def __call__(self, batch: Any) -> Any:
+        """The batch of ``batch``'s rows in this function's ``format``: a dict from name to
+        tensor (or array)."""
     def __getstate__(self) -> Dict[str, Any]: ...
     def __setstate__(self, state: Dict[str, Any]) -> None: ...
 
@@ -73,6 +73,7 @@ def fixed_shape_tensors(table: Any) -> Any:
 def is_dataset(source: Any) -> bool:
     """Whether ``source`` is a ``ray.data.Dataset`` or ``DataIterator``."""
 
-def arrow_stream(dataset: Any, *, prefetch_blocks: int = 1) -> pa.RecordBatchReader:
-    """The blocks of a ``ray.data.Dataset`` or ``DataIterator`` as an Arrow stream, read as the
-    stream is read, at most ``prefetch_blocks`` blocks fetched ahead."""
+def arrow_stream(dataset: Any, *, prefetch_blocks: int = 1) -> Any:
+    """The blocks of a ``ray.data.Dataset`` or ``DataIterator`` as an Arrow stream (a
+    ``pyarrow.RecordBatchReader``), read as the stream is read, at most ``prefetch_blocks``
+    blocks fetched ahead."""
