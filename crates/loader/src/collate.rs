@@ -5,11 +5,13 @@
 //! as a batch of [`batches`](crate::batches) over the same rows, for a fraction of the cost of
 //! starting a loader per batch.
 
+use std::sync::Arc;
+
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
 use crate::assemble::{Piece, Run, assemble};
-use crate::columns::Columns;
+use crate::columns::{Columns, check_same_columns};
 use crate::{BatchSpec, Result, TensorBatch, writable};
 
 /// The batch of every row of `batches` (record batches of `schema`), in order, made as
@@ -51,11 +53,21 @@ pub fn collate(
     spec: &BatchSpec,
 ) -> Result<TensorBatch> {
     spec.validate()?;
-    let empty = RecordBatch::new_empty(schema);
-    let columns = Columns::resolve(spec, &empty)?;
+    let mut batches = batches.into_iter().peekable();
+    // The columns are resolved against the first record batch, whose arrays exist already, or
+    // against an empty one when there is none.
+    let columns = match batches.peek() {
+        Some(first) => {
+            if !Arc::ptr_eq(first.schema_ref(), &schema) {
+                check_same_columns(first.schema_ref(), &schema, || "record batch 0".to_string())?;
+            }
+            Columns::resolve(spec, first)?
+        }
+        None => Columns::resolve(spec, &RecordBatch::new_empty(schema.clone()))?,
+    };
     let mut pieces = Vec::new();
     let mut runs = Vec::new();
-    for (index, batch) in batches.into_iter().enumerate() {
+    for (index, batch) in batches.enumerate() {
         columns.check_schema(&batch, || format!("record batch {index}"))?;
         if batch.num_rows() == 0 {
             continue;
@@ -74,7 +86,7 @@ pub fn collate(
             start: 0,
             len: 0,
         });
-        pieces.push(Piece::new(empty));
+        pieces.push(Piece::new(RecordBatch::new_empty(schema)));
     }
     let batch = assemble(spec, &columns, &mut pieces, &runs)?;
     writable::hand_out(batch, spec.writable)
