@@ -164,7 +164,8 @@ def run(rows: int, repetitions: int, log: Callable[[str], None]) -> str:
                     wrapper, seconds = timed(inner)
                     started = time.perf_counter()
                     iter_torch(dataset, size, shuffle, wrapper)
-                    profile[(key, size, shuffle)] = (sum(seconds), time.perf_counter() - started, len(seconds))
+                    whole = time.perf_counter() - started
+                    profile[(key, size, shuffle)] = (sum(seconds), whole, len(seconds))
                 log(f"   Ray Data: batch {size}, shuffle {shuffle} done")
     return render(rows, blocks, repetitions, times, profile)
 
@@ -200,7 +201,8 @@ def render(
             cells = []
             for size in BATCH_SIZES:
                 values = times[(key, size, shuffle)]
-                cells.append(f"{median(key, size, shuffle):.3f} ({min(values):.3f}-{max(values):.3f})")
+                spread = f"{min(values):.3f}-{max(values):.3f}"
+                cells.append(f"{median(key, size, shuffle):.3f} ({spread})")
                 ratio = median("ray", size, shuffle) / median(key, size, shuffle)
                 cells.append("1.00" if key == "ray" else f"**{ratio:.2f}x**")
             order = "shuffled" if shuffle else "in order"
@@ -226,7 +228,8 @@ def render(
         "is Ray's own pipeline (fetching blocks, cutting and shuffling batches, handing them "
         "between its threads, the device step), the same for both.",
         "",
-        "| collate function | order | B = 1,024: collate | of the pass | B = 8,192: collate | of the pass |",
+        "| collate function | order | B = 1,024: collate | of the pass | B = 8,192: collate "
+        "| of the pass |",
         "|---|---|---:|---:|---:|---:|",
     ]
     for key, label, _ in METHODS[:2]:

@@ -165,7 +165,8 @@ def test_collate_fn_views_one_record_batch_and_copies_several(table):
     collate = ad.ray.collate_fn(columns=["id"], format="dlpack")
     view = collate(table.slice(0, 8))
     assert not view["id"].is_mutable  # a read-only view of the table's memory
-    assert np.from_dlpack(view["id"]).ctypes.data == np.asarray(table.column("id").chunk(0)).ctypes.data
+    address = np.asarray(table.column("id").chunk(0)).ctypes.data
+    assert np.from_dlpack(view["id"]).ctypes.data == address
     joined = collate(pa.concat_tables([table.slice(0, 4), table.slice(100, 4)]))
     assert joined["id"].is_mutable  # one fresh copy
     assert np.from_dlpack(joined["id"]).tolist() == [0, 1, 2, 3, 100, 101, 102, 103]
@@ -189,7 +190,8 @@ def test_collate_fn_refuses_bad_options_when_made_and_bad_columns_when_called(ta
     nulls = pa.table({"x": pa.array([1.0, None])})
     with pytest.raises(ValueError, match="null"):
         ad.ray.collate_fn()(nulls)
-    assert np.from_dlpack(ad.ray.collate_fn(allow_nulls=True, format="dlpack")(nulls)["x"])[0] == 1.0
+    allowed = ad.ray.collate_fn(allow_nulls=True, format="dlpack")(nulls)
+    assert np.from_dlpack(allowed["x"])[0] == 1.0
 
 
 def test_ad_batches_reads_a_ray_dataset_in_order(dataset, table):
@@ -244,7 +246,9 @@ def test_ray_tensor_columns_load_as_fixed_shape_tensors(ray_data):
 
 
 def test_the_output_of_map_batches_reads_back_with_ad_batches(dataset, table):
-    collate = ad.ray.collate_fn(groups={"features": FEATURES}, columns=["id", "embedding"], format="numpy")
+    collate = ad.ray.collate_fn(
+        groups={"features": FEATURES}, columns=["id", "embedding"], format="numpy"
+    )
     out = dataset.map_batches(collate, batch_format="pyarrow", batch_size=100)
     (batch,) = list(ad.batches(out, ROWS, columns=["id", "features", "embedding"]))
     np.testing.assert_array_equal(np.from_dlpack(batch["id"]), np.arange(ROWS))

@@ -1,10 +1,11 @@
-"""``arrow_dlpack.ray``: Ray Data's Arrow blocks as batches of tensors, made by :func:`batches`.
+"""``arrow_dlpack.ray``: Ray Data's Arrow blocks as the batches of tensors that
+:func:`arrow_dlpack.batches` makes.
 
 Ray Data hands a ``collate_fn`` of ``Dataset.iter_torch_batches`` a ``pyarrow.Table`` when the
-function is an ``ArrowBatchCollateFn``; :func:`collate_fn` gives one whose call is ``ad.batches``
-over that table, cut as one batch, so that Ray's batches become the tensors ``ad.batches`` makes
-from the same rows (column groups, fixed-shape tensors, masks, sequences), without going through
-numpy:
+function is an ``ArrowBatchCollateFn``; :func:`collate_fn` gives one that makes a batch of all
+the table's rows with the loader's own assembly (the Rust ``arrow_dlpack_loader::collate``, on
+the calling thread), so that Ray's batches become the tensors ``ad.batches`` makes from the same
+rows (column groups, fixed-shape tensors, masks, sequences), without going through numpy:
 
 >>> for batch in dataset.iter_torch_batches(batch_size=1024, collate_fn=ad.ray.collate_fn(
 ...         groups={"features": features}, columns=["label"])):
@@ -28,6 +29,7 @@ from arrow_dlpack._arrow_dlpack import Tensor, _collate
 from arrow_dlpack._batches import Groups, Sequences, _names
 
 __all__ = ["ArrowCollateFn", "arrow_stream", "collate_fn", "fixed_shape_tensors"]
+
 
 class ArrowCollateFn(ArrowBatchCollateFn):
     """A Ray Data collate function (an ``ArrowBatchCollateFn``, so Ray hands it each batch as
@@ -54,10 +56,13 @@ class ArrowCollateFn(ArrowBatchCollateFn):
     ):
         super().__init__()
         if format not in _CONVERTERS:
-            raise ValueError(f"format is {format!r}; expected one of {', '.join(map(repr, _CONVERTERS))}")
+            expected = ", ".join(map(repr, _CONVERTERS))
+            raise ValueError(f"format is {format!r}; expected one of {expected}")
         self.format = format
         if groups is not None and not isinstance(groups, Mapping):
-            raise TypeError(f"groups is {type(groups).__name__}; expected a dict from name to columns")
+            raise TypeError(
+                f"groups is {type(groups).__name__}; expected a dict from name to columns"
+            )
         if sequences is not None and not isinstance(sequences, Mapping):
             raise TypeError(
                 f"sequences is {type(sequences).__name__}; expected a dict from column to a mode"
@@ -82,13 +87,14 @@ class ArrowCollateFn(ArrowBatchCollateFn):
         self._last_schema: Optional[Tuple[pa.Schema, bool]] = None
         # The flags are checked here, rather than at the first batch on one of Ray's threads;
         # the names need the batch's schema.
-        _collate(_PROBE, **{**self.options, "columns": [], "groups": [], "masks": [], "sequences": {}})
+        flags = {**self.options, "columns": [], "groups": [], "masks": [], "sequences": {}}
+        _collate(_PROBE, **flags)
 
     def tensors(self, table: Any) -> Dict[str, Tensor]:
         """The batch of every row of ``table`` (anything with ``__arrow_c_stream__``), as
         :class:`arrow_dlpack.Tensor`s: what :func:`arrow_dlpack.batches` makes of the same rows,
-        made on the calling thread with the GIL released. Rows of one record batch are zero-copy
-        views; rows of several are copied once."""
+        made on the calling thread (the GIL released for large batches only). Rows of one record
+        batch are zero-copy views; rows of several are copied once."""
         if isinstance(table, pa.Table) and self._has_ray_tensors(table.schema):
             table = fixed_shape_tensors(table)
         return _collate(table, **self.options)
@@ -135,6 +141,7 @@ _DEFAULTS: Dict[str, Any] = {
     "writable": False,
     "sequences": {},
 }
+
 
 def _torch_converter() -> Callable[[Tensor], Any]:
     from torch import from_dlpack
@@ -205,7 +212,8 @@ def fixed_shape_tensors(table: Any) -> Any:
             tensor_type = pa.fixed_shape_tensor(
                 field.type.storage_type.value_type, list(field.type.shape)
             )
-            chunks = [_fixed_shape_chunk(chunk, tensor_type) for chunk in table.column(index).chunks]
+            column = table.column(index)
+            chunks = [_fixed_shape_chunk(chunk, tensor_type) for chunk in column.chunks]
             if all(chunk is not None for chunk in chunks):
                 column = pa.chunked_array(chunks, type=tensor_type)
                 table = table.set_column(index, field.with_type(tensor_type), column)
@@ -239,10 +247,11 @@ def arrow_stream(dataset: Any, *, prefetch_blocks: int = 1) -> pa.RecordBatchRea
     """The blocks of a ``ray.data.Dataset`` or ``DataIterator`` as an Arrow stream (a
     ``pyarrow.RecordBatchReader``), read as the stream is read.
 
-    Ray's fixed-shape tensor columns become ``arrow.fixed_shape_tensor`` columns
-    (:func:`fixed_shape_tensors`). Each block comes whole, as Ray stores it (``iter_batches(batch_size=None,
+    Each block comes whole, as Ray stores it (``iter_batches(batch_size=None,
     batch_format="pyarrow")``: no re-batching and no copy; a block that Ray's object store holds
     is read in place), and at most ``prefetch_blocks`` blocks wait fetched ahead of the reader.
+    Ray's fixed-shape tensor columns become ``arrow.fixed_shape_tensor`` columns
+    (:func:`fixed_shape_tensors`).
     """
     blocks = iter(
         dataset.iter_batches(
