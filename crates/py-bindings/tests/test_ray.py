@@ -16,11 +16,13 @@ import arrow_dlpack as ad
 
 ROWS = 1_000
 FEATURES = [f"f{i}" for i in range(4)]
-# What each batch holds: a group, a single column, a fixed-shape tensor column, a padded sequence.
+# What each batch holds: a group, a single column, a fixed-shape tensor column, a padded
+# sequence and a validity mask.
 OPTIONS = dict(
     groups={"features": FEATURES},
     columns=["id", "embedding"],
     sequences={"tokens": "pad"},
+    masks=["w"],
 )
 
 
@@ -28,6 +30,8 @@ def make_table(rows: int = ROWS) -> pa.Table:
     rng = np.random.default_rng(5)
     columns = {name: pa.array(rng.standard_normal(rows, dtype=np.float32)) for name in FEATURES}
     columns["id"] = pa.array(np.arange(rows, dtype=np.int64))
+    # A column with nulls, whose validity comes as a mask.
+    columns["w"] = pa.array([None if i % 7 == 3 else float(i) for i in range(rows)], pa.float64())
     storage = pa.FixedSizeListArray.from_arrays(
         pa.array(rng.standard_normal(rows * 6, dtype=np.float32)), 6
     )
@@ -84,7 +88,7 @@ def assert_batch_equal(batch, table: pa.Table) -> np.ndarray:
     ids = batch["id"].numpy()
     oracle = expected(table, ids)
     assert set(batch) == set(oracle) == {
-        "features", "id", "embedding", "tokens", "tokens_lengths"
+        "features", "id", "embedding", "tokens", "tokens_lengths", "w_mask"
     }
     for name, tensor in oracle.items():
         assert batch[name].dtype == tensor.dtype, name
@@ -114,6 +118,7 @@ def test_collate_fn_gives_the_tensors_of_ad_batches(dataset, table, shuffle):
     collate = ad.ray.collate_fn(**OPTIONS)
     seen = []
     sizes = []
+    nulls = 0
     for batch in dataset.iter_torch_batches(
         batch_size=128,
         collate_fn=collate,
@@ -124,7 +129,9 @@ def test_collate_fn_gives_the_tensors_of_ad_batches(dataset, table, shuffle):
         assert batch["embedding"].shape == (len(batch["id"]), 2, 3)
         seen.extend(assert_batch_equal(batch, table).tolist())
         sizes.append(len(batch["id"]))
+        nulls += int((~batch["w_mask"]).sum())
     assert sorted(seen) == list(range(ROWS))
+    assert nulls == table.column("w").null_count > 0
     assert sizes == [128] * 7 + [ROWS - 7 * 128]
     if shuffle is None:
         assert seen == list(range(ROWS))
