@@ -287,3 +287,31 @@ def test_collate_fn_options_are_those_of_ad_batches_with_their_defaults():
         assert name in _Batches.OPTIONS, name
         assert parameter.default == defaults[name].default, name
     assert list(inspect.signature(ad.ray.ArrowCollateFn).parameters) == list(parameters)
+
+
+def test_a_ray_source_is_not_sharded_again_by_the_torch_distributed_group(dataset, monkeypatch):
+    # Ray Train's workers form a torch.distributed group and get their shards from Ray: the
+    # loader must not split them again by rank.
+    import arrow_dlpack._batches as batches_module
+
+    monkeypatch.setattr(batches_module, "_distributed", lambda: (1, 2))
+    ids = [
+        i
+        for batch in ad.batches(dataset, 100, columns=["id"])
+        for i in np.from_dlpack(batch["id"]).tolist()
+    ]
+    assert ids == list(range(ROWS))
+    # Explicit ranks still split it, and a table source follows the group.
+    half = [
+        i
+        for batch in ad.batches(dataset, 100, columns=["id"], rank=0, world_size=2)
+        for i in np.from_dlpack(batch["id"]).tolist()
+    ]
+    assert 0 < len(half) < ROWS
+    pieces = pa.Table.from_batches(make_table().to_batches(max_chunksize=100))
+    table_ids = [
+        i
+        for batch in ad.batches(pieces, 100, columns=["id"])
+        for i in np.from_dlpack(batch["id"]).tolist()
+    ]
+    assert 0 < len(table_ids) < ROWS

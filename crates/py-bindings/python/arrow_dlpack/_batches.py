@@ -225,8 +225,9 @@ def batches(
     - ``shuffle`` shuffles files and row groups (or record batches) and rows within windows of
       ``buffer_size`` rows; with a ``seed`` the order is the same on every run.
     - Shards: inside a ``torch.utils.data.DataLoader`` worker each worker reads its own share,
-      and ``rank``/``world_size`` (default: an initialised ``torch.distributed`` group) split
-      the data between processes, so that together they read every row exactly once.
+      and ``rank``/``world_size`` (default: an initialised ``torch.distributed`` group; none
+      for a Ray source, which Ray shards itself) split the data between processes, so that
+      together they read every row exactly once.
     - ``prefetch`` batches wait ready in a bounded queue; memory stays below ``prefetch`` times
       a batch's bytes plus the row groups being decoded.
     - ``prefetch`` is from 1 to 1,024 and ``decode_threads`` at most 64 (0 chooses); a
@@ -258,9 +259,15 @@ def batches(
     count and batches are cut by rows (not by ``max_tokens``), and ``close()`` stops its threads at once; breaking out of the loop and dropping it
     does the same.
     """
+    blocks = _ray_blocks(source)
+    if blocks is not source and rank is None and world_size is None:
+        # Ray shards its datasets itself (`streaming_split`, Ray Train's dataset shards), and
+        # Ray Train's workers form a torch.distributed group: sharding by that group again would
+        # drop rows.
+        rank, world_size = 0, 1
+    source = blocks
     shard_index, num_shards = _shard(rank, world_size)
     seed = _shared_seed(seed, shuffle, num_shards)
-    source = _ray_blocks(source)
     if groups is not None and not isinstance(groups, Mapping):
         raise TypeError(f"groups is {type(groups).__name__}; expected a dict from name to columns")
     if sequences is not None and not isinstance(sequences, Mapping):
