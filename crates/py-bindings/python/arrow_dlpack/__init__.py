@@ -49,7 +49,10 @@ Beyond PyArrow:
   (``__dlpack_c_exchange_api__``), and ``from_dlpack`` uses a producer's;
 - :func:`batches` turns Arrow data (IPC and Parquet files, any Arrow stream)
   into exact-size batches of tensors for a training loop, made on background
-  threads, and :class:`BatchDataset` is the same for ``torch.utils.data``.
+  threads, and :class:`BatchDataset` is the same for ``torch.utils.data``;
+- :mod:`arrow_dlpack.ray` (loaded on first use, as ``ad.ray``) makes the same tensors from
+  Ray Data's Arrow blocks: a ``collate_fn`` for ``iter_torch_batches``, and ``ad.batches``
+  takes a ``ray.data.Dataset`` as its source.
 
 Exceptions
 ----------
@@ -132,4 +135,9 @@ def __getattr__(name: str) -> object:
         cls = _batch_dataset_class()
         globals()["BatchDataset"] = cls
         return cls
+    # `arrow_dlpack.ray` imports Ray: loaded on first use, as `ad.ray` or as a submodule.
+    if name == "ray":
+        import importlib
+
+        return importlib.import_module("arrow_dlpack.ray")
     raise AttributeError(f"module 'arrow_dlpack' has no attribute {name!r}")

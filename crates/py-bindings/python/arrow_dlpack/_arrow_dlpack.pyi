@@ -21,6 +21,7 @@ __all__ = [
     "__version__",
     "_Batches",
     "_array_from_ipc",
+    "_collate",
     "_exchange_calls",
     "_tensor_from_parts",
     "_testing_record_device_runtime",
@@ -655,3 +656,21 @@ class _Batches:
         """The rows of the batches handed out so far."""
     def close(self) -> None:
         """Stops the background threads and releases the source now."""
+
+def _collate(
+    table: Any,
+    *,
+    columns: list[str] = [],
+    groups: list[tuple[str, list[str]]] = [],
+    masks: list[str] = [],
+    allow_nulls: bool = False,
+    null_to_nan: bool = False,
+    row_major: bool = True,
+    writable: bool = False,
+    sequences: dict[str, Any] = {},
+    **options: Any,
+) -> dict[str, Tensor]:
+    """One batch of every row of ``table`` (anything with ``__arrow_c_stream__``), made on the
+    calling thread as :class:`_Batches` makes a batch of the same rows; the GIL is released for
+    large batches only. Behind :func:`arrow_dlpack.ray.collate_fn`. The keywords are
+    ``_Batches``'s; those that cut, order and read batches do not apply."""
