@@ -8,6 +8,7 @@
 //! | item | what it is |
 //! |---|---|
 //! | [`batches`], [`Batches`] | the iterator of `Result<TensorBatch>`, fed by a background thread through a bounded channel |
+//! | [`collate`] | one batch of every row of some record batches, made on the calling thread, for a caller that cuts batches itself |
 //! | [`Source`] | IPC files, IPC streams, Parquet files, or a reader |
 //! | [`BatchSpec`], [`ColumnGroup`] | batch size, columns and groups, nulls, shuffling, sharding, prefetch; [`BatchSpec::new`] and a builder method per field |
 //! | [`Sequence`], [`SequenceMode`], [`PadValue`], [`Side`] | list columns as padded, packed or jagged tensors; with [`BatchSpec::max_tokens`] and [`BatchSpec::bucket_by_length`], batches by tokens and by length |
@@ -59,6 +60,7 @@
 mod assemble;
 mod batch;
 mod codecs;
+mod collate;
 mod columns;
 mod error;
 mod file;
@@ -81,6 +83,7 @@ mod tokens;
 mod writable;
 
 pub use batch::{NamedTensor, TensorBatch};
+pub use collate::collate;
 pub use error::{Error, Result};
 pub use loader::{Batches, batches};
 pub use sequence::{PadValue, Sequence, SequenceMode, Side};

@@ -4,6 +4,7 @@ mod data;
 
 mod boundaries;
 mod codecs;
+mod collate;
 mod columns;
 mod files;
 mod lifecycle;

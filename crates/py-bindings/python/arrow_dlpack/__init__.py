@@ -52,6 +52,9 @@ Beyond PyArrow:
   threads, and :class:`BatchDataset` is the same for ``torch.utils.data``;
   their ``state_dict()`` and ``state=`` resume a run exactly, and
   :func:`merge_states` resumes it with another number of ranks and workers.
+- :mod:`arrow_dlpack.ray` (loaded on first use, as ``ad.ray``) makes the same tensors from
+  Ray Data's Arrow blocks: a ``collate_fn`` for ``iter_torch_batches``, and ``ad.batches``
+  takes a ``ray.data.Dataset`` as its source.
 
 Exceptions
 ----------
@@ -135,4 +138,9 @@ def __getattr__(name: str) -> object:
         cls = _batch_dataset_class()
         globals()["BatchDataset"] = cls
         return cls
+    # `arrow_dlpack.ray` imports Ray: loaded on first use, as `ad.ray` or as a submodule.
+    if name == "ray":
+        import importlib
+
+        return importlib.import_module("arrow_dlpack.ray")
     raise AttributeError(f"module 'arrow_dlpack' has no attribute {name!r}")

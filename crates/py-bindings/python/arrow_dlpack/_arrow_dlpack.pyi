@@ -21,6 +21,7 @@ __all__ = [
     "__version__",
     "_Batches",
     "_array_from_ipc",
+    "_collate",
     "_exchange_calls",
     "_merge_states",
     "_tensor_from_parts",
@@ -662,6 +663,23 @@ class _Batches:
     def close(self) -> None:
         """Stops the background threads and releases the source now."""
 
+def _collate(
+    table: Any,
+    *,
+    columns: list[str] = [],
+    groups: list[tuple[str, list[str]]] = [],
+    masks: list[str] = [],
+    allow_nulls: bool = False,
+    null_to_nan: bool = False,
+    row_major: bool = True,
+    writable: bool = False,
+    sequences: dict[str, Any] = {},
+    **options: Any,
+) -> dict[str, Tensor]:
+    """One batch of every row of ``table`` (anything with ``__arrow_c_stream__``), made on the
+    calling thread as :class:`_Batches` makes a batch of the same rows; the GIL is released for
+    large batches only. Behind :func:`arrow_dlpack.ray.collate_fn`. The keywords are
+    ``_Batches``'s; those that cut, order and read batches do not apply."""
 def _merge_states(states: list[dict[str, Any]]) -> dict[str, Any]:
     """The states of every shard of a run joined into one, behind
     :func:`arrow_dlpack.merge_states`."""

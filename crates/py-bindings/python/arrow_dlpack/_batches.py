@@ -119,6 +119,17 @@ def _broadcast_seed() -> int:
     return int(box[0])
 
 
+def _ray_blocks(source: Any) -> Any:
+    """A ``ray.data.Dataset`` or ``DataIterator`` as the Arrow stream of its blocks; any other
+    source as it is. Ray is imported only for an object of one of its classes."""
+    if type(source).__module__.startswith("ray.data"):
+        from arrow_dlpack import ray
+
+        if ray.is_dataset(source):
+            return ray.arrow_stream(source)
+    return source
+
+
 class _Progress:
     """Wraps a batch iterator and shows rows per second on standard error while a terminal
     watches it; a last line when the iteration ends."""
@@ -202,9 +213,10 @@ def batches(
 
     ``source`` is a path or a list of paths of Arrow IPC files (``.arrow``, ``.feather``,
     ``.ipc``: memory-mapped, zero-copy), IPC streams (``.arrows``) or Parquet files
-    (``.parquet``, ``.pq``: projected, row groups decoded in parallel), or any object with
+    (``.parquet``, ``.pq``: projected, row groups decoded in parallel), any object with
     ``__arrow_c_stream__`` (a pyarrow Table or RecordBatchReader, a polars DataFrame, a DuckDB
-    result, nanoarrow).
+    result, nanoarrow), or a ``ray.data.Dataset`` or ``DataIterator`` (its blocks, read as
+    they come: :func:`arrow_dlpack.ray.arrow_stream`).
 
     - ``columns``: the columns that become one tensor each: primitive columns ``(B,)``,
       fixed-size lists and ``arrow.fixed_shape_tensor`` columns ``(B, *shape)``, booleans
@@ -220,8 +232,9 @@ def batches(
     - ``shuffle`` shuffles files and row groups (or record batches) and rows within windows of
       ``buffer_size`` rows; with a ``seed`` the order is the same on every run.
     - Shards: inside a ``torch.utils.data.DataLoader`` worker each worker reads its own share,
-      and ``rank``/``world_size`` (default: an initialised ``torch.distributed`` group) split
-      the data between processes, so that together they read every row exactly once.
+      and ``rank``/``world_size`` (default: an initialised ``torch.distributed`` group; none
+      for a Ray source, which Ray shards itself) split the data between processes, so that
+      together they read every row exactly once.
     - ``prefetch`` batches wait ready in a bounded queue; memory stays below ``prefetch`` times
       a batch's bytes plus the row groups being decoded.
     - ``prefetch`` is from 1 to 1,024 and ``decode_threads`` at most 64 (0 chooses); a
@@ -260,6 +273,13 @@ def batches(
     count and batches are cut by rows (not by ``max_tokens``), and ``close()`` stops its threads at once; breaking out of the loop and dropping it
     does the same.
     """
+    blocks = _ray_blocks(source)
+    if blocks is not source and rank is None and world_size is None:
+        # Ray shards its datasets itself (`streaming_split`, Ray Train's dataset shards), and
+        # Ray Train's workers form a torch.distributed group: sharding by that group again would
+        # drop rows.
+        rank, world_size = 0, 1
+    source = blocks
     shard_index, num_shards = _shard(rank, world_size)
     seed = _saved_seed(seed, shuffle, state)
     seed = _shared_seed(seed, shuffle, num_shards)

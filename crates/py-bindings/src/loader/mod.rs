@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, TryLockError};
 
 use arrow_array::{RecordBatch, RecordBatchReader, StructArray};
-use arrow_dlpack_loader::{BatchSpec, Batches, LoaderState, Source};
+use arrow_dlpack_loader::{BatchSpec, Batches, LoaderState, Source, TensorBatch, collate};
 use arrow_schema::{ArrowError, DataType, Schema, SchemaRef};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -188,6 +188,68 @@ batch_spec_options!(
     state,
 );
 
+/// `batch` as Python sees it: a dict from tensor name to `Tensor`, masks as `"<name>_mask"`.
+fn batch_dict(py: Python<'_>, batch: TensorBatch) -> PyResult<Bound<'_, PyDict>> {
+    let out = PyDict::new(py);
+    let (tensors, masks) = batch.into_parts();
+    for (name, tensor) in tensors {
+        out.set_item(name, PyTensor::new(tensor))?;
+    }
+    for (name, mask) in masks {
+        out.set_item(format!("{name}_mask"), PyTensor::new(mask))?;
+    }
+    Ok(out)
+}
+
+/// `_collate(table, **options)`: one batch of every row of an Arrow stream (a table), made on
+/// the calling thread ([`collate`]), with the GIL released when the batch is large; the options
+/// are `_Batches`'s, of which those that cut and read batches do not apply.
+#[pyfunction]
+#[pyo3(name = "_collate", signature = (table, **options))]
+pub(crate) fn collate_table<'py>(
+    py: Python<'py>,
+    table: &Bound<'py, PyAny>,
+    options: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let spec = spec_from_options(options)?;
+    let Some(method) = crate::protocols::optional_attribute(table, "__arrow_c_stream__")? else {
+        return Err(errors::type_error(format!(
+            "{} has no __arrow_c_stream__; expected a table (a pyarrow Table, a polars \
+             DataFrame, ...)",
+            type_name(table)
+        )));
+    };
+    let capsule = method.call0()?;
+    let stream = errors::no_panic("reading an Arrow stream", || {
+        StreamBatches::new(CheckedStream::from_capsule(&capsule)?)
+    })?;
+    let batch = errors::no_panic("collating a batch", || {
+        let schema = stream.schema.clone();
+        let batches = stream
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| errors::loader_error(error.into()))?;
+        let values: usize = batches
+            .iter()
+            .map(|batch| batch.num_rows() * batch.num_columns())
+            .sum();
+        let make = || collate(schema, batches, &spec);
+        // A small batch is made holding the GIL: in a pipeline of Python threads (Ray's) a
+        // thread that lets the GIL go waits up to a switch interval to take it back, far longer
+        // than the copy of a small batch.
+        let batch = if values < DETACH_MIN_VALUES {
+            make()
+        } else {
+            py.detach(make)
+        };
+        batch.map_err(errors::loader_error)
+    })?;
+    batch_dict(py, batch)
+}
+
+/// Batches of at least this many values (rows times columns) are made by [`collate_table`]
+/// with the GIL released.
+const DETACH_MIN_VALUES: usize = 1 << 20;
+
 /// Batches of exactly `batch_size` rows from an Arrow source, made on background threads; each
 /// is a dict from column (or group) name to `Tensor`.
 #[pyclass(name = "_Batches", module = "arrow_dlpack")]
@@ -315,15 +377,7 @@ impl PyBatches {
             batch.num_rows() as u64,
             std::sync::atomic::Ordering::Relaxed,
         );
-        let out = PyDict::new(py);
-        let (tensors, masks) = batch.into_parts();
-        for (name, tensor) in tensors {
-            out.set_item(name, PyTensor::new(tensor))?;
-        }
-        for (name, mask) in masks {
-            out.set_item(format!("{name}_mask"), PyTensor::new(mask))?;
-        }
-        Ok(Some(out))
+        batch_dict(py, batch).map(Some)
     }
 
     /// The number of batches, where the source's metadata gives the row count (IPC and Parquet
