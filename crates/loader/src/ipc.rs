@@ -181,17 +181,6 @@ pub(crate) struct IpcRecordBatch {
     pub(crate) rows: usize,
 }
 
-/// The planned record batches `units` of memory-mapped `files`, decoded in their order on the
-/// loader thread.
-pub(crate) fn read_planned(
-    files: Vec<IpcFile>,
-    units: Vec<IpcRecordBatch>,
-) -> impl Iterator<Item = Result<RecordBatch>> + Send {
-    units
-        .into_iter()
-        .map(move |unit| files[unit.file].read(unit.index))
-}
-
 /// The record batches of the IPC stream files `paths`, one file after another; each file is
 /// opened when the previous one ends, and one that cannot be opened yields an error in its place.
 pub(crate) fn read_streams(

@@ -12,6 +12,7 @@
 //! | [`Source`] | IPC files, IPC streams, Parquet files, or a reader |
 //! | [`BatchSpec`], [`ColumnGroup`] | batch size, columns and groups, nulls, shuffling, sharding, prefetch; [`BatchSpec::new`] and a builder method per field |
 //! | [`Sequence`], [`SequenceMode`], [`PadValue`], [`Side`] | list columns as padded, packed or jagged tensors; with [`BatchSpec::max_tokens`] and [`BatchSpec::bucket_by_length`], batches by tokens and by length |
+//! | [`LoaderState`], [`merge_states`] | where a stream stands ([`Batches::state`]), resumed with [`BatchSpec::state`]; the states of every shard joined for a resume with other shards |
 //! | [`TensorBatch`] | named [`Tensor`](arrow_dlpack::Tensor)s (and validity masks) of one batch, by name with [`TensorBatch::tensor`] or `batch["x"]` |
 //! | [`Error`], [`Result`] | the one error type |
 //!
@@ -76,6 +77,7 @@ mod rng;
 mod sequence;
 mod source;
 mod spec;
+mod state;
 mod thrift;
 mod tokens;
 mod writable;
@@ -87,3 +89,4 @@ pub use loader::{Batches, batches};
 pub use sequence::{PadValue, Sequence, SequenceMode, Side};
 pub use source::Source;
 pub use spec::{BatchSpec, ColumnGroup, MAX_DECODE_THREADS, MAX_PREFETCH};
+pub use state::{Item, LoaderState, Position, STATE_VERSION, Work, merge_states};

@@ -23,7 +23,9 @@ times them, measures the training loop and the memory, and writes the section. I
 "### Sequences" (token sequences padded and packed beside numpy, datasets and transformers), comes
 from ``loader_sequences.py`` (``--sequences-rows``, ``--sequences-only``), before it "### Ray Data"
 (Ray's ``iter_torch_batches`` with its default collation and with ``ad.ray.collate_fn``, and
-``ad.batches`` over the dataset) from ``loader_ray.py`` (``--ray-rows``, ``--ray-only``).
+``ad.batches`` over the dataset) from ``loader_ray.py`` (``--ray-rows``, ``--ray-only``), and
+after it "### Resuming" (the time to the first batch of a loader resumed at 90% of the Parquet
+file, as a share of a full pass) from ``loader_resume.py``.
 """
 
 import argparse
@@ -48,6 +50,7 @@ import torch
 import arrow_dlpack as ad
 
 import loader_ray
+import loader_resume
 import loader_sequences
 from loader_methods import (
     BATCH_SIZES,
@@ -524,6 +527,9 @@ def main() -> int:
     log("==> sequences")
     sequences = loader_sequences.run(args.sequences_rows, args.sequences_rows // 5, 3, log)
     page = page.rstrip("\n") + "\n\n" + ray_section + "\n" + sequences
+    log("==> resuming")
+    resume = loader_resume.run(args.rows, args.repetitions, log)
+    page = page.rstrip("\n") + "\n\n" + resume
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(page)

@@ -415,6 +415,7 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         // rows that differ from the metadata's count, a column that is not there, batches that
         // disagree, an unknown extension, a panic caught on a loader thread.
         E::InvalidSpec { .. }
+        | E::InvalidState { .. }
         | E::Ipc { .. }
         | E::Parquet { .. }
         | E::CorruptParquet { .. }

@@ -9,6 +9,7 @@ mod columns;
 mod files;
 mod lifecycle;
 mod malformed;
+mod resume;
 mod sequences;
 mod shard;
 mod shuffle;
