@@ -4,7 +4,7 @@
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
-use crate::Result;
+use crate::{Result, workspace};
 
 /// The variable that names the Python environment's directory instead of the cache.
 pub(crate) const VENV_VARIABLE: &str = "ARROW_DLPACK_VENV";
@@ -90,7 +90,11 @@ pub(crate) fn claim_build_dir(root: &Path) -> Result<BuildDirClaim> {
     let last_path = target.join(LAST_CLONE);
     let this = root.display().to_string();
     if fs::read_to_string(&last_path).ok().as_deref() != Some(this.as_str()) {
-        let packages = workspace_packages(root)?;
+        // Every member, xtask included: its test binary holds the clone's path.
+        let packages: Vec<String> = workspace::members(root)?
+            .into_iter()
+            .map(|(_, package)| package)
+            .collect();
         let removed = remove_fingerprints(&target, &packages)?;
         if removed > 0 {
             println!(
@@ -132,33 +136,6 @@ fn own_inode(path: &Path) -> Result {
     #[cfg(not(unix))]
     let _ = path;
     Ok(())
-}
-
-/// The package names of the crates under `crates/`.
-fn workspace_packages(root: &Path) -> Result<Vec<String>> {
-    let crates = root.join("crates");
-    let entries = fs::read_dir(&crates)
-        .map_err(|error| format!("could not list {}: {error}", crates.display()))?;
-    let mut names = Vec::new();
-    for entry in entries.flatten() {
-        let manifest = entry.path().join("Cargo.toml");
-        let Ok(text) = fs::read_to_string(&manifest) else {
-            continue;
-        };
-        let name = text.lines().find_map(|line| {
-            let value = line
-                .trim()
-                .strip_prefix("name")?
-                .trim_start()
-                .strip_prefix('=')?;
-            Some(value.trim().trim_matches('"').to_string())
-        });
-        match name {
-            Some(name) => names.push(name),
-            None => return Err(format!("{}: no package name", manifest.display())),
-        }
-    }
-    Ok(names)
 }
 
 /// Removes, in every profile's folder of `target`, the fingerprint folders of `packages`
@@ -247,17 +224,5 @@ mod tests {
             assert!(!target.join(dir).exists(), "{dir} was kept");
         }
         fs::remove_dir_all(&target).unwrap();
-    }
-
-    #[test]
-    fn workspace_packages_are_read_from_the_manifests() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let mut names = workspace_packages(root).unwrap();
-        names.sort();
-        assert!(
-            names.contains(&"arrow-dlpack-loader".to_string()),
-            "{names:?}"
-        );
-        assert!(names.contains(&"dlpack-sys".to_string()), "{names:?}");
     }
 }

@@ -18,6 +18,7 @@ mod test;
 mod tidy;
 mod valgrind;
 mod venv;
+mod workspace;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
