@@ -70,6 +70,8 @@ mod parquet_bounds;
 mod quiet_panic;
 mod ragged;
 mod rebatch;
+#[cfg(feature = "object-store")]
+mod remote;
 mod rng;
 mod sequence;
 mod source;
@@ -81,6 +83,8 @@ mod writable;
 pub use batch::{NamedTensor, TensorBatch};
 pub use error::{Error, Result};
 pub use loader::{Batches, batches};
+#[cfg(feature = "object-store")]
+pub use remote::{ObjectSource, is_object_url};
 pub use sequence::{PadValue, Sequence, SequenceMode, Side};
 pub use source::Source;
 pub use spec::{BatchSpec, ColumnGroup, MAX_DECODE_THREADS, MAX_PREFETCH};

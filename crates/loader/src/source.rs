@@ -8,7 +8,8 @@ use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::SchemaRef;
 
 use crate::columns::{Columns, check_same_columns};
-use crate::ipc::{self, IpcFile, IpcRecordBatch};
+use crate::file::{Format, format_of};
+use crate::ipc::{self, IpcFile, IpcRecordBatch, StreamInput};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
 use crate::rng::Rng;
 use crate::{BatchSpec, Error, Result};
@@ -33,6 +34,10 @@ pub enum Source {
     /// Any reader of record batches, read in order on the background thread; record batches
     /// are dealt to the shards round-robin.
     Reader(Box<dyn RecordBatchReader + Send>),
+    /// Objects in object storage (`s3://`, `gs://`, `az://`, `http(s)://`), of one of the
+    /// formats above, read as the local files of that format are (feature `object-store`).
+    #[cfg(feature = "object-store")]
+    Objects(crate::ObjectSource),
 }
 
 impl fmt::Debug for Source {
@@ -42,6 +47,8 @@ impl fmt::Debug for Source {
             Source::IpcStreams(paths) => f.debug_tuple("IpcStreams").field(paths).finish(),
             Source::ParquetFiles(paths) => f.debug_tuple("ParquetFiles").field(paths).finish(),
             Source::Reader(reader) => f.debug_tuple("Reader").field(&reader.schema()).finish(),
+            #[cfg(feature = "object-store")]
+            Source::Objects(objects) => f.debug_tuple("Objects").field(objects).finish(),
         }
     }
 }
@@ -54,20 +61,13 @@ impl Source {
             .into_iter()
             .map(|p| p.as_ref().to_path_buf())
             .collect();
-        let kind = |path: &Path| -> Result<u8> {
-            match path
-                .extension()
-                .and_then(|e| e.to_str())
-                .map(str::to_ascii_lowercase)
-                .as_deref()
-            {
-                Some("arrow" | "feather" | "ipc") => Ok(0),
-                Some("arrows") => Ok(1),
-                Some("parquet" | "pq") => Ok(2),
-                _ => Err(Error::UnknownFormat {
+        let kind = |path: &Path| -> Result<Format> {
+            path.file_name()
+                .and_then(|name| name.to_str())
+                .and_then(format_of)
+                .ok_or_else(|| Error::UnknownFormat {
                     path: path.to_path_buf(),
-                }),
-            }
+                })
         };
         let Some(first) = paths.first() else {
             return Ok(Source::IpcFiles(paths));
@@ -85,10 +85,21 @@ impl Source {
             }
         }
         Ok(match first_kind {
-            0 => Source::IpcFiles(paths),
-            1 => Source::IpcStreams(paths),
-            _ => Source::ParquetFiles(paths),
+            Format::IpcFile => Source::IpcFiles(paths),
+            Format::IpcStream => Source::IpcStreams(paths),
+            Format::Parquet => Source::ParquetFiles(paths),
         })
+    }
+
+    /// The objects at `urls` (see [`ObjectSource`](crate::ObjectSource): objects, prefixes,
+    /// globs), read with the storage `options` over the environment's settings; nothing is
+    /// fetched until the loader is made.
+    #[cfg(feature = "object-store")]
+    pub fn from_urls<U: AsRef<str>, K: AsRef<str>, V: Into<String>>(
+        urls: impl IntoIterator<Item = U>,
+        options: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Self> {
+        Ok(Source::Objects(crate::ObjectSource::new(urls, options)?))
     }
 
     /// Any record-batch reader (an in-memory table, a stream from another library).
@@ -164,69 +175,57 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                 .iter()
                 .map(|path| IpcFile::open(path, columns.as_deref()))
                 .collect::<Result<Vec<_>>>()?;
-            check_file_schemas(
-                &paths,
-                files.iter().map(|file| (file.full_schema(), file.schema())),
-                spec,
-            )?;
-            let units: Vec<IpcRecordBatch> = files
-                .iter()
-                .enumerate()
-                .flat_map(|(file, ipc)| {
-                    ipc.rows()
-                        .iter()
-                        .enumerate()
-                        .map(move |(index, &rows)| IpcRecordBatch { file, index, rows })
-                })
-                .collect();
-            let units = deal(units, spec);
-            let num_rows = total_rows(units.iter().map(|unit| unit.rows as u64))?;
-            Ok(Plan {
-                pieces: Box::new(ipc::read_planned(files, units)),
-                num_rows: Some(num_rows),
-            })
+            plan_ipc_files(&paths, files, spec)
         }
         Source::ParquetFiles(paths) => {
             let files = paths
                 .iter()
                 .map(|path| ParquetFile::open(path, columns.as_deref()))
                 .collect::<Result<Vec<_>>>()?;
-            check_file_schemas(
-                &paths,
-                files.iter().map(|file| (file.full_schema(), file.schema())),
-                spec,
-            )?;
-            let mut units: Vec<RowGroup> = Vec::new();
-            for (file, parquet) in files.iter().enumerate() {
-                for (row_group, rows) in parquet.row_group_rows()?.into_iter().enumerate() {
-                    units.push(RowGroup {
-                        file,
-                        row_group,
-                        rows,
-                    });
-                }
-            }
-            let units = deal(units, spec);
-            let num_rows = total_rows(units.iter().map(|unit| unit.rows))?;
-            let pieces = ParquetPieces::start(files, units, spec.decode_thread_count())?;
-            Ok(Plan {
-                pieces: Box::new(pieces),
-                num_rows: Some(num_rows),
-            })
+            plan_parquet_files(&paths, files, spec)
         }
-        Source::IpcStreams(mut paths) => {
-            if let Some(first) = paths.first() {
-                check_spec(spec, &ipc::stream_schema(first)?, || {
-                    first.display().to_string()
-                })?;
+        Source::IpcStreams(paths) => {
+            plan_streams(paths.into_iter().map(StreamInput::Path).collect(), spec)
+        }
+        #[cfg(feature = "object-store")]
+        Source::Objects(objects) => {
+            use crate::file::Format;
+            let opened = crate::remote::open(objects)?;
+            let names: Vec<PathBuf> = opened
+                .objects
+                .iter()
+                .map(|(object, _)| object.name().to_path_buf())
+                .collect();
+            match opened.format {
+                Format::Parquet => {
+                    let files = opened
+                        .objects
+                        .into_iter()
+                        .map(|(object, tail)| {
+                            ParquetFile::open_remote(object, tail, columns.as_deref())
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    plan_parquet_files(&names, files, spec)
+                }
+                Format::IpcFile => {
+                    let files = opened
+                        .objects
+                        .into_iter()
+                        .map(|(object, tail)| {
+                            IpcFile::open_remote(object, tail, columns.as_deref())
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    plan_ipc_files(&names, files, spec)
+                }
+                Format::IpcStream => plan_streams(
+                    opened
+                        .objects
+                        .into_iter()
+                        .map(|(object, _)| StreamInput::Remote(object))
+                        .collect(),
+                    spec,
+                ),
             }
-            if spec.shuffle {
-                Rng::new(spec.seed, UNIT_STREAM).shuffle(&mut paths);
-            }
-            Ok(Plan {
-                pieces: deal_in_turn(ipc::read_streams(paths), spec),
-                num_rows: None,
-            })
         }
         Source::Reader(reader) => {
             check_spec(spec, &reader.schema(), || "the reader".to_string())?;
@@ -236,6 +235,78 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
             })
         }
     }
+}
+
+/// Plans the record batches of the opened IPC files `files`, named `paths`.
+fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> Result<Plan> {
+    check_file_schemas(
+        paths,
+        files.iter().map(|file| (file.full_schema(), file.schema())),
+        spec,
+    )?;
+    let units: Vec<IpcRecordBatch> = files
+        .iter()
+        .enumerate()
+        .flat_map(|(file, ipc)| {
+            ipc.rows()
+                .iter()
+                .enumerate()
+                .map(move |(index, &rows)| IpcRecordBatch { file, index, rows })
+        })
+        .collect();
+    let units = deal(units, spec);
+    let num_rows = total_rows(units.iter().map(|unit| unit.rows as u64))?;
+    Ok(Plan {
+        pieces: Box::new(ipc::read_planned(files, units)),
+        num_rows: Some(num_rows),
+    })
+}
+
+/// Plans the row groups of the opened Parquet files `files`, named `paths`.
+fn plan_parquet_files(
+    paths: &[PathBuf],
+    files: Vec<ParquetFile>,
+    spec: &BatchSpec,
+) -> Result<Plan> {
+    check_file_schemas(
+        paths,
+        files.iter().map(|file| (file.full_schema(), file.schema())),
+        spec,
+    )?;
+    let mut units: Vec<RowGroup> = Vec::new();
+    for (file, parquet) in files.iter().enumerate() {
+        for (row_group, rows) in parquet.row_group_rows()?.into_iter().enumerate() {
+            units.push(RowGroup {
+                file,
+                row_group,
+                rows,
+            });
+        }
+    }
+    let units = deal(units, spec);
+    let num_rows = total_rows(units.iter().map(|unit| unit.rows))?;
+    let pieces = ParquetPieces::start(files, units, spec.decode_thread_count())?;
+    Ok(Plan {
+        pieces: Box::new(pieces),
+        num_rows: Some(num_rows),
+    })
+}
+
+/// Plans the IPC streams `inputs`: read in order (shuffled by stream), record batches dealt
+/// round-robin.
+fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Result<Plan> {
+    if let Some(first) = inputs.first() {
+        check_spec(spec, &ipc::stream_schema(first)?, || {
+            first.name().display().to_string()
+        })?;
+    }
+    if spec.shuffle {
+        Rng::new(spec.seed, UNIT_STREAM).shuffle(&mut inputs);
+    }
+    Ok(Plan {
+        pieces: deal_in_turn(ipc::read_streams(inputs), spec),
+        num_rows: None,
+    })
 }
 
 /// The sum of `rows`, refused when it does not fit in 64 bits.

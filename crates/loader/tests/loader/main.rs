@@ -1,6 +1,8 @@
 //! Integration tests of the loader: one binary, one module per concern.
 
 mod data;
+#[cfg(feature = "object-store")]
+mod http_server;
 
 mod boundaries;
 mod codecs;
@@ -8,6 +10,8 @@ mod columns;
 mod files;
 mod lifecycle;
 mod malformed;
+#[cfg(feature = "object-store")]
+mod remote;
 mod sequences;
 mod shard;
 mod shuffle;
