@@ -8,6 +8,7 @@
 //! [`FETCH_AHEAD`] blocks ahead of the one decoded. Streams in object storage are read in
 //! order, a range of [`STREAM_CHUNK`] bytes at a time.
 
+#[cfg(feature = "object-store")]
 use std::collections::VecDeque;
 use std::io::{BufReader, Read};
 use std::ops::Range;

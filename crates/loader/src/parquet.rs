@@ -11,6 +11,7 @@
 //! a megabyte apart coalesced into one request) [`FETCH_AHEAD`] row groups ahead of the one it
 //! decodes, so that a worker holds the compressed bytes of at most `1 + FETCH_AHEAD` row groups.
 
+#[cfg(feature = "object-store")]
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -406,6 +407,8 @@ fn decode_units(
         }
         #[cfg(feature = "object-store")]
         fetches.start(files, &mine, position);
+        #[cfg(not(feature = "object-store"))]
+        let _ = position;
         let file = &files[unit.file];
         let mut alive = true;
         let result = catch_quietly(|| {

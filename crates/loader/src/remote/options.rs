@@ -135,7 +135,11 @@ impl StorageOptions {
                 let plain = builder
                     .get_config_value(&AmazonS3ConfigKey::Endpoint)
                     .is_some_and(|endpoint| endpoint.starts_with("http://"));
-                if plain && builder.get_config_value(&allow).is_none() {
+                let explicit = std::env::var_os("AWS_ALLOW_HTTP").is_some()
+                    || self.entries.iter().any(|(key, _)| {
+                        key.parse::<AmazonS3ConfigKey>().ok().as_ref() == Some(&allow)
+                    });
+                if plain && !explicit {
                     builder = builder.with_config(allow, "true");
                 }
                 Arc::new(
