@@ -8,7 +8,7 @@
 //! | item | what it is |
 //! |---|---|
 //! | [`batches`], [`Batches`] | the iterator of `Result<TensorBatch>`, fed by a background thread through a bounded channel |
-//! | [`Source`] | IPC files, IPC streams, Parquet files, or a reader |
+//! | [`Source`] | IPC files, IPC streams, Parquet files, or a reader; with the `object-store` feature, the same files in object storage (`ObjectSource`, `Source::from_urls`) |
 //! | [`BatchSpec`], [`ColumnGroup`] | batch size, columns and groups, nulls, shuffling, sharding, prefetch; [`BatchSpec::new`] and a builder method per field |
 //! | [`Sequence`], [`SequenceMode`], [`PadValue`], [`Side`] | list columns as padded, packed or jagged tensors; with [`BatchSpec::max_tokens`] and [`BatchSpec::bucket_by_length`], batches by tokens and by length |
 //! | [`TensorBatch`] | named [`Tensor`](arrow_dlpack::Tensor)s (and validity masks) of one batch, by name with [`TensorBatch::tensor`] or `batch["x"]` |
@@ -51,7 +51,10 @@
 //! Features: Parquet's codecs, each a feature on by default: `snappy`, `lz4`, `zstd`, `brotli`
 //! and `gzip`. `zstd` compiles C code; `default-features = false` with only the codecs a
 //! dataset uses keeps the build small, and a file compressed with a codec that is not compiled
-//! in is refused with an error naming the codec.
+//! in is refused with an error naming the codec. `object-store` (off by default) reads the same
+//! files from `s3://`, `gs://`, `az://`/`abfs://` and `http(s)://` URLs through arrow-rs's
+//! `object_store`, on an async runtime owned by the loader; it adds an HTTP client (reqwest on
+//! rustls with `ring`) and tokio to the build.
 
 #![warn(missing_docs)]
 

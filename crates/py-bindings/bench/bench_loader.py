@@ -21,7 +21,9 @@ The output is a Markdown section headed "## The loader", which ``cargo xtask ben
 into docs/benchmarks.md. The workload and the methods are in ``loader_methods.py``; this script
 times them, measures the training loop and the memory, and writes the section. Its last part,
 "### Sequences" (token sequences padded and packed beside numpy, datasets and transformers), comes
-from ``loader_sequences.py`` (``--sequences-rows``, ``--sequences-only``).
+from ``loader_sequences.py`` (``--sequences-rows``, ``--sequences-only``), followed by
+"### Object storage" (the Parquet workload through ``s3://`` from moto's S3 server on loopback)
+from ``loader_object_store.py``.
 """
 
 import argparse
@@ -45,6 +47,7 @@ import torch
 
 import arrow_dlpack as ad
 
+import loader_object_store
 import loader_sequences
 from loader_methods import (
     BATCH_SIZES,
@@ -514,6 +517,9 @@ def main() -> int:
     log("==> sequences")
     sequences = loader_sequences.run(args.sequences_rows, args.sequences_rows // 5, 3, log)
     page = page.rstrip("\n") + "\n\n" + sequences
+    log("==> object storage")
+    remote = loader_object_store.run(args.rows, args.repetitions, log)
+    page = page.rstrip("\n") + "\n\n" + remote
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(page)
