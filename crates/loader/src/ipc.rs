@@ -154,7 +154,7 @@ impl IpcFile {
             .filter(|&footer| footer + 10 <= size);
         let tail = match footer_len {
             Some(footer) if tail.slice(size - 10 - footer, footer + 10).is_none() => {
-                object.fetch_now(vec![size - 10 - footer..size])?
+                object.fetch_now(std::iter::once(size - 10 - footer..size))?
             }
             _ => tail,
         };
@@ -351,7 +351,7 @@ impl IpcFile {
             return None;
         };
         let (offset, len) = block_range(&self.blocks[index], self.len).ok()?;
-        let fetch = object.fetch_ranges(vec![offset as u64..(offset + len) as u64]);
+        let fetch = object.fetch_ranges(std::iter::once(offset as u64..(offset + len) as u64));
         Some(object.remote().spawn(async move {
             let fetched = fetch.await?;
             Ok(Buffer::from(
@@ -381,28 +381,25 @@ pub(crate) fn read_planned(
     std::iter::from_fn(move || {
         let unit = *units.get(next)?;
         #[cfg(feature = "object-store")]
-        {
+        let fetched = {
             let end = (next + 1 + FETCH_AHEAD).min(units.len());
             while next + ahead.len() < end {
                 let later = units[next + ahead.len()];
                 ahead.push_back(files[later.file].start_fetch(later.index));
             }
-            let fetched = match ahead.pop_front().flatten().map(Pending::wait) {
+            match ahead.pop_front().flatten().map(Pending::wait) {
                 Some(Ok(buffer)) => Some(buffer),
                 Some(Err(error)) => {
                     next = units.len();
                     return Some(Err(error));
                 }
                 None => None,
-            };
-            next += 1;
-            return Some(files[unit.file].read(unit.index, fetched));
-        }
+            }
+        };
         #[cfg(not(feature = "object-store"))]
-        {
-            next += 1;
-            Some(files[unit.file].read(unit.index, None))
-        }
+        let fetched = None;
+        next += 1;
+        Some(files[unit.file].read(unit.index, fetched))
     })
 }
 
@@ -472,7 +469,7 @@ impl Read for RemoteRead {
             let end = (self.offset + STREAM_CHUNK).min(self.object.size());
             let fetched = self
                 .object
-                .fetch_now(vec![self.offset..end])
+                .fetch_now(std::iter::once(self.offset..end))
                 .map_err(std::io::Error::other)?;
             self.chunk = fetched
                 .slice(self.offset, end - self.offset)

@@ -94,7 +94,7 @@ impl ParquetFile {
             .filter(|&needed| needed <= size);
         let tail = match needed {
             Some(needed) if tail.slice(size - needed, needed).is_none() => {
-                object.fetch_now(vec![size - needed..size])?
+                object.fetch_now(std::iter::once(size - needed..size))?
             }
             _ => tail,
         };

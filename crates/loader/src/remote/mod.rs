@@ -301,9 +301,10 @@ impl RemoteObject {
     /// [`MAX_REQUESTS`] of the loader at once, and checks each answer against the plan.
     pub(crate) fn fetch_ranges(
         &self,
-        ranges: Vec<Range<u64>>,
+        ranges: impl IntoIterator<Item = Range<u64>>,
     ) -> impl Future<Output = Result<Fetched>> + Send + 'static {
         let object = FetchTarget::of(self);
+        let ranges: Vec<Range<u64>> = ranges.into_iter().collect();
         async move {
             let parts = futures_util::future::try_join_all(ranges.into_iter().map(|range| {
                 let object = object.clone();
@@ -315,7 +316,10 @@ impl RemoteObject {
     }
 
     /// Fetches `ranges` now, on the calling thread.
-    pub(crate) fn fetch_now(&self, ranges: Vec<Range<u64>>) -> Result<Fetched> {
+    pub(crate) fn fetch_now(
+        &self,
+        ranges: impl IntoIterator<Item = Range<u64>>,
+    ) -> Result<Fetched> {
         self.remote.run(self.fetch_ranges(ranges))
     }
 }

@@ -16,8 +16,11 @@ const QUICK: [(&str, &str); 4] = [
     ("retry_backoff", "10ms"),
 ];
 
-/// Every tensor of every batch, as (name, shape, bytes) for comparison.
-fn contents(batches: &[TensorBatch]) -> Vec<Vec<(String, Vec<usize>, Vec<u8>)>> {
+/// A tensor as (name, shape, bytes), for comparison.
+type Contents = (String, Vec<usize>, Vec<u8>);
+
+/// Every tensor of every batch, sorted by name within a batch.
+fn contents(batches: &[TensorBatch]) -> Vec<Vec<Contents>> {
     batches
         .iter()
         .map(|batch| {

@@ -88,7 +88,10 @@ fn source_of(
     if let Some(paths) = paths_of(object)? {
         let urls = paths
             .iter()
-            .filter(|path| path.to_str().is_some_and(arrow_dlpack_loader::is_object_url))
+            .filter(|path| {
+                path.to_str()
+                    .is_some_and(arrow_dlpack_loader::is_object_url)
+            })
             .count();
         if urls > 0 {
             if urls < paths.len() {
