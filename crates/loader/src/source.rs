@@ -3,6 +3,8 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::SchemaRef;
@@ -115,6 +117,9 @@ pub(crate) type Pieces = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
 pub(crate) struct Plan {
     pub(crate) pieces: Pieces,
     pub(crate) num_rows: Option<u64>,
+    /// A flag that the source's background work (fetches from object storage) watches, set
+    /// when the loader is stopped so that a wait for a slow server ends at once.
+    pub(crate) stop: Option<Arc<AtomicBool>>,
 }
 
 /// The columns the spec reads, or `None` for all.
@@ -191,12 +196,13 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
         Source::Objects(objects) => {
             use crate::file::Format;
             let opened = crate::remote::open(objects)?;
+            let stop = opened.stop.clone();
             let names: Vec<PathBuf> = opened
                 .objects
                 .iter()
                 .map(|(object, _)| object.name().to_path_buf())
                 .collect();
-            match opened.format {
+            let plan = match opened.format {
                 Format::Parquet => {
                     let files = opened
                         .objects
@@ -225,13 +231,18 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                         .collect(),
                     spec,
                 ),
-            }
+            };
+            plan.map(|plan| Plan {
+                stop: Some(stop),
+                ..plan
+            })
         }
         Source::Reader(reader) => {
             check_spec(spec, &reader.schema(), || "the reader".to_string())?;
             Ok(Plan {
                 pieces: deal_in_turn(reader.map(|batch| batch.map_err(Error::from)), spec),
                 num_rows: None,
+                stop: None,
             })
         }
     }
@@ -259,6 +270,7 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
     Ok(Plan {
         pieces: Box::new(ipc::read_planned(files, units)),
         num_rows: Some(num_rows),
+        stop: None,
     })
 }
 
@@ -289,6 +301,7 @@ fn plan_parquet_files(
     Ok(Plan {
         pieces: Box::new(pieces),
         num_rows: Some(num_rows),
+        stop: None,
     })
 }
 
@@ -306,6 +319,7 @@ fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Result<Plan> 
     Ok(Plan {
         pieces: deal_in_turn(ipc::read_streams(inputs), spec),
         num_rows: None,
+        stop: None,
     })
 }
 

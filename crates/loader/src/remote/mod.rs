@@ -24,7 +24,9 @@ use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
@@ -157,8 +159,21 @@ pub(crate) fn store_error(name: &Path, error: object_store::Error) -> Error {
 /// One loader's async runtime, its stores (one per bucket, container or host) and the bound on
 /// its requests in flight.
 pub(crate) struct Remote {
-    runtime: tokio::runtime::Runtime,
+    /// `None` once dropped.
+    runtime: Option<tokio::runtime::Runtime>,
     requests: Arc<Semaphore>,
+    /// Set when the loader stops: a wait for a fetch then ends at once.
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        // Fetches in flight are cancelled without waiting for them (a server that stopped
+        // answering must not hold up the loader's `drop`).
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl fmt::Debug for Remote {
@@ -177,8 +192,9 @@ impl Remote {
             .build()
             .map_err(|source| Error::Thread { source })?;
         Ok(Arc::new(Remote {
-            runtime,
+            runtime: Some(runtime),
             requests: Arc::new(Semaphore::new(MAX_REQUESTS)),
+            stop: Arc::new(AtomicBool::new(false)),
         }))
     }
 
@@ -197,10 +213,18 @@ impl Remote {
         future: impl Future<Output = Result<T>> + Send + 'static,
     ) -> Pending<T> {
         let (sender, receiver) = mpsc::sync_channel(1);
-        let task = self.runtime.spawn(async move {
+        let runtime = self
+            .runtime
+            .as_ref()
+            .expect("the runtime lives until `drop`");
+        let task = runtime.spawn(async move {
             let _ = sender.send(future.await);
         });
-        Pending { receiver, task }
+        Pending {
+            receiver,
+            task,
+            stop: self.stop.clone(),
+        }
     }
 }
 
@@ -208,16 +232,32 @@ impl Remote {
 pub(crate) struct Pending<T> {
     receiver: mpsc::Receiver<Result<T>>,
     task: tokio::task::JoinHandle<()>,
+    stop: Arc<AtomicBool>,
 }
 
+/// How often a wait for a fetch looks at the loader's stop flag.
+const STOP_POLL: Duration = Duration::from_millis(50);
+
 impl<T> Pending<T> {
-    /// Waits for the output.
+    /// Waits for the output, or until the loader stops.
     pub(crate) fn wait(self) -> Result<T> {
-        self.receiver.recv().unwrap_or_else(|_| {
-            Err(Error::Panicked {
-                message: "a fetch of the loader's runtime ended without a result".to_string(),
-            })
-        })
+        loop {
+            match self.receiver.recv_timeout(STOP_POLL) {
+                Ok(result) => return result,
+                Err(mpsc::RecvTimeoutError::Timeout) if !self.stop.load(Ordering::Relaxed) => {}
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(Error::Panicked {
+                        message: "the loader stopped while a fetch was in flight".to_string(),
+                    });
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(Error::Panicked {
+                        message: "a fetch of the loader's runtime ended without a result"
+                            .to_string(),
+                    });
+                }
+            }
+        }
     }
 }
 
@@ -393,6 +433,8 @@ fn truncated(name: &Path, range: &Range<u64>, got: usize) -> Error {
 /// [`TAIL_GUESS`] of them, or all), in the order the loader reads them.
 pub(crate) struct Opened {
     pub(crate) format: Format,
+    /// The flag that ends the waits for fetches when the loader stops.
+    pub(crate) stop: Arc<AtomicBool>,
     pub(crate) objects: Vec<(RemoteObject, Fetched)>,
 }
 
@@ -482,7 +524,11 @@ pub(crate) fn open(source: ObjectSource) -> Result<Opened> {
             )
         })
         .collect();
-    Ok(Opened { format, objects })
+    Ok(Opened {
+        format,
+        stop: remote.stop.clone(),
+        objects,
+    })
 }
 
 /// The URL of the object at `location` in the store of `url`.

@@ -17,6 +17,8 @@ pub(crate) struct Switches {
     pub(crate) fail_next: AtomicUsize,
     /// Accept requests and never answer them (until the server stops).
     pub(crate) stall: AtomicBool,
+    /// Answer this many requests, then stall (0: never).
+    pub(crate) stall_after: AtomicUsize,
     /// Answer `GET`s with half the bytes their `Content-Length` declares, then close.
     pub(crate) cut_short: AtomicBool,
     /// Requests received.
@@ -138,13 +140,17 @@ fn serve(
                 headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
             }
         }
-        switches.requests.fetch_add(1, Ordering::SeqCst);
+        let seen = switches.requests.fetch_add(1, Ordering::SeqCst) + 1;
+        let stall_after = switches.stall_after.load(Ordering::SeqCst);
+        if stall_after != 0 && seen > stall_after {
+            switches.stall.store(true, Ordering::SeqCst);
+        }
         let mut parts = request_line.split_whitespace();
         let method = parts.next().unwrap_or_default().to_string();
         let path = parts.next().unwrap_or_default().to_string();
         if switches.stall.load(Ordering::SeqCst) {
             let start = Instant::now();
-            while !stop.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(60) {
+            while !stop.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(3600) {
                 std::thread::sleep(Duration::from_millis(20));
             }
             return Ok(());

@@ -257,3 +257,38 @@ fn urls_and_options_are_checked_when_the_source_is_made() {
         Source::from_urls(["s3://bucket/a.parquet"], [("retry_timeout", "soon")]).unwrap_err();
     assert!(error.to_string().contains("retry_timeout"), "{error}");
 }
+
+#[test]
+fn a_loader_waiting_for_a_server_that_stopped_answering_drops_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start();
+    let path = write_parquet(&dir.path().join("a.parquet"), &table(&[3000]), 500);
+    server.put("a.parquet", std::fs::read(&path).unwrap());
+    // The footer's request is answered; every row group's fetch then waits for ever (the
+    // timeout is an hour): dropping the loader must not wait for them.
+    server
+        .switches
+        .stall_after
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let source = Source::from_urls(
+        [server.url("a.parquet")],
+        [("timeout", "1h"), ("max_retries", "0")],
+    )
+    .unwrap();
+    let loader = batches(source, BatchSpec::new(100).decode_threads(2)).unwrap();
+    while server
+        .switches
+        .requests
+        .load(std::sync::atomic::Ordering::SeqCst)
+        < 2
+    {
+        std::thread::yield_now();
+    }
+    drop(loader);
+    assert!(
+        server
+            .switches
+            .stall
+            .load(std::sync::atomic::Ordering::SeqCst)
+    );
+}
