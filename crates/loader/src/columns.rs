@@ -296,13 +296,16 @@ fn sequence_output(sequence: &Sequence, array: &ArrayRef, index: usize) -> Resul
     let name = &sequence.column;
     if !matches!(
         array.data_type(),
-        DataType::List(_) | DataType::LargeList(_)
+        DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::ListView(_)
+            | DataType::LargeListView(_)
     ) {
         return Err(Error::UnsupportedColumn {
             column: name.clone(),
             data_type: array.data_type().clone(),
-            expected: "a list or large_list of numbers, booleans, fixed-size lists or fixed-shape \
-                       tensors, for a sequence",
+            expected: "a list, large_list, list_view or large_list_view of numbers, booleans, \
+                       fixed-size lists or fixed-shape tensors, for a sequence",
         });
     }
     crate::ragged::probe(name, &array.slice(0, 0))?;

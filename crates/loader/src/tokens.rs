@@ -65,10 +65,19 @@ fn kept_lengths(sequence: &Sequence, array: &dyn Array) -> Result<Vec<usize>> {
         (0..list.len())
             .map(|row| usize::try_from((offsets[row + 1] - offsets[row]).max(0)).unwrap_or(0))
             .collect()
+    } else if let Some(list) = array.as_list_view_opt::<i32>() {
+        let sizes = list.value_sizes();
+        sizes.iter().map(|&size| size.max(0) as usize).collect()
+    } else if let Some(list) = array.as_list_view_opt::<i64>() {
+        let sizes = list.value_sizes();
+        sizes
+            .iter()
+            .map(|&size| usize::try_from(size.max(0)).unwrap_or(0))
+            .collect()
     } else {
         return Err(Error::InvalidSpec {
             reason: format!(
-                "sequence {:?} has type {}; expected a list or large_list",
+                "sequence {:?} has type {}; expected a list, large_list or one of their views",
                 sequence.column,
                 array.data_type()
             ),

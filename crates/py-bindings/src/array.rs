@@ -12,7 +12,7 @@ use arrow_dlpack::{
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{DataType, Field, FieldRef};
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList, PyTuple};
 
 use crate::cache::Cache;
 use crate::column::Column;
@@ -23,6 +23,7 @@ use crate::errors::{self, Operation};
 use crate::fixed_shape_tensor::PyFixedShapeTensorArray;
 use crate::list_array::PyListArray;
 use crate::numpy::{self, ArrayFacts};
+use crate::pickling;
 use crate::pretty;
 use crate::py_tensor::PyTensor;
 use crate::type_names::field_type_name;
@@ -104,6 +105,14 @@ pub(crate) fn wrap_column(
     Ok(Py::new(py, PyArray::new(Column::new(field, chunks)))?.into_any())
 }
 
+/// The array that `Array.__reduce__` pickled: the class its field gives.
+#[pyfunction]
+#[pyo3(signature = (data, /))]
+pub(crate) fn _array_from_ipc(py: Python<'_>, data: &[u8]) -> PyResult<Py<PyAny>> {
+    let (field, chunks) = pickling::column_from_ipc(data)?;
+    wrap_column(py, field, chunks)
+}
+
 /// Imports any object with `__arrow_c_array__` or `__arrow_c_stream__` (pyarrow Array and
 /// ChunkedArray, polars Series, nanoarrow, arro3, ...) without copying.
 ///
@@ -157,6 +166,19 @@ impl PyArray {
     }
 
     // `__dlpack__` is the raw method of `dlpack_method`, installed on the class at import.
+
+    /// Pickles a copy: the column as an Arrow IPC stream (type, chunks, nulls and extension
+    /// metadata kept), unpickled as the same class. Shared by every subclass.
+    fn __reduce__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
+        let data = PyBytes::new(py, &pickling::column_to_ipc(&self.column)?);
+        let rebuild = py
+            .import("arrow_dlpack._arrow_dlpack")?
+            .getattr("_array_from_ipc")?;
+        Ok((rebuild, (data,)))
+    }
 
     /// The DLPack device of the data: always `(1, 0)`, the CPU.
     fn __dlpack_device__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {

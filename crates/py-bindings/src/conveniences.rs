@@ -14,7 +14,7 @@ use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, BooleanArray, make_array}
 use arrow_data::transform::MutableArrayData;
 use arrow_dlpack_tensor::{DType, NativeDType, Tensor};
 use arrow_schema::{DataType, Field, FieldRef};
-use pyo3::exceptions::PyIndexError;
+use pyo3::exceptions::{PyIndexError, PyOverflowError};
 use pyo3::prelude::*;
 use pyo3::types::PySlice;
 
@@ -110,20 +110,36 @@ pub(crate) fn select<'py>(
         return gather(chunks, indices.start, indices.step, indices.slicelength)
             .map(|chunk| Selection::Chunks(vec![chunk]));
     }
-    let index: isize = key.extract()?;
+    let position = position(key, total)?;
+    let element = slice_chunks(chunks, position, 1);
+    let value = pretty::to_pylist(py, &element)?.get_item(0)?;
+    Ok(Selection::Value(value))
+}
+
+/// The position of the integer `key` (negative counts from the end) in `total` elements.
+///
+/// Anything but an integer raises `TypeError`, as `operator.index` does; an integer out of range,
+/// however large, raises `IndexError`, as a Python list does.
+pub(crate) fn position(key: &Bound<'_, PyAny>, total: usize) -> PyResult<usize> {
+    let out_of_bounds = || {
+        PyIndexError::new_err(format!(
+            "index {key} is out of bounds for an array of length {total}"
+        ))
+    };
+    let index: isize = match key.extract() {
+        Ok(index) => index,
+        // An integer beyond isize: out of range of any array.
+        Err(error) if error.is_instance_of::<PyOverflowError>(key.py()) => {
+            return Err(out_of_bounds());
+        }
+        Err(error) => return Err(error),
+    };
     let position = if index < 0 {
         total.checked_sub(index.unsigned_abs())
     } else {
         Some(index.unsigned_abs()).filter(|&position| position < total)
     };
-    let Some(position) = position else {
-        return Err(PyIndexError::new_err(format!(
-            "index {index} is out of bounds for an array of length {total}"
-        )));
-    };
-    let element = slice_chunks(chunks, position, 1);
-    let value = pretty::to_pylist(py, &element)?.get_item(0)?;
-    Ok(Selection::Value(value))
+    position.ok_or_else(out_of_bounds)
 }
 
 /// The elements `start, start + step, ...` (`count` of them, all in range) as one new chunk.

@@ -27,6 +27,7 @@
 //! | `device_sync` | `__dlpack__(stream=...)`: the array API's stream table, and the consumer's stream made to wait on the producer's sync event through the CUDA or ROCm runtime, loaded at run time |
 //! | `protocols` | cheap probes for optional protocols, remembered per immutable type |
 //! | `cache` | the one bounded cache that every remembered answer (fields, protocol tables, `max_version` tuples) is kept in |
+//! | `pickling` | `__reduce__` of arrays (an Arrow IPC stream of the column) and tensors (type, shape, row-major bytes), and the objects made back |
 //! | `copies` | large copies (`copy=True`, tables to tensors) run without the GIL |
 //! | `errors` | the exception classes and the mapping of every Rust error variant to them |
 //! | `type_names`, `pretty` | PyArrow's type names and Python objects' type names; reprs and `to_pylist` |
@@ -55,6 +56,7 @@ mod list_array;
 mod loader;
 mod memory_pool;
 mod numpy;
+mod pickling;
 mod pretty;
 mod protocols;
 mod py_tensor;
@@ -70,6 +72,8 @@ use pyo3::prelude::*;
 fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add_function(wrap_pyfunction!(array::array, module)?)?;
+    module.add_function(wrap_pyfunction!(array::_array_from_ipc, module)?)?;
+    module.add_function(wrap_pyfunction!(tensor::_tensor_from_parts, module)?)?;
     module.add_function(wrap_pyfunction!(tables::column_tensors, module)?)?;
     module.add_function(wrap_pyfunction!(counters::exchange_calls, module)?)?;
     module.add_function(wrap_pyfunction!(memory_pool::memory_pool_stats, module)?)?;

@@ -64,6 +64,20 @@ pub(crate) fn format_chunks(chunks: &[ArrayRef]) -> String {
     out
 }
 
+/// The body of a repr whose items are not Arrow values (the rows of a variable-shape tensor
+/// column): `[`, `item(out, position)` per line, `]`, elided as an array of lists is.
+pub(crate) fn format_items(len: usize, item: impl Fn(&mut String, usize)) -> String {
+    let mut out = String::new();
+    format_sequence(
+        &mut out,
+        len,
+        CONTAINER_WINDOW,
+        |out, position, _| item(out, position),
+        0,
+    );
+    out
+}
+
 /// Writes `[ ... ]` for `len` items, each written by `item` at `indent + 2`, eliding all but
 /// `window` items at each end when there are more than `2 * window + 1`.
 fn format_sequence(

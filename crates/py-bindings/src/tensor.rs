@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use arrow_dlpack_tensor::Tensor;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyBytes, PyTuple};
 
 use crate::conveniences;
 use crate::device_sync::SyncEvent;
@@ -17,6 +17,7 @@ use crate::dlpack_export::{self, DlpackSource};
 use crate::dlpack_import::{Devices, import_device_tensor, import_tensor};
 use crate::errors;
 use crate::numpy;
+use crate::pickling;
 use crate::py_tensor::PyTensor;
 use crate::tables;
 use crate::type_names::pyarrow_dtype_name;
@@ -65,6 +66,28 @@ impl PyTensor {
     }
 
     // `__dlpack__` is the raw method of `dlpack_method`, installed on the class at import.
+
+    /// Pickles a copy of a host tensor: element type, shape, dimension names and the elements in
+    /// row-major order; unpickled as a writable tensor that owns its memory. A device tensor is a
+    /// `BufferError`.
+    fn __reduce__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let parts = pickling::tensor_to_parts(&self.tensor)?;
+        let rebuild = py
+            .import("arrow_dlpack._arrow_dlpack")?
+            .getattr("_tensor_from_parts")?;
+        let arguments = (
+            parts.code,
+            parts.bits,
+            parts.shape,
+            parts.dim_names,
+            PyBytes::new(py, &parts.bytes),
+        )
+            .into_pyobject(py)?;
+        Ok((rebuild, arguments))
+    }
 
     /// The DLPack device of the data: `(1, 0)` for the CPU, or the device a producer's tensor
     /// was on (a device tensor is kept, never read).
@@ -203,4 +226,17 @@ fn python_tuple<T: std::fmt::Display>(items: &[T]) -> String {
             format!("({})", items.join(", "))
         }
     }
+}
+
+/// The tensor that `Tensor.__reduce__` pickled.
+#[pyfunction]
+#[pyo3(signature = (code, bits, shape, dim_names, data, /))]
+pub(crate) fn _tensor_from_parts(
+    code: u8,
+    bits: u8,
+    shape: Vec<usize>,
+    dim_names: Option<Vec<String>>,
+    data: &[u8],
+) -> PyResult<PyTensor> {
+    pickling::tensor_from_parts(code, bits, shape, dim_names, data).map(PyTensor::new)
 }

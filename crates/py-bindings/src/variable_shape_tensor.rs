@@ -12,7 +12,7 @@ use arrow_dlpack::{
 use arrow_dlpack_tensor::Tensor;
 use arrow_schema::extension::EXTENSION_TYPE_METADATA_KEY;
 use pyo3::PyClassInitializer;
-use pyo3::exceptions::{PyIndexError, PyTypeError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PySlice, PyTuple};
 
@@ -22,8 +22,9 @@ use crate::conveniences::{self, Selection};
 use crate::dlpack_import::{Devices, import_tensor};
 use crate::errors::{self, Operation};
 use crate::numpy;
+use crate::pretty;
 use crate::py_tensor::PyTensor;
-use crate::type_names::data_type_name;
+use crate::type_names::{data_type_name, field_type_name};
 
 /// An array of tensors of one element type and rank, each of its own shape (the
 /// `arrow.variable_shape_tensor` extension type).
@@ -105,21 +106,6 @@ impl PyVariableShapeTensorArray {
         unreachable!("indexes are checked against the length first")
     }
 
-    /// `index` (negative counts from the end) as a position, or IndexError.
-    fn position(&self, index: isize) -> PyResult<usize> {
-        let total = self.column.len();
-        let position = if index < 0 {
-            total.checked_sub(index.unsigned_abs())
-        } else {
-            Some(index.unsigned_abs()).filter(|&position| position < total)
-        };
-        position.ok_or_else(|| {
-            PyIndexError::new_err(format!(
-                "index {index} is out of bounds for an array of length {total}"
-            ))
-        })
-    }
-
     /// The tensor of row `position`, or None for a null row.
     fn row(&self, position: usize) -> PyResult<Option<Tensor>> {
         let (chunk, index) = self.locate(position);
@@ -149,6 +135,33 @@ impl PyVariableShapeTensorArray {
 
 #[pymethods]
 impl PyVariableShapeTensorArray {
+    /// The rows' shapes, as the class's repr shows them: `tensor of shape (2, 3)` or `null` per
+    /// row (a row's elements are read with `array[i]`).
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let class = slf.get_type().qualname()?;
+        let this = slf.get();
+        let body = pretty::format_items(this.column.len(), |out, position| {
+            let (chunk, index) = this.locate(position);
+            if chunk.is_null(index) {
+                out.push_str("null");
+                return;
+            }
+            match chunk.logical_shape(index) {
+                Ok(shape) => {
+                    let extents: Vec<String> = shape.iter().map(usize::to_string).collect();
+                    let comma = if extents.len() == 1 { "," } else { "" };
+                    out.push_str(&format!("tensor of shape ({}{comma})", extents.join(", ")));
+                }
+                Err(error) => out.push_str(&format!("<{error}>")),
+            }
+        });
+        Ok(format!(
+            "<arrow_dlpack.{class} object at {:#x}>\ntype: {}\n{body}",
+            slf.as_ptr() as usize,
+            field_type_name(this.column.field())
+        ))
+    }
+
     /// `array[i]` is row `i` as a read-only zero-copy `Tensor` of its own shape (None for a null
     /// row; negative indexes count from the end; IndexError past the end); `array[a:b]` (any
     /// step) is an array of this class.
@@ -156,8 +169,7 @@ impl PyVariableShapeTensorArray {
     /// Nulls among a row's elements raise ArrowDLPackValueError.
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         if !key.is_instance_of::<PySlice>() {
-            let index: isize = key.extract()?;
-            let position = self.position(index)?;
+            let position = conveniences::position(key, self.column.len())?;
             return match self.row(position)? {
                 Some(tensor) => Ok(Py::new(py, PyTensor::new(tensor))?.into_any()),
                 None => Ok(py.None()),

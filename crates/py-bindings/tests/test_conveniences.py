@@ -423,6 +423,13 @@ def test_getitem_integers_match_pyarrow(theirs):
         theirs[1.0]
     with pytest.raises(TypeError):
         ours[1.0]
+    # PyArrow raises OverflowError for an index beyond ssize_t; a Python list and numpy raise
+    # IndexError, and so do we.
+    for index in (2**70, -(2**70)):
+        with pytest.raises(OverflowError):
+            theirs[index]
+        with pytest.raises(IndexError, match="out of bounds"):
+            ours[index]
 
 
 def test_getitem_of_fixed_shape_tensors_keeps_the_class():

@@ -8,6 +8,7 @@ code may read, so a dereference would crash the test.
 """
 
 import gc
+import pickle
 
 import numpy as np
 import pytest
@@ -129,6 +130,7 @@ def test_tensor_keeps_a_device_tensor_without_reading_it(name, spec, pattern, ab
         lambda: tensor.to_numpy(),
         lambda: ad.Array.from_dlpack(tensor),
         lambda: ad.FixedShapeTensorArray.from_dlpack(tensor),
+        lambda: pickle.dumps(tensor),
     ):
         with pytest.raises(BufferError, match=r"device|CUDA|ROCM"):
             read_it()

@@ -111,11 +111,13 @@ def test_negative_indexes_slices_and_index_errors():
     np.testing.assert_array_equal(np.from_dlpack(array[-1]), originals[-1])
     np.testing.assert_array_equal(np.from_dlpack(array[-4]), originals[0])
     assert array[1].shape == (0,)
-    for bad in (4, -5, 100):
-        with pytest.raises(IndexError):
+    # An integer beyond any array's length is out of bounds, as for a Python list (not OverflowError).
+    for bad in (4, -5, 100, 2**70, -(2**70)):
+        with pytest.raises(IndexError, match="out of bounds"):
             array[bad]
-    with pytest.raises(TypeError):
-        array["0"]
+    for bad in ("0", 1.0):
+        with pytest.raises(TypeError):
+            array[bad]
     middle = array[1:3]
     assert isinstance(middle, ad.VariableShapeTensorArray)
     assert middle.shapes == [[0], [5]]
@@ -546,3 +548,29 @@ def test_negative_or_huge_metadata_arguments_are_value_errors():
     for kwargs in ({"permutation": [-1, 0]}, {"uniform_shape": [2**40, None]}, {"uniform_shape": [-1, None]}):
         with pytest.raises(ValueError):
             ad.VariableShapeTensorArray.from_numpy_ndarray(arrays, **kwargs)
+
+
+def test_repr_shows_the_type_and_each_rows_shape():
+    rows = [np.zeros((2, 2), np.float32), None, np.ones((1, 3), np.float32)]
+    array = ad.VariableShapeTensorArray.from_numpy_ndarray(rows)
+    lines = repr(array).splitlines()
+    assert lines[0].startswith("<arrow_dlpack.VariableShapeTensorArray object at 0x")
+    assert lines[1:] == [
+        "type: extension<arrow.variable_shape_tensor[value_type=float, ndim=2]>",
+        "[",
+        "  tensor of shape (2, 2),",
+        "  null,",
+        "  tensor of shape (1, 3)",
+        "]",
+    ]
+    # Long arrays are elided as PyArrow elides arrays of lists: two rows at each end.
+    long = repr(ad.VariableShapeTensorArray.from_numpy_ndarray([np.zeros(n, np.int8) for n in range(9)]))
+    assert long.splitlines()[2:] == [
+        "[",
+        "  tensor of shape (0,),",
+        "  tensor of shape (1,),",
+        "  ...",
+        "  tensor of shape (7,),",
+        "  tensor of shape (8,)",
+        "]",
+    ]

@@ -4,11 +4,15 @@
 use std::sync::Arc;
 
 use arrow_array::types::Int32Type;
-use arrow_array::{ArrayRef, Int64Array, LargeListArray, ListArray, RecordBatch};
+use arrow_array::{
+    ArrayRef, Int32Array, Int64Array, LargeListArray, LargeListViewArray, ListArray, ListViewArray,
+    RecordBatch,
+};
 use arrow_dlpack_loader::{
     BatchSpec, Error, PadValue, Sequence, SequenceMode, Side, Source, TensorBatch, batches,
 };
 use arrow_dlpack_tensor::DType;
+use arrow_schema::{DataType, Field};
 
 use crate::data::{collect, reader, values, write_ipc, write_parquet};
 
@@ -415,4 +419,72 @@ fn null_rows_are_refused_unless_allowed_then_empty() {
         rows_of(&got[0], SequenceMode::Pad),
         [vec![1, 2], vec![], vec![3]]
     );
+}
+
+/// `table`'s record batches with the token column as a list view (`large`: large_list_view)
+/// whose rows lie in the values in reverse order, so that no row follows the one before it.
+fn list_view_table(sizes: &[usize], large: bool) -> Vec<RecordBatch> {
+    table(sizes, false)
+        .into_iter()
+        .map(|batch| {
+            let ids = values::<i64>(
+                &arrow_dlpack::array_to_tensor(batch.column(0).as_ref(), Default::default())
+                    .unwrap(),
+            );
+            // The rows' values, last row first.
+            let mut flat: Vec<i32> = Vec::new();
+            let mut offsets = vec![0usize; ids.len()];
+            for (row, &id) in ids.iter().enumerate().rev() {
+                offsets[row] = flat.len();
+                flat.extend(tokens(id));
+            }
+            let sizes: Vec<usize> = ids.iter().map(|&id| tokens(id).len()).collect();
+            let item = Arc::new(Field::new_list_field(DataType::Int32, true));
+            let values: ArrayRef = Arc::new(Int32Array::from(flat));
+            let list: ArrayRef = if large {
+                let offsets = offsets.iter().map(|&o| o as i64).collect::<Vec<_>>();
+                let sizes = sizes.iter().map(|&s| s as i64).collect::<Vec<_>>();
+                Arc::new(
+                    LargeListViewArray::try_new(item, offsets.into(), sizes.into(), values, None)
+                        .unwrap(),
+                )
+            } else {
+                let offsets = offsets.iter().map(|&o| o as i32).collect::<Vec<_>>();
+                let sizes = sizes.iter().map(|&s| s as i32).collect::<Vec<_>>();
+                Arc::new(
+                    ListViewArray::try_new(item, offsets.into(), sizes.into(), values, None)
+                        .unwrap(),
+                )
+            };
+            RecordBatch::try_from_iter([("id", batch.column(0).clone()), ("tokens", list)]).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn list_views_are_sequences_in_every_mode_with_budgets_and_buckets() {
+    for large in [false, true] {
+        for mode in MODES {
+            let got = collect(reader(list_view_table(&[5, 3, 6], large)), sequences(mode));
+            let expected: Vec<(i64, Vec<i32>)> = (0..14).map(|id| (id, tokens(id))).collect();
+            assert_eq!(all_rows(&got, mode), expected, "{mode} large={large}");
+            let spec = BatchSpec {
+                batch_size: 100,
+                max_tokens: Some(12),
+                bucket_by_length: true,
+                shuffle: true,
+                seed: 3,
+                buffer_size: 8,
+                ..sequences(mode)
+            };
+            let got = collect(reader(list_view_table(&[10, 10, 10, 3], large)), spec);
+            assert!(
+                got.iter().all(|batch| tokens_in(batch, mode) <= 12),
+                "{mode}"
+            );
+            let mut rows = all_rows(&got, mode);
+            rows.sort();
+            assert_eq!(rows, (0..33).map(|id| (id, tokens(id))).collect::<Vec<_>>());
+        }
+    }
 }

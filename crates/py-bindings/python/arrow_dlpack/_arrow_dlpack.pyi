@@ -20,7 +20,9 @@ __all__ = [
     "VariableShapeTensorArray",
     "__version__",
     "_Batches",
+    "_array_from_ipc",
     "_exchange_calls",
+    "_tensor_from_parts",
     "_testing_record_device_runtime",
     "array",
     "column_tensors",
@@ -124,6 +126,14 @@ def _testing_record_device_runtime(
     event)``, ``("synchronize", current device, event)``, ``("record", current device, stream,
     new event)`` or ``("destroy", current device, event)``."""
 
+def _array_from_ipc(data: bytes, /) -> Array:
+    """The array that ``Array.__reduce__`` pickled (an Arrow IPC stream of one column)."""
+
+def _tensor_from_parts(
+    code: int, bits: int, shape: Sequence[int], dim_names: Optional[Sequence[str]], data: bytes, /
+) -> Tensor:
+    """The tensor that ``Tensor.__reduce__`` pickled."""
+
 def _exchange_calls() -> dict[str, int]:
     """Private, for tests: ``{"exported": n, "imported": m}``, how many tensors went out through
     this package's DLPack C exchange tables and came in through producers' tables."""
@@ -169,6 +179,9 @@ class Array:
         ArrowDLPackBufferError for a ``stream``, a ``dl_device`` other than (1, 0), or
         ``copy=False`` when a copy is needed.
         """
+    def __reduce__(self) -> Tuple[Any, Tuple[bytes]]:
+        """Pickles a copy: the column as an Arrow IPC stream (type, chunks, nulls and extension
+        metadata kept), unpickled as the same class."""
     def __dlpack_device__(self) -> Tuple[int, int]:
         """The DLPack device of the data: always ``(1, 0)``, the CPU."""
     def __arrow_c_schema__(self) -> CapsuleType:
@@ -322,6 +335,10 @@ class Tensor:
         ``__arrow_c_device_array__``) makes that stream wait on it first, through the CUDA or
         ROCm driver loaded at run time; ArrowDLPackBufferError for a refused stream, a stream
         that a tensor without an event cannot be ordered before, or no driver."""
+    def __reduce__(self) -> Tuple[Any, Tuple[int, int, Tuple[int, ...], Optional[list[str]], bytes]]:
+        """Pickles a copy of a host tensor (type, shape, dimension names, row-major elements),
+        unpickled as a writable tensor that owns its memory; ArrowDLPackBufferError for a device
+        tensor."""
     def __dlpack_device__(self) -> Tuple[int, int]:
         """The DLPack device of the data: ``(1, 0)`` for the CPU, or the device of the producer's
         tensor."""
