@@ -12,6 +12,7 @@ Every server is started and stopped by these tests, on 127.0.0.1 and a free port
 import contextlib
 import http.server
 import os
+import pathlib
 import socket
 import subprocess
 import sys
@@ -376,3 +377,23 @@ def test_a_server_that_stops_answering_is_an_error_after_the_timeout(tmp_path):
         with pytest.raises(OSError, match="a.parquet") as raised:
             ad.batches(f"{base}/a.parquet", storage_options=options)
         assert "tim" in str(raised.value).lower()
+
+
+def test_the_example_of_the_loader_guide_runs_against_the_s3_server(aws_env, tmp_path):
+    endpoint, _ = aws_env
+    guide = pathlib.Path(__file__).resolve().parents[3] / "docs" / "loader.md"
+    section = guide.read_text(encoding="utf-8").split("## Reading from object storage", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "http://127.0.0.1:9000" in code
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **_boto_keys())
+    client.create_bucket(Bucket="bucket")
+    rng = np.random.default_rng(5)
+    columns = {f"f{i}": rng.standard_normal(3000).astype(np.float32) for i in range(16)}
+    for part in range(2):
+        table = pa.table({**columns, "label": np.arange(3000, dtype=np.int64) + 3000 * part})
+        pq.write_table(table, tmp_path / f"{part}.parquet", row_group_size=1000)
+        client.upload_file(str(tmp_path / f"{part}.parquet"), "bucket", f"train/part-{part}.parquet")
+    scope = {}
+    exec(compile(code.replace("http://127.0.0.1:9000", endpoint), str(guide), "exec"), scope)
+    # The loop ran to its last batch: 6,000 rows in batches of 1,024, the last of 880.
+    assert tuple(scope["x"].shape) == (880, 16) and tuple(scope["y"].shape) == (880,)
