@@ -32,8 +32,9 @@ impl Target {
     /// What `url` names: a glob when a segment of its path holds `*`, `?` or `[`; a prefix
     /// when it ends with `/` or its last segment has no known extension; one object otherwise.
     pub(super) fn of(url: &Url) -> Result<Self> {
-        let (_, path) = ObjectStoreScheme::parse(url).map_err(|error| Error::InvalidSpec {
-            reason: format!("{url} is not a URL of object storage: {error}"),
+        let (_, path) = ObjectStoreScheme::parse(url).map_err(|error| Error::InvalidSource {
+            what: url.to_string(),
+            reason: format!("it is not a URL of object storage: {error}"),
         })?;
         let segments: Vec<_> = path.parts().collect();
         if let Some(first) = segments.iter().position(|part| is_pattern(part.as_ref())) {

@@ -108,15 +108,16 @@ impl ObjectSource {
             .map(|url| {
                 let text = url.as_ref();
                 if !is_object_url(text) {
-                    return Err(Error::InvalidSpec {
-                        reason: format!(
-                            "{text:?} is not a URL of object storage; expected s3://, gs://, \
-                             az://, abfs://, abfss://, http:// or https://"
-                        ),
+                    return Err(Error::InvalidSource {
+                        what: format!("{text:?}"),
+                        reason: "it is not a URL of object storage; expected s3://, gs://, \
+                                 az://, abfs://, abfss://, http:// or https://"
+                            .to_string(),
                     });
                 }
-                Url::parse(text).map_err(|error| Error::InvalidSpec {
-                    reason: format!("{text:?} is not a valid URL: {error}"),
+                Url::parse(text).map_err(|error| Error::InvalidSource {
+                    what: format!("{text:?}"),
+                    reason: format!("it is not a valid URL: {error}"),
                 })
             })
             .collect::<Result<Vec<_>>>()?;

@@ -50,10 +50,10 @@ fn parse_duration(key: &str, value: &str) -> Result<Duration> {
         .map(|number| number * scale)
         .filter(|seconds| seconds.is_finite() && *seconds >= 0.0 && *seconds < 1e9)
         .map(Duration::from_secs_f64)
-        .ok_or_else(|| Error::InvalidSpec {
+        .ok_or_else(|| Error::InvalidSource {
+            what: format!("storage option {key:?}"),
             reason: format!(
-                "storage option {key:?} is {value:?}; expected a duration such as \"30s\", \
-                 \"500ms\" or \"2m\""
+                "it is {value:?}; expected a duration such as \"30s\", \"500ms\" or \"2m\""
             ),
         })
 }
@@ -71,10 +71,9 @@ impl StorageOptions {
             let value: String = value.into();
             match key.as_str() {
                 "max_retries" => {
-                    retry.max_retries = value.trim().parse().map_err(|_| Error::InvalidSpec {
-                        reason: format!(
-                            "storage option \"max_retries\" is {value:?}; expected a count"
-                        ),
+                    retry.max_retries = value.trim().parse().map_err(|_| Error::InvalidSource {
+                        what: "storage option \"max_retries\"".to_string(),
+                        reason: format!("it is {value:?}; expected a count"),
                     })?;
                 }
                 "retry_timeout" => retry.retry_timeout = parse_duration(&key, &value)?,
@@ -103,11 +102,12 @@ impl StorageOptions {
                 _ => key.parse::<ClientConfigKey>().is_ok(),
             };
             if !known {
-                return Err(Error::InvalidSpec {
+                return Err(Error::InvalidSource {
+                    what: format!("storage option {key:?}"),
                     reason: format!(
-                        "storage option {key:?} is not an option of the store of {url}; expected \
-                         a key of object_store's {scheme:?} builder (such as \"endpoint\", \
-                         \"region\", \"timeout\") or max_retries, retry_timeout, retry_backoff"
+                        "it is not an option of the store of {url}; expected a key of \
+                         object_store's {scheme:?} builder (such as \"endpoint\", \"region\", \
+                         \"timeout\") or max_retries, retry_timeout, retry_backoff"
                     ),
                 });
             }
@@ -119,8 +119,9 @@ impl StorageOptions {
     /// options over them. A plain-HTTP endpoint (a local server, an emulator) is allowed when
     /// the URL or the endpoint asks for it.
     pub(super) fn store_for(&self, url: &Url) -> Result<Arc<dyn ObjectStore>> {
-        let build_error = |error: object_store::Error| Error::InvalidSpec {
-            reason: format!("cannot read {url}: {error}"),
+        let build_error = |error: object_store::Error| Error::InvalidSource {
+            what: url.to_string(),
+            reason: format!("its store cannot be made from the environment and options: {error}"),
         };
         // Keys were checked by `check_for` when the source was made.
         let store: Arc<dyn ObjectStore> = match scheme_of(url)? {
@@ -203,8 +204,9 @@ impl StorageOptions {
 fn scheme_of(url: &Url) -> Result<ObjectStoreScheme> {
     ObjectStoreScheme::parse(url)
         .map(|(scheme, _)| scheme)
-        .map_err(|error| Error::InvalidSpec {
-            reason: format!("{url} is not a URL of object storage: {error}"),
+        .map_err(|error| Error::InvalidSource {
+            what: url.to_string(),
+            reason: format!("it is not a URL of object storage: {error}"),
         })
 }
 
