@@ -292,3 +292,24 @@ fn a_loader_waiting_for_a_server_that_stopped_answering_drops_at_once() {
             .load(std::sync::atomic::Ordering::SeqCst)
     );
 }
+
+#[test]
+fn the_checks_of_parquet_footers_apply_to_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start();
+    let path = write_parquet(&dir.path().join("a.parquet"), &table(&[3000]), 500);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // The footer's length, forged to more than the object holds.
+    let at = bytes.len() - 8;
+    bytes[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    server.put("forged.parquet", bytes);
+    let url = server.url("forged.parquet");
+    let error = first_error(remote(std::slice::from_ref(&url)));
+    let message = chain(&error);
+    assert!(matches!(error, Error::Parquet { .. }), "{error:?}");
+    assert!(message.contains(&url), "{message}");
+    assert!(
+        message.contains("the footer declares 4294967295 bytes"),
+        "{message}"
+    );
+}
