@@ -25,6 +25,14 @@ pub enum Error {
         reason: String,
     },
 
+    /// A saved [`LoaderState`](crate::LoaderState) that does not fit this loader (other
+    /// arguments, another source, a newer format) or that is corrupt.
+    #[error("cannot resume from the state: {reason}")]
+    InvalidState {
+        /// What differs or is wrong, with what was expected.
+        reason: String,
+    },
+
     /// A file that could not be opened, mapped or read.
     #[error("cannot read {}", path.display())]
     Io {
@@ -330,31 +338,32 @@ mod tests {
     fn index(error: &Error) -> usize {
         match error {
             Error::InvalidSpec { .. } => 0,
-            Error::Io { .. } => 1,
-            Error::Ipc { .. } => 2,
-            Error::Parquet { .. } => 3,
-            Error::Decode { .. } => 4,
-            Error::CorruptParquet { .. } => 5,
-            Error::UnsupportedCodec { .. } => 6,
-            Error::RowCount { .. } => 7,
-            Error::FileChanged { .. } => 8,
-            Error::DecodePanicked { .. } => 9,
-            Error::Thread { .. } => 10,
-            Error::Arrow(_) => 11,
-            Error::Column { .. } => 12,
-            Error::Tensor(_) => 13,
-            Error::Convert(_) => 14,
-            Error::MissingColumn { .. } => 15,
-            Error::MissingTensor { .. } => 16,
-            Error::UnsupportedColumn { .. } => 17,
-            Error::SchemaMismatch { .. } => 18,
-            Error::UnknownFormat { .. } => 19,
-            Error::Panicked { .. } => 20,
-            Error::InvalidSource { .. } => 21,
+            Error::InvalidState { .. } => 1,
+            Error::Io { .. } => 2,
+            Error::Ipc { .. } => 3,
+            Error::Parquet { .. } => 4,
+            Error::Decode { .. } => 5,
+            Error::CorruptParquet { .. } => 6,
+            Error::UnsupportedCodec { .. } => 7,
+            Error::RowCount { .. } => 8,
+            Error::FileChanged { .. } => 9,
+            Error::DecodePanicked { .. } => 10,
+            Error::Thread { .. } => 11,
+            Error::Arrow(_) => 12,
+            Error::Column { .. } => 13,
+            Error::Tensor(_) => 14,
+            Error::Convert(_) => 15,
+            Error::MissingColumn { .. } => 16,
+            Error::MissingTensor { .. } => 17,
+            Error::UnsupportedColumn { .. } => 18,
+            Error::SchemaMismatch { .. } => 19,
+            Error::UnknownFormat { .. } => 20,
+            Error::Panicked { .. } => 21,
+            Error::InvalidSource { .. } => 22,
         }
     }
 
-    const VARIANTS: usize = 22;
+    const VARIANTS: usize = 23;
 
     fn path() -> PathBuf {
         PathBuf::from("/data/t.parquet")
@@ -369,6 +378,10 @@ mod tests {
         vec![
             Error::InvalidSpec {
                 reason: "batch_size is 0; expected at least 1".to_string(),
+            },
+            Error::InvalidState {
+                reason: "the state was saved with batch_size = 32; this loader has batch_size = 64"
+                    .to_string(),
             },
             Error::io(&path(), not_found()),
             Error::ipc(&path(), "the footer has no schema"),

@@ -8,9 +8,11 @@
 //! | item | what it is |
 //! |---|---|
 //! | [`batches`], [`Batches`] | the iterator of `Result<TensorBatch>`, fed by a background thread through a bounded channel |
+//! | [`collate`] | one batch of every row of some record batches, made on the calling thread, for a caller that cuts batches itself |
 //! | [`Source`] | IPC files, IPC streams, Parquet files, or a reader; with the `object-store` feature, the same files in object storage (`ObjectSource`, `Source::from_urls`) |
 //! | [`BatchSpec`], [`ColumnGroup`] | batch size, columns and groups, nulls, shuffling, sharding, prefetch; [`BatchSpec::new`] and a builder method per field |
 //! | [`Sequence`], [`SequenceMode`], [`PadValue`], [`Side`] | list columns as padded, packed or jagged tensors; with [`BatchSpec::max_tokens`] and [`BatchSpec::bucket_by_length`], batches by tokens and by length |
+//! | [`LoaderState`], [`merge_states`] | where a stream stands ([`Batches::state`]), resumed with [`BatchSpec::state`]; the states of every shard joined for a resume with other shards |
 //! | [`TensorBatch`] | named [`Tensor`](arrow_dlpack::Tensor)s (and validity masks) of one batch, by name with [`TensorBatch::tensor`] or `batch["x"]` |
 //! | [`Error`], [`Result`] | the one error type |
 //!
@@ -61,6 +63,7 @@
 mod assemble;
 mod batch;
 mod codecs;
+mod collate;
 mod columns;
 mod error;
 mod file;
@@ -79,11 +82,13 @@ mod rng;
 mod sequence;
 mod source;
 mod spec;
+mod state;
 mod thrift;
 mod tokens;
 mod writable;
 
 pub use batch::{NamedTensor, TensorBatch};
+pub use collate::collate;
 pub use error::{Error, Result};
 pub use loader::{Batches, batches};
 #[cfg(feature = "object-store")]
@@ -91,3 +96,4 @@ pub use remote::{ObjectSource, is_object_url};
 pub use sequence::{PadValue, Sequence, SequenceMode, Side};
 pub use source::Source;
 pub use spec::{BatchSpec, ColumnGroup, MAX_DECODE_THREADS, MAX_PREFETCH};
+pub use state::{Item, LoaderState, Position, STATE_VERSION, Work, merge_states};

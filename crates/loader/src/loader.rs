@@ -5,8 +5,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, sync_channel};
 use std::thread::JoinHandle;
 
+use std::collections::BTreeMap;
+
 use crate::quiet_panic::catch_quietly;
+use crate::rebatch::{Mark, Marked};
 use crate::source::{Source, plan};
+use crate::state::{LoaderState, Position, STATE_VERSION, Work};
 use crate::{BatchSpec, Error, Result, TensorBatch, rebatch};
 
 /// Reads `source` into batches of tensors as `spec` says, on a background thread.
@@ -31,7 +35,7 @@ pub fn batches(source: Source, spec: BatchSpec) -> Result<Batches> {
 /// [`next`](Iterator::next) only waits on a channel, so a Python binding can release the GIL
 /// around it.
 pub struct Batches {
-    receiver: Option<Receiver<Result<TensorBatch>>>,
+    receiver: Option<Receiver<Marked>>,
     thread: Option<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
     num_rows: Option<u64>,
@@ -39,6 +43,15 @@ pub struct Batches {
     yielded: usize,
     done: bool,
     writable: bool,
+    /// What the state records besides the position.
+    config: BTreeMap<String, String>,
+    epoch: u64,
+    shard: [u64; 2],
+    work: Work,
+    /// Where the stream stands after the last batch handed out (before the first: where it
+    /// started).
+    position: Option<Position>,
+    mark: Option<Mark>,
 }
 
 impl Batches {
@@ -58,6 +71,13 @@ impl Batches {
             }
         });
         let writable = spec.writable;
+        let position = spec.state.as_ref().and_then(|state| {
+            // A merged state gives no position: each shard starts at the start of its items.
+            state.shard.and(state.position.clone())
+        });
+        let (config, work, start) = (plan.config, plan.work, plan.start);
+        let epoch = spec.epoch;
+        let shard = [spec.shard_index as u64, spec.num_shards as u64];
         let (sender, receiver) = sync_channel(spec.prefetch);
         // The source's own flag, when it has one, is the loader's: setting it stops both.
         let stop = plan
@@ -70,7 +90,7 @@ impl Batches {
             .name("arrow-dlpack-loader".to_string())
             .spawn(move || {
                 let result = catch_quietly(|| {
-                    rebatch::run(&spec, pieces, &sender, &thread_stop);
+                    rebatch::run(&spec, pieces, &start, &sender, &thread_stop);
                 });
                 if let Err(payload) = result {
                     let _ = sender.send(Err(Error::from_panic(payload)));
@@ -86,7 +106,31 @@ impl Batches {
             yielded: 0,
             done: false,
             writable,
+            config,
+            epoch,
+            shard,
+            work,
+            position,
+            mark: None,
         })
+    }
+
+    /// Where the stream stands after the batches handed out so far: pass it as
+    /// [`BatchSpec::state`] to a new loader with the same source and spec, and it continues
+    /// with the batch that this one would give next. Cheap: a batch's position travels with it
+    /// from the background thread, and only this call turns it into a value.
+    pub fn state(&self) -> LoaderState {
+        LoaderState {
+            version: STATE_VERSION,
+            config: self.config.clone(),
+            epoch: self.epoch,
+            shard: Some(self.shard),
+            work: self.work.clone(),
+            position: match &self.mark {
+                Some(mark) => Some(mark.position()),
+                None => self.position.clone(),
+            },
+        }
     }
 
     /// The rows this loader yields in all (this shard's, before `drop_last`), when the source's
@@ -125,8 +169,9 @@ impl Iterator for Batches {
         }
         let received = self.receiver.as_ref()?.recv();
         match received {
-            Ok(Ok(batch)) => {
+            Ok(Ok((batch, mark))) => {
                 self.yielded += 1;
+                self.mark = Some(mark);
                 Some(crate::writable::hand_out(batch, self.writable))
             }
             Ok(Err(error)) => {

@@ -23,7 +23,8 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelector,
 };
 
 use parquet::errors::ParquetError;
@@ -205,15 +206,17 @@ impl ParquetFile {
         &self.full_schema
     }
 
-    /// Decodes row group `row_group` of `rows` rows from `file` (the open file, or the fetched
-    /// column chunks of an object), handing each record batch to `emit`, which returns `false`
-    /// to stop; checks the row group's page headers first, and the rows decoded against `rows`
-    /// at the end.
+    /// Decodes row group `row_group` of `rows` rows from row `skip` on (a resumed loader passes
+    /// over the rows it gave, without decoding whole pages of them) from `file` (the open file,
+    /// or the fetched column chunks of an object), handing each record batch to `emit`, which
+    /// returns `false` to stop; checks the row group's page headers first, and the rows decoded
+    /// against `rows - skip` at the end.
     fn decode<R: ChunkReader + Clone + 'static>(
         &self,
         file: &R,
         row_group: usize,
         rows: u64,
+        skip: u64,
         emit: &mut dyn FnMut(RecordBatch) -> bool,
     ) -> Result<()> {
         let path = self.path();
@@ -230,13 +233,23 @@ impl ParquetFile {
         let batch_size = usize::try_from(rows)
             .unwrap_or(MAX_DECODE_ROWS)
             .clamp(MIN_DECODE_ROWS, MAX_DECODE_ROWS);
-        let reader =
+        let skip = skip.min(rows);
+        let mut builder =
             ParquetRecordBatchReaderBuilder::new_with_metadata(file.clone(), self.metadata.clone())
                 .with_projection(self.mask.clone())
                 .with_row_groups(vec![row_group])
-                .with_batch_size(batch_size)
-                .build()
-                .map_err(|error| Error::parquet(path, error))?;
+                .with_batch_size(batch_size);
+        if skip > 0 {
+            let (skip, keep) = (skip as usize, (rows - skip) as usize);
+            builder = builder.with_row_selection(RowSelection::from(vec![
+                RowSelector::skip(skip),
+                RowSelector::select(keep),
+            ]));
+        }
+        let rows = rows - skip;
+        let reader = builder
+            .build()
+            .map_err(|error| Error::parquet(path, error))?;
         let mut decoded: u64 = 0;
         for batch in reader {
             let batch = batch.map_err(|source| Error::Decode {
@@ -316,6 +329,8 @@ pub(crate) struct RowGroup {
     pub(crate) file: usize,
     pub(crate) row_group: usize,
     pub(crate) rows: u64,
+    /// Rows at the start not to decode: those a resumed loader gave before it stopped.
+    pub(crate) skip: u64,
 }
 
 /// The record batches of planned row groups, decoded by worker threads.
@@ -326,6 +341,8 @@ pub(crate) struct ParquetPieces {
     next_unit: usize,
     units: usize,
     done: bool,
+    /// A message received ahead, to tell whether the batch before it ended its unit.
+    peeked: Option<Message>,
 }
 
 impl ParquetPieces {
@@ -361,6 +378,7 @@ impl ParquetPieces {
             next_unit: 0,
             units: units.len(),
             done: false,
+            peeked: None,
         })
     }
 }
@@ -423,12 +441,12 @@ fn decode_units(
                     }
                     let (_, handle) = open.as_ref().expect("opened above");
                     handle.check_unchanged()?;
-                    file.decode(handle, unit.row_group, unit.rows, &mut emit)
+                    file.decode(handle, unit.row_group, unit.rows, unit.skip, &mut emit)
                 }
                 #[cfg(feature = "object-store")]
                 Location::Remote(_) => {
                     let fetched = fetches.take(position)?;
-                    file.decode(&fetched, unit.row_group, unit.rows, &mut emit)
+                    file.decode(&fetched, unit.row_group, unit.rows, unit.skip, &mut emit)
                 }
             }
         })
@@ -455,26 +473,45 @@ fn decode_units(
     }
 }
 
-impl Iterator for ParquetPieces {
-    type Item = Result<RecordBatch>;
+impl ParquetPieces {
+    /// The next message of the worker of the current unit.
+    fn receive(&mut self) -> Message {
+        if let Some(message) = self.peeked.take() {
+            return message;
+        }
+        let worker = self.next_unit % self.receivers.len();
+        self.receivers[worker].recv().unwrap_or_else(|_| {
+            Message::Failed(Error::Panicked {
+                message: "a parquet decoding thread ended without finishing its row groups"
+                    .to_string(),
+            })
+        })
+    }
+}
 
-    fn next(&mut self) -> Option<Result<RecordBatch>> {
+/// Each record batch with the index of its unit (in the planned order) and whether it is the
+/// unit's last.
+impl Iterator for ParquetPieces {
+    type Item = Result<(usize, RecordBatch, bool)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
         while !self.done && self.next_unit < self.units {
-            let worker = self.next_unit % self.receivers.len();
-            match self.receivers[worker].recv() {
-                Ok(Message::Batch(batch)) => return Some(Ok(batch)),
-                Ok(Message::UnitEnd) => self.next_unit += 1,
-                Ok(Message::Failed(error)) => {
+            match self.receive() {
+                Message::Batch(batch) => {
+                    let unit = self.next_unit;
+                    let next = self.receive();
+                    let last = matches!(next, Message::UnitEnd);
+                    if last {
+                        self.next_unit += 1;
+                    } else {
+                        self.peeked = Some(next);
+                    }
+                    return Some(Ok((unit, batch, last)));
+                }
+                Message::UnitEnd => self.next_unit += 1,
+                Message::Failed(error) => {
                     self.done = true;
                     return Some(Err(error));
-                }
-                Err(_) => {
-                    self.done = true;
-                    return Some(Err(Error::Panicked {
-                        message: "a parquet decoding thread ended without finishing its row \
-                                  groups"
-                            .to_string(),
-                    }));
                 }
             }
         }

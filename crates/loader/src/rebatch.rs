@@ -8,6 +8,7 @@
 //! buckets a window's rows are sorted by length, cut into batches, and the batches shuffled.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 
@@ -16,12 +17,66 @@ use arrow_array::RecordBatch;
 use crate::assemble::{Piece, Run, assemble};
 use crate::columns::Columns;
 use crate::rng::Rng;
-use crate::source::Pieces;
+use crate::source::{Pieces, Tagged};
+use crate::state::{Position, Start, WindowStart};
 use crate::tokens::{Budget, Fit, RowLengths, cut_from_end};
-use crate::{BatchSpec, Result, TensorBatch};
+use crate::{BatchSpec, Error, Result, TensorBatch};
 
 /// The stream of the row shuffle's generator, mixed with the shard index.
 const ROW_STREAM: u64 = 2;
+
+/// Where the stream stands after a batch: what [`Position`] it becomes when the consumer asks.
+#[derive(Debug, Clone)]
+pub(crate) enum Mark {
+    /// In order: the next row is row `row` of item `item`.
+    Rows { item: u64, row: u64 },
+    /// From a window: its record, and the batches of it given.
+    Window {
+        record: Arc<WindowRecord>,
+        emitted: u64,
+    },
+}
+
+/// A shuffle window as it started: the generator's state, the rows carried into it, its first
+/// item and the rows of each item it read.
+#[derive(Debug)]
+pub(crate) struct WindowRecord {
+    rng: u64,
+    carried: Vec<[u64; 2]>,
+    start: u64,
+    sizes: Vec<u64>,
+}
+
+impl Mark {
+    /// The position this mark stands for.
+    pub(crate) fn position(&self) -> Position {
+        match self {
+            Mark::Rows { item, row } => Position::Rows {
+                item: *item,
+                row: *row,
+            },
+            Mark::Window { record, emitted } => Position::Window {
+                rng: record.rng,
+                carried: record.carried.clone(),
+                start: record.start,
+                sizes: record.sizes.clone(),
+                emitted: *emitted,
+            },
+        }
+    }
+}
+
+/// A batch and where the stream stands after it.
+pub(crate) type Marked = Result<(TensorBatch, Mark)>;
+
+/// Where a record batch's rows are: its item, the index of its first row among the item's, and
+/// whether it is the item's last.
+#[derive(Debug, Clone, Copy)]
+struct Tag {
+    item: u64,
+    first: u64,
+    last: bool,
+}
 
 /// Record batches pulled from the source, checked against the first one's schema.
 struct Input<'a> {
@@ -30,18 +85,28 @@ struct Input<'a> {
     columns: Option<Columns>,
     count: usize,
     exhausted: bool,
+    /// A record batch read ahead and handed back.
+    held: Option<(RecordBatch, RowLengths, Tag)>,
 }
 
 impl Input<'_> {
     /// The next record batch with rows, and the lengths of its sequence rows when a budget or
     /// buckets need them, or `None` at the end.
-    fn next(&mut self) -> Result<Option<(RecordBatch, RowLengths)>> {
+    fn next(&mut self) -> Result<Option<(RecordBatch, RowLengths, Tag)>> {
+        if let Some(held) = self.held.take() {
+            return Ok(Some(held));
+        }
         while !self.exhausted {
-            let Some(batch) = self.pieces.next() else {
+            let Some(piece) = self.pieces.next() else {
                 self.exhausted = true;
                 break;
             };
-            let batch = batch?;
+            let Tagged {
+                batch,
+                item,
+                first,
+                last,
+            } = piece?;
             let index = self.count;
             self.count += 1;
             match &self.columns {
@@ -52,7 +117,7 @@ impl Input<'_> {
             }
             if batch.num_rows() > 0 {
                 let lengths = RowLengths::of(self.spec, &self.columns().sequences, &batch)?;
-                return Ok(Some((batch, lengths)));
+                return Ok(Some((batch, lengths, Tag { item, first, last })));
             }
         }
         Ok(None)
@@ -65,12 +130,13 @@ impl Input<'_> {
     }
 }
 
-/// Runs the loop until the source ends, an error is sent, the consumer hangs up or `stop` is
-/// set.
+/// Runs the loop from `start` until the source ends, an error is sent, the consumer hangs up or
+/// `stop` is set.
 pub(crate) fn run(
     spec: &BatchSpec,
     pieces: Pieces,
-    sender: &SyncSender<Result<TensorBatch>>,
+    start: &Start,
+    sender: &SyncSender<Marked>,
     stop: &AtomicBool,
 ) {
     let mut input = Input {
@@ -79,28 +145,26 @@ pub(crate) fn run(
         columns: None,
         count: 0,
         exhausted: false,
+        held: None,
     };
-    let mut emit = |batch: Result<TensorBatch>| -> bool {
+    let mut emit = |batch: Marked| -> bool {
         let failed = batch.is_err();
         !stop.load(Ordering::Relaxed) && sender.send(batch).is_ok() && !failed
     };
-    if spec.shuffle || spec.bucket_by_length {
-        shuffled(spec, &mut input, &mut emit);
-    } else {
-        in_order(spec, &mut input, &mut emit);
+    match start {
+        Start::Window(window) => shuffled(spec, &mut input, window, &mut emit),
+        Start::Rows { .. } => in_order(spec, &mut input, &mut emit),
     }
 }
 
 /// Batches in the source's order.
-fn in_order(
-    spec: &BatchSpec,
-    input: &mut Input<'_>,
-    emit: &mut dyn FnMut(Result<TensorBatch>) -> bool,
-) {
+fn in_order(spec: &BatchSpec, input: &mut Input<'_>, emit: &mut dyn FnMut(Marked) -> bool) {
     // Queued record batches and the rows of the front one already taken.
-    let mut queue: VecDeque<(RecordBatch, RowLengths)> = VecDeque::new();
+    let mut queue: VecDeque<(RecordBatch, RowLengths, Tag)> = VecDeque::new();
     let mut taken = 0usize;
     let mut queued = 0usize;
+    // The last record batch used up, for the mark when the queue is empty.
+    let mut popped: Option<(Tag, usize)> = None;
     loop {
         // A batch has at most `batch_size` rows, with a token budget too.
         while queued < spec.batch_size {
@@ -133,7 +197,7 @@ fn in_order(
         let mut runs = Vec::new();
         let mut left = want;
         while left > 0 {
-            let front = &queue[0].0;
+            let (front, _, tag) = &queue[0];
             let len = (front.num_rows() - taken).min(left);
             runs.push(Run {
                 piece: pieces.len(),
@@ -144,12 +208,29 @@ fn in_order(
             left -= len;
             taken += len;
             if taken == front.num_rows() {
+                popped = Some((*tag, taken));
                 queue.pop_front();
                 taken = 0;
             }
         }
         queued -= want;
-        if !emit(assemble(spec, input.columns(), &mut pieces, &runs)) {
+        let mark = match (queue.front(), popped) {
+            (Some((_, _, tag)), _) => Mark::Rows {
+                item: tag.item,
+                row: tag.first + taken as u64,
+            },
+            (None, Some((tag, _))) if tag.last => Mark::Rows {
+                item: tag.item.saturating_add(1),
+                row: 0,
+            },
+            (None, Some((tag, rows))) => Mark::Rows {
+                item: tag.item,
+                row: tag.first + rows as u64,
+            },
+            (None, None) => Mark::Rows { item: 0, row: 0 },
+        };
+        let batch = assemble(spec, input.columns(), &mut pieces, &runs);
+        if !emit(batch.map(|batch| (batch, mark))) {
             return;
         }
     }
@@ -161,7 +242,7 @@ fn in_order(
 fn rows_that_fit(
     spec: &BatchSpec,
     columns: &Columns,
-    queue: &VecDeque<(RecordBatch, RowLengths)>,
+    queue: &VecDeque<(RecordBatch, RowLengths, Tag)>,
     taken: usize,
 ) -> Result<Option<(usize, bool)>> {
     if spec.max_tokens.is_none() {
@@ -169,7 +250,7 @@ fn rows_that_fit(
     }
     let mut budget = Budget::new(spec, &columns.sequences);
     let mut from = taken;
-    for (batch, lengths) in queue {
+    for (batch, lengths, _) in queue {
         for row in from..batch.num_rows() {
             if budget.add(|c| lengths.get(c, row))? == Fit::Full {
                 return Ok(Some((budget.rows(), true)));
@@ -181,28 +262,71 @@ fn rows_that_fit(
 }
 
 /// Batches of rows shuffled within windows of `buffer_size` rows, and with `bucket_by_length`
-/// sorted by length within them (shuffled first only when `shuffle` is on).
+/// sorted by length within them (shuffled first only when `shuffle` is on), from `start`.
+///
+/// A window reads whole items. Resumed, the items of the rows carried into the first window are
+/// read again and those rows picked out, the generator continues from its saved state, and the
+/// batches of the first window already given are passed over.
 fn shuffled(
     spec: &BatchSpec,
     input: &mut Input<'_>,
-    emit: &mut dyn FnMut(Result<TensorBatch>) -> bool,
+    start: &WindowStart,
+    emit: &mut dyn FnMut(Marked) -> bool,
 ) {
-    let mut rng = Rng::new(spec.seed, ROW_STREAM ^ ((spec.shard_index as u64) << 8));
+    let mut rng = match start.rng {
+        Some(state) => Rng::from_state(state),
+        None => Rng::new(
+            spec.epoch_seed(),
+            ROW_STREAM ^ ((spec.shard_index as u64) << 8),
+        ),
+    };
     let window = spec.buffer_size.max(spec.batch_size);
     // The record batches of the window, each with the views that copies from it need, worked
-    // out once however many batches it gives rows to, and the lengths of its sequence rows.
+    // out once however many batches it gives rows to, the lengths of its sequence rows, and
+    // where its rows are in the shard's items.
     let mut pieces: Vec<Piece> = Vec::new();
     let mut lengths: Vec<RowLengths> = Vec::new();
+    let mut tags: Vec<Tag> = Vec::new();
     // The rows of the window: (index into `pieces`, row).
     let mut rows: Vec<(usize, usize)> = Vec::new();
+    if let Err(error) = carry_in(
+        input,
+        start,
+        &mut pieces,
+        &mut lengths,
+        &mut tags,
+        &mut rows,
+    ) {
+        emit(Err(error));
+        return;
+    }
+    let mut next_item = start.start;
+    let mut skip = start.skip;
+    let mut at_boundary = true;
+    let where_is = |tags: &[Tag], &(piece, row): &(usize, usize)| -> [u64; 2] {
+        let tag = tags[piece];
+        [tag.item, tag.first + row as u64]
+    };
     loop {
-        while rows.len() < window {
+        let carried: Vec<[u64; 2]> = rows.iter().map(|row| where_is(&tags, row)).collect();
+        let rng_before = rng.state();
+        let window_start = next_item;
+        let mut sizes: Vec<u64> = Vec::new();
+        while rows.len() < window || !at_boundary {
             match input.next() {
-                Ok(Some((batch, row_lengths))) => {
+                Ok(Some((batch, row_lengths, tag))) => {
                     let piece = pieces.len();
+                    let at = tag.item.saturating_sub(window_start) as usize;
+                    if sizes.len() <= at {
+                        sizes.resize(at + 1, 0);
+                    }
+                    sizes[at] += batch.num_rows() as u64;
+                    next_item = tag.item.saturating_add(1);
+                    at_boundary = tag.last;
                     rows.extend((0..batch.num_rows()).map(|row| (piece, row)));
                     pieces.push(Piece::for_shuffle(batch));
                     lengths.push(row_lengths);
+                    tags.push(tag);
                 }
                 Ok(None) => break,
                 Err(error) => {
@@ -244,18 +368,58 @@ fn shuffled(
             // Cut from the end of the rows sorted by length: the shortest rows come first.
             cut.reverse();
         }
-        for runs in &cut {
-            if !emit(assemble(spec, input.columns(), &mut pieces, runs)) {
+        if skip > cut.len() as u64 {
+            emit(Err(Error::InvalidState {
+                reason: format!(
+                    "the state has given {skip} batches of a window that holds {}",
+                    cut.len()
+                ),
+            }));
+            return;
+        }
+        let record = Arc::new(WindowRecord {
+            rng: rng_before,
+            carried,
+            start: window_start,
+            sizes,
+        });
+        // After a window's last batch the stream stands between windows: the rows left over,
+        // the generator as it is now, and the next item.
+        let between = Arc::new(WindowRecord {
+            rng: rng.state(),
+            carried: rows.iter().map(|row| where_is(&tags, row)).collect(),
+            start: next_item,
+            sizes: Vec::new(),
+        });
+        for (j, runs) in cut.iter().enumerate().skip(skip as usize) {
+            let mark = if j + 1 == cut.len() {
+                Mark::Window {
+                    record: between.clone(),
+                    emitted: 0,
+                }
+            } else {
+                Mark::Window {
+                    record: record.clone(),
+                    emitted: j as u64 + 1,
+                }
+            };
+            let batch = assemble(spec, input.columns(), &mut pieces, runs);
+            if !emit(batch.map(|batch| (batch, mark))) {
                 return;
             }
         }
+        skip = 0;
         if exhausted {
             return;
         }
         // Keep only the record batches that the left-over rows still need (fewer than a batch's
         // rows), so that the pieces kept stay bounded by the window.
-        let mut old: Vec<Option<(Piece, RowLengths)>> =
-            pieces.into_iter().zip(lengths).map(Some).collect();
+        let mut old: Vec<Option<(Piece, RowLengths, Tag)>> = pieces
+            .into_iter()
+            .zip(lengths)
+            .zip(tags)
+            .map(|((piece, lengths), tag)| Some((piece, lengths, tag)))
+            .collect();
         let mut renumber = vec![usize::MAX; old.len()];
         let mut kept = Vec::new();
         for (piece, _) in &mut rows {
@@ -265,8 +429,58 @@ fn shuffled(
             }
             *piece = renumber[*piece];
         }
-        (pieces, lengths) = kept.into_iter().unzip();
+        (pieces, lengths, tags) = (Vec::new(), Vec::new(), Vec::new());
+        for (piece, row_lengths, tag) in kept {
+            pieces.push(piece);
+            lengths.push(row_lengths);
+            tags.push(tag);
+        }
     }
+}
+
+/// Reads the items of the rows carried into a resumed stream's first window (those before its
+/// start) and puts those rows, in their saved order, into `rows`.
+fn carry_in(
+    input: &mut Input<'_>,
+    start: &WindowStart,
+    pieces: &mut Vec<Piece>,
+    lengths: &mut Vec<RowLengths>,
+    tags: &mut Vec<Tag>,
+    rows: &mut Vec<(usize, usize)>,
+) -> Result<()> {
+    if start.carried.is_empty() {
+        return Ok(());
+    }
+    let mut read: Vec<(RecordBatch, RowLengths, Tag)> = Vec::new();
+    while let Some(piece) = input.next()? {
+        if piece.2.item >= start.start {
+            input.held = Some(piece);
+            break;
+        }
+        read.push(piece);
+    }
+    let mut index = vec![usize::MAX; read.len()];
+    for &[item, row] in &start.carried {
+        let found = read.iter().position(|(batch, _, tag)| {
+            tag.item == item && tag.first <= row && row < tag.first + batch.num_rows() as u64
+        });
+        let Some(at) = found else {
+            return Err(Error::InvalidState {
+                reason: format!(
+                    "the state carries row {row} of item {item}, which has no such row"
+                ),
+            });
+        };
+        if index[at] == usize::MAX {
+            index[at] = pieces.len();
+            let (batch, row_lengths, tag) = read[at].clone();
+            pieces.push(Piece::for_shuffle(batch));
+            lengths.push(row_lengths);
+            tags.push(tag);
+        }
+        rows.push((index[at], (row - read[at].2.first) as usize));
+    }
+    Ok(())
 }
 
 /// Runs for `rows`, merging neighbours that are consecutive rows of one record batch.

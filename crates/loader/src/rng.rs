@@ -19,6 +19,16 @@ impl Rng {
         rng
     }
 
+    /// A generator that continues from `state`, as [`Rng::state`] gave it.
+    pub(crate) fn from_state(state: u64) -> Self {
+        Rng { state }
+    }
+
+    /// The generator's state: [`Rng::from_state`] continues the same sequence from here.
+    pub(crate) fn state(&self) -> u64 {
+        self.state
+    }
+
     /// The next 64 random bits.
     pub(crate) fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);

@@ -1,6 +1,7 @@
 //! Where record batches come from ([`Source`]), and the plan that orders, shuffles and shards
 //! them before any data is read.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use crate::file::{Format, format_of};
 use crate::ipc::{self, IpcFile, IpcRecordBatch, StreamInput};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
 use crate::rng::Rng;
+use crate::state::{Item, LoaderState, Start, Work};
 use crate::{BatchSpec, Error, Result};
 
 /// The streams of the shuffle's generators, so that the unit order and the row order of one seed
@@ -110,13 +112,31 @@ impl Source {
     }
 }
 
-/// Record batches, one after another, read on the loader thread.
-pub(crate) type Pieces = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
+/// A record batch of the loader's input, with where its rows are in the shard's items: `item`
+/// (the shard's own numbering), the index among the item's rows of its first row, and whether
+/// it is the item's last.
+pub(crate) struct Tagged {
+    pub(crate) batch: RecordBatch,
+    pub(crate) item: u64,
+    pub(crate) first: u64,
+    pub(crate) last: bool,
+}
 
-/// A source made ready: its record batches and, when the metadata tells, this shard's rows.
+/// Record batches, one after another, read on the loader thread.
+pub(crate) type Pieces = Box<dyn Iterator<Item = Result<Tagged>> + Send>;
+
+/// A unit's record batches as read: the item, its unit and rows, the batch, and whether it is
+/// the unit's last.
+type Raw = Box<dyn Iterator<Item = Result<(u64, Item, RecordBatch, bool)>> + Send>;
+
+/// A source made ready: its record batches from where the shard starts, the rows it has left
+/// when the metadata tells, the work of the epoch and the start.
 pub(crate) struct Plan {
     pub(crate) pieces: Pieces,
     pub(crate) num_rows: Option<u64>,
+    pub(crate) work: Work,
+    pub(crate) config: BTreeMap<String, String>,
+    pub(crate) start: Start,
     /// A flag that the source's background work (fetches from object storage) watches, set
     /// when the loader is stopped so that a wait for a slow server ends at once.
     pub(crate) stop: Option<Arc<AtomicBool>>,
@@ -142,36 +162,118 @@ fn needed_columns(spec: &BatchSpec) -> Option<Vec<String>> {
     Some(names)
 }
 
-/// Orders `units` (shuffled when the spec asks, with the same permutation in every shard) and
-/// keeps this shard's: every `num_shards`-th from `shard_index`.
-fn deal<T>(mut units: Vec<T>, spec: &BatchSpec) -> Vec<T> {
+/// The epoch's order of `units`: shuffled when the spec asks, with the same permutation in
+/// every shard (the seed plus the epoch).
+fn epoch_order<T>(mut units: Vec<T>, spec: &BatchSpec) -> Vec<T> {
     if spec.shuffle {
-        Rng::new(spec.seed, UNIT_STREAM).shuffle(&mut units);
+        Rng::new(spec.epoch_seed(), UNIT_STREAM).shuffle(&mut units);
     }
     units
+}
+
+/// The file names of `paths`, for the state's record of the source.
+fn describe(kind: &str, paths: &[PathBuf]) -> String {
+    let names: Vec<String> = paths
+        .iter()
+        .map(|path| {
+            path.file_name().map_or_else(
+                || path.display().to_string(),
+                |name| name.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    format!("{kind} {names:?}")
+}
+
+/// Where the shard starts, and the work, from the spec's state or the epoch's start.
+fn resume(
+    spec: &BatchSpec,
+    config: &BTreeMap<String, String>,
+    units: Option<u64>,
+) -> Result<(Work, Start)> {
+    match &spec.state {
+        Some(state) => Ok((state.work.clone(), state.start_for(spec, config, units)?)),
+        None => {
+            let fresh = LoaderState {
+                version: crate::state::STATE_VERSION,
+                config: config.clone(),
+                epoch: spec.epoch,
+                shard: None,
+                work: Work::all(units),
+                position: None,
+            };
+            Ok((fresh.work.clone(), fresh.start_for(spec, config, units)?))
+        }
+    }
+}
+
+/// The items the shard reads from `start` on, in order: for a window, those of the rows it
+/// carries, then every item from the window's start.
+fn requested(start: &Start) -> (Vec<u64>, u64) {
+    match start {
+        Start::Rows { item, .. } => (Vec::new(), *item),
+        Start::Window(window) => {
+            let mut carried: Vec<u64> = window.carried.iter().map(|&[item, _]| item).collect();
+            carried.sort_unstable();
+            carried.dedup();
+            (carried, window.start)
+        }
+    }
+}
+
+/// The shard's items from `start` on, with their units, when the units are known (files).
+fn file_items(work: &Work, spec: &BatchSpec, start: &Start) -> Vec<(u64, Item)> {
+    let (shard, shards) = (spec.shard_index as u64, spec.num_shards as u64);
+    let (carried, from) = requested(start);
+    let len = work.shard_len(shard, shards).unwrap_or(0);
+    carried
         .into_iter()
-        .enumerate()
-        .filter(|(i, _)| i % spec.num_shards == spec.shard_index)
-        .map(|(_, unit)| unit)
+        .chain(from..len)
+        .filter_map(|k| work.item(k, shard, shards).map(|item| (k, item)))
         .collect()
 }
 
-/// This shard's record batches of a sequential source: every `num_shards`-th from
-/// `shard_index`. An error is kept wherever it falls, so that no shard reads past it unaware.
-fn deal_in_turn(
-    pieces: impl Iterator<Item = Result<RecordBatch>> + Send + 'static,
+/// The rows the shard has left from `start`, of `items` (as [`file_items`] lists them), whose
+/// units have `unit_rows` rows.
+fn rows_left(
+    items: &[(u64, Item)],
+    unit_rows: impl Fn(u64) -> u64,
+    start: &Start,
     spec: &BatchSpec,
-) -> Pieces {
-    let (shard_index, num_shards) = (spec.shard_index, spec.num_shards);
-    Box::new(
-        pieces
-            .enumerate()
-            .filter(move |(index, piece)| piece.is_err() || index % num_shards == shard_index)
-            .map(|(_, piece)| piece),
-    )
+) -> Result<u64> {
+    let rows_of = |item: &Item| -> u64 {
+        let all = unit_rows(item.unit);
+        match &item.rows {
+            None => all,
+            Some(ranges) => ranges
+                .iter()
+                .map(|&[a, b]| b.min(all).saturating_sub(a))
+                .sum(),
+        }
+    };
+    match start {
+        Start::Rows { item, row } => total_rows(items.iter().map(|(k, it)| {
+            let rows = rows_of(it);
+            if k == item {
+                rows.saturating_sub(*row)
+            } else {
+                rows
+            }
+        })),
+        Start::Window(window) => {
+            let from = total_rows(
+                items
+                    .iter()
+                    .filter(|(k, _)| *k >= window.start)
+                    .map(|(_, it)| rows_of(it))
+                    .chain([window.carried.len() as u64]),
+            )?;
+            Ok(from.saturating_sub(window.skip.saturating_mul(spec.batch_size as u64)))
+        }
+    }
 }
 
-/// Reads the metadata of `source` and plans this shard's record batches.
+/// Reads the metadata of `source` and plans this shard's record batches from where it starts.
 pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
     let columns = needed_columns(spec);
     match source {
@@ -239,9 +341,16 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
         }
         Source::Reader(reader) => {
             check_spec(spec, &reader.schema(), || "the reader".to_string())?;
+            let config = crate::state::config(spec, "a reader".to_string());
+            let (work, start) = resume(spec, &config, None)?;
+            let batches = reader.map(|batch| batch.map_err(Error::from));
+            let raw = in_stream(batches, &work, spec, &start);
             Ok(Plan {
-                pieces: deal_in_turn(reader.map(|batch| batch.map_err(Error::from)), spec),
+                pieces: select(raw, &start, None),
                 num_rows: None,
+                work,
+                config,
+                start,
                 stop: None,
             })
         }
@@ -251,7 +360,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
 /// Plans the record batches of the opened IPC files `files`, named `paths`.
 fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> Result<Plan> {
     check_file_schemas(
-        paths,
+        &paths,
         files.iter().map(|file| (file.full_schema(), file.schema())),
         spec,
     )?;
@@ -265,11 +374,34 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
                 .map(move |(index, &rows)| IpcRecordBatch { file, index, rows })
         })
         .collect();
-    let units = deal(units, spec);
-    let num_rows = total_rows(units.iter().map(|unit| unit.rows as u64))?;
+    let order = epoch_order(units, spec);
+    let config = crate::state::config(spec, describe("ipc files", &paths));
+    let (work, start) = resume(spec, &config, Some(order.len() as u64))?;
+    let items = file_items(&work, spec, &start);
+    let num_rows = rows_left(
+        &items,
+        |unit| order[unit as usize].rows as u64,
+        &start,
+        spec,
+    )?;
+    // The record batches are read in the items' order (the blocks of objects fetched ahead).
+    let planned: Vec<IpcRecordBatch> = items
+        .iter()
+        .map(|(_, item)| order[item.unit as usize])
+        .collect();
+    let reads = ipc::read_planned(files, planned);
+    let raw: Raw = Box::new(
+        items
+            .into_iter()
+            .zip(reads)
+            .map(|((k, item), read)| read.map(|batch| (k, item, batch, true))),
+    );
     Ok(Plan {
-        pieces: Box::new(ipc::read_planned(files, units)),
+        pieces: select(raw, &start, None),
         num_rows: Some(num_rows),
+        work,
+        config,
+        start,
         stop: None,
     })
 }
@@ -281,7 +413,7 @@ fn plan_parquet_files(
     spec: &BatchSpec,
 ) -> Result<Plan> {
     check_file_schemas(
-        paths,
+        &paths,
         files.iter().map(|file| (file.full_schema(), file.schema())),
         spec,
     )?;
@@ -292,20 +424,48 @@ fn plan_parquet_files(
                 file,
                 row_group,
                 rows,
+                skip: 0,
             });
         }
     }
-    let units = deal(units, spec);
-    let num_rows = total_rows(units.iter().map(|unit| unit.rows))?;
-    let pieces = ParquetPieces::start(files, units, spec.decode_thread_count())?;
+    let order = epoch_order(units, spec);
+    let config = crate::state::config(spec, describe("parquet files", &paths));
+    let (work, start) = resume(spec, &config, Some(order.len() as u64))?;
+    let items = file_items(&work, spec, &start);
+    let num_rows = rows_left(&items, |unit| order[unit as usize].rows, &start, spec)?;
+    let mut planned: Vec<RowGroup> = items
+        .iter()
+        .map(|(_, item)| order[item.unit as usize])
+        .collect();
+    // Resumed inside a whole row group: its rows before the position are not decoded.
+    let mut offset = None;
+    if let (Start::Rows { item, row }, Some((k, first)), Some(unit)) =
+        (&start, items.first(), planned.first_mut())
+        && k == item
+        && first.rows.is_none()
+        && *row > 0
+    {
+        unit.skip = *row;
+        offset = Some((*item, *row));
+    }
+    let pieces = ParquetPieces::start(files, planned, spec.decode_thread_count())?;
+    let raw: Raw = Box::new(pieces.map(move |piece| {
+        piece.map(|(index, batch, last)| {
+            let (k, item) = items[index].clone();
+            (k, item, batch, last)
+        })
+    }));
     Ok(Plan {
-        pieces: Box::new(pieces),
+        pieces: select(raw, &start, offset),
         num_rows: Some(num_rows),
+        work,
+        config,
+        start,
         stop: None,
     })
 }
 
-/// Plans the IPC streams `inputs`: read in order (shuffled by stream), record batches dealt
+/// Plans the IPC streams `inputs`: read in order (the streams shuffled), record batches dealt
 /// round-robin.
 fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Result<Plan> {
     if let Some(first) = inputs.first() {
@@ -313,14 +473,169 @@ fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Result<Plan> 
             first.name().display().to_string()
         })?;
     }
-    if spec.shuffle {
-        Rng::new(spec.seed, UNIT_STREAM).shuffle(&mut inputs);
-    }
+    let names: Vec<PathBuf> = inputs
+        .iter()
+        .map(|input| input.name().to_path_buf())
+        .collect();
+    let config = crate::state::config(spec, describe("ipc streams", &names));
+    inputs = epoch_order(inputs, spec);
+    let (work, start) = resume(spec, &config, None)?;
+    let raw = in_stream(ipc::read_streams(inputs), &work, spec, &start);
     Ok(Plan {
-        pieces: deal_in_turn(ipc::read_streams(inputs), spec),
+        pieces: select(raw, &start, None),
         num_rows: None,
+        work,
+        config,
+        start,
         stop: None,
     })
+}
+
+/// The shard's items of a stream, whose record batches are its units in order: the batches of
+/// other units are read and passed over. An error is kept wherever it falls, so that no shard
+/// reads past it unaware.
+fn in_stream(
+    batches: impl Iterator<Item = Result<RecordBatch>> + Send + 'static,
+    work: &Work,
+    spec: &BatchSpec,
+    start: &Start,
+) -> Raw {
+    let (shard, shards) = (spec.shard_index as u64, spec.num_shards as u64);
+    let (carried, from) = requested(start);
+    let work = work.clone();
+    let mut wanted = carried
+        .into_iter()
+        .chain(from..u64::MAX)
+        .map_while(move |k| work.item(k, shard, shards).map(|item| (k, item)))
+        .peekable();
+    let mut unit = 0u64;
+    Box::new(batches.filter_map(move |batch| {
+        let this = unit;
+        unit += 1;
+        // Items come in ascending units: one whose unit is behind was not in the stream.
+        while wanted.next_if(|(_, item)| item.unit < this).is_some() {}
+        match batch {
+            Err(error) => Some(Err(error)),
+            Ok(batch) => {
+                let (k, item) = wanted.next_if(|(_, item)| item.unit == this)?;
+                Some(Ok((k, item, batch, true)))
+            }
+        }
+    }))
+}
+
+/// The record batches of `raw` cut to their items' rows and tagged, from the start's row on:
+/// no piece is empty, and the last piece of an item says so. `offset` names an item whose
+/// batches start at a later row of its unit (not decoded from its start) and that row.
+fn select(raw: Raw, start: &Start, offset: Option<(u64, u64)>) -> Pieces {
+    let skip = match start {
+        Start::Rows { item, row } if *row > 0 => Some((*item, *row)),
+        _ => None,
+    };
+    Box::new(Select {
+        raw,
+        skip,
+        offset,
+        item: None,
+        at: 0,
+        local: 0,
+        pending: None,
+        out: VecDeque::new(),
+    })
+}
+
+/// The state of [`select`]: the current item, its unit rows and item rows seen, the piece held
+/// back until the next tells whether it is the item's last.
+struct Select {
+    raw: Raw,
+    skip: Option<(u64, u64)>,
+    offset: Option<(u64, u64)>,
+    item: Option<u64>,
+    at: u64,
+    local: u64,
+    pending: Option<Tagged>,
+    out: VecDeque<Result<Tagged>>,
+}
+
+impl Select {
+    fn hold(&mut self, piece: Tagged) {
+        if let Some(previous) = self.pending.replace(piece) {
+            self.out.push_back(Ok(previous));
+        }
+    }
+
+    fn flush(&mut self, last: bool) {
+        if let Some(mut piece) = self.pending.take() {
+            piece.last |= last;
+            self.out.push_back(Ok(piece));
+        }
+    }
+
+    fn take(&mut self, k: u64, item: &Item, batch: &RecordBatch, last: bool) {
+        if self.item != Some(k) {
+            self.flush(false);
+            self.item = Some(k);
+            let from = match self.offset {
+                Some((item, row)) if item == k => row,
+                _ => 0,
+            };
+            self.at = from;
+            self.local = from;
+        }
+        let n = batch.num_rows() as u64;
+        let all = [[0, u64::MAX]];
+        let ranges = item.rows.as_deref().unwrap_or(&all);
+        let skip = match self.skip {
+            Some((item, row)) if item == k => row,
+            _ => 0,
+        };
+        for &[a, b] in ranges {
+            let (lo, hi) = (a.max(self.at), b.min(self.at + n));
+            if lo >= hi {
+                continue;
+            }
+            let first = self.local;
+            self.local += hi - lo;
+            // Rows before the start's row are passed over.
+            let cut = skip.saturating_sub(first).min(hi - lo);
+            if lo + cut < hi {
+                let offset = (lo + cut - self.at) as usize;
+                self.hold(Tagged {
+                    batch: batch.slice(offset, (hi - lo - cut) as usize),
+                    item: k,
+                    first: first + cut,
+                    last: false,
+                });
+            }
+        }
+        self.at += n;
+        if last {
+            self.flush(true);
+        }
+    }
+}
+
+impl Iterator for Select {
+    type Item = Result<Tagged>;
+
+    fn next(&mut self) -> Option<Result<Tagged>> {
+        loop {
+            if let Some(piece) = self.out.pop_front() {
+                return Some(piece);
+            }
+            match self.raw.next() {
+                None => {
+                    self.flush(false);
+                    return self.out.pop_front();
+                }
+                Some(Err(error)) => {
+                    self.flush(false);
+                    self.out.push_back(Err(error));
+                }
+                Some(Ok((k, item, batch, last))) => self.take(k, &item, &batch, last),
+            }
+        }
+    }
 }
 
 /// The sum of `rows`, refused when it does not fit in 64 bits.

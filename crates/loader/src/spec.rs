@@ -3,6 +3,7 @@
 use arrow_schema::Schema;
 
 use crate::sequence::{Sequence, SequenceMode};
+use crate::state::LoaderState;
 use crate::{Error, Result};
 
 /// Named numeric columns that become one 2-D tensor of shape `(B, k)`.
@@ -137,6 +138,21 @@ pub struct BatchSpec {
     ///
     /// Default: `false`.
     pub bucket_by_length: bool,
+    /// The epoch: with `shuffle`, epoch `e` is shuffled with the seed `seed + e` (modulo
+    /// 2^64), so that one seed gives a new, reproducible order each epoch; recorded in the
+    /// [`LoaderState`].
+    ///
+    /// Default: 0.
+    pub epoch: u64,
+    /// Continue from a saved position, as [`Batches::state`](crate::Batches::state) gave it:
+    /// the batches that follow are those an uninterrupted run with the same source and spec
+    /// gives after that point, batch for batch and byte for byte. A state saved with other
+    /// arguments (source, batch size, columns, seed, epoch, shard, ...) is refused, naming what
+    /// differs; a state made by [`merge_states`](crate::merge_states) resumes with any shard
+    /// layout.
+    ///
+    /// Default: `None` (the start of the epoch).
+    pub state: Option<LoaderState>,
 }
 
 impl Default for BatchSpec {
@@ -161,6 +177,8 @@ impl Default for BatchSpec {
             sequences: Vec::new(),
             max_tokens: None,
             bucket_by_length: false,
+            epoch: 0,
+            state: None,
         }
     }
 }
@@ -291,6 +309,23 @@ impl BatchSpec {
     pub fn bucket_by_length(mut self, bucket_by_length: bool) -> Self {
         self.bucket_by_length = bucket_by_length;
         self
+    }
+
+    /// Sets [`epoch`](BatchSpec::epoch).
+    pub fn epoch(mut self, epoch: u64) -> Self {
+        self.epoch = epoch;
+        self
+    }
+
+    /// Sets [`state`](BatchSpec::state): continue from a saved position.
+    pub fn state(mut self, state: LoaderState) -> Self {
+        self.state = Some(state);
+        self
+    }
+
+    /// The seed of this epoch's shuffle: `seed + epoch`, modulo 2^64.
+    pub(crate) fn epoch_seed(&self) -> u64 {
+        self.seed.wrapping_add(self.epoch)
     }
 }
 

@@ -21,7 +21,11 @@ The output is a Markdown section headed "## The loader", which ``cargo xtask ben
 into docs/benchmarks.md. The workload and the methods are in ``loader_methods.py``; this script
 times them, measures the training loop and the memory, and writes the section. Its last part,
 "### Sequences" (token sequences padded and packed beside numpy, datasets and transformers), comes
-from ``loader_sequences.py`` (``--sequences-rows``, ``--sequences-only``), followed by
+from ``loader_sequences.py`` (``--sequences-rows``, ``--sequences-only``), before it "### Ray Data"
+(Ray's ``iter_torch_batches`` with its default collation and with ``ad.ray.collate_fn``, and
+``ad.batches`` over the dataset) from ``loader_ray.py`` (``--ray-rows``, ``--ray-only``), and
+after it "### Resuming" (the time to the first batch of a loader resumed at 90% of the Parquet
+file, as a share of a full pass) from ``loader_resume.py``, and last
 "### Object storage" (the Parquet workload through ``s3://`` from moto's S3 server on loopback)
 from ``loader_object_store.py``.
 """
@@ -48,6 +52,8 @@ import torch
 import arrow_dlpack as ad
 
 import loader_object_store
+import loader_ray
+import loader_resume
 import loader_sequences
 from loader_methods import (
     BATCH_SIZES,
@@ -471,6 +477,8 @@ def main() -> int:
     )
     parser.add_argument("--sequences-rows", type=int, default=100_000, help="sequences of the last part")
     parser.add_argument("--sequences-only", action="store_true", help="run the sequences part only")
+    parser.add_argument("--ray-rows", type=int, default=2_000_000, help="rows of the Ray Data part")
+    parser.add_argument("--ray-only", action="store_true", help="run the Ray Data part only")
     parser.add_argument("--rss-child", nargs=2, metavar=("PATH", "B"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_child:
@@ -480,8 +488,11 @@ def main() -> int:
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    if args.sequences_only:
-        page = loader_sequences.run(args.sequences_rows, args.sequences_rows // 5, 3, log)
+    if args.sequences_only or args.ray_only:
+        if args.ray_only:
+            page = loader_ray.run(args.ray_rows, 3, log)
+        else:
+            page = loader_sequences.run(args.sequences_rows, args.sequences_rows // 5, 3, log)
         if args.output:
             args.output.parent.mkdir(parents=True, exist_ok=True)
             args.output.write_text(page)
@@ -514,9 +525,14 @@ def main() -> int:
                 bound, text = memory_bound(work, kind, size)
                 rss[(kind, size)] = (measure_rss(path, size), bound, text)
         page = render(work, times, loops, rss, args, time.perf_counter() - started)
+    log("==> Ray Data")
+    ray_section = loader_ray.run(args.ray_rows, 3, log)
     log("==> sequences")
     sequences = loader_sequences.run(args.sequences_rows, args.sequences_rows // 5, 3, log)
-    page = page.rstrip("\n") + "\n\n" + sequences
+    page = page.rstrip("\n") + "\n\n" + ray_section + "\n" + sequences
+    log("==> resuming")
+    resume = loader_resume.run(args.rows, args.repetitions, log)
+    page = page.rstrip("\n") + "\n\n" + resume
     log("==> object storage")
     remote = loader_object_store.run(args.rows, args.repetitions, log)
     page = page.rstrip("\n") + "\n\n" + remote

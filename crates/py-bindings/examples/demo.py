@@ -1,7 +1,7 @@
 """Every example of PyArrow's DLPack guide, with arrow_dlpack objects in place of PyArrow's,
 then what arrow_dlpack does beyond PyArrow (booleans, chunks, validity masks, tables, a
 Parquet file turned into torch batches for a training loop, and a tokenized Parquet file turned
-into padded and packed batches).
+into padded and packed batches, and a run stopped and resumed exactly).
 
 Run it with `cargo xtask demo`, or with any Python that has arrow_dlpack, numpy, pyarrow, torch
 and jax installed: `python crates/py-bindings/examples/demo.py`.
@@ -260,6 +260,29 @@ def token_batches():
         show(f"[len(b['label']) for b in ad.BatchDataset(path, 32, {budget})]", sizes)
 
 
+def resuming():
+    step("Beyond PyArrow: a run stops, saves the loader's position as JSON, and resumes exactly")
+    import json
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    table = pa.table({"x": pa.array(np.arange(100, dtype=np.float32)), "label": pa.array(np.arange(100) % 3)})
+    with tempfile.TemporaryDirectory() as directory:
+        path = f"{directory}/train.parquet"
+        pq.write_table(table, path, row_group_size=25)
+        options = dict(columns=["x", "label"], shuffle=True, seed=7)
+        uninterrupted = [np.from_dlpack(b["x"]).tolist() for b in ad.batches(path, 8, **options)]
+        batches = ad.batches(path, 8, **options)
+        for _ in range(5):
+            next(batches)
+        saved = json.dumps(batches.state_dict())
+        show("len(json.dumps(batches.state_dict()))  # after 5 of 13 batches", len(saved))
+        resumed = [np.from_dlpack(b["x"]).tolist() for b in ad.batches(path, 8, **options, state=json.loads(saved))]
+        show("resumed == uninterrupted[5:]", resumed == uninterrupted[5:])
+        assert resumed == uninterrupted[5:]
+
+
 if __name__ == "__main__":
     print(f"arrow_dlpack {ad.__version__}, pyarrow {pa.__version__}, numpy {np.__version__}")
     producing()
@@ -267,3 +290,4 @@ if __name__ == "__main__":
     beyond_pyarrow()
     training_batches()
     token_batches()
+    resuming()

@@ -416,6 +416,7 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         // disagree, an unknown extension, a URL or storage option that cannot be used, a panic
         // caught on a loader thread.
         E::InvalidSpec { .. }
+        | E::InvalidState { .. }
         | E::Ipc { .. }
         | E::Parquet { .. }
         | E::CorruptParquet { .. }

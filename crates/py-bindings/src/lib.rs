@@ -16,7 +16,7 @@
 //! | `conveniences` | PyArrow's conveniences over chunks and tensors: slices, indexing, `nbytes`, `equals`, `is_null` |
 //! | `numpy` | `to_numpy` and friends through `np.from_dlpack`, numpy imported only when called |
 //! | `tables` | `Tensor.from_arrow` and `column_tensors()`: tables and record batches to tensors |
-//! | `loader` | `_Batches`, behind `ad.batches`: the loader crate's exact-size batches as dicts of tensors, made without the GIL |
+//! | `loader` | `_Batches`, behind `ad.batches`: the loader crate's exact-size batches as dicts of tensors, made without the GIL; `_collate`, behind `ad.ray`: one batch of a table's rows on the calling thread; `_merge_states`, behind `ad.merge_states` |
 //! | `dlpack_export` | `__dlpack__`: argument rules and capsules (dlpark's capsule machinery) |
 //! | `dlpack_method` | `__dlpack__` of `Array` and `Tensor` as a raw vectorcall method: keywords matched by pointer |
 //! | `dlpack_import` | `from_dlpack`: negotiation with producers, legacy retry, capsule consumption |
@@ -99,6 +99,8 @@ fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<variable_shape_tensor::PyVariableShapeTensorArray>()?;
     module.add_class::<list_array::PyListArray>()?;
     module.add_class::<loader::PyBatches>()?;
+    module.add_function(wrap_pyfunction!(loader::collate_table, module)?)?;
+    module.add_function(wrap_pyfunction!(loader::merge_states, module)?)?;
     errors::register(module)?;
     dlpack_method::install(module.py())?;
     exchange::install(module.py())?;

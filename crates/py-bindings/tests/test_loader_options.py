@@ -68,14 +68,15 @@ def test_rust_lists_the_fields_of_the_spec_with_their_defaults():
     assert list(RUST) == [
         "batch_size", "drop_last", "columns", "groups", "masks", "allow_nulls", "null_to_nan",
         "row_major", "shuffle", "seed", "buffer_size", "shard_index", "num_shards", "prefetch",
-        "decode_threads", "writable", "sequences", "max_tokens", "bucket_by_length",
+        "decode_threads", "writable", "sequences", "max_tokens", "bucket_by_length", "epoch",
+        "state",
     ]
     assert _typed(RUST) == _typed({
         "batch_size": 1024, "drop_last": False, "columns": [], "groups": [], "masks": [],
         "allow_nulls": False, "null_to_nan": False, "row_major": True, "shuffle": False,
         "seed": 0, "buffer_size": 65_536, "shard_index": 0, "num_shards": 1, "prefetch": 2,
         "decode_threads": 0, "writable": False, "sequences": {}, "max_tokens": None,
-        "bucket_by_length": False,
+        "bucket_by_length": False, "epoch": 0, "state": None,
     })
 
 
@@ -128,13 +129,14 @@ def test_batches_hands_every_option_on(handed_on):
         sequences={"s": "pack"},
         max_tokens=64,
         bucket_by_length=True,
+        epoch=2,
     )
     assert _typed(handed_on) == _typed({
         "batch_size": 3, "drop_last": True, "columns": ["x"], "groups": [("xy", ["x", "y"])],
         "masks": ["y"], "allow_nulls": True, "null_to_nan": True, "row_major": False,
         "shuffle": True, "seed": 5, "buffer_size": 7, "shard_index": 1, "num_shards": 2,
         "prefetch": 4, "decode_threads": 3, "writable": True, "sequences": {"s": "pack"},
-        "max_tokens": 64, "bucket_by_length": True,
+        "max_tokens": 64, "bucket_by_length": True, "epoch": 2, "state": None,
     })
 
 

@@ -6,12 +6,14 @@ mod http_server;
 
 mod boundaries;
 mod codecs;
+mod collate;
 mod columns;
 mod files;
 mod lifecycle;
 mod malformed;
 #[cfg(feature = "object-store")]
 mod remote;
+mod resume;
 mod sequences;
 mod shard;
 mod shuffle;

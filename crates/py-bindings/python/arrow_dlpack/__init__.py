@@ -49,7 +49,12 @@ Beyond PyArrow:
   (``__dlpack_c_exchange_api__``), and ``from_dlpack`` uses a producer's;
 - :func:`batches` turns Arrow data (IPC and Parquet files, any Arrow stream)
   into exact-size batches of tensors for a training loop, made on background
-  threads, and :class:`BatchDataset` is the same for ``torch.utils.data``.
+  threads, and :class:`BatchDataset` is the same for ``torch.utils.data``;
+  their ``state_dict()`` and ``state=`` resume a run exactly, and
+  :func:`merge_states` resumes it with another number of ranks and workers.
+- :mod:`arrow_dlpack.ray` (loaded on first use, as ``ad.ray``) makes the same tensors from
+  Ray Data's Arrow blocks: a ``collate_fn`` for ``iter_torch_batches``, and ``ad.batches``
+  takes a ``ray.data.Dataset`` as its source.
 
 Exceptions
 ----------
@@ -100,7 +105,7 @@ from arrow_dlpack._arrow_dlpack import (
     set_memory_pool_decay_ms,
     set_memory_pool_limit,
 )
-from arrow_dlpack._batches import batches
+from arrow_dlpack._batches import batches, merge_states
 
 __all__ = [
     "Array",
@@ -117,6 +122,7 @@ __all__ = [
     "batches",
     "column_tensors",
     "memory_pool_stats",
+    "merge_states",
     "release_unused_memory",
     "set_memory_pool_decay_ms",
     "set_memory_pool_limit",
@@ -132,4 +138,9 @@ def __getattr__(name: str) -> object:
         cls = _batch_dataset_class()
         globals()["BatchDataset"] = cls
         return cls
+    # `arrow_dlpack.ray` imports Ray: loaded on first use, as `ad.ray` or as a submodule.
+    if name == "ray":
+        import importlib
+
+        return importlib.import_module("arrow_dlpack.ray")
     raise AttributeError(f"module 'arrow_dlpack' has no attribute {name!r}")

@@ -21,7 +21,9 @@ __all__ = [
     "__version__",
     "_Batches",
     "_array_from_ipc",
+    "_collate",
     "_exchange_calls",
+    "_merge_states",
     "_tensor_from_parts",
     "_testing_record_device_runtime",
     "array",
@@ -641,6 +643,8 @@ class _Batches:
         sequences: dict[str, Any] = {},
         max_tokens: Optional[int] = None,
         bucket_by_length: bool = False,
+        epoch: int = 0,
+        state: Optional[dict[str, Any]] = None,
     ) -> _Batches: ...
     def __iter__(self) -> _Batches: ...
     def __next__(self) -> dict[str, Tensor]:
@@ -654,5 +658,29 @@ class _Batches:
     @property
     def rows_yielded(self) -> int:
         """The rows of the batches handed out so far."""
+    def state_dict(self) -> dict[str, Any]:
+        """Where the stream stands after the batches handed out so far: a dict of ints,
+        strings and lists, for ``state=``."""
     def close(self) -> None:
         """Stops the background threads and releases the source now."""
+
+def _collate(
+    table: Any,
+    *,
+    columns: list[str] = [],
+    groups: list[tuple[str, list[str]]] = [],
+    masks: list[str] = [],
+    allow_nulls: bool = False,
+    null_to_nan: bool = False,
+    row_major: bool = True,
+    writable: bool = False,
+    sequences: dict[str, Any] = {},
+    **options: Any,
+) -> dict[str, Tensor]:
+    """One batch of every row of ``table`` (anything with ``__arrow_c_stream__``), made on the
+    calling thread as :class:`_Batches` makes a batch of the same rows; the GIL is released for
+    large batches only. Behind :func:`arrow_dlpack.ray.collate_fn`. The keywords are
+    ``_Batches``'s; those that cut, order and read batches do not apply."""
+def _merge_states(states: list[dict[str, Any]]) -> dict[str, Any]:
+    """The states of every shard of a run joined into one, behind
+    :func:`arrow_dlpack.merge_states`."""

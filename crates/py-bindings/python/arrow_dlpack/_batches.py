@@ -4,7 +4,9 @@ training loop.
 The work happens in Rust (the ``arrow-dlpack-loader`` crate): files are decoded, record batches
 cut and joined into batches of exactly ``batch_size`` rows, and columns promoted and copied, on
 background threads, with the GIL released while ``next()`` waits. This module only works out
-which shard of the data this process reads, and shows progress.
+which shard of the data this process reads, shows progress, and carries the loader's state
+(``state_dict()``, ``state=``, ``merge_states``) through ``BatchDataset`` and torchdata's
+``StatefulDataLoader``.
 """
 
 import os
@@ -12,10 +14,10 @@ import sys
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from arrow_dlpack._arrow_dlpack import Tensor, _Batches
+from arrow_dlpack._arrow_dlpack import Tensor, _Batches, _merge_states
 
 # `BatchDataset` is made on first use (see `_batch_dataset_class`), so it is not listed here.
-__all__ = ["batches"]
+__all__ = ["batches", "merge_states"]
 
 #: What ``groups`` accepts: a mapping from group name to the columns it stacks.
 Groups = Mapping[str, Sequence[str]]
@@ -117,6 +119,17 @@ def _broadcast_seed() -> int:
     return int(box[0])
 
 
+def _ray_blocks(source: Any) -> Any:
+    """A ``ray.data.Dataset`` or ``DataIterator`` as the Arrow stream of its blocks; any other
+    source as it is. Ray is imported only for an object of one of its classes."""
+    if type(source).__module__.startswith("ray.data"):
+        from arrow_dlpack import ray
+
+        if ray.is_dataset(source):
+            return ray.arrow_stream(source)
+    return source
+
+
 class _Progress:
     """Wraps a batch iterator and shows rows per second on standard error while a terminal
     watches it; a last line when the iteration ends."""
@@ -138,6 +151,9 @@ class _Progress:
     @property
     def num_rows(self) -> Optional[int]:
         return self._inner.num_rows
+
+    def state_dict(self) -> Dict[str, Any]:
+        return self._inner.state_dict()
 
     def close(self) -> None:
         self._inner.close()
@@ -185,6 +201,8 @@ def batches(
     sequences: Optional[Sequences] = None,
     max_tokens: Optional[int] = None,
     bucket_by_length: bool = False,
+    epoch: Optional[int] = None,
+    state: Optional[Mapping[str, Any]] = None,
     progress: bool = False,
     storage_options: Optional[Mapping[str, Any]] = None,
 ) -> Union[_Batches, _Progress]:
@@ -196,9 +214,10 @@ def batches(
 
     ``source`` is a path or a list of paths of Arrow IPC files (``.arrow``, ``.feather``,
     ``.ipc``: memory-mapped, zero-copy), IPC streams (``.arrows``) or Parquet files
-    (``.parquet``, ``.pq``: projected, row groups decoded in parallel), or any object with
+    (``.parquet``, ``.pq``: projected, row groups decoded in parallel), any object with
     ``__arrow_c_stream__`` (a pyarrow Table or RecordBatchReader, a polars DataFrame, a DuckDB
-    result, nanoarrow).
+    result, nanoarrow), or a ``ray.data.Dataset`` or ``DataIterator`` (its blocks, read as
+    they come: :func:`arrow_dlpack.ray.arrow_stream`).
     It may also be a URL, or a list of URLs, of such files in object storage: ``s3://``,
     ``gs://``, ``az://``/``abfs(s)://`` or ``http(s)://``; an object, a prefix (every object under
     it) or a glob (``s3://bucket/train/*.parquet``), listed and sorted by key. Credentials and
@@ -222,8 +241,9 @@ def batches(
     - ``shuffle`` shuffles files and row groups (or record batches) and rows within windows of
       ``buffer_size`` rows; with a ``seed`` the order is the same on every run.
     - Shards: inside a ``torch.utils.data.DataLoader`` worker each worker reads its own share,
-      and ``rank``/``world_size`` (default: an initialised ``torch.distributed`` group) split
-      the data between processes, so that together they read every row exactly once.
+      and ``rank``/``world_size`` (default: an initialised ``torch.distributed`` group; none
+      for a Ray source, which Ray shards itself) split the data between processes, so that
+      together they read every row exactly once.
     - ``prefetch`` batches wait ready in a bounded queue; memory stays below ``prefetch`` times
       a batch's bytes plus the row groups being decoded.
     - ``prefetch`` is from 1 to 1,024 and ``decode_threads`` at most 64 (0 chooses); a
@@ -244,6 +264,13 @@ def batches(
     - ``bucket_by_length`` sorts the rows of each ``buffer_size`` window by length before
       cutting batches (and, with ``shuffle``, shuffles the order of the batches), so that
       padded batches pad little.
+    - ``epoch``: with ``shuffle``, epoch ``e`` is shuffled with ``seed + e``, so one seed gives a
+      new reproducible order each epoch (default: the ``state``'s epoch, else 0).
+    - ``state``: continue from a position saved with ``state_dict()`` of an earlier iterator
+      with the same source and arguments; the batches that follow are those the earlier run
+      would have given, batch for batch and byte for byte. A state from other arguments is
+      refused (``ValueError`` naming what differs), as is a corrupt one. A state from
+      :func:`merge_states` resumes with any number of ranks and workers.
     - ``progress`` shows rows per second on a terminal.
 
     A batch that lies inside one record batch is made of zero-copy views, flagged read-only, of
@@ -255,8 +282,17 @@ def batches(
     count and batches are cut by rows (not by ``max_tokens``), and ``close()`` stops its threads at once; breaking out of the loop and dropping it
     does the same.
     """
+    blocks = _ray_blocks(source)
+    if blocks is not source and rank is None and world_size is None:
+        # Ray shards its datasets itself (`streaming_split`, Ray Train's dataset shards), and
+        # Ray Train's workers form a torch.distributed group: sharding by that group again would
+        # drop rows.
+        rank, world_size = 0, 1
+    source = blocks
     shard_index, num_shards = _shard(rank, world_size)
+    seed = _saved_seed(seed, shuffle, state)
     seed = _shared_seed(seed, shuffle, num_shards)
+    epoch = _epoch(epoch, state)
     if groups is not None and not isinstance(groups, Mapping):
         raise TypeError(f"groups is {type(groups).__name__}; expected a dict from name to columns")
     if sequences is not None and not isinstance(sequences, Mapping):
@@ -293,8 +329,81 @@ def batches(
         },
         max_tokens=max_tokens,
         bucket_by_length=bucket_by_length,
+        epoch=epoch,
+        state=dict(state) if isinstance(state, Mapping) else state,
     )
     return _Progress(inner) if progress else inner
+
+
+def _epoch(epoch: Optional[int], state: Any) -> int:
+    """The epoch to read: ``epoch``, else the saved state's, else 0."""
+    if epoch is None:
+        saved = state.get("epoch") if isinstance(state, Mapping) else None
+        return saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else 0
+    if not isinstance(epoch, int) or isinstance(epoch, bool):
+        raise TypeError(f"epoch is {type(epoch).__name__}; expected int")
+    if epoch < 0:
+        raise ValueError(f"epoch is {epoch}; expected a non-negative int")
+    return epoch
+
+
+def _saved_seed(seed: Optional[int], shuffle: bool, state: Any) -> Optional[int]:
+    """Without a ``seed``, a shuffled run resumed from ``state`` takes the seed it was saved
+    with (the state records it), so that the seed drawn by the first run need not be kept."""
+    if seed is not None or not shuffle or not isinstance(state, Mapping):
+        return seed
+    config = state.get("config")
+    saved = config.get("seed") if isinstance(config, Mapping) else None
+    if isinstance(saved, str) and saved.isdigit():
+        return int(saved)
+    return seed
+
+
+def _loader_states(found: Any, out: List[Dict[str, Any]], shards: List[Any]) -> None:
+    """Collects the loader states in ``found``: a state from ``state_dict()``, a
+    ``BatchDataset`` state, or any dict or list that holds them (a ``StatefulDataLoader``'s
+    state dict); ``shards`` gets the shards of ``BatchDataset`` states that read nothing yet."""
+    if isinstance(found, Mapping):
+        if _DATASET_KEY in found:
+            if found.get("loader") is not None:
+                out.append(dict(found["loader"]))
+            elif found.get("shard") is not None:
+                shards.append(found)
+            return
+        if {"version", "config", "work"} <= set(found):
+            out.append(dict(found))
+            return
+        for value in found.values():
+            _loader_states(value, out, shards)
+    elif isinstance(found, (list, tuple)):
+        for value in found:
+            _loader_states(value, out, shards)
+
+
+def merge_states(states: Iterable[Any]) -> Optional[Dict[str, Any]]:
+    """One state from the states of every shard of a run, for a resume with another number of
+    ranks or workers: pass it as ``state=`` to ``batches`` (or ``BatchDataset``) in every new
+    rank and worker, and together they read each row the old run had not given exactly once
+    (in an order of their own).
+
+    ``states`` holds, for every shard (rank and DataLoader worker) of the old run, its
+    ``state_dict()``, or anything that holds them: ``BatchDataset`` states, the state dicts of
+    every rank's ``StatefulDataLoader``. None when no shard had read anything (start afresh).
+    """
+    found: List[Dict[str, Any]] = []
+    idle: List[Any] = []
+    _loader_states(list(states), found, idle)
+    if not found:
+        if idle:
+            return None
+        raise ValueError("no loader state found; expected the state_dict() of every shard")
+    for placeholder in idle:
+        # A worker that gave no batch: the work of the run, from its start.
+        shard = placeholder["shard"]
+        if not (isinstance(shard, (list, tuple)) and len(shard) == 2):
+            raise ValueError(f"a dataset state has shard {shard!r}; expected [index, count]")
+        found.append({**found[0], "shard": list(shard), "position": None})
+    return _merge_states(found)
 
 
 _BATCH_DATASET_DOC = """A ``torch.utils.data.IterableDataset`` of :func:`batches`, as torch tensors.
@@ -307,7 +416,16 @@ With ``shuffle=True`` and no ``seed``, the dataset draws one seed when it is mad
 broadcast, in an initialised ``torch.distributed`` group), which its DataLoader workers share.
 ``set_epoch(n)`` before each epoch shuffles it anew: epoch ``n`` uses ``seed + n``, as
 ``DistributedSampler.set_epoch`` does.
+
+``state_dict()`` and ``load_state_dict()`` save and restore where the dataset's current pass
+stands (and its epoch), in the process (DataLoader worker) that iterates it: torchdata's
+``StatefulDataLoader`` calls them in each worker, so its ``state_dict()`` checkpoints every
+worker's position and ``load_state_dict()`` resumes each worker exactly. To resume with other
+ranks or workers, make the dataset with ``state=merge_states([...every rank's loader state...])``.
 """
+
+#: The key that marks a ``BatchDataset`` state.
+_DATASET_KEY = "arrow_dlpack_batch_dataset"
 
 
 def _dataset_init(self: Any, source: Any, batch_size: int = 1024, **options: Any) -> None:
@@ -320,8 +438,16 @@ def _dataset_init(self: Any, source: Any, batch_size: int = 1024, **options: Any
         options["seed"] = _shared_seed(None, True, ranks)
     self.source = source
     self.batch_size = batch_size
+    self.epoch = options.pop("epoch", None)
+    if self.epoch is None:
+        self.epoch = _epoch(None, options.get("state"))
+    else:
+        self.epoch = _epoch(self.epoch, None)
     self.options = options
-    self.epoch = 0
+    # The loader of the pass in progress (in the process that iterates), and a state to
+    # resume the next pass from.
+    self._live = None
+    self._resume = None
 
 
 def _dataset_set_epoch(self: Any, epoch: int) -> None:
@@ -335,14 +461,52 @@ def _dataset_iter(self: Any) -> Iterator[Dict[str, Any]]:
     from torch import from_dlpack
 
     options = dict(self.options)
-    if options.get("seed") is not None:
-        options["seed"] = options["seed"] + self.epoch
-    iterator = batches(self.source, self.batch_size, **options)
+    saved = options.get("state")
+    if isinstance(saved, Mapping) and saved.get("epoch") != self.epoch:
+        # A state given when the dataset was made resumes its own epoch; later epochs (after
+        # set_epoch) start afresh.
+        del options["state"]
+    if self._resume is not None:
+        options["state"] = self._resume
+        self._resume = None
+    iterator = batches(self.source, self.batch_size, epoch=self.epoch, **options)
+    self._live = iterator
     try:
         for batch in iterator:
             yield {name: from_dlpack(tensor) for name, tensor in batch.items()}
     finally:
         iterator.close()
+
+
+def _dataset_state_dict(self: Any) -> Dict[str, Any]:
+    """Where this process's pass stands: ``{"arrow_dlpack_batch_dataset": 1, "epoch": ...,
+    "shard": [index, count], "loader": <the loader's state_dict(), or None before the first
+    batch>}``."""
+    loader = self._live.state_dict() if self._live is not None else self._resume
+    shard = None
+    if loader is None:
+        shard = list(_shard(self.options.get("rank"), self.options.get("world_size")))
+    return {_DATASET_KEY: 1, "epoch": self.epoch, "shard": shard, "loader": loader}
+
+
+def _dataset_load_state_dict(self: Any, state: Mapping[str, Any]) -> None:
+    """Resume the next pass from ``state``, as :meth:`state_dict` gave it."""
+    if not isinstance(state, Mapping) or _DATASET_KEY not in state:
+        raise ValueError(
+            f"state is {type(state).__name__} without {_DATASET_KEY!r}; expected a "
+            "BatchDataset.state_dict()"
+        )
+    self.epoch = _epoch(state.get("epoch"), None)
+    loader = state.get("loader")
+    if loader is not None and not isinstance(loader, Mapping):
+        raise ValueError(f"state['loader'] is {type(loader).__name__}; expected a dict or None")
+    self._resume = dict(loader) if loader is not None else None
+    self._live = None
+
+
+def _dataset_getstate(self: Any) -> Dict[str, Any]:
+    # A live loader stays in the process that made it.
+    return {**self.__dict__, "_live": None}
 
 
 def _batch_dataset_class() -> type:
@@ -357,6 +521,9 @@ def _batch_dataset_class() -> type:
             "__init__": _dataset_init,
             "__iter__": _dataset_iter,
             "set_epoch": _dataset_set_epoch,
+            "state_dict": _dataset_state_dict,
+            "load_state_dict": _dataset_load_state_dict,
+            "__getstate__": _dataset_getstate,
             "__doc__": _BATCH_DATASET_DOC,
             "__module__": "arrow_dlpack",
         },

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, TryLockError};
 
 use arrow_array::{RecordBatch, RecordBatchReader, StructArray};
-use arrow_dlpack_loader::{BatchSpec, Batches, Source};
+use arrow_dlpack_loader::{BatchSpec, Batches, LoaderState, Source, TensorBatch, collate};
 use arrow_schema::{ArrowError, DataType, Schema, SchemaRef};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -248,7 +248,71 @@ batch_spec_options!(
     sequences,
     max_tokens,
     bucket_by_length,
+    epoch,
+    state,
 );
+
+/// `batch` as Python sees it: a dict from tensor name to `Tensor`, masks as `"<name>_mask"`.
+fn batch_dict(py: Python<'_>, batch: TensorBatch) -> PyResult<Bound<'_, PyDict>> {
+    let out = PyDict::new(py);
+    let (tensors, masks) = batch.into_parts();
+    for (name, tensor) in tensors {
+        out.set_item(name, PyTensor::new(tensor))?;
+    }
+    for (name, mask) in masks {
+        out.set_item(format!("{name}_mask"), PyTensor::new(mask))?;
+    }
+    Ok(out)
+}
+
+/// `_collate(table, **options)`: one batch of every row of an Arrow stream (a table), made on
+/// the calling thread ([`collate`]), with the GIL released when the batch is large; the options
+/// are `_Batches`'s, of which those that cut and read batches do not apply.
+#[pyfunction]
+#[pyo3(name = "_collate", signature = (table, **options))]
+pub(crate) fn collate_table<'py>(
+    py: Python<'py>,
+    table: &Bound<'py, PyAny>,
+    options: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let spec = spec_from_options(options)?;
+    let Some(method) = crate::protocols::optional_attribute(table, "__arrow_c_stream__")? else {
+        return Err(errors::type_error(format!(
+            "{} has no __arrow_c_stream__; expected a table (a pyarrow Table, a polars \
+             DataFrame, ...)",
+            type_name(table)
+        )));
+    };
+    let capsule = method.call0()?;
+    let stream = errors::no_panic("reading an Arrow stream", || {
+        StreamBatches::new(CheckedStream::from_capsule(&capsule)?)
+    })?;
+    let batch = errors::no_panic("collating a batch", || {
+        let schema = stream.schema.clone();
+        let batches = stream
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| errors::loader_error(error.into()))?;
+        let values: usize = batches
+            .iter()
+            .map(|batch| batch.num_rows() * batch.num_columns())
+            .sum();
+        let make = || collate(schema, batches, &spec);
+        // A small batch is made holding the GIL: in a pipeline of Python threads (Ray's) a
+        // thread that lets the GIL go waits up to a switch interval to take it back, far longer
+        // than the copy of a small batch.
+        let batch = if values < DETACH_MIN_VALUES {
+            make()
+        } else {
+            py.detach(make)
+        };
+        batch.map_err(errors::loader_error)
+    })?;
+    batch_dict(py, batch)
+}
+
+/// Batches of at least this many values (rows times columns) are made by [`collate_table`]
+/// with the GIL released.
+const DETACH_MIN_VALUES: usize = 1 << 20;
 
 /// Batches of exactly `batch_size` rows from an Arrow source, made on background threads; each
 /// is a dict from column (or group) name to `Tensor`.
@@ -263,12 +327,25 @@ pub(crate) struct PyBatches {
     len: Option<usize>,
     /// The rows of the batches handed out so far.
     rows_yielded: std::sync::atomic::AtomicU64,
+    /// The state when the iteration ended or `close()` ran, for `state_dict()` afterwards.
+    final_state: Mutex<Option<LoaderState>>,
     /// The process that made the loader: its threads live there only, so a child of `fork()`
     /// must neither wait for them nor join them.
     pid: u32,
 }
 
 impl PyBatches {
+    /// Keeps the state of `batches`, about to be dropped, for `state_dict()`.
+    fn keep_state(&self, batches: Option<&Batches>) {
+        if let Some(batches) = batches {
+            let mut kept = self
+                .final_state
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            *kept = Some(batches.state());
+        }
+    }
+
     /// Refuses a call from a child of `fork()`: the loader's threads were not copied into it,
     /// so a batch would never come.
     fn check_process(&self) -> PyResult<()> {
@@ -310,6 +387,7 @@ impl PyBatches {
             num_rows: batches.num_rows(),
             len: batches.len(),
             rows_yielded: std::sync::atomic::AtomicU64::new(0),
+            final_state: Mutex::new(Some(batches.state())),
             batches: Mutex::new(Some(batches)),
             pid: std::process::id(),
         })
@@ -348,12 +426,14 @@ impl PyBatches {
             Some(Ok(batch)) => batch,
             Some(Err(error)) => {
                 let ended = guard.take();
+                self.keep_state(ended.as_ref());
                 drop(guard);
                 py.detach(move || drop(ended));
                 return Err(errors::loader_error(error));
             }
             None => {
                 let ended = guard.take();
+                self.keep_state(ended.as_ref());
                 drop(guard);
                 py.detach(move || drop(ended));
                 return Ok(None);
@@ -364,15 +444,7 @@ impl PyBatches {
             batch.num_rows() as u64,
             std::sync::atomic::Ordering::Relaxed,
         );
-        let out = PyDict::new(py);
-        let (tensors, masks) = batch.into_parts();
-        for (name, tensor) in tensors {
-            out.set_item(name, PyTensor::new(tensor))?;
-        }
-        for (name, mask) in masks {
-            out.set_item(format!("{name}_mask"), PyTensor::new(mask))?;
-        }
-        Ok(Some(out))
+        batch_dict(py, batch).map(Some)
     }
 
     /// The number of batches, where the source's metadata gives the row count (IPC and Parquet
@@ -400,6 +472,34 @@ impl PyBatches {
         self.rows_yielded.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Where the stream stands after the batches handed out so far, as a dict of ints, strings
+    /// and lists (JSON- and `torch.save`-able): `ad.batches(..., state=...)` with the same
+    /// source and arguments continues from there.
+    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.check_process()?;
+        let state = match self.batches.try_lock() {
+            Ok(guard) => guard.as_ref().map(Batches::state),
+            Err(TryLockError::WouldBlock) => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "the batch iterator is running in another thread; ask for its state there",
+                ));
+            }
+            Err(TryLockError::Poisoned(poisoned)) => {
+                poisoned.into_inner().as_ref().map(Batches::state)
+            }
+        };
+        let state = match state {
+            Some(state) => state,
+            None => self
+                .final_state
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .clone()
+                .expect("kept when the loader was made"),
+        };
+        options::state_to_python(py, &state)
+    }
+
     /// Stops the background threads and releases the source now, rather than when the iterator
     /// is garbage collected; iterating afterwards yields nothing.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
@@ -413,6 +513,7 @@ impl PyBatches {
             }
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner().take(),
         };
+        self.keep_state(batches.as_ref());
         // Joining the threads may wait for a decode in flight: without the GIL, so that a
         // producer that needs it (a Python generator behind a stream) can finish.
         py.detach(move || drop(batches));
@@ -440,4 +541,32 @@ impl Drop for PyBatches {
             Python::attach(|py| py.detach(move || drop(batches)));
         }
     }
+}
+
+/// `ad.merge_states`' work: the states of every shard of a run (dicts from `state_dict()`)
+/// joined into one that any shard layout resumes from (see
+/// [`arrow_dlpack_loader::merge_states`]).
+#[pyfunction]
+#[pyo3(name = "_merge_states")]
+pub(crate) fn merge_states<'py>(
+    py: Python<'py>,
+    states: &Bound<'py, PyList>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut parsed = Vec::with_capacity(states.len());
+    for (index, state) in states.iter().enumerate() {
+        if !state.is_instance_of::<PyDict>() {
+            return Err(errors::type_error(format!(
+                "states[{index}] is {}; expected a dict from state_dict()",
+                type_name(&state)
+            )));
+        }
+        parsed.push(options::state_from_python(
+            &format!("states[{index}]"),
+            &state,
+        )?);
+    }
+    let merged = errors::no_panic("merging loader states", || {
+        arrow_dlpack_loader::merge_states(&parsed).map_err(errors::loader_error)
+    })?;
+    options::state_to_python(py, &merged)
 }

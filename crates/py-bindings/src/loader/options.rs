@@ -1,7 +1,9 @@
 //! How each field of the loader's [`BatchSpec`](arrow_dlpack_loader::BatchSpec) crosses between Python and Rust: one
 //! [`OptionValue`] conversion per field type, each naming the field in its errors.
 
-use arrow_dlpack_loader::{ColumnGroup, PadValue, Sequence, SequenceMode, Side};
+use arrow_dlpack_loader::{
+    ColumnGroup, LoaderState, PadValue, STATE_VERSION, Sequence, SequenceMode, Side,
+};
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -309,4 +311,69 @@ fn pad_value(at: &str, value: &Bound<'_, PyAny>) -> PyResult<PadValue> {
         "{at} is {}; expected int or float",
         type_name(value)
     )))
+}
+
+/// A saved position crosses as the dict `state_dict()` gives: plain ints, strings, lists and
+/// dicts, read through JSON, so that anything else in it (a float, a bool for an int, a
+/// negative or too large number, a missing or unknown key) is a `ValueError` naming the
+/// problem, never a panic.
+impl OptionValue for Option<LoaderState> {
+    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
+        if value.is_none() {
+            return Ok(None);
+        }
+        if !value.is_instance_of::<PyDict>() {
+            return Err(errors::type_error(format!(
+                "{field} is {}; expected a dict from state_dict(), or None",
+                type_name(value)
+            )));
+        }
+        state_from_python(field, value).map(Some)
+    }
+
+    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            None => Ok(py.None().into_bound(py)),
+            Some(state) => state_to_python(py, state),
+        }
+    }
+}
+
+/// A state from its dict, through JSON; every problem a `ValueError` naming `field`.
+pub(super) fn state_from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<LoaderState> {
+    let py = value.py();
+    let json = py
+        .import("json")?
+        .call_method1("dumps", (value,))
+        .map_err(|error| {
+            errors::value_error(format!(
+                "{field} is not a loader state: {}",
+                error.value(py)
+            ))
+        })?;
+    let text: String = json.extract()?;
+    let not_a_state = |error: serde_json::Error| {
+        errors::value_error(format!("{field} is not a loader state: {error}"))
+    };
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(not_a_state)?;
+    // The version first: a newer format may have fields this build does not know.
+    if let Some(version) = value.get("version").and_then(serde_json::Value::as_u64)
+        && version > u64::from(STATE_VERSION)
+    {
+        return Err(errors::value_error(format!(
+            "{field} is of format version {version}, newer than this build reads \
+             ({STATE_VERSION}); expected a state saved by this or an older version"
+        )));
+    }
+    serde_json::from_value(value).map_err(not_a_state)
+}
+
+/// A state as the dict that `state_dict()` gives.
+pub(super) fn state_to_python<'py>(
+    py: Python<'py>,
+    state: &LoaderState,
+) -> PyResult<Bound<'py, PyAny>> {
+    let text = serde_json::to_string(state)
+        .map_err(|error| errors::value_error(format!("cannot write the state: {error}")))?;
+    py.import("json")?.call_method1("loads", (text,))
 }

@@ -1,0 +1,735 @@
+//! Where a stream of batches stands, as a value that can be saved and handed back:
+//! [`LoaderState`], what [`Batches::state`](crate::Batches::state) gives and
+//! [`BatchSpec::state`](crate::BatchSpec::state) resumes from, and [`merge_states`], which joins
+//! the states of every shard of a run into one that any number of new shards resume from.
+//!
+//! The model: an epoch has one global order of units (IPC record batches, Parquet row groups,
+//! the record batches of a stream), the same in every shard. The epoch's work is a list of items
+//! (a unit, or some rows of a unit) followed by every unit from some ordinal on ([`Work`]); the
+//! items are dealt round-robin to the shards, so shard `t` of `n` reads items `t`, `t + n`, ...
+//! A shard's [`Position`] is an index into its own items: the next row in order, or, when rows
+//! are shuffled, the window being drawn from (replayed from its generator's state, the rows it
+//! carried over and the batches it already gave).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::rng::Rng;
+use crate::{BatchSpec, Error, Result};
+
+/// The format of [`LoaderState`] this build writes and reads; a state of a newer format is
+/// refused.
+pub const STATE_VERSION: u32 = 1;
+
+/// Where a stream of batches stands: enough to continue it, batch for batch and byte for byte,
+/// in a new loader (even in a new process) made with the same source and spec plus this state.
+///
+/// Plain data: it serialises with serde (JSON, for example), and the Python binding hands it
+/// out as a dict of ints, strings and lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoaderState {
+    /// The format, [`STATE_VERSION`] when written by this build.
+    pub version: u32,
+    /// The arguments that fix the order and the batches (the source, batch size, columns,
+    /// shuffle, seed, ...), each as text; a loader resumed with other arguments is refused,
+    /// naming the first that differs.
+    pub config: BTreeMap<String, String>,
+    /// The epoch (see [`BatchSpec::epoch`]).
+    pub epoch: u64,
+    /// `[shard_index, num_shards]` of the loader that saved it; `None` for a state made by
+    /// [`merge_states`], which any layout of shards resumes from.
+    pub shard: Option<[u64; 2]>,
+    /// The work of the epoch that the shards share out.
+    pub work: Work,
+    /// Where this shard stands in its items; `None` at the start.
+    pub position: Option<Position>,
+}
+
+/// The work of an epoch, dealt round-robin to the shards: `items`, then every unit from
+/// `rest_from` on (to the source's end).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Work {
+    /// Units (ordinals in the epoch's order), in ascending order, each whole or with only some
+    /// of its rows.
+    pub items: Vec<Item>,
+    /// The first unit of the rest, after every unit in `items`.
+    pub rest_from: u64,
+    /// The number of units in the epoch when the source's metadata tells (files); `None` for
+    /// streams.
+    pub units: Option<u64>,
+}
+
+/// A unit, or some of its rows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Item {
+    /// The unit's ordinal in the epoch's order.
+    pub unit: u64,
+    /// Half-open ranges `[start, end)` of the unit's rows, ascending and disjoint; `None` for
+    /// every row.
+    pub rows: Option<Vec<[u64; 2]>>,
+}
+
+/// Where a shard stands in its items (numbered from 0 in the order it reads them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Position {
+    /// Rows in order: the next row to read is row `row` (counting the item's rows only) of
+    /// item `item`.
+    Rows {
+        /// The item.
+        item: u64,
+        /// The row within the item.
+        row: u64,
+    },
+    /// Rows drawn from shuffle windows (or sorted by length): the window that starts at item
+    /// `start` with the rows `carried` over from earlier windows, shuffled by the generator
+    /// whose state is `rng`, of which `emitted` batches were given.
+    Window {
+        /// The shuffle generator's state before the window was shuffled.
+        rng: u64,
+        /// The rows carried over, in the order they had: `[item, row]`.
+        carried: Vec<[u64; 2]>,
+        /// The first item the window read.
+        start: u64,
+        /// The rows of each item the window read, from `start` on (empty between windows).
+        sizes: Vec<u64>,
+        /// The batches of this window already given.
+        emitted: u64,
+    },
+}
+
+impl Work {
+    /// The whole epoch: every unit.
+    pub(crate) fn all(units: Option<u64>) -> Self {
+        Work {
+            items: Vec::new(),
+            rest_from: 0,
+            units,
+        }
+    }
+
+    /// The item at global index `w` of the dealt sequence, or `None` past the source's end.
+    pub(crate) fn global(&self, w: u64) -> Option<Item> {
+        if let Some(item) = usize::try_from(w).ok().and_then(|w| self.items.get(w)) {
+            return Some(item.clone());
+        }
+        let unit = self.rest_from.checked_add(w - self.items.len() as u64)?;
+        if self.units.is_some_and(|units| unit >= units) {
+            return None;
+        }
+        Some(Item { unit, rows: None })
+    }
+
+    /// Item `k` of shard `shard` of `num_shards`.
+    pub(crate) fn item(&self, k: u64, shard: u64, num_shards: u64) -> Option<Item> {
+        let w = k.checked_mul(num_shards)?.checked_add(shard)?;
+        self.global(w)
+    }
+
+    /// The number of items of shard `shard` of `num_shards`, when the units are known.
+    pub(crate) fn shard_len(&self, shard: u64, num_shards: u64) -> Option<u64> {
+        let units = self.units?;
+        let total = self.items.len() as u64 + units.saturating_sub(self.rest_from);
+        Some(total.saturating_sub(shard).div_ceil(num_shards))
+    }
+
+    /// Checks the items against the source's units: ascending, in range, ranges well formed.
+    fn check(&self, units: Option<u64>) -> Result<()> {
+        if self.units != units {
+            return bad(format!(
+                "the state is of a source of {} units; this source has {}",
+                show_units(self.units),
+                show_units(units)
+            ));
+        }
+        let mut previous: Option<u64> = None;
+        for item in &self.items {
+            if previous.is_some_and(|p| item.unit <= p) {
+                return bad(format!(
+                    "work item unit {} follows unit {}; expected ascending units",
+                    item.unit,
+                    previous.unwrap_or(0)
+                ));
+            }
+            previous = Some(item.unit);
+            if let Some(ranges) = &item.rows {
+                let mut end = 0;
+                for &[start, stop] in ranges {
+                    if start < end || stop <= start {
+                        return bad(format!(
+                            "the rows of unit {} are [{start}, {stop}) after row {end}; expected \
+                             ascending, non-empty ranges",
+                            item.unit
+                        ));
+                    }
+                    end = stop;
+                }
+            }
+        }
+        if let Some(p) = previous.filter(|&p| p >= self.rest_from) {
+            return bad(format!(
+                "work item unit {p} is not before rest_from {}",
+                self.rest_from
+            ));
+        }
+        if let Some(units) = units {
+            if let Some(p) = previous.filter(|&p| p >= units) {
+                return bad(format!(
+                    "work item unit {p} is out of range; the source has {units} units"
+                ));
+            }
+            if self.rest_from > units {
+                return bad(format!(
+                    "rest_from is {}; the source has {units} units",
+                    self.rest_from
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn show_units(units: Option<u64>) -> String {
+    units.map_or("an unknown number of".to_string(), |n| n.to_string())
+}
+
+/// The error for a state that cannot be resumed.
+fn bad<T>(reason: String) -> Result<T> {
+    Err(Error::InvalidState { reason })
+}
+
+/// Where a resumed shard starts.
+#[derive(Debug, Clone)]
+pub(crate) enum Start {
+    /// Rows in order from `row` of item `item`.
+    Rows { item: u64, row: u64 },
+    /// Shuffle windows, from the window record.
+    Window(WindowStart),
+}
+
+/// A shuffled stream's start: the generator, the rows carried over, the first item to read, and
+/// the batches of the first window to pass over.
+#[derive(Debug, Clone)]
+pub(crate) struct WindowStart {
+    pub(crate) rng: Option<u64>,
+    pub(crate) carried: Vec<[u64; 2]>,
+    pub(crate) start: u64,
+    pub(crate) skip: u64,
+}
+
+/// The arguments of `spec` that fix the batches, by name; `source` describes the source.
+pub(crate) fn config(spec: &BatchSpec, source: String) -> BTreeMap<String, String> {
+    let mut config = BTreeMap::new();
+    let mut put = |name: &str, value: String| {
+        config.insert(name.to_string(), value);
+    };
+    put("source", source);
+    put("batch_size", spec.batch_size.to_string());
+    put("drop_last", spec.drop_last.to_string());
+    put("columns", format!("{:?}", spec.columns));
+    put(
+        "groups",
+        format!(
+            "{:?}",
+            spec.groups
+                .iter()
+                .map(|group| (&group.name, &group.columns))
+                .collect::<Vec<_>>()
+        ),
+    );
+    put("masks", format!("{:?}", spec.masks));
+    put(
+        "sequences",
+        format!(
+            "{:?}",
+            spec.sequences
+                .iter()
+                .map(|s| (
+                    &s.column,
+                    s.mode.as_str(),
+                    s.max_length,
+                    s.pad_to_multiple_of,
+                    format!("{:?}", s.truncation_side)
+                ))
+                .collect::<Vec<_>>()
+        ),
+    );
+    put("shuffle", spec.shuffle.to_string());
+    put("seed", spec.seed.to_string());
+    put("buffer_size", spec.buffer_size.to_string());
+    put("max_tokens", format!("{:?}", spec.max_tokens));
+    put("bucket_by_length", spec.bucket_by_length.to_string());
+    config
+}
+
+/// Whether `spec` draws rows from windows (shuffled or sorted by length) rather than in order.
+pub(crate) fn windowed(spec: &BatchSpec) -> bool {
+    spec.shuffle || spec.bucket_by_length
+}
+
+impl LoaderState {
+    /// Checks this state against the loader about to resume it (its `config`, epoch, shard and
+    /// units) and returns where the shard starts.
+    pub(crate) fn start_for(
+        &self,
+        spec: &BatchSpec,
+        config: &BTreeMap<String, String>,
+        units: Option<u64>,
+    ) -> Result<Start> {
+        if self.version > STATE_VERSION {
+            return bad(format!(
+                "the state is of format version {}, newer than this build reads ({STATE_VERSION}); \
+                 expected a state saved by this or an older version",
+                self.version
+            ));
+        }
+        if self.version == 0 {
+            return bad("the state's version is 0; expected at least 1".to_string());
+        }
+        for (name, value) in config {
+            let saved = self.config.get(name);
+            if saved != Some(value) {
+                return bad(format!(
+                    "the state was saved with {name} = {}; this loader has {name} = {value}",
+                    saved.map_or("(missing)", String::as_str)
+                ));
+            }
+        }
+        if let Some(name) = self.config.keys().find(|name| !config.contains_key(*name)) {
+            return bad(format!(
+                "the state has a setting {name:?} that this loader does not know"
+            ));
+        }
+        if self.epoch != spec.epoch {
+            return bad(format!(
+                "the state was saved in epoch {}; this loader reads epoch {}",
+                self.epoch, spec.epoch
+            ));
+        }
+        let (shard, num_shards) = (spec.shard_index as u64, spec.num_shards as u64);
+        if let Some([saved_shard, saved_shards]) = self.shard
+            && (saved_shard, saved_shards) != (shard, num_shards)
+        {
+            return bad(format!(
+                "the state was saved by shard {saved_shard} of {saved_shards}; this loader is \
+                 shard {shard} of {num_shards} (to resume with another number of shards, merge \
+                 the states of every shard with merge_states)"
+            ));
+        }
+        self.work.check(units)?;
+        let len = self.work.shard_len(shard, num_shards);
+        let item_rows =
+            |k: u64| -> Option<u64> { item_len(&self.work.item(k, shard, num_shards)?) };
+        let check_item = |k: u64, what: &str| -> Result<()> {
+            match len {
+                Some(len) if k > len => bad(format!(
+                    "the state's {what} is item {k}; this shard has {len} items"
+                )),
+                _ => Ok(()),
+            }
+        };
+        match (&self.position, windowed(spec)) {
+            (None, false) => Ok(Start::Rows { item: 0, row: 0 }),
+            (None, true) => Ok(Start::Window(WindowStart {
+                rng: None,
+                carried: Vec::new(),
+                start: 0,
+                skip: 0,
+            })),
+            (Some(Position::Rows { item, row }), false) => {
+                check_item(*item, "position")?;
+                if let Some(rows) = item_rows(*item).filter(|rows| row > rows) {
+                    return bad(format!(
+                        "the state's position is row {row} of item {item}, which has {rows} rows"
+                    ));
+                }
+                Ok(Start::Rows {
+                    item: *item,
+                    row: *row,
+                })
+            }
+            (
+                Some(Position::Window {
+                    rng,
+                    carried,
+                    start,
+                    sizes,
+                    emitted,
+                }),
+                true,
+            ) => {
+                check_item(*start, "window start")?;
+                if let Some(len) = len
+                    && sizes.len() as u64 > len - start
+                {
+                    return bad(format!(
+                        "the state's window reads {} items from item {start}; this shard has \
+                         {len} items",
+                        sizes.len()
+                    ));
+                }
+                if let Some(&[item, _]) = carried.iter().find(|[item, _]| item >= start) {
+                    return bad(format!(
+                        "the state carries a row of item {item}, not before the window's start \
+                         {start}"
+                    ));
+                }
+                let total: u128 =
+                    sizes.iter().map(|&s| u128::from(s)).sum::<u128>() + carried.len() as u128;
+                if u128::from(*emitted) > total {
+                    return bad(format!(
+                        "the state's window gave {emitted} batches of at most {total} rows"
+                    ));
+                }
+                Ok(Start::Window(WindowStart {
+                    rng: Some(*rng),
+                    carried: carried.clone(),
+                    start: *start,
+                    skip: *emitted,
+                }))
+            }
+            (Some(_), windowed) => bad(format!(
+                "the state's position is of a stream {} rows by window; this loader {}",
+                if windowed { "not drawing" } else { "drawing" },
+                if windowed {
+                    "shuffles or buckets"
+                } else {
+                    "reads in order"
+                }
+            )),
+        }
+    }
+}
+
+/// Joins the states of every shard of a run (`shard` `0..n`, each once, all of one epoch and
+/// one configuration) into one state of the work left: each remaining row once, whatever shard
+/// had it. Resumed by any number of shards, they read every remaining row exactly once, in an
+/// order that differs from the uninterrupted run's.
+///
+/// The rows left in a shuffle window are worked out by replaying the window's shuffle from the
+/// sizes it records; a state saved inside a window whose batches are cut by tokens or sorted by
+/// length (which only the data decide) is refused.
+pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
+    let Some(first) = states.first() else {
+        return bad("there are no states to merge; expected the state of every shard".to_string());
+    };
+    let num_shards = states.len() as u64;
+    let mut seen = vec![false; states.len()];
+    for state in states {
+        if state.version != first.version || state.version > STATE_VERSION || state.version == 0 {
+            return bad(format!(
+                "a state is of format version {}; expected version {STATE_VERSION} in every \
+                 state",
+                state.version
+            ));
+        }
+        if state.config != first.config {
+            let name = state
+                .config
+                .iter()
+                .find(|(name, value)| first.config.get(*name) != Some(value))
+                .or_else(|| first.config.iter().next())
+                .map(|(name, _)| name.clone())
+                .unwrap_or_default();
+            return bad(format!(
+                "the states were saved with different {name}; expected the states of one run"
+            ));
+        }
+        if state.epoch != first.epoch {
+            return bad(format!(
+                "the states are of epochs {} and {}; expected one epoch",
+                first.epoch, state.epoch
+            ));
+        }
+        if state.work != first.work {
+            return bad(
+                "the states share out different work; expected the states of one run".to_string(),
+            );
+        }
+        let Some([shard, shards]) = state.shard else {
+            return bad("a state is already merged; expected the states of the shards".to_string());
+        };
+        if shards != num_shards || shard >= num_shards || seen[shard as usize] {
+            return bad(format!(
+                "a state is of shard {shard} of {shards}, with {num_shards} states given; \
+                 expected one state of each shard 0..{num_shards}"
+            ));
+        }
+        seen[shard as usize] = true;
+    }
+    first.work.check(first.work.units)?;
+    let work = &first.work;
+    let batch_size: u64 = first
+        .config
+        .get("batch_size")
+        .and_then(|b| b.parse().ok())
+        .filter(|&b| b > 0)
+        .ok_or_else(|| Error::InvalidState {
+            reason: "the state's batch_size is not a positive number".to_string(),
+        })?;
+    let exact = first.config.get("max_tokens").map(String::as_str) == Some("None")
+        && first.config.get("bucket_by_length").map(String::as_str) == Some("false");
+    // The rows left of partly read units, as ranges by unit; and the first unstarted global
+    // index of each shard.
+    let mut partial: BTreeMap<u64, Vec<[u64; 2]>> = BTreeMap::new();
+    let mut first_unstarted = vec![0u64; states.len()];
+    let item_of = |k: u64, shard: u64| -> Result<Item> {
+        work.item(k, shard, num_shards)
+            .ok_or_else(|| Error::InvalidState {
+                reason: format!("item {k} of shard {shard} is past the end of the source"),
+            })
+    };
+    for state in states {
+        let [shard, _] = state.shard.expect("checked above");
+        let next = match &state.position {
+            None => 0,
+            Some(Position::Rows { item, row }) if *row == 0 => *item,
+            Some(Position::Rows { item, row }) => {
+                let left = item_of(*item, shard)?;
+                let ranges = left.rows.clone().unwrap_or_else(|| vec![[0, u64::MAX]]);
+                partial
+                    .entry(left.unit)
+                    .or_default()
+                    .extend(drop_rows(&ranges, *row));
+                item + 1
+            }
+            Some(Position::Window {
+                rng,
+                carried,
+                start,
+                sizes,
+                emitted,
+            }) => {
+                let total: u128 = sizes.iter().map(|&s| u128::from(s)).sum();
+                if total > 1 << 32 {
+                    return bad(format!(
+                        "the window of shard {shard} declares {total} rows; expected at most 2**32"
+                    ));
+                }
+                let mut rows: Vec<[u64; 2]> = carried.clone();
+                for (offset, &size) in sizes.iter().enumerate() {
+                    let k = start.saturating_add(offset as u64);
+                    rows.extend((0..size).map(|row| [k, row]));
+                }
+                if *emitted > 0 {
+                    if !exact {
+                        return bad("a state saved inside a window of batches cut by tokens or \
+                                    sorted by length cannot be merged (its rows left depend on \
+                                    the data); save between windows or resume with the same \
+                                    shards"
+                            .to_string());
+                    }
+                    if first.config.get("shuffle").map(String::as_str) == Some("true") {
+                        Rng::from_state(*rng).shuffle(&mut rows);
+                    }
+                    let given = emitted.saturating_mul(batch_size).min(rows.len() as u64);
+                    rows.truncate(rows.len() - given as usize);
+                }
+                for [k, row] in rows {
+                    let item = item_of(k, shard)?;
+                    let at = unit_row(&item, row).ok_or_else(|| Error::InvalidState {
+                        reason: format!("row {row} of item {k} of shard {shard} is out of range"),
+                    })?;
+                    partial.entry(item.unit).or_default().push([at, at + 1]);
+                }
+                start.saturating_add(sizes.len() as u64)
+            }
+        };
+        first_unstarted[shard as usize] = next.saturating_mul(num_shards).saturating_add(shard);
+    }
+    // Unstarted items: those of each shard from its first unstarted index on; below the largest
+    // such index they are listed, from it on they are the rest.
+    let listed = work.items.len() as u64;
+    let bound = first_unstarted
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(0)
+        .max(listed);
+    let mut items: BTreeMap<u64, Item> = BTreeMap::new();
+    for (shard, &from) in first_unstarted.iter().enumerate() {
+        let mut w = from;
+        while w < bound {
+            let Some(item) = work.global(w) else { break };
+            if items.len() >= MAX_MERGED_ITEMS {
+                return bad(format!(
+                    "the shards' positions are too far apart (shard {shard} is at work item \
+                     {from}, another at {bound}); expected positions of one run"
+                ));
+            }
+            items.insert(item.unit, item);
+            w += num_shards;
+        }
+    }
+    let mut rest_from = work.rest_from.saturating_add(bound - listed);
+    if let Some(units) = work.units {
+        rest_from = rest_from.min(units);
+    }
+    // The partly read units' rows, joined with any of their rows still unstarted.
+    for (unit, mut ranges) in partial {
+        if let Some(item) = items.get(&unit) {
+            ranges.extend(item.rows.clone().unwrap_or_else(|| vec![[0, u64::MAX]]));
+        }
+        let ranges = join_ranges(ranges);
+        if !ranges.is_empty() {
+            items.insert(
+                unit,
+                Item {
+                    unit,
+                    rows: Some(ranges),
+                },
+            );
+        }
+    }
+    let items: Vec<Item> = items.into_values().collect();
+    let rest_from = rest_from.max(items.last().map_or(0, |item| item.unit + 1));
+    Ok(LoaderState {
+        version: STATE_VERSION,
+        config: first.config.clone(),
+        epoch: first.epoch,
+        shard: None,
+        work: Work {
+            items,
+            rest_from,
+            units: work.units,
+        },
+        position: None,
+    })
+}
+
+/// The most items a merged state lists: more means positions no run could have saved.
+const MAX_MERGED_ITEMS: usize = 1 << 24;
+
+/// `ranges` without their first `rows` rows.
+fn drop_rows(ranges: &[[u64; 2]], rows: u64) -> Vec<[u64; 2]> {
+    let mut left = rows;
+    let mut out = Vec::new();
+    for &[start, end] in ranges {
+        let len = end - start;
+        if left >= len {
+            left -= len;
+            continue;
+        }
+        out.push([start + left, end]);
+        left = 0;
+    }
+    out
+}
+
+/// Ranges sorted and joined where they touch or overlap.
+fn join_ranges(mut ranges: Vec<[u64; 2]>) -> Vec<[u64; 2]> {
+    ranges.sort_unstable();
+    let mut out: Vec<[u64; 2]> = Vec::new();
+    for [start, end] in ranges {
+        match out.last_mut() {
+            Some(last) if start <= last[1] => last[1] = last[1].max(end),
+            _ => out.push([start, end]),
+        }
+    }
+    out
+}
+
+/// The number of rows of `item` when its ranges say (an open range does not).
+pub(crate) fn item_len(item: &Item) -> Option<u64> {
+    let ranges = item.rows.as_ref()?;
+    if ranges.last().is_some_and(|r| r[1] == u64::MAX) {
+        return None;
+    }
+    Some(ranges.iter().map(|[a, b]| b - a).sum())
+}
+
+/// The unit row of the `row`-th row of `item`.
+fn unit_row(item: &Item, row: u64) -> Option<u64> {
+    let Some(ranges) = &item.rows else {
+        return Some(row);
+    };
+    let mut left = row;
+    for &[start, end] in ranges {
+        let len = end - start;
+        if left < len {
+            return Some(start + left);
+        }
+        left -= len;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_drop_join_and_index_rows() {
+        assert_eq!(drop_rows(&[[0, 4], [10, 12]], 5), vec![[11, 12]]);
+        assert_eq!(drop_rows(&[[0, u64::MAX]], 3), vec![[3, u64::MAX]]);
+        assert_eq!(
+            join_ranges(vec![[5, 6], [0, 2], [2, 3], [6, 9]]),
+            vec![[0, 3], [5, 9]]
+        );
+        let item = Item {
+            unit: 4,
+            rows: Some(vec![[2, 4], [10, 13]]),
+        };
+        assert_eq!(
+            (0..6).map(|row| unit_row(&item, row)).collect::<Vec<_>>(),
+            [Some(2), Some(3), Some(10), Some(11), Some(12), None]
+        );
+        assert_eq!(item_len(&item), Some(5));
+    }
+
+    #[test]
+    fn work_is_dealt_round_robin_listed_items_first() {
+        let work = Work {
+            items: vec![
+                Item {
+                    unit: 1,
+                    rows: Some(vec![[3, 5]]),
+                },
+                Item {
+                    unit: 2,
+                    rows: None,
+                },
+            ],
+            rest_from: 4,
+            units: Some(7),
+        };
+        let units = |shard| {
+            (0..)
+                .map_while(|k| work.item(k, shard, 2))
+                .map(|item| item.unit)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(units(0), [1, 4, 6]);
+        assert_eq!(units(1), [2, 5]);
+        assert_eq!(work.shard_len(0, 2), Some(3));
+        assert_eq!(work.shard_len(1, 2), Some(2));
+    }
+
+    #[test]
+    fn a_state_round_trips_through_json_and_unknown_keys_are_refused() {
+        let state = LoaderState {
+            version: STATE_VERSION,
+            config: BTreeMap::from([("batch_size".to_string(), "4".to_string())]),
+            epoch: 2,
+            shard: Some([1, 2]),
+            work: Work::all(Some(3)),
+            position: Some(Position::Window {
+                rng: u64::MAX,
+                carried: vec![[0, 1]],
+                start: 1,
+                sizes: vec![5],
+                emitted: 1,
+            }),
+        };
+        let text = serde_json::to_string(&state).unwrap();
+        assert_eq!(serde_json::from_str::<LoaderState>(&text).unwrap(), state);
+        let extra = text.replacen("\"epoch\"", "\"extra\":1,\"epoch\"", 1);
+        assert!(serde_json::from_str::<LoaderState>(&extra).is_err());
+        let negative = text.replacen("\"epoch\":2", "\"epoch\":-2", 1);
+        assert!(serde_json::from_str::<LoaderState>(&negative).is_err());
+    }
+}

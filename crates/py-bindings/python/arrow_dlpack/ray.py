@@ -1,0 +1,275 @@
+"""``arrow_dlpack.ray``: Ray Data's Arrow blocks as the batches of tensors that
+:func:`arrow_dlpack.batches` makes.
+
+Ray Data hands a ``collate_fn`` of ``Dataset.iter_torch_batches`` a ``pyarrow.Table`` when the
+function is an ``ArrowBatchCollateFn``; :func:`collate_fn` gives one that makes a batch of all
+the table's rows with the loader's own assembly (the Rust ``arrow_dlpack_loader::collate``, on
+the calling thread), so that Ray's batches become the tensors ``ad.batches`` makes from the same
+rows (column groups, fixed-shape tensors, masks, sequences), without going through numpy:
+
+>>> for batch in dataset.iter_torch_batches(batch_size=1024, collate_fn=ad.ray.collate_fn(
+...         groups={"features": features}, columns=["label"])):
+...     train_step(batch["features"], batch["label"])
+
+The same object works in ``Dataset.map_batches(..., batch_format="pyarrow")`` with
+``format="numpy"``. ``ad.batches(dataset, ...)`` over a ``ray.data.Dataset`` or a
+``DataIterator`` reads its blocks through :func:`arrow_stream`.
+
+This module imports Ray (and pyarrow, which Ray depends on); ``import arrow_dlpack`` does not
+import it: ``ad.ray`` is loaded on first use.
+"""
+
+from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple
+
+import pyarrow as pa
+from ray.data.collate_fn import ArrowBatchCollateFn
+from ray.data.extensions import ArrowTensorType, ArrowTensorTypeV2
+
+from arrow_dlpack._arrow_dlpack import Tensor, _collate
+from arrow_dlpack._batches import Groups, Sequences, _names
+
+__all__ = ["ArrowCollateFn", "arrow_stream", "collate_fn", "fixed_shape_tensors"]
+
+
+class ArrowCollateFn(ArrowBatchCollateFn):
+    """A Ray Data collate function (an ``ArrowBatchCollateFn``, so Ray hands it each batch as
+    a ``pyarrow.Table``) that makes the batch's tensors with :func:`arrow_dlpack.batches`.
+
+    The options are :func:`arrow_dlpack.batches`'s that say what a batch holds; cutting,
+    shuffling and sharding are Ray's. ``format`` is ``"torch"`` (``torch.Tensor``s, what
+    ``iter_torch_batches`` moves to its device), ``"numpy"`` (``numpy.ndarray``s, a batch that
+    ``map_batches`` can return) or ``"dlpack"`` (:class:`arrow_dlpack.Tensor`s).
+    """
+
+    def __init__(
+        self,
+        *,
+        columns: Optional[Sequence[str]] = None,
+        groups: Optional[Groups] = None,
+        masks: Iterable[str] = (),
+        allow_nulls: bool = False,
+        null_to_nan: bool = False,
+        row_major: bool = True,
+        writable: bool = False,
+        sequences: Optional[Sequences] = None,
+        format: str = "torch",
+    ):
+        super().__init__()
+        if format not in _CONVERTERS:
+            expected = ", ".join(map(repr, _CONVERTERS))
+            raise ValueError(f"format is {format!r}; expected one of {expected}")
+        self.format = format
+        if groups is not None and not isinstance(groups, Mapping):
+            raise TypeError(
+                f"groups is {type(groups).__name__}; expected a dict from name to columns"
+            )
+        if sequences is not None and not isinstance(sequences, Mapping):
+            raise TypeError(
+                f"sequences is {type(sequences).__name__}; expected a dict from column to a mode"
+            )
+        # The keywords of the loader's spec, as `ad.batches` hands them on.
+        self.options: Dict[str, Any] = {
+            "columns": _names("columns", columns) if columns is not None else [],
+            "groups": [
+                (name, _names(f"groups[{name!r}]", group)) for name, group in (groups or {}).items()
+            ],
+            "masks": _names("masks", masks),
+            "allow_nulls": allow_nulls,
+            "null_to_nan": null_to_nan,
+            "row_major": row_major,
+            "writable": writable,
+            "sequences": {
+                name: dict(how) if isinstance(how, Mapping) else how
+                for name, how in (sequences or {}).items()
+            },
+        }
+        self._convert = _CONVERTERS[format]
+        self._last_schema: Optional[Tuple[pa.Schema, bool]] = None
+        # The flags are checked here, rather than at the first batch on one of Ray's threads;
+        # the names need the batch's schema.
+        flags = {**self.options, "columns": [], "groups": [], "masks": [], "sequences": {}}
+        _collate(_PROBE, **flags)
+
+    def tensors(self, table: Any) -> Dict[str, Tensor]:
+        """The batch of every row of ``table`` (anything with ``__arrow_c_stream__``), as
+        :class:`arrow_dlpack.Tensor`s: what :func:`arrow_dlpack.batches` makes of the same rows,
+        made on the calling thread (the GIL released for large batches only). Rows of one record
+        batch are zero-copy views; rows of several are copied once."""
+        if isinstance(table, pa.Table) and self._has_ray_tensors(table.schema):
+            table = fixed_shape_tensors(table)
+        return _collate(table, **self.options)
+
+    def _has_ray_tensors(self, schema: pa.Schema) -> bool:
+        """Whether ``schema`` has a column of one of Ray's tensor types; the answer for the
+        last schema is kept, as every batch of a dataset usually has the same one."""
+        last = self._last_schema
+        if last is None or not schema.equals(last[0]):
+            last = (schema, any(isinstance(t, _RAY_TENSOR_TYPES) for t in schema.types))
+            # One assignment, so that Ray's threads calling at once see a consistent pair.
+            self._last_schema = last
+        return last[1]
+
+    def __call__(self, batch: Any) -> Dict[str, Any]:
+        tensors = self.tensors(batch)
+        convert = self._convert()
+        if convert is None:
+            return tensors
+        return {name: convert(tensor) for name, tensor in tensors.items()}
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # Ray pickles the function into its workers; the converter is found again there.
+        return {"format": self.format, "options": self.options}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._convert = _CONVERTERS[self.format]
+        self._last_schema = None
+
+    def __repr__(self) -> str:
+        shown = [f"{k}={v!r}" for k, v in self.options.items() if v != _DEFAULTS[k]]
+        return f"ArrowCollateFn({', '.join(shown + [f'format={self.format!r}'])})"
+
+
+#: The options at their defaults, against which ``repr`` shows what was set.
+_DEFAULTS: Dict[str, Any] = {
+    "columns": [],
+    "groups": [],
+    "masks": [],
+    "allow_nulls": False,
+    "null_to_nan": False,
+    "row_major": True,
+    "writable": False,
+    "sequences": {},
+}
+
+
+def _torch_converter() -> Callable[[Tensor], Any]:
+    from torch import from_dlpack
+
+    return from_dlpack
+
+
+def _numpy_converter() -> Callable[[Tensor], Any]:
+    from numpy import from_dlpack
+
+    return from_dlpack
+
+
+#: Per format, what gives the function that converts each tensor (None: none).
+_CONVERTERS: Dict[str, Callable[[], Optional[Callable[[Tensor], Any]]]] = {
+    "torch": _torch_converter,
+    "numpy": _numpy_converter,
+    "dlpack": lambda: None,
+}
+
+#: Ray's fixed-shape tensor types, whose columns the loader reads as ``arrow.fixed_shape_tensor``.
+_RAY_TENSOR_TYPES = (ArrowTensorType, ArrowTensorTypeV2)
+
+#: A table of one column and no rows, against which the flags are checked.
+_PROBE = pa.table({"probe": pa.array([], pa.int8())})
+
+
+def collate_fn(
+    *,
+    columns: Optional[Sequence[str]] = None,
+    groups: Optional[Groups] = None,
+    masks: Iterable[str] = (),
+    allow_nulls: bool = False,
+    null_to_nan: bool = False,
+    row_major: bool = True,
+    writable: bool = False,
+    sequences: Optional[Sequences] = None,
+    format: str = "torch",
+) -> ArrowCollateFn:
+    """A collate function for ``Dataset.iter_torch_batches(collate_fn=...)`` (and, with
+    ``format="numpy"``, for ``map_batches(..., batch_format="pyarrow")``) that makes the tensors
+    :func:`arrow_dlpack.batches` makes from the same rows. See :class:`ArrowCollateFn`."""
+    return ArrowCollateFn(
+        columns=columns,
+        groups=groups,
+        masks=masks,
+        allow_nulls=allow_nulls,
+        null_to_nan=null_to_nan,
+        row_major=row_major,
+        writable=writable,
+        sequences=sequences,
+        format=format,
+    )
+
+
+def fixed_shape_tensors(table: Any) -> Any:
+    """``table`` with Ray's own fixed-shape tensor columns (``ArrowTensorType``,
+    ``ArrowTensorTypeV2``: what Ray makes of numpy columns of more than one dimension, each row
+    a list of ``prod(shape)`` values) as ``arrow.fixed_shape_tensor`` columns, zero-copy; any
+    other table or column as it is.
+
+    A column with null rows, or rows of another length, is left as it is (and refused by the
+    loader, naming it)."""
+    if not isinstance(table, pa.Table):
+        return table
+    for index, field in enumerate(table.schema):
+        if isinstance(field.type, _RAY_TENSOR_TYPES) and len(field.type.shape) > 0:
+            tensor_type = pa.fixed_shape_tensor(
+                field.type.storage_type.value_type, list(field.type.shape)
+            )
+            column = table.column(index)
+            chunks = [_fixed_shape_chunk(chunk, tensor_type) for chunk in column.chunks]
+            if all(chunk is not None for chunk in chunks):
+                column = pa.chunked_array(chunks, type=tensor_type)
+                table = table.set_column(index, field.with_type(tensor_type), column)
+    return table
+
+
+def _fixed_shape_chunk(chunk: Any, tensor_type: Any) -> Optional[pa.Array]:
+    """One chunk of a Ray tensor column as an ``arrow.fixed_shape_tensor`` array sharing its
+    values, or None when its rows are not all ``prod(shape)`` values."""
+    storage = chunk.storage
+    if storage.null_count:
+        return None
+    size = 1
+    for extent in tensor_type.shape:
+        size *= extent
+    values = storage.flatten()  # the values the rows reference, a zero-copy slice
+    if len(values) != len(storage) * size:
+        return None
+    cells = pa.FixedSizeListArray.from_arrays(values, size)
+    return pa.ExtensionArray.from_storage(tensor_type, cells)
+
+
+def is_dataset(source: Any) -> bool:
+    """Whether ``source`` is a ``ray.data.Dataset`` or ``DataIterator``."""
+    from ray.data import DataIterator, Dataset
+
+    return isinstance(source, (Dataset, DataIterator))
+
+
+def arrow_stream(dataset: Any, *, prefetch_blocks: int = 1) -> pa.RecordBatchReader:
+    """The blocks of a ``ray.data.Dataset`` or ``DataIterator`` as an Arrow stream (a
+    ``pyarrow.RecordBatchReader``), read as the stream is read.
+
+    Each block comes whole, as Ray stores it (``iter_batches(batch_size=None,
+    batch_format="pyarrow")``: no re-batching and no copy; a block that Ray's object store holds
+    is read in place), and at most ``prefetch_blocks`` blocks wait fetched ahead of the reader.
+    Ray's fixed-shape tensor columns become ``arrow.fixed_shape_tensor`` columns
+    (:func:`fixed_shape_tensors`).
+    """
+    blocks = iter(
+        dataset.iter_batches(
+            batch_size=None, batch_format="pyarrow", prefetch_batches=prefetch_blocks
+        )
+    )
+    first = next(blocks, None)
+    if first is None:
+        # An empty dataset: its schema, if Ray knows one, and no rows.
+        schema = dataset.schema() if hasattr(dataset, "schema") else None
+        schema = getattr(schema, "base_schema", schema)
+        return pa.RecordBatchReader.from_batches(schema or pa.schema([]), [])
+
+    first = fixed_shape_tensors(first)
+
+    def record_batches() -> Iterator[pa.RecordBatch]:
+        yield from first.to_batches()
+        for block in blocks:
+            yield from fixed_shape_tensors(block).to_batches()
+
+    return pa.RecordBatchReader.from_batches(first.schema, record_batches())
