@@ -360,7 +360,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
 /// Plans the record batches of the opened IPC files `files`, named `paths`.
 fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> Result<Plan> {
     check_file_schemas(
-        &paths,
+        paths,
         files.iter().map(|file| (file.full_schema(), file.schema())),
         spec,
     )?;
@@ -375,7 +375,7 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         })
         .collect();
     let order = epoch_order(units, spec);
-    let config = crate::state::config(spec, describe("ipc files", &paths));
+    let config = crate::state::config(spec, describe("ipc files", paths));
     let (work, start) = resume(spec, &config, Some(order.len() as u64))?;
     let items = file_items(&work, spec, &start);
     let num_rows = rows_left(
@@ -413,7 +413,7 @@ fn plan_parquet_files(
     spec: &BatchSpec,
 ) -> Result<Plan> {
     check_file_schemas(
-        &paths,
+        paths,
         files.iter().map(|file| (file.full_schema(), file.schema())),
         spec,
     )?;
@@ -429,7 +429,7 @@ fn plan_parquet_files(
         }
     }
     let order = epoch_order(units, spec);
-    let config = crate::state::config(spec, describe("parquet files", &paths));
+    let config = crate::state::config(spec, describe("parquet files", paths));
     let (work, start) = resume(spec, &config, Some(order.len() as u64))?;
     let items = file_items(&work, spec, &start);
     let num_rows = rows_left(&items, |unit| order[unit as usize].rows, &start, spec)?;

@@ -397,3 +397,15 @@ def test_the_example_of_the_loader_guide_runs_against_the_s3_server(aws_env, tmp
     exec(compile(code.replace("http://127.0.0.1:9000", endpoint), str(guide), "exec"), scope)
     # The loop ran to its last batch: 6,000 rows in batches of 1,024, the last of 880.
     assert tuple(scope["x"].shape) == (880, 16) and tuple(scope["y"].shape) == (880,)
+
+
+def test_a_run_over_s3_resumes_from_its_state(aws_env):
+    url = f"s3://{BUCKET}/parquet/*.parquet"
+    options = dict(columns=["id"], shuffle=True, seed=9, buffer_size=700)
+    whole = _collect(url, 256, **options)
+    iterator = ad.batches(url, 256, **options)
+    first = [np.from_dlpack(next(iterator)["id"]).copy() for _ in range(5)]
+    state = iterator.state_dict()
+    iterator.close()
+    rest = _collect(url, 256, state=state, **options)
+    _assert_same([{"id": ids} for ids in first] + rest, whole)
