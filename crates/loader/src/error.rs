@@ -233,6 +233,16 @@ pub enum Error {
         /// The panic's message, or a placeholder when it was not a string.
         message: String,
     },
+
+    /// A source named in a way the loader cannot use: a URL that is not one of object storage,
+    /// a storage option that is unknown or has a bad value, a store that cannot be made.
+    #[error("cannot use {what}: {reason}")]
+    InvalidSource {
+        /// The URL or option, in words.
+        what: String,
+        /// What is wrong, with what was expected.
+        reason: String,
+    },
 }
 
 /// Shorthand for results of this crate.
@@ -349,10 +359,11 @@ mod tests {
             Error::SchemaMismatch { .. } => 19,
             Error::UnknownFormat { .. } => 20,
             Error::Panicked { .. } => 21,
+            Error::InvalidSource { .. } => 22,
         }
     }
 
-    const VARIANTS: usize = 22;
+    const VARIANTS: usize = 23;
 
     fn path() -> PathBuf {
         PathBuf::from("/data/t.parquet")
@@ -449,6 +460,10 @@ mod tests {
             },
             Error::Panicked {
                 message: "a panic without a message".to_string(),
+            },
+            Error::InvalidSource {
+                what: "storage option \"retry_timeout\"".to_string(),
+                reason: "it is \"soon\"; expected a duration such as \"30s\"".to_string(),
             },
         ]
     }

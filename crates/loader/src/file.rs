@@ -14,6 +14,31 @@ use parquet::file::reader::{ChunkReader, Length};
 
 use crate::{Error, Result};
 
+/// The formats of the file sources, told from a file's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Format {
+    /// Arrow IPC files: `.arrow`, `.feather`, `.ipc`.
+    IpcFile,
+    /// Arrow IPC streams: `.arrows`.
+    IpcStream,
+    /// Parquet: `.parquet`, `.pq`.
+    Parquet,
+}
+
+/// The format of a file or object named `name`, from its extension (case-insensitive).
+pub(crate) fn format_of(name: &str) -> Option<Format> {
+    let (stem, extension) = name.rsplit_once('.')?;
+    if stem.is_empty() {
+        return None;
+    }
+    match extension.to_ascii_lowercase().as_str() {
+        "arrow" | "feather" | "ipc" => Some(Format::IpcFile),
+        "arrows" => Some(Format::IpcStream),
+        "parquet" | "pq" => Some(Format::Parquet),
+        _ => None,
+    }
+}
+
 /// Opens `path` for reading; a failure is [`Error::Io`] naming the path.
 pub(crate) fn open(path: &Path) -> Result<File> {
     File::open(path).map_err(|error| Error::io(path, error))

@@ -1,9 +1,17 @@
 //! Arrow IPC: files, memory-mapped, whose footer and every record batch's header are read and
 //! checked when the file is opened, and whose record batches are decoded on demand as zero-copy
 //! slices of the map; and streams, read one file after another.
+//!
+//! IPC files in object storage are read the same way: the footer, the dictionaries and every
+//! record batch's header are fetched when the file is planned (the headers' ranges coalesced
+//! into few requests), and each record batch's block is fetched when it is read, up to
+//! [`FETCH_AHEAD`] blocks ahead of the one decoded. Streams in object storage are read in
+//! order, a range of [`STREAM_CHUNK`] bytes at a time.
 
-use std::fs::File;
-use std::io::BufReader;
+#[cfg(feature = "object-store")]
+use std::collections::VecDeque;
+use std::io::{BufReader, Read};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -15,7 +23,47 @@ use arrow_schema::SchemaRef;
 
 use crate::file::{self, PinnedFile, PlannedFile};
 use crate::quiet_panic::catch_quietly;
+#[cfg(feature = "object-store")]
+use crate::remote::{self, Fetched, Pending, RemoteObject};
 use crate::{Error, Result};
+
+/// Record batches of an IPC file in object storage fetched ahead of the one decoded.
+#[cfg(feature = "object-store")]
+pub(crate) const FETCH_AHEAD: usize = 4;
+
+/// The bytes of one read of an IPC stream in object storage.
+#[cfg(feature = "object-store")]
+pub(crate) const STREAM_CHUNK: u64 = 8 << 20;
+
+/// The bytes of an IPC file: its memory map, or the ranges fetched from an object.
+enum Data {
+    Mapped(Buffer),
+    #[cfg(feature = "object-store")]
+    Fetched(Fetched),
+}
+
+impl Data {
+    /// `len` bytes at `offset`, when they are mapped or fetched.
+    fn range(&self, offset: usize, len: usize) -> Option<Buffer> {
+        match self {
+            Data::Mapped(buffer) => {
+                let end = offset.checked_add(len)?;
+                (end <= buffer.len()).then(|| buffer.slice_with_length(offset, len))
+            }
+            #[cfg(feature = "object-store")]
+            Data::Fetched(fetched) => fetched.slice(offset as u64, len as u64).map(Buffer::from),
+        }
+    }
+}
+
+/// Where an IPC file's bytes are.
+enum Location {
+    /// A memory-mapped local file, checked against its plan before each read.
+    Local(PlannedFile),
+    /// An object in object storage, pinned by its ETag, size and last-modified time.
+    #[cfg(feature = "object-store")]
+    Remote(RemoteObject),
+}
 
 /// The magic bytes that open and close an Arrow IPC file.
 const MAGIC: &[u8; 6] = b"ARROW1";
@@ -25,8 +73,12 @@ const CONTINUATION: [u8; 4] = [0xFF; 4];
 
 /// One memory-mapped Arrow IPC file.
 pub(crate) struct IpcFile {
-    planned: PlannedFile,
-    buffer: Buffer,
+    location: Location,
+    /// The file's length.
+    len: usize,
+    /// The map of a local file; for an object, its footer, dictionaries and record-batch
+    /// headers.
+    data: Data,
     decoder: FileDecoder,
     blocks: Vec<Block>,
     rows: Vec<usize>,
@@ -52,16 +104,92 @@ impl IpcFile {
         let map = unsafe { memmap2::MmapOptions::new().map_copy(file.file()) }
             .map_err(|error| Error::io(path, error))?;
         let buffer = Buffer::from(bytes::Bytes::from_owner(map));
-        let corrupt = |reason: String| Error::ipc(path, reason);
         let len = buffer.len();
         if len < 2 * MAGIC.len() + 4 || &buffer[..MAGIC.len()] != MAGIC {
-            return Err(corrupt(format!(
-                "the file is {len} bytes and does not start with ARROW1; expected an arrow ipc \
-                 file (for a stream, use Source::ipc_streams)"
-            )));
+            return Err(Error::ipc(
+                path,
+                format!(
+                    "the file is {len} bytes and does not start with ARROW1; expected an arrow \
+                     ipc file (for a stream, use Source::ipc_streams)"
+                ),
+            ));
         }
+        Self::from_data(
+            Location::Local(file.planned().clone()),
+            path,
+            len,
+            Data::Mapped(buffer),
+            columns,
+            |_| Ok(None),
+        )
+    }
+
+    /// Opens the IPC file object `object`, whose last bytes `tail` were fetched when it was
+    /// listed: the rest of a longer footer, the dictionaries and the record batches' headers are
+    /// fetched here.
+    #[cfg(feature = "object-store")]
+    pub(crate) fn open_remote(
+        object: RemoteObject,
+        tail: Fetched,
+        columns: Option<&[String]>,
+    ) -> Result<Self> {
+        let name = object.name().to_path_buf();
+        let size = object.size();
+        let len = usize::try_from(size).map_err(|_| {
+            Error::ipc(
+                &name,
+                format!("the object of {size} bytes is too large to address"),
+            )
+        })?;
+        if len < 2 * MAGIC.len() + 4 {
+            return Err(Error::ipc(
+                &name,
+                format!("the object is {len} bytes; expected an arrow ipc file"),
+            ));
+        }
+        let footer_len = tail
+            .slice(size - 10, 4)
+            .map(|bytes| i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+            .and_then(|len| u64::try_from(len).ok())
+            .filter(|&footer| footer + 10 <= size);
+        let tail = match footer_len {
+            Some(footer) if tail.slice(size - 10 - footer, footer + 10).is_none() => {
+                object.fetch_now(std::iter::once(size - 10 - footer..size))?
+            }
+            _ => tail,
+        };
+        let fetch_object = object.clone();
+        Self::from_data(
+            Location::Remote(object),
+            &name,
+            len,
+            Data::Fetched(tail.clone()),
+            columns,
+            move |ranges| {
+                let mut parts = fetch_object.fetch_now(remote::coalesce(ranges))?;
+                parts = parts.with(&tail);
+                Ok(Some(Data::Fetched(parts)))
+            },
+        )
+    }
+
+    /// Reads the footer, dictionaries and record-batch headers of the file `path` of `len`
+    /// bytes from `data`; `more` is given the ranges of the dictionaries and of the headers,
+    /// and returns the data that holds them when `data` does not.
+    fn from_data(
+        location: Location,
+        path: &Path,
+        len: usize,
+        mut data: Data,
+        columns: Option<&[String]>,
+        more: impl FnOnce(Vec<Range<u64>>) -> Result<Option<Data>>,
+    ) -> Result<Self> {
+        let corrupt = |reason: String| Error::ipc(path, reason);
         let mut tail = [0u8; 10];
-        tail.copy_from_slice(&buffer[len - 10..]);
+        let last = data
+            .range(len - 10, 10)
+            .ok_or_else(|| corrupt("cannot read the footer's length".to_string()))?;
+        tail.copy_from_slice(&last);
         let footer_len = read_footer_length(tail).map_err(|error| corrupt(error.to_string()))?;
         let footer_start = (len - 10)
             .checked_sub(footer_len)
@@ -72,7 +200,10 @@ impl IpcFile {
                      a complete file"
                 ))
             })?;
-        let footer = root_as_footer(&buffer[footer_start..len - 10])
+        let footer_bytes = data
+            .range(footer_start, footer_len)
+            .ok_or_else(|| corrupt("cannot read the footer".to_string()))?;
+        let footer = root_as_footer(&footer_bytes)
             .map_err(|error| corrupt(format!("invalid footer: {error}")))?;
         let fb_schema = footer
             .schema()
@@ -102,27 +233,47 @@ impl IpcFile {
                 decoder = decoder.with_projection(indices);
             }
         }
-        for block in footer.dictionaries().into_iter().flatten() {
-            let data = block_data(&buffer, block).map_err(corrupt)?;
-            catch_quietly(|| decoder.read_dictionary(block, &data))
-                .map_err(|payload| Error::decode_panic(path, "a dictionary".to_string(), payload))?
-                .map_err(|error| corrupt(format!("invalid dictionary: {error}")))?;
-        }
+        let dictionaries: Vec<Block> = footer
+            .dictionaries()
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect();
         let blocks: Vec<Block> = footer
             .recordBatches()
             .map(|blocks| blocks.iter().copied().collect())
             .unwrap_or_default();
+        // What the rest of the planning reads: whole dictionaries, record batches' headers.
+        let wanted = dictionaries
+            .iter()
+            .filter_map(|block| block_range(block, len).ok())
+            .chain(blocks.iter().filter_map(|block| {
+                let (offset, _) = block_range(block, len).ok()?;
+                Some((offset, block.metaDataLength() as usize))
+            }))
+            .map(|(offset, size)| offset as u64..(offset + size) as u64)
+            .collect();
+        if let Some(fetched) = more(wanted)? {
+            data = fetched;
+        }
+        for block in &dictionaries {
+            let bytes = block_data(&data, len, block).map_err(corrupt)?;
+            catch_quietly(|| decoder.read_dictionary(block, &bytes))
+                .map_err(|payload| Error::decode_panic(path, "a dictionary".to_string(), payload))?
+                .map_err(|error| corrupt(format!("invalid dictionary: {error}")))?;
+        }
         let rows = blocks
             .iter()
             .enumerate()
             .map(|(i, block)| {
-                block_rows(&buffer, block)
+                block_rows(&data, len, block)
                     .map_err(|reason| corrupt(format!("record batch {i}: {reason}")))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(IpcFile {
-            planned: file.planned().clone(),
-            buffer,
+            location,
+            len,
+            data,
             decoder,
             blocks,
             rows,
@@ -147,14 +298,34 @@ impl IpcFile {
         &self.full_schema
     }
 
+    /// The name of the file in errors: its path, or an object's URL.
+    fn path(&self) -> &Path {
+        match &self.location {
+            Location::Local(planned) => planned.path(),
+            #[cfg(feature = "object-store")]
+            Location::Remote(object) => object.name(),
+        }
+    }
+
     /// Decodes record batch `index`, sharing the map's memory; checks first that the file is
-    /// unchanged, and then that the batch has the rows its header declares.
-    pub(crate) fn read(&self, index: usize) -> Result<RecordBatch> {
-        let path = self.planned.path();
-        self.planned.check_path()?;
+    /// unchanged, and then that the batch has the rows its header declares. An object's block
+    /// is fetched here unless `fetched` holds it.
+    pub(crate) fn read(&self, index: usize, fetched: Option<Buffer>) -> Result<RecordBatch> {
+        let path = self.path();
         let block = &self.blocks[index];
         let corrupt = |reason: String| Error::ipc(path, format!("record batch {index}: {reason}"));
-        let data = block_data(&self.buffer, block).map_err(corrupt)?;
+        let data = match (&self.location, fetched) {
+            (_, Some(data)) => data,
+            (Location::Local(planned), None) => {
+                planned.check_path()?;
+                block_data(&self.data, self.len, block).map_err(corrupt)?
+            }
+            #[cfg(feature = "object-store")]
+            (Location::Remote(_), None) => match self.start_fetch(index) {
+                Some(pending) => pending.wait()?,
+                None => block_data(&self.data, self.len, block).map_err(corrupt)?,
+            },
+        };
         let decoded =
             catch_quietly(|| self.decoder.read_record_batch(block, &data)).map_err(|payload| {
                 Error::decode_panic(path, format!("record batch {index}"), payload)
@@ -171,6 +342,23 @@ impl IpcFile {
             Err(error) => Err(corrupt(error.to_string())),
         }
     }
+
+    /// Starts fetching the block of record batch `index` of an object; `None` for a local file
+    /// (or a block outside the object, which [`block_data`] reports).
+    #[cfg(feature = "object-store")]
+    fn start_fetch(&self, index: usize) -> Option<Pending<Buffer>> {
+        let Location::Remote(object) = &self.location else {
+            return None;
+        };
+        let (offset, len) = block_range(&self.blocks[index], self.len).ok()?;
+        let fetch = object.fetch_ranges(std::iter::once(offset as u64..(offset + len) as u64));
+        Some(object.remote().spawn(async move {
+            let fetched = fetch.await?;
+            Ok(Buffer::from(
+                fetched.slice(offset as u64, len as u64).unwrap_or_default(),
+            ))
+        }))
+    }
 }
 
 /// A unit of IPC-file work: a record batch of a file.
@@ -181,14 +369,128 @@ pub(crate) struct IpcRecordBatch {
     pub(crate) rows: usize,
 }
 
-/// The record batches of the IPC stream files `paths`, one file after another; each file is
-/// opened when the previous one ends, and one that cannot be opened yields an error in its place.
-pub(crate) fn read_streams(
-    paths: Vec<PathBuf>,
+/// The planned record batches `units` of `files`, decoded in their order on the loader thread;
+/// the blocks of objects are fetched up to [`FETCH_AHEAD`] record batches ahead.
+pub(crate) fn read_planned(
+    files: Vec<IpcFile>,
+    units: Vec<IpcRecordBatch>,
 ) -> impl Iterator<Item = Result<RecordBatch>> + Send {
-    paths.into_iter().flat_map(
-        |path| -> Box<dyn Iterator<Item = Result<RecordBatch>> + Send> {
-            match open_stream(&path) {
+    #[cfg(feature = "object-store")]
+    let mut ahead: VecDeque<Option<Pending<Buffer>>> = VecDeque::new();
+    let mut next = 0;
+    std::iter::from_fn(move || {
+        let unit = *units.get(next)?;
+        #[cfg(feature = "object-store")]
+        let fetched = {
+            let end = (next + 1 + FETCH_AHEAD).min(units.len());
+            while next + ahead.len() < end {
+                let later = units[next + ahead.len()];
+                ahead.push_back(files[later.file].start_fetch(later.index));
+            }
+            match ahead.pop_front().flatten().map(Pending::wait) {
+                Some(Ok(buffer)) => Some(buffer),
+                Some(Err(error)) => {
+                    next = units.len();
+                    return Some(Err(error));
+                }
+                None => None,
+            }
+        };
+        #[cfg(not(feature = "object-store"))]
+        let fetched = None;
+        next += 1;
+        Some(files[unit.file].read(unit.index, fetched))
+    })
+}
+
+/// An IPC stream: a local file, or an object read in order.
+pub(crate) enum StreamInput {
+    /// A local file.
+    Path(PathBuf),
+    /// An object in object storage.
+    #[cfg(feature = "object-store")]
+    Remote(RemoteObject),
+}
+
+impl StreamInput {
+    /// The name of the stream in errors: its path, or the object's URL.
+    pub(crate) fn name(&self) -> &Path {
+        match self {
+            StreamInput::Path(path) => path,
+            #[cfg(feature = "object-store")]
+            StreamInput::Remote(object) => object.name(),
+        }
+    }
+
+    /// Opens the stream and reads its schema.
+    fn open(&self) -> Result<StreamReader<BufReader<Box<dyn Read + Send>>>> {
+        let read: Box<dyn Read + Send> = match self {
+            StreamInput::Path(path) => Box::new(file::open(path)?),
+            #[cfg(feature = "object-store")]
+            StreamInput::Remote(object) => Box::new(RemoteRead {
+                object: object.clone(),
+                offset: 0,
+                chunk: bytes::Bytes::new(),
+            }),
+        };
+        StreamReader::try_new(BufReader::new(read), None)
+            .map_err(|error| stream_error(self.name(), error))
+    }
+}
+
+/// A stream reader's error: an I/O error of an object (a failed fetch, which the reader wraps)
+/// keeps its kind and names the object; anything else is invalid IPC.
+fn stream_error(name: &Path, error: arrow_schema::ArrowError) -> Error {
+    match error {
+        arrow_schema::ArrowError::IoError(_, source)
+            if source.kind() != std::io::ErrorKind::UnexpectedEof =>
+        {
+            Error::Io {
+                path: name.to_path_buf(),
+                source,
+            }
+        }
+        error => Error::ipc(name, error.to_string()),
+    }
+}
+
+/// An object read in order, [`STREAM_CHUNK`] bytes per request.
+#[cfg(feature = "object-store")]
+struct RemoteRead {
+    object: RemoteObject,
+    offset: u64,
+    chunk: bytes::Bytes,
+}
+
+#[cfg(feature = "object-store")]
+impl Read for RemoteRead {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.chunk.is_empty() && self.offset < self.object.size() {
+            let end = (self.offset + STREAM_CHUNK).min(self.object.size());
+            let fetched = self
+                .object
+                .fetch_now(std::iter::once(self.offset..end))
+                .map_err(std::io::Error::other)?;
+            self.chunk = fetched
+                .slice(self.offset, end - self.offset)
+                .unwrap_or_default();
+            self.offset = end;
+        }
+        let count = buf.len().min(self.chunk.len());
+        buf[..count].copy_from_slice(&self.chunk[..count]);
+        bytes::Buf::advance(&mut self.chunk, count);
+        Ok(count)
+    }
+}
+
+/// The record batches of the IPC streams `inputs`, one after another; each is opened when the
+/// previous one ends, and one that cannot be opened yields an error in its place.
+pub(crate) fn read_streams(
+    inputs: Vec<StreamInput>,
+) -> impl Iterator<Item = Result<RecordBatch>> + Send {
+    inputs.into_iter().flat_map(
+        |input| -> Box<dyn Iterator<Item = Result<RecordBatch>> + Send> {
+            match input.open() {
                 Ok(mut reader) => {
                     let mut index = 0;
                     let mut failed = false;
@@ -196,13 +498,14 @@ pub(crate) fn read_streams(
                         if failed {
                             return None;
                         }
+                        let path = input.name();
                         let next = match catch_quietly(|| reader.next()) {
-                            Ok(item) => item.map(|batch| {
-                                batch.map_err(|error| Error::ipc(&path, error.to_string()))
-                            }),
+                            Ok(item) => {
+                                item.map(|batch| batch.map_err(|error| stream_error(path, error)))
+                            }
                             Err(payload) => {
                                 let unit = format!("record batch {index}");
-                                Some(Err(Error::decode_panic(&path, unit, payload)))
+                                Some(Err(Error::decode_panic(path, unit, payload)))
                             }
                         };
                         index += 1;
@@ -216,20 +519,14 @@ pub(crate) fn read_streams(
     )
 }
 
-/// The schema of the IPC stream file `path`, read from its first message.
-pub(crate) fn stream_schema(path: &Path) -> Result<SchemaRef> {
-    Ok(open_stream(path)?.schema())
+/// The schema of the IPC stream `input`, read from its first message.
+pub(crate) fn stream_schema(input: &StreamInput) -> Result<SchemaRef> {
+    Ok(input.open()?.schema())
 }
 
-/// Opens the IPC stream file `path` and reads its schema.
-fn open_stream(path: &Path) -> Result<StreamReader<BufReader<File>>> {
-    let file = file::open(path)?;
-    StreamReader::try_new(BufReader::new(file), None)
-        .map_err(|error| Error::ipc(path, error.to_string()))
-}
-
-/// The bytes of `block` (metadata and body), checked against the file's length.
-fn block_data(buffer: &Buffer, block: &Block) -> std::result::Result<Buffer, String> {
+/// The offset and length of `block` (metadata and body), checked against the file's length
+/// `len` and the format's alignment.
+fn block_range(block: &Block, len: usize) -> std::result::Result<(usize, usize), String> {
     let offset = usize::try_from(block.offset()).ok();
     let meta = usize::try_from(block.metaDataLength()).ok();
     let body = usize::try_from(block.bodyLength()).ok();
@@ -238,7 +535,7 @@ fn block_data(buffer: &Buffer, block: &Block) -> std::result::Result<Buffer, Str
         .zip(body)
         .and_then(|((offset, meta), body)| {
             let end = offset.checked_add(meta)?.checked_add(body)?;
-            (meta >= 8 && end <= buffer.len()).then_some((offset, end - offset))
+            (meta >= 8 && end <= len).then_some((offset, end - offset))
         });
     let aligned = [
         block.offset(),
@@ -256,23 +553,32 @@ fn block_data(buffer: &Buffer, block: &Block) -> std::result::Result<Buffer, Str
             block.bodyLength()
         ));
     }
-    match range {
-        Some((offset, len)) => Ok(buffer.slice_with_length(offset, len)),
-        None => Err(format!(
+    range.ok_or_else(|| {
+        format!(
             "block at offset {} with {} metadata and {} body bytes lies outside the file of {} \
              bytes; expected a complete file",
             block.offset(),
             block.metaDataLength(),
             block.bodyLength(),
-            buffer.len()
-        )),
-    }
+            len
+        )
+    })
+}
+
+/// The bytes of `block` (metadata and body) of a file of `len` bytes, checked against its
+/// length.
+fn block_data(data: &Data, len: usize, block: &Block) -> std::result::Result<Buffer, String> {
+    let (offset, size) = block_range(block, len)?;
+    data.range(offset, size)
+        .ok_or_else(|| format!("the block at offset {offset} was not read"))
 }
 
 /// The row count in the header of the record batch of `block`.
-fn block_rows(buffer: &Buffer, block: &Block) -> std::result::Result<usize, String> {
-    let data = block_data(buffer, block)?;
-    let meta = &data[..block.metaDataLength() as usize];
+fn block_rows(data: &Data, len: usize, block: &Block) -> std::result::Result<usize, String> {
+    let (offset, _) = block_range(block, len)?;
+    let meta = data
+        .range(offset, block.metaDataLength() as usize)
+        .ok_or_else(|| format!("the header at offset {offset} was not read"))?;
     let (prefix, rest) = if meta[..4] == CONTINUATION {
         (&meta[4..8], &meta[8..])
     } else {

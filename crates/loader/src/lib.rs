@@ -9,7 +9,7 @@
 //! |---|---|
 //! | [`batches`], [`Batches`] | the iterator of `Result<TensorBatch>`, fed by a background thread through a bounded channel |
 //! | [`collate`] | one batch of every row of some record batches, made on the calling thread, for a caller that cuts batches itself |
-//! | [`Source`] | IPC files, IPC streams, Parquet files, or a reader |
+//! | [`Source`] | IPC files, IPC streams, Parquet files, or a reader; with the `object-store` feature, the same files in object storage (`ObjectSource`, `Source::from_urls`) |
 //! | [`BatchSpec`], [`ColumnGroup`] | batch size, columns and groups, nulls, shuffling, sharding, prefetch; [`BatchSpec::new`] and a builder method per field |
 //! | [`Sequence`], [`SequenceMode`], [`PadValue`], [`Side`] | list columns as padded, packed or jagged tensors; with [`BatchSpec::max_tokens`] and [`BatchSpec::bucket_by_length`], batches by tokens and by length |
 //! | [`LoaderState`], [`merge_states`] | where a stream stands ([`Batches::state`]), resumed with [`BatchSpec::state`]; the states of every shard joined for a resume with other shards |
@@ -53,7 +53,10 @@
 //! Features: Parquet's codecs, each a feature on by default: `snappy`, `lz4`, `zstd`, `brotli`
 //! and `gzip`. `zstd` compiles C code; `default-features = false` with only the codecs a
 //! dataset uses keeps the build small, and a file compressed with a codec that is not compiled
-//! in is refused with an error naming the codec.
+//! in is refused with an error naming the codec. `object-store` (off by default) reads the same
+//! files from `s3://`, `gs://`, `az://`/`abfs://` and `http(s)://` URLs through arrow-rs's
+//! `object_store`, on an async runtime owned by the loader; it adds an HTTP client (reqwest on
+//! rustls with `ring`) and tokio to the build.
 
 #![warn(missing_docs)]
 
@@ -73,6 +76,8 @@ mod parquet_bounds;
 mod quiet_panic;
 mod ragged;
 mod rebatch;
+#[cfg(feature = "object-store")]
+mod remote;
 mod rng;
 mod sequence;
 mod source;
@@ -86,6 +91,8 @@ pub use batch::{NamedTensor, TensorBatch};
 pub use collate::collate;
 pub use error::{Error, Result};
 pub use loader::{Batches, batches};
+#[cfg(feature = "object-store")]
+pub use remote::{ObjectSource, is_object_url};
 pub use sequence::{PadValue, Sequence, SequenceMode, Side};
 pub use source::Source;
 pub use spec::{BatchSpec, ColumnGroup, MAX_DECODE_THREADS, MAX_PREFETCH};

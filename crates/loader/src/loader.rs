@@ -79,7 +79,11 @@ impl Batches {
         let epoch = spec.epoch;
         let shard = [spec.shard_index as u64, spec.num_shards as u64];
         let (sender, receiver) = sync_channel(spec.prefetch);
-        let stop = Arc::new(AtomicBool::new(false));
+        // The source's own flag, when it has one, is the loader's: setting it stops both.
+        let stop = plan
+            .stop
+            .clone()
+            .unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
         let thread_stop = stop.clone();
         let pieces = plan.pieces;
         let thread = std::thread::Builder::new()

@@ -5,7 +5,14 @@
 //! record batches, then an end marker, into its own channel of depth 1; the consumer reads the
 //! channels round-robin, unit by unit, so that the order never depends on thread timing.
 //! A worker holds at most one decoded record batch waiting in its channel and one being decoded.
+//!
+//! A Parquet object in object storage is read the same way: its footer is fetched once when it
+//! is planned; a worker fetches the projected column chunks of a row group (ranges less than
+//! a megabyte apart coalesced into one request) [`FETCH_AHEAD`] row groups ahead of the one it
+//! decodes, so that a worker holds the compressed bytes of at most `1 + FETCH_AHEAD` row groups.
 
+#[cfg(feature = "object-store")]
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,10 +28,13 @@ use parquet::arrow::arrow_reader::{
 };
 
 use parquet::errors::ParquetError;
+use parquet::file::reader::ChunkReader;
 
 use crate::codecs::check_codecs;
 use crate::file::{self, PinnedFile, PlannedFile};
 use crate::quiet_panic::catch_quietly;
+#[cfg(feature = "object-store")]
+use crate::remote::{self, Fetched, Pending, RemoteObject};
 use crate::{Error, Result, parquet_bounds};
 
 /// The most rows decoded into one record batch: a whole row group up to this size, so that most
@@ -34,10 +44,24 @@ const MAX_DECODE_ROWS: usize = 1 << 20;
 /// The fewest rows asked of the decoder at once, whatever a row group declares.
 const MIN_DECODE_ROWS: usize = 1 << 13;
 
+/// The row groups a worker fetches from object storage ahead of the one it decodes.
+#[cfg(feature = "object-store")]
+pub(crate) const FETCH_AHEAD: usize = 1;
+
+/// Where a Parquet file's bytes are.
+#[derive(Clone)]
+enum Location {
+    /// A local file, reopened by path and checked against its plan.
+    Local(PlannedFile),
+    /// An object in object storage, pinned by its ETag, size and last-modified time.
+    #[cfg(feature = "object-store")]
+    Remote(RemoteObject),
+}
+
 /// One Parquet file, opened and its metadata read when the loader is planned.
 #[derive(Clone)]
 pub(crate) struct ParquetFile {
-    planned: PlannedFile,
+    location: Location,
     metadata: ArrowReaderMetadata,
     mask: ProjectionMask,
     schema: SchemaRef,
@@ -50,9 +74,50 @@ impl ParquetFile {
     /// report).
     pub(crate) fn open(path: &Path, columns: Option<&[String]>) -> Result<Self> {
         let file = PinnedFile::open(path)?;
-        parquet_bounds::check_footer(&file)?;
+        Self::from_reader(Location::Local(file.planned().clone()), &file, columns)
+    }
+
+    /// Opens the Parquet object `object`, whose last bytes `tail` were fetched when it was
+    /// listed; the rest of a footer longer than the tail is fetched here.
+    #[cfg(feature = "object-store")]
+    pub(crate) fn open_remote(
+        object: RemoteObject,
+        tail: Fetched,
+        columns: Option<&[String]>,
+    ) -> Result<Self> {
+        let size = object.size();
+        let footer_len = size
+            .checked_sub(8)
+            .and_then(|start| tail.slice(start, 4))
+            .map(|bytes| u64::from(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])));
+        let needed = footer_len
+            .map(|len| len + 8)
+            .filter(|&needed| needed <= size);
+        let tail = match needed {
+            Some(needed) if tail.slice(size - needed, needed).is_none() => {
+                object.fetch_now(std::iter::once(size - needed..size))?
+            }
+            _ => tail,
+        };
+        Self::from_reader(Location::Remote(object), &tail, columns)
+    }
+
+    /// Reads the footer from `reader` (the file, or the fetched tail of an object), checked
+    /// first by [`parquet_bounds::check_footer`].
+    fn from_reader(
+        location: Location,
+        reader: &impl ChunkReader,
+        columns: Option<&[String]>,
+    ) -> Result<Self> {
+        let path = match &location {
+            Location::Local(planned) => planned.path().to_path_buf(),
+            #[cfg(feature = "object-store")]
+            Location::Remote(object) => object.name().to_path_buf(),
+        };
+        let path = path.as_path();
+        parquet_bounds::check_footer(path, reader)?;
         let metadata =
-            catch_quietly(|| ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()))
+            catch_quietly(|| ArrowReaderMetadata::load(reader, ArrowReaderOptions::new()))
                 .map_err(|payload| Error::decode_panic(path, "the footer".to_string(), payload))?
                 .map_err(|error| Error::parquet(path, error))?;
         let arrow_schema = metadata.schema().clone();
@@ -67,7 +132,7 @@ impl ParquetFile {
         };
         check_codecs(path, metadata.metadata(), &mask)?;
         Ok(ParquetFile {
-            planned: file.planned().clone(),
+            location,
             metadata,
             mask,
             schema,
@@ -75,9 +140,38 @@ impl ParquetFile {
         })
     }
 
-    /// The path the file was opened at.
+    /// The byte ranges of the projected column chunks of `row_group` that lie inside the
+    /// object; a chunk that does not is left for [`parquet_bounds::check_row_group`] to report.
+    #[cfg(feature = "object-store")]
+    fn chunk_ranges(&self, row_group: usize, size: u64) -> Vec<Range<u64>> {
+        let group = self.metadata.metadata().row_group(row_group);
+        group
+            .columns()
+            .iter()
+            .enumerate()
+            .filter(|(leaf, _)| self.mask.leaf_included(*leaf))
+            .filter_map(|(_, column)| {
+                let (start, len) = column.byte_range();
+                let end = start.checked_add(len)?;
+                (end <= size).then_some(start..end)
+            })
+            .collect()
+    }
+
+    /// Starts fetching the projected column chunks of `row_group` of the object `object`.
+    #[cfg(feature = "object-store")]
+    fn fetch_row_group(&self, object: &RemoteObject, row_group: usize) -> Pending<Fetched> {
+        let ranges = remote::coalesce(self.chunk_ranges(row_group, object.size()));
+        object.remote().spawn(object.fetch_ranges(ranges))
+    }
+
+    /// The path the file was opened at (the URL of an object).
     pub(crate) fn path(&self) -> &Path {
-        self.planned.path()
+        match &self.location {
+            Location::Local(planned) => planned.path(),
+            #[cfg(feature = "object-store")]
+            Location::Remote(object) => object.name(),
+        }
     }
 
     /// The number of rows of each row group; a negative count is an error naming the file.
@@ -113,20 +207,26 @@ impl ParquetFile {
     }
 
     /// Decodes row group `row_group` of `rows` rows from row `skip` on (a resumed loader passes
-    /// over the rows it gave, without decoding whole pages of them), handing each record batch
-    /// to `emit`, which returns `false` to stop; checks the file and the row group's page
-    /// headers first, and the rows decoded against `rows - skip` at the end.
-    fn decode(
+    /// over the rows it gave, without decoding whole pages of them) from `file` (the open file,
+    /// or the fetched column chunks of an object), handing each record batch to `emit`, which
+    /// returns `false` to stop; checks the row group's page headers first, and the rows decoded
+    /// against `rows - skip` at the end.
+    fn decode<R: ChunkReader + Clone + 'static>(
         &self,
-        file: &PinnedFile,
+        file: &R,
         row_group: usize,
         rows: u64,
         skip: u64,
         emit: &mut dyn FnMut(RecordBatch) -> bool,
     ) -> Result<()> {
         let path = self.path();
-        file.check_unchanged()?;
-        parquet_bounds::check_row_group(file, self.metadata.metadata(), row_group, &self.mask)?;
+        parquet_bounds::check_row_group(
+            path,
+            file,
+            self.metadata.metadata(),
+            row_group,
+            &self.mask,
+        )?;
         // The batch size is not taken from the declared rows alone, so that a row group that
         // declares few rows and holds many is still decoded in large batches (and refused by the
         // count below).
@@ -174,6 +274,45 @@ impl ParquetFile {
             });
         }
         Ok(())
+    }
+}
+
+/// The fetches a worker has started for the row groups of objects it decodes next, by the
+/// position of the unit in the worker's own list.
+#[cfg(feature = "object-store")]
+#[derive(Default)]
+struct FetchesAhead {
+    pending: std::collections::VecDeque<(usize, Pending<Fetched>)>,
+    /// The first position not yet considered.
+    next: usize,
+}
+
+#[cfg(feature = "object-store")]
+impl FetchesAhead {
+    /// Starts the fetches of the units at `position` and up to [`FETCH_AHEAD`] after it.
+    fn start(&mut self, files: &[ParquetFile], mine: &[&RowGroup], position: usize) {
+        let end = (position + 1 + FETCH_AHEAD).min(mine.len());
+        while self.next < end {
+            let unit = mine[self.next];
+            let file = &files[unit.file];
+            if let Location::Remote(object) = &file.location {
+                self.pending
+                    .push_back((self.next, file.fetch_row_group(object, unit.row_group)));
+            }
+            self.next += 1;
+        }
+    }
+
+    /// Waits for the fetch of the unit at `position`.
+    fn take(&mut self, position: usize) -> Result<Fetched> {
+        while let Some((at, pending)) = self.pending.pop_front() {
+            if at == position {
+                return pending.wait();
+            }
+        }
+        Err(Error::Panicked {
+            message: format!("no fetch was started for the worker's unit {position}"),
+        })
     }
 }
 
@@ -277,21 +416,39 @@ fn decode_units(
 ) {
     // The file this worker has open: a worker holds one descriptor at a time.
     let mut open: Option<(usize, PinnedFile)> = None;
-    for unit in units.iter().skip(worker).step_by(threads) {
+    let mine: Vec<&RowGroup> = units.iter().skip(worker).step_by(threads).collect();
+    #[cfg(feature = "object-store")]
+    let mut fetches = FetchesAhead::default();
+    for (position, unit) in mine.iter().enumerate() {
         if stop.load(Ordering::Relaxed) {
             return;
         }
+        #[cfg(feature = "object-store")]
+        fetches.start(files, &mine, position);
+        #[cfg(not(feature = "object-store"))]
+        let _ = position;
         let file = &files[unit.file];
         let mut alive = true;
         let result = catch_quietly(|| {
-            if open.as_ref().is_none_or(|(index, _)| *index != unit.file) {
-                open = Some((unit.file, file.planned.reopen()?));
-            }
-            let (_, handle) = open.as_ref().expect("opened above");
-            file.decode(handle, unit.row_group, unit.rows, unit.skip, &mut |batch| {
+            let mut emit = |batch| {
                 alive = !stop.load(Ordering::Relaxed) && sender.send(Message::Batch(batch)).is_ok();
                 alive
-            })
+            };
+            match &file.location {
+                Location::Local(planned) => {
+                    if open.as_ref().is_none_or(|(index, _)| *index != unit.file) {
+                        open = Some((unit.file, planned.reopen()?));
+                    }
+                    let (_, handle) = open.as_ref().expect("opened above");
+                    handle.check_unchanged()?;
+                    file.decode(handle, unit.row_group, unit.rows, unit.skip, &mut emit)
+                }
+                #[cfg(feature = "object-store")]
+                Location::Remote(_) => {
+                    let fetched = fetches.take(position)?;
+                    file.decode(&fetched, unit.row_group, unit.rows, unit.skip, &mut emit)
+                }
+            }
         })
         .unwrap_or_else(|payload| {
             Err(Error::decode_panic(

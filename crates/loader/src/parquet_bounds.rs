@@ -7,12 +7,13 @@
 //! tree is checked here before the crate parses it, and the page headers of every column chunk
 //! are read and checked here before the crate decodes the row group.
 
-use crate::file::PinnedFile;
+use std::path::Path;
+
 use bytes::Bytes;
 use parquet::arrow::ProjectionMask;
 use parquet::basic::Type as PhysicalType;
 use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
-use parquet::file::reader::{ChunkReader, Length};
+use parquet::file::reader::ChunkReader;
 
 use crate::thrift::{Kind, Reader};
 use crate::{Error, Result};
@@ -27,13 +28,13 @@ const HEADER_WINDOW: usize = 1024;
 /// headers, bit-packing padding, delta-encoding block headers.
 const PAGE_SLACK: i64 = 4096;
 
-/// Checks the footer of the Parquet file `file`: its length against the file's, and
-/// its schema tree (every element's `num_children` against the elements that follow it).
+/// Checks the footer of the Parquet file `file` (named `path` in errors; a local file or the
+/// fetched tail of an object): its length against the file's, and its schema tree (every
+/// element's `num_children` against the elements that follow it).
 ///
 /// Files this check cannot parse are left to the crate, whose own errors are more precise; only
 /// counts the crate would allocate from are refused here.
-pub(crate) fn check_footer(file: &PinnedFile) -> Result<()> {
-    let path = file.path();
+pub(crate) fn check_footer(path: &Path, file: &impl ChunkReader) -> Result<()> {
     let corrupt =
         |reason: String| Error::parquet(path, parquet::errors::ParquetError::General(reason));
     let len = file.len();
@@ -188,8 +189,10 @@ const DATA_PAGE_V2: i64 = 3;
 
 /// Checks row group `row_group` of `file`'s `metadata` before it is decoded: its row count, and for every
 /// column of `mask`, its byte range against the file and every page header against the chunk.
+/// `path` names the file in errors.
 pub(crate) fn check_row_group(
-    file: &PinnedFile,
+    path: &Path,
+    file: &impl ChunkReader,
     metadata: &ParquetMetaData,
     row_group: usize,
     mask: &ProjectionMask,
@@ -201,7 +204,7 @@ pub(crate) fn check_row_group(
             continue;
         }
         check_column_chunk(file, rows, column).map_err(|reason| Error::CorruptParquet {
-            path: file.path().to_path_buf(),
+            path: path.to_path_buf(),
             row_group,
             column: column.column_path().string(),
             reason,
@@ -228,7 +231,7 @@ fn value_bits(column: &ColumnChunkMetaData) -> (i64, bool) {
 
 /// Checks one column chunk of a row group of `rows` rows.
 fn check_column_chunk(
-    file: &PinnedFile,
+    file: &impl ChunkReader,
     rows: i64,
     column: &ColumnChunkMetaData,
 ) -> std::result::Result<(), String> {
@@ -342,7 +345,7 @@ fn check_column_chunk(
 /// Reads the page header at `offset`, `left` bytes before the end of its column chunk: from a
 /// small window first, then from larger ones when the header does not fit.
 fn read_page_header(
-    file: &PinnedFile,
+    file: &impl ChunkReader,
     offset: u64,
     left: u64,
 ) -> std::result::Result<PageHeader, String> {

@@ -4,12 +4,15 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::SchemaRef;
 
 use crate::columns::{Columns, check_same_columns};
-use crate::ipc::{self, IpcFile, IpcRecordBatch};
+use crate::file::{Format, format_of};
+use crate::ipc::{self, IpcFile, IpcRecordBatch, StreamInput};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
 use crate::rng::Rng;
 use crate::state::{Item, LoaderState, Start, Work};
@@ -35,6 +38,10 @@ pub enum Source {
     /// Any reader of record batches, read in order on the background thread; record batches
     /// are dealt to the shards round-robin.
     Reader(Box<dyn RecordBatchReader + Send>),
+    /// Objects in object storage (`s3://`, `gs://`, `az://`, `http(s)://`), of one of the
+    /// formats above, read as the local files of that format are (feature `object-store`).
+    #[cfg(feature = "object-store")]
+    Objects(crate::ObjectSource),
 }
 
 impl fmt::Debug for Source {
@@ -44,6 +51,8 @@ impl fmt::Debug for Source {
             Source::IpcStreams(paths) => f.debug_tuple("IpcStreams").field(paths).finish(),
             Source::ParquetFiles(paths) => f.debug_tuple("ParquetFiles").field(paths).finish(),
             Source::Reader(reader) => f.debug_tuple("Reader").field(&reader.schema()).finish(),
+            #[cfg(feature = "object-store")]
+            Source::Objects(objects) => f.debug_tuple("Objects").field(objects).finish(),
         }
     }
 }
@@ -56,20 +65,13 @@ impl Source {
             .into_iter()
             .map(|p| p.as_ref().to_path_buf())
             .collect();
-        let kind = |path: &Path| -> Result<u8> {
-            match path
-                .extension()
-                .and_then(|e| e.to_str())
-                .map(str::to_ascii_lowercase)
-                .as_deref()
-            {
-                Some("arrow" | "feather" | "ipc") => Ok(0),
-                Some("arrows") => Ok(1),
-                Some("parquet" | "pq") => Ok(2),
-                _ => Err(Error::UnknownFormat {
+        let kind = |path: &Path| -> Result<Format> {
+            path.file_name()
+                .and_then(|name| name.to_str())
+                .and_then(format_of)
+                .ok_or_else(|| Error::UnknownFormat {
                     path: path.to_path_buf(),
-                }),
-            }
+                })
         };
         let Some(first) = paths.first() else {
             return Ok(Source::IpcFiles(paths));
@@ -87,10 +89,21 @@ impl Source {
             }
         }
         Ok(match first_kind {
-            0 => Source::IpcFiles(paths),
-            1 => Source::IpcStreams(paths),
-            _ => Source::ParquetFiles(paths),
+            Format::IpcFile => Source::IpcFiles(paths),
+            Format::IpcStream => Source::IpcStreams(paths),
+            Format::Parquet => Source::ParquetFiles(paths),
         })
+    }
+
+    /// The objects at `urls` (see [`ObjectSource`](crate::ObjectSource): objects, prefixes,
+    /// globs), read with the storage `options` over the environment's settings; nothing is
+    /// fetched until the loader is made.
+    #[cfg(feature = "object-store")]
+    pub fn from_urls<U: AsRef<str>, K: AsRef<str>, V: Into<String>>(
+        urls: impl IntoIterator<Item = U>,
+        options: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Self> {
+        Ok(Source::Objects(crate::ObjectSource::new(urls, options)?))
     }
 
     /// Any record-batch reader (an in-memory table, a stream from another library).
@@ -124,6 +137,9 @@ pub(crate) struct Plan {
     pub(crate) work: Work,
     pub(crate) config: BTreeMap<String, String>,
     pub(crate) start: Start,
+    /// A flag that the source's background work (fetches from object storage) watches, set
+    /// when the loader is stopped so that a wait for a slow server ends at once.
+    pub(crate) stop: Option<Arc<AtomicBool>>,
 }
 
 /// The columns the spec reads, or `None` for all.
@@ -266,117 +282,61 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                 .iter()
                 .map(|path| IpcFile::open(path, columns.as_deref()))
                 .collect::<Result<Vec<_>>>()?;
-            check_file_schemas(
-                &paths,
-                files.iter().map(|file| (file.full_schema(), file.schema())),
-                spec,
-            )?;
-            let units: Vec<IpcRecordBatch> = files
-                .iter()
-                .enumerate()
-                .flat_map(|(file, ipc)| {
-                    ipc.rows()
-                        .iter()
-                        .enumerate()
-                        .map(move |(index, &rows)| IpcRecordBatch { file, index, rows })
-                })
-                .collect();
-            let order = epoch_order(units, spec);
-            let config = crate::state::config(spec, describe("ipc files", &paths));
-            let (work, start) = resume(spec, &config, Some(order.len() as u64))?;
-            let items = file_items(&work, spec, &start);
-            let num_rows = rows_left(
-                &items,
-                |unit| order[unit as usize].rows as u64,
-                &start,
-                spec,
-            )?;
-            let raw: Raw = Box::new(items.into_iter().map(move |(k, item)| {
-                let unit = order[item.unit as usize];
-                files[unit.file]
-                    .read(unit.index)
-                    .map(|batch| (k, item, batch, true))
-            }));
-            Ok(Plan {
-                pieces: select(raw, &start, None),
-                num_rows: Some(num_rows),
-                work,
-                config,
-                start,
-            })
+            plan_ipc_files(&paths, files, spec)
         }
         Source::ParquetFiles(paths) => {
             let files = paths
                 .iter()
                 .map(|path| ParquetFile::open(path, columns.as_deref()))
                 .collect::<Result<Vec<_>>>()?;
-            check_file_schemas(
-                &paths,
-                files.iter().map(|file| (file.full_schema(), file.schema())),
-                spec,
-            )?;
-            let mut units: Vec<RowGroup> = Vec::new();
-            for (file, parquet) in files.iter().enumerate() {
-                for (row_group, rows) in parquet.row_group_rows()?.into_iter().enumerate() {
-                    units.push(RowGroup {
-                        file,
-                        row_group,
-                        rows,
-                        skip: 0,
-                    });
-                }
-            }
-            let order = epoch_order(units, spec);
-            let config = crate::state::config(spec, describe("parquet files", &paths));
-            let (work, start) = resume(spec, &config, Some(order.len() as u64))?;
-            let items = file_items(&work, spec, &start);
-            let num_rows = rows_left(&items, |unit| order[unit as usize].rows, &start, spec)?;
-            let mut planned: Vec<RowGroup> = items
-                .iter()
-                .map(|(_, item)| order[item.unit as usize])
-                .collect();
-            // Resumed inside a whole row group: its rows before the position are not decoded.
-            let mut offset = None;
-            if let (Start::Rows { item, row }, Some((k, first)), Some(unit)) =
-                (&start, items.first(), planned.first_mut())
-                && k == item
-                && first.rows.is_none()
-                && *row > 0
-            {
-                unit.skip = *row;
-                offset = Some((*item, *row));
-            }
-            let pieces = ParquetPieces::start(files, planned, spec.decode_thread_count())?;
-            let raw: Raw = Box::new(pieces.map(move |piece| {
-                piece.map(|(index, batch, last)| {
-                    let (k, item) = items[index].clone();
-                    (k, item, batch, last)
-                })
-            }));
-            Ok(Plan {
-                pieces: select(raw, &start, offset),
-                num_rows: Some(num_rows),
-                work,
-                config,
-                start,
-            })
+            plan_parquet_files(&paths, files, spec)
         }
-        Source::IpcStreams(mut paths) => {
-            if let Some(first) = paths.first() {
-                check_spec(spec, &ipc::stream_schema(first)?, || {
-                    first.display().to_string()
-                })?;
-            }
-            let config = crate::state::config(spec, describe("ipc streams", &paths));
-            paths = epoch_order(paths, spec);
-            let (work, start) = resume(spec, &config, None)?;
-            let raw = in_stream(ipc::read_streams(paths), &work, spec, &start);
-            Ok(Plan {
-                pieces: select(raw, &start, None),
-                num_rows: None,
-                work,
-                config,
-                start,
+        Source::IpcStreams(paths) => {
+            plan_streams(paths.into_iter().map(StreamInput::Path).collect(), spec)
+        }
+        #[cfg(feature = "object-store")]
+        Source::Objects(objects) => {
+            use crate::file::Format;
+            let opened = crate::remote::open(objects)?;
+            let stop = opened.stop.clone();
+            let names: Vec<PathBuf> = opened
+                .objects
+                .iter()
+                .map(|(object, _)| object.name().to_path_buf())
+                .collect();
+            let plan = match opened.format {
+                Format::Parquet => {
+                    let files = opened
+                        .objects
+                        .into_iter()
+                        .map(|(object, tail)| {
+                            ParquetFile::open_remote(object, tail, columns.as_deref())
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    plan_parquet_files(&names, files, spec)
+                }
+                Format::IpcFile => {
+                    let files = opened
+                        .objects
+                        .into_iter()
+                        .map(|(object, tail)| {
+                            IpcFile::open_remote(object, tail, columns.as_deref())
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    plan_ipc_files(&names, files, spec)
+                }
+                Format::IpcStream => plan_streams(
+                    opened
+                        .objects
+                        .into_iter()
+                        .map(|(object, _)| StreamInput::Remote(object))
+                        .collect(),
+                    spec,
+                ),
+            };
+            plan.map(|plan| Plan {
+                stop: Some(stop),
+                ..plan
             })
         }
         Source::Reader(reader) => {
@@ -391,9 +351,144 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                 work,
                 config,
                 start,
+                stop: None,
             })
         }
     }
+}
+
+/// Plans the record batches of the opened IPC files `files`, named `paths`.
+fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> Result<Plan> {
+    check_file_schemas(
+        paths,
+        files.iter().map(|file| (file.full_schema(), file.schema())),
+        spec,
+    )?;
+    let units: Vec<IpcRecordBatch> = files
+        .iter()
+        .enumerate()
+        .flat_map(|(file, ipc)| {
+            ipc.rows()
+                .iter()
+                .enumerate()
+                .map(move |(index, &rows)| IpcRecordBatch { file, index, rows })
+        })
+        .collect();
+    let order = epoch_order(units, spec);
+    let config = crate::state::config(spec, describe("ipc files", paths));
+    let (work, start) = resume(spec, &config, Some(order.len() as u64))?;
+    let items = file_items(&work, spec, &start);
+    let num_rows = rows_left(
+        &items,
+        |unit| order[unit as usize].rows as u64,
+        &start,
+        spec,
+    )?;
+    // The record batches are read in the items' order (the blocks of objects fetched ahead).
+    let planned: Vec<IpcRecordBatch> = items
+        .iter()
+        .map(|(_, item)| order[item.unit as usize])
+        .collect();
+    let reads = ipc::read_planned(files, planned);
+    let raw: Raw = Box::new(
+        items
+            .into_iter()
+            .zip(reads)
+            .map(|((k, item), read)| read.map(|batch| (k, item, batch, true))),
+    );
+    Ok(Plan {
+        pieces: select(raw, &start, None),
+        num_rows: Some(num_rows),
+        work,
+        config,
+        start,
+        stop: None,
+    })
+}
+
+/// Plans the row groups of the opened Parquet files `files`, named `paths`.
+fn plan_parquet_files(
+    paths: &[PathBuf],
+    files: Vec<ParquetFile>,
+    spec: &BatchSpec,
+) -> Result<Plan> {
+    check_file_schemas(
+        paths,
+        files.iter().map(|file| (file.full_schema(), file.schema())),
+        spec,
+    )?;
+    let mut units: Vec<RowGroup> = Vec::new();
+    for (file, parquet) in files.iter().enumerate() {
+        for (row_group, rows) in parquet.row_group_rows()?.into_iter().enumerate() {
+            units.push(RowGroup {
+                file,
+                row_group,
+                rows,
+                skip: 0,
+            });
+        }
+    }
+    let order = epoch_order(units, spec);
+    let config = crate::state::config(spec, describe("parquet files", paths));
+    let (work, start) = resume(spec, &config, Some(order.len() as u64))?;
+    let items = file_items(&work, spec, &start);
+    let num_rows = rows_left(&items, |unit| order[unit as usize].rows, &start, spec)?;
+    let mut planned: Vec<RowGroup> = items
+        .iter()
+        .map(|(_, item)| order[item.unit as usize])
+        .collect();
+    // Resumed inside a whole row group: its rows before the position are not decoded.
+    let mut offset = None;
+    if let (Start::Rows { item, row }, Some((k, first)), Some(unit)) =
+        (&start, items.first(), planned.first_mut())
+        && k == item
+        && first.rows.is_none()
+        && *row > 0
+    {
+        unit.skip = *row;
+        offset = Some((*item, *row));
+    }
+    let pieces = ParquetPieces::start(files, planned, spec.decode_thread_count())?;
+    let raw: Raw = Box::new(pieces.map(move |piece| {
+        piece.map(|(index, batch, last)| {
+            let (k, item) = items[index].clone();
+            (k, item, batch, last)
+        })
+    }));
+    Ok(Plan {
+        pieces: select(raw, &start, offset),
+        num_rows: Some(num_rows),
+        work,
+        config,
+        start,
+        stop: None,
+    })
+}
+
+/// Plans the IPC streams `inputs`: read in order (the streams shuffled), record batches dealt
+/// round-robin.
+fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Result<Plan> {
+    if let Some(first) = inputs.first() {
+        check_spec(spec, &ipc::stream_schema(first)?, || {
+            first.name().display().to_string()
+        })?;
+    }
+    let names: Vec<PathBuf> = inputs
+        .iter()
+        .map(|input| input.name().to_path_buf())
+        .collect();
+    let config = crate::state::config(spec, describe("ipc streams", &names));
+    inputs = epoch_order(inputs, spec);
+    let (work, start) = resume(spec, &config, None)?;
+    let raw = in_stream(ipc::read_streams(inputs), &work, spec, &start);
+    Ok(Plan {
+        pieces: select(raw, &start, None),
+        num_rows: None,
+        work,
+        config,
+        start,
+        stop: None,
+    })
 }
 
 /// The shard's items of a stream, whose record batches are its units in order: the batches of

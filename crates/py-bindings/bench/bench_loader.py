@@ -25,7 +25,9 @@ from ``loader_sequences.py`` (``--sequences-rows``, ``--sequences-only``), befor
 (Ray's ``iter_torch_batches`` with its default collation and with ``ad.ray.collate_fn``, and
 ``ad.batches`` over the dataset) from ``loader_ray.py`` (``--ray-rows``, ``--ray-only``), and
 after it "### Resuming" (the time to the first batch of a loader resumed at 90% of the Parquet
-file, as a share of a full pass) from ``loader_resume.py``.
+file, as a share of a full pass) from ``loader_resume.py``, and last
+"### Object storage" (the Parquet workload through ``s3://`` from moto's S3 server on loopback)
+from ``loader_object_store.py``.
 """
 
 import argparse
@@ -49,6 +51,7 @@ import torch
 
 import arrow_dlpack as ad
 
+import loader_object_store
 import loader_ray
 import loader_resume
 import loader_sequences
@@ -530,6 +533,9 @@ def main() -> int:
     log("==> resuming")
     resume = loader_resume.run(args.rows, args.repetitions, log)
     page = page.rstrip("\n") + "\n\n" + resume
+    log("==> object storage")
+    remote = loader_object_store.run(args.rows, args.repetitions, log)
+    page = page.rstrip("\n") + "\n\n" + remote
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(page)

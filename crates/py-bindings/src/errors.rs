@@ -413,7 +413,8 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         E::UnsupportedColumn { .. } => Kind::Type,
         // A bad spec, a malformed, truncated or corrupt file, a file changed after planning,
         // rows that differ from the metadata's count, a column that is not there, batches that
-        // disagree, an unknown extension, a panic caught on a loader thread.
+        // disagree, an unknown extension, a URL or storage option that cannot be used, a panic
+        // caught on a loader thread.
         E::InvalidSpec { .. }
         | E::InvalidState { .. }
         | E::Ipc { .. }
@@ -429,6 +430,7 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         | E::MissingTensor { .. }
         | E::SchemaMismatch { .. }
         | E::UnknownFormat { .. }
+        | E::InvalidSource { .. }
         | E::Panicked { .. } => Kind::Value,
         // A variant added to the loader after this file was written: a value problem until it
         // is mapped here on purpose.

@@ -29,6 +29,7 @@ PYTHON_ONLY = {
     "rank": None,
     "world_size": None,
     "progress": False,
+    "storage_options": None,
 }
 
 
@@ -87,6 +88,8 @@ def test_the_stub_declares_the_options_of_the_spec_with_their_defaults():
         arg.arg: ast.literal_eval(default)
         for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True)
     }
+    # The source's options, not the spec's.
+    assert stub.pop("storage_options") is None
     assert list(stub) == list(RUST)
     assert _typed(stub) == _typed(RUST)
 

@@ -1,6 +1,8 @@
 //! Integration tests of the loader: one binary, one module per concern.
 
 mod data;
+#[cfg(feature = "object-store")]
+mod http_server;
 
 mod boundaries;
 mod codecs;
@@ -9,6 +11,8 @@ mod columns;
 mod files;
 mod lifecycle;
 mod malformed;
+#[cfg(feature = "object-store")]
+mod remote;
 mod resume;
 mod sequences;
 mod shard;

@@ -623,6 +623,7 @@ class _Batches:
         cls,
         source: Any,
         *,
+        storage_options: Optional[dict[str, Any]] = None,
         batch_size: int = 1024,
         drop_last: bool = False,
         columns: list[str] = [],

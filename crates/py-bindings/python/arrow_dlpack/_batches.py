@@ -204,6 +204,7 @@ def batches(
     epoch: Optional[int] = None,
     state: Optional[Mapping[str, Any]] = None,
     progress: bool = False,
+    storage_options: Optional[Mapping[str, Any]] = None,
 ) -> Union[_Batches, _Progress]:
     """Batches of exactly ``batch_size`` rows from Arrow data, each a dict from name to
     :class:`Tensor`, made on background threads.
@@ -217,6 +218,14 @@ def batches(
     ``__arrow_c_stream__`` (a pyarrow Table or RecordBatchReader, a polars DataFrame, a DuckDB
     result, nanoarrow), or a ``ray.data.Dataset`` or ``DataIterator`` (its blocks, read as
     they come: :func:`arrow_dlpack.ray.arrow_stream`).
+    It may also be a URL, or a list of URLs, of such files in object storage: ``s3://``,
+    ``gs://``, ``az://``/``abfs(s)://`` or ``http(s)://``; an object, a prefix (every object under
+    it) or a glob (``s3://bucket/train/*.parquet``), listed and sorted by key. Credentials and
+    endpoints come from the environment (``AWS_ACCESS_KEY_ID``, ``AWS_ENDPOINT_URL``, ...) and
+    from ``storage_options`` (``{"endpoint": ..., "region": ..., "timeout": "30s",
+    "max_retries": 10}``), as pyarrow, polars and Lance take them. Missing objects raise
+    ``FileNotFoundError``, refused credentials ``PermissionError``, timeouts after the retries
+    ``OSError``.
 
     - ``columns``: the columns that become one tensor each: primitive columns ``(B,)``,
       fixed-size lists and ``arrow.fixed_shape_tensor`` columns ``(B, *shape)``, booleans
@@ -290,8 +299,14 @@ def batches(
         raise TypeError(
             f"sequences is {type(sequences).__name__}; expected a dict from column to a mode"
         )
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise TypeError(
+            f"storage_options is {type(storage_options).__name__}; expected a dict from str to str"
+        )
+    remote = {} if storage_options is None else {"storage_options": dict(storage_options)}
     inner = _Batches(
         source,
+        **remote,
         batch_size=batch_size,
         columns=_names("columns", columns) if columns is not None else [],
         groups=[(name, _names(f"groups[{name!r}]", group)) for name, group in (groups or {}).items()],

@@ -5,7 +5,8 @@
 //! public face: it works out the shard of a DataLoader worker or a distributed rank and shows
 //! progress, and hands everything else to this class.
 //!
-//! Sources are paths of Arrow IPC or Parquet files, read by the loader's own threads, or any
+//! Sources are paths of Arrow IPC or Parquet files, or URLs of such objects in object storage
+//! (with `storage_options`), read by the loader's own threads, or any
 //! object with `__arrow_c_stream__`, whose stream is moved out of its capsule and read on the
 //! loader's thread through [`CheckedStream`], so that every chunk is checked as `ad.array`
 //! checks it.
@@ -78,10 +79,44 @@ impl RecordBatchReader for StreamBatches {
     }
 }
 
-/// The loader's source for a Python object: a path or a list of paths, or an Arrow stream.
-fn source_of(object: &Bound<'_, PyAny>) -> PyResult<Source> {
+/// The loader's source for a Python object: a path or a list of paths, a URL of object storage
+/// or a list of them (read with `storage_options`), or an Arrow stream.
+fn source_of(
+    object: &Bound<'_, PyAny>,
+    storage_options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Source> {
     if let Some(paths) = paths_of(object)? {
+        let urls = paths
+            .iter()
+            .filter(|path| {
+                path.to_str()
+                    .is_some_and(arrow_dlpack_loader::is_object_url)
+            })
+            .count();
+        if urls > 0 {
+            if urls < paths.len() {
+                return Err(errors::value_error(
+                    "the list of sources mixes URLs of object storage and local paths; expected \
+                     one or the other",
+                ));
+            }
+            let urls: Vec<&str> = paths.iter().filter_map(|path| path.to_str()).collect();
+            return Source::from_urls(urls, storage_options_of(storage_options)?)
+                .map_err(errors::loader_error);
+        }
+        if storage_options.is_some_and(|options| !options.is_empty()) {
+            return Err(errors::value_error(
+                "storage_options apply to URLs of object storage (s3://, gs://, az://, \
+                 http(s)://); the source is local paths",
+            ));
+        }
         return Source::from_paths(paths).map_err(errors::loader_error);
+    }
+    if storage_options.is_some_and(|options| !options.is_empty()) {
+        return Err(errors::value_error(
+            "storage_options apply to URLs of object storage (s3://, gs://, az://, http(s)://); \
+             the source is an Arrow stream",
+        ));
     }
     let Some(method) = crate::protocols::optional_attribute(object, "__arrow_c_stream__")? else {
         return Err(errors::type_error(format!(
@@ -93,6 +128,35 @@ fn source_of(object: &Bound<'_, PyAny>) -> PyResult<Source> {
     let capsule = method.call0()?;
     let stream = CheckedStream::from_capsule(&capsule)?;
     Ok(Source::reader(StreamBatches::new(stream)?))
+}
+
+/// The entries of `storage_options`: str keys, and values that are str, int, float or bool (a
+/// bool as `"true"`/`"false"`).
+fn storage_options_of(options: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<(String, String)>> {
+    let mut entries = Vec::new();
+    for (key, value) in options.into_iter().flat_map(|options| options.iter()) {
+        let Ok(key) = key.extract::<String>() else {
+            return Err(errors::type_error(format!(
+                "storage_options has a key of type {}; expected str",
+                type_name(&key)
+            )));
+        };
+        let value = if let Ok(flag) = value.cast::<pyo3::types::PyBool>() {
+            if flag.is_true() { "true" } else { "false" }.to_string()
+        } else if value.is_instance_of::<PyString>()
+            || value.is_instance_of::<pyo3::types::PyInt>()
+            || value.is_instance_of::<pyo3::types::PyFloat>()
+        {
+            value.str()?.to_string()
+        } else {
+            return Err(errors::type_error(format!(
+                "storage_options[{key:?}] is {}; expected str, int, float or bool",
+                type_name(&value)
+            )));
+        };
+        entries.push((key, value));
+    }
+    Ok(entries)
 }
 
 /// The paths in `object`: one path (`str` or `os.PathLike`), or a list or tuple of them.
@@ -302,14 +366,17 @@ impl PyBatches {
     /// `source` read as the keywords say, one per field of [`BatchSpec`], each at its default
     /// when absent.
     #[new]
-    #[pyo3(signature = (source, **options))]
+    #[pyo3(signature = (source, *, storage_options=None, **options))]
     fn new(
         py: Python<'_>,
         source: &Bound<'_, PyAny>,
+        storage_options: Option<&Bound<'_, PyDict>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let spec = spec_from_options(options)?;
-        let source = errors::no_panic("reading an Arrow source", || source_of(source))?;
+        let source = errors::no_panic("reading an Arrow source", || {
+            source_of(source, storage_options)
+        })?;
         // Opening files reads their metadata (footers a hostile file may have forged): I/O, done
         // without the GIL, and under `no_panic` like every read of foreign data.
         let batches = errors::no_panic("opening the loader's source", || {

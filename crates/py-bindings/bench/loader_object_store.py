@@ -1,0 +1,288 @@
+"""The loader over object storage: the loader's Parquet workload read through ``s3://`` from a
+real S3 server on loopback (moto's), beside the same file read locally and pyarrow's own S3
+reading.
+
+The workload is ``loader_methods``'s (16 float32 features, an int64 label, an
+``arrow.fixed_shape_tensor`` float32[8] embedding; Snappy Parquet, row groups of 131,072 rows).
+Each method makes every batch of 1,024 rows into torch tensors: features (B, 16) float32,
+labels (B,), embeddings (B, 8):
+
+- ours, local: ``ad.batches(path, ...)``;
+- ours, S3: ``ad.batches("s3://bench/workload.parquet", ..., storage_options={"endpoint": ...})``;
+- pyarrow, S3: ``pyarrow.fs.S3FileSystem(endpoint_override=...)``, ``ParquetFile.iter_batches``,
+  rebatched, ``to_tensor`` and ``torch.from_dlpack``, as ``loader_methods.by_hand`` does.
+
+Methods alternate, the order rotated every repetition; the peak memory of one S3 pass is
+measured in a fresh subprocess against docs/loader.md's bound with fetches in flight.
+
+    python loader_object_store.py [--rows 2000000] [--repetitions 5] [--output FILE]
+
+``bench_loader.py`` runs it too and appends its section (``### Object storage``) to the loader's.
+"""
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Dict, List
+
+import pyarrow.parquet as pq
+import torch
+
+import arrow_dlpack as ad
+
+from loader_methods import CHUNK, FEATURES, ROW_BYTES, by_hand, count, make_table, ours_triple, rebatch
+
+BATCH = 1024
+BUCKET = "bench"
+KEY = "workload.parquet"
+CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+# Fetches a decoding thread holds: the row group it decodes and FETCH_AHEAD (1) after it.
+ROW_GROUPS_PER_THREAD = 2
+# The loader's fixed costs (docs/loader.md), plus the fetch runtime's two threads and its HTTP
+# client (connection pool, TLS-free here).
+FIXED_BYTES = 512 * 1024 + 4 * 1024 * 1024
+
+
+def _options(endpoint: str) -> Dict[str, str]:
+    return {"endpoint": endpoint, "region": "us-east-1", **CREDENTIALS}
+
+
+def ours(source: str, **options: object):
+    return ad.batches(source, BATCH, groups={"features": FEATURES}, columns=["label", "embedding"], **options)
+
+
+def _methods(path: Path, endpoint: str) -> Dict[str, Callable[[], int]]:
+    from pyarrow import fs
+
+    url = f"s3://{BUCKET}/{KEY}"
+    s3 = fs.S3FileSystem(
+        endpoint_override=endpoint,
+        scheme="http",
+        region="us-east-1",
+        access_key=CREDENTIALS["aws_access_key_id"],
+        secret_key=CREDENTIALS["aws_secret_access_key"],
+    )
+
+    def pyarrow_s3() -> int:
+        with s3.open_input_file(f"{BUCKET}/{KEY}") as handle:
+            reader = pq.ParquetFile(handle)
+            return count(by_hand(b) for b in rebatch(reader.iter_batches(batch_size=BATCH), BATCH))
+
+    return {
+        "ours-local": lambda: count(ours_triple(b) for b in ours(str(path))),
+        "ours-s3": lambda: count(ours_triple(b) for b in ours(url, storage_options=_options(endpoint))),
+        "pyarrow-s3": pyarrow_s3,
+    }
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def rss_child(endpoint: str) -> None:
+    """One S3 pass; prints the growth of the peak RSS and of anonymous memory."""
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")
+    before = _status_kib("VmRSS")
+    anon_before = _status_kib("RssAnon")
+    peak_anon = anon_before
+    stop = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak_anon
+        while not stop.is_set():
+            peak_anon = max(peak_anon, _status_kib("RssAnon"))
+            time.sleep(0.001)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    rows = count(
+        ours_triple(b) for b in ours(f"s3://{BUCKET}/{KEY}", storage_options=_options(endpoint))
+    )
+    stop.set()
+    sampler.join()
+    print(
+        json.dumps(
+            {
+                "rows": rows,
+                "hwm_growth": (_status_kib("VmHWM") - before) * 1024,
+                "anon_growth": (peak_anon - anon_before) * 1024,
+            }
+        )
+    )
+
+
+def memory_bound(path: Path, rows: int) -> tuple:
+    """docs/loader.md's bound for Parquet over object storage, with the defaults (prefetch 2,
+    decode_threads = min(cores, 4))."""
+    threads = min(os.cpu_count() or 1, 4)
+    batch_bytes = BATCH * ROW_BYTES
+    group_bytes = min(CHUNK, rows) * ROW_BYTES
+    groups = -(-rows // CHUNK)
+    compressed = path.stat().st_size // groups
+    pending = (-(-BATCH // CHUNK) + 1) * group_bytes
+    bound = (2 + 2) * batch_bytes + FIXED_BYTES + pending
+    bound += threads * (2 * group_bytes + ROW_GROUPS_PER_THREAD * compressed)
+    text = (
+        f"(2 + 2) × {_mb(batch_bytes)} batches + {_mb(FIXED_BYTES)} fixed + {_mb(pending)} pending "
+        f"row groups + {threads} threads × (2 × {_mb(group_bytes)} decoded + "
+        f"{ROW_GROUPS_PER_THREAD} × {_mb(compressed)} fetched row groups)"
+    )
+    return bound, text
+
+
+def _mb(count_bytes: float) -> str:
+    return f"{count_bytes / 1e6:.1f} MB"
+
+
+def run(rows: int, repetitions: int, log: Callable[[str], None]) -> str:
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    torch.set_num_threads(1)
+    # moto's server logs every request.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    # moto keeps an object in memory up to this size and in a temporary file beyond it, and
+    # reads the whole object for every range request: in memory, a request costs one copy.
+    os.environ.setdefault("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE", str(1 << 31))
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        with tempfile.TemporaryDirectory(prefix="bench-object-store-") as directory:
+            path = Path(directory) / KEY
+            log(f"==> object storage: writing {rows:,} rows and uploading them to moto")
+            pq.write_table(make_table(rows), path, row_group_size=CHUNK, compression="snappy")
+            client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **CREDENTIALS)
+            client.create_bucket(Bucket=BUCKET)
+            client.upload_file(str(path), BUCKET, KEY)
+            methods = _methods(path, endpoint)
+            keys = list(methods)
+            for key in keys:
+                methods[key]()  # warm-up
+            times: Dict[str, List[float]] = {key: [] for key in keys}
+            for repetition in range(repetitions):
+                shift = repetition % len(keys)
+                for key in keys[shift:] + keys[:shift]:
+                    start = time.perf_counter()
+                    seen = methods[key]()
+                    times[key].append(time.perf_counter() - start)
+                    assert abs(seen - rows) < BATCH, (key, seen)
+                log(f"   object storage: repetition {repetition + 1}/{repetitions} done")
+            # The profile of the server: the seconds moto takes to answer a 100-byte range of the
+            # object (it reads the whole object for every request), against which a pass's
+            # requests are counted.
+            tiny = []
+            for _ in range(5):
+                start = time.perf_counter()
+                client.get_object(Bucket=BUCKET, Key=KEY, Range="bytes=0-99")["Body"].read()
+                tiny.append(time.perf_counter() - start)
+            requests = 1 + pq.ParquetFile(path).metadata.num_row_groups
+            output = subprocess.run(
+                [sys.executable, __file__, "--rss-child", endpoint],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            memory = json.loads(output.strip().splitlines()[-1])
+            bound, bound_text = memory_bound(path, rows)
+            size = path.stat().st_size
+    finally:
+        server.stop()
+    return render(rows, size, times, memory, bound, bound_text, statistics.median(tiny), requests)
+
+
+def render(rows, size, times, memory, bound, bound_text, tiny, requests) -> str:
+    median = {key: statistics.median(values) for key, values in times.items()}
+
+    def cell(key: str) -> str:
+        values = times[key]
+        return f"{median[key]:.3f} ({min(values):.3f}-{max(values):.3f})"
+
+    local_ratio = median["ours-local"] / median["ours-s3"]
+    pyarrow_ratio = median["pyarrow-s3"] / median["ours-s3"]
+    measured = max(memory["hwm_growth"], memory["anon_growth"])
+
+    def met(ok: bool) -> str:
+        return "met" if ok else "**missed**"
+
+    return "\n".join(
+        [
+            "### Object storage",
+            "",
+            f"The Parquet workload above ({rows:,} rows, {size / 1e6:.1f} MB) uploaded to a real S3 "
+            "server on loopback (moto's `ThreadedMotoServer`, started by "
+            "`crates/py-bindings/bench/loader_object_store.py`) and read through `s3://`, beside "
+            "the same file read locally and pyarrow's own S3 filesystem "
+            "(`pyarrow.fs.S3FileSystem(endpoint_override=...)`, `iter_batches`, `to_tensor`). "
+            f"B = {BATCH:,}; wall-clock seconds per pass, the median of {len(times['ours-s3'])} "
+            "alternating repetitions and the range.",
+            "",
+            "| method | s |",
+            "|---|---|",
+            f"| **ours**, `ad.batches` over the local file | {cell('ours-local')} |",
+            f"| **ours**, `ad.batches(\"s3://...\")` | {cell('ours-s3')} |",
+            f"| pyarrow by hand over `S3FileSystem` | {cell('pyarrow-s3')} |",
+            "",
+            "| target | measured | target | |",
+            "|---|---|---|---|",
+            f"| throughput over S3 / throughput of the local file (ours) | {local_ratio:.2f}x | >= 0.8x "
+            f"| {met(local_ratio >= 0.8)} |",
+            f"| throughput over S3: ours / pyarrow's S3 reading | {pyarrow_ratio:.2f}x | >= 2x "
+            f"| {met(pyarrow_ratio >= 2)} |",
+            f"| peak memory of an S3 pass (peak RSS growth {_mb(memory['hwm_growth'])}, anonymous "
+            f"{_mb(memory['anon_growth'])}; the larger); bound {bound_text} | {_mb(measured)} "
+            f"| <= {_mb(bound)} | {met(measured <= bound)} |",
+            "",
+            f"Profile of the S3 pass: moto answers a 100-byte range of this object in {tiny:.3f} s "
+            "(the median of 5 `get_object` calls in this run): its S3 server reads the whole object "
+            "for every request, whatever the range, and its work holds Python's GIL, so that "
+            f"concurrent requests barely overlap. Our pass makes {requests} requests (the footer, then one coalesced "
+            f"range per row group), {requests} × {tiny:.3f} = {requests * tiny:.2f} s of the "
+            f"server's time against {median['ours-s3']:.2f} s measured: the pass waits for the "
+            "server, not for the decoders, which is why it reaches neither target here. pyarrow's "
+            f"{median['pyarrow-s3']:.2f} s is about {median['pyarrow-s3'] / tiny:.0f} such requests. "
+            "On a server whose cost is per byte (S3 itself, MinIO), the same pass moves "
+            f"{size / 1e6:.0f} MB in {requests} requests, at most "
+            f"{2 * min(os.cpu_count() or 1, 4)} in flight.",
+            "",
+        ]
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--output", type=Path)
+    parser.add_argument("--rss-child", metavar="ENDPOINT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.rss_child:
+        rss_child(args.rss_child)
+        return 0
+    page = run(args.rows, args.repetitions, lambda line: print(line, file=sys.stderr, flush=True))
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(page)
+    else:
+        print(page)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
