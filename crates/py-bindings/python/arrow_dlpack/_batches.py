@@ -15,18 +15,10 @@ import time
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from arrow_dlpack._arrow_dlpack import Tensor, _Batches, _merge_states
+from arrow_dlpack._options import Groups, Sequences, _names
 
 # `BatchDataset` is made on first use (see `_batch_dataset_class`), so it is not listed here.
 __all__ = ["batches", "merge_states"]
-
-#: What ``groups`` accepts: a mapping from group name to the columns it stacks.
-Groups = Mapping[str, Sequence[str]]
-
-#: What ``sequences`` accepts: a mapping from list column to its mode (``"pad"``, ``"pack"``,
-#: ``"jagged"``) or to a dict with ``mode``, ``pad_value``, ``max_length``,
-#: ``pad_to_multiple_of``, ``padding_side`` and ``truncation_side``.
-Sequences = Mapping[str, Union[str, Mapping[str, Any]]]
-
 
 def _worker() -> Tuple[int, int]:
     """``(id, num_workers)`` of the ``torch.utils.data.DataLoader`` worker this runs in, or
@@ -71,14 +63,6 @@ def _shard(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int]:
         raise ValueError(f"rank {rank} and world_size {world_size}; expected 0 <= rank < world_size")
     worker, workers = _worker()
     return rank * workers + worker, world_size * workers
-
-
-def _names(argument: str, names: Any) -> List[Any]:
-    """``names`` as a list of column names; a lone ``str`` is refused (it would be read as its
-    characters), the items are checked by ``_Batches``."""
-    if isinstance(names, (str, bytes)):
-        raise TypeError(f"{argument} is {type(names).__name__}; expected a list of str")
-    return list(names)
 
 
 def _shared_seed(seed: Optional[int], shuffle: bool, num_shards: int) -> int:

@@ -26,7 +26,7 @@ from ray.data.collate_fn import ArrowBatchCollateFn
 from ray.data.extensions import ArrowTensorType, ArrowTensorTypeV2
 
 from arrow_dlpack._arrow_dlpack import Tensor, _collate
-from arrow_dlpack._batches import Groups, Sequences, _names
+from arrow_dlpack._options import Groups, Sequences, _names
 
 __all__ = ["ArrowCollateFn", "arrow_stream", "collate_fn", "fixed_shape_tensors"]
 
