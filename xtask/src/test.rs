@@ -1,4 +1,4 @@
-//! `cargo xtask test`: every Rust test, then every Python test against the installed wheel.
+//! `cargo xtask test`: every Rust test, then every Python test against the debug wheel.
 
 use std::path::Path;
 
@@ -18,15 +18,6 @@ const STUBTEST_ALLOWLIST: &str = "crates/py-bindings/stubtest-allowlist.txt";
 /// `extension-module` feature leaves libpython unlinked, so their test binaries would not link.
 pub(crate) const FEATURES: &[&str] = &["--features", "arrow-dlpack/ndarray"];
 
-/// The suites of hostile input, which the debug-build pass runs (relative to [`PYTHON_TESTS`]).
-pub(crate) const HOSTILE_SUITES: &[&str] = &[
-    "test_hostile_producers.py",
-    "test_hostile_devices.py",
-    "test_hostile_arrow_c.py",
-    "test_no_panics.py",
-    "test_read_only.py",
-];
-
 /// pytest's exit status when it collected no test.
 const PYTEST_NO_TESTS_COLLECTED: i32 = 5;
 
@@ -35,7 +26,7 @@ fn pytest_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |cores| cores.get().min(4))
 }
 
-/// Runs the Rust tests, builds and installs the wheel, checks the stubs and runs pytest with
+/// Runs the Rust tests, builds and installs the debug wheel, checks the stubs and runs pytest with
 /// `forwarded` appended; prints the time of each stage at the end.
 pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
     let mut stages = Stages::new("cargo xtask test");
@@ -74,48 +65,24 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
             .map_err(|_| "the thread that makes the Python environment panicked".to_string())?
     })?;
 
-    // The debug-build pass: the hostile suites against a wheel with debug assertions, overflow
-    // checks and the standard library's unsafe-precondition checks, so that a misaligned read or
-    // an overflow aborts the run instead of passing silently. The stubs are checked against the
-    // same module (its classes and signatures are those of the release build). Each of the two
-    // runs on one core, so the release wheel is built beside them, and installed only once both
-    // are over.
-    let debug_wheel = stages.run("debug wheel build", || env.build(root, WheelProfile::Debug))?;
-    stages.run("debug wheel install", || env.install(root, &debug_wheel))?;
-    let release_wheel = stages.run(
-        "hostile suites and stubtest on the debug wheel, release wheel built beside",
-        || {
-            let mut debug_pass = env
-                .command_outside_sources(root)?
-                .args(["-m", "pytest"])
-                .args(["-p", "no:cacheprovider", "--import-mode=importlib", "-q"]);
-            for suite in HOSTILE_SUITES {
-                debug_pass = debug_pass.arg(root.join(PYTHON_TESTS).join(suite));
-            }
-            let mut stubtest =
-                env.command_outside_sources(root)?
-                    .args(["-m", "mypy.stubtest", "arrow_dlpack"]);
-            let allowlist = root.join(STUBTEST_ALLOWLIST);
-            if allowlist.exists() {
-                stubtest = stubtest.arg("--allowlist").arg(allowlist);
-            }
-            let logs = root.join("target");
-            let debug_pass = debug_pass.spawn_logged(&logs.join("debug-pass.log"))?;
-            let stubtest = stubtest.spawn_logged(&logs.join("stubtest.log"))?;
-            let release_wheel = env.build(root, WheelProfile::Release)?;
-            // Both are waited for, so that the output of each is shown even when the other
-            // failed.
-            let debug_pass = debug_pass.wait();
-            let stubtest = stubtest.wait();
-            debug_pass.and(stubtest)?;
-            Ok(release_wheel)
-        },
-    )?;
-    stages.run("release wheel install", || {
-        env.install(root, &release_wheel)
-    })?;
-
-    stages.run("python tests", || {
+    // The suite runs against a wheel in the dev profile: debug assertions, overflow checks and
+    // the standard library's unsafe-precondition checks abort the run on a misaligned read or an
+    // overflow instead of letting it pass silently. The release wheel, the same code optimised,
+    // is built by `demo`, `bench` and `pip install`; building it here too took half of a first
+    // run's time on two cores, and the suite takes about as long on either wheel.
+    let wheel = stages.run("debug wheel build", || env.build(root, WheelProfile::Debug))?;
+    stages.run("debug wheel install", || env.install(root, &wheel))?;
+    stages.run("python tests, stubtest beside them", || {
+        // The stubs are checked against the same module, beside the suite (one core for a few
+        // seconds); its output is shown when it ends.
+        let mut stubtest =
+            env.command_outside_sources(root)?
+                .args(["-m", "mypy.stubtest", "arrow_dlpack"]);
+        let allowlist = root.join(STUBTEST_ALLOWLIST);
+        if allowlist.exists() {
+            stubtest = stubtest.arg("--allowlist").arg(allowlist);
+        }
+        let stubtest = stubtest.spawn_logged(&root.join("target").join("stubtest.log"))?;
         let pytest = env
             .command_outside_sources(root)?
             .args(["-m", "pytest"])
@@ -128,13 +95,16 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
             .args(["-n", &pytest_workers().to_string(), "--dist", "loadfile"])
             .args(forwarded);
         let display = pytest.display();
-        let status = pytest.status()?;
+        let status = pytest.status();
+        // Waited for in any case, so that its output is shown even when the suite failed.
+        let stubtest = stubtest.wait();
+        let status = status?;
         if status.code() == Some(PYTEST_NO_TESTS_COLLECTED) {
             return Err(format!(
                 "`{display}` collected no test (exit status 5); a test run that tests nothing \
                  fails"
             ));
         }
-        crate::process::check(&display, status)
+        crate::process::check(&display, status).and(stubtest)
     })
 }
