@@ -18,13 +18,13 @@ use crate::process::Cmd;
 use crate::python::{PythonEnv, WheelProfile};
 
 /// The Python benchmark script, relative to the project root.
-const PYTHON_BENCH: &str = "crates/py-bindings/bench/bench_exchange.py";
+const PYTHON_BENCH: &str = "bench/bench_exchange.py";
 
 /// The loader benchmark script, relative to the project root.
-const LOADER_BENCH: &str = "crates/py-bindings/bench/bench_loader.py";
+const LOADER_BENCH: &str = "bench/bench_loader.py";
 
 /// The anchors the loader benchmark needs beyond the test requirements.
-const BENCH_REQUIREMENTS: &str = "crates/py-bindings/requirements-bench.txt";
+const BENCH_REQUIREMENTS: &str = "bench/requirements-bench.txt";
 
 /// The page the Python benchmark writes, relative to the project root.
 const OUTPUT: &str = "docs/benchmarks.md";
@@ -33,7 +33,7 @@ const OUTPUT: &str = "docs/benchmarks.md";
 const LOADER_OUTPUT: &str = "target/bench/loader.md";
 
 /// The script that draws the page's tables as SVG charts, relative to the project root.
-const CHARTS: &str = "crates/py-bindings/bench/charts.py";
+const CHARTS: &str = "bench/charts.py";
 
 /// Where the charts go, relative to the project root: beside the page that embeds them.
 const CHARTS_DIR: &str = "docs";

@@ -5,13 +5,13 @@
 //! 2. takes the machine's Python (`ARROW_DLPACK_PYTHON`, else `python3`) when a CUDA build of
 //!    torch and CuPy import there: GPU machines often have them and no network, so nothing is
 //!    installed but the wheel; otherwise creates `target/gpu-venv` and installs
-//!    crates/py-bindings/gpu/requirements-gpu.txt (torch, `cupy-cuda13x`, numpy, pyarrow,
+//!    gpu/requirements-gpu.txt (torch, `cupy-cuda13x`, numpy, pyarrow,
 //!    maturin), then tries `cudf-cu13` and `pylibcudf-cu13` from NVIDIA's index (the CUDA 13
 //!    builds, which share CuPy's CUDA version; a miss is reported by the script, which skips cuDF
 //!    when it does not import);
 //! 3. builds the wheel in release mode into `target/gpu-wheels` (with that Python's maturin, or
 //!    a `maturin` on the path) and installs it without dependencies;
-//! 4. runs crates/py-bindings/gpu/gpu_check.py, which prints one summary line.
+//! 4. runs gpu/gpu_check.py, which prints one summary line.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -20,9 +20,9 @@ use crate::Result;
 use crate::process::Cmd;
 
 /// The script that checks the device paths, relative to the project root.
-const SCRIPT: &str = "crates/py-bindings/gpu/gpu_check.py";
+const SCRIPT: &str = "gpu/gpu_check.py";
 /// What the GPU environment needs when the machine's Python lacks it.
-const REQUIREMENTS: &str = "crates/py-bindings/gpu/requirements-gpu.txt";
+const REQUIREMENTS: &str = "gpu/requirements-gpu.txt";
 /// Where NVIDIA publishes the cuDF wheels.
 const NVIDIA_INDEX: &str = "https://pypi.nvidia.com";
 /// Succeeds where a CUDA build of torch and CuPy import and see a GPU.

@@ -60,15 +60,15 @@ Commands:
              arrow-dlpack-loader with CRITERION_HOME=target/criterion-loader (criterion;
              arguments after `--` go to both), then builds and installs the wheel (the
              profiling profile: release with line tables) and runs
-             crates/py-bindings/bench/bench_exchange.py --output docs/benchmarks.md
+             bench/bench_exchange.py --output docs/benchmarks.md
              --criterion-dir target/criterion when that script exists; then installs
-             crates/py-bindings/requirements-bench.txt (duckdb, datasets) into the environment,
-             runs crates/py-bindings/bench/bench_loader.py --output target/bench/loader.md
+             bench/requirements-bench.txt (duckdb, transformers, pydantic) into the environment,
+             runs bench/bench_loader.py --output target/bench/loader.md
              --criterion-dir target/criterion-loader (the loader beside pyarrow, polars,
              duckdb, Ray Data and datasets; about 10 minutes) and puts that section into
              docs/benchmarks.md under `## The loader`; builds the release wheel (not
              installed) and puts its size under `## The wheel`; last, runs
-             crates/py-bindings/bench/charts.py --page docs/benchmarks.md --out docs/, which
+             bench/charts.py --page docs/benchmarks.md --out docs/, which
              draws the page's tables as docs/benchmarks-exchange.svg and
              docs/benchmarks-loader.svg (the page embeds them).
   tidy       Repository hygiene: every .rs file starts with `//!`, the crates' dependencies
@@ -85,9 +85,9 @@ Commands:
   gpu-check  On a machine with an NVIDIA GPU (it fails at once, saying so, without one):
              uses the machine's Python ($ARROW_DLPACK_PYTHON or python3) when a CUDA torch
              and CuPy import there (no venv, no network); otherwise creates target/gpu-venv
-             with crates/py-bindings/gpu/requirements-gpu.txt (torch, cupy-cuda13x) and tries
+             with gpu/requirements-gpu.txt (torch, cupy-cuda13x) and tries
              cudf-cu13 then pylibcudf-cu13 from pypi.nvidia.com. Builds and installs the
-             wheel, and runs crates/py-bindings/gpu/gpu_check.py (which needs only the wheel,
+             wheel, and runs gpu/gpu_check.py (which needs only the wheel,
              torch and CuPy; cuDF is skipped, with a note, when absent): CuPy -> arrow_dlpack
              -> torch with the same pointer, the device interface both ways with a real event,
              stream ordering for import and export, a second GPU read while the first is

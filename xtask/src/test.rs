@@ -10,6 +10,9 @@ use crate::stages::Stages;
 /// The pytest suite, relative to the project root.
 pub(crate) const PYTHON_TESTS: &str = "crates/py-bindings/tests";
 
+/// The tests of the repository's tooling (the benchmark charts), run in the same pytest session.
+const TOOLING_TESTS: &str = "bench/tests";
+
 /// Entries that `mypy.stubtest` may ignore, relative to the project root; used when it exists.
 const STUBTEST_ALLOWLIST: &str = "crates/py-bindings/stubtest-allowlist.txt";
 
@@ -87,6 +90,7 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
             .command_outside_sources(root)?
             .args(["-m", "pytest"])
             .arg(root.join(PYTHON_TESTS))
+            .arg(root.join(TOOLING_TESTS))
             // No `.pytest_cache` in the source tree, and test modules imported by path rather
             // than by putting their directory on `sys.path`.
             .args(["-p", "no:cacheprovider", "--import-mode=importlib"])

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
+use crate::assemble::writable;
 use crate::assemble::{Piece, Run, assemble};
 use crate::columns::{Columns, check_same_columns};
-use crate::{BatchSpec, Result, TensorBatch, writable};
+use crate::{BatchSpec, Result, TensorBatch};
 
 /// The batch of every row of `batches` (record batches of `schema`), in order, made as
 /// [`batches`](crate::batches) makes a batch of the same rows with the same `spec`.

@@ -11,7 +11,7 @@ use arrow_dlpack::{
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{DataType, Field, Schema};
 
-use crate::sequence::Sequence;
+use crate::sequences::Sequence;
 use crate::{BatchSpec, Error, Result};
 
 /// The key under which Arrow stores an extension type's name in a field's metadata.
@@ -308,7 +308,7 @@ fn sequence_output(sequence: &Sequence, array: &ArrayRef, index: usize) -> Resul
                        fixed-size lists or fixed-shape tensors, for a sequence",
         });
     }
-    crate::ragged::probe(name, &array.slice(0, 0))?;
+    crate::sequences::tensors::probe(name, &array.slice(0, 0))?;
     Ok(Output::Sequence {
         name: name.clone(),
         index,

@@ -62,30 +62,21 @@
 
 mod assemble;
 mod batch;
-mod codecs;
 mod collate;
 mod columns;
 mod error;
-mod file;
-mod gather;
-mod group_view;
 mod ipc;
 mod loader;
 mod parquet;
-mod parquet_bounds;
 mod quiet_panic;
-mod ragged;
 mod rebatch;
 #[cfg(feature = "object-store")]
 mod remote;
 mod rng;
-mod sequence;
+mod sequences;
 mod source;
 mod spec;
 mod state;
-mod thrift;
-mod tokens;
-mod writable;
 
 pub use batch::{NamedTensor, TensorBatch};
 pub use collate::collate;
@@ -93,7 +84,7 @@ pub use error::{Error, Result};
 pub use loader::{Batches, batches};
 #[cfg(feature = "object-store")]
 pub use remote::{ObjectSource, is_object_url};
-pub use sequence::{PadValue, Sequence, SequenceMode, Side};
+pub use sequences::{PadValue, Sequence, SequenceMode, Side};
 pub use source::Source;
 pub use spec::{BatchSpec, ColumnGroup, MAX_DECODE_THREADS, MAX_PREFETCH};
 pub use state::{Item, LoaderState, Position, STATE_VERSION, Work, merge_states};

@@ -172,7 +172,7 @@ impl Iterator for Batches {
             Ok(Ok((batch, mark))) => {
                 self.yielded += 1;
                 self.mark = Some(mark);
-                Some(crate::writable::hand_out(batch, self.writable))
+                Some(crate::assemble::writable::hand_out(batch, self.writable))
             }
             Ok(Err(error)) => {
                 self.done = true;

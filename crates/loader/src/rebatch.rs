@@ -4,7 +4,7 @@
 //! batch inside one record batch is one run (views), a batch across record batches several (one
 //! copy). Shuffled, rows are drawn from a window of at least `buffer_size` rows, permuted, and
 //! gathered `batch_size` at a time; the rows a window leaves over are shuffled into the next.
-//! With a token budget a batch takes rows while they fit (see [`crate::tokens`]); with length
+//! With a token budget a batch takes rows while they fit (see [`crate::sequences::tokens`]); with length
 //! buckets a window's rows are sorted by length, cut into batches, and the batches shuffled.
 
 use std::collections::VecDeque;
@@ -17,9 +17,9 @@ use arrow_array::RecordBatch;
 use crate::assemble::{Piece, Run, assemble};
 use crate::columns::Columns;
 use crate::rng::Rng;
+use crate::sequences::tokens::{Budget, Fit, RowLengths, cut_from_end};
 use crate::source::{Pieces, Tagged};
 use crate::state::{Position, Start, WindowStart};
-use crate::tokens::{Budget, Fit, RowLengths, cut_from_end};
 use crate::{BatchSpec, Error, Result, TensorBatch};
 
 /// The stream of the row shuffle's generator, mixed with the shard index.

@@ -2,7 +2,7 @@
 
 use arrow_schema::Schema;
 
-use crate::sequence::{Sequence, SequenceMode};
+use crate::sequences::{Sequence, SequenceMode};
 use crate::state::LoaderState;
 use crate::{Error, Result};
 

@@ -2,7 +2,7 @@
 //! otherwise one fresh allocation per tensor, written in one pass from the record batches.
 //!
 //! The copies work per run of rows, with the record batch looked up once per run: a byte copy
-//! for a column that has a tensor view, the byte kernel of [`crate::gather`] for the columns of a
+//! for a column that has a tensor view, the byte kernel of [`row_copy`] for the columns of a
 //! group that already have the group's dtype (a shuffled batch's runs are a row each), and
 //! `arrow_dlpack::write_rows`, the kernel of `Tensor.from_arrow`, for long runs and for the
 //! columns that need a conversion, one call per run at its row offset.
@@ -21,10 +21,15 @@ use arrow_dlpack_tensor::alloc::{PooledVec, UninitBuffer};
 use arrow_dlpack_tensor::{DType, Tensor};
 
 use crate::columns::{Columns, Output, view};
-use crate::gather::{copy_bytes, copy_strided, gather};
-use crate::group_view::strided_group_view;
-use crate::ragged::{run_of, sequence_tensors};
+use crate::sequences::tensors::{run_of, sequence_tensors};
 use crate::{BatchSpec, Error, Result, TensorBatch};
+
+mod group_view;
+mod row_copy;
+pub(crate) mod writable;
+
+use group_view::strided_group_view;
+use row_copy::{copy_bytes, copy_runs, copy_strided};
 
 /// Runs of a group of at least this many rows are written by `write_rows`, whose blocked
 /// transposition beats element-by-element copies on long runs; shorter runs are gathered.
@@ -267,7 +272,9 @@ fn view_output(spec: &BatchSpec, output: &Output, batch: &RecordBatch, run: Run)
             array_to_tensor(slice(*index).as_ref(), options)
                 .map_err(|error| Error::column(name, error))
         }
-        Output::Sequence { .. } => unreachable!("sequences are assembled by crate::ragged"),
+        Output::Sequence { .. } => {
+            unreachable!("sequences are assembled by crate::sequences::tensors")
+        }
         Output::Group {
             name,
             indices,
@@ -327,7 +334,9 @@ impl OutputCopy<'_> {
             Output::Values { .. } => self.values(output, pieces, runs),
             Output::Bool { name, index } => self.bools(name, *index, pieces, runs),
             Output::Group { .. } => self.group(output, pieces, runs),
-            Output::Sequence { .. } => unreachable!("sequences are assembled by crate::ragged"),
+            Output::Sequence { .. } => {
+                unreachable!("sequences are assembled by crate::sequences::tensors")
+            }
         }
     }
 
@@ -375,7 +384,7 @@ impl OutputCopy<'_> {
             })
             .collect();
         let mut written = 0;
-        let copied = gather::<_, Infallible>(
+        let copied = copy_runs::<_, Infallible>(
             &sources,
             |bytes| Some(bytes),
             |bytes| {
@@ -451,7 +460,7 @@ impl OutputCopy<'_> {
             _ => None,
         };
         let mut row = 0;
-        gather(runs, staged_bytes, |run| {
+        copy_runs(runs, staged_bytes, |run| {
             let slots = out.as_uninit_mut();
             match pieces[run.piece].source(self.at) {
                 Source::Staged { .. } => {

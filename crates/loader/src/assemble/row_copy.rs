@@ -11,7 +11,7 @@ use std::mem::MaybeUninit;
 
 use arrow_dlpack_tensor::alloc::copy_to_uninit;
 
-/// How many runs ahead of the copy [`gather`] asks for a run's source bytes: a shuffled row's
+/// How many runs ahead of the copy [`copy_runs`] asks for a run's source bytes: a shuffled row's
 /// bytes lie anywhere in the window, mostly out of the cache, and asking early lets the misses
 /// of several rows overlap instead of each copy waiting for its own.
 const PREFETCH_AHEAD: usize = 8;
@@ -22,7 +22,7 @@ const LONG_COPY: usize = 256;
 
 /// Hands each of `items` to `copy`, in order, having asked for the source bytes (`bytes`, when
 /// it has some) of the item [`PREFETCH_AHEAD`] places later; stops at the first error.
-pub(crate) fn gather<'a, T, E>(
+pub(crate) fn copy_runs<'a, T, E>(
     items: &'a [T],
     bytes: impl Fn(&'a T) -> Option<&'a [u8]>,
     mut copy: impl FnMut(&'a T) -> Result<(), E>,

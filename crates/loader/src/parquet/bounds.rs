@@ -15,7 +15,7 @@ use parquet::basic::Type as PhysicalType;
 use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
 use parquet::file::reader::ChunkReader;
 
-use crate::thrift::{Kind, Reader};
+use super::thrift::{Kind, Reader};
 use crate::{Error, Result};
 
 /// The deepest schema the loader reads; the crate walks the schema tree recursively.

@@ -1,4 +1,4 @@
-"""``crates/py-bindings/bench/charts.py``: the benchmark page's tables read back, and drawn as SVG.
+"""``bench/charts.py``: the benchmark page's tables read back, and drawn as SVG.
 
 The script is no part of the wheel, so it is loaded by path. The samples are small pages in the
 shape that bench_exchange.py and bench_loader.py write; the numbers the charts must show are the
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "charts.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "charts.py"
 SVG = "{http://www.w3.org/2000/svg}"
 
 

@@ -14,7 +14,7 @@ use arrow_dlpack::{
 };
 use arrow_dlpack_tensor::Tensor;
 
-use crate::sequence::{PadValue, Sequence, SequenceMode};
+use super::{PadValue, Sequence, SequenceMode};
 use crate::{Error, Result};
 
 /// Checks that `empty` (zero rows of a sequence column) forms a ragged tensor: its element type

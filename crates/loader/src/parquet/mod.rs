@@ -30,12 +30,16 @@ use parquet::arrow::arrow_reader::{
 use parquet::errors::ParquetError;
 use parquet::file::reader::ChunkReader;
 
-use crate::codecs::check_codecs;
-use crate::file::{self, PinnedFile, PlannedFile};
 use crate::quiet_panic::catch_quietly;
 #[cfg(feature = "object-store")]
 use crate::remote::{self, Fetched, Pending, RemoteObject};
-use crate::{Error, Result, parquet_bounds};
+use crate::source::file::{self, PinnedFile, PlannedFile};
+use crate::{Error, Result};
+use codecs::check_codecs;
+
+mod bounds;
+mod codecs;
+mod thrift;
 
 /// The most rows decoded into one record batch: a whole row group up to this size, so that most
 /// batches lie inside one record batch and are views.
@@ -103,7 +107,7 @@ impl ParquetFile {
     }
 
     /// Reads the footer from `reader` (the file, or the fetched tail of an object), checked
-    /// first by [`parquet_bounds::check_footer`].
+    /// first by [`bounds::check_footer`].
     fn from_reader(
         location: Location,
         reader: &impl ChunkReader,
@@ -115,7 +119,7 @@ impl ParquetFile {
             Location::Remote(object) => object.name().to_path_buf(),
         };
         let path = path.as_path();
-        parquet_bounds::check_footer(path, reader)?;
+        bounds::check_footer(path, reader)?;
         let metadata =
             catch_quietly(|| ArrowReaderMetadata::load(reader, ArrowReaderOptions::new()))
                 .map_err(|payload| Error::decode_panic(path, "the footer".to_string(), payload))?
@@ -141,7 +145,7 @@ impl ParquetFile {
     }
 
     /// The byte ranges of the projected column chunks of `row_group` that lie inside the
-    /// object; a chunk that does not is left for [`parquet_bounds::check_row_group`] to report.
+    /// object; a chunk that does not is left for [`bounds::check_row_group`] to report.
     #[cfg(feature = "object-store")]
     fn chunk_ranges(&self, row_group: usize, size: u64) -> Vec<Range<u64>> {
         let group = self.metadata.metadata().row_group(row_group);
@@ -220,13 +224,7 @@ impl ParquetFile {
         emit: &mut dyn FnMut(RecordBatch) -> bool,
     ) -> Result<()> {
         let path = self.path();
-        parquet_bounds::check_row_group(
-            path,
-            file,
-            self.metadata.metadata(),
-            row_group,
-            &self.mask,
-        )?;
+        bounds::check_row_group(path, file, self.metadata.metadata(), row_group, &self.mask)?;
         // The batch size is not taken from the declared rows alone, so that a row group that
         // declares few rows and holds many is still decoded in large batches (and refused by the
         // count below).

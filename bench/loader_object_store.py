@@ -314,7 +314,7 @@ def render(rows, size, times, memory, bound, bound_text, tiny, requests) -> str:
             "",
             f"The Parquet workload above ({rows:,} rows, {size / 1e6:.1f} MB) uploaded to a real S3 "
             "server on loopback (moto's `ThreadedMotoServer`, started by "
-            "`crates/py-bindings/bench/loader_object_store.py`) and read through `s3://`, beside "
+            "`bench/loader_object_store.py`) and read through `s3://`, beside "
             "the same file read locally and pyarrow's own S3 filesystem "
             "(`pyarrow.fs.S3FileSystem(endpoint_override=...)`, `iter_batches`, `to_tensor`). "
             f"B = {BATCH:,}; wall-clock seconds per pass, the median of {len(times['ours-s3'])} "

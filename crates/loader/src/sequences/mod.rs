@@ -1,7 +1,11 @@
-//! Variable-length list columns as sequence tensors: what a [`Sequence`] asks for, and the token
-//! cost of a batch of them, against which [`BatchSpec::max_tokens`](crate::BatchSpec) cuts.
+//! Variable-length list columns as sequence tensors: what a [`Sequence`] asks for (here), the
+//! tensors of a batch made from its runs of rows (`tensors.rs`), and the token cost of a batch,
+//! against which [`BatchSpec::max_tokens`](crate::BatchSpec) cuts (`tokens.rs`).
 
 use std::fmt;
+
+pub(crate) mod tensors;
+pub(crate) mod tokens;
 
 pub use arrow_dlpack::Side;
 

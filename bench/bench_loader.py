@@ -68,7 +68,7 @@ from loader_methods import (
     write_workload,
 )
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 
 # The hand-written explanation of the misses, kept beside the script so that a new run keeps it
 # (update it when the figures it quotes change).
@@ -327,7 +327,7 @@ def render(
     out = [
         "## The loader",
         "",
-        "The loader's workload, written by `crates/py-bindings/bench/bench_loader.py` (run by "
+        "The loader's workload, written by `bench/bench_loader.py` (run by "
         "`cargo xtask bench`, which puts this section here): "
         f"{work.rows:,} rows of 16 float32 features, an int64 label and an "
         "`arrow.fixed_shape_tensor` float32[8] embedding, as an uncompressed Arrow IPC file and a "

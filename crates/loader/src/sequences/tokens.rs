@@ -8,7 +8,7 @@
 
 use arrow_array::{Array, RecordBatch, cast::AsArray};
 
-use crate::sequence::{Sequence, SequenceMode};
+use super::{Sequence, SequenceMode};
 use crate::{BatchSpec, Error, Result};
 
 /// The kept lengths (after truncation to `max_length`; 0 for a null row) of the rows of one

@@ -276,7 +276,7 @@ def render(rows, slow_rows, tokens, repetitions, times, checked, buckets, elapse
         f"{rows:,} sequences of `list<int32>` tokens ({tokens:,} tokens), lengths log-normal "
         f"clipped to {SHORTEST}..{LONGEST:,}, and an int64 label, in a Snappy Parquet file of row "
         f"groups of {ROW_GROUP:,}; batches of {BATCH} to torch tensors, by "
-        "`crates/py-bindings/bench/loader_sequences.py`. "
+        "`bench/loader_sequences.py`. "
         f"Median (and range) of {repetitions} passes, methods alternating, torch on one thread; "
         f"the run took {elapsed:.0f} s. Outputs compared first: {'; '.join(checked)}.",
         "",

@@ -3,7 +3,7 @@
 Self-contained: it needs the installed arrow_dlpack wheel, a CUDA build of torch and CuPy, and
 nothing else (no network, no file of the source tree); cuDF is checked when it imports, and
 skipped with a note in the summary otherwise. Run it as
-``python crates/py-bindings/gpu/gpu_check.py`` (``cargo xtask gpu-check`` builds and installs
+``python gpu/gpu_check.py`` (``cargo xtask gpu-check`` builds and installs
 the wheel first). Checks:
 
 1. ``cupy``: a CuPy array -> ``ad.Tensor.from_dlpack`` -> ``torch.from_dlpack``, same pointer;

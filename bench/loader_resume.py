@@ -112,7 +112,7 @@ def render(rows: int, repetitions: int, results: Dict[bool, Dict[str, List[float
         "",
         f"The Parquet file of the workload ({rows:,} rows, row groups of {CHUNK:,}), batches of "
         f"{BATCH:,}; a state saved after {AT:.0%} of the batches, by "
-        "`crates/py-bindings/bench/loader_resume.py`. Median (and range) of "
+        "`bench/loader_resume.py`. Median (and range) of "
         f"{repetitions} runs, alternating; the run took {elapsed:.0f} s. Target: a resume at 90% "
         f"takes at most {TARGET}x a full pass to its first batch.",
         "",

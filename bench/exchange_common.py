@@ -31,8 +31,8 @@ LARGE = 10_000_000
 COPY_ELEMENTS = 10_000_000
 
 # The repository, for the commit and for telling whether the installed wheel is older than the
-# sources; the script lives in crates/py-bindings/bench/.
-ROOT = Path(__file__).resolve().parents[3]
+# sources; the script lives in bench/.
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Clocks:
