@@ -65,6 +65,7 @@ mod batch;
 mod collate;
 mod columns;
 mod error;
+mod file;
 mod ipc;
 mod loader;
 mod parquet;

@@ -20,10 +20,10 @@ use arrow_ipc::reader::{FileDecoder, read_footer_length};
 use arrow_ipc::{Block, root_as_footer, root_as_message};
 use arrow_schema::SchemaRef;
 
+use crate::file::{self, PinnedFile, PlannedFile};
 use crate::quiet_panic::catch_quietly;
 #[cfg(feature = "object-store")]
 use crate::remote::{self, Fetched, Pending, RemoteObject};
-use crate::source::file::{self, PinnedFile, PlannedFile};
 use crate::{Error, Result};
 
 mod stream;

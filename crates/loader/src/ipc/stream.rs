@@ -7,10 +7,10 @@ use arrow_array::RecordBatch;
 use arrow_ipc::reader::StreamReader;
 use arrow_schema::SchemaRef;
 
+use crate::file;
 use crate::quiet_panic::catch_quietly;
 #[cfg(feature = "object-store")]
 use crate::remote::RemoteObject;
-use crate::source::file;
 use crate::{Error, Result};
 
 /// The bytes of one read of an IPC stream in object storage.

@@ -30,10 +30,10 @@ use parquet::arrow::arrow_reader::{
 use parquet::errors::ParquetError;
 use parquet::file::reader::ChunkReader;
 
+use crate::file::{self, PinnedFile, PlannedFile};
 use crate::quiet_panic::catch_quietly;
 #[cfg(feature = "object-store")]
 use crate::remote::{self, Fetched, Pending, RemoteObject};
-use crate::source::file::{self, PinnedFile, PlannedFile};
 use crate::{Error, Result};
 use codecs::check_codecs;
 

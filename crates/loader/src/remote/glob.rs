@@ -5,7 +5,7 @@ use object_store::path::Path as StorePath;
 use object_store::{ObjectStore, ObjectStoreScheme};
 use url::Url;
 
-use crate::source::file::format_of;
+use crate::file::format_of;
 use crate::{Error, Result};
 
 /// What one URL names.

@@ -37,7 +37,7 @@ use url::Url;
 
 pub(crate) use fetched::{Fetched, coalesce};
 
-use crate::source::file::{Format, format_of};
+use crate::file::{Format, format_of};
 use crate::{Error, Result};
 
 /// The bytes read from the end of an object when it is opened: a Parquet footer or an IPC

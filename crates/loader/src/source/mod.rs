@@ -11,14 +11,13 @@ use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::SchemaRef;
 
 use crate::columns::{Columns, check_same_columns};
+use crate::file::{Format, format_of};
 use crate::ipc::{self, IpcFile, IpcRecordBatch, StreamInput};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
 use crate::rng::Rng;
 use crate::state::{Item, Start, Work};
 use crate::{BatchSpec, Error, Result};
-use file::{Format, format_of};
 
-pub(crate) mod file;
 mod start;
 
 use start::{file_items, in_stream, resume, rows_left, select};
@@ -213,7 +212,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
         }
         #[cfg(feature = "object-store")]
         Source::Objects(objects) => {
-            use file::Format;
+            use crate::file::Format;
             let opened = crate::remote::open(objects)?;
             let stop = opened.stop.clone();
             let names: Vec<PathBuf> = opened
