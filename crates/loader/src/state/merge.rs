@@ -279,7 +279,7 @@ impl Window<'_> {
         let mut carried_at = Vec::with_capacity(self.carried.len());
         for &[k, row] in self.carried {
             let item = item_of(k)?;
-            let Some(at) = unit_row(&item, row) else {
+            let Some(at) = unit_row(&item, row).filter(|&at| at < u64::MAX) else {
                 return bad(format!(
                     "the window of shard {shard} carries row {row} of its item {k}, which has \
                      fewer rows"

@@ -455,3 +455,77 @@ fn a_state_over_an_object_replaced_at_its_url_is_refused_naming_the_url() {
         "{message}"
     );
 }
+
+/// Every number of a shard's state replaced by hostile ones, merged with the other shard's:
+/// merged or refused, never a panic (the tests run with overflow checks).
+#[test]
+fn merge_states_of_states_with_hostile_numbers_merges_or_refuses_never_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let stream = write_stream(&dir.path().join("t.arrows"), &table(&[7, 5, 9, 3, 8, 6]));
+    let parquet_path = write_parquet(&dir.path().join("t.parquet"), &table(&[7, 5, 9, 3]), 6);
+    let sources: [&dyn Fn() -> Source; 2] = [&|| Source::IpcStreams(vec![stream.clone()]), &|| {
+        parquet(&parquet_path)
+    }];
+    let (mut merged, mut refused) = (0, 0);
+    for make in sources {
+        for shuffle in [false, true] {
+            let mut spec = spec(4, &["id"]);
+            if shuffle {
+                spec = spec.shuffle(3).buffer_size(6);
+            }
+            let states: Vec<LoaderState> = (0..2)
+                .map(|shard| state_after(make(), &spec.clone().shard(shard, 2), 1))
+                .collect();
+            let value = serde_json::to_value(&states[0]).unwrap();
+            let mut numbers = Vec::new();
+            number_paths(&value, &mut Vec::new(), &mut numbers);
+            for path in &numbers {
+                for number in [0u64, 1, 7, 1 << 32, 1 << 40, u64::MAX - 1, u64::MAX] {
+                    let mut copy = value.clone();
+                    *at_path(&mut copy, path) = serde_json::json!(number);
+                    let Ok(hostile) = serde_json::from_value::<LoaderState>(copy) else {
+                        continue;
+                    };
+                    match merge_states(&[hostile, states[1].clone()]) {
+                        Ok(_) => merged += 1,
+                        Err(Error::InvalidState { .. }) => refused += 1,
+                        Err(other) => panic!("{path:?} = {number}: {}", chain(&other)),
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        merged > 0 && refused > 0,
+        "{merged} merged, {refused} refused"
+    );
+}
+
+fn number_paths(value: &serde_json::Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, inner) in map {
+                prefix.push(key.clone());
+                number_paths(inner, prefix, out);
+                prefix.pop();
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (index, inner) in items.iter().enumerate() {
+                prefix.push(index.to_string());
+                number_paths(inner, prefix, out);
+                prefix.pop();
+            }
+        }
+        serde_json::Value::Number(_) => out.push(prefix.clone()),
+        _ => {}
+    }
+}
+
+fn at_path<'a>(value: &'a mut serde_json::Value, path: &[String]) -> &'a mut serde_json::Value {
+    path.iter().fold(value, |here, key| match here {
+        serde_json::Value::Object(map) => map.get_mut(key).unwrap(),
+        serde_json::Value::Array(items) => &mut items[key.parse::<usize>().unwrap()],
+        _ => unreachable!("a path to a number passes through objects and arrays"),
+    })
+}
