@@ -87,6 +87,16 @@ impl PlannedFile {
         &self.path
     }
 
+    /// The file's length when it was planned.
+    pub(crate) fn size(&self) -> u64 {
+        self.stamp.len
+    }
+
+    /// The file's modification time when it was planned, where the platform tells it.
+    pub(crate) fn modified(&self) -> Option<SystemTime> {
+        self.stamp.modified
+    }
+
     /// Refuses `metadata` when it describes a file other than the planned one.
     fn check(&self, metadata: &Metadata) -> Result<()> {
         let now = Stamp::of(metadata);

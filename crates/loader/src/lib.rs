@@ -12,7 +12,7 @@
 //! | [`Source`] | IPC files, IPC streams, Parquet files, or a reader; with the `object-store` feature, the same files in object storage (`ObjectSource`, `Source::from_urls`) |
 //! | [`BatchSpec`], [`ColumnGroup`] | batch size, columns and groups, nulls, shuffling, sharding, prefetch; [`BatchSpec::new`] and a builder method per field |
 //! | [`Sequence`], [`SequenceMode`], [`PadValue`], [`Side`] | list columns as padded, packed or jagged tensors; with [`BatchSpec::max_tokens`] and [`BatchSpec::bucket_by_length`], batches by tokens and by length |
-//! | [`LoaderState`], [`merge_states`] | where a stream stands ([`Batches::state`]), resumed with [`BatchSpec::state`]; the states of every shard joined for a resume with other shards |
+//! | [`LoaderState`], [`Settings`], [`merge_states`] | where a stream stands ([`Batches::state`]), resumed with [`BatchSpec::state`], with the settings and the source's identity it was saved with; the states of every shard joined for a resume with other shards |
 //! | [`TensorBatch`] | named [`Tensor`](arrow_dlpack::Tensor)s (and validity masks) of one batch, by name with [`TensorBatch::tensor`] or `batch["x"]` |
 //! | [`Error`], [`Result`] | the one error type |
 //!
@@ -64,6 +64,7 @@ mod assemble;
 mod batch;
 mod collate;
 mod columns;
+mod digest;
 mod error;
 mod file;
 mod ipc;
@@ -88,4 +89,7 @@ pub use remote::{ObjectSource, is_object_url};
 pub use sequences::{PadValue, Sequence, SequenceMode, Side};
 pub use source::Source;
 pub use spec::{BatchSpec, ColumnGroup, MAX_DECODE_THREADS, MAX_PREFETCH};
-pub use state::{Item, LoaderState, Position, STATE_VERSION, Work, merge_states};
+pub use state::{
+    FileIdentity, Item, LoaderState, MAX_MERGED_ENTRIES, MAX_REPLAY_ROWS, Position, STATE_VERSION,
+    SequenceSettings, Settings, SourceIdentity, SourceKind, Work, merge_states,
+};

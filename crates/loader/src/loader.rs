@@ -5,12 +5,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, sync_channel};
 use std::thread::JoinHandle;
 
-use std::collections::BTreeMap;
-
 use crate::quiet_panic::catch_quietly;
 use crate::rebatch::{Mark, Marked};
 use crate::source::{Source, plan};
-use crate::state::{LoaderState, Position, STATE_VERSION, Work};
+use crate::state::{LoaderState, Position, STATE_VERSION, Settings, Work};
 use crate::{BatchSpec, Error, Result, TensorBatch, rebatch};
 
 /// Reads `source` into batches of tensors as `spec` says, on a background thread.
@@ -44,7 +42,7 @@ pub struct Batches {
     done: bool,
     writable: bool,
     /// What the state records besides the position.
-    config: BTreeMap<String, String>,
+    settings: Settings,
     epoch: u64,
     shard: [u64; 2],
     work: Work,
@@ -75,7 +73,7 @@ impl Batches {
             // A merged state gives no position: each shard starts at the start of its items.
             state.shard.and(state.position.clone())
         });
-        let (config, work, start) = (plan.config, plan.work, plan.start);
+        let (settings, work, start) = (plan.settings, plan.work, plan.start);
         let epoch = spec.epoch;
         let shard = [spec.shard_index as u64, spec.num_shards as u64];
         let (sender, receiver) = sync_channel(spec.prefetch);
@@ -106,7 +104,7 @@ impl Batches {
             yielded: 0,
             done: false,
             writable,
-            config,
+            settings,
             epoch,
             shard,
             work,
@@ -122,7 +120,7 @@ impl Batches {
     pub fn state(&self) -> LoaderState {
         LoaderState {
             version: STATE_VERSION,
-            config: self.config.clone(),
+            settings: self.settings.clone(),
             epoch: self.epoch,
             shard: Some(self.shard),
             work: self.work.clone(),

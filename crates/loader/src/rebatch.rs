@@ -368,7 +368,9 @@ fn shuffled(
             // Cut from the end of the rows sorted by length: the shortest rows come first.
             cut.reverse();
         }
-        if skip > cut.len() as u64 {
+        // A state is never saved after a window's last batch (it then stands between windows),
+        // so a resumed window has more batches than it gave.
+        if skip > 0 && skip >= cut.len() as u64 {
             emit(Err(Error::InvalidState {
                 reason: format!(
                     "the state has given {skip} batches of a window that holds {}",
@@ -460,9 +462,13 @@ fn carry_in(
         read.push(piece);
     }
     let mut index = vec![usize::MAX; read.len()];
+    // The record batches come in ascending items, each item's from its first row on: the one
+    // that holds a row is the last that starts at or before it.
     for &[item, row] in &start.carried {
-        let found = read.iter().position(|(batch, _, tag)| {
-            tag.item == item && tag.first <= row && row < tag.first + batch.num_rows() as u64
+        let after = read.partition_point(|(_, _, tag)| (tag.item, tag.first) <= (item, row));
+        let found = after.checked_sub(1).filter(|&at| {
+            let (batch, _, tag) = &read[at];
+            tag.item == item && row < tag.first + batch.num_rows() as u64
         });
         let Some(at) = found else {
             return Err(Error::InvalidState {

@@ -20,6 +20,7 @@ use arrow_ipc::reader::{FileDecoder, read_footer_length};
 use arrow_ipc::{Block, root_as_footer, root_as_message};
 use arrow_schema::SchemaRef;
 
+use crate::digest;
 use crate::file::{self, PinnedFile, PlannedFile};
 use crate::quiet_panic::catch_quietly;
 #[cfg(feature = "object-store")]
@@ -83,6 +84,9 @@ pub(crate) struct IpcFile {
     rows: Vec<usize>,
     schema: SchemaRef,
     full_schema: SchemaRef,
+    /// The digest of the footer (the schema and the table of blocks), which identifies the
+    /// file in a saved state.
+    footer_digest: String,
 }
 
 impl IpcFile {
@@ -202,6 +206,7 @@ impl IpcFile {
         let footer_bytes = data
             .range(footer_start, footer_len)
             .ok_or_else(|| corrupt("cannot read the footer".to_string()))?;
+        let footer_digest = digest::of_bytes(&footer_bytes);
         let footer = root_as_footer(&footer_bytes)
             .map_err(|error| corrupt(format!("invalid footer: {error}")))?;
         let fb_schema = footer
@@ -278,6 +283,7 @@ impl IpcFile {
             rows,
             schema: projected,
             full_schema: schema,
+            footer_digest,
         })
     }
 
@@ -297,8 +303,31 @@ impl IpcFile {
         &self.full_schema
     }
 
+    /// The digest of the file's footer.
+    pub(crate) fn footer_digest(&self) -> &str {
+        &self.footer_digest
+    }
+
+    /// The local file as planned, or `None` for an object.
+    pub(crate) fn planned(&self) -> Option<&PlannedFile> {
+        match &self.location {
+            Location::Local(planned) => Some(planned),
+            #[cfg(feature = "object-store")]
+            Location::Remote(_) => None,
+        }
+    }
+
+    /// The object, or `None` for a local file.
+    #[cfg(feature = "object-store")]
+    pub(crate) fn object(&self) -> Option<&RemoteObject> {
+        match &self.location {
+            Location::Local(_) => None,
+            Location::Remote(object) => Some(object),
+        }
+    }
+
     /// The name of the file in errors: its path, or an object's URL.
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         match &self.location {
             Location::Local(planned) => planned.path(),
             #[cfg(feature = "object-store")]

@@ -33,19 +33,21 @@ const PAGE_SLACK: i64 = 4096;
 /// element's `num_children` against the elements that follow it).
 ///
 /// Files this check cannot parse are left to the crate, whose own errors are more precise; only
-/// counts the crate would allocate from are refused here.
-pub(crate) fn check_footer(path: &Path, file: &impl ChunkReader) -> Result<()> {
+/// counts the crate would allocate from are refused here. Returns the footer's bytes (the
+/// metadata, without its length and magic) when the file has a footer, for the digest that
+/// identifies the file in a saved state.
+pub(crate) fn check_footer(path: &Path, file: &impl ChunkReader) -> Result<Option<Bytes>> {
     let corrupt =
         |reason: String| Error::parquet(path, parquet::errors::ParquetError::General(reason));
     let len = file.len();
     if len < 12 {
-        return Ok(());
+        return Ok(None);
     }
     let tail = file
         .get_bytes(len - 8, 8)
         .map_err(|error| Error::parquet(path, error))?;
     if &tail[4..] != b"PAR1" {
-        return Ok(());
+        return Ok(None);
     }
     let footer_len = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
     if footer_len + 12 > len {
@@ -60,7 +62,8 @@ pub(crate) fn check_footer(path: &Path, file: &impl ChunkReader) -> Result<()> {
         .map_err(|error| Error::parquet(path, error))?;
     let children =
         schema_children(&footer).map_err(|reason| corrupt(format!("invalid footer: {reason}")))?;
-    check_schema_tree(&children).map_err(|reason| corrupt(format!("invalid schema: {reason}")))
+    check_schema_tree(&children).map_err(|reason| corrupt(format!("invalid schema: {reason}")))?;
+    Ok(Some(footer))
 }
 
 /// The `num_children` of every schema element of the `FileMetaData` in `footer` (0 when unset).

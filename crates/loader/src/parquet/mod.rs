@@ -30,6 +30,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::errors::ParquetError;
 use parquet::file::reader::ChunkReader;
 
+use crate::digest;
 use crate::file::{self, PinnedFile, PlannedFile};
 use crate::quiet_panic::catch_quietly;
 #[cfg(feature = "object-store")]
@@ -70,6 +71,8 @@ pub(crate) struct ParquetFile {
     mask: ProjectionMask,
     schema: SchemaRef,
     full_schema: SchemaRef,
+    /// The digest of the footer, which identifies the file in a saved state.
+    footer_digest: String,
 }
 
 impl ParquetFile {
@@ -119,7 +122,7 @@ impl ParquetFile {
             Location::Remote(object) => object.name().to_path_buf(),
         };
         let path = path.as_path();
-        bounds::check_footer(path, reader)?;
+        let footer = bounds::check_footer(path, reader)?;
         let metadata =
             catch_quietly(|| ArrowReaderMetadata::load(reader, ArrowReaderOptions::new()))
                 .map_err(|payload| Error::decode_panic(path, "the footer".to_string(), payload))?
@@ -141,6 +144,8 @@ impl ParquetFile {
             mask,
             schema,
             full_schema: arrow_schema,
+            // A file without a footer of its own was refused by the crate above.
+            footer_digest: digest::of_bytes(footer.as_deref().unwrap_or_default()),
         })
     }
 
@@ -175,6 +180,29 @@ impl ParquetFile {
             Location::Local(planned) => planned.path(),
             #[cfg(feature = "object-store")]
             Location::Remote(object) => object.name(),
+        }
+    }
+
+    /// The digest of the file's footer.
+    pub(crate) fn footer_digest(&self) -> &str {
+        &self.footer_digest
+    }
+
+    /// The local file as planned, or `None` for an object.
+    pub(crate) fn planned(&self) -> Option<&PlannedFile> {
+        match &self.location {
+            Location::Local(planned) => Some(planned),
+            #[cfg(feature = "object-store")]
+            Location::Remote(_) => None,
+        }
+    }
+
+    /// The object, or `None` for a local file.
+    #[cfg(feature = "object-store")]
+    pub(crate) fn object(&self) -> Option<&RemoteObject> {
+        match &self.location {
+            Location::Local(_) => None,
+            Location::Remote(object) => Some(object),
         }
     }
 

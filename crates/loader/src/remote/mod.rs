@@ -333,6 +333,17 @@ impl RemoteObject {
         self.stamp.size
     }
 
+    /// The object's ETag when it was planned, if the store gave one.
+    pub(crate) fn e_tag(&self) -> Option<&str> {
+        self.stamp.e_tag.as_deref()
+    }
+
+    /// The object's last-modified time when it was planned, in milliseconds since the Unix
+    /// epoch.
+    pub(crate) fn last_modified_ms(&self) -> i64 {
+        self.stamp.last_modified
+    }
+
     /// The loader's runtime.
     pub(crate) fn remote(&self) -> &Arc<Remote> {
         &self.remote

@@ -1,7 +1,6 @@
 //! Where record batches come from ([`Source`]), and the plan that orders, shuffles and shards
 //! them before any data is read.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,9 +14,10 @@ use crate::file::{Format, format_of};
 use crate::ipc::{self, IpcFile, IpcRecordBatch, StreamInput};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
 use crate::rng::Rng;
-use crate::state::{Item, Start, Work};
+use crate::state::{Item, Settings, Start, Work};
 use crate::{BatchSpec, Error, Result};
 
+mod identity;
 mod start;
 
 use start::{file_items, in_stream, resume, rows_left, select};
@@ -139,7 +139,7 @@ pub(crate) struct Plan {
     pub(crate) pieces: Pieces,
     pub(crate) num_rows: Option<u64>,
     pub(crate) work: Work,
-    pub(crate) config: BTreeMap<String, String>,
+    pub(crate) settings: Settings,
     pub(crate) start: Start,
     /// A flag that the source's background work (fetches from object storage) watches, set
     /// when the loader is stopped so that a wait for a slow server ends at once.
@@ -173,20 +173,6 @@ fn epoch_order<T>(mut units: Vec<T>, spec: &BatchSpec) -> Vec<T> {
         Rng::new(spec.epoch_seed(), UNIT_STREAM).shuffle(&mut units);
     }
     units
-}
-
-/// The file names of `paths`, for the state's record of the source.
-fn describe(kind: &str, paths: &[PathBuf]) -> String {
-    let names: Vec<String> = paths
-        .iter()
-        .map(|path| {
-            path.file_name().map_or_else(
-                || path.display().to_string(),
-                |name| name.to_string_lossy().into_owned(),
-            )
-        })
-        .collect();
-    format!("{kind} {names:?}")
 }
 
 /// Reads the metadata of `source` and plans this shard's record batches from where it starts.
@@ -257,15 +243,15 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
         }
         Source::Reader(reader) => {
             check_spec(spec, &reader.schema(), || "the reader".to_string())?;
-            let config = crate::state::config(spec, "a reader".to_string());
-            let (work, start) = resume(spec, &config, None)?;
+            let settings = identity::settings(spec, identity::reader(&reader.schema()));
+            let (work, start) = resume(spec, &settings, None)?;
             let batches = reader.map(|batch| batch.map_err(Error::from));
             let raw = in_stream(batches, &work, spec, &start);
             Ok(Plan {
                 pieces: select(raw, &start, None),
                 num_rows: None,
                 work,
-                config,
+                settings,
                 start,
                 stop: None,
             })
@@ -290,9 +276,10 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
                 .map(move |(index, &rows)| IpcRecordBatch { file, index, rows })
         })
         .collect();
+    let settings = identity::settings(spec, identity::ipc_files(&files));
     let order = epoch_order(units, spec);
-    let config = crate::state::config(spec, describe("ipc files", paths));
-    let (work, start) = resume(spec, &config, Some(order.len() as u64))?;
+    let unit_rows: Vec<u64> = order.iter().map(|unit| unit.rows as u64).collect();
+    let (work, start) = resume(spec, &settings, Some(&unit_rows))?;
     let items = file_items(&work, spec, &start);
     let num_rows = rows_left(
         &items,
@@ -316,7 +303,7 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         pieces: select(raw, &start, None),
         num_rows: Some(num_rows),
         work,
-        config,
+        settings,
         start,
         stop: None,
     })
@@ -344,9 +331,10 @@ fn plan_parquet_files(
             });
         }
     }
+    let settings = identity::settings(spec, identity::parquet_files(&files));
     let order = epoch_order(units, spec);
-    let config = crate::state::config(spec, describe("parquet files", paths));
-    let (work, start) = resume(spec, &config, Some(order.len() as u64))?;
+    let unit_rows: Vec<u64> = order.iter().map(|unit| unit.rows).collect();
+    let (work, start) = resume(spec, &settings, Some(&unit_rows))?;
     let items = file_items(&work, spec, &start);
     let num_rows = rows_left(&items, |unit| order[unit as usize].rows, &start, spec)?;
     let mut planned: Vec<RowGroup> = items
@@ -375,7 +363,7 @@ fn plan_parquet_files(
         pieces: select(raw, &start, offset),
         num_rows: Some(num_rows),
         work,
-        config,
+        settings,
         start,
         stop: None,
     })
@@ -384,24 +372,22 @@ fn plan_parquet_files(
 /// Plans the IPC streams `inputs`: read in order (the streams shuffled), record batches dealt
 /// round-robin.
 fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Result<Plan> {
+    let mut schema = None;
     if let Some(first) = inputs.first() {
-        check_spec(spec, &ipc::stream_schema(first)?, || {
-            first.name().display().to_string()
-        })?;
+        let first_schema = ipc::stream_schema(first)?;
+        check_spec(spec, &first_schema, || first.name().display().to_string())?;
+        schema = Some(first_schema);
     }
-    let names: Vec<PathBuf> = inputs
-        .iter()
-        .map(|input| input.name().to_path_buf())
-        .collect();
-    let config = crate::state::config(spec, describe("ipc streams", &names));
+    let source = identity::ipc_streams(&inputs, schema.as_deref())?;
+    let settings = identity::settings(spec, source);
     inputs = epoch_order(inputs, spec);
-    let (work, start) = resume(spec, &config, None)?;
+    let (work, start) = resume(spec, &settings, None)?;
     let raw = in_stream(ipc::read_streams(inputs), &work, spec, &start);
     Ok(Plan {
         pieces: select(raw, &start, None),
         num_rows: None,
         work,
-        config,
+        settings,
         start,
         stop: None,
     })

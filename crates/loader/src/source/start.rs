@@ -2,33 +2,35 @@
 //! epoch's beginning), the shard's items from there, the rows it has left, and the record
 //! batches cut to those items' rows and tagged with their place.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use arrow_array::RecordBatch;
 
 use super::{Pieces, Raw, Tagged, total_rows};
-use crate::state::{Item, LoaderState, Start, Work};
+use crate::state::{Item, Resuming, Settings, Start, Work};
 use crate::{BatchSpec, Result};
 
-/// Where the shard starts, and the work, from the spec's state or the epoch's start.
+/// Where the shard starts, and the work, from the spec's state (checked against `settings` and
+/// the source's units, `unit_rows` when the metadata tells them) or the epoch's start.
 pub(super) fn resume(
     spec: &BatchSpec,
-    config: &BTreeMap<String, String>,
-    units: Option<u64>,
+    settings: &Settings,
+    unit_rows: Option<&[u64]>,
 ) -> Result<(Work, Start)> {
     match &spec.state {
-        Some(state) => Ok((state.work.clone(), state.start_for(spec, config, units)?)),
-        None => {
-            let fresh = LoaderState {
-                version: crate::state::STATE_VERSION,
-                config: config.clone(),
+        Some(state) => {
+            let start = state.start_for(&Resuming {
+                settings,
                 epoch: spec.epoch,
-                shard: None,
-                work: Work::all(units),
-                position: None,
-            };
-            Ok((fresh.work.clone(), fresh.start_for(spec, config, units)?))
+                shard: [spec.shard_index as u64, spec.num_shards as u64],
+                unit_rows,
+            })?;
+            Ok((state.work.clone(), start))
         }
+        None => Ok((
+            Work::all(unit_rows.map(|rows| rows.len() as u64)),
+            Start::beginning(settings),
+        )),
     }
 }
 

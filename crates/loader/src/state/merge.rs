@@ -1,11 +1,28 @@
 //! [`merge_states`]: the states of every shard of a run joined into one state of the work left,
-//! which any number of new shards resume from; and the row ranges it works with.
+//! which any number of new shards resume from.
+//!
+//! A merge has no source to count rows against, so its cost is bounded by what the states
+//! themselves back, checked before anything is allocated: a window's rows by the window's own
+//! rules and at most [`MAX_REPLAY_ROWS`] replayed, the merged state at most
+//! [`MAX_MERGED_ENTRIES`] items and ranges beyond those the states list. The merged state's
+//! numbers are checked against the source's real counts when a loader resumes it.
 
 use std::collections::BTreeMap;
 
-use super::{Item, LoaderState, Position, STATE_VERSION, Work, bad};
+use super::ranges::{drop_rows, item_len, join_ranges, unit_ranges, unit_row};
+use super::start::{check_carried, check_emitted, check_window_size};
+use super::{Item, LoaderState, Position, STATE_VERSION, Work, bad, check_version};
+use crate::Result;
 use crate::rng::Rng;
-use crate::{Error, Result};
+
+/// The most rows of a shuffle window that a merge replays (a state saved inside a window, after
+/// some of its batches): the replay holds one 4-byte index per row. The loader's windows hold
+/// `max(buffer_size, batch_size)` rows plus those of the item that filled them.
+pub const MAX_REPLAY_ROWS: u64 = 1 << 24;
+
+/// The most items and row ranges a merged state lists beyond those its states list: the units
+/// that some shards had passed and others had not, and the rows left of units read in part.
+pub const MAX_MERGED_ENTRIES: u64 = 1 << 20;
 
 /// Joins the states of every shard of a run (`shard` `0..n`, each once, all of one epoch and
 /// one configuration) into one state of the work left: each remaining row once, whatever shard
@@ -14,31 +31,185 @@ use crate::{Error, Result};
 ///
 /// The rows left in a shuffle window are worked out by replaying the window's shuffle from the
 /// sizes it records; a state saved inside a window whose batches are cut by tokens or sorted by
-/// length (which only the data decide) is refused.
+/// length (which only the data decide) is refused. A window of more than [`MAX_REPLAY_ROWS`]
+/// rows, or a merged state of more than [`MAX_MERGED_ENTRIES`] new items and ranges (shards
+/// that far apart), is refused before anything is allocated for it.
 pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
     let Some(first) = states.first() else {
         return bad("there are no states to merge; expected the state of every shard".to_string());
     };
     let num_shards = states.len() as u64;
-    let mut seen = vec![false; states.len()];
+    check_one_run(states)?;
+    let work = &first.work;
+    work.check(work.units, None)?;
+    let settings = &first.settings;
+    if settings.batch_size == 0 {
+        return bad("the state's batch_size is 0; expected at least 1".to_string());
+    }
+    let windowed = settings.shuffle || settings.bucket_by_length;
+    // The rows left of partly read units, as ranges by unit; the first unstarted global index
+    // of each shard; and the ranges made so far, for the bound.
+    let mut partial: BTreeMap<u64, Vec<[u64; 2]>> = BTreeMap::new();
+    let mut first_unstarted = vec![0u64; states.len()];
+    let mut entries: u64 = 0;
     for state in states {
-        if state.version != first.version || state.version > STATE_VERSION || state.version == 0 {
+        let [shard, _] = state.shard.unwrap_or_default();
+        let shard_len = work.shard_len(shard, num_shards);
+        let item_of = |k: u64| -> Result<Item> {
+            if let Some(len) = shard_len.filter(|&len| k >= len) {
+                return bad(format!(
+                    "the state of shard {shard} names its item {k}; the shard has {len} items"
+                ));
+            }
+            match work.item(k, shard, num_shards) {
+                Some(item) => Ok(item),
+                None => bad(format!(
+                    "item {k} of shard {shard} is past the end of the source"
+                )),
+            }
+        };
+        let is_window = matches!(state.position, Some(Position::Window { .. }));
+        if state.position.is_some() && is_window != windowed {
             return bad(format!(
-                "a state is of format version {}; expected version {STATE_VERSION} in every \
-                 state",
-                state.version
+                "the state of shard {shard} has a position {} rows by window, and its settings \
+                 {}",
+                if windowed { "not drawing" } else { "drawing" },
+                if windowed {
+                    "shuffle or bucket"
+                } else {
+                    "read in order"
+                }
             ));
         }
-        if state.config != first.config {
-            let name = state
-                .config
-                .iter()
-                .find(|(name, value)| first.config.get(*name) != Some(value))
-                .or_else(|| first.config.iter().next())
-                .map(|(name, _)| name.clone())
-                .unwrap_or_default();
+        let next = match &state.position {
+            None => 0,
+            Some(Position::Rows { item, row }) if *row == 0 => {
+                if let Some(len) = shard_len.filter(|&len| *item > len) {
+                    return bad(format!(
+                        "the state of shard {shard} is at its item {item}; the shard has {len} \
+                         items"
+                    ));
+                }
+                *item
+            }
+            Some(Position::Rows { item, row }) => {
+                let left = item_of(*item)?;
+                if let Some(rows) = item_len(&left).filter(|rows| row > rows) {
+                    return bad(format!(
+                        "the state of shard {shard} is at row {row} of its item {item}, which \
+                         has {rows} rows"
+                    ));
+                }
+                let ranges = left.rows.clone().unwrap_or_else(|| vec![[0, u64::MAX]]);
+                let rest = drop_rows(&ranges, *row);
+                entries += rest.len() as u64;
+                partial.entry(left.unit).or_default().extend(rest);
+                item + 1
+            }
+            Some(Position::Window {
+                rng,
+                carried,
+                start,
+                sizes,
+                emitted,
+            }) => {
+                let window = Window {
+                    rng: *rng,
+                    carried,
+                    start: *start,
+                    sizes,
+                    emitted: *emitted,
+                };
+                window.left(state, &item_of, &mut partial, &mut entries)?;
+                start.saturating_add(sizes.len() as u64)
+            }
+        };
+        first_unstarted[shard as usize] = next.saturating_mul(num_shards).saturating_add(shard);
+    }
+    // Unstarted items: those of each shard from its first unstarted index on; below the largest
+    // such index they are listed, from it on they are the rest. Counted before they are listed.
+    let listed = work.items.len() as u64;
+    let bound = first_unstarted
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(0)
+        .max(listed);
+    let limit = bound.min(work.total().unwrap_or(u64::MAX));
+    let unstarted: u128 = first_unstarted
+        .iter()
+        .filter(|&&from| from < limit)
+        .map(|&from| u128::from((limit - from).div_ceil(num_shards)))
+        .sum();
+    if unstarted + u128::from(entries) > u128::from(MAX_MERGED_ENTRIES) + u128::from(listed) {
+        return bad(format!(
+            "the shards' positions leave {unstarted} items and {entries} row ranges to list \
+             (shard positions far apart, or windows read in part); a merged state lists at most \
+             {MAX_MERGED_ENTRIES} beyond the states' own: resume with the same shards instead"
+        ));
+    }
+    let mut items: BTreeMap<u64, Item> = BTreeMap::new();
+    for &from in &first_unstarted {
+        let mut w = from;
+        while w < limit {
+            let Some(item) = work.global(w) else { break };
+            items.insert(item.unit, item);
+            w += num_shards;
+        }
+    }
+    let mut rest_from = work.rest_from.saturating_add(bound - listed);
+    if let Some(units) = work.units {
+        rest_from = rest_from.min(units);
+    }
+    // The partly read units' rows, joined with any of their rows still unstarted.
+    for (unit, mut ranges) in partial {
+        if let Some(item) = items.get(&unit) {
+            ranges.extend(item.rows.clone().unwrap_or_else(|| vec![[0, u64::MAX]]));
+        }
+        let ranges = join_ranges(ranges);
+        if ranges.is_empty() {
+            continue;
+        }
+        items.insert(
+            unit,
+            Item {
+                unit,
+                rows: Some(ranges),
+            },
+        );
+    }
+    let items: Vec<Item> = items.into_values().collect();
+    let rest_from = rest_from.max(items.last().map_or(0, |item| item.unit + 1));
+    Ok(LoaderState {
+        version: STATE_VERSION,
+        settings: first.settings.clone(),
+        epoch: first.epoch,
+        shard: None,
+        work: Work {
+            items,
+            rest_from,
+            units: work.units,
+        },
+        position: None,
+    })
+}
+
+/// Refuses states that are not one of each shard of one run: the same format, settings, epoch
+/// and work, shards `0..n` once each.
+fn check_one_run(states: &[LoaderState]) -> Result<()> {
+    let Some(first) = states.first() else {
+        return Ok(());
+    };
+    let num_shards = states.len() as u64;
+    let mut seen = vec![false; states.len()];
+    for state in states {
+        if let Err(reason) = check_version(state.version) {
+            return bad(reason);
+        }
+        if let Some(difference) = first.settings.difference(&state.settings) {
             return bad(format!(
-                "the states were saved with different {name}; expected the states of one run"
+                "the states were saved with different settings ({difference}; saved is the \
+                 first state's, given another's); expected the states of one run"
             ));
         }
         if state.epoch != first.epoch {
@@ -63,190 +234,122 @@ pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
         }
         seen[shard as usize] = true;
     }
-    first.work.check(first.work.units)?;
-    let work = &first.work;
-    let batch_size: u64 = first
-        .config
-        .get("batch_size")
-        .and_then(|b| b.parse().ok())
-        .filter(|&b| b > 0)
-        .ok_or_else(|| Error::InvalidState {
-            reason: "the state's batch_size is not a positive number".to_string(),
-        })?;
-    let exact = first.config.get("max_tokens").map(String::as_str) == Some("None")
-        && first.config.get("bucket_by_length").map(String::as_str) == Some("false");
-    // The rows left of partly read units, as ranges by unit; and the first unstarted global
-    // index of each shard.
-    let mut partial: BTreeMap<u64, Vec<[u64; 2]>> = BTreeMap::new();
-    let mut first_unstarted = vec![0u64; states.len()];
-    let item_of = |k: u64, shard: u64| -> Result<Item> {
-        work.item(k, shard, num_shards)
-            .ok_or_else(|| Error::InvalidState {
-                reason: format!("item {k} of shard {shard} is past the end of the source"),
-            })
-    };
-    for state in states {
-        let [shard, _] = state.shard.expect("checked above");
-        let next = match &state.position {
-            None => 0,
-            Some(Position::Rows { item, row }) if *row == 0 => *item,
-            Some(Position::Rows { item, row }) => {
-                let left = item_of(*item, shard)?;
-                let ranges = left.rows.clone().unwrap_or_else(|| vec![[0, u64::MAX]]);
-                partial
-                    .entry(left.unit)
-                    .or_default()
-                    .extend(drop_rows(&ranges, *row));
-                item + 1
-            }
-            Some(Position::Window {
-                rng,
-                carried,
-                start,
-                sizes,
-                emitted,
-            }) => {
-                let total: u128 = sizes.iter().map(|&s| u128::from(s)).sum();
-                if total > 1 << 32 {
-                    return bad(format!(
-                        "the window of shard {shard} declares {total} rows; expected at most 2**32"
-                    ));
-                }
-                let mut rows: Vec<[u64; 2]> = carried.clone();
-                for (offset, &size) in sizes.iter().enumerate() {
-                    let k = start.saturating_add(offset as u64);
-                    rows.extend((0..size).map(|row| [k, row]));
-                }
-                if *emitted > 0 {
-                    if !exact {
-                        return bad("a state saved inside a window of batches cut by tokens or \
-                                    sorted by length cannot be merged (its rows left depend on \
-                                    the data); save between windows or resume with the same \
-                                    shards"
-                            .to_string());
-                    }
-                    if first.config.get("shuffle").map(String::as_str) == Some("true") {
-                        Rng::from_state(*rng).shuffle(&mut rows);
-                    }
-                    let given = emitted.saturating_mul(batch_size).min(rows.len() as u64);
-                    rows.truncate(rows.len() - given as usize);
-                }
-                for [k, row] in rows {
-                    let item = item_of(k, shard)?;
-                    let at = unit_row(&item, row).ok_or_else(|| Error::InvalidState {
-                        reason: format!("row {row} of item {k} of shard {shard} is out of range"),
-                    })?;
-                    partial.entry(item.unit).or_default().push([at, at + 1]);
-                }
-                start.saturating_add(sizes.len() as u64)
-            }
-        };
-        first_unstarted[shard as usize] = next.saturating_mul(num_shards).saturating_add(shard);
-    }
-    // Unstarted items: those of each shard from its first unstarted index on; below the largest
-    // such index they are listed, from it on they are the rest.
-    let listed = work.items.len() as u64;
-    let bound = first_unstarted
-        .iter()
-        .copied()
-        .max()
-        .unwrap_or(0)
-        .max(listed);
-    let mut items: BTreeMap<u64, Item> = BTreeMap::new();
-    for (shard, &from) in first_unstarted.iter().enumerate() {
-        let mut w = from;
-        while w < bound {
-            let Some(item) = work.global(w) else { break };
-            if items.len() >= MAX_MERGED_ITEMS {
+    Ok(())
+}
+
+/// A shard's shuffle window, as its state records it.
+struct Window<'a> {
+    rng: u64,
+    carried: &'a [[u64; 2]],
+    start: u64,
+    sizes: &'a [u64],
+    emitted: u64,
+}
+
+impl Window<'_> {
+    /// Adds the window's rows not yet given to `partial` (ranges by unit), counting the ranges
+    /// in `entries`; `item_of` finds the shard's items.
+    fn left(
+        &self,
+        state: &LoaderState,
+        item_of: &dyn Fn(u64) -> Result<Item>,
+        partial: &mut BTreeMap<u64, Vec<[u64; 2]>>,
+        entries: &mut u64,
+    ) -> Result<()> {
+        let settings = &state.settings;
+        let [shard, _] = state.shard.unwrap_or_default();
+        check_carried(self.carried, self.start, settings.batch_size)?;
+        check_window_size(self.carried.len(), self.sizes, settings)?;
+        let total: u128 =
+            self.sizes.iter().map(|&s| u128::from(s)).sum::<u128>() + self.carried.len() as u128;
+        check_emitted(self.emitted, total, settings)?;
+        // The window's items, and the carried rows' items, from the state's own work.
+        let items: Vec<Item> = (0..self.sizes.len() as u64)
+            .map(|offset| item_of(self.start + offset))
+            .collect::<Result<_>>()?;
+        for (offset, (item, &size)) in items.iter().zip(self.sizes).enumerate() {
+            if let Some(rows) = item_len(item).filter(|&rows| rows != size) {
                 return bad(format!(
-                    "the shards' positions are too far apart (shard {shard} is at work item \
-                     {from}, another at {bound}); expected positions of one run"
+                    "the window of shard {shard} read {size} rows of its item {}, which has \
+                     {rows} rows",
+                    self.start + offset as u64
                 ));
             }
-            items.insert(item.unit, item);
-            w += num_shards;
         }
-    }
-    let mut rest_from = work.rest_from.saturating_add(bound - listed);
-    if let Some(units) = work.units {
-        rest_from = rest_from.min(units);
-    }
-    // The partly read units' rows, joined with any of their rows still unstarted.
-    for (unit, mut ranges) in partial {
-        if let Some(item) = items.get(&unit) {
-            ranges.extend(item.rows.clone().unwrap_or_else(|| vec![[0, u64::MAX]]));
+        let mut carried_at = Vec::with_capacity(self.carried.len());
+        for &[k, row] in self.carried {
+            let item = item_of(k)?;
+            let Some(at) = unit_row(&item, row).filter(|&at| at < u64::MAX) else {
+                return bad(format!(
+                    "the window of shard {shard} carries row {row} of its item {k}, which has \
+                     fewer rows"
+                ));
+            };
+            carried_at.push((item.unit, at));
         }
-        let ranges = join_ranges(ranges);
-        if !ranges.is_empty() {
-            items.insert(
-                unit,
-                Item {
-                    unit,
-                    rows: Some(ranges),
-                },
+        let mut add = |unit: u64, ranges: Vec<[u64; 2]>| {
+            *entries += ranges.len() as u64;
+            partial.entry(unit).or_default().extend(ranges);
+        };
+        if self.emitted == 0 {
+            // Nothing of the window was given: its carried rows and its items are all left.
+            for (unit, at) in carried_at {
+                add(unit, vec![[at, at + 1]]);
+            }
+            for item in items {
+                add(item.unit, item.rows.unwrap_or_else(|| vec![[0, u64::MAX]]));
+            }
+            return Ok(());
+        }
+        if settings.max_tokens.is_some() || settings.bucket_by_length {
+            return bad(
+                "a state saved inside a window of batches cut by tokens or sorted by \
+                        length cannot be merged (its rows left depend on the data); save between \
+                        windows or resume with the same shards"
+                    .to_string(),
             );
         }
-    }
-    let items: Vec<Item> = items.into_values().collect();
-    let rest_from = rest_from.max(items.last().map_or(0, |item| item.unit + 1));
-    Ok(LoaderState {
-        version: STATE_VERSION,
-        config: first.config.clone(),
-        epoch: first.epoch,
-        shard: None,
-        work: Work {
-            items,
-            rest_from,
-            units: work.units,
-        },
-        position: None,
-    })
-}
-
-/// The most items a merged state lists: more means positions no run could have saved.
-const MAX_MERGED_ITEMS: usize = 1 << 24;
-
-/// `ranges` without their first `rows` rows.
-pub(super) fn drop_rows(ranges: &[[u64; 2]], rows: u64) -> Vec<[u64; 2]> {
-    let mut left = rows;
-    let mut out = Vec::new();
-    for &[start, end] in ranges {
-        let len = end - start;
-        if left >= len {
-            left -= len;
-            continue;
+        if total > u128::from(MAX_REPLAY_ROWS) {
+            return bad(format!(
+                "the window of shard {shard} holds {total} rows; a merge replays at most \
+                 {MAX_REPLAY_ROWS} (resume with the same shards instead)"
+            ));
         }
-        out.push([start + left, end]);
-        left = 0;
-    }
-    out
-}
-
-/// Ranges sorted and joined where they touch or overlap.
-pub(super) fn join_ranges(mut ranges: Vec<[u64; 2]>) -> Vec<[u64; 2]> {
-    ranges.sort_unstable();
-    let mut out: Vec<[u64; 2]> = Vec::new();
-    for [start, end] in ranges {
-        match out.last_mut() {
-            Some(last) if start <= last[1] => last[1] = last[1].max(end),
-            _ => out.push([start, end]),
+        // The window's rows as indices: the carried rows, then each item's rows in turn,
+        // shuffled as the loader shuffled them; the batches given took them from the end.
+        let mut order: Vec<u32> = (0..total as u32).collect();
+        if settings.shuffle {
+            Rng::from_state(self.rng).shuffle(&mut order);
         }
-    }
-    out
-}
-
-/// The unit row of the `row`-th row of `item`.
-pub(super) fn unit_row(item: &Item, row: u64) -> Option<u64> {
-    let Some(ranges) = &item.rows else {
-        return Some(row);
-    };
-    let mut left = row;
-    for &[start, end] in ranges {
-        let len = end - start;
-        if left < len {
-            return Some(start + left);
+        let given = u128::from(self.emitted) * u128::from(settings.batch_size);
+        order.truncate(total.saturating_sub(given) as usize);
+        order.sort_unstable();
+        let carried_len = self.carried.len() as u32;
+        let split = order.partition_point(|&index| index < carried_len);
+        for &index in &order[..split] {
+            let (unit, at) = carried_at[index as usize];
+            add(unit, vec![[at, at + 1]]);
         }
-        left -= len;
+        let mut rest = &order[split..];
+        let mut first_row = u64::from(carried_len);
+        for (item, &size) in items.iter().zip(self.sizes) {
+            let end = first_row + size;
+            let here = rest.partition_point(|&index| u64::from(index) < end);
+            let rows: Vec<u64> = rest[..here]
+                .iter()
+                .map(|&index| u64::from(index) - first_row)
+                .collect();
+            let (ranges, outside) = unit_ranges(item, &rows);
+            if outside > 0 {
+                return bad(format!(
+                    "the window of shard {shard} read {size} rows of unit {}, which has fewer",
+                    item.unit
+                ));
+            }
+            add(item.unit, ranges);
+            rest = &rest[here..];
+            first_row = end;
+        }
+        Ok(())
     }
-    None
 }

@@ -10,36 +10,52 @@
 //! A shard's [`Position`] is an index into its own items: the next row in order, or, when rows
 //! are shuffled, the window being drawn from (replayed from its generator's state, the rows it
 //! carried over and the batches it already gave).
-
-use std::collections::BTreeMap;
+//!
+//! The files: `settings.rs` holds what fixes the batches ([`Settings`], with the source's
+//! identity) and its comparison; `start.rs` checks a state against the loader that resumes it,
+//! every number against the source's real counts before anything is sized by it; `merge.rs`
+//! joins shards' states within bounds the states themselves back; `ranges.rs` has the row
+//! ranges they share. This module imports nothing of the loader's options: the source plan makes
+//! the [`Settings`] from a [`BatchSpec`](crate::BatchSpec).
 
 use serde::{Deserialize, Serialize};
 
-use crate::{BatchSpec, Error, Result};
+use crate::{Error, Result};
 
 mod merge;
+mod ranges;
+mod settings;
+mod start;
 
-pub use merge::merge_states;
+pub use merge::{MAX_MERGED_ENTRIES, MAX_REPLAY_ROWS, merge_states};
+pub use settings::{FileIdentity, SequenceSettings, Settings, SourceIdentity, SourceKind};
+pub(crate) use start::{Resuming, Start, WindowStart};
 
-/// The format of [`LoaderState`] this build writes and reads; a state of a newer format is
-/// refused.
-pub const STATE_VERSION: u32 = 1;
+/// The format of [`LoaderState`] this build writes and reads; a state of another format is
+/// refused: a newer one because this build cannot know it, an older one because it records the
+/// settings in a form this build no longer reads.
+///
+/// Format 2 records the settings as typed values ([`Settings`]) and the source by the identity
+/// of its files (sizes, modification times or ETags, footer digests); format 1 recorded them
+/// as text.
+pub const STATE_VERSION: u32 = 2;
 
 /// Where a stream of batches stands: enough to continue it, batch for batch and byte for byte,
 /// in a new loader (even in a new process) made with the same source and spec plus this state.
 ///
 /// Plain data: it serialises with serde (JSON, for example), and the Python binding hands it
-/// out as a dict of ints, strings and lists.
+/// out as a dict of ints, strings, lists and dicts. Deserialising reads the format version
+/// first, so that a state of another format is refused as such rather than by a field it lacks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "Versioned")]
 pub struct LoaderState {
     /// The format, [`STATE_VERSION`] when written by this build.
     pub version: u32,
-    /// The arguments that fix the order and the batches (the source, batch size, columns,
-    /// shuffle, seed, ...), each as text; a loader resumed with other arguments is refused,
-    /// naming the first that differs.
-    pub config: BTreeMap<String, String>,
-    /// The epoch (see [`BatchSpec::epoch`]).
+    /// The settings that fix the order and the batches, the source's identity among them; a
+    /// loader resumed with other settings, or over other data, is refused, naming the first
+    /// setting that differs and both values.
+    pub settings: Settings,
+    /// The epoch (see [`BatchSpec::epoch`](crate::BatchSpec::epoch)).
     pub epoch: u64,
     /// `[shard_index, num_shards]` of the loader that saved it; `None` for a state made by
     /// [`merge_states`], which any layout of shards resumes from.
@@ -48,6 +64,62 @@ pub struct LoaderState {
     pub work: Work,
     /// Where this shard stands in its items; `None` at the start.
     pub position: Option<Position>,
+}
+
+/// A state as read: its version first, then the fields of that version.
+#[derive(Deserialize)]
+struct Versioned {
+    version: u32,
+    #[serde(flatten)]
+    fields: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The fields of a state of format [`STATE_VERSION`] besides the version.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fields {
+    settings: Settings,
+    epoch: u64,
+    shard: Option<[u64; 2]>,
+    work: Work,
+    position: Option<Position>,
+}
+
+impl TryFrom<Versioned> for LoaderState {
+    type Error = String;
+
+    fn try_from(read: Versioned) -> std::result::Result<Self, String> {
+        check_version(read.version)?;
+        let fields: Fields = serde_json::from_value(serde_json::Value::Object(read.fields))
+            .map_err(|error| error.to_string())?;
+        Ok(LoaderState {
+            version: read.version,
+            settings: fields.settings,
+            epoch: fields.epoch,
+            shard: fields.shard,
+            work: fields.work,
+            position: fields.position,
+        })
+    }
+}
+
+/// Refuses a format other than [`STATE_VERSION`], saying what to do.
+fn check_version(version: u32) -> std::result::Result<(), String> {
+    if version > STATE_VERSION {
+        Err(format!(
+            "the state is of format version {version}, newer than this build reads \
+             ({STATE_VERSION}); expected a state saved by this version, or resume with the \
+             version that saved it"
+        ))
+    } else if version < STATE_VERSION {
+        Err(format!(
+            "the state is of format version {version}, saved by an older version of the \
+             loader; this build reads format {STATE_VERSION}: start the epoch again, or resume \
+             with the version that saved it"
+        ))
+    } else {
+        Ok(())
+    }
 }
 
 /// The work of an epoch, dealt round-robin to the shards: `items`, then every unit from
@@ -72,7 +144,8 @@ pub struct Item {
     /// The unit's ordinal in the epoch's order.
     pub unit: u64,
     /// Half-open ranges `[start, end)` of the unit's rows, ascending and disjoint; `None` for
-    /// every row.
+    /// every row. An `end` of `2**64 - 1` reaches the unit's last row (a merged state, which
+    /// does not know the units' sizes, writes it).
     pub rows: Option<Vec<[u64; 2]>>,
 }
 
@@ -94,7 +167,8 @@ pub enum Position {
     Window {
         /// The shuffle generator's state before the window was shuffled.
         rng: u64,
-        /// The rows carried over, in the order they had: `[item, row]`.
+        /// The rows carried over, in the order they had: `[item, row]`; fewer than a batch,
+        /// each once.
         carried: Vec<[u64; 2]>,
         /// The first item the window read.
         start: u64,
@@ -133,15 +207,21 @@ impl Work {
         self.global(w)
     }
 
-    /// The number of items of shard `shard` of `num_shards`, when the units are known.
-    pub(crate) fn shard_len(&self, shard: u64, num_shards: u64) -> Option<u64> {
+    /// The number of items of the dealt sequence, when the units are known.
+    pub(crate) fn total(&self) -> Option<u64> {
         let units = self.units?;
-        let total = self.items.len() as u64 + units.saturating_sub(self.rest_from);
-        Some(total.saturating_sub(shard).div_ceil(num_shards))
+        Some(self.items.len() as u64 + units.saturating_sub(self.rest_from))
     }
 
-    /// Checks the items against the source's units: ascending, in range, ranges well formed.
-    fn check(&self, units: Option<u64>) -> Result<()> {
+    /// The number of items of shard `shard` of `num_shards`, when the units are known.
+    pub(crate) fn shard_len(&self, shard: u64, num_shards: u64) -> Option<u64> {
+        Some(self.total()?.saturating_sub(shard).div_ceil(num_shards))
+    }
+
+    /// Checks the items on their own and against the source's units: ascending, in range,
+    /// ranges well formed; with `unit_rows` (each unit's rows, when the source tells), every
+    /// range inside its unit (an end of `2**64 - 1` reaches the unit's end).
+    fn check(&self, units: Option<u64>, unit_rows: Option<&[u64]>) -> Result<()> {
         if self.units != units {
             return bad(format!(
                 "the state is of a source of {} units; this source has {}",
@@ -159,18 +239,27 @@ impl Work {
                 ));
             }
             previous = Some(item.unit);
-            if let Some(ranges) = &item.rows {
-                let mut end = 0;
-                for &[start, stop] in ranges {
-                    if start < end || stop <= start {
-                        return bad(format!(
-                            "the rows of unit {} are [{start}, {stop}) after row {end}; expected \
-                             ascending, non-empty ranges",
-                            item.unit
-                        ));
-                    }
-                    end = stop;
+            let Some(ranges) = &item.rows else { continue };
+            let mut end = 0;
+            for &[start, stop] in ranges {
+                if start < end || stop <= start {
+                    return bad(format!(
+                        "the rows of unit {} are [{start}, {stop}) after row {end}; expected \
+                         ascending, non-empty ranges",
+                        item.unit
+                    ));
                 }
+                end = stop;
+            }
+            let rows =
+                unit_rows.and_then(|rows| rows.get(usize::try_from(item.unit).ok()?).copied());
+            if let (Some(rows), Some(&[start, stop])) = (rows, ranges.last())
+                && (start > rows || (stop > rows && stop != u64::MAX))
+            {
+                return bad(format!(
+                    "the rows of unit {} reach [{start}, {stop}); the unit has {rows} rows",
+                    item.unit
+                ));
             }
         }
         if let Some(p) = previous.filter(|&p| p >= self.rest_from) {
@@ -203,218 +292,6 @@ fn show_units(units: Option<u64>) -> String {
 /// The error for a state that cannot be resumed.
 fn bad<T>(reason: String) -> Result<T> {
     Err(Error::InvalidState { reason })
-}
-
-/// Where a resumed shard starts.
-#[derive(Debug, Clone)]
-pub(crate) enum Start {
-    /// Rows in order from `row` of item `item`.
-    Rows { item: u64, row: u64 },
-    /// Shuffle windows, from the window record.
-    Window(WindowStart),
-}
-
-/// A shuffled stream's start: the generator, the rows carried over, the first item to read, and
-/// the batches of the first window to pass over.
-#[derive(Debug, Clone)]
-pub(crate) struct WindowStart {
-    pub(crate) rng: Option<u64>,
-    pub(crate) carried: Vec<[u64; 2]>,
-    pub(crate) start: u64,
-    pub(crate) skip: u64,
-}
-
-/// The arguments of `spec` that fix the batches, by name; `source` describes the source.
-pub(crate) fn config(spec: &BatchSpec, source: String) -> BTreeMap<String, String> {
-    let mut config = BTreeMap::new();
-    let mut put = |name: &str, value: String| {
-        config.insert(name.to_string(), value);
-    };
-    put("source", source);
-    put("batch_size", spec.batch_size.to_string());
-    put("drop_last", spec.drop_last.to_string());
-    put("columns", format!("{:?}", spec.columns));
-    put(
-        "groups",
-        format!(
-            "{:?}",
-            spec.groups
-                .iter()
-                .map(|group| (&group.name, &group.columns))
-                .collect::<Vec<_>>()
-        ),
-    );
-    put("masks", format!("{:?}", spec.masks));
-    put(
-        "sequences",
-        format!(
-            "{:?}",
-            spec.sequences
-                .iter()
-                .map(|s| (
-                    &s.column,
-                    s.mode.as_str(),
-                    s.max_length,
-                    s.pad_to_multiple_of,
-                    format!("{:?}", s.truncation_side)
-                ))
-                .collect::<Vec<_>>()
-        ),
-    );
-    put("shuffle", spec.shuffle.to_string());
-    put("seed", spec.seed.to_string());
-    put("buffer_size", spec.buffer_size.to_string());
-    put("max_tokens", format!("{:?}", spec.max_tokens));
-    put("bucket_by_length", spec.bucket_by_length.to_string());
-    config
-}
-
-/// Whether `spec` draws rows from windows (shuffled or sorted by length) rather than in order.
-pub(crate) fn windowed(spec: &BatchSpec) -> bool {
-    spec.shuffle || spec.bucket_by_length
-}
-
-impl LoaderState {
-    /// Checks this state against the loader about to resume it (its `config`, epoch, shard and
-    /// units) and returns where the shard starts.
-    pub(crate) fn start_for(
-        &self,
-        spec: &BatchSpec,
-        config: &BTreeMap<String, String>,
-        units: Option<u64>,
-    ) -> Result<Start> {
-        if self.version > STATE_VERSION {
-            return bad(format!(
-                "the state is of format version {}, newer than this build reads ({STATE_VERSION}); \
-                 expected a state saved by this or an older version",
-                self.version
-            ));
-        }
-        if self.version == 0 {
-            return bad("the state's version is 0; expected at least 1".to_string());
-        }
-        for (name, value) in config {
-            let saved = self.config.get(name);
-            if saved != Some(value) {
-                return bad(format!(
-                    "the state was saved with {name} = {}; this loader has {name} = {value}",
-                    saved.map_or("(missing)", String::as_str)
-                ));
-            }
-        }
-        if let Some(name) = self.config.keys().find(|name| !config.contains_key(*name)) {
-            return bad(format!(
-                "the state has a setting {name:?} that this loader does not know"
-            ));
-        }
-        if self.epoch != spec.epoch {
-            return bad(format!(
-                "the state was saved in epoch {}; this loader reads epoch {}",
-                self.epoch, spec.epoch
-            ));
-        }
-        let (shard, num_shards) = (spec.shard_index as u64, spec.num_shards as u64);
-        if let Some([saved_shard, saved_shards]) = self.shard
-            && (saved_shard, saved_shards) != (shard, num_shards)
-        {
-            return bad(format!(
-                "the state was saved by shard {saved_shard} of {saved_shards}; this loader is \
-                 shard {shard} of {num_shards} (to resume with another number of shards, merge \
-                 the states of every shard with merge_states)"
-            ));
-        }
-        self.work.check(units)?;
-        let len = self.work.shard_len(shard, num_shards);
-        let item_rows =
-            |k: u64| -> Option<u64> { item_len(&self.work.item(k, shard, num_shards)?) };
-        let check_item = |k: u64, what: &str| -> Result<()> {
-            match len {
-                Some(len) if k > len => bad(format!(
-                    "the state's {what} is item {k}; this shard has {len} items"
-                )),
-                _ => Ok(()),
-            }
-        };
-        match (&self.position, windowed(spec)) {
-            (None, false) => Ok(Start::Rows { item: 0, row: 0 }),
-            (None, true) => Ok(Start::Window(WindowStart {
-                rng: None,
-                carried: Vec::new(),
-                start: 0,
-                skip: 0,
-            })),
-            (Some(Position::Rows { item, row }), false) => {
-                check_item(*item, "position")?;
-                if let Some(rows) = item_rows(*item).filter(|rows| row > rows) {
-                    return bad(format!(
-                        "the state's position is row {row} of item {item}, which has {rows} rows"
-                    ));
-                }
-                Ok(Start::Rows {
-                    item: *item,
-                    row: *row,
-                })
-            }
-            (
-                Some(Position::Window {
-                    rng,
-                    carried,
-                    start,
-                    sizes,
-                    emitted,
-                }),
-                true,
-            ) => {
-                check_item(*start, "window start")?;
-                if let Some(len) = len
-                    && sizes.len() as u64 > len - start
-                {
-                    return bad(format!(
-                        "the state's window reads {} items from item {start}; this shard has \
-                         {len} items",
-                        sizes.len()
-                    ));
-                }
-                if let Some(&[item, _]) = carried.iter().find(|[item, _]| item >= start) {
-                    return bad(format!(
-                        "the state carries a row of item {item}, not before the window's start \
-                         {start}"
-                    ));
-                }
-                let total: u128 =
-                    sizes.iter().map(|&s| u128::from(s)).sum::<u128>() + carried.len() as u128;
-                if u128::from(*emitted) > total {
-                    return bad(format!(
-                        "the state's window gave {emitted} batches of at most {total} rows"
-                    ));
-                }
-                Ok(Start::Window(WindowStart {
-                    rng: Some(*rng),
-                    carried: carried.clone(),
-                    start: *start,
-                    skip: *emitted,
-                }))
-            }
-            (Some(_), windowed) => bad(format!(
-                "the state's position is of a stream {} rows by window; this loader {}",
-                if windowed { "not drawing" } else { "drawing" },
-                if windowed {
-                    "shuffles or buckets"
-                } else {
-                    "reads in order"
-                }
-            )),
-        }
-    }
-}
-
-/// The number of rows of `item` when its ranges say (an open range does not).
-pub(crate) fn item_len(item: &Item) -> Option<u64> {
-    let ranges = item.rows.as_ref()?;
-    if ranges.last().is_some_and(|r| r[1] == u64::MAX) {
-        return None;
-    }
-    Some(ranges.iter().map(|[a, b]| b - a).sum())
 }
 
 #[cfg(test)]

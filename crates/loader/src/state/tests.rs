@@ -1,6 +1,8 @@
 //! Unit tests of the state's row ranges, dealing and JSON.
 
-use super::merge::{drop_rows, join_ranges, unit_row};
+use std::collections::BTreeMap;
+
+use super::ranges::{drop_rows, item_len, join_ranges, unit_ranges, unit_row};
 use super::*;
 
 #[test]
@@ -20,6 +22,10 @@ fn ranges_drop_join_and_index_rows() {
         [Some(2), Some(3), Some(10), Some(11), Some(12), None]
     );
     assert_eq!(item_len(&item), Some(5));
+    assert_eq!(
+        unit_ranges(&item, &[0, 1, 3, 5, 9]),
+        (vec![[2, 4], [11, 12]], 2)
+    );
 }
 
 #[test]
@@ -54,7 +60,7 @@ fn work_is_dealt_round_robin_listed_items_first() {
 fn a_state_round_trips_through_json_and_unknown_keys_are_refused() {
     let state = LoaderState {
         version: STATE_VERSION,
-        config: BTreeMap::from([("batch_size".to_string(), "4".to_string())]),
+        settings: settings(),
         epoch: 2,
         shard: Some([1, 2]),
         work: Work::all(Some(3)),
@@ -72,4 +78,138 @@ fn a_state_round_trips_through_json_and_unknown_keys_are_refused() {
     assert!(serde_json::from_str::<LoaderState>(&extra).is_err());
     let negative = text.replacen("\"epoch\":2", "\"epoch\":-2", 1);
     assert!(serde_json::from_str::<LoaderState>(&negative).is_err());
+}
+
+/// Settings of a shuffled Parquet source of one file.
+pub(super) fn settings() -> Settings {
+    Settings {
+        source: SourceIdentity {
+            kind: SourceKind::ParquetFiles,
+            files: vec![FileIdentity {
+                name: "t.parquet".to_string(),
+                size: 1000,
+                modified_ns: Some(1_700_000_000_000_000_000),
+                e_tag: None,
+                last_modified_ms: None,
+                digest: Some("xxh3-128:00".to_string()),
+            }],
+            schema: None,
+        },
+        batch_size: 4,
+        drop_last: false,
+        columns: Some(vec!["id".to_string()]),
+        groups: BTreeMap::new(),
+        masks: Vec::new(),
+        sequences: BTreeMap::from([(
+            "tok".to_string(),
+            SequenceSettings {
+                mode: "pad".to_string(),
+                max_length: None,
+                pad_to_multiple_of: None,
+            },
+        )]),
+        shuffle: true,
+        seed: 1,
+        buffer_size: 8,
+        max_tokens: None,
+        bucket_by_length: false,
+    }
+}
+
+#[test]
+fn a_setting_that_differs_is_named_with_both_values() {
+    let saved = settings();
+    let mut given = settings();
+    assert_eq!(saved.difference(&given), None);
+    given.seed = 0;
+    assert_eq!(
+        saved.difference(&given).unwrap().to_string(),
+        "seed: saved 1, given 0"
+    );
+    let mut given = settings();
+    given.sequences.get_mut("tok").unwrap().mode = "pack".to_string();
+    assert_eq!(
+        saved.difference(&given).unwrap().to_string(),
+        r#"sequences["tok"].mode: saved "pad", given "pack""#
+    );
+    let mut given = settings();
+    given.groups.insert("xs".to_string(), vec!["a".to_string()]);
+    assert_eq!(
+        saved.difference(&given).unwrap().to_string(),
+        r#"groups["xs"]: saved absent, given ["a"]"#
+    );
+    let mut given = settings();
+    given.columns = None;
+    assert_eq!(
+        saved.difference(&given).unwrap().to_string(),
+        r#"columns: saved ["id"], given null"#
+    );
+}
+
+#[test]
+fn a_file_is_told_by_size_digest_and_time_not_by_name() {
+    let saved = settings();
+    let mut given = settings();
+    given.source.files[0].name = "moved.parquet".to_string();
+    assert_eq!(saved.difference(&given), None);
+    given.source.files[0].size = 990;
+    assert_eq!(
+        saved.difference(&given).unwrap().to_string(),
+        "t.parquet (given moved.parquet): size saved 1000, given 990"
+    );
+    let mut given = settings();
+    given.source.files[0].digest = Some("xxh3-128:01".to_string());
+    assert_eq!(
+        saved.difference(&given).unwrap().to_string(),
+        r#"t.parquet: digest saved "xxh3-128:00", given "xxh3-128:01""#
+    );
+    let mut given = settings();
+    given.source.files[0].modified_ns = Some(1);
+    assert_eq!(
+        saved.difference(&given).unwrap().to_string(),
+        "t.parquet: modified_ns saved 1700000000000000000, given 1"
+    );
+    // An object without a modification time, of the same size and footer: the same data.
+    let mut given = settings();
+    given.source.files[0].modified_ns = None;
+    given.source.files[0].e_tag = Some("\"abc\"".to_string());
+    assert_eq!(saved.difference(&given), None);
+    let mut given = settings();
+    given.source.kind = SourceKind::IpcFiles;
+    assert_eq!(
+        saved.difference(&given).unwrap().to_string(),
+        r#"source.kind: saved "parquet_files", given "ipc_files""#
+    );
+}
+
+#[test]
+fn states_of_other_formats_are_refused_saying_what_to_do() {
+    let state = LoaderState {
+        version: STATE_VERSION,
+        settings: settings(),
+        epoch: 0,
+        shard: None,
+        work: Work::all(Some(3)),
+        position: None,
+    };
+    let text = serde_json::to_string(&state).unwrap();
+    let older = text.replacen("\"version\":2", "\"version\":1", 1).replacen(
+        "\"settings\"",
+        "\"config\"",
+        1,
+    );
+    let error = serde_json::from_str::<LoaderState>(&older)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with("the state is of format version 1, saved by an older version"),
+        "{error}"
+    );
+    let newer = text.replacen("\"version\":2", "\"version\":3,\"checksum\":1", 1);
+    let error = serde_json::from_str::<LoaderState>(&newer)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("newer than this build reads (2)"), "{error}");
+    let missing = text.replacen("\"version\":2,", "", 1);
+    assert!(serde_json::from_str::<LoaderState>(&missing).is_err());
 }

@@ -14,6 +14,7 @@ mod malformed;
 #[cfg(feature = "object-store")]
 mod remote;
 mod resume;
+mod resume_checks;
 mod sequences;
 mod shard;
 mod shuffle;

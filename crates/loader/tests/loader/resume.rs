@@ -403,7 +403,7 @@ fn states_of_other_arguments_are_refused_naming_what_differs() {
     );
     assert!(message.contains("source"), "{message}");
     let newer = LoaderState {
-        version: 2,
+        version: 3,
         ..state.clone()
     };
     assert!(refusal(&make, spec.clone(), newer).contains("newer"));

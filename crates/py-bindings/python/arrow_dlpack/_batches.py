@@ -336,32 +336,49 @@ def _saved_seed(seed: Optional[int], shuffle: bool, state: Any) -> Optional[int]
     with (the state records it), so that the seed drawn by the first run need not be kept."""
     if seed is not None or not shuffle or not isinstance(state, Mapping):
         return seed
-    config = state.get("config")
-    saved = config.get("seed") if isinstance(config, Mapping) else None
-    if isinstance(saved, str) and saved.isdigit():
-        return int(saved)
+    settings = state.get("settings")
+    saved = settings.get("seed") if isinstance(settings, Mapping) else None
+    if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0:
+        return saved
     return seed
+
+
+#: How deep ``merge_states`` looks for loader states inside the dicts and lists it is given (a
+#: ``StatefulDataLoader`` state dict nests them four levels deep).
+_MAX_STATE_DEPTH = 32
 
 
 def _loader_states(found: Any, out: List[Dict[str, Any]], shards: List[Any]) -> None:
     """Collects the loader states in ``found``: a state from ``state_dict()``, a
     ``BatchDataset`` state, or any dict or list that holds them (a ``StatefulDataLoader``'s
-    state dict); ``shards`` gets the shards of ``BatchDataset`` states that read nothing yet."""
-    if isinstance(found, Mapping):
-        if _DATASET_KEY in found:
-            if found.get("loader") is not None:
-                out.append(dict(found["loader"]))
-            elif found.get("shard") is not None:
-                shards.append(found)
-            return
-        if {"version", "config", "work"} <= set(found):
-            out.append(dict(found))
-            return
-        for value in found.values():
-            _loader_states(value, out, shards)
-    elif isinstance(found, (list, tuple)):
-        for value in found:
-            _loader_states(value, out, shards)
+    state dict); ``shards`` gets the shards of ``BatchDataset`` states that read nothing yet.
+    Walked without recursion, in order, at most ``_MAX_STATE_DEPTH`` levels deep."""
+    pending: List[Any] = [(found, 0)]
+    while pending:
+        value, depth = pending.pop()
+        if depth > _MAX_STATE_DEPTH:
+            raise ValueError(
+                f"states nest dicts and lists more than {_MAX_STATE_DEPTH} levels deep; expected "
+                "state_dict()s, BatchDataset states or StatefulDataLoader state dicts"
+            )
+        if isinstance(value, Mapping):
+            if _DATASET_KEY in value:
+                if value.get("loader") is not None:
+                    out.append(dict(value["loader"]))
+                elif value.get("shard") is not None:
+                    shards.append(value)
+                continue
+            # A loader state of any format version (``merge_states`` refuses another format
+            # with its own message).
+            if {"version", "work"} <= set(value):
+                out.append(dict(value))
+                continue
+            children = list(value.values())
+        elif isinstance(value, (list, tuple)):
+            children = list(value)
+        else:
+            continue
+        pending.extend((child, depth + 1) for child in reversed(children))
 
 
 def merge_states(states: Iterable[Any]) -> Optional[Dict[str, Any]]:

@@ -356,14 +356,21 @@ pub(super) fn state_from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResu
         errors::value_error(format!("{field} is not a loader state: {error}"))
     };
     let value: serde_json::Value = serde_json::from_str(&text).map_err(not_a_state)?;
-    // The version first: a newer format may have fields this build does not know.
-    if let Some(version) = value.get("version").and_then(serde_json::Value::as_u64)
-        && version > u64::from(STATE_VERSION)
-    {
-        return Err(errors::value_error(format!(
-            "{field} is of format version {version}, newer than this build reads \
-             ({STATE_VERSION}); expected a state saved by this or an older version"
-        )));
+    // The version first: another format has fields this build does not read.
+    if let Some(version) = value.get("version").and_then(serde_json::Value::as_u64) {
+        if version > u64::from(STATE_VERSION) {
+            return Err(errors::value_error(format!(
+                "{field} is of format version {version}, newer than this build reads \
+                 ({STATE_VERSION}); resume with the version of arrow-dlpack that saved it"
+            )));
+        }
+        if version < u64::from(STATE_VERSION) {
+            return Err(errors::value_error(format!(
+                "{field} was saved by an older version of arrow-dlpack (state format \
+                 {version}; this version reads format {STATE_VERSION}): start the epoch again \
+                 without it, or resume with the version that saved it"
+            )));
+        }
     }
     serde_json::from_value(value).map_err(not_a_state)
 }

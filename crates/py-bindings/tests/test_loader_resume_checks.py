@@ -1,0 +1,241 @@
+"""Saved states of ``ad.batches`` tried as a careless user and a forger would: the state is
+typed plain data (the seed an int, no setting written as text); a changed setting is named with
+both values; a state over other data of the same name is refused naming the file, while a file
+moved with its modification time resumes; forged numbers (a row carried three times, a position
+past its unit, a merge sized by a forged window or stream position) are ``ValueError``s, the
+merges in a child process whose exit status and peak memory are checked.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+import pytest
+
+import arrow_dlpack as ad
+
+
+def _table(start, rows):
+    ids = np.arange(start, start + rows, dtype=np.int64)
+    return pa.table({
+        "id": ids,
+        "x": ids.astype(np.float32),
+        "tokens": pa.array([list(range(int(i) % 5)) for i in ids], pa.list_(pa.int32())),
+    })
+
+
+def _ids(batches):
+    return [int(i) for batch in batches for i in np.from_dlpack(batch["id"])]
+
+
+def _state_after(source, k, batch_size=8, **options):
+    iterator = ad.batches(source, batch_size, **options)
+    for _ in range(k):
+        next(iterator)
+    return iterator.state_dict()
+
+
+def test_a_state_is_typed_plain_data_that_names_what_differs(tmp_path):
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(_table(0, 100), path, row_group_size=50)
+    options = dict(columns=["id"], sequences={"tokens": {"mode": "pad", "max_length": 3}},
+                   shuffle=True, seed=1, buffer_size=16)
+    state = _state_after(path, 2, **options)
+    assert json.loads(json.dumps(state)) == state
+    settings = dict(state["settings"])
+    source = settings.pop("source")
+    assert settings == {
+        "batch_size": 8, "drop_last": False, "columns": ["id"], "groups": {}, "masks": [],
+        "sequences": {"tokens": {"mode": "pad", "max_length": 3, "pad_to_multiple_of": None}},
+        "shuffle": True, "seed": 1, "buffer_size": 16, "max_tokens": None,
+        "bucket_by_length": False,
+    }
+    assert source["kind"] == "parquet_files" and source["schema"] is None
+    [file] = source["files"]
+    assert file["name"] == "t.parquet"
+    assert file["size"] == os.path.getsize(path)
+    assert file["modified_ns"] == os.stat(path).st_mtime_ns
+    assert file["e_tag"] is None and file["last_modified_ms"] is None
+    assert file["digest"].startswith("xxh3-128:") and len(file["digest"]) == 9 + 32
+    with pytest.raises(ValueError, match=r"^cannot resume from the state: seed: saved 1, given 2$"):
+        ad.batches(path, 8, state=state, **{**options, "seed": 2})
+    plain = {**options, "sequences": {"tokens": "pad"}}
+    with pytest.raises(ValueError, match=r'sequences\["tokens"\]\.mode: saved "pad", given "pack"'):
+        ad.batches(path, 8, state=_state_after(path, 2, **plain), **{**plain, "sequences": {"tokens": "pack"}})
+    with pytest.raises(ValueError, match=r'sequences\["tokens"\]\.max_length: saved 3, given 4'):
+        ad.batches(path, 8, state=state,
+                   **{**options, "sequences": {"tokens": {"mode": "pad", "max_length": 4}}})
+    # Options that change only how the same rows are laid out may change.
+    padded_left = {"tokens": {"mode": "pad", "max_length": 3, "padding_side": "left", "pad_value": -1}}
+    assert len(list(ad.batches(path, 8, state=state, **{**options, "sequences": padded_left}))) == 11
+
+
+def test_a_shuffled_resume_without_a_seed_reads_the_int_seed_of_the_state(tmp_path):
+    path = str(tmp_path / "t.arrow")
+    feather.write_feather(_table(0, 60), path, compression="uncompressed", chunksize=10)
+    iterator = ad.batches(path, 4, columns=["id"], shuffle=True)
+    first = _ids([next(iterator) for _ in range(3)])
+    state = iterator.state_dict()
+    seed = state["settings"]["seed"]
+    assert isinstance(seed, int) and not isinstance(seed, bool)
+    rest = _ids(iterator)
+    assert _ids(ad.batches(path, 4, columns=["id"], shuffle=True, state=state)) == rest
+    assert _ids(ad.batches(path, 4, columns=["id"], shuffle=True, seed=seed))[12:] == rest
+    assert sorted(first + rest) == list(range(60))
+
+
+def test_a_state_of_an_older_format_is_refused_saying_what_to_do(tmp_path):
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(_table(0, 20), path)
+    state = _state_after(path, 1, columns=["id"])
+    older = {key: value for key, value in state.items() if key != "settings"}
+    older.update(version=1, config={"batch_size": "8", "seed": "0"})
+    with pytest.raises(ValueError, match="saved by an older version of arrow-dlpack.*start the epoch again"):
+        ad.batches(path, 8, columns=["id"], state=older)
+    with pytest.raises(ValueError, match="older version"):
+        ad.merge_states([older])
+
+
+def test_a_state_over_other_data_of_the_same_name_is_refused_naming_the_file(tmp_path):
+    for folder in ("v1", "v2", "a", "b"):
+        (tmp_path / folder).mkdir()
+    # Other rows, the same number of row groups.
+    v1, v2 = str(tmp_path / "v1" / "train.parquet"), str(tmp_path / "v2" / "train.parquet")
+    pq.write_table(_table(0, 100), v1, row_group_size=50)
+    pq.write_table(_table(1000, 100), v2, row_group_size=50)
+    state = _state_after(v1, 2, columns=["id"])
+    with pytest.raises(ValueError, match=r"^cannot resume from the state: train\.parquet: "):
+        ad.batches(v2, 8, columns=["id"], state=state)
+    # A 100-row file and a 99-row file of the same name in another folder.
+    a, b = str(tmp_path / "a" / "t.parquet"), str(tmp_path / "b" / "t.parquet")
+    pq.write_table(_table(0, 100), a)
+    pq.write_table(_table(0, 99), b)
+    state = _state_after(a, 2, columns=["id"])
+    expected = f"t.parquet: size saved {os.path.getsize(a)}, given {os.path.getsize(b)}"
+    with pytest.raises(ValueError, match=expected):
+        ad.batches(b, 8, columns=["id"], state=state)
+    # IPC files of the same shape have the same size and footer: the modification time tells.
+    v1, v2 = str(tmp_path / "v1" / "train.arrow"), str(tmp_path / "v2" / "train.arrow")
+    feather.write_feather(_table(0, 100).select(["id", "x"]), v1, compression="uncompressed")
+    feather.write_feather(_table(1000, 100).select(["id", "x"]), v2, compression="uncompressed")
+    assert os.path.getsize(v1) == os.path.getsize(v2)
+    mtime = os.stat(v1).st_mtime_ns
+    os.utime(v2, ns=(mtime + 10**9, mtime + 10**9))
+    state = _state_after(v1, 2, columns=["id"])
+    with pytest.raises(ValueError, match=r"train\.arrow: modified_ns saved"):
+        ad.batches(v2, 8, columns=["id"], state=state)
+
+
+def test_a_file_moved_with_its_modification_time_resumes_and_a_fresh_copy_is_refused(tmp_path):
+    for folder in ("old", "new", "copy"):
+        (tmp_path / folder).mkdir()
+    original = str(tmp_path / "old" / "train.parquet")
+    pq.write_table(_table(0, 100), original, row_group_size=30)
+    options = dict(columns=["id"], shuffle=True, seed=4, buffer_size=20)
+    full = _ids(ad.batches(original, 8, **options))
+    state = _state_after(original, 3, **options)
+    moved = str(tmp_path / "new" / "renamed.parquet")
+    shutil.copy2(original, moved)  # keeps the modification time, as `mv` does
+    assert _ids(ad.batches(moved, 8, state=state, **options)) == full[24:]
+    copied = str(tmp_path / "copy" / "train.parquet")
+    shutil.copy(original, copied)
+    mtime = os.stat(original).st_mtime_ns + 10**9
+    os.utime(copied, ns=(mtime, mtime))
+    with pytest.raises(ValueError, match=r"train\.parquet: modified_ns saved \d+, given \d+"):
+        ad.batches(copied, 8, state=state, **options)
+
+
+def test_forged_windows_and_positions_are_refused_naming_the_real_counts(tmp_path):
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(_table(0, 100), path, row_group_size=50)
+    shuffled = dict(columns=["id"], shuffle=True, seed=1, buffer_size=16)
+    state = _state_after(path, 1, **shuffled)
+    thrice = {**state, "position": {"kind": "window", "rng": 7, "carried": [[0, 5], [0, 5], [0, 5]],
+                                    "start": 1, "sizes": [], "emitted": 0}}
+    with pytest.raises(ValueError, match="carries row 5 of item 0 more than once"):
+        ad.batches(path, 8, state=thrice, **shuffled)
+    state = _state_after(path, 1, columns=["id"])
+    past = {**state, "position": {"kind": "rows", "item": 0, "row": 2**64 - 1}}
+    with pytest.raises(ValueError, match=f"row {2**64 - 1} of item 0, which has 50 rows"):
+        ad.batches(path, 8, columns=["id"], state=past)
+
+
+CHILD = textwrap.dedent(
+    """
+    import json, resource, sys
+    import arrow_dlpack as ad
+
+    states = json.load(open(sys.argv[1]))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    try:
+        merged = ad.merge_states(states)
+        outcome = f"merged {len(merged['work']['items'])} items"
+    except ValueError as error:
+        outcome = str(error)
+    growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    json.dump([outcome, growth], open(sys.argv[2], "w"))
+    """
+)
+
+
+def _merge_in_child(tmp_path, states):
+    """``ad.merge_states(states)`` in a child process: its outcome and peak memory growth (KiB),
+    or the child's exit status when it died."""
+    (tmp_path / "child.py").write_text(CHILD)
+    (tmp_path / "states.json").write_text(json.dumps(states))
+    out = tmp_path / "out.json"
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "child.py"), str(tmp_path / "states.json"), str(out)],
+        capture_output=True, timeout=300,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    return json.loads(out.read_text())
+
+
+def test_merge_states_refuses_forged_counts_before_allocating_for_them(tmp_path):
+    path = str(tmp_path / "t.arrows")
+    table = _table(0, 160).select(["id"])
+    with ipc.new_stream(path, table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=4):
+            writer.write_batch(batch)
+
+    def states(**options):
+        return [_state_after(path, 1, batch_size=4, columns=["id"], rank=rank, world_size=2, **options)
+                for rank in range(2)]
+
+    legit = states()
+    outcome, _ = _merge_in_child(tmp_path, legit)
+    assert outcome.startswith("merged "), outcome
+    # Stream positions of 2**40 and 2**22 record batches: the other shard's items up to there
+    # would be listed one by one.
+    for item in (2**40, 2**22):
+        forged = [{**legit[0], "position": {"kind": "rows", "item": item, "row": 0}}, legit[1]]
+        outcome, growth = _merge_in_child(tmp_path, forged)
+        assert f"a merged state lists at most {2**20}" in outcome, (item, outcome)
+        assert growth < 64 * 1024, (item, growth)
+    # A window of 2**32 rows given in part: its replay would hold 2**32 indices.
+    shuffled = states(shuffle=True, seed=5, buffer_size=8)
+    window = {"kind": "window", "rng": 7, "carried": [], "start": 3, "sizes": [2**32], "emitted": 1}
+    outcome, growth = _merge_in_child(tmp_path, [{**shuffled[0], "position": window}, shuffled[1]])
+    assert "holds 4294967296 rows; a merge replays at most 16777216" in outcome, outcome
+    assert growth < 64 * 1024, growth
+
+
+def test_merge_states_of_deeply_nested_input_is_a_value_error():
+    nested = []
+    for _ in range(100_000):
+        nested = [nested]
+    with pytest.raises(ValueError, match="more than 32 levels deep"):
+        ad.merge_states(nested)
+    looped = []
+    looped.append(looped)
+    with pytest.raises(ValueError, match="more than 32 levels deep"):
+        ad.merge_states([looped])
