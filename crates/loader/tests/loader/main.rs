@@ -13,6 +13,8 @@ mod lifecycle;
 mod malformed;
 #[cfg(feature = "object-store")]
 mod remote;
+#[cfg(feature = "object-store")]
+mod remote_hostile;
 mod resume;
 mod sequences;
 mod shard;
