@@ -276,6 +276,7 @@ pub(crate) fn open(source: ObjectSource) -> Result<Opened> {
         });
     };
     let allow_without_validator = source.options.objects_without_validators;
+    let parquet = format == Format::Parquet;
     let requests = remote.requests.clone();
     let opening: Vec<_> = listed
         .into_iter()
@@ -289,6 +290,7 @@ pub(crate) fn open(source: ObjectSource) -> Result<Opened> {
                     &location,
                     &requests,
                     allow_without_validator,
+                    parquet,
                 )
                 .await?;
                 Ok::<_, Error>((name, store, location, stamp, tail))

@@ -337,13 +337,15 @@ fn other_range(name: &Path, asked: &Range<u64>, got: &Range<u64>) -> Error {
 pub(super) type Opened = (Stamp, Fetched);
 
 /// Fetches the last [`TAIL_GUESS`] bytes of an object (all of a smaller one) with its metadata;
-/// an object without a validator is refused unless `allow_without_validator`.
+/// an object without a validator is refused unless `allow_without_validator`. Of a Parquet
+/// object (`parquet`), only the footer is kept (the planning holds every object's tail at once).
 pub(super) async fn open_one(
     name: &Path,
     store: &dyn ObjectStore,
     location: &StorePath,
     requests: &Semaphore,
     allow_without_validator: bool,
+    parquet: bool,
 ) -> Result<Opened> {
     let _permit = acquire(requests).await?;
     let options = GetOptions {
@@ -371,9 +373,31 @@ pub(super) async fn open_one(
     if range != asked {
         return Err(other_range(name, &asked, &range));
     }
-    let bytes = collect(name, result, &range).await?;
-    let tail = Fetched::new(stamp.size(), vec![(range.start, bytes)]);
+    let mut bytes = collect(name, result, &range).await?;
+    if parquet {
+        bytes = parquet_footer(bytes);
+    }
+    let start = range.end - bytes.len() as u64;
+    let tail = Fetched::new(stamp.size(), vec![(start, bytes)]);
     Ok((stamp, tail))
+}
+
+/// The footer at the end of `tail` (the last bytes of a Parquet file: the footer, its length
+/// and `PAR1`), copied out of it when it is shorter; `tail` itself otherwise, and when its last
+/// bytes are not a footer's (the planning reports that).
+fn parquet_footer(tail: Bytes) -> Bytes {
+    let Some(at) = tail.len().checked_sub(8) else {
+        return tail;
+    };
+    let length = u32::from_le_bytes([tail[at], tail[at + 1], tail[at + 2], tail[at + 3]]);
+    match usize::try_from(length)
+        .ok()
+        .and_then(|length| length.checked_add(8))
+        .filter(|&kept| kept < tail.len())
+    {
+        Some(kept) => Bytes::copy_from_slice(&tail[tail.len() - kept..]),
+        None => tail,
+    }
 }
 
 #[cfg(test)]
@@ -394,6 +418,20 @@ mod tests {
         buffer.resize(FIRST_RESERVE, 0);
         make_room(&mut buffer, 1, 64 << 20, name, &range).unwrap();
         assert_eq!(buffer.capacity(), 2 * FIRST_RESERVE);
+    }
+
+    #[test]
+    fn a_parquet_tail_keeps_its_footer_only() {
+        let mut tail = vec![7u8; 100];
+        tail.extend_from_slice(&[1, 2, 3]);
+        tail.extend_from_slice(&3u32.to_le_bytes());
+        tail.extend_from_slice(b"PAR1");
+        assert_eq!(&parquet_footer(Bytes::from(tail.clone()))[..], &tail[100..]);
+        // A length past the tail keeps the tail, for the footer's checks to report.
+        let at = tail.len() - 8;
+        tail[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(parquet_footer(Bytes::from(tail.clone())).len(), tail.len());
+        assert_eq!(parquet_footer(Bytes::from_static(b"PAR1")).len(), 4);
     }
 
     #[test]

@@ -469,6 +469,26 @@ fn a_whole_object_or_another_range_for_a_range_is_refused() {
 }
 
 #[test]
+fn an_error_document_is_read_up_to_64_kib() {
+    // A 404 whose document goes on for 256 MiB: its text would end up in the message.
+    let server = Server::start();
+    server.handle(|_| Answer::Stream {
+        head: "HTTP/1.1 404 Not Found\r\nContent-Type: application/xml".to_string(),
+        total: 256 << 20,
+        pause: Duration::ZERO,
+    });
+    let url = server.url("a.parquet");
+    let message = chain(&first_error(Source::from_urls([&url], QUICK).unwrap()));
+    assert!(message.contains(&url), "{message}");
+    assert!(
+        message.len() < 70 << 10,
+        "a message of {} bytes",
+        message.len()
+    );
+    assert!(server.streamed_after_streams_end(Duration::from_secs(30)) < BUFFERED);
+}
+
+#[test]
 fn a_server_that_trickles_its_answer_ends_in_a_timeout() {
     let server = Server::start();
     server.handle(|_| Answer::Stream {

@@ -1,5 +1,6 @@
 //! The answers a store's service passes on, bounded: a successful answer to a range request
-//! carries at most the range's bytes, any other at most [`MAX_UNRANGED_BODY`]; one that announces
+//! carries at most the range's bytes, any other successful answer at most [`MAX_UNRANGED_BODY`],
+//! an error at most [`MAX_ERROR_BODY`] (its text ends up in a message); one that announces
 //! more is refused before its body is read, one that sends more is cut off at the first frame
 //! past it. And the errors of requests the service ends itself ([`Refused`]).
 
@@ -19,6 +20,9 @@ use super::MAX_REDIRECTS;
 /// The most bytes of an answer that is not the body of a range asked for: a page of a listing,
 /// credentials, an error document.
 pub(super) const MAX_UNRANGED_BODY: u64 = 16 << 20;
+
+/// The most bytes of an answer that is an error (an error document of S3 is a few hundred).
+pub(super) const MAX_ERROR_BODY: u64 = 64 << 10;
 
 /// Why a request ended without an answer of the server to pass on.
 #[derive(Debug)]
@@ -139,15 +143,17 @@ pub(super) fn classify(error: reqwest::Error) -> HttpError {
 }
 
 /// The answer `response` to a `method` request, its body bounded: by `range` for a successful
-/// answer to a range request, by [`MAX_UNRANGED_BODY`] otherwise.
+/// answer to a range request, by [`MAX_UNRANGED_BODY`] for another successful one, by
+/// [`MAX_ERROR_BODY`] for an error.
 pub(super) fn answer(
     response: reqwest::Response,
     method: &Method,
     range: Option<u64>,
 ) -> Result<HttpResponse, HttpError> {
     let limit = match range {
-        Some(length) if response.status().is_success() => length,
-        _ => MAX_UNRANGED_BODY,
+        _ if !response.status().is_success() => MAX_ERROR_BODY,
+        Some(length) => length,
+        None => MAX_UNRANGED_BODY,
     };
     if *method != Method::HEAD {
         let announced = response

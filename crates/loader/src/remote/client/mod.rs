@@ -7,7 +7,7 @@
 //!   `Authorization` and cookies on such a hop, but keeps `x-amz-security-token` and the other
 //!   signed headers); to a link-local address (the cloud metadata service) never.
 //! - An answer is never longer than asked: a successful answer to a range request carries at
-//!   most the range's bytes, any other answer at most 16 MiB; one that announces
+//!   most the range's bytes, any other answer at most 16 MiB (an error 64 KiB); one that announces
 //!   more is refused before its body is read, one that sends more is cut off at the first frame
 //!   past it, so that a hostile server costs at most the bytes asked for.
 //!
