@@ -60,6 +60,8 @@ pub(crate) struct Switches {
     pub(crate) no_validators: AtomicBool,
     /// Answer without an `ETag` header (with `Last-Modified`).
     pub(crate) no_etag: AtomicBool,
+    /// Send weak ETags (`W/"..."`), which `If-Match` never matches.
+    pub(crate) weak_etags: AtomicBool,
     /// Bytes of bodies written by [`Answer::Stream`] answers.
     pub(crate) streamed: AtomicU64,
     /// [`Answer::Stream`] answers still being written.
@@ -269,7 +271,12 @@ fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
             continue;
         };
         let headers = &request.headers;
-        let changed = headers.get("if-match").is_some_and(|tag| *tag != etag)
+        let weak = switches.weak_etags.load(Ordering::SeqCst);
+        let etag = if weak { format!("W/{etag}") } else { etag };
+        // `If-Match` compares strongly: a weak ETag matches nothing.
+        let changed = headers
+            .get("if-match")
+            .is_some_and(|tag| *tag != etag || weak)
             || headers
                 .get("if-unmodified-since")
                 .is_some_and(|time| *time != modified);

@@ -432,6 +432,33 @@ fn an_object_without_an_etag_replaced_by_one_of_the_same_size_is_refused() {
 }
 
 #[test]
+fn an_object_with_a_weak_etag_is_read_and_a_replacement_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, path, bytes) = served_parquet(dir.path());
+    server.switches.weak_etags.store(true, Ordering::SeqCst);
+    let url = server.url("a.parquet");
+    let spec = BatchSpec::new(500).columns(["id"]);
+    let got = collect(Source::from_urls([&url], QUICK).unwrap(), spec.clone());
+    assert_eq!(
+        ids(&got),
+        ids(&collect(Source::from_paths([&path]).unwrap(), spec))
+    );
+    let loader = batches(
+        Source::from_urls([&url], QUICK).unwrap(),
+        BatchSpec::new(100).columns(["id"]),
+    )
+    .unwrap();
+    let mut changed = bytes;
+    changed[10] ^= 1;
+    server.put("a.parquet", changed);
+    let error = { loader }.find_map(Result::err).expect("expected an error");
+    assert!(
+        matches!(&error, Error::FileChanged { path, .. } if path.to_str() == Some(url.as_str())),
+        "{error:?}"
+    );
+}
+
+#[test]
 fn a_whole_object_or_another_range_for_a_range_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (server, _, bytes) = served_parquet(dir.path());
