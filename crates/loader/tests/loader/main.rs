@@ -15,6 +15,8 @@ mod malformed;
 mod remote;
 #[cfg(feature = "object-store")]
 mod remote_hostile;
+#[cfg(feature = "object-store")]
+mod remote_trust;
 mod resume;
 mod sequences;
 mod shard;
