@@ -85,7 +85,7 @@ pub use collate::collate;
 pub use error::{Error, Result};
 pub use loader::{Batches, batches};
 #[cfg(feature = "object-store")]
-pub use remote::{ObjectSource, is_object_url};
+pub use remote::{ObjectSource, StopHandle, is_object_url};
 pub use sequences::{PadValue, Sequence, SequenceMode, Side};
 pub use source::Source;
 pub use spec::{BatchSpec, ColumnGroup, MAX_DECODE_THREADS, MAX_PREFETCH};

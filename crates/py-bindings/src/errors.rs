@@ -387,6 +387,8 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
             return match source.kind() {
                 std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(chain(&error)),
                 std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(chain(&error)),
+                // A buffer for bytes read (an object's range) that could not be allocated.
+                std::io::ErrorKind::OutOfMemory => PyMemoryError::new_err(chain(&error)),
                 _ => PyOSError::new_err(chain(&error)),
             };
         }

@@ -10,13 +10,12 @@ Every server is started and stopped by these tests, on 127.0.0.1 and a free port
 """
 
 import contextlib
-import http.server
+import importlib.util
 import os
 import pathlib
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 import boto3
@@ -28,6 +27,18 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 import arrow_dlpack as ad
+
+def _load_servers():
+    """The helper ``_object_servers.py`` beside this file, loaded by path (the tests run with
+    ``--import-mode=importlib`` and are not a package)."""
+    location = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_object_servers.py")
+    spec = importlib.util.spec_from_file_location("_object_servers", location)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_servers = _load_servers()
 
 BUCKET = "train"
 ROWS = 6000
@@ -280,89 +291,10 @@ def test_wrong_credentials_are_a_permission_error_naming_the_url(tmp_path):
             ad.batches(url, 100, storage_options=wrong)
 
 
-class _RangeServer(http.server.ThreadingHTTPServer):
-    """An HTTP file server with byte ranges, ETags and last-modified times, and switches: fail
-    the next requests with 503, or stop answering."""
-
-    daemon_threads = True
-
-    def __init__(self, files):
-        self.files = files
-        self.fail_next = 0
-        self.stall = threading.Event()
-        self.stopping = threading.Event()
-        self.requests = 0
-        super().__init__(("127.0.0.1", 0), _RangeHandler)
-
-
-class _RangeHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def _answer(self, body):
-        server = self.server
-        server.requests += 1
-        if server.stall.is_set():
-            server.stopping.wait(30)
-            self.close_connection = True
-            return
-        if server.fail_next > 0:
-            server.fail_next -= 1
-            self.send_response(503)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        data = server.files.get(self.path)
-        if data is None:
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        start, end = 0, len(data)
-        ranged = self.headers.get("Range")
-        if ranged:
-            first, last = ranged.removeprefix("bytes=").split("-")
-            if first:
-                start, end = int(first), min(int(last) + 1 if last else len(data), len(data))
-            else:
-                start = max(len(data) - int(last), 0)
-        self.send_response(206 if ranged else 200)
-        self.send_header("Content-Length", str(end - start))
-        self.send_header("ETag", f'"{len(data)}-{hash(data) & 0xFFFF}"')
-        self.send_header("Last-Modified", "Tue, 01 Dec 2026 00:00:00 GMT")
-        if ranged:
-            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
-        self.end_headers()
-        if body:
-            self.wfile.write(data[start:end])
-
-    def do_GET(self):
-        self._answer(True)
-
-    def do_HEAD(self):
-        self._answer(False)
-
-
-@contextlib.contextmanager
-def _range_server(files):
-    server = _RangeServer(files)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.stopping.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(30)
-
-
 def test_http_urls_with_retries_of_transient_errors(tmp_path):
     pq.write_table(_table(0, 3000), tmp_path / "a.parquet", row_group_size=1000)
     files = {"/data/a.parquet": (tmp_path / "a.parquet").read_bytes()}
-    with _range_server(files) as (server, base):
+    with _servers.range_server(files) as (server, base):
         server.fail_next = 2
         got = _collect(f"{base}/data/a.parquet", 512, columns=["id", "emb"], storage_options=QUICK)
         assert server.fail_next == 0
@@ -371,7 +303,7 @@ def test_http_urls_with_retries_of_transient_errors(tmp_path):
 
 def test_a_server_that_stops_answering_is_an_error_after_the_timeout(tmp_path):
     files = {"/a.parquet": b"PAR1" * 100}
-    with _range_server(files) as (server, base):
+    with _servers.range_server(files) as (server, base):
         server.stall.set()
         options = {"timeout": "300ms", "max_retries": 1, "retry_timeout": "1s", "retry_backoff": "10ms"}
         with pytest.raises(OSError, match="a.parquet") as raised:
@@ -409,3 +341,115 @@ def test_a_run_over_s3_resumes_from_its_state(aws_env):
     iterator.close()
     rest = _collect(url, 256, state=state, **options)
     _assert_same([{"id": ids} for ids in first] + rest, whole)
+
+
+def test_no_credentials_is_a_permission_error_that_says_how_to_read_a_public_bucket(
+    s3, monkeypatch
+):
+    endpoint, local = s3
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key)
+
+    # A metadata service that gives no token, as one outside the cloud (or a proxy) does.
+    def forbidden(request):
+        request.send_response(403)
+        request.send_header("Content-Length", "0")
+        request.end_headers()
+        return True
+
+    url = f"s3://{BUCKET}/parquet/part-1.parquet"
+    with _servers.range_server({}) as (metadata, metadata_base):
+        metadata.handler = forbidden
+        options = {
+            "endpoint": endpoint,
+            "region": "us-east-1",
+            "metadata_endpoint": metadata_base,
+            **QUICK,
+        }
+        with pytest.raises(PermissionError) as raised:
+            ad.batches(url, 500, storage_options=options)
+        message = str(raised.value)
+        assert url in message
+        assert "no credentials found" in message
+        assert "AWS_ACCESS_KEY_ID" in message and "aws_access_key_id" in message
+        assert metadata_base in message
+        assert "skip_signature set to true" in message
+        assert [(method, path) for method, path, _ in metadata.seen][:1] == [
+            ("PUT", "/latest/api/token")
+        ]
+        # The way out the message names: a public object read without signing.
+        client = boto3.client(
+            "s3", endpoint_url=endpoint, region_name="us-east-1", **_boto_keys()
+        )
+        client.put_object_acl(Bucket=BUCKET, Key="parquet/part-1.parquet", ACL="public-read")
+        got = _collect(url, 500, storage_options={**options, "skip_signature": True})
+        _assert_same(got, _collect(str(local / "parquet" / "part-1.parquet"), 500))
+
+
+def test_a_redirect_to_another_host_is_refused_unless_allowed_and_never_carries_credentials(
+    tmp_path,
+):
+    pq.write_table(_table(0, 1000), tmp_path / "a.parquet", row_group_size=500)
+    data = (tmp_path / "a.parquet").read_bytes()
+    with _servers.range_server({"/bkt/a.parquet": data}) as (other, other_base):
+        with _servers.range_server({}) as (endpoint, endpoint_base):
+
+            def redirect(request):
+                request.send_response(307)
+                request.send_header("Location", other_base + request.path)
+                request.send_header("Content-Length", "0")
+                request.end_headers()
+                return True
+
+            endpoint.handler = redirect
+            options = {
+                "endpoint": endpoint_base,
+                "region": "us-east-1",
+                "aws_access_key_id": "AKIDEXAMPLE",
+                "aws_secret_access_key": "wJalrXUtnFEMI",
+                "aws_session_token": "the-session-token",
+                **QUICK,
+            }
+            url = "s3://bkt/a.parquet"
+            with pytest.raises(OSError, match="redirected to another host") as raised:
+                ad.batches(url, 250, storage_options=options)
+            assert "allow_redirects_to_other_hosts" in str(raised.value)
+            assert other.seen == []
+            allowed = {**options, "allow_redirects_to_other_hosts": True}
+            got = _collect(url, 250, columns=["id"], storage_options=allowed)
+            _assert_same(got, _collect(str(tmp_path / "a.parquet"), 250, columns=["id"]))
+            assert other.seen
+            for _, _, headers in other.seen:
+                assert not any(
+                    name == "authorization" or name.startswith("x-amz-") for name in headers
+                ), headers
+            assert all(
+                headers.get("x-amz-security-token") == "the-session-token"
+                for _, _, headers in endpoint.seen
+            )
+
+
+def test_credentials_in_urls_of_stores_and_endpoints_are_refused_without_being_shown():
+    # A metadata service that cannot answer, should a URL not be refused.
+    nowhere = {"metadata_endpoint": "http://127.0.0.1:9", **QUICK}
+    with pytest.raises(ValueError) as raised:
+        ad.batches(
+            f"s3://{BUCKET}/a.parquet",
+            storage_options={"endpoint": "http://minio:s3cret@127.0.0.1:9", **nowhere},
+        )
+    assert "http://***@127.0.0.1:9" in str(raised.value)
+    assert "s3cret" not in str(raised.value) and "minio" not in str(raised.value)
+    with pytest.raises(ValueError) as raised:
+        ad.batches("s3://AKID:s3cret@bucket/a.parquet", storage_options=nowhere)
+    assert "s3://***@bucket/a.parquet" in str(raised.value)
+    assert "s3cret" not in str(raised.value)
+
+
+def test_a_glob_that_backtracking_would_never_finish_is_matched_at_once(aws_env):
+    # A key of 200 `a`s and a glob with six stars before a `b` that never comes: a
+    # backtracking matcher tries about 200^6 / 6! placements of the stars.
+    client = boto3.client("s3", endpoint_url=aws_env[0], region_name="us-east-1", **_boto_keys())
+    client.put_object(Bucket=BUCKET, Key="glob/" + "a" * 200 + ".parquet", Body=b"")
+    with pytest.raises(FileNotFoundError, match="no object of a known format"):
+        ad.batches(f"s3://{BUCKET}/glob/*a*a*a*a*a*a*b.parquet", storage_options=QUICK)

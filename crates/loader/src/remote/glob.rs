@@ -1,12 +1,27 @@
 //! What a URL names in its store: one object, every object under a prefix, or the objects whose
 //! keys match a glob; prefixes and globs are listed and sorted by key.
+//!
+//! A listing is bounded whatever the server answers: at most [`MAX_LISTED`] keys are looked at
+//! and at most [`MAX_OBJECTS`] kept, each page of it at most the client's bound on an answer,
+//! and glob matching is linear ([`PathPattern`]); a listing that goes on longer (a server that
+//! hands out continuation tokens forever) is an error naming the URL.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStore, ObjectStoreScheme};
 use url::Url;
 
+use super::pattern::PathPattern;
+use super::redact::redacted;
 use crate::file::format_of;
 use crate::{Error, Result};
+
+/// The most keys one listing looks at.
+pub(super) const MAX_LISTED: usize = 10_000_000;
+
+/// The most objects one URL may name.
+pub(super) const MAX_OBJECTS: usize = 1_000_000;
 
 /// What one URL names.
 #[derive(Debug)]
@@ -15,11 +30,10 @@ pub(super) enum Target {
     Object(StorePath),
     /// Every object of a known format under a prefix, at any depth.
     Prefix(StorePath),
-    /// The objects under `prefix` whose keys match `pattern` (segments of `*`, `?`, `[...]`
-    /// within a segment, `**` for any number of segments).
+    /// The objects under `prefix` whose keys (relative to it) match `pattern`.
     Glob {
         prefix: StorePath,
-        pattern: Vec<String>,
+        pattern: PathPattern,
     },
 }
 
@@ -33,17 +47,15 @@ impl Target {
     /// when it ends with `/` or its last segment has no known extension; one object otherwise.
     pub(super) fn of(url: &Url) -> Result<Self> {
         let (_, path) = ObjectStoreScheme::parse(url).map_err(|error| Error::InvalidSource {
-            what: url.to_string(),
+            what: redacted(url),
             reason: format!("it is not a URL of object storage: {error}"),
         })?;
         let segments: Vec<_> = path.parts().collect();
         if let Some(first) = segments.iter().position(|part| is_pattern(part.as_ref())) {
+            let pattern: Vec<&str> = segments[first..].iter().map(|part| part.as_ref()).collect();
             return Ok(Target::Glob {
                 prefix: StorePath::from_iter(segments[..first].iter().cloned()),
-                pattern: segments[first..]
-                    .iter()
-                    .map(|part| part.as_ref().to_string())
-                    .collect(),
+                pattern: PathPattern::parse(&pattern),
             });
         }
         let named_object = !url.path().ends_with('/')
@@ -58,11 +70,12 @@ impl Target {
     }
 
     /// The objects named, sorted by key; listings leave out names that start with `_` or `.`
-    /// and names of no known format.
+    /// and names of no known format. A listing ends early, in an error, once `stop` is set.
     pub(super) async fn resolve(
         self,
         url: &Url,
         store: &dyn ObjectStore,
+        stop: &AtomicBool,
     ) -> Result<Vec<StorePath>> {
         let (prefix, pattern) = match self {
             Target::Object(location) => return Ok(vec![location]),
@@ -70,11 +83,26 @@ impl Target {
             Target::Glob { prefix, pattern } => (prefix, Some(pattern)),
         };
         let name = super::display_name(url);
+        let too_long = |what: String| Error::Io {
+            path: name.clone(),
+            source: std::io::Error::other(what),
+        };
         let list_prefix = (!prefix.as_ref().is_empty()).then_some(&prefix);
         let mut stream = store.list(list_prefix);
         let mut found = Vec::new();
+        let mut listed = 0usize;
         use futures_util::StreamExt;
         while let Some(meta) = stream.next().await {
+            if stop.load(Ordering::Relaxed) {
+                return Err(super::runtime::stopped(&name));
+            }
+            listed += 1;
+            if listed > MAX_LISTED {
+                return Err(too_long(format!(
+                    "its listing goes on past {MAX_LISTED} keys; expected fewer (a narrower \
+                     prefix or glob)"
+                )));
+            }
             let meta = meta.map_err(|error| super::store_error(&name, error))?;
             let location = meta.location;
             let Some(relative) = location.prefix_match(&prefix) else {
@@ -95,10 +123,15 @@ impl Target {
             }
             if let Some(pattern) = &pattern {
                 let parts: Vec<&str> = relative.iter().map(String::as_str).collect();
-                let pattern: Vec<&str> = pattern.iter().map(String::as_str).collect();
-                if !matches_path(&pattern, &parts) {
+                if !pattern.matches(&parts) {
                     continue;
                 }
+            }
+            if found.len() == MAX_OBJECTS {
+                return Err(too_long(format!(
+                    "it names more than {MAX_OBJECTS} objects; expected fewer (a narrower prefix \
+                     or glob)"
+                )));
             }
             found.push(location);
         }
@@ -118,74 +151,9 @@ impl Target {
     }
 }
 
-/// Whether the key segments `parts` match the pattern segments `pattern`, where `**` matches
-/// any number of segments.
-fn matches_path(pattern: &[&str], parts: &[&str]) -> bool {
-    match pattern.split_first() {
-        None => parts.is_empty(),
-        Some((&"**", rest)) => (0..=parts.len()).any(|skip| matches_path(rest, &parts[skip..])),
-        Some((first, rest)) => parts.split_first().is_some_and(|(part, others)| {
-            matches_segment(first.as_bytes(), part.as_bytes()) && matches_path(rest, others)
-        }),
-    }
-}
-
-/// Whether `name` matches the segment pattern `pattern`: `*` any run of characters, `?` one,
-/// `[abc]`, `[a-z]` and `[!abc]` one of (or none of) a set.
-fn matches_segment(pattern: &[u8], name: &[u8]) -> bool {
-    match pattern.split_first() {
-        None => name.is_empty(),
-        Some((b'*', rest)) => (0..=name.len()).any(|skip| matches_segment(rest, &name[skip..])),
-        Some((b'?', rest)) => !name.is_empty() && matches_segment(rest, &name[1..]),
-        Some((b'[', rest)) => {
-            let Some(close) = rest.iter().skip(1).position(|&c| c == b']').map(|p| p + 1) else {
-                return name.first() == Some(&b'[') && matches_segment(rest, &name[1..]);
-            };
-            let Some((&c, others)) = name.split_first() else {
-                return false;
-            };
-            let (negate, set) = match rest[..close].split_first() {
-                Some((b'!' | b'^', set)) => (true, set),
-                _ => (false, &rest[..close]),
-            };
-            let mut found = false;
-            let mut i = 0;
-            while i < set.len() {
-                if i + 2 < set.len() && set[i + 1] == b'-' {
-                    found |= (set[i]..=set[i + 2]).contains(&c);
-                    i += 3;
-                } else {
-                    found |= set[i] == c;
-                    i += 1;
-                }
-            }
-            found != negate && matches_segment(&rest[close + 1..], others)
-        }
-        Some((&p, rest)) => name.first() == Some(&p) && matches_segment(rest, &name[1..]),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn globs_match_segments_and_any_depth() {
-        let matches = |pattern: &str, key: &str| {
-            let pattern: Vec<&str> = pattern.split('/').collect();
-            let parts: Vec<&str> = key.split('/').collect();
-            matches_path(&pattern, &parts)
-        };
-        assert!(matches("*.parquet", "part-0.parquet"));
-        assert!(!matches("*.parquet", "a/part-0.parquet"));
-        assert!(matches("**/*.parquet", "a/b/part-0.parquet"));
-        assert!(matches("**/*.parquet", "part-0.parquet"));
-        assert!(matches("part-?.parquet", "part-7.parquet"));
-        assert!(!matches("part-?.parquet", "part-17.parquet"));
-        assert!(matches("part-[0-3].parquet", "part-2.parquet"));
-        assert!(!matches("part-[!0-3].parquet", "part-2.parquet"));
-        assert!(matches("day=*/x.parquet", "day=1/x.parquet"));
-    }
 
     #[test]
     fn a_url_names_an_object_a_prefix_or_a_glob() {
@@ -197,7 +165,7 @@ mod tests {
         assert!(matches!(target("s3://b/train"), Target::Prefix(p) if p.as_ref() == "train"));
         assert!(
             matches!(target("s3://b/train/*.parquet"), Target::Glob { prefix, pattern }
-            if prefix.as_ref() == "train" && pattern == ["*.parquet"])
+            if prefix.as_ref() == "train" && pattern == PathPattern::parse(&["*.parquet"]))
         );
         assert!(
             matches!(target("s3://b/a%20b/x.parquet"), Target::Object(p) if p.as_ref() == "a b/x.parquet")

@@ -6,52 +6,50 @@
 //! loader thread stay synchronous (and a caller inside another async runtime does not nest
 //! runtimes).
 //!
+//! A server is not trusted: its answers are bounded by what was asked (`client.rs`,
+//! `object.rs`), its redirects kept to the host asked (`client.rs`), its listings bounded
+//! (`glob.rs`), and the URLs it is reached by never printed with their credentials
+//! (`redact.rs`).
+//!
 //! | item | what it is |
 //! |---|---|
 //! | [`ObjectSource`] | the URLs and storage options a caller gives, checked when it is made |
-//! | [`Remote`] | one loader's runtime, stores and bound on requests in flight |
+//! | [`StopHandle`] | stops the planning of an [`ObjectSource`] (its listings and first requests) |
+//! | [`Remote`] | one loader's runtime, bound on requests in flight, and stop flag |
 //! | [`RemoteObject`] | an object pinned by size, ETag and last-modified time when it is planned |
 //! | [`Fetched`] | byte ranges of an object, read by the Parquet and IPC decoders as a file |
 
+mod client;
+mod credentials;
 mod fetched;
 mod glob;
+mod object;
 mod options;
+mod pattern;
+mod redact;
+mod runtime;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::future::Future;
 use std::io;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::time::Duration;
 
-use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
+use object_store::ObjectStore;
 use object_store::path::Path as StorePath;
-use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
-use tokio::sync::Semaphore;
 use url::Url;
 
 pub(crate) use fetched::{Fetched, coalesce};
+pub(crate) use object::RemoteObject;
+pub(crate) use runtime::{Pending, Remote};
 
 use crate::file::{Format, format_of};
 use crate::{Error, Result};
 
-/// The bytes read from the end of an object when it is opened: a Parquet footer or an IPC
-/// footer of this size or less costs one request.
-const TAIL_GUESS: u64 = 64 * 1024;
-
 /// Objects opened (their tails fetched) at once when a source is planned.
 const OPEN_CONCURRENCY: usize = 16;
-
-/// Requests in flight at once for one loader, over all its decoding threads.
-pub(crate) const MAX_REQUESTS: usize = 16;
-
-/// Threads of a loader's async runtime: they only wait on sockets and copy bodies.
-const RUNTIME_THREADS: usize = 2;
 
 /// Objects in object storage, named by URLs, with the options that reach their stores.
 ///
@@ -66,23 +64,45 @@ const RUNTIME_THREADS: usize = 2;
 /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL`,
 /// `GOOGLE_SERVICE_ACCOUNT`, `AZURE_STORAGE_ACCOUNT_NAME`, ...), and from the options, which
 /// override them: the keys of `object_store`'s builders (`aws_access_key_id`, `endpoint`,
-/// `region`, `timeout`, `allow_http`, ...; case-insensitive), plus `max_retries`,
-/// `retry_timeout` and `retry_backoff` (durations such as `"30s"`) for the retries of
-/// transient errors.
+/// `region`, `timeout`, `allow_http`, `skip_signature`, ...; case-insensitive), plus
+/// `max_retries`, `retry_timeout` and `retry_backoff` (durations such as `"30s"`) for the
+/// retries of transient errors, `allow_redirects_to_other_hosts` (follow a redirect to another
+/// scheme, host or port, without credentials; off by default) and
+/// `allow_objects_without_validators` (read an object whose server sends neither an ETag nor a
+/// last-modified time, pinned by its size only; off by default).
+///
+/// The user name and password of an `http(s)://` URL (`https://user:password@host/a.parquet`)
+/// are sent as HTTP basic auth to that URL's host only; other URLs, and URLs in options, must
+/// not carry any. No message, `Debug` or object name shows them.
 #[derive(Clone)]
 pub struct ObjectSource {
     pub(crate) urls: Vec<Url>,
     pub(crate) options: options::StorageOptions,
+    /// Set by a [`StopHandle`]: the planning's waits end at once.
+    stop: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for ObjectSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let urls: Vec<&str> = self.urls.iter().map(Url::as_str).collect();
+        let urls: Vec<String> = self.urls.iter().map(redact::redacted).collect();
         // The options may hold secrets: only their keys are shown.
         f.debug_struct("ObjectSource")
             .field("urls", &urls)
             .field("options", &self.options.keys())
             .finish()
+    }
+}
+
+/// Stops the planning of an [`ObjectSource`] from another thread: its listings and first
+/// requests end at once in an [`Error::Io`] of kind [`Interrupted`](io::ErrorKind::Interrupted)
+/// (the Python bindings stop it so on Ctrl-C).
+#[derive(Debug, Clone)]
+pub struct StopHandle(Arc<AtomicBool>);
+
+impl StopHandle {
+    /// Stops the planning, or the loader once it is planned.
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 
@@ -107,16 +127,17 @@ impl ObjectSource {
             .into_iter()
             .map(|url| {
                 let text = url.as_ref();
+                let what = format!("{:?}", redact::redacted_text(text));
                 if !is_object_url(text) {
                     return Err(Error::InvalidSource {
-                        what: format!("{text:?}"),
+                        what,
                         reason: "it is not a URL of object storage; expected s3://, gs://, \
                                  az://, abfs://, abfss://, http:// or https://"
                             .to_string(),
                     });
                 }
                 Url::parse(text).map_err(|error| Error::InvalidSource {
-                    what: format!("{text:?}"),
+                    what,
                     reason: format!("it is not a valid URL: {error}"),
                 })
             })
@@ -125,14 +146,24 @@ impl ObjectSource {
         for url in &urls {
             options.check_for(url)?;
         }
-        Ok(ObjectSource { urls, options })
+        Ok(ObjectSource {
+            urls,
+            options,
+            stop: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// A handle that stops this source's planning (and the loader made from it) from another
+    /// thread.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle(self.stop.clone())
     }
 }
 
-/// The name of an object in messages and errors: its URL, as a path (the loader's errors name
-/// files by path).
+/// The name of an object in messages and errors: its URL without its userinfo, as a path (the
+/// loader's errors name files by path).
 fn display_name(url: &Url) -> PathBuf {
-    PathBuf::from(url.as_str())
+    PathBuf::from(redact::redacted(url))
 }
 
 /// An `object_store` error as the loader's error about the object `name`: a missing object is a
@@ -146,7 +177,7 @@ pub(crate) fn store_error(name: &Path, error: object_store::Error) -> Error {
         object_store::Error::Precondition { .. } => {
             return Error::FileChanged {
                 path: name.to_path_buf(),
-                change: "its ETag no longer matches".to_string(),
+                change: "its ETag or last-modified time no longer matches".to_string(),
             };
         }
         _ => io::ErrorKind::Other,
@@ -157,292 +188,8 @@ pub(crate) fn store_error(name: &Path, error: object_store::Error) -> Error {
     }
 }
 
-/// One loader's async runtime, its stores (one per bucket, container or host) and the bound on
-/// its requests in flight.
-pub(crate) struct Remote {
-    /// `None` once dropped.
-    runtime: Option<tokio::runtime::Runtime>,
-    requests: Arc<Semaphore>,
-    /// Set when the loader stops: a wait for a fetch then ends at once.
-    stop: Arc<AtomicBool>,
-}
-
-impl Drop for Remote {
-    fn drop(&mut self) {
-        // Fetches in flight are cancelled without waiting for them (a server that stopped
-        // answering must not hold up the loader's `drop`).
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
-
-impl fmt::Debug for Remote {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Remote").finish_non_exhaustive()
-    }
-}
-
-impl Remote {
-    /// Starts the runtime.
-    fn start() -> Result<Arc<Self>> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(RUNTIME_THREADS)
-            .thread_name("arrow-dlpack-fetch")
-            .enable_all()
-            .build()
-            .map_err(|source| Error::Thread { source })?;
-        Ok(Arc::new(Remote {
-            runtime: Some(runtime),
-            requests: Arc::new(Semaphore::new(MAX_REQUESTS)),
-            stop: Arc::new(AtomicBool::new(false)),
-        }))
-    }
-
-    /// Runs `future` on the runtime and waits for its output on the calling thread.
-    pub(crate) fn run<T: Send + 'static>(
-        &self,
-        future: impl Future<Output = Result<T>> + Send + 'static,
-    ) -> Result<T> {
-        self.spawn(future).wait()
-    }
-
-    /// Starts `future` on the runtime; its output is waited for with [`Pending::wait`], and
-    /// dropping the [`Pending`] cancels it.
-    pub(crate) fn spawn<T: Send + 'static>(
-        &self,
-        future: impl Future<Output = Result<T>> + Send + 'static,
-    ) -> Pending<T> {
-        let (sender, receiver) = mpsc::sync_channel(1);
-        let runtime = self
-            .runtime
-            .as_ref()
-            .expect("the runtime lives until `drop`");
-        let task = runtime.spawn(async move {
-            let _ = sender.send(future.await);
-        });
-        Pending {
-            receiver,
-            task,
-            stop: self.stop.clone(),
-        }
-    }
-}
-
-/// A future started on a loader's runtime.
-pub(crate) struct Pending<T> {
-    receiver: mpsc::Receiver<Result<T>>,
-    task: tokio::task::JoinHandle<()>,
-    stop: Arc<AtomicBool>,
-}
-
-/// How often a wait for a fetch looks at the loader's stop flag.
-const STOP_POLL: Duration = Duration::from_millis(50);
-
-impl<T> Pending<T> {
-    /// Waits for the output, or until the loader stops.
-    pub(crate) fn wait(self) -> Result<T> {
-        loop {
-            match self.receiver.recv_timeout(STOP_POLL) {
-                Ok(result) => return result,
-                Err(mpsc::RecvTimeoutError::Timeout) if !self.stop.load(Ordering::Relaxed) => {}
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    return Err(Error::Panicked {
-                        message: "the loader stopped while a fetch was in flight".to_string(),
-                    });
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(Error::Panicked {
-                        message: "a fetch of the loader's runtime ended without a result"
-                            .to_string(),
-                    });
-                }
-            }
-        }
-    }
-}
-
-impl<T> Drop for Pending<T> {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// What an object was when it was planned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamp {
-    size: u64,
-    e_tag: Option<String>,
-    last_modified: i64,
-}
-
-impl Stamp {
-    fn of(meta: &ObjectMeta) -> Self {
-        Stamp {
-            size: meta.size,
-            e_tag: meta.e_tag.clone(),
-            last_modified: meta.last_modified.timestamp_millis(),
-        }
-    }
-
-    /// Refuses `meta` when it describes an object other than the planned one.
-    fn check(&self, name: &Path, meta: &ObjectMeta) -> Result<()> {
-        let now = Stamp::of(meta);
-        let change = if now.size != self.size {
-            format!("its size is {} bytes, was {}", now.size, self.size)
-        } else if now.e_tag != self.e_tag {
-            format!("its ETag is {:?}, was {:?}", now.e_tag, self.e_tag)
-        } else if self.e_tag.is_none() && now.last_modified != self.last_modified {
-            "its last-modified time differs".to_string()
-        } else {
-            return Ok(());
-        };
-        Err(Error::FileChanged {
-            path: name.to_path_buf(),
-            change,
-        })
-    }
-}
-
-/// An object as the loader planned it: every read asks for the planned ETag (`If-Match`) and
-/// checks the size, ETag and last-modified time of the answer, so that an object replaced after
-/// planning is an error naming it instead of data other than planned.
-#[derive(Clone)]
-pub(crate) struct RemoteObject {
-    name: PathBuf,
-    store: Arc<dyn ObjectStore>,
-    location: StorePath,
-    stamp: Stamp,
-    remote: Arc<Remote>,
-}
-
-impl fmt::Debug for RemoteObject {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("RemoteObject").field(&self.name).finish()
-    }
-}
-
-impl RemoteObject {
-    /// The object's URL, as a path for messages.
-    pub(crate) fn name(&self) -> &Path {
-        &self.name
-    }
-
-    /// The object's size in bytes.
-    pub(crate) fn size(&self) -> u64 {
-        self.stamp.size
-    }
-
-    /// The object's ETag when it was planned, if the store gave one.
-    pub(crate) fn e_tag(&self) -> Option<&str> {
-        self.stamp.e_tag.as_deref()
-    }
-
-    /// The object's last-modified time when it was planned, in milliseconds since the Unix
-    /// epoch.
-    pub(crate) fn last_modified_ms(&self) -> i64 {
-        self.stamp.last_modified
-    }
-
-    /// The loader's runtime.
-    pub(crate) fn remote(&self) -> &Arc<Remote> {
-        &self.remote
-    }
-
-    /// A future that fetches `ranges` (each inside the object), one request per range at most
-    /// [`MAX_REQUESTS`] of the loader at once, and checks each answer against the plan.
-    pub(crate) fn fetch_ranges(
-        &self,
-        ranges: impl IntoIterator<Item = Range<u64>>,
-    ) -> impl Future<Output = Result<Fetched>> + Send + 'static {
-        let object = FetchTarget::of(self);
-        let ranges: Vec<Range<u64>> = ranges.into_iter().collect();
-        async move {
-            let parts = futures_util::future::try_join_all(ranges.into_iter().map(|range| {
-                let object = object.clone();
-                async move { Ok::<_, Error>((range.start, object.get(range).await?)) }
-            }))
-            .await?;
-            Ok(Fetched::new(object.stamp.size, parts))
-        }
-    }
-
-    /// Fetches `ranges` now, on the calling thread.
-    pub(crate) fn fetch_now(
-        &self,
-        ranges: impl IntoIterator<Item = Range<u64>>,
-    ) -> Result<Fetched> {
-        self.remote.run(self.fetch_ranges(ranges))
-    }
-}
-
-/// What a fetch needs of a [`RemoteObject`], without the runtime (a task must not own the
-/// runtime it runs on).
-#[derive(Clone)]
-struct FetchTarget {
-    name: PathBuf,
-    store: Arc<dyn ObjectStore>,
-    location: StorePath,
-    stamp: Stamp,
-    requests: Arc<Semaphore>,
-}
-
-impl FetchTarget {
-    fn of(object: &RemoteObject) -> Self {
-        FetchTarget {
-            name: object.name.clone(),
-            store: object.store.clone(),
-            location: object.location.clone(),
-            stamp: object.stamp.clone(),
-            requests: object.remote.requests.clone(),
-        }
-    }
-
-    /// Fetches `range`, pinned to the planned object.
-    async fn get(&self, range: Range<u64>) -> Result<Bytes> {
-        let _permit = self.requests.acquire().await.map_err(|_| Error::Panicked {
-            message: "the loader's request bound was closed".to_string(),
-        })?;
-        let options = GetOptions {
-            range: Some(GetRange::Bounded(range.clone())),
-            if_match: self.stamp.e_tag.clone(),
-            ..GetOptions::default()
-        };
-        let result = self
-            .store
-            .get_opts(&self.location, options)
-            .await
-            .map_err(|error| store_error(&self.name, error))?;
-        self.stamp.check(&self.name, &result.meta)?;
-        let bytes = result
-            .bytes()
-            .await
-            .map_err(|error| store_error(&self.name, error))?;
-        let expected = range.end - range.start;
-        if bytes.len() as u64 != expected {
-            return Err(truncated(&self.name, &range, bytes.len()));
-        }
-        Ok(bytes)
-    }
-}
-
-/// The error of an answer shorter than the range asked.
-fn truncated(name: &Path, range: &Range<u64>, got: usize) -> Error {
-    Error::Io {
-        path: name.to_path_buf(),
-        source: io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!(
-                "asked for bytes {}..{} and received {got}; expected the whole range (a \
-                 truncated object or answer)",
-                range.start, range.end
-            ),
-        ),
-    }
-}
-
 /// The objects of a source, opened: each with the last bytes of its object (at least
-/// [`TAIL_GUESS`] of them, or all), in the order the loader reads them.
+/// 64 KiB of them, or all), in the order the loader reads them.
 pub(crate) struct Opened {
     pub(crate) format: Format,
     /// The flag that ends the waits for fetches when the loader stops.
@@ -450,30 +197,51 @@ pub(crate) struct Opened {
     pub(crate) objects: Vec<(RemoteObject, Fetched)>,
 }
 
-/// Lists the prefixes and globs of `source`, and opens every object: its metadata and its tail
-/// in one request each, [`OPEN_CONCURRENCY`] at once.
+/// The source in words for errors that are not about one object: its first URL, and how many
+/// more there are.
+fn label_of(urls: &[Url]) -> PathBuf {
+    let first = urls.first().map(redact::redacted).unwrap_or_default();
+    match urls.len() {
+        0 | 1 => PathBuf::from(first),
+        more => PathBuf::from(format!("{first} (and {} more URLs)", more - 1)),
+    }
+}
+
+/// Checks the credentials of stores that would ask the instance metadata service, lists the
+/// prefixes and globs of `source`, and opens every object: its metadata and its tail in one
+/// request each, [`OPEN_CONCURRENCY`] at once. The source's [`StopHandle`] ends it.
 pub(crate) fn open(source: ObjectSource) -> Result<Opened> {
-    options::install_crypto();
-    let remote = Remote::start()?;
+    let remote = Remote::start(source.stop.clone(), label_of(&source.urls))?;
     // One store per bucket, container or host, made from the first URL that names it.
     let mut stores: BTreeMap<String, Arc<dyn ObjectStore>> = BTreeMap::new();
+    let mut checks = Vec::new();
     let mut targets: Vec<(Url, Arc<dyn ObjectStore>, glob::Target)> = Vec::new();
     for url in &source.urls {
         let key = url[..url::Position::BeforePath].to_string();
         let store = match stores.get(&key) {
             Some(store) => store.clone(),
             None => {
-                let store = source.options.store_for(url)?;
-                stores.insert(key, store.clone());
-                store
+                let made = source.options.store_for(url)?;
+                if let Some(credentials) = made.credentials {
+                    checks.push((display_name(url), credentials));
+                }
+                stores.insert(key, made.store.clone());
+                made.store
             }
         };
         targets.push((url.clone(), store, glob::Target::of(url)?));
     }
+    remote.run(async move {
+        for (name, credentials) in checks {
+            credentials.check(&name).await?;
+        }
+        Ok(())
+    })?;
+    let stop = source.stop.clone();
     let listed: Vec<(Url, Arc<dyn ObjectStore>, StorePath)> = remote.run(async move {
         let mut all = Vec::new();
         for (url, store, target) in targets {
-            for location in target.resolve(&url, store.as_ref()).await? {
+            for location in target.resolve(&url, store.as_ref(), &stop).await? {
                 all.push((url.clone(), store.clone(), location));
             }
         }
@@ -481,19 +249,18 @@ pub(crate) fn open(source: ObjectSource) -> Result<Opened> {
     })?;
     let mut format = None;
     for (url, _, location) in &listed {
-        let name = object_url(url, location);
+        let name = display_name(&object_url(url, location));
         let Some(kind) = format_of(location.as_ref()) else {
-            return Err(Error::UnknownFormat {
-                path: display_name(&name),
-            });
+            return Err(Error::UnknownFormat { path: name });
         };
         match format {
             None => format = Some((kind, name)),
             Some((first, ref first_name)) if first != kind => {
                 return Err(Error::InvalidSpec {
                     reason: format!(
-                        "{first_name} and {name} are of different formats; expected objects of \
-                         one format"
+                        "{} and {} are of different formats; expected objects of one format",
+                        first_name.display(),
+                        name.display()
                     ),
                 });
             }
@@ -501,18 +268,33 @@ pub(crate) fn open(source: ObjectSource) -> Result<Opened> {
         }
     }
     let Some((format, _)) = format else {
-        let urls: Vec<&str> = source.urls.iter().map(Url::as_str).collect();
+        let urls: Vec<String> = source.urls.iter().map(redact::redacted).collect();
         return Err(Error::InvalidSpec {
             reason: format!(
                 "no objects of a known format (.parquet, .arrow, .arrows, ...) found at {urls:?}"
             ),
         });
     };
+    let allow_without_validator = source.options.objects_without_validators;
+    let parquet = format == Format::Parquet;
+    let requests = remote.requests.clone();
     let opening: Vec<_> = listed
         .into_iter()
         .map(|(url, store, location)| {
             let name = display_name(&object_url(&url, &location));
-            Box::pin(open_one(name, store, location, remote.requests.clone()))
+            let requests = requests.clone();
+            Box::pin(async move {
+                let (stamp, tail) = object::open_one(
+                    &name,
+                    store.as_ref(),
+                    &location,
+                    &requests,
+                    allow_without_validator,
+                    parquet,
+                )
+                .await?;
+                Ok::<_, Error>((name, store, location, stamp, tail))
+            })
         })
         .collect();
     let opened = remote.run(async move {
@@ -552,38 +334,4 @@ fn object_url(url: &Url, location: &StorePath) -> Url {
     // HTTP's long forms; for the short forms (`s3://bucket/key`) the path is the key.
     object.set_path(&format!("/{location}"));
     object
-}
-
-/// What [`open_one`] gives: the object's name, store, location, stamp and tail.
-type OpenedObject = (PathBuf, Arc<dyn ObjectStore>, StorePath, Stamp, Fetched);
-
-/// Fetches the last [`TAIL_GUESS`] bytes of an object (all of a smaller one) with its metadata.
-async fn open_one(
-    name: PathBuf,
-    store: Arc<dyn ObjectStore>,
-    location: StorePath,
-    requests: Arc<Semaphore>,
-) -> Result<OpenedObject> {
-    let _permit = requests.acquire().await.map_err(|_| Error::Panicked {
-        message: "the loader's request bound was closed".to_string(),
-    })?;
-    let options = GetOptions {
-        range: Some(GetRange::Suffix(TAIL_GUESS)),
-        ..GetOptions::default()
-    };
-    let result = store
-        .get_opts(&location, options)
-        .await
-        .map_err(|error| store_error(&name, error))?;
-    let stamp = Stamp::of(&result.meta);
-    let range = result.range.clone();
-    let bytes = result
-        .bytes()
-        .await
-        .map_err(|error| store_error(&name, error))?;
-    if bytes.len() as u64 != range.end - range.start || range.end != stamp.size {
-        return Err(truncated(&name, &range, bytes.len()));
-    }
-    let tail = Fetched::new(stamp.size, vec![(range.start, bytes)]);
-    Ok((name, store, location, stamp, tail))
 }

@@ -1,6 +1,7 @@
 //! Storage options (`storage_options={...}` in Python): the keys of `object_store`'s builders,
-//! checked against a URL's store when the source is made, plus the retry settings; and the
-//! stores built from them over the environment.
+//! checked against a URL's store when the source is made, plus the loader's own (retries,
+//! redirects, objects without validators); and the stores built from them over the
+//! environment, each with the loader's HTTP client ([`Connector`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,22 +13,31 @@ use object_store::http::HttpBuilder;
 use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, ObjectStoreScheme, RetryConfig};
 use url::Url;
 
+use super::client::{BasicAuth, Connector, parse_flag};
+use super::credentials::{MetadataCredentials, metadata_fallback};
+use super::redact::{has_userinfo, redacted, redacted_text};
 use crate::{Error, Result};
 
+/// The loader's own keys that take a boolean, besides the retry settings.
+const REDIRECTS_KEY: &str = "allow_redirects_to_other_hosts";
+const VALIDATORS_KEY: &str = "allow_objects_without_validators";
+
 /// The options of an [`ObjectSource`](super::ObjectSource): builder keys (lowercase) and values,
-/// and the retries of transient errors.
+/// the retries of transient errors, and the loader's two opt-ins.
 #[derive(Clone)]
 pub(crate) struct StorageOptions {
     entries: Vec<(String, String)>,
     retry: RetryConfig,
+    /// Follow redirects to another scheme, host or port (without credentials).
+    redirects_to_other_hosts: bool,
+    /// Read objects whose server sends no ETag and no last-modified time.
+    pub(super) objects_without_validators: bool,
 }
 
-/// Installs `ring` as rustls's crypto provider for the process, unless one is installed: the
-/// HTTP client is built without a provider of its own (aws-lc-rs would need a C toolchain).
-pub(super) fn install_crypto() {
-    // An error means a provider is installed already (by this loader or by the application),
-    // which the client then uses.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+/// A store and, where it would ask the instance metadata service, its credentials to check.
+pub(super) struct Store {
+    pub(super) store: Arc<dyn ObjectStore>,
+    pub(super) credentials: Option<MetadataCredentials>,
 }
 
 /// A duration such as `"30s"`, `"500ms"`, `"2m"`, `"1h"` or a number of seconds.
@@ -59,16 +69,26 @@ fn parse_duration(key: &str, value: &str) -> Result<Duration> {
 }
 
 impl StorageOptions {
-    /// The options `options`; the retry keys are taken out and parsed here.
+    /// The options `options`; the loader's own keys are taken out and parsed here, and a value
+    /// that is a URL with a user name or password is refused (`proxy_url` excepted, whose
+    /// userinfo authenticates to the proxy).
     pub(super) fn new<K: AsRef<str>, V: Into<String>>(
         options: impl IntoIterator<Item = (K, V)>,
     ) -> Result<Self> {
         let mut entries = Vec::new();
         let mut retry = RetryConfig::default();
         let mut backoff = BackoffConfig::default();
+        let mut redirects_to_other_hosts = false;
+        let mut objects_without_validators = false;
         for (key, value) in options {
             let key = key.as_ref().to_ascii_lowercase();
             let value: String = value.into();
+            let flag = || {
+                parse_flag(&value).ok_or_else(|| Error::InvalidSource {
+                    what: format!("storage option {key:?}"),
+                    reason: format!("it is {value:?}; expected true or false"),
+                })
+            };
             match key.as_str() {
                 "max_retries" => {
                     retry.max_retries = value.trim().parse().map_err(|_| Error::InvalidSource {
@@ -78,12 +98,22 @@ impl StorageOptions {
                 }
                 "retry_timeout" => retry.retry_timeout = parse_duration(&key, &value)?,
                 "retry_backoff" => backoff.init_backoff = parse_duration(&key, &value)?,
-                _ => entries.push((key, value)),
+                REDIRECTS_KEY => redirects_to_other_hosts = flag()?,
+                VALIDATORS_KEY => objects_without_validators = flag()?,
+                _ => {
+                    check_no_userinfo(&key, &value)?;
+                    entries.push((key, value));
+                }
             }
         }
         backoff.max_backoff = backoff.max_backoff.max(backoff.init_backoff);
         retry.backoff = backoff;
-        Ok(StorageOptions { entries, retry })
+        Ok(StorageOptions {
+            entries,
+            retry,
+            redirects_to_other_hosts,
+            objects_without_validators,
+        })
     }
 
     /// The keys given (for `Debug`, which must not show secrets).
@@ -91,9 +121,19 @@ impl StorageOptions {
         self.entries.iter().map(|(key, _)| key.as_str()).collect()
     }
 
-    /// Refuses a key that the store of `url` does not know.
+    /// Refuses a key that the store of `url` does not know, and a userinfo in a URL of a store
+    /// that takes its credentials elsewhere (every scheme but `http(s)://`).
     pub(super) fn check_for(&self, url: &Url) -> Result<()> {
         let scheme = scheme_of(url)?;
+        if has_userinfo(url) && scheme != ObjectStoreScheme::Http {
+            return Err(Error::InvalidSource {
+                what: redacted(url),
+                reason: "it carries a user name or password; expected the URL without them \
+                         (credentials go in the environment or the storage options, such as \
+                         aws_access_key_id)"
+                    .to_string(),
+            });
+        }
         for (key, _) in &self.entries {
             let known = match scheme {
                 ObjectStoreScheme::AmazonS3 => key.parse::<AmazonS3ConfigKey>().is_ok(),
@@ -105,9 +145,11 @@ impl StorageOptions {
                 return Err(Error::InvalidSource {
                     what: format!("storage option {key:?}"),
                     reason: format!(
-                        "it is not an option of the store of {url}; expected a key of \
+                        "it is not an option of the store of {}; expected a key of \
                          object_store's {scheme:?} builder (such as \"endpoint\", \"region\", \
-                         \"timeout\") or max_retries, retry_timeout, retry_backoff"
+                         \"timeout\") or max_retries, retry_timeout, retry_backoff, \
+                         {REDIRECTS_KEY}, {VALIDATORS_KEY}",
+                        redacted(url)
                     ),
                 });
             }
@@ -115,12 +157,20 @@ impl StorageOptions {
         Ok(())
     }
 
+    /// The HTTP client of the stores of `url`.
+    fn connector(&self, url: &Url) -> Connector {
+        Connector {
+            redirects_to_other_hosts: self.redirects_to_other_hosts,
+            basic_auth: BasicAuth::of(url),
+        }
+    }
+
     /// The store of `url`'s bucket, container or host: the environment's settings, then these
     /// options over them. A plain-HTTP endpoint (a local server, an emulator) is allowed when
     /// the URL or the endpoint asks for it.
-    pub(super) fn store_for(&self, url: &Url) -> Result<Arc<dyn ObjectStore>> {
+    pub(super) fn store_for(&self, url: &Url) -> Result<Store> {
         let build_error = |error: object_store::Error| Error::InvalidSource {
-            what: url.to_string(),
+            what: redacted(url),
             reason: format!("its store cannot be made from the environment and options: {error}"),
         };
         // Keys were checked by `check_for` when the source was made.
@@ -132,10 +182,13 @@ impl StorageOptions {
                         builder = builder.with_config(key, value);
                     }
                 }
+                // The environment's endpoint too must not carry credentials to print.
+                let endpoint = builder.get_config_value(&AmazonS3ConfigKey::Endpoint);
+                if let Some(endpoint) = &endpoint {
+                    check_no_userinfo("endpoint", endpoint)?;
+                }
                 let allow = AmazonS3ConfigKey::Client(ClientConfigKey::AllowHttp);
-                let plain = builder
-                    .get_config_value(&AmazonS3ConfigKey::Endpoint)
-                    .is_some_and(|endpoint| endpoint.starts_with("http://"));
+                let plain = endpoint.is_some_and(|endpoint| endpoint.starts_with("http://"));
                 let explicit = std::env::var_os("AWS_ALLOW_HTTP").is_some()
                     || self.entries.iter().any(|(key, _)| {
                         key.parse::<AmazonS3ConfigKey>().ok().as_ref() == Some(&allow)
@@ -143,12 +196,19 @@ impl StorageOptions {
                 if plain && !explicit {
                     builder = builder.with_config(allow, "true");
                 }
-                Arc::new(
-                    builder
-                        .with_retry(self.retry.clone())
-                        .build()
-                        .map_err(build_error)?,
-                )
+                let metadata = metadata_fallback(&builder);
+                let store = builder
+                    .with_retry(self.retry.clone())
+                    .with_http_connector(self.connector(url))
+                    .build()
+                    .map_err(build_error)?;
+                let credentials = metadata.map(|endpoint| {
+                    MetadataCredentials::new(store.credentials().clone(), endpoint)
+                });
+                return Ok(Store {
+                    store: Arc::new(store),
+                    credentials,
+                });
             }
             ObjectStoreScheme::GoogleCloudStorage => {
                 let mut builder = GoogleCloudStorageBuilder::from_env().with_url(url.as_str());
@@ -160,6 +220,7 @@ impl StorageOptions {
                 Arc::new(
                     builder
                         .with_retry(self.retry.clone())
+                        .with_http_connector(self.connector(url))
                         .build()
                         .map_err(build_error)?,
                 )
@@ -171,15 +232,24 @@ impl StorageOptions {
                         builder = builder.with_config(key, value);
                     }
                 }
+                if let Some(endpoint) = builder.get_config_value(&AzureConfigKey::Endpoint) {
+                    check_no_userinfo("azure_storage_endpoint", &endpoint)?;
+                }
                 Arc::new(
                     builder
                         .with_retry(self.retry.clone())
+                        .with_http_connector(self.connector(url))
                         .build()
                         .map_err(build_error)?,
                 )
             }
             _ => {
-                let mut builder = HttpBuilder::new().with_url(&url[..url::Position::BeforePath]);
+                // The store's URL without the userinfo, which the connector sends as basic
+                // auth instead (and which must not reach `object_store`'s messages).
+                let mut base = url.clone();
+                let _ = base.set_password(None);
+                let _ = base.set_username("");
+                let mut builder = HttpBuilder::new().with_url(&base[..url::Position::BeforePath]);
                 if url.scheme() == "http" {
                     builder = builder.with_config(ClientConfigKey::AllowHttp, "true");
                 }
@@ -191,13 +261,38 @@ impl StorageOptions {
                 Arc::new(
                     builder
                         .with_retry(self.retry.clone())
+                        .with_http_connector(self.connector(url))
                         .build()
                         .map_err(build_error)?,
                 )
             }
         };
-        Ok(store)
+        Ok(Store {
+            store,
+            credentials: None,
+        })
     }
+}
+
+/// Refuses the option `key` when `value` is a URL with a user name or password (their place is
+/// the options meant for credentials); `proxy_url` may carry them, for the proxy.
+fn check_no_userinfo(key: &str, value: &str) -> Result<()> {
+    if key.ends_with("proxy_url") || !value.contains("://") {
+        return Ok(());
+    }
+    let carries = Url::parse(value.trim())
+        .map_or_else(|_| redacted_text(value) != value, |url| has_userinfo(&url));
+    if !carries {
+        return Ok(());
+    }
+    Err(Error::InvalidSource {
+        what: format!("storage option {key:?}"),
+        reason: format!(
+            "its URL {} carries a user name or password; expected the URL without them \
+             (credentials go in their own options, such as aws_access_key_id)",
+            redacted_text(value)
+        ),
+    })
 }
 
 /// The kind of store of `url`.
@@ -205,7 +300,7 @@ fn scheme_of(url: &Url) -> Result<ObjectStoreScheme> {
     ObjectStoreScheme::parse(url)
         .map(|(scheme, _)| scheme)
         .map_err(|error| Error::InvalidSource {
-            what: url.to_string(),
+            what: redacted(url),
             reason: format!("it is not a URL of object storage: {error}"),
         })
 }
@@ -236,5 +331,43 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("\"no_such_key\""), "{error}");
+    }
+
+    #[test]
+    fn the_loaders_own_keys_are_flags() {
+        let options = StorageOptions::new([
+            ("allow_redirects_to_other_hosts", "True"),
+            ("ALLOW_OBJECTS_WITHOUT_VALIDATORS", "1"),
+        ])
+        .unwrap();
+        assert!(options.redirects_to_other_hosts && options.objects_without_validators);
+        assert!(options.keys().is_empty());
+        let error = StorageOptions::new([("allow_redirects_to_other_hosts", "perhaps")])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("expected true or false"), "{error}");
+    }
+
+    #[test]
+    fn userinfo_is_refused_in_option_urls_without_showing_it() {
+        let error = StorageOptions::new([("endpoint", "http://minio:s3cret@127.0.0.1:9000")])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("http://***@127.0.0.1:9000"), "{error}");
+        assert!(
+            !error.contains("s3cret") && !error.contains("minio"),
+            "{error}"
+        );
+        StorageOptions::new([("proxy_url", "http://user:pw@proxy:3128")]).unwrap();
+        let url = Url::parse("s3://key:secret@bucket/a.parquet").unwrap();
+        let error = StorageOptions::new(Vec::<(String, String)>::new())
+            .unwrap()
+            .check_for(&url)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("s3://***@bucket/a.parquet"), "{error}");
+        assert!(!error.contains("secret"), "{error}");
     }
 }

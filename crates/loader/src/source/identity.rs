@@ -141,20 +141,11 @@ fn of_planned(planned: Option<&PlannedFile>, path: &Path, digest: &str) -> FileI
     }
 }
 
-/// An object as planned: its URL without user name and password, its size, ETag and
-/// last-modified time.
+/// An object as planned: its URL (as the remote module names objects, its userinfo hidden), its
+/// size, ETag and last-modified time.
 #[cfg(feature = "object-store")]
 fn of_object(object: &RemoteObject, digest: Option<&str>) -> FileIdentity {
-    let text = object.name().to_string_lossy();
-    let name = match url::Url::parse(&text) {
-        Ok(mut url) => {
-            // Both fail only for URLs that cannot have them, which then have none to remove.
-            let _ = url.set_username("");
-            let _ = url.set_password(None);
-            url.to_string()
-        }
-        Err(_) => text.into_owned(),
-    };
+    let name = object.name().to_string_lossy().into_owned();
     FileIdentity {
         name,
         size: object.size(),

@@ -13,6 +13,10 @@ mod lifecycle;
 mod malformed;
 #[cfg(feature = "object-store")]
 mod remote;
+#[cfg(feature = "object-store")]
+mod remote_hostile;
+#[cfg(feature = "object-store")]
+mod remote_trust;
 mod resume;
 mod resume_checks;
 mod sequences;

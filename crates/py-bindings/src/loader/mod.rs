@@ -27,6 +27,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
+mod interrupt;
 mod options;
 
 use crate::arrow_ffi::CheckedStream;
@@ -380,7 +381,7 @@ impl PyBatches {
         // Opening files reads their metadata (footers a hostile file may have forged): I/O, done
         // without the GIL, and under `no_panic` like every read of foreign data.
         let batches = errors::no_panic("opening the loader's source", || {
-            py.detach(|| Batches::new(source, spec))
+            interrupt::plan_interruptibly(py, source, |source| Batches::new(source, spec))?
                 .map_err(errors::loader_error)
         })?;
         Ok(PyBatches {

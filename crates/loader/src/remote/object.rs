@@ -1,0 +1,457 @@
+//! An object as the loader planned it ([`RemoteObject`]), pinned by what its first answer said
+//! ([`Stamp`]), and the reading of its ranges: every range checked against the object's size
+//! before it is asked for, every answer checked against the plan, and its bytes gathered in a
+//! buffer that grows with the bytes that arrive (fallibly), never past the range asked.
+
+use std::fmt;
+use std::io;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use object_store::path::Path as StorePath;
+use object_store::{GetOptions, GetRange, GetResult, ObjectMeta, ObjectStore};
+use tokio::sync::Semaphore;
+
+use super::fetched::Fetched;
+use super::runtime::Remote;
+use super::store_error;
+use crate::{Error, Result};
+
+/// The bytes read from the end of an object when it is opened: a Parquet footer or an IPC
+/// footer of this size or less costs one request.
+pub(super) const TAIL_GUESS: u64 = 64 * 1024;
+
+/// The most bytes reserved for a range before its bytes arrive; the buffer then doubles with
+/// the bytes received, up to the range's length.
+const FIRST_RESERVE: usize = 8 << 20;
+
+/// What an object was when it was planned: its size and validators (ETag, last-modified time).
+#[derive(Debug, Clone)]
+pub(super) struct Stamp {
+    meta: ObjectMeta,
+}
+
+impl Stamp {
+    pub(super) fn of(meta: &ObjectMeta) -> Self {
+        Stamp { meta: meta.clone() }
+    }
+
+    /// The object's size in bytes.
+    pub(super) fn size(&self) -> u64 {
+        self.meta.size
+    }
+
+    /// Whether the object has a validator: an ETag or a last-modified time (`object_store`
+    /// gives the Unix epoch for an answer without one).
+    pub(super) fn has_validator(&self) -> bool {
+        self.meta.e_tag.is_some() || self.meta.last_modified.timestamp_millis() != 0
+    }
+
+    /// The preconditions of a request for a range of the planned object: its ETag (`If-Match`)
+    /// when it is a strong one (a weak ETag never matches `If-Match`), else its last-modified
+    /// time (`If-Unmodified-Since`).
+    fn preconditions(&self, range: Range<u64>) -> GetOptions {
+        let strong = self.meta.e_tag.clone().filter(|tag| !tag.starts_with("W/"));
+        let unmodified =
+            (self.meta.e_tag.is_none() && self.has_validator()).then_some(self.meta.last_modified);
+        GetOptions {
+            range: Some(GetRange::Bounded(range)),
+            if_match: strong,
+            if_unmodified_since: unmodified,
+            ..GetOptions::default()
+        }
+    }
+
+    /// Refuses `meta` when it describes an object other than the planned one.
+    fn check(&self, name: &Path, meta: &ObjectMeta) -> Result<()> {
+        let (was, now) = (&self.meta, meta);
+        let change = if now.size != was.size {
+            format!("its size is {} bytes, was {}", now.size, was.size)
+        } else if now.e_tag != was.e_tag {
+            format!("its ETag is {:?}, was {:?}", now.e_tag, was.e_tag)
+        } else if was.e_tag.is_none() && now.last_modified != was.last_modified {
+            format!(
+                "its last-modified time is {}, was {}",
+                now.last_modified, was.last_modified
+            )
+        } else {
+            return Ok(());
+        };
+        Err(Error::FileChanged {
+            path: name.to_path_buf(),
+            change,
+        })
+    }
+}
+
+/// An object as the loader planned it: every read asks for the planned ETag (`If-Match`, or
+/// `If-Unmodified-Since` without one) and checks the size, ETag and last-modified time of the
+/// answer, so that an object replaced after planning is an error naming it instead of data
+/// other than planned.
+#[derive(Clone)]
+pub(crate) struct RemoteObject {
+    pub(super) name: PathBuf,
+    pub(super) store: Arc<dyn ObjectStore>,
+    pub(super) location: StorePath,
+    pub(super) stamp: Stamp,
+    pub(super) remote: Arc<Remote>,
+}
+
+impl fmt::Debug for RemoteObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("RemoteObject").field(&self.name).finish()
+    }
+}
+
+impl RemoteObject {
+    /// The object's URL (its userinfo hidden), as a path for messages.
+    pub(crate) fn name(&self) -> &Path {
+        &self.name
+    }
+
+    /// The object's size in bytes.
+    pub(crate) fn size(&self) -> u64 {
+        self.stamp.size()
+    }
+
+    /// The object's ETag when it was planned, if the store gave one.
+    pub(crate) fn e_tag(&self) -> Option<&str> {
+        self.stamp.meta.e_tag.as_deref()
+    }
+
+    /// The object's last-modified time when it was planned, in milliseconds since the Unix
+    /// epoch (0 when the store gave none).
+    pub(crate) fn last_modified_ms(&self) -> i64 {
+        self.stamp.meta.last_modified.timestamp_millis()
+    }
+
+    /// The loader's runtime.
+    pub(crate) fn remote(&self) -> &Arc<Remote> {
+        &self.remote
+    }
+
+    /// A future that fetches `ranges` (each inside the object, or the fetch is refused before
+    /// any request), one request per range, at most [`MAX_REQUESTS`](super::runtime::MAX_REQUESTS) of
+    /// the loader at once, and checks each answer against the plan.
+    pub(crate) fn fetch_ranges(
+        &self,
+        ranges: impl IntoIterator<Item = Range<u64>>,
+    ) -> impl Future<Output = Result<Fetched>> + Send + 'static {
+        let object = FetchTarget::of(self);
+        let ranges: Vec<Range<u64>> = ranges.into_iter().collect();
+        async move {
+            for range in &ranges {
+                check_range(&object.name, range, object.stamp.size())?;
+            }
+            let parts = futures_util::future::try_join_all(ranges.into_iter().map(|range| {
+                let object = object.clone();
+                async move { Ok::<_, Error>((range.start, object.get(range).await?)) }
+            }))
+            .await?;
+            Ok(Fetched::new(object.stamp.size(), parts))
+        }
+    }
+
+    /// Fetches `ranges` now, on the calling thread.
+    pub(crate) fn fetch_now(
+        &self,
+        ranges: impl IntoIterator<Item = Range<u64>>,
+    ) -> Result<Fetched> {
+        self.remote.run(self.fetch_ranges(ranges))
+    }
+}
+
+/// Refuses a range that is empty or reaches past the object's `size` bytes.
+fn check_range(name: &Path, range: &Range<u64>, size: u64) -> Result<()> {
+    if range.start < range.end && range.end <= size {
+        return Ok(());
+    }
+    Err(Error::Io {
+        path: name.to_path_buf(),
+        source: io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "the loader planned to read bytes {}..{} of it; expected a range inside its {size} \
+                 bytes (a corrupt footer)",
+                range.start, range.end
+            ),
+        ),
+    })
+}
+
+/// What a fetch needs of a [`RemoteObject`], without the runtime (a task must not own the
+/// runtime it runs on).
+#[derive(Clone)]
+struct FetchTarget {
+    name: PathBuf,
+    store: Arc<dyn ObjectStore>,
+    location: StorePath,
+    stamp: Stamp,
+    requests: Arc<Semaphore>,
+}
+
+impl FetchTarget {
+    fn of(object: &RemoteObject) -> Self {
+        FetchTarget {
+            name: object.name.clone(),
+            store: object.store.clone(),
+            location: object.location.clone(),
+            stamp: object.stamp.clone(),
+            requests: object.remote.requests.clone(),
+        }
+    }
+
+    /// Fetches `range`, pinned to the planned object.
+    async fn get(&self, range: Range<u64>) -> Result<Bytes> {
+        let _permit = acquire(&self.requests).await?;
+        let result = self
+            .store
+            .get_opts(&self.location, self.stamp.preconditions(range.clone()))
+            .await
+            .map_err(|error| store_error(&self.name, error))?;
+        self.stamp.check(&self.name, &result.meta)?;
+        if result.range != range {
+            return Err(other_range(&self.name, &range, &result.range));
+        }
+        collect(&self.name, result, &range).await
+    }
+}
+
+/// A permit of the loader's bound on requests in flight.
+async fn acquire(requests: &Semaphore) -> Result<tokio::sync::SemaphorePermit<'_>> {
+    requests.acquire().await.map_err(|_| Error::Panicked {
+        message: "the loader's request bound was closed".to_string(),
+    })
+}
+
+/// The bytes of the answer `result` to a request for `range`: gathered as they arrive, in a
+/// buffer that grows with them (at most [`FIRST_RESERVE`] reserved before any arrive) and that
+/// an allocation failure refuses instead of aborting; an answer that goes past the range is
+/// refused at its first byte too many, and the connection dropped.
+async fn collect(name: &Path, result: GetResult, range: &Range<u64>) -> Result<Bytes> {
+    let expected = range.end - range.start;
+    let capacity = usize::try_from(expected).map_err(|_| {
+        io_error(
+            name,
+            io::ErrorKind::OutOfMemory,
+            format!(
+                "bytes {}..{} do not fit in this machine's memory",
+                range.start, range.end
+            ),
+        )
+    })?;
+    let mut stream = result.into_stream();
+    // One part is kept as it came (no copy); a second one starts the buffer.
+    let mut first: Option<Bytes> = None;
+    let mut buffer: Vec<u8> = Vec::new();
+    let mut received = 0u64;
+    while let Some(part) = stream.next().await {
+        let part = part.map_err(|error| store_error(name, error))?;
+        received += part.len() as u64;
+        if received > expected {
+            return Err(io_error(
+                name,
+                io::ErrorKind::InvalidData,
+                format!(
+                    "asked for bytes {}..{} and the answer went on past them; expected {expected} \
+                     bytes",
+                    range.start, range.end
+                ),
+            ));
+        }
+        if first.is_none() && buffer.is_empty() {
+            first = Some(part);
+            continue;
+        }
+        if let Some(first) = first.take() {
+            make_room(&mut buffer, first.len(), capacity, name, range)?;
+            buffer.extend_from_slice(&first);
+        }
+        make_room(&mut buffer, part.len(), capacity, name, range)?;
+        buffer.extend_from_slice(&part);
+    }
+    let bytes = first.unwrap_or_else(|| Bytes::from(buffer));
+    if bytes.len() as u64 != expected {
+        return Err(truncated(name, range, bytes.len()));
+    }
+    Ok(bytes)
+}
+
+/// Makes room in `buffer` for `more` bytes: at least [`FIRST_RESERVE`] (or the whole range when
+/// smaller) at first, then doubling, never past `capacity`; a refused allocation is an error.
+fn make_room(
+    buffer: &mut Vec<u8>,
+    more: usize,
+    capacity: usize,
+    name: &Path,
+    range: &Range<u64>,
+) -> Result<()> {
+    let needed = buffer.len() + more;
+    if needed <= buffer.capacity() {
+        return Ok(());
+    }
+    let target = (buffer.capacity() * 2)
+        .max(FIRST_RESERVE)
+        .max(needed)
+        .min(capacity.max(needed));
+    buffer
+        .try_reserve_exact(target - buffer.len())
+        .map_err(|error| {
+            io_error(
+                name,
+                io::ErrorKind::OutOfMemory,
+                format!(
+                    "cannot allocate {target} bytes for bytes {}..{}: {error}",
+                    range.start, range.end
+                ),
+            )
+        })
+}
+
+/// An I/O error of kind `kind` about the object `name`.
+fn io_error(name: &Path, kind: io::ErrorKind, message: String) -> Error {
+    Error::Io {
+        path: name.to_path_buf(),
+        source: io::Error::new(kind, message),
+    }
+}
+
+/// The error of an answer shorter than the range asked.
+fn truncated(name: &Path, range: &Range<u64>, got: usize) -> Error {
+    io_error(
+        name,
+        io::ErrorKind::UnexpectedEof,
+        format!(
+            "asked for bytes {}..{} and received {got}; expected the whole range (a truncated \
+             object or answer)",
+            range.start, range.end
+        ),
+    )
+}
+
+/// The error of an answer for other bytes than asked.
+fn other_range(name: &Path, asked: &Range<u64>, got: &Range<u64>) -> Error {
+    io_error(
+        name,
+        io::ErrorKind::InvalidData,
+        format!(
+            "asked for bytes {}..{} and the answer holds bytes {}..{}; expected the range asked",
+            asked.start, asked.end, got.start, got.end
+        ),
+    )
+}
+
+/// What [`open_one`] gives: the object's stamp and tail.
+pub(super) type Opened = (Stamp, Fetched);
+
+/// Fetches the last [`TAIL_GUESS`] bytes of an object (all of a smaller one) with its metadata;
+/// an object without a validator is refused unless `allow_without_validator`. Of a Parquet
+/// object (`parquet`), only the footer is kept (the planning holds every object's tail at once).
+pub(super) async fn open_one(
+    name: &Path,
+    store: &dyn ObjectStore,
+    location: &StorePath,
+    requests: &Semaphore,
+    allow_without_validator: bool,
+    parquet: bool,
+) -> Result<Opened> {
+    let _permit = acquire(requests).await?;
+    let options = GetOptions {
+        range: Some(GetRange::Suffix(TAIL_GUESS)),
+        ..GetOptions::default()
+    };
+    let result = store
+        .get_opts(location, options)
+        .await
+        .map_err(|error| store_error(name, error))?;
+    let stamp = Stamp::of(&result.meta);
+    if !stamp.has_validator() && !allow_without_validator {
+        return Err(Error::InvalidSource {
+            what: name.display().to_string(),
+            reason: "its server sends neither an ETag nor a Last-Modified time, so a change of \
+                     the object between the loader's requests could not be detected; expected \
+                     a server that sends one, or the storage option \
+                     allow_objects_without_validators set to true (the object is then pinned by \
+                     its size only)"
+                .to_string(),
+        });
+    }
+    let range = result.range.clone();
+    let asked = stamp.size().saturating_sub(TAIL_GUESS)..stamp.size();
+    if range != asked {
+        return Err(other_range(name, &asked, &range));
+    }
+    let mut bytes = collect(name, result, &range).await?;
+    if parquet {
+        bytes = parquet_footer(bytes);
+    }
+    let start = range.end - bytes.len() as u64;
+    let tail = Fetched::new(stamp.size(), vec![(start, bytes)]);
+    Ok((stamp, tail))
+}
+
+/// The footer at the end of `tail` (the last bytes of a Parquet file: the footer, its length
+/// and `PAR1`), copied out of it when it is shorter; `tail` itself otherwise, and when its last
+/// bytes are not a footer's (the planning reports that).
+fn parquet_footer(tail: Bytes) -> Bytes {
+    let Some(at) = tail.len().checked_sub(8) else {
+        return tail;
+    };
+    let length = u32::from_le_bytes([tail[at], tail[at + 1], tail[at + 2], tail[at + 3]]);
+    match usize::try_from(length)
+        .ok()
+        .and_then(|length| length.checked_add(8))
+        .filter(|&kept| kept < tail.len())
+    {
+        Some(kept) => Bytes::copy_from_slice(&tail[tail.len() - kept..]),
+        None => tail,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_grows_from_the_first_reserve_by_doubling_up_to_the_range() {
+        let name = Path::new("s3://b/k");
+        let range = 0..100;
+        let mut buffer = Vec::new();
+        make_room(&mut buffer, 10, 100, name, &range).unwrap();
+        assert_eq!(buffer.capacity(), 100);
+        let range = 0..(64 << 20);
+        let mut buffer = Vec::new();
+        make_room(&mut buffer, 10, 64 << 20, name, &range).unwrap();
+        assert_eq!(buffer.capacity(), FIRST_RESERVE);
+        buffer.resize(FIRST_RESERVE, 0);
+        make_room(&mut buffer, 1, 64 << 20, name, &range).unwrap();
+        assert_eq!(buffer.capacity(), 2 * FIRST_RESERVE);
+    }
+
+    #[test]
+    fn a_parquet_tail_keeps_its_footer_only() {
+        let mut tail = vec![7u8; 100];
+        tail.extend_from_slice(&[1, 2, 3]);
+        tail.extend_from_slice(&3u32.to_le_bytes());
+        tail.extend_from_slice(b"PAR1");
+        assert_eq!(&parquet_footer(Bytes::from(tail.clone()))[..], &tail[100..]);
+        // A length past the tail keeps the tail, for the footer's checks to report.
+        let at = tail.len() - 8;
+        tail[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(parquet_footer(Bytes::from(tail.clone())).len(), tail.len());
+        assert_eq!(parquet_footer(Bytes::from_static(b"PAR1")).len(), 4);
+    }
+
+    #[test]
+    fn ranges_outside_the_object_are_refused_before_any_request() {
+        let name = Path::new("s3://b/k");
+        assert!(check_range(name, &(0..10), 10).is_ok());
+        for range in [5..5, 0..11, (1 << 40)..(2 << 40)] {
+            let error = check_range(name, &range, 10).unwrap_err();
+            assert!(error.to_string().contains("s3://b/k"), "{error}");
+        }
+    }
+}

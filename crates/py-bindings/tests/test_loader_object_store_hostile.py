@@ -1,0 +1,156 @@
+"""``ad.batches`` over HTTP against hostile servers and careless callers, on loopback.
+
+A password in a URL is sent as HTTP basic auth and never shown; an answer longer than the range
+asked is cut off at the range (the bytes the server managed to send are counted); an object
+whose server sends no ETag and no Last-Modified time is refused unless the caller opts in; and
+Ctrl-C interrupts a loader whose planning waits for a server that stopped answering.
+"""
+
+import importlib.util
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import arrow_dlpack as ad
+
+
+def _load_servers():
+    """The helper ``_object_servers.py`` beside this file, loaded by path (the tests run with
+    ``--import-mode=importlib`` and are not a package)."""
+    location = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_object_servers.py")
+    spec = importlib.util.spec_from_file_location("_object_servers", location)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_servers = _load_servers()
+
+#: Options that keep a failing test short.
+QUICK = {"timeout": "5s", "max_retries": 0, "retry_timeout": "5s", "retry_backoff": "10ms"}
+
+#: The most body bytes a server can write before a client that stopped reading makes its writes
+#: fail: what loopback's socket buffers hold, and more.
+BUFFERED = 16 << 20
+
+
+def _parquet(tmp_path):
+    """A Parquet file of 2,000 rows in row groups of 500: its path and bytes."""
+    path = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"id": np.arange(2000, dtype=np.int64)}), path, row_group_size=500)
+    return path, path.read_bytes()
+
+
+def _ids(source, **options):
+    return np.concatenate(
+        [np.from_dlpack(batch["id"]).copy() for batch in ad.batches(source, 300, **options)]
+    ).tolist()
+
+
+def test_a_password_in_an_http_url_is_sent_as_basic_auth_and_never_shown(tmp_path):
+    path, data = _parquet(tmp_path)
+    expected = "Basic YWxpY2U6czNjcmV0"  # alice:s3cret
+
+    def require_auth(request):
+        if request.headers.get("Authorization") == expected:
+            return False
+        request.send_response(401)
+        request.send_header("Content-Length", "0")
+        request.end_headers()
+        return True
+
+    with _servers.range_server({"/a.parquet": data}) as (server, base):
+        server.handler = require_auth
+        secret_base = base.replace("http://", "http://alice:s3cret@")
+        loader = ad.batches(f"{secret_base}/a.parquet", 300, storage_options=QUICK)
+        ids = np.concatenate([np.from_dlpack(b["id"]).copy() for b in loader]).tolist()
+        assert ids == list(range(2000))
+        state = loader.state_dict()
+        assert "s3cret" not in repr(state) and "alice" not in repr(state)
+        assert "s3cret" not in repr(pickle.dumps(state))
+        with pytest.raises(FileNotFoundError) as raised:
+            ad.batches(f"{secret_base}/missing.parquet", storage_options=QUICK)
+        message = str(raised.value)
+        assert "s3cret" not in message and "alice" not in message
+        assert base.replace("http://", "http://***@") + "/missing.parquet" in message
+        assert {headers.get("authorization") for _, _, headers in server.seen} == {expected}
+
+
+def test_an_answer_longer_than_its_range_is_cut_off_at_the_range(tmp_path):
+    def flood(request):
+        request.stream_zeros(
+            206,
+            {
+                "Content-Length": str(10**12),
+                "Content-Range": "bytes 0-65535/65536",
+                "ETag": '"e"',
+            },
+            256 << 20,
+        )
+        return True
+
+    with _servers.range_server({}) as (server, base):
+        server.handler = flood
+        with pytest.raises(OSError, match="announces 1000000000000 bytes") as raised:
+            ad.batches(f"{base}/a.parquet", storage_options=QUICK)
+        assert f"{base}/a.parquet" in str(raised.value)
+        deadline = time.monotonic() + 30
+        while server.streaming and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.streamed < BUFFERED
+
+
+def test_an_object_without_validators_is_refused_unless_allowed(tmp_path):
+    path, data = _parquet(tmp_path)
+    with _servers.range_server({"/a.parquet": data}) as (server, base):
+        server.validators = False
+        url = f"{base}/a.parquet"
+        with pytest.raises(ValueError, match="neither an ETag nor a Last-Modified") as raised:
+            ad.batches(url, storage_options=QUICK)
+        assert url in str(raised.value)
+        assert "allow_objects_without_validators" in str(raised.value)
+        # Only the tail was asked for: nothing of the object was loaded.
+        assert server.requests == 1
+        options = {**QUICK, "allow_objects_without_validators": True}
+        assert _ids(url, storage_options=options) == _ids(str(path))
+
+
+def test_ctrl_c_interrupts_a_loader_waiting_for_a_server_that_stopped_answering():
+    with _servers.range_server({"/a.parquet": b"PAR1" * 100}) as (server, base):
+        server.stall.set()
+        script = (
+            "import arrow_dlpack as ad\n"
+            "try:\n"
+            f"    ad.batches({base + '/a.parquet'!r}, "
+            "storage_options={'timeout': '1h', 'max_retries': 0})\n"
+            "except KeyboardInterrupt:\n"
+            "    print('interrupted', flush=True)\n"
+        )
+        child = subprocess.Popen(
+            [sys.executable, "-c", script],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while server.requests == 0:
+                assert child.poll() is None, child.communicate()
+                assert time.monotonic() < deadline, "the child sent no request"
+                time.sleep(0.01)
+            child.send_signal(signal.SIGINT)
+            # The server stalls for 30 s: a child that only sees the signal once its request
+            # ends does not finish within this bound.
+            out, err = child.communicate(timeout=20)
+        finally:
+            child.kill()
+        assert out.strip() == "interrupted", err
+        assert child.returncode == 0, err
