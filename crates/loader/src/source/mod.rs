@@ -148,10 +148,7 @@ pub(crate) struct Plan {
 
 /// The columns the spec reads, or `None` for all.
 fn needed_columns(spec: &BatchSpec) -> Option<Vec<String>> {
-    if spec.columns.is_empty() && spec.groups.is_empty() {
-        return None;
-    }
-    let mut names = spec.columns.clone();
+    let mut names = spec.columns.clone()?;
     for group in &spec.groups {
         names.extend(group.columns.iter().cloned());
     }
@@ -257,7 +254,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
         }
         Source::Reader(reader) => {
             check_spec(spec, &reader.schema(), || "the reader".to_string())?;
-            let config = crate::state::config(spec, "a reader".to_string());
+            let config = spec.state_config("a reader".to_string());
             let (work, start) = resume(spec, &config, None)?;
             let batches = reader.map(|batch| batch.map_err(Error::from));
             let raw = in_stream(batches, &work, spec, &start);
@@ -291,7 +288,7 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         })
         .collect();
     let order = epoch_order(units, spec);
-    let config = crate::state::config(spec, describe("ipc files", paths));
+    let config = spec.state_config(describe("ipc files", paths));
     let (work, start) = resume(spec, &config, Some(order.len() as u64))?;
     let items = file_items(&work, spec, &start);
     let num_rows = rows_left(
@@ -345,7 +342,7 @@ fn plan_parquet_files(
         }
     }
     let order = epoch_order(units, spec);
-    let config = crate::state::config(spec, describe("parquet files", paths));
+    let config = spec.state_config(describe("parquet files", paths));
     let (work, start) = resume(spec, &config, Some(order.len() as u64))?;
     let items = file_items(&work, spec, &start);
     let num_rows = rows_left(&items, |unit| order[unit as usize].rows, &start, spec)?;
@@ -364,7 +361,20 @@ fn plan_parquet_files(
         unit.skip = *row;
         offset = Some((*item, *row));
     }
-    let pieces = ParquetPieces::start(files, planned, spec.decode_thread_count())?;
+    // The decoding threads start at the first pull, on the loader thread, so that a plan that
+    // is only checked (`outline`) starts none.
+    let threads = spec.decode_thread_count();
+    let mut unstarted = Some((files, planned));
+    let mut started: Option<ParquetPieces> = None;
+    let pieces = std::iter::from_fn(move || {
+        if let Some((files, planned)) = unstarted.take() {
+            match ParquetPieces::start(files, planned, threads) {
+                Ok(pieces) => started = Some(pieces),
+                Err(error) => return Some(Err(error)),
+            }
+        }
+        started.as_mut()?.next()
+    });
     let raw: Raw = Box::new(pieces.map(move |piece| {
         piece.map(|(index, batch, last)| {
             let (k, item) = items[index].clone();
@@ -393,7 +403,7 @@ fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Result<Plan> 
         .iter()
         .map(|input| input.name().to_path_buf())
         .collect();
-    let config = crate::state::config(spec, describe("ipc streams", &names));
+    let config = spec.state_config(describe("ipc streams", &names));
     inputs = epoch_order(inputs, spec);
     let (work, start) = resume(spec, &config, None)?;
     let raw = in_stream(ipc::read_streams(inputs), &work, spec, &start);

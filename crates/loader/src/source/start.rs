@@ -16,8 +16,12 @@ pub(super) fn resume(
     config: &BTreeMap<String, String>,
     units: Option<u64>,
 ) -> Result<(Work, Start)> {
+    let shard = [spec.shard_index as u64, spec.num_shards as u64];
+    let start_for = |state: &LoaderState| {
+        state.start_for(spec.epoch, shard, spec.windowed(), config, units)
+    };
     match &spec.state {
-        Some(state) => Ok((state.work.clone(), state.start_for(spec, config, units)?)),
+        Some(state) => Ok((state.work.clone(), start_for(state)?)),
         None => {
             let fresh = LoaderState {
                 version: crate::state::STATE_VERSION,
@@ -27,7 +31,7 @@ pub(super) fn resume(
                 work: Work::all(units),
                 position: None,
             };
-            Ok((fresh.work.clone(), fresh.start_for(spec, config, units)?))
+            Ok((fresh.work.clone(), start_for(&fresh)?))
         }
     }
 }

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{BatchSpec, Error, Result};
+use crate::{Error, Result};
 
 mod merge;
 
@@ -39,7 +39,7 @@ pub struct LoaderState {
     /// shuffle, seed, ...), each as text; a loader resumed with other arguments is refused,
     /// naming the first that differs.
     pub config: BTreeMap<String, String>,
-    /// The epoch (see [`BatchSpec::epoch`]).
+    /// The epoch (see [`BatchSpec::epoch`](crate::BatchSpec::epoch)).
     pub epoch: u64,
     /// `[shard_index, num_shards]` of the loader that saved it; `None` for a state made by
     /// [`merge_states`], which any layout of shards resumes from.
@@ -224,62 +224,15 @@ pub(crate) struct WindowStart {
     pub(crate) skip: u64,
 }
 
-/// The arguments of `spec` that fix the batches, by name; `source` describes the source.
-pub(crate) fn config(spec: &BatchSpec, source: String) -> BTreeMap<String, String> {
-    let mut config = BTreeMap::new();
-    let mut put = |name: &str, value: String| {
-        config.insert(name.to_string(), value);
-    };
-    put("source", source);
-    put("batch_size", spec.batch_size.to_string());
-    put("drop_last", spec.drop_last.to_string());
-    put("columns", format!("{:?}", spec.columns));
-    put(
-        "groups",
-        format!(
-            "{:?}",
-            spec.groups
-                .iter()
-                .map(|group| (&group.name, &group.columns))
-                .collect::<Vec<_>>()
-        ),
-    );
-    put("masks", format!("{:?}", spec.masks));
-    put(
-        "sequences",
-        format!(
-            "{:?}",
-            spec.sequences
-                .iter()
-                .map(|s| (
-                    &s.column,
-                    s.mode.as_str(),
-                    s.max_length,
-                    s.pad_to_multiple_of,
-                    format!("{:?}", s.truncation_side)
-                ))
-                .collect::<Vec<_>>()
-        ),
-    );
-    put("shuffle", spec.shuffle.to_string());
-    put("seed", spec.seed.to_string());
-    put("buffer_size", spec.buffer_size.to_string());
-    put("max_tokens", format!("{:?}", spec.max_tokens));
-    put("bucket_by_length", spec.bucket_by_length.to_string());
-    config
-}
-
-/// Whether `spec` draws rows from windows (shuffled or sorted by length) rather than in order.
-pub(crate) fn windowed(spec: &BatchSpec) -> bool {
-    spec.shuffle || spec.bucket_by_length
-}
-
 impl LoaderState {
-    /// Checks this state against the loader about to resume it (its `config`, epoch, shard and
-    /// units) and returns where the shard starts.
+    /// Checks this state against the loader about to resume it (its `config`, `epoch`, `shard`
+    /// `[index, count]`, whether it draws rows from windows, and its units) and returns where the
+    /// shard starts.
     pub(crate) fn start_for(
         &self,
-        spec: &BatchSpec,
+        epoch: u64,
+        [shard, num_shards]: [u64; 2],
+        windowed: bool,
         config: &BTreeMap<String, String>,
         units: Option<u64>,
     ) -> Result<Start> {
@@ -307,13 +260,12 @@ impl LoaderState {
                 "the state has a setting {name:?} that this loader does not know"
             ));
         }
-        if self.epoch != spec.epoch {
+        if self.epoch != epoch {
             return bad(format!(
-                "the state was saved in epoch {}; this loader reads epoch {}",
-                self.epoch, spec.epoch
+                "the state was saved in epoch {}; this loader reads epoch {epoch}",
+                self.epoch
             ));
         }
-        let (shard, num_shards) = (spec.shard_index as u64, spec.num_shards as u64);
         if let Some([saved_shard, saved_shards]) = self.shard
             && (saved_shard, saved_shards) != (shard, num_shards)
         {
@@ -335,7 +287,7 @@ impl LoaderState {
                 _ => Ok(()),
             }
         };
-        match (&self.position, windowed(spec)) {
+        match (&self.position, windowed) {
             (None, false) => Ok(Start::Rows { item: 0, row: 0 }),
             (None, true) => Ok(Start::Window(WindowStart {
                 rng: None,
