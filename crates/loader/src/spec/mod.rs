@@ -340,6 +340,13 @@ impl BatchSpec {
             rows.div_ceil(batch_size)
         })
     }
+
+    /// The rows a loader of this spec yields from a stream (a reader) of `total` rows, where
+    /// the total alone tells: with one shard (several share the stream's record batches out
+    /// by count, not by rows) and no saved [`state`](BatchSpec::state) to resume from.
+    pub fn rows_of_stream(&self, total: u64) -> Option<u64> {
+        (self.num_shards == 1 && self.state.is_none()).then_some(total)
+    }
 }
 
 /// The most batches [`BatchSpec::prefetch`] may hold ready: the channel reserves a slot per

@@ -11,8 +11,16 @@ use crate::sequences::{Sequence, SequenceMode};
 use crate::{Error, Result};
 
 impl BatchSpec {
-    /// Checks the fields that do not depend on the source; each error names the field.
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Checks the fields that do not depend on the source, as [`batches`](crate::batches) does
+    /// before anything else; each error names the field.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidSpec`] for a field out of its bounds (a batch size of 0, a prefetch depth
+    /// beyond [`MAX_PREFETCH`], a shard index not below the number of shards, ...), padding
+    /// options for a mode that does not pad, a token budget without sequences, or an output
+    /// name claimed twice.
+    pub fn validate(&self) -> Result<()> {
         let at_least_one = [
             ("batch_size", self.batch_size),
             ("buffer_size", self.buffer_size),
