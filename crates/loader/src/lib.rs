@@ -90,7 +90,7 @@ pub use remote::{ObjectSource, is_object_url};
 pub use sequences::{PadValue, Sequence, SequenceMode, Side};
 pub use source::Source;
 pub use spec::{
-    BatchSpec, ColumnGroup, MAX_DECODE_THREADS, MAX_PREFETCH, OptionDecl, OptionScope,
-    OptionType, OptionValue,
+    BatchSpec, ColumnGroup, MAX_DECODE_THREADS, MAX_PREFETCH, OptionDecl, OptionScope, OptionType,
+    OptionValue,
 };
 pub use state::{Item, LoaderState, Position, STATE_VERSION, Work, merge_states};

@@ -427,7 +427,9 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
             };
             return raise(
                 Kind::Type,
-                format!("cannot load column {column:?} of type {data_type}; expected {expected}{hint}"),
+                format!(
+                    "cannot load column {column:?} of type {data_type}; expected {expected}{hint}"
+                ),
             );
         }
         // A bad spec, a malformed, truncated or corrupt file, a file changed after planning,

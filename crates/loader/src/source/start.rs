@@ -17,9 +17,8 @@ pub(super) fn resume(
     units: Option<u64>,
 ) -> Result<(Work, Start)> {
     let shard = [spec.shard_index as u64, spec.num_shards as u64];
-    let start_for = |state: &LoaderState| {
-        state.start_for(spec.epoch, shard, spec.windowed(), config, units)
-    };
+    let start_for =
+        |state: &LoaderState| state.start_for(spec.epoch, shard, spec.windowed(), config, units);
     match &spec.state {
         Some(state) => Ok((state.work.clone(), start_for(state)?)),
         None => {

@@ -356,4 +356,3 @@ pub const MAX_PREFETCH: usize = 1024;
 /// The most Parquet decoding threads that [`BatchSpec`]`.decode_threads` may ask for: each holds a
 /// decoded row group and an open file, and more threads than cores only add memory.
 pub const MAX_DECODE_THREADS: usize = 64;
-

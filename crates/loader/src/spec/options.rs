@@ -10,9 +10,9 @@
 use std::fmt;
 
 use super::{BatchSpec, ColumnGroup};
+use crate::Error;
 use crate::sequences::Sequence;
 use crate::state::LoaderState;
-use crate::Error;
 
 /// The type of an option's value, which says how a binding converts a value of its own language
 /// into the field's Rust type.
@@ -196,7 +196,10 @@ pub(super) const fn summary(line: &'static str) -> &'static str {
 
 /// The error of [`BatchSpec::set_option`] for a name that is no option.
 pub(super) fn unknown_option(name: &str) -> Error {
-    let known: Vec<&str> = BatchSpec::OPTIONS.iter().map(|option| option.name).collect();
+    let known: Vec<&str> = BatchSpec::OPTIONS
+        .iter()
+        .map(|option| option.name)
+        .collect();
     Error::InvalidSpec {
         reason: format!("{name:?} is not an option of BatchSpec; expected one of {known:?}"),
     }

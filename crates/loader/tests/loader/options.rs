@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Int64Array, ListArray, RecordBatch, StringArray};
 use arrow_array::types::Int32Type;
+use arrow_array::{ArrayRef, Int64Array, ListArray, RecordBatch, StringArray};
 use arrow_dlpack_loader::{
     BatchSpec, ColumnGroup, Error, LoaderState, OptionDecl, OptionScope, OptionType, OptionValue,
     PadValue, Sequence, SequenceMode, Side, Source, batches, outline,
@@ -17,7 +17,10 @@ use crate::data::{chain, collect, reader, spec, table, write_parquet};
 #[test]
 fn every_option_is_declared_with_the_default_of_default() {
     let default = BatchSpec::default();
-    let names: Vec<&str> = BatchSpec::OPTIONS.iter().map(|option| option.name).collect();
+    let names: Vec<&str> = BatchSpec::OPTIONS
+        .iter()
+        .map(|option| option.name)
+        .collect();
     assert_eq!(
         names,
         [
@@ -61,8 +64,14 @@ fn every_option_is_declared_with_the_default_of_default() {
         OptionDecl::find("columns").map(|option| option.default_value()),
         Some(OptionValue::Columns(None))
     );
-    assert_eq!(OptionDecl::find("seed").unwrap().option_type, OptionType::Seed);
-    assert_eq!(OptionDecl::find("epoch").unwrap().option_type, OptionType::U64);
+    assert_eq!(
+        OptionDecl::find("seed").unwrap().option_type,
+        OptionType::Seed
+    );
+    assert_eq!(
+        OptionDecl::find("epoch").unwrap().option_type,
+        OptionType::U64
+    );
     assert!(OptionDecl::find("batchsize").is_none());
 }
 
@@ -91,7 +100,8 @@ fn the_batch_scope_is_what_collate_reads() {
 #[test]
 fn an_option_is_set_and_read_by_name() {
     let mut spec = BatchSpec::default();
-    spec.set_option("batch_size", OptionValue::Usize(7)).unwrap();
+    spec.set_option("batch_size", OptionValue::Usize(7))
+        .unwrap();
     spec.set_option("seed", OptionValue::U64(u64::MAX)).unwrap();
     spec.set_option("columns", OptionValue::Columns(Some(vec![])))
         .unwrap();
@@ -166,7 +176,9 @@ fn a_sequence_takes_arrow_dlpacks_pad_value_and_has_a_builder() {
         .padding_side(Side::Left);
     assert_eq!(built, literal);
     assert_eq!(
-        Sequence::pad("x").pad_to_multiple_of(8).truncation_side(Side::Left),
+        Sequence::pad("x")
+            .pad_to_multiple_of(8)
+            .truncation_side(Side::Left),
         Sequence {
             pad_to_multiple_of: Some(8),
             truncation_side: Side::Left,
@@ -213,7 +225,10 @@ fn with_strings() -> RecordBatch {
     RecordBatch::try_from_iter([
         ("id", Arc::new(Int64Array::from(vec![0, 1, 2])) as ArrayRef),
         ("tokens", Arc::new(tokens) as ArrayRef),
-        ("name", Arc::new(StringArray::from(vec!["a", "b", "c"])) as ArrayRef),
+        (
+            "name",
+            Arc::new(StringArray::from(vec!["a", "b", "c"])) as ArrayRef,
+        ),
     ])
     .unwrap()
 }
@@ -291,10 +306,7 @@ fn outline_checks_a_parquet_file_without_decoding_its_data() {
     std::fs::write(&path, &bytes).unwrap();
     let source = || Source::from_paths([&path]).unwrap();
     let found = outline(source(), &spec(4, &["id"])).unwrap();
-    assert_eq!(
-        (found.num_rows, found.num_batches),
-        (Some(10), Some(3))
-    );
+    assert_eq!((found.num_rows, found.num_batches), (Some(10), Some(3)));
     let dropped = outline(source(), &spec(4, &["id"]).drop_last(true)).unwrap();
     assert_eq!(dropped.num_batches, Some(2));
     let missing = outline(source(), &spec(4, &["idd"])).unwrap_err();

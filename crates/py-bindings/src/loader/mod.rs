@@ -345,4 +345,3 @@ impl Drop for PyBatches {
         }
     }
 }
-

@@ -89,9 +89,9 @@ fn python_default<'py>(py: Python<'py>, option: &OptionDecl) -> PyResult<Bound<'
         OptionValue::U64(value) => value.into_bound_py_any(py),
         OptionValue::Columns(Some(names)) => names.into_bound_py_any(py),
         OptionValue::Names(names) if !names.is_empty() => names.into_bound_py_any(py),
-        OptionValue::Columns(None)
-        | OptionValue::Names(_)
-        | OptionValue::State(None) => Ok(py.None().into_bound(py)),
+        OptionValue::Columns(None) | OptionValue::Names(_) | OptionValue::State(None) => {
+            Ok(py.None().into_bound(py))
+        }
         OptionValue::Groups(groups) if groups.is_empty() => Ok(py.None().into_bound(py)),
         OptionValue::Sequences(sequences) if sequences.is_empty() => Ok(py.None().into_bound(py)),
         other => Err(errors::value_error(format!(
@@ -138,9 +138,9 @@ pub(super) fn options_table(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 
 /// A flag: a `bool` (numpy's included).
 fn flag(name: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
-    value.extract().map_err(|_| {
-        errors::type_error(format!("{name} is {}; expected bool", type_name(value)))
-    })
+    value
+        .extract()
+        .map_err(|_| errors::type_error(format!("{name} is {}; expected bool", type_name(value))))
 }
 
 /// An integer: a Python `int`, or anything with `__index__` (a numpy integer), but not a bool.
@@ -191,9 +191,8 @@ fn count(name: &str, value: &Bound<'_, PyAny>) -> PyResult<usize> {
 /// A non-negative 64-bit integer.
 fn non_negative(name: &str, value: &Bound<'_, PyAny>) -> PyResult<u64> {
     let int = non_negative_int(name, value)?;
-    int.extract().map_err(|_| {
-        errors::value_error(format!("{name} is {int}; expected at most {}", u64::MAX))
-    })
+    int.extract()
+        .map_err(|_| errors::value_error(format!("{name} is {int}; expected at most {}", u64::MAX)))
 }
 
 /// A seed: any integer, as `hash()` gives negative ones, taken modulo 2^64, so that -1 is
@@ -204,9 +203,9 @@ fn seed(name: &str, value: &Bound<'_, PyAny>) -> PyResult<u64> {
 
 /// A `str`, naming `at` in the error.
 fn string(at: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
-    let text = value.cast::<PyString>().map_err(|_| {
-        errors::type_error(format!("{at} is {}; expected str", type_name(value)))
-    })?;
+    let text = value
+        .cast::<PyString>()
+        .map_err(|_| errors::type_error(format!("{at} is {}; expected str", type_name(value))))?;
     Ok(text.to_str()?.to_owned())
 }
 
@@ -343,9 +342,7 @@ fn mode(at: &str, value: &Bound<'_, PyAny>) -> PyResult<SequenceMode> {
 fn side(at: &str, value: &Bound<'_, PyAny>) -> PyResult<Side> {
     let name = string(at, value)?;
     name.parse().map_err(|_| {
-        errors::value_error(format!(
-            "{at} is {name:?}; expected \"left\" or \"right\""
-        ))
+        errors::value_error(format!("{at} is {name:?}; expected \"left\" or \"right\""))
     })
 }
 

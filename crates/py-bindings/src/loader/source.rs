@@ -70,10 +70,7 @@ pub(super) fn source_of(
             }
             Source::from_paths(paths).map_err(errors::loader_error)?
         };
-        return Ok(Input {
-            source,
-            rows: None,
-        });
+        return Ok(Input { source, rows: None });
     }
     if has_options {
         return Err(errors::value_error(
@@ -118,11 +115,18 @@ fn stream_objects<'py>(
     }
     let mut objects = Vec::with_capacity(items.len());
     for (index, item) in items.into_iter().enumerate() {
-        let Some(method) = crate::protocols::optional_attribute(&item, "__arrow_c_stream__")? else {
+        let Some(method) = crate::protocols::optional_attribute(&item, "__arrow_c_stream__")?
+        else {
             let what = if item.is(object) {
-                format!("{} is neither a path, a list of paths, nor", type_name(&item))
+                format!(
+                    "{} is neither a path, a list of paths, nor",
+                    type_name(&item)
+                )
             } else {
-                format!("a list of sources holds {} at {index}; expected", type_name(&item))
+                format!(
+                    "a list of sources holds {} at {index}; expected",
+                    type_name(&item)
+                )
             };
             return Err(errors::type_error(format!(
                 "{what} an object with __arrow_c_stream__ (a pyarrow Table, RecordBatch or \
@@ -258,12 +262,12 @@ impl Iterator for StreamBatches {
             Ok(Some(batch)) => {
                 self.rows = self.rows.saturating_add(batch.num_rows() as u64);
                 match self.expected_rows {
-                    Some(expected) if self.rows > expected => Err(ArrowError::InvalidArgumentError(
-                        format!(
+                    Some(expected) if self.rows > expected => {
+                        Err(ArrowError::InvalidArgumentError(format!(
                             "the stream gave more than the {expected} rows its source said it \
                              holds (num_rows)"
-                        ),
-                    )),
+                        )))
+                    }
                     _ => Ok(Some(batch)),
                 }
             }
