@@ -116,7 +116,7 @@ impl Input<'_> {
                 }
             }
             if batch.num_rows() > 0 {
-                let lengths = RowLengths::of(self.spec, &self.columns().sequences, &batch)?;
+                let lengths = RowLengths::of(self.spec.cutting(), &self.columns().sequences, &batch)?;
                 return Ok(Some((batch, lengths, Tag { item, first, last })));
             }
         }
@@ -248,7 +248,7 @@ fn rows_that_fit(
     if spec.max_tokens.is_none() {
         return Ok(None);
     }
-    let mut budget = Budget::new(spec, &columns.sequences);
+    let mut budget = Budget::new(spec.cutting(), &columns.sequences);
     let mut from = taken;
     for (batch, lengths, _) in queue {
         for row in from..batch.num_rows() {
@@ -350,7 +350,7 @@ fn shuffled(
         let exhausted = input.exhausted;
         let mut cut = Vec::new();
         loop {
-            let start = match cut_from_end(spec, &input.columns().sequences, &rows, &lengths) {
+            let start = match cut_from_end(spec.cutting(), &input.columns().sequences, &rows, &lengths) {
                 Ok(Some(start)) => start,
                 Ok(None) if exhausted && !spec.drop_last && !rows.is_empty() => 0,
                 Ok(None) => break,

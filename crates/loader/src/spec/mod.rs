@@ -6,6 +6,7 @@
 //! a spec alone and against a schema; `saved.rs` is what a saved state records of it.
 
 use crate::sequences::Sequence;
+use crate::sequences::tokens::Cutting;
 use crate::state::LoaderState;
 
 mod options;
@@ -311,6 +312,15 @@ impl BatchSpec {
     pub fn state(mut self, state: LoaderState) -> Self {
         self.state = Some(state);
         self
+    }
+
+    /// How batches are cut: by rows, or by tokens.
+    pub(crate) fn cutting(&self) -> Cutting {
+        Cutting {
+            max_tokens: self.max_tokens,
+            batch_size: self.batch_size,
+            bucket_by_length: self.bucket_by_length,
+        }
     }
 
     /// The seed of this epoch's shuffle: `seed + epoch`, modulo 2^64.

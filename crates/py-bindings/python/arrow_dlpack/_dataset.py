@@ -39,7 +39,8 @@ class _SharedEpoch:
     __slots__ = ("_shared",)
 
     def __init__(self, epoch: int) -> None:
-        self._shared = multiprocessing.Value(ctypes.c_uint64, epoch, lock=False)
+        # A ctypes object in shared memory, whose `value` is the epoch.
+        self._shared: Any = multiprocessing.Value(ctypes.c_uint64, epoch, lock=False)
 
     @property
     def value(self) -> int:
@@ -142,10 +143,11 @@ class BatchDataset(IterableDataset):
                 f"state was saved in epoch {saved_epoch!r} and epoch is {epoch}; a state "
                 "resumes the epoch it was saved in: pass its epoch (or none), or no state"
             )
-        epoch = operator.index(epoch) if epoch is not None else None
-        if epoch is None:
-            valid = isinstance(saved_epoch, int) and not isinstance(saved_epoch, bool)
-            epoch = saved_epoch if valid and saved_epoch >= 0 else 0
+        first_epoch = 0
+        if epoch is not None:
+            first_epoch = operator.index(epoch)
+        elif isinstance(saved_epoch, int) and not isinstance(saved_epoch, bool) and saved_epoch >= 0:
+            first_epoch = saved_epoch
         rank_shard = _shard(python.get("rank"), python.get("world_size"), split_workers=False)
         if shuffle and seed is None:
             # Drawn here, in the process that makes the DataLoader, so that its workers (forked
@@ -157,7 +159,7 @@ class BatchDataset(IterableDataset):
         self.batch_size = batch_size
         #: The keywords of every pass, but the epoch.
         self.options: Dict[str, Any] = options
-        self._epoch = _SharedEpoch(epoch)
+        self._epoch = _SharedEpoch(first_epoch)
         # The loader of the pass in progress (in the process that iterates) and its epoch, and a
         # state to resume the next pass from.
         self._live: Optional[Batches] = None

@@ -131,10 +131,14 @@ def collate_options() -> List[Option]:
     return [option for option in RUST.values() if option.scope == "batch"]
 
 
-def signature(options: List[Option], first: Optional[List[inspect.Parameter]] = None,
-              returns: Any = inspect.Signature.empty) -> inspect.Signature:
-    """A signature of ``first`` (positional parameters) and then `options` as keyword-only
-    parameters, each annotated with its annotation's text."""
+def signature(
+    options: List[Option],
+    first: Optional[List[inspect.Parameter]] = None,
+    returns: Optional[str] = None,
+) -> inspect.Signature:
+    """A signature of ``first`` (positional parameters) and then ``options`` as keyword-only
+    parameters, each annotated with its annotation's text, returning ``returns`` (a type's
+    name)."""
     parameters = list(first or [])
     parameters.extend(
         inspect.Parameter(
@@ -145,7 +149,8 @@ def signature(options: List[Option], first: Optional[List[inspect.Parameter]] = 
         )
         for option in options
     )
-    return inspect.Signature(parameters, return_annotation=returns)
+    return_annotation = inspect.Signature.empty if returns is None else returns
+    return inspect.Signature(parameters, return_annotation=return_annotation)
 
 
 def _index(name: str, value: Any) -> int:
