@@ -205,19 +205,20 @@ pub(super) fn unknown_option(name: &str) -> Error {
     }
 }
 
-/// The error of [`BatchSpec::set_option`] for a value of another type than the option's.
-pub(super) fn wrong_type(name: &str, value: &OptionValue) -> Error {
-    let option_type = OptionDecl::find(name).map(|option| option.option_type);
+/// The error of [`BatchSpec::set_option`] for a value (of variant `found`) of another type than
+/// the option's.
+pub(super) fn wrong_type(name: &str, found: &'static str) -> Error {
+    let expected = OptionDecl::find(name).map_or_else(
+        || "no value".to_string(),
+        |option| format!("OptionType::{:?}", option.option_type),
+    );
     Error::InvalidSpec {
-        reason: format!(
-            "option {name} takes a value of type {option_type:?}; found {}",
-            value_kind(value)
-        ),
+        reason: format!("option {name} takes a value of {expected}; found {found}"),
     }
 }
 
 /// The variant of `value`, for messages.
-fn value_kind(value: &OptionValue) -> &'static str {
+pub(super) fn value_kind(value: &OptionValue) -> &'static str {
     match value {
         OptionValue::Bool(_) => "OptionValue::Bool",
         OptionValue::Usize(_) => "OptionValue::Usize",
@@ -310,14 +311,16 @@ macro_rules! batch_spec {
                 name: &str,
                 value: $crate::spec::OptionValue,
             ) -> $crate::Result<()> {
-                use $crate::spec::options::{OptionField, unknown_option, wrong_type};
+                use $crate::spec::options::{OptionField, unknown_option, value_kind, wrong_type};
                 match name {
                     $(stringify!($field) => {
-                        let kind_fits = $crate::spec::OptionType::$option_type.holds(&value);
-                        match OptionField::from_value(value.clone()) {
-                            Some(field) if kind_fits => self.$field = field,
-                            _ => return Err(wrong_type(name, &value)),
-                        }
+                        let found = value_kind(&value);
+                        let field = $crate::spec::OptionType::$option_type
+                            .holds(&value)
+                            .then(|| OptionField::from_value(value))
+                            .flatten()
+                            .ok_or_else(|| wrong_type(name, found))?;
+                        self.$field = field;
                     })*
                     _ => return Err(unknown_option(name)),
                 }

@@ -156,7 +156,7 @@ fn set_option_refuses_an_unknown_name_and_a_value_of_another_type() {
         .unwrap_err();
     assert_eq!(
         wrong.to_string(),
-        "invalid batch spec: option shuffle takes a value of type Some(Bool); found \
+        "invalid batch spec: option shuffle takes a value of OptionType::Bool; found \
          OptionValue::Usize"
     );
     assert_eq!(spec, BatchSpec::default());
