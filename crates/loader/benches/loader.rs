@@ -113,7 +113,7 @@ fn write_files(dir: &Path, rows: usize) -> (PathBuf, PathBuf) {
 fn pass(source: Source, batch_size: usize, shuffle: bool) -> usize {
     let spec = BatchSpec {
         batch_size,
-        columns: vec!["label".into(), "embedding".into()],
+        columns: Some(vec!["label".into(), "embedding".into()]),
         groups: vec![ColumnGroup::new("features", feature_names())],
         shuffle,
         seed: 1,

@@ -107,10 +107,8 @@ impl Columns {
                 available: schema.fields().iter().map(|f| f.name().clone()).collect(),
             })
         };
-        let mut singles: Vec<&str> = spec.columns.iter().map(String::as_str).collect();
-        if spec.columns.is_empty() && spec.groups.is_empty() {
-            singles = schema.fields().iter().map(|f| f.name().as_str()).collect();
-        }
+        let source_names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let mut singles = spec.single_columns(&source_names);
         // A sequence column needs no entry in `columns`: those without one come after them.
         for sequence in &spec.sequences {
             if !singles.contains(&sequence.column.as_str()) {
@@ -235,6 +233,7 @@ fn single(
             column: name.to_string(),
             data_type: data_type.clone(),
             expected: LIST_TYPES,
+            every_column: spec.columns.is_none(),
         });
     }
     if data_type == &DataType::Boolean {
@@ -277,6 +276,7 @@ fn single(
             column: name.to_string(),
             data_type: data_type.clone(),
             expected: SINGLE_TYPES,
+            every_column: spec.columns.is_none(),
         },
         other => Error::column(name, other),
     })?;
@@ -306,6 +306,7 @@ fn sequence_output(sequence: &Sequence, array: &ArrayRef, index: usize) -> Resul
             data_type: array.data_type().clone(),
             expected: "a list, large_list, list_view or large_list_view of numbers, booleans, \
                        fixed-size lists or fixed-shape tensors, for a sequence",
+            every_column: false,
         });
     }
     crate::sequences::tensors::probe(name, &array.slice(0, 0))?;

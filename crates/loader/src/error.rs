@@ -195,7 +195,10 @@ pub enum Error {
     },
 
     /// A column whose type the loader cannot turn into a tensor.
-    #[error("cannot load column {column:?} of type {data_type}; expected {expected}")]
+    #[error(
+        "cannot load column {column:?} of type {data_type}; expected {expected}{}",
+        selected_by(*every_column)
+    )]
     UnsupportedColumn {
         /// The column.
         column: String,
@@ -203,6 +206,9 @@ pub enum Error {
         data_type: DataType,
         /// What the loader accepts for this kind of output.
         expected: &'static str,
+        /// Whether the column is loaded because [`BatchSpec::columns`](crate::BatchSpec::columns)
+        /// is `None` (every column not in a group), rather than named.
+        every_column: bool,
     },
 
     /// A record batch (or file) whose columns differ from those of the first one.
@@ -311,6 +317,17 @@ impl Error {
         Error::Panicked {
             message: panic_message(payload.as_ref()),
         }
+    }
+}
+
+/// What [`Error::UnsupportedColumn`] adds when the column was not named but loaded as one of
+/// every column: the option that selects the columns.
+fn selected_by(every_column: bool) -> &'static str {
+    if every_column {
+        "; it is loaded because BatchSpec::columns is None, which loads every column not in a \
+         group: name the columns to load with BatchSpec::columns"
+    } else {
+        ""
     }
 }
 
@@ -449,6 +466,7 @@ mod tests {
                 column: "s".to_string(),
                 data_type: DataType::Utf8,
                 expected: "a numeric column",
+                every_column: true,
             },
             Error::SchemaMismatch {
                 what: "file b.parquet".to_string(),

@@ -21,6 +21,49 @@ pub fn batches(source: Source, spec: BatchSpec) -> Result<Batches> {
     Batches::new(source, spec)
 }
 
+/// What a loader over `source` with `spec` would read, worked out without reading any data and
+/// without starting a thread: the spec checked alone and against the source's schema (the
+/// files' footers are read, as [`batches`] reads them), and the numbers of rows and batches
+/// where the metadata tells.
+///
+/// A reader is not read: only its schema is checked.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow_array::{ArrayRef, Int64Array, RecordBatch, RecordBatchIterator};
+/// use arrow_dlpack_loader::{BatchSpec, Source, outline};
+///
+/// let batch = RecordBatch::try_from_iter([("x", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef)])?;
+/// let reader = || Source::reader(RecordBatchIterator::new([Ok(batch.clone())], batch.schema()));
+/// assert!(outline(reader(), &BatchSpec::new(2).columns(["x"])).is_ok());
+/// let missing = outline(reader(), &BatchSpec::new(2).columns(["y"])).unwrap_err();
+/// assert!(missing.to_string().contains("\"y\""));
+/// # Ok::<(), arrow_dlpack_loader::Error>(())
+/// ```
+///
+/// # Errors
+///
+/// What [`batches`] refuses before its first batch: an invalid spec, a missing or unreadable
+/// file, a missing column or one without a tensor layout.
+pub fn outline(source: Source, spec: &BatchSpec) -> Result<Outline> {
+    spec.validate()?;
+    let plan = plan(source, spec)?;
+    let num_rows = plan.num_rows;
+    Ok(Outline {
+        num_rows,
+        num_batches: num_rows.and_then(|rows| spec.batches_for(rows)),
+    })
+}
+
+/// What [`outline`] finds: the numbers of rows and batches a loader would yield.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outline {
+    /// The rows, as [`Batches::num_rows`] gives them.
+    pub num_rows: Option<u64>,
+    /// The batches, as [`Batches::num_batches`] gives them.
+    pub num_batches: Option<usize>,
+}
+
 /// An iterator of [`TensorBatch`]es made on a background thread.
 ///
 /// Batches are made ahead of the consumer, at most [`BatchSpec::prefetch`] waiting in a bounded
@@ -58,16 +101,7 @@ impl Batches {
         spec.validate()?;
         let plan = plan(source, &spec)?;
         let num_rows = plan.num_rows;
-        // Batches cut by tokens have row counts that only the data tells.
-        let rows_known = num_rows.filter(|_| spec.max_tokens.is_none());
-        let num_batches = rows_known.map(|rows| {
-            let rows = usize::try_from(rows).unwrap_or(usize::MAX);
-            if spec.drop_last {
-                rows / spec.batch_size
-            } else {
-                rows.div_ceil(spec.batch_size)
-            }
-        });
+        let num_batches = num_rows.and_then(|rows| spec.batches_for(rows));
         let writable = spec.writable;
         let position = spec.state.as_ref().and_then(|state| {
             // A merged state gives no position: each shard starts at the start of its items.
@@ -137,15 +171,25 @@ impl Batches {
         self.num_rows
     }
 
-    /// The batches this loader yields in all, when [`num_rows`](Batches::num_rows) is known and
-    /// batches are cut by rows (not by [`BatchSpec::max_tokens`]).
+    /// The batches this loader has left to yield (all of them before the first `next()`), when
+    /// [`num_rows`](Batches::num_rows) is known and batches are cut by rows (not by
+    /// [`BatchSpec::max_tokens`]); 0 once the iteration ended.
     pub fn len(&self) -> Option<usize> {
+        if self.done {
+            return Some(0);
+        }
         self.num_batches
+            .map(|batches| batches.saturating_sub(self.yielded))
     }
 
-    /// Whether the loader is known to yield no batch.
+    /// Whether the loader is known to yield no more batches.
     pub fn is_empty(&self) -> bool {
-        self.num_batches == Some(0)
+        self.len() == Some(0)
+    }
+
+    /// The batches this loader yields in all, where [`len`](Batches::len) is known.
+    pub fn num_batches(&self) -> Option<usize> {
+        self.num_batches
     }
 
     /// Stops the threads and waits for them; what `drop` does.
@@ -187,11 +231,8 @@ impl Iterator for Batches {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        if self.done {
-            return (0, Some(0));
-        }
         // An error can end the iteration early, so the lower bound is 0.
-        (0, self.num_batches.map(|n| n.saturating_sub(self.yielded)))
+        (0, self.len())
     }
 }
 

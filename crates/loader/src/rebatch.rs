@@ -116,7 +116,8 @@ impl Input<'_> {
                 }
             }
             if batch.num_rows() > 0 {
-                let lengths = RowLengths::of(self.spec, &self.columns().sequences, &batch)?;
+                let cutting = self.spec.cutting();
+                let lengths = RowLengths::of(cutting, &self.columns().sequences, &batch)?;
                 return Ok(Some((batch, lengths, Tag { item, first, last })));
             }
         }
@@ -248,7 +249,7 @@ fn rows_that_fit(
     if spec.max_tokens.is_none() {
         return Ok(None);
     }
-    let mut budget = Budget::new(spec, &columns.sequences);
+    let mut budget = Budget::new(spec.cutting(), &columns.sequences);
     let mut from = taken;
     for (batch, lengths, _) in queue {
         for row in from..batch.num_rows() {
@@ -348,9 +349,10 @@ fn shuffled(
             rows.sort_by_key(|&(piece, row)| lengths[piece].longest(row));
         }
         let exhausted = input.exhausted;
+        let cutting = spec.cutting();
         let mut cut = Vec::new();
         loop {
-            let start = match cut_from_end(spec, &input.columns().sequences, &rows, &lengths) {
+            let start = match cut_from_end(cutting, &input.columns().sequences, &rows, &lengths) {
                 Ok(Some(start)) => start,
                 Ok(None) if exhausted && !spec.drop_last && !rows.is_empty() => 0,
                 Ok(None) => break,

@@ -412,7 +412,28 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
             Some(kind) => return raise(kind, tensor_message(inner)),
             None => return PyMemoryError::new_err(chain(&error)),
         },
-        E::UnsupportedColumn { .. } => Kind::Type,
+        // A column of a type without a tensor layout; one that was not named but loaded as one
+        // of every column says which keyword selects the columns, in Python's words.
+        E::UnsupportedColumn {
+            column,
+            data_type,
+            expected,
+            every_column,
+            ..
+        } => {
+            let hint = if *every_column {
+                "; it is loaded because columns=None (the default) loads every column not in a \
+                 group: pass columns=[...] to choose the columns (columns=[] for none)"
+            } else {
+                ""
+            };
+            return raise(
+                Kind::Type,
+                format!(
+                    "cannot load column {column:?} of type {data_type}; expected {expected}{hint}"
+                ),
+            );
+        }
         // A bad spec, a malformed, truncated or corrupt file, a file changed after planning,
         // rows that differ from the metadata's count, a column that is not there, batches that
         // disagree, an unknown extension, a URL or storage option that cannot be used, a panic

@@ -101,6 +101,7 @@ fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<loader::PyBatches>()?;
     module.add_function(wrap_pyfunction!(loader::collate_table, module)?)?;
     module.add_function(wrap_pyfunction!(loader::merge_states, module)?)?;
+    module.add_function(wrap_pyfunction!(loader::check_options, module)?)?;
     errors::register(module)?;
     dlpack_method::install(module.py())?;
     exchange::install(module.py())?;

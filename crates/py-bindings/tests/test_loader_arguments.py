@@ -82,7 +82,7 @@ def ids(loader):
         ("masks", "id", TypeError, r"masks is str; expected a list of str"),
         ("columns", ["id", 3], TypeError, r"columns\[1\] is int; expected str"),
         ("columns", [b"id"], TypeError, r"columns\[0\] is bytes; expected str"),
-        ("groups", {"g": "id"}, TypeError, r"groups\['g'\] is str; expected a list of str"),
+        ("groups", {"g": "id"}, TypeError, r'groups\["g"\] is str; expected a list of str'),
         ("groups", [("g", ["id"])], TypeError, r"groups is list; expected a dict"),
     ],
 )
@@ -99,10 +99,10 @@ def test_the_native_class_names_the_argument_too():
         _Batches(table, shard_index=3, num_shards=2)
     with pytest.raises(ValueError, match=r"shard_index is -1; expected a non-negative int"):
         _Batches(table, shard_index=-1, num_shards=2)
-    with pytest.raises(TypeError, match=r"groups\[0\] is str; expected a \(name, columns\) pair"):
+    with pytest.raises(TypeError, match=r"groups is list; expected a dict from group name to its"):
         _Batches(table, groups=["g"])
-    with pytest.raises(TypeError, match=r"groups\[0\]\[0\] is int; expected str"):
-        _Batches(table, groups=[(0, ["id"])])
+    with pytest.raises(TypeError, match=r"a key of groups is int; expected str"):
+        _Batches(table, groups={0: ["id"]})
     with pytest.raises(TypeError, match=r"columns is str; expected a list of str"):
         _Batches(table, columns="id")
 
@@ -156,10 +156,14 @@ def test_a_mask_that_takes_a_column_name_is_refused_naming_both():
                        r'and by the mask of "label" \(masks\)'):
         ad.batches(table, 2, columns=["label", "label_mask"], masks=["label"])
     with pytest.raises(ValueError, match=r'"label_mask" is claimed twice, by group "label_mask"'):
-        ad.batches(table, 2, groups={"label_mask": ["label"]}, masks=["label"])
-    # Loading every column, the clash is found against the source's schema, before any batch.
+        ad.batches(table, 2, groups={"label_mask": ["label"]}, columns=[], masks=["label"])
+    # Loading every column not in a group, the clash is found against the source's schema,
+    # before any batch: a source column of the group's name.
     with pytest.raises(ValueError, match=r'"label_mask" is claimed twice, by column '
-                       r'"label_mask" \(every column is loaded\)'):
+                       r'"label_mask" \(every column not in a group is loaded\) and by group'):
+        ad.batches(table, 2, groups={"label_mask": ["label"]}, masks=["label"])
+    with pytest.raises(ValueError, match=r'"label_mask" is claimed twice, by column '
+                       r'"label_mask" \(every column not in a group is loaded\)'):
         ad.batches(table, 2, masks=["label"])
 
 
@@ -411,6 +415,8 @@ def test_no_hostile_source_or_call_panics(tmp_path):
     loader = _Batches(chunked(10), batch_size=4)
     loader.close()
     loader.close()
-    assert list(loader) == []
-    with pytest.raises(TypeError, match="not known in advance"):
-        len(loader)
+    with pytest.raises(ValueError, match="this loader was closed"):
+        list(loader)
+    with pytest.raises(StopIteration):
+        next(loader)
+    assert len(loader) == 0

@@ -1,36 +1,33 @@
-"""The loader's options are declared once, as the fields of the Rust ``BatchSpec``.
+"""The loader's options are declared once: the fields of the Rust ``BatchSpec`` (listed by the
+native ``_Batches.OPTIONS``) and the few that only Python acts on (``arrow_dlpack._options``).
 
-The native ``_Batches.OPTIONS`` lists them with their defaults, in declaration order; these tests
-hold every Python mirror against it: the stub of ``_Batches``, the signature of ``ad.batches``
-(and what it hands on), and ``BatchDataset``.
+These tests hold every mirror against the declaration: the signatures of ``ad.batches``,
+``BatchDataset``, ``ad.ray.collate_fn`` and ``ArrowCollateFn`` (names, order, kinds, defaults and
+annotations), the stubs (``_arrow_dlpack.pyi``, ``ray.pyi``), and what ``ad.batches`` hands on.
 """
 
 import ast
 import inspect
 import pathlib
+import typing
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 import arrow_dlpack as ad
 import arrow_dlpack._batches as batches_module
-from arrow_dlpack._arrow_dlpack import _Batches
+from arrow_dlpack import _options
+from arrow_dlpack._arrow_dlpack import _Batches, _check_options
 
 #: The options and defaults that Rust declares.
 RUST = _Batches.OPTIONS
 
-#: What ``ad.batches`` works out itself instead of taking: the shard, from ``rank`` and
-#: ``world_size`` and the DataLoader worker it runs in.
-DERIVED = {"shard_index", "num_shards"}
-
-#: The parameters of ``ad.batches`` that are not options of the spec, with their defaults.
-PYTHON_ONLY = {
-    "source": inspect.Parameter.empty,
-    "rank": None,
-    "world_size": None,
-    "progress": False,
-    "storage_options": None,
-}
+#: The parameters before the keyword-only options, with their kinds and defaults.
+POSITIONAL = [
+    ("source", inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.empty),
+    ("batch_size", inspect.Parameter.POSITIONAL_OR_KEYWORD, RUST["batch_size"]["default"]),
+]
 
 
 def _typed(options):
@@ -38,17 +35,128 @@ def _typed(options):
     return {name: (type(value), value) for name, value in options.items()}
 
 
-def _stub_new():
-    """The arguments of ``_Batches.__new__`` in the installed stub."""
-    stub = pathlib.Path(ad.__file__).with_name("_arrow_dlpack.pyi")
-    tree = ast.parse(stub.read_text(encoding="utf-8"))
-    cls = next(
-        node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "_Batches"
-    )
-    new = next(
-        node for node in cls.body if isinstance(node, ast.FunctionDef) and node.name == "__new__"
-    )
-    return new.args
+def _annotation(text):
+    """The typing object that the annotation ``text`` spells."""
+    return eval(text, vars(typing))  # noqa: S307 - the text is the declaration's
+
+
+def _runtime(function, options, positional=POSITIONAL, evaluate=True):
+    """Asserts that ``function``'s signature is ``positional`` and then ``options`` (from the
+    declaration) as keyword-only parameters: names, order, kinds, defaults and annotations."""
+    parameters = list(inspect.signature(function).parameters.values())
+    if parameters and parameters[0].name == "self":
+        parameters = parameters[1:]
+    found = [(p.name, p.kind, type(p.default), p.default) for p in parameters]
+    expected = [(name, kind, type(default), default) for name, kind, default in positional] + [
+        (option.name, inspect.Parameter.KEYWORD_ONLY, type(option.default), option.default)
+        for option in options
+    ]
+    assert found == expected
+    keyword = parameters[len(positional):]
+    for parameter, option in zip(keyword, options, strict=True):
+        annotation = _annotation(option.annotation) if evaluate else option.annotation
+        assert parameter.annotation == annotation, (parameter.name, parameter.annotation)
+
+
+def _stub_function(path, name, cls=None):
+    """The arguments of function ``name`` (of class ``cls``) in the installed stub ``path``."""
+    tree = ast.parse(pathlib.Path(ad.__file__).with_name(path).read_text(encoding="utf-8"))
+    body = tree.body
+    if cls is not None:
+        body = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == cls).body
+    return next(n for n in body if isinstance(n, ast.FunctionDef) and n.name == name).args
+
+
+def _stub(args, options, positional):
+    """Asserts that stub arguments ``args`` are ``positional`` and then ``options`` as
+    keyword-only arguments with the declared defaults and annotations."""
+    assert [arg.arg for arg in args.args] == positional
+    assert args.vararg is None and args.kwarg is None
+    found = [
+        (arg.arg, ast.literal_eval(default), ast.unparse(arg.annotation))
+        for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+    ]
+    assert found == [(o.name, o.default, o.annotation) for o in options]
+
+
+def test_rust_declares_every_field_of_the_spec_with_its_default_and_annotation():
+    assert list(RUST) == [
+        "batch_size", "drop_last", "columns", "groups", "masks", "allow_nulls", "null_to_nan",
+        "row_major", "shuffle", "seed", "buffer_size", "shard_index", "num_shards", "prefetch",
+        "decode_threads", "writable", "sequences", "max_tokens", "bucket_by_length", "epoch",
+        "state",
+    ]
+    # Python spells an empty collection, or no state, as None.
+    assert _typed({name: entry["default"] for name, entry in RUST.items()}) == _typed({
+        "batch_size": 1024, "drop_last": False, "columns": None, "groups": None, "masks": None,
+        "allow_nulls": False, "null_to_nan": False, "row_major": True, "shuffle": False,
+        "seed": 0, "buffer_size": 65_536, "shard_index": 0, "num_shards": 1, "prefetch": 2,
+        "decode_threads": 0, "writable": False, "sequences": None, "max_tokens": None,
+        "bucket_by_length": False, "epoch": 0, "state": None,
+    })
+    assert {name for name, entry in RUST.items() if entry["scope"] == "batch"} == {
+        "columns", "groups", "masks", "allow_nulls", "null_to_nan", "row_major", "writable",
+        "sequences",
+    }
+    for name, entry in RUST.items():
+        _annotation(entry["annotation"])
+        assert entry["summary"].endswith("."), name
+
+
+def test_the_python_table_declares_what_only_python_acts_on():
+    assert list(_options.PYTHON) == [
+        "rank", "world_size", "split_workers", "progress", "storage_options"
+    ]
+    assert {name: option.default for name, option in _options.PYTHON.items()} == {
+        "rank": None, "world_size": None, "split_workers": True, "progress": False,
+        "storage_options": None,
+    }
+    assert set(_options.PYTHON).isdisjoint(RUST)
+    assert set(_options.PYTHON_DEFAULTS) <= set(RUST)
+    assert set(_options.DERIVED) <= set(RUST)
+
+
+def test_the_signature_of_batches_is_the_declaration():
+    _runtime(ad.batches, _options.batches_options())
+    assert inspect.signature(ad.batches).return_annotation is ad.Batches
+    names = [*_options.POSITIONAL] + [option.name for option in _options.batches_options()]
+    assert set(names) == (set(RUST) - set(_options.DERIVED)) | set(_options.PYTHON)
+
+
+def test_the_signature_of_batch_dataset_is_the_declaration():
+    _runtime(ad.BatchDataset, _options.dataset_options())
+    assert "progress" not in inspect.signature(ad.BatchDataset).parameters
+
+
+def test_the_signatures_of_rays_collate_function_are_the_declaration():
+    import arrow_dlpack.ray as ad_ray
+
+    options = _options.collate_options() + [
+        _options.Option("format", "torch", "str", "python", "The kind of the tensors.")
+    ]
+    for function in (ad_ray.collate_fn, ad_ray.ArrowCollateFn):
+        _runtime(function, options, positional=[], evaluate=False)
+    _stub(_stub_function("ray.pyi", "collate_fn"), options, [])
+    _stub(_stub_function("ray.pyi", "__init__", cls="ArrowCollateFn"), options, ["self"])
+
+
+def test_the_native_stub_takes_the_options_as_keywords_without_spelling_them():
+    new = _stub_function("_arrow_dlpack.pyi", "__new__", cls="_Batches")
+    assert [arg.arg for arg in new.args] == ["cls", "source"]
+    assert [arg.arg for arg in new.kwonlyargs] == ["storage_options"]
+    assert new.kwarg is not None and new.kwarg.arg == "options"
+    for name in ("_check_options", "_collate"):
+        args = _stub_function("_arrow_dlpack.pyi", name)
+        assert args.kwarg is not None and args.kwarg.arg == "options"
+        assert not set(arg.arg for arg in args.kwonlyargs) & set(RUST)
+
+
+def test_batches_returns_the_public_class_whatever_the_options():
+    assert typing.get_type_hints(ad.batches)["return"] is ad.Batches
+    assert "Batches" in ad.__all__
+    table = pa.table({"x": np.arange(4.0)})
+    assert type(ad.batches(table)) is ad.Batches
+    assert type(ad.batches(table, progress=True)) is ad.Batches
 
 
 @pytest.fixture
@@ -64,47 +172,12 @@ def handed_on(monkeypatch):
     return seen
 
 
-def test_rust_lists_the_fields_of_the_spec_with_their_defaults():
-    assert list(RUST) == [
-        "batch_size", "drop_last", "columns", "groups", "masks", "allow_nulls", "null_to_nan",
-        "row_major", "shuffle", "seed", "buffer_size", "shard_index", "num_shards", "prefetch",
-        "decode_threads", "writable", "sequences", "max_tokens", "bucket_by_length", "epoch",
-        "state",
-    ]
-    assert _typed(RUST) == _typed({
-        "batch_size": 1024, "drop_last": False, "columns": [], "groups": [], "masks": [],
-        "allow_nulls": False, "null_to_nan": False, "row_major": True, "shuffle": False,
-        "seed": 0, "buffer_size": 65_536, "shard_index": 0, "num_shards": 1, "prefetch": 2,
-        "decode_threads": 0, "writable": False, "sequences": {}, "max_tokens": None,
-        "bucket_by_length": False, "epoch": 0, "state": None,
-    })
-
-
-def test_the_stub_declares_the_options_of_the_spec_with_their_defaults():
-    args = _stub_new()
-    assert [arg.arg for arg in args.args] == ["cls", "source"]
-    assert args.vararg is None and args.kwarg is None
-    stub = {
-        arg.arg: ast.literal_eval(default)
-        for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True)
-    }
-    # The source's options, not the spec's.
-    assert stub.pop("storage_options") is None
-    assert list(stub) == list(RUST)
-    assert _typed(stub) == _typed(RUST)
-
-
-def test_batches_takes_every_option_of_the_spec_but_the_shard():
-    parameters = inspect.signature(ad.batches).parameters
-    assert {name: parameters[name].default for name in PYTHON_ONLY} == PYTHON_ONLY
-    assert set(parameters) - set(PYTHON_ONLY) == set(RUST) - DERIVED
-
-
 def test_the_defaults_of_batches_reach_rust_as_the_defaults_of_the_spec(handed_on):
     ad.batches(pa.table({"x": [1.0, 2.0]}))
+    handed_on.pop("storage_options")
     # Outside a DataLoader worker and a process group, the shard is the whole, and without a
-    # shuffle the seed is the spec's.
-    assert _typed(handed_on) == _typed(RUST)
+    # shuffle the seed and the epoch are the spec's.
+    assert _typed(handed_on) == _typed({name: entry["default"] for name, entry in RUST.items()})
 
 
 def test_batches_hands_every_option_on(handed_on):
@@ -132,30 +205,103 @@ def test_batches_hands_every_option_on(handed_on):
         epoch=2,
     )
     assert _typed(handed_on) == _typed({
-        "batch_size": 3, "drop_last": True, "columns": ["x"], "groups": [("xy", ["x", "y"])],
-        "masks": ["y"], "allow_nulls": True, "null_to_nan": True, "row_major": False,
+        "batch_size": 3, "drop_last": True, "columns": ("x",), "groups": {"xy": ("x", "y")},
+        "masks": ("y",), "allow_nulls": True, "null_to_nan": True, "row_major": False,
         "shuffle": True, "seed": 5, "buffer_size": 7, "shard_index": 1, "num_shards": 2,
         "prefetch": 4, "decode_threads": 3, "writable": True, "sequences": {"s": "pack"},
         "max_tokens": 64, "bucket_by_length": True, "epoch": 2, "state": None,
+        "storage_options": None,
     })
-
-
-def test_batch_dataset_takes_the_batch_size_of_the_spec_and_hands_the_rest_on(handed_on):
-    parameters = inspect.signature(ad.BatchDataset).parameters
-    assert list(parameters) == ["source", "batch_size", "options"]
-    assert parameters["batch_size"].default == RUST["batch_size"]
-    assert parameters["options"].kind is inspect.Parameter.VAR_KEYWORD
-    batches = list(ad.BatchDataset(pa.table({"x": [1.0, 2.0, 3.0]}), 2, drop_last=True))
-    assert [batch["x"].tolist() for batch in batches] == [[1.0, 2.0]]
-    assert handed_on["batch_size"] == 2 and handed_on["drop_last"] is True
 
 
 def test_an_unknown_keyword_and_a_bad_value_are_refused_naming_the_argument():
     table = pa.table({"x": [1.0]})
-    with pytest.raises(TypeError, match="unexpected keyword argument 'batchsize'"):
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'batchsize'"):
         _Batches(table, batchsize=2)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'shufle'"):
+        ad.batches(table, shufle=True)
     with pytest.raises(TypeError, match=r"^shuffle is str; expected bool$"):
         _Batches(table, shuffle="yes")
     # A negative int is a ValueError naming the argument, not pyo3's bare OverflowError.
     with pytest.raises(ValueError, match=r"^batch_size is -1; expected a non-negative int$"):
         ad.batches(table, -1)
+    with pytest.raises(ValueError, match=r"^epoch is -1; expected a non-negative int$"):
+        ad.batches(table, epoch=-1)
+    # The collate function takes only what a batch holds.
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'shuffle'"):
+        from arrow_dlpack._arrow_dlpack import _collate
+
+        _collate(table, shuffle=True)
+
+
+def test_check_options_checks_every_option_without_a_loader(tmp_path):
+    assert _check_options(None, batch_size=3) == {"num_rows": None, "num_batches": None}
+    with pytest.raises(ValueError, match=r"batch_size is 0; expected at least 1"):
+        _check_options(None, batch_size=0)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'bach_size'"):
+        _check_options(None, bach_size=3)
+    table = pa.table({"x": np.arange(10.0)})
+    assert _check_options(table, batch_size=4) == {"num_rows": 10, "num_batches": 3}
+    # A stream is not read: a missing column is found by the loader (streams are read once).
+    assert _check_options(table, columns=["nope"])["num_rows"] == 10
+    path = tmp_path / "t.parquet"
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, path, row_group_size=3)
+    assert _check_options(str(path), batch_size=4, drop_last=True) == {
+        "num_rows": 10, "num_batches": 2
+    }
+    with pytest.raises(ValueError, match=r'no column "nope"|"nope"'):
+        _check_options(str(path), columns=["nope"])
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        ("batch_size", np.int64(3), [3, 3, 3, 1]),
+        ("batch_size", np.uint8(5), [5, 5]),
+        ("prefetch", np.int32(1), [4, 4, 2]),
+        ("seed", np.int64(3), [4, 4, 2]),
+        ("epoch", np.int16(2), [4, 4, 2]),
+        ("max_tokens", np.int64(64), None),
+    ],
+)
+def test_every_integer_option_takes_anything_with_index(option, value, expected):
+    table = pa.table({"x": np.arange(10.0), "t": [[1, 2]] * 10})
+    extra = {"sequences": {"t": "pad"}}
+    batch_size = value if option == "batch_size" else 4
+    options = {} if option == "batch_size" else {option: value}
+    loader = ad.batches(table, batch_size, shuffle=option == "seed", **options, **extra)
+    sizes = [int(batch["x"].shape[0]) for batch in loader]
+    assert sum(sizes) == 10
+    if expected is not None:
+        assert sizes == expected
+
+
+def test_a_bool_or_a_float_is_not_an_integer():
+    table = pa.table({"x": np.arange(4.0)})
+    for option in ("batch_size", "seed", "epoch", "prefetch"):
+        with pytest.raises(TypeError, match=rf"^{option} is bool; expected int$"):
+            ad.batches(table, **{option: True})
+        with pytest.raises(TypeError, match=rf"^{option} is numpy.float64; expected int$"):
+            ad.batches(table, **{option: np.float64(2)})
+    with pytest.raises(TypeError, match=r"^rank is bool; expected int$"):
+        ad.batches(table, rank=True, world_size=2)
+    two = pa.Table.from_batches([pa.record_batch({"x": [0.0, 1.0]}), pa.record_batch({"x": [2.0]})])
+    loader = ad.batches(two, 2, rank=np.int64(1), world_size=np.int64(2))
+    assert [np.from_dlpack(batch["x"]).tolist() for batch in loader] == [[2.0]]
+
+
+def test_python_options_are_checked_in_one_place():
+    table = pa.table({"x": np.arange(4.0)})
+    with pytest.raises(TypeError, match=r"^progress is int; expected bool$"):
+        ad.batches(table, progress=1)
+    with pytest.raises(TypeError, match=r"^split_workers is str; expected bool$"):
+        ad.batches(table, split_workers="no")
+    with pytest.raises(TypeError, match=r"^storage_options is list; expected a dict"):
+        ad.batches(table, storage_options=[("a", "b")])
+    with pytest.raises(ValueError, match=r"rank and world_size go together"):
+        ad.batches(table, rank=0)
+    # BatchDataset checks the same, when it is made.
+    with pytest.raises(TypeError, match=r"^split_workers is str; expected bool$"):
+        ad.BatchDataset(table, split_workers="no")

@@ -186,7 +186,7 @@ def test_a_table_source_resumes_by_passing_over_the_rows_read(sources):
 
 def test_the_state_after_the_end_and_after_close_resumes_to_nothing(sources):
     iterator = ad.batches(sources["parquet"], 4, columns=ID, shuffle=True, seed=1)
-    assert len(list(iterator)) == len(iterator)
+    assert len(list(iterator)) == iterator.num_batches
     assert list(ad.batches(sources["parquet"], 4, columns=ID, shuffle=True, seed=1, state=iterator.state_dict())) == []
     iterator = ad.batches(sources["ipc"], 4, columns=ID)
     next(iterator)

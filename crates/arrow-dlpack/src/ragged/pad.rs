@@ -23,6 +23,45 @@ pub enum Side {
     Right,
 }
 
+impl Side {
+    /// The side's name, `"left"` or `"right"` (what Hugging Face's `padding_side` takes).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Left => "left",
+            Side::Right => "right",
+        }
+    }
+}
+
+impl std::fmt::Display for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A side from its name ([`Side::as_str`]).
+///
+/// ```
+/// use arrow_dlpack::Side;
+///
+/// assert_eq!("left".parse::<Side>()?, Side::Left);
+/// assert!("top".parse::<Side>().is_err());
+/// # Ok::<(), arrow_dlpack::Error>(())
+/// ```
+impl std::str::FromStr for Side {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Self> {
+        match name {
+            "left" => Ok(Side::Left),
+            "right" => Ok(Side::Right),
+            _ => Err(Error::InvalidPadding {
+                reason: format!("unknown side {name:?}; expected \"left\" or \"right\""),
+            }),
+        }
+    }
+}
+
 /// How [`RaggedTensor::to_padded`] and [`pad_pieces`] pad and truncate.
 ///
 /// The default pads with 0 on the right, to the longest row, without truncation.

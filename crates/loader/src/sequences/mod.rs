@@ -3,14 +3,21 @@
 //! against which [`BatchSpec::max_tokens`](crate::BatchSpec) cuts (`tokens.rs`).
 
 use std::fmt;
+use std::str::FromStr;
+
+use crate::Error;
 
 pub(crate) mod tensors;
 pub(crate) mod tokens;
 
-pub use arrow_dlpack::Side;
+pub use arrow_dlpack::{PadValue, Side};
 
 /// How the rows of a variable-length list column become tensors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+///
+/// Its names ([`as_str`](SequenceMode::as_str), [`FromStr`]) are those of the Python keyword:
+/// `"pad"`, `"pack"`, `"jagged"`; [`SequenceMode::ALL`] lists every mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum SequenceMode {
     /// A padded `(B, L, *inner)` tensor named after the column, and its rows' lengths
     /// `"<column>_lengths"` `(B,)` `int64`.
@@ -26,7 +33,11 @@ pub enum SequenceMode {
 }
 
 impl SequenceMode {
-    /// The mode's name, as the Python keyword spells it.
+    /// Every mode, in the order of declaration.
+    pub const ALL: &'static [SequenceMode] =
+        &[SequenceMode::Pad, SequenceMode::Pack, SequenceMode::Jagged];
+
+    /// The mode's name: `"pad"`, `"pack"` or `"jagged"`.
     pub fn as_str(self) -> &'static str {
         match self {
             SequenceMode::Pad => "pad",
@@ -51,46 +62,78 @@ impl fmt::Display for SequenceMode {
     }
 }
 
-/// The value written into the padding of a padded sequence, converted to the column's type.
-#[derive(Debug, Clone, Copy)]
-pub enum PadValue {
-    /// An integer, exact for integer columns.
-    Int(i64),
-    /// A float, for float columns.
-    Float(f64),
-}
+/// A mode from its name ([`SequenceMode::as_str`]).
+///
+/// ```
+/// use arrow_dlpack_loader::SequenceMode;
+///
+/// assert_eq!("pack".parse::<SequenceMode>()?, SequenceMode::Pack);
+/// assert_eq!(
+///     "padded".parse::<SequenceMode>().unwrap_err().to_string(),
+///     "invalid batch spec: unknown sequence mode \"padded\"; expected \"pad\", \"pack\" or \"jagged\"",
+/// );
+/// # Ok::<(), arrow_dlpack_loader::Error>(())
+/// ```
+impl FromStr for SequenceMode {
+    type Err = Error;
 
-impl Default for PadValue {
-    fn default() -> Self {
-        PadValue::Int(0)
+    fn from_str(name: &str) -> Result<Self, Error> {
+        SequenceMode::ALL
+            .iter()
+            .copied()
+            .find(|mode| mode.as_str() == name)
+            .ok_or_else(|| Error::InvalidSpec {
+                reason: format!(
+                    "unknown sequence mode {name:?}; expected {}",
+                    SequenceMode::names()
+                ),
+            })
     }
 }
 
-// Pad values are compared by their bits, so that a spec equals itself even with a NaN pad.
-impl PartialEq for PadValue {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (PadValue::Int(a), PadValue::Int(b)) => a == b,
-            (PadValue::Float(a), PadValue::Float(b)) => a.to_bits() == b.to_bits(),
-            _ => false,
+impl SequenceMode {
+    /// The names of every mode, quoted, for messages: `"pad", "pack" or "jagged"`.
+    pub fn names() -> String {
+        let quoted: Vec<String> = SequenceMode::ALL
+            .iter()
+            .map(|mode| format!("{:?}", mode.as_str()))
+            .collect();
+        match quoted.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
         }
     }
 }
-
-impl Eq for PadValue {}
 
 /// One list column loaded as a sequence: its layout, and for `"pad"` how rows are padded and
 /// truncated.
 ///
 /// The padding fields apply to [`SequenceMode::Pad`] only; a spec that sets them for another
-/// mode is refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// mode is refused. A sequence is made with [`Sequence::pad`], [`Sequence::pack`],
+/// [`Sequence::jagged`] or [`Sequence::new`], and the padding set by the builder methods:
+///
+/// ```
+/// use arrow_dlpack_loader::{BatchSpec, PadValue, Sequence, SequenceMode, Side};
+///
+/// let spec = BatchSpec::new(32)
+///     .sequence(Sequence::pad("input_ids").max_length(512).padding_side(Side::Left))
+///     .sequence(Sequence::pad("labels").pad_value(PadValue::Int(-100)))
+///     .sequence(Sequence::pack("tokens"));
+/// assert_eq!(spec.sequences[0].max_length, Some(512));
+/// assert_eq!(spec.sequences[2].mode, SequenceMode::Pack);
+/// // The fields are public too.
+/// let labels = Sequence { pad_value: PadValue::Int(-1), ..Sequence::pad("labels") };
+/// assert_eq!(labels.pad_value, PadValue::Int(-1));
+/// ```
+#[derive(Debug, Clone)]
 pub struct Sequence {
     /// The list column (`list` or `large_list`), also the name of its tensor.
     pub column: String,
     /// The layout of its tensors.
     pub mode: SequenceMode,
-    /// The value of the padding.
+    /// The value of the padding, converted to the column's element type (an error at the first
+    /// batch when it does not fit, such as -1 in `uint8`).
     pub pad_value: PadValue,
     /// Truncate longer rows to this many values; the padded length is at most this.
     pub max_length: Option<usize>,
@@ -117,6 +160,51 @@ impl Sequence {
         }
     }
 
+    /// Column `column`, padded ([`SequenceMode::Pad`]) with the default padding.
+    pub fn pad(column: impl Into<String>) -> Self {
+        Sequence::new(column, SequenceMode::Pad)
+    }
+
+    /// Column `column`, packed ([`SequenceMode::Pack`]).
+    pub fn pack(column: impl Into<String>) -> Self {
+        Sequence::new(column, SequenceMode::Pack)
+    }
+
+    /// Column `column`, jagged ([`SequenceMode::Jagged`]).
+    pub fn jagged(column: impl Into<String>) -> Self {
+        Sequence::new(column, SequenceMode::Jagged)
+    }
+
+    /// Sets [`pad_value`](Sequence::pad_value).
+    pub fn pad_value(mut self, pad_value: PadValue) -> Self {
+        self.pad_value = pad_value;
+        self
+    }
+
+    /// Sets [`max_length`](Sequence::max_length): longer rows are cut to `max_length` values.
+    pub fn max_length(mut self, max_length: usize) -> Self {
+        self.max_length = Some(max_length);
+        self
+    }
+
+    /// Sets [`pad_to_multiple_of`](Sequence::pad_to_multiple_of).
+    pub fn pad_to_multiple_of(mut self, multiple: usize) -> Self {
+        self.pad_to_multiple_of = Some(multiple);
+        self
+    }
+
+    /// Sets [`padding_side`](Sequence::padding_side).
+    pub fn padding_side(mut self, side: Side) -> Self {
+        self.padding_side = side;
+        self
+    }
+
+    /// Sets [`truncation_side`](Sequence::truncation_side).
+    pub fn truncation_side(mut self, side: Side) -> Self {
+        self.truncation_side = side;
+        self
+    }
+
     /// Whether any padding field differs from its default.
     pub(crate) fn sets_padding(&self) -> bool {
         let default = Sequence::new(self.column.clone(), self.mode);
@@ -140,3 +228,33 @@ impl Sequence {
         }
     }
 }
+
+// Pad values are compared by their bits, so that a sequence (and a spec) equals itself even
+// with a NaN pad value; the pattern names every field, so a new field fails to compile here
+// until it is compared.
+impl PartialEq for Sequence {
+    fn eq(&self, other: &Self) -> bool {
+        let Sequence {
+            column,
+            mode,
+            pad_value,
+            max_length,
+            pad_to_multiple_of,
+            padding_side,
+            truncation_side,
+        } = self;
+        let same_pad = match (pad_value, &other.pad_value) {
+            (PadValue::Float(a), PadValue::Float(b)) => a.to_bits() == b.to_bits(),
+            (a, b) => a == b,
+        };
+        same_pad
+            && *column == other.column
+            && *mode == other.mode
+            && *max_length == other.max_length
+            && *pad_to_multiple_of == other.pad_to_multiple_of
+            && *padding_side == other.padding_side
+            && *truncation_side == other.truncation_side
+    }
+}
+
+impl Eq for Sequence {}

@@ -9,12 +9,12 @@
 
 use arrow_array::Array;
 use arrow_dlpack::{
-    ListToRaggedOptions, PackedTensor, PadOptions, PadValue as KernelPadValue, RaggedTensor,
-    list_to_ragged, pack_pieces, pad_pieces,
+    ListToRaggedOptions, PackedTensor, PadOptions, RaggedTensor, list_to_ragged, pack_pieces,
+    pad_pieces,
 };
 use arrow_dlpack_tensor::Tensor;
 
-use super::{PadValue, Sequence, SequenceMode};
+use super::{Sequence, SequenceMode};
 use crate::{Error, Result};
 
 /// Checks that `empty` (zero rows of a sequence column) forms a ragged tensor: its element type
@@ -108,10 +108,7 @@ fn kept_lengths(sequence: &Sequence, runs: &[RaggedTensor]) -> arrow_dlpack::Res
 /// The kernels' padding options for `sequence`.
 fn pad_options(sequence: &Sequence) -> PadOptions {
     PadOptions {
-        pad_value: match sequence.pad_value {
-            PadValue::Int(value) => KernelPadValue::Int(value),
-            PadValue::Float(value) => KernelPadValue::Float(value),
-        },
+        pad_value: sequence.pad_value,
         max_length: sequence.max_length,
         pad_to_multiple_of: sequence.pad_to_multiple_of,
         padding_side: sequence.padding_side,

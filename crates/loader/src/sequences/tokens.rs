@@ -9,7 +9,19 @@
 use arrow_array::{Array, RecordBatch, cast::AsArray};
 
 use super::{Sequence, SequenceMode};
-use crate::{BatchSpec, Error, Result};
+use crate::{Error, Result};
+
+/// How batches are cut: by rows, or by tokens within a budget; what
+/// [`BatchSpec::cutting`](crate::BatchSpec) gives of a spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cutting {
+    /// The token budget of a batch, if batches are cut by tokens.
+    pub(crate) max_tokens: Option<usize>,
+    /// The rows of a batch (at most, with a token budget).
+    pub(crate) batch_size: usize,
+    /// Whether rows are sorted by length within windows.
+    pub(crate) bucket_by_length: bool,
+}
 
 /// The kept lengths (after truncation to `max_length`; 0 for a null row) of the rows of one
 /// record batch, per sequence column: `lengths[column][row]`.
@@ -22,11 +34,11 @@ impl RowLengths {
     /// The lengths of the rows of `batch` in the columns `sequences` (with their indices in the
     /// batch), or empty lengths when no budget or bucket needs them.
     pub(crate) fn of(
-        spec: &BatchSpec,
+        cutting: Cutting,
         sequences: &[(usize, Sequence)],
         batch: &RecordBatch,
     ) -> Result<Self> {
-        if spec.max_tokens.is_none() && !spec.bucket_by_length {
+        if cutting.max_tokens.is_none() && !cutting.bucket_by_length {
             return Ok(RowLengths::default());
         }
         let lengths = sequences
@@ -117,12 +129,12 @@ pub(crate) enum Fit {
 }
 
 impl<'a> Budget<'a> {
-    /// An empty batch of `spec`, whose sequence columns are `sequences`.
-    pub(crate) fn new(spec: &BatchSpec, sequences: &'a [(usize, Sequence)]) -> Self {
+    /// An empty batch cut as `cutting` says, whose sequence columns are `sequences`.
+    pub(crate) fn new(cutting: Cutting, sequences: &'a [(usize, Sequence)]) -> Self {
         Budget {
             sequences,
-            max_tokens: spec.max_tokens,
-            max_rows: spec.batch_size,
+            max_tokens: cutting.max_tokens,
+            max_rows: cutting.batch_size,
             rows: 0,
             longest: vec![0; sequences.len()],
             total: vec![0; sequences.len()],
@@ -196,15 +208,15 @@ impl<'a> Budget<'a> {
 /// in `lengths[piece]`): the index where the batch starts, or `None` when `rows` runs out
 /// before the batch is full (the rows then wait for more, or end the stream as a short batch).
 pub(crate) fn cut_from_end(
-    spec: &BatchSpec,
+    cutting: Cutting,
     sequences: &[(usize, Sequence)],
     rows: &[(usize, usize)],
     lengths: &[RowLengths],
 ) -> Result<Option<usize>> {
-    if spec.max_tokens.is_none() {
-        return Ok(rows.len().checked_sub(spec.batch_size));
+    if cutting.max_tokens.is_none() {
+        return Ok(rows.len().checked_sub(cutting.batch_size));
     }
-    let mut budget = Budget::new(spec, sequences);
+    let mut budget = Budget::new(cutting, sequences);
     for (at, &(piece, row)) in rows.iter().enumerate().rev() {
         let of = &lengths[piece];
         if budget.add(|c| of.get(c, row))? == Fit::Full {

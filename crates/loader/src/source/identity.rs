@@ -18,12 +18,11 @@ use crate::{BatchSpec, Error, Result};
 
 /// The settings of `spec` that fix the batches, over the source `source`.
 pub(super) fn settings(spec: &BatchSpec, source: SourceIdentity) -> Settings {
-    let every_column = spec.columns.is_empty() && spec.groups.is_empty();
     Settings {
         source,
         batch_size: spec.batch_size as u64,
         drop_last: spec.drop_last,
-        columns: (!every_column).then(|| spec.columns.clone()),
+        columns: spec.columns.clone(),
         groups: spec
             .groups
             .iter()

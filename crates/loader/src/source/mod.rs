@@ -148,10 +148,7 @@ pub(crate) struct Plan {
 
 /// The columns the spec reads, or `None` for all.
 fn needed_columns(spec: &BatchSpec) -> Option<Vec<String>> {
-    if spec.columns.is_empty() && spec.groups.is_empty() {
-        return None;
-    }
-    let mut names = spec.columns.clone();
+    let mut names = spec.columns.clone()?;
     for group in &spec.groups {
         names.extend(group.columns.iter().cloned());
     }
@@ -352,7 +349,20 @@ fn plan_parquet_files(
         unit.skip = *row;
         offset = Some((*item, *row));
     }
-    let pieces = ParquetPieces::start(files, planned, spec.decode_thread_count())?;
+    // The decoding threads start at the first pull, on the loader thread, so that a plan that
+    // is only checked (`outline`) starts none.
+    let threads = spec.decode_thread_count();
+    let mut unstarted = Some((files, planned));
+    let mut started: Option<ParquetPieces> = None;
+    let pieces = std::iter::from_fn(move || {
+        if let Some((files, planned)) = unstarted.take() {
+            match ParquetPieces::start(files, planned, threads) {
+                Ok(pieces) => started = Some(pieces),
+                Err(error) => return Some(Err(error)),
+            }
+        }
+        started.as_mut()?.next()
+    });
     let raw: Raw = Box::new(pieces.map(move |piece| {
         piece.map(|(index, batch, last)| {
             let (k, item) = items[index].clone();

@@ -32,7 +32,8 @@ pub struct Settings {
     pub batch_size: u64,
     /// Whether the last short batch is dropped.
     pub drop_last: bool,
-    /// The single columns; `None` when the spec names none and every column is loaded.
+    /// The single columns; `None` when every column not in a group is loaded (`Some` of an
+    /// empty list loads none).
     pub columns: Option<Vec<String>>,
     /// The column groups: each group's name and its columns, in order.
     pub groups: BTreeMap<String, Vec<String>>,

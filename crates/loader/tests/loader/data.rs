@@ -182,11 +182,11 @@ pub(crate) fn sizes(batches: &[TensorBatch]) -> Vec<usize> {
     batches.iter().map(TensorBatch::num_rows).collect()
 }
 
-/// A spec for `batch_size` rows of `columns`.
+/// A spec for `batch_size` rows of `columns` (of every column when `columns` is empty).
 pub(crate) fn spec(batch_size: usize, columns: &[&str]) -> BatchSpec {
     BatchSpec {
         batch_size,
-        columns: columns.iter().map(|c| c.to_string()).collect(),
+        columns: (!columns.is_empty()).then(|| columns.iter().map(|c| c.to_string()).collect()),
         ..BatchSpec::default()
     }
 }

@@ -11,6 +11,7 @@ mod columns;
 mod files;
 mod lifecycle;
 mod malformed;
+mod options;
 #[cfg(feature = "object-store")]
 mod remote;
 #[cfg(feature = "object-store")]

@@ -87,6 +87,7 @@ fn rows_of(batch: &TensorBatch, mode: SequenceMode) -> Vec<Vec<i32>> {
                 .map(|w| all[w[0] as usize..w[1] as usize].to_vec())
                 .collect()
         }
+        other => panic!("rows_of reads no batch in mode {other}"),
     }
 }
 

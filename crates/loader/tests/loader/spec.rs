@@ -130,7 +130,7 @@ fn a_mask_named_like_a_source_column_is_refused_when_every_column_is_loaded() {
     };
     let error = planning_error(named(&["label", "label_mask"]), spec);
     assert!(
-        error.contains("\"label_mask\" is claimed twice, by column \"label_mask\" (every column is loaded) and by the mask of \"label\" (masks)"),
+        error.contains("\"label_mask\" is claimed twice, by column \"label_mask\" (every column not in a group is loaded) and by the mask of \"label\" (masks)"),
         "{error}"
     );
 }
@@ -171,7 +171,7 @@ fn the_builder_sets_what_a_struct_literal_sets() {
     let literal = BatchSpec {
         batch_size: 64,
         drop_last: true,
-        columns: vec!["label".to_string()],
+        columns: Some(vec!["label".to_string()]),
         groups: vec![ColumnGroup::new("features", ["x0", "x1"])],
         masks: vec!["label".to_string()],
         allow_nulls: true,
@@ -202,7 +202,7 @@ fn the_defaults_are_those_the_field_docs_state() {
     let spec = BatchSpec::default();
     assert_eq!(spec.batch_size, 1024);
     assert!(!spec.drop_last);
-    assert!(spec.columns.is_empty() && spec.groups.is_empty() && spec.masks.is_empty());
+    assert!(spec.columns.is_none() && spec.groups.is_empty() && spec.masks.is_empty());
     assert!(!spec.allow_nulls && !spec.null_to_nan);
     assert!(spec.row_major);
     assert!(!spec.shuffle);

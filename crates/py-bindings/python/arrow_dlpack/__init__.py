@@ -49,7 +49,8 @@ Beyond PyArrow:
   (``__dlpack_c_exchange_api__``), and ``from_dlpack`` uses a producer's;
 - :func:`batches` turns Arrow data (IPC and Parquet files, any Arrow stream)
   into exact-size batches of tensors for a training loop, made on background
-  threads, and :class:`BatchDataset` is the same for ``torch.utils.data``;
+  threads (a :class:`Batches` iterator), and :class:`BatchDataset` is the same
+  for ``torch.utils.data``;
   their ``state_dict()`` and ``state=`` resume a run exactly, and
   :func:`merge_states` resumes it with another number of ranks and workers.
 - :mod:`arrow_dlpack.ray` (loaded on first use, as ``ad.ray``) makes the same tensors from
@@ -87,6 +88,8 @@ working:
   to ``__arrow_c_device_array__`` or ``__arrow_c_device_stream__``.
 """
 
+from typing import TYPE_CHECKING
+
 from arrow_dlpack._arrow_dlpack import (
     Array,
     ArrowDLPackBufferError,
@@ -105,7 +108,10 @@ from arrow_dlpack._arrow_dlpack import (
     set_memory_pool_decay_ms,
     set_memory_pool_limit,
 )
-from arrow_dlpack._batches import batches, merge_states
+from arrow_dlpack._batches import Batches, batches, merge_states
+
+if TYPE_CHECKING:
+    from arrow_dlpack._dataset import BatchDataset
 
 __all__ = [
     "Array",
@@ -113,6 +119,7 @@ __all__ = [
     "ArrowDLPackError",
     "ArrowDLPackTypeError",
     "ArrowDLPackValueError",
+    "Batches",
     "FixedShapeTensorArray",
     "ListArray",
     "Tensor",
@@ -130,14 +137,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    # `BatchDataset` subclasses torch's `IterableDataset`, so it is made on first use: importing
-    # arrow_dlpack never imports torch. (Not in `__all__`: a star import would import torch.)
+    # `BatchDataset` subclasses torch's `IterableDataset`, so its module is imported on first use:
+    # importing arrow_dlpack never imports torch. (Not in `__all__`: a star import would import
+    # torch.)
     if name == "BatchDataset":
-        from arrow_dlpack._batches import _batch_dataset_class
+        from arrow_dlpack._dataset import BatchDataset
 
-        cls = _batch_dataset_class()
-        globals()["BatchDataset"] = cls
-        return cls
+        globals()["BatchDataset"] = BatchDataset
+        return BatchDataset
     # `arrow_dlpack.ray` imports Ray: loaded on first use, as `ad.ray` or as a submodule.
     if name == "ray":
         import importlib

@@ -21,6 +21,7 @@ __all__ = [
     "__version__",
     "_Batches",
     "_array_from_ipc",
+    "_check_options",
     "_collate",
     "_exchange_calls",
     "_merge_states",
@@ -613,45 +614,35 @@ class ListArray(Array):
 
 @final
 class _Batches:
-    """The batch iterator behind :func:`arrow_dlpack.batches` (which computes the shard and
-    shows progress): exact-size batches of tensors, made on background threads."""
+    """The batch iterator behind :class:`arrow_dlpack.Batches` (whose :func:`arrow_dlpack.batches`
+    computes the shard and shows progress): exact-size batches of tensors, made on background
+    threads."""
 
-    OPTIONS: ClassVar[dict[str, Any]]
-    """Every option (a field of the Rust ``BatchSpec``) and its default, in declaration order."""
+    OPTIONS: ClassVar[dict[str, dict[str, Any]]]
+    """Every option (a field of the Rust ``BatchSpec``), in declaration order: a dict from its
+    name to its ``default`` (as the Python signatures spell it), ``annotation``, ``scope``
+    (``"batch"`` or ``"stream"``) and ``summary``."""
 
     def __new__(
         cls,
         source: Any,
         *,
-        storage_options: Optional[dict[str, Any]] = None,
-        batch_size: int = 1024,
-        drop_last: bool = False,
-        columns: list[str] = [],
-        groups: list[tuple[str, list[str]]] = [],
-        masks: list[str] = [],
-        allow_nulls: bool = False,
-        null_to_nan: bool = False,
-        row_major: bool = True,
-        shuffle: bool = False,
-        seed: int = 0,
-        buffer_size: int = 65536,
-        shard_index: int = 0,
-        num_shards: int = 1,
-        prefetch: int = 2,
-        decode_threads: int = 0,
-        writable: bool = False,
-        sequences: dict[str, Any] = {},
-        max_tokens: Optional[int] = None,
-        bucket_by_length: bool = False,
-        epoch: int = 0,
-        state: Optional[dict[str, Any]] = None,
-    ) -> _Batches: ...
-    def __iter__(self) -> _Batches: ...
+        storage_options: Optional[Any] = None,
+        **options: Any,
+    ) -> _Batches:
+        """The loader of ``source`` with the options of ``OPTIONS``, each a keyword; a keyword
+        that names no option is a TypeError."""
+    def __iter__(self) -> _Batches:
+        """The iterator; ValueError once it has ended (a loader is iterated once)."""
     def __next__(self) -> dict[str, Tensor]:
         """The next batch, waited for with the GIL released."""
     def __len__(self) -> int:
-        """The number of batches, where the files' metadata gives the row count; TypeError
-        otherwise."""
+        """The number of batches left, where it is known; TypeError otherwise."""
+    def __length_hint__(self) -> Any:
+        """The number of batches left, or NotImplemented when it is not known."""
+    @property
+    def num_batches(self) -> Optional[int]:
+        """The batches in all, or None when unknown."""
     @property
     def num_rows(self) -> Optional[int]:
         """The rows of this shard, or None when the source does not say."""
@@ -664,23 +655,20 @@ class _Batches:
     def close(self) -> None:
         """Stops the background threads and releases the source now."""
 
-def _collate(
-    table: Any,
+def _check_options(
+    source: Any = None,
     *,
-    columns: list[str] = [],
-    groups: list[tuple[str, list[str]]] = [],
-    masks: list[str] = [],
-    allow_nulls: bool = False,
-    null_to_nan: bool = False,
-    row_major: bool = True,
-    writable: bool = False,
-    sequences: dict[str, Any] = {},
+    storage_options: Optional[Any] = None,
     **options: Any,
-) -> dict[str, Tensor]:
+) -> dict[str, Optional[int]]:
+    """What ``_Batches(source, **options)`` checks before its first batch, without making a
+    loader: every option, and for files the spec against their schema (no data is read, no
+    thread started); a stream is not read. Returns ``{"num_rows": ..., "num_batches": ...}``."""
+def _collate(table: Any, **options: Any) -> dict[str, Tensor]:
     """One batch of every row of ``table`` (anything with ``__arrow_c_stream__``), made on the
     calling thread as :class:`_Batches` makes a batch of the same rows; the GIL is released for
-    large batches only. Behind :func:`arrow_dlpack.ray.collate_fn`. The keywords are
-    ``_Batches``'s; those that cut, order and read batches do not apply."""
+    large batches only. Behind :func:`arrow_dlpack.ray.collate_fn`. The keywords are the options
+    of ``_Batches.OPTIONS`` whose scope is ``"batch"``."""
 def _merge_states(states: list[dict[str, Any]]) -> dict[str, Any]:
     """The states of every shard of a run joined into one, behind
     :func:`arrow_dlpack.merge_states`."""

@@ -1,24 +1,34 @@
-"""``batches`` and ``BatchDataset``: exact-size batches of tensors from Arrow data, for a
-training loop.
+"""``batches``, ``Batches`` and ``merge_states``: exact-size batches of tensors from Arrow data,
+for a training loop (``BatchDataset``, the same for ``torch.utils.data``, is in ``_dataset.py``).
 
 The work happens in Rust (the ``arrow-dlpack-loader`` crate): files are decoded, record batches
 cut and joined into batches of exactly ``batch_size`` rows, and columns promoted and copied, on
-background threads, with the GIL released while ``next()`` waits. This module only works out
-which shard of the data this process reads, shows progress, and carries the loader's state
-(``state_dict()``, ``state=``, ``merge_states``) through ``BatchDataset`` and torchdata's
-``StatefulDataLoader``.
+background threads, with the GIL released while ``next()`` waits; every option is checked there.
+This module only works out which shard of the data this process reads, shows progress, and
+carries the loader's state (``state_dict()``, ``state=``, ``merge_states``).
 """
 
 import os
 import sys
 import time
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+import warnings
+from typing import (
+    Any,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
-from arrow_dlpack._arrow_dlpack import Tensor, _Batches, _merge_states
-from arrow_dlpack._options import Groups, Sequences, _names
+from arrow_dlpack._arrow_dlpack import Tensor, _Batches, _check_options, _merge_states
+from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
 
-# `BatchDataset` is made on first use (see `_batch_dataset_class`), so it is not listed here.
-__all__ = ["batches", "merge_states"]
+__all__ = ["Batches", "batches", "merge_states"]
+
 
 def _worker() -> Tuple[int, int]:
     """``(id, num_workers)`` of the ``torch.utils.data.DataLoader`` worker this runs in, or
@@ -49,19 +59,37 @@ def _distributed() -> Tuple[int, int]:
     return 0, 1
 
 
-def _shard(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int]:
-    """This process's ``(shard_index, num_shards)``: one shard per DataLoader worker of each
-    rank, so that workers and ranks together read every row exactly once."""
-    if (rank is None) != (world_size is None):
-        raise ValueError("rank and world_size go together; give both or neither")
+#: Whether this process warned already that a loader given ``rank`` and ``world_size`` splits
+#: between DataLoader workers on its own.
+_warned_split = False
+
+
+def _shard(
+    rank: Optional[int], world_size: Optional[int], split_workers: bool = True,
+    warn: bool = False,
+) -> Tuple[int, int]:
+    """This process's ``(shard_index, num_shards)``: one shard per DataLoader worker of each rank
+    (unless ``split_workers`` is False), so that workers and ranks together read every row
+    exactly once. ``rank`` and ``world_size`` are checked (:func:`check_python_options`).
+
+    With ``warn``, a loader given ``rank`` and ``world_size`` that splits between DataLoader
+    workers warns once per process: the caller may have split the sources per worker already."""
+    explicit = rank is not None
     if rank is None or world_size is None:
         rank, world_size = _distributed()
-    for name, value in (("rank", rank), ("world_size", world_size)):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(f"{name} is {type(value).__name__}; expected int")
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} and world_size {world_size}; expected 0 <= rank < world_size")
-    worker, workers = _worker()
+    worker, workers = _worker() if split_workers else (0, 1)
+    if warn and explicit and workers > 1:
+        global _warned_split
+        if not _warned_split:
+            _warned_split = True
+            warnings.warn(
+                f"ad.batches(rank={rank}, world_size={world_size}) in DataLoader worker {worker} "
+                f"of {workers} reads only this worker's share of rank {rank}'s data (1/{workers} "
+                "of it); if the sources were already split per worker, pass "
+                "split_workers=False",
+                UserWarning,
+                stacklevel=4,
+            )
     return rank * workers + worker, world_size * workers
 
 
@@ -103,95 +131,164 @@ def _broadcast_seed() -> int:
     return int(box[0])
 
 
+def _is_ray_dataset(source: Any) -> bool:
+    """Whether ``source`` is a ``ray.data.Dataset`` or ``DataIterator``; Ray is imported only
+    for an object of one of its classes."""
+    if not type(source).__module__.startswith("ray.data"):
+        return False
+    from arrow_dlpack import ray
+
+    return bool(ray.is_dataset(source))
+
+
 def _ray_blocks(source: Any) -> Any:
     """A ``ray.data.Dataset`` or ``DataIterator`` as the Arrow stream of its blocks; any other
-    source as it is. Ray is imported only for an object of one of its classes."""
-    if type(source).__module__.startswith("ray.data"):
+    source as it is."""
+    if _is_ray_dataset(source):
         from arrow_dlpack import ray
 
-        if ray.is_dataset(source):
-            return ray.arrow_stream(source)
+        return ray.arrow_stream(source)
     return source
 
 
-class _Progress:
-    """Wraps a batch iterator and shows rows per second on standard error while a terminal
-    watches it; a last line when the iteration ends."""
+class _ProgressLine:
+    """Rows per second on standard error while a terminal watches a :class:`Batches`; a last
+    line when the iteration ends."""
 
-    def __init__(self, inner: _Batches, stream: Any = None):
-        self._inner = inner
+    def __init__(self, stream: Any = None):
         self._stream = stream if stream is not None else sys.stderr
         self._live = bool(getattr(self._stream, "isatty", lambda: False)())
-        self._rows = 0
         self._start = time.perf_counter()
         self._shown = self._start
 
-    def __iter__(self) -> "_Progress":
-        return self
-
-    def __len__(self) -> int:
-        return len(self._inner)
-
-    @property
-    def num_rows(self) -> Optional[int]:
-        return self._inner.num_rows
-
-    def state_dict(self) -> Dict[str, Any]:
-        return self._inner.state_dict()
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def _line(self) -> str:
+    def _line(self, batches: "Batches") -> str:
         elapsed = max(time.perf_counter() - self._start, 1e-9)
-        total = self._inner.num_rows
+        rows, total = batches.rows_yielded, batches.num_rows
         of = f" of {total:,}" if total is not None else ""
-        return f"{self._rows:,}{of} rows, {self._rows / elapsed:,.0f} rows/s"
+        return f"{rows:,}{of} rows, {rows / elapsed:,.0f} rows/s"
+
+    def batch(self, batches: "Batches") -> None:
+        now = time.perf_counter()
+        if self._live and now - self._shown >= 0.2:
+            self._shown = now
+            print(f"\r{self._line(batches)}", end="", file=self._stream, flush=True)
+
+    def end(self, batches: "Batches") -> None:
+        start = "\r" if self._live else ""
+        print(f"{start}{self._line(batches)}, done", file=self._stream, flush=True)
+
+
+class Batches:
+    """The iterator :func:`batches` returns: exact-size batches, each a dict from name to
+    :class:`Tensor`, made on background threads.
+
+    A loader is iterated once: iterating it again after its last batch (or after an error, or
+    :meth:`close`) raises ``ValueError``; make a new one with :func:`batches`, or use
+    :class:`BatchDataset`, which makes a new loader each time it is iterated.
+    ``len()`` is the number of batches left, where it is known (the files' metadata, or the rows
+    an in-memory table says it holds, and batches cut by rows); ``tqdm`` takes it as its total.
+    Made by :func:`batches`, not by hand.
+    """
+
+    __slots__ = ("_inner", "_progress")
+
+    def __init__(self, inner: _Batches, progress: bool = False, stream: Any = None) -> None:
+        self._inner = inner
+        self._progress = _ProgressLine(stream) if progress else None
+
+    def __iter__(self) -> "Batches":
+        iter(self._inner)  # refuses a loader that has ended
+        return self
 
     def __next__(self) -> Dict[str, Tensor]:
         try:
             batch = next(self._inner)
         except StopIteration:
-            end = "\r" if self._live else ""
-            print(f"{end}{self._line()}, done", file=self._stream, flush=True)
+            if self._progress is not None:
+                self._progress.end(self)
+                self._progress = None
             raise
-        self._rows = self._inner.rows_yielded
-        now = time.perf_counter()
-        if self._live and now - self._shown >= 0.2:
-            self._shown = now
-            print(f"\r{self._line()}", end="", file=self._stream, flush=True)
+        if self._progress is not None:
+            self._progress.batch(self)
         return batch
+
+    def __len__(self) -> int:
+        """The number of batches left; ``TypeError`` when it is not known (a stream that does
+        not say its rows, batches cut by ``max_tokens``)."""
+        return len(self._inner)
+
+    def __length_hint__(self) -> Any:
+        return self._inner.__length_hint__()
+
+    @property
+    def num_batches(self) -> Optional[int]:
+        """The batches this loader yields in all, or None when unknown."""
+        return self._inner.num_batches
+
+    @property
+    def num_rows(self) -> Optional[int]:
+        """The rows this loader yields in all (this shard's, before ``drop_last``), or None when
+        the source does not say."""
+        return self._inner.num_rows
+
+    @property
+    def rows_yielded(self) -> int:
+        """The rows of the batches handed out so far."""
+        return self._inner.rows_yielded
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Where the stream stands after the batches handed out so far: a dict of ints,
+        strings and lists (``json``- and ``torch.save``-able), for ``state=``."""
+        return self._inner.state_dict()
+
+    def close(self) -> None:
+        """Stops the background threads and releases the source now."""
+        self._inner.close()
+
+    def __enter__(self) -> "Batches":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        left = self._inner.__length_hint__()
+        left = "unknown" if left is NotImplemented else left
+        return (
+            f"<arrow_dlpack.Batches: {self.rows_yielded:,} rows yielded, batches left: {left}>"
+        )
 
 
 def batches(
     source: Any,
     batch_size: int = 1024,
     *,
-    columns: Optional[Sequence[str]] = None,
-    groups: Optional[Groups] = None,
-    masks: Iterable[str] = (),
     drop_last: bool = False,
+    columns: Optional[Sequence[str]] = None,
+    groups: Optional[Mapping[str, Sequence[str]]] = None,
+    masks: Optional[Sequence[str]] = None,
     allow_nulls: bool = False,
     null_to_nan: bool = False,
     row_major: bool = True,
     shuffle: bool = False,
     seed: Optional[int] = None,
-    buffer_size: int = 65_536,
+    buffer_size: int = 65536,
     rank: Optional[int] = None,
     world_size: Optional[int] = None,
+    split_workers: bool = True,
     prefetch: int = 2,
     decode_threads: int = 0,
     writable: bool = False,
-    sequences: Optional[Sequences] = None,
+    sequences: Optional[Mapping[str, Union[str, Mapping[str, Any]]]] = None,
     max_tokens: Optional[int] = None,
     bucket_by_length: bool = False,
     epoch: Optional[int] = None,
     state: Optional[Mapping[str, Any]] = None,
     progress: bool = False,
     storage_options: Optional[Mapping[str, Any]] = None,
-) -> Union[_Batches, _Progress]:
+) -> Batches:
     """Batches of exactly ``batch_size`` rows from Arrow data, each a dict from name to
-    :class:`Tensor`, made on background threads.
+    :class:`Tensor`, made on background threads; returns a :class:`Batches`, iterated once.
 
     >>> for batch in ad.batches("train.parquet", 1024, groups={"x": features}, columns=["y"]):
     ...     x, y = torch.from_dlpack(batch["x"]), torch.from_dlpack(batch["y"])
@@ -199,9 +296,10 @@ def batches(
     ``source`` is a path or a list of paths of Arrow IPC files (``.arrow``, ``.feather``,
     ``.ipc``: memory-mapped, zero-copy), IPC streams (``.arrows``) or Parquet files
     (``.parquet``, ``.pq``: projected, row groups decoded in parallel), any object with
-    ``__arrow_c_stream__`` (a pyarrow Table or RecordBatchReader, a polars DataFrame, a DuckDB
-    result, nanoarrow), or a ``ray.data.Dataset`` or ``DataIterator`` (its blocks, read as
-    they come: :func:`arrow_dlpack.ray.arrow_stream`).
+    ``__arrow_c_stream__`` (a pyarrow Table, RecordBatch or RecordBatchReader, a polars
+    DataFrame, a DuckDB result, nanoarrow) or a list of such objects (read one after another),
+    or a ``ray.data.Dataset`` or ``DataIterator`` (its blocks, read as they come:
+    :func:`arrow_dlpack.ray.arrow_stream`).
     It may also be a URL, or a list of URLs, of such files in object storage: ``s3://``,
     ``gs://``, ``az://``/``abfs(s)://`` or ``http(s)://``; an object, a prefix (every object under
     it) or a glob (``s3://bucket/train/*.parquet``), listed and sorted by key. Credentials and
@@ -213,7 +311,8 @@ def batches(
 
     - ``columns``: the columns that become one tensor each: primitive columns ``(B,)``,
       fixed-size lists and ``arrow.fixed_shape_tensor`` columns ``(B, *shape)``, booleans
-      ``bool`` tensors. ``None`` means every column not in a group.
+      ``bool`` tensors. ``None`` (the default) means every column not in a group; ``[]`` means
+      none, only what ``groups``, ``masks`` and ``sequences`` name.
     - ``groups``: name -> columns stacked into one ``(B, k)`` tensor, promoted as
       :meth:`Tensor.from_arrow` promotes (``row_major`` chooses the layout). With
       ``row_major=False``, same-typed columns of a memory-mapped IPC file come as a read-only
@@ -224,14 +323,17 @@ def batches(
     - ``drop_last`` drops a last batch shorter than ``batch_size``.
     - ``shuffle`` shuffles files and row groups (or record batches) and rows within windows of
       ``buffer_size`` rows; with a ``seed`` the order is the same on every run.
-    - Shards: inside a ``torch.utils.data.DataLoader`` worker each worker reads its own share,
-      and ``rank``/``world_size`` (default: an initialised ``torch.distributed`` group; none
-      for a Ray source, which Ray shards itself) split the data between processes, so that
-      together they read every row exactly once.
+    - Shards: ``rank``/``world_size`` (default: an initialised ``torch.distributed`` group; none
+      for a Ray source, which Ray shards itself) split the data between processes, and inside a
+      ``torch.utils.data.DataLoader`` worker each worker reads its own share of its rank's, so
+      that together they read every row exactly once. ``split_workers=False`` leaves the
+      workers out (for sources already split per worker); a loader that splits between
+      workers although it was given ``rank`` and ``world_size`` warns once.
     - ``prefetch`` batches wait ready in a bounded queue; memory stays below ``prefetch`` times
       a batch's bytes plus the row groups being decoded.
     - ``prefetch`` is from 1 to 1,024 and ``decode_threads`` at most 64 (0 chooses); a
-      ``seed`` is any int, taken modulo 2**64.
+      ``seed`` is any int, taken modulo 2**64. Every integer option takes anything with
+      ``__index__`` (a numpy integer), but not a bool.
     - ``writable=True`` hands out batches whose every tensor is private, writable memory (the
       views below are copied as each batch is handed out).
     - ``sequences``: variable-length list columns (``list``, ``large_list``) and how each
@@ -262,73 +364,59 @@ def batches(
     the caller's memory, and ``torch.from_dlpack`` ignores the flag, so an in-place operation
     rewrites the caller's table unless ``writable=True``. Batches across record batches,
     groups, booleans, masks and shuffled batches are fresh, writable copies.
-    The result has ``len()`` (the number of batches) when the files' metadata gives the row
-    count and batches are cut by rows (not by ``max_tokens``), and ``close()`` stops its threads at once; breaking out of the loop and dropping it
-    does the same.
+    Every argument is checked before any work, each error naming it.
     """
+    options = dict(locals())
+    return _open(options.pop("source"), options, warn_split=True)
+
+
+def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
+    """The loader of ``source`` with ``options`` (the keywords of :func:`batches`): the Python
+    options checked and acted on, the shard, seed and epoch worked out, everything else checked
+    by the native loader."""
+    python = check_python_options(
+        {name: options.pop(name) for name in PYTHON if name in options}
+    )
+    # Every value of the spec is checked first, so that a bad one is named before the shard,
+    # seed and epoch are worked out from it; a seed or epoch of None is Python's to work out.
+    spec = {
+        name: value
+        for name, value in options.items()
+        if not (name in PYTHON_DEFAULTS and value is None)
+    }
+    _check_options(None, **spec)
+    rank, world_size = python.get("rank"), python.get("world_size")
     blocks = _ray_blocks(source)
-    if blocks is not source and rank is None and world_size is None:
+    if blocks is not source and rank is None:
         # Ray shards its datasets itself (`streaming_split`, Ray Train's dataset shards), and
         # Ray Train's workers form a torch.distributed group: sharding by that group again would
         # drop rows.
         rank, world_size = 0, 1
-    source = blocks
-    shard_index, num_shards = _shard(rank, world_size)
-    seed = _saved_seed(seed, shuffle, state)
-    seed = _shared_seed(seed, shuffle, num_shards)
-    epoch = _epoch(epoch, state)
-    if groups is not None and not isinstance(groups, Mapping):
-        raise TypeError(f"groups is {type(groups).__name__}; expected a dict from name to columns")
-    if sequences is not None and not isinstance(sequences, Mapping):
-        raise TypeError(
-            f"sequences is {type(sequences).__name__}; expected a dict from column to a mode"
-        )
-    if storage_options is not None and not isinstance(storage_options, Mapping):
-        raise TypeError(
-            f"storage_options is {type(storage_options).__name__}; expected a dict from str to str"
-        )
-    remote = {} if storage_options is None else {"storage_options": dict(storage_options)}
+    shard_index, num_shards = _shard(
+        rank, world_size, python.get("split_workers", True), warn=warn_split
+    )
+    state = spec.get("state")
+    shuffle = bool(spec.get("shuffle", False))
+    seed = _saved_seed(spec.get("seed"), shuffle, state)
+    spec["seed"] = _shared_seed(seed, shuffle, num_shards)
+    spec["epoch"] = _epoch(spec.get("epoch"), state)
+    storage_options = python.get("storage_options")
     inner = _Batches(
-        source,
-        **remote,
-        batch_size=batch_size,
-        columns=_names("columns", columns) if columns is not None else [],
-        groups=[(name, _names(f"groups[{name!r}]", group)) for name, group in (groups or {}).items()],
-        masks=_names("masks", masks),
-        drop_last=drop_last,
-        allow_nulls=allow_nulls,
-        null_to_nan=null_to_nan,
-        row_major=row_major,
-        shuffle=shuffle,
-        seed=seed,
-        buffer_size=buffer_size,
+        blocks,
+        storage_options=dict(storage_options) if storage_options is not None else None,
         shard_index=shard_index,
         num_shards=num_shards,
-        prefetch=prefetch,
-        decode_threads=decode_threads,
-        writable=writable,
-        sequences={
-            name: dict(how) if isinstance(how, Mapping) else how
-            for name, how in (sequences or {}).items()
-        },
-        max_tokens=max_tokens,
-        bucket_by_length=bucket_by_length,
-        epoch=epoch,
-        state=dict(state) if isinstance(state, Mapping) else state,
+        **spec,
     )
-    return _Progress(inner) if progress else inner
+    return Batches(inner, progress=python.get("progress", False))
 
 
-def _epoch(epoch: Optional[int], state: Any) -> int:
-    """The epoch to read: ``epoch``, else the saved state's, else 0."""
-    if epoch is None:
-        saved = state.get("epoch") if isinstance(state, Mapping) else None
-        return saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else 0
-    if not isinstance(epoch, int) or isinstance(epoch, bool):
-        raise TypeError(f"epoch is {type(epoch).__name__}; expected int")
-    if epoch < 0:
-        raise ValueError(f"epoch is {epoch}; expected a non-negative int")
-    return epoch
+def _epoch(epoch: Any, state: Any) -> Any:
+    """The epoch to read: ``epoch`` (checked by the loader), else the saved state's, else 0."""
+    if epoch is not None:
+        return epoch
+    saved = state.get("epoch") if isinstance(state, Mapping) else None
+    return saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else 0
 
 
 def _saved_seed(seed: Optional[int], shuffle: bool, state: Any) -> Optional[int]:
@@ -343,42 +431,51 @@ def _saved_seed(seed: Optional[int], shuffle: bool, state: Any) -> Optional[int]
     return seed
 
 
-#: How deep ``merge_states`` looks for loader states inside the dicts and lists it is given (a
-#: ``StatefulDataLoader`` state dict nests them four levels deep).
-_MAX_STATE_DEPTH = 32
+#: The key that marks a ``BatchDataset`` state.
+_DATASET_KEY = "arrow_dlpack_batch_dataset"
+
+#: The deepest nesting of dicts and lists that :func:`merge_states` looks into for states.
+_MAX_STATE_DEPTH = 64
 
 
 def _loader_states(found: Any, out: List[Dict[str, Any]], shards: List[Any]) -> None:
     """Collects the loader states in ``found``: a state from ``state_dict()``, a
     ``BatchDataset`` state, or any dict or list that holds them (a ``StatefulDataLoader``'s
     state dict); ``shards`` gets the shards of ``BatchDataset`` states that read nothing yet.
-    Walked without recursion, in order, at most ``_MAX_STATE_DEPTH`` levels deep."""
-    pending: List[Any] = [(found, 0)]
-    while pending:
-        value, depth = pending.pop()
+
+    The walk is iterative and bounded: nesting deeper than :data:`_MAX_STATE_DEPTH` levels is a
+    ``ValueError``, and a dict or list met twice (a cycle) is looked into once."""
+    seen = set()
+    stack: List[Tuple[Any, int]] = [(found, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, (Mapping, list, tuple)):
+            continue
         if depth > _MAX_STATE_DEPTH:
             raise ValueError(
-                f"states nest dicts and lists more than {_MAX_STATE_DEPTH} levels deep; expected "
-                "state_dict()s, BatchDataset states or StatefulDataLoader state dicts"
+                f"the states nest deeper than {_MAX_STATE_DEPTH} levels of dicts and lists; "
+                "expected the state_dict() of every shard, or dicts and lists that hold them"
             )
-        if isinstance(value, Mapping):
-            if _DATASET_KEY in value:
-                if value.get("loader") is not None:
-                    out.append(dict(value["loader"]))
-                elif value.get("shard") is not None:
-                    shards.append(value)
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, Mapping):
+            if _DATASET_KEY in item:
+                if item.get("loader") is not None:
+                    out.append(dict(item["loader"]))
+                elif item.get("shard") is not None:
+                    shards.append(item)
                 continue
             # A loader state of any format version (``merge_states`` refuses another format
             # with its own message).
-            if {"version", "work"} <= set(value):
-                out.append(dict(value))
+            if {"version", "work"} <= set(item):
+                out.append(dict(item))
                 continue
-            children = list(value.values())
-        elif isinstance(value, (list, tuple)):
-            children = list(value)
+            children = list(item.values())
         else:
-            continue
-        pending.extend((child, depth + 1) for child in reversed(children))
+            children = list(item)
+        # Reversed, so that the states come out in the order they are held.
+        stack.extend((child, depth + 1) for child in reversed(children))
 
 
 def merge_states(states: Iterable[Any]) -> Optional[Dict[str, Any]]:
@@ -405,127 +502,3 @@ def merge_states(states: Iterable[Any]) -> Optional[Dict[str, Any]]:
             raise ValueError(f"a dataset state has shard {shard!r}; expected [index, count]")
         found.append({**found[0], "shard": list(shard), "position": None})
     return _merge_states(found)
-
-
-_BATCH_DATASET_DOC = """A ``torch.utils.data.IterableDataset`` of :func:`batches`, as torch tensors.
-
-``DataLoader(BatchDataset(source, 1024, ...), batch_size=None, num_workers=2)``: the dataset
-batches itself (hence ``batch_size=None``), and each worker reads its own shard. Every other
-argument is :func:`batches`'s.
-
-With ``shuffle=True`` and no ``seed``, the dataset draws one seed when it is made (rank 0's,
-broadcast, in an initialised ``torch.distributed`` group), which its DataLoader workers share.
-``set_epoch(n)`` before each epoch shuffles it anew: epoch ``n`` uses ``seed + n``, as
-``DistributedSampler.set_epoch`` does.
-
-``state_dict()`` and ``load_state_dict()`` save and restore where the dataset's current pass
-stands (and its epoch), in the process (DataLoader worker) that iterates it: torchdata's
-``StatefulDataLoader`` calls them in each worker, so its ``state_dict()`` checkpoints every
-worker's position and ``load_state_dict()`` resumes each worker exactly. To resume with other
-ranks or workers, make the dataset with ``state=merge_states([...every rank's loader state...])``.
-"""
-
-#: The key that marks a ``BatchDataset`` state.
-_DATASET_KEY = "arrow_dlpack_batch_dataset"
-
-
-def _dataset_init(self: Any, source: Any, batch_size: int = 1024, **options: Any) -> None:
-    if "progress" in options:
-        raise TypeError("BatchDataset has no progress option; wrap the DataLoader instead")
-    if options.get("shuffle") and options.get("seed") is None:
-        # Drawn here, in the process that makes the DataLoader, so that its workers (forked or
-        # spawned with a copy of the dataset) share one permutation.
-        _, ranks = _shard(options.get("rank"), options.get("world_size"))
-        options["seed"] = _shared_seed(None, True, ranks)
-    self.source = source
-    self.batch_size = batch_size
-    self.epoch = options.pop("epoch", None)
-    if self.epoch is None:
-        self.epoch = _epoch(None, options.get("state"))
-    else:
-        self.epoch = _epoch(self.epoch, None)
-    self.options = options
-    # The loader of the pass in progress (in the process that iterates), and a state to
-    # resume the next pass from.
-    self._live = None
-    self._resume = None
-
-
-def _dataset_set_epoch(self: Any, epoch: int) -> None:
-    """Shuffle epoch ``epoch`` anew: its seed is the dataset's plus ``epoch``."""
-    if not isinstance(epoch, int) or isinstance(epoch, bool):
-        raise TypeError(f"epoch is {type(epoch).__name__}; expected int")
-    self.epoch = epoch
-
-
-def _dataset_iter(self: Any) -> Iterator[Dict[str, Any]]:
-    from torch import from_dlpack
-
-    options = dict(self.options)
-    saved = options.get("state")
-    if isinstance(saved, Mapping) and saved.get("epoch") != self.epoch:
-        # A state given when the dataset was made resumes its own epoch; later epochs (after
-        # set_epoch) start afresh.
-        del options["state"]
-    if self._resume is not None:
-        options["state"] = self._resume
-        self._resume = None
-    iterator = batches(self.source, self.batch_size, epoch=self.epoch, **options)
-    self._live = iterator
-    try:
-        for batch in iterator:
-            yield {name: from_dlpack(tensor) for name, tensor in batch.items()}
-    finally:
-        iterator.close()
-
-
-def _dataset_state_dict(self: Any) -> Dict[str, Any]:
-    """Where this process's pass stands: ``{"arrow_dlpack_batch_dataset": 1, "epoch": ...,
-    "shard": [index, count], "loader": <the loader's state_dict(), or None before the first
-    batch>}``."""
-    loader = self._live.state_dict() if self._live is not None else self._resume
-    shard = None
-    if loader is None:
-        shard = list(_shard(self.options.get("rank"), self.options.get("world_size")))
-    return {_DATASET_KEY: 1, "epoch": self.epoch, "shard": shard, "loader": loader}
-
-
-def _dataset_load_state_dict(self: Any, state: Mapping[str, Any]) -> None:
-    """Resume the next pass from ``state``, as :meth:`state_dict` gave it."""
-    if not isinstance(state, Mapping) or _DATASET_KEY not in state:
-        raise ValueError(
-            f"state is {type(state).__name__} without {_DATASET_KEY!r}; expected a "
-            "BatchDataset.state_dict()"
-        )
-    self.epoch = _epoch(state.get("epoch"), None)
-    loader = state.get("loader")
-    if loader is not None and not isinstance(loader, Mapping):
-        raise ValueError(f"state['loader'] is {type(loader).__name__}; expected a dict or None")
-    self._resume = dict(loader) if loader is not None else None
-    self._live = None
-
-
-def _dataset_getstate(self: Any) -> Dict[str, Any]:
-    # A live loader stays in the process that made it.
-    return {**self.__dict__, "_live": None}
-
-
-def _batch_dataset_class() -> type:
-    """``BatchDataset``, made on first use so that importing ``arrow_dlpack`` never imports
-    torch."""
-    from torch.utils.data import IterableDataset
-
-    return type(
-        "BatchDataset",
-        (IterableDataset,),
-        {
-            "__init__": _dataset_init,
-            "__iter__": _dataset_iter,
-            "set_epoch": _dataset_set_epoch,
-            "state_dict": _dataset_state_dict,
-            "load_state_dict": _dataset_load_state_dict,
-            "__getstate__": _dataset_getstate,
-            "__doc__": _BATCH_DATASET_DOC,
-            "__module__": "arrow_dlpack",
-        },
-    )

@@ -19,14 +19,15 @@ This module imports Ray (and pyarrow, which Ray depends on); ``import arrow_dlpa
 import it: ``ad.ray`` is loaded on first use.
 """
 
-from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple
+import inspect
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 import pyarrow as pa
 from ray.data.collate_fn import ArrowBatchCollateFn
 from ray.data.extensions import ArrowTensorType, ArrowTensorTypeV2
 
-from arrow_dlpack._arrow_dlpack import Tensor, _collate
-from arrow_dlpack._options import Groups, Sequences, _names
+from arrow_dlpack._arrow_dlpack import Tensor, _check_options, _collate
+from arrow_dlpack._options import Option, collate_options, signature
 
 __all__ = ["ArrowCollateFn", "arrow_stream", "collate_fn", "fixed_shape_tensors"]
 
@@ -41,54 +42,22 @@ class ArrowCollateFn(ArrowBatchCollateFn):
     ``map_batches`` can return) or ``"dlpack"`` (:class:`arrow_dlpack.Tensor`s).
     """
 
-    def __init__(
-        self,
-        *,
-        columns: Optional[Sequence[str]] = None,
-        groups: Optional[Groups] = None,
-        masks: Iterable[str] = (),
-        allow_nulls: bool = False,
-        null_to_nan: bool = False,
-        row_major: bool = True,
-        writable: bool = False,
-        sequences: Optional[Sequences] = None,
-        format: str = "torch",
-    ):
+    def __init__(self, *, format: str = "torch", **options: Any):
+        # The keywords are the loader's options that say what a batch holds (see
+        # `_SIGNATURE`, made from their declaration); binding them refuses any other.
+        _SIGNATURE.bind(format=format, **options)
         super().__init__()
         if format not in _CONVERTERS:
             expected = ", ".join(map(repr, _CONVERTERS))
             raise ValueError(f"format is {format!r}; expected one of {expected}")
         self.format = format
-        if groups is not None and not isinstance(groups, Mapping):
-            raise TypeError(
-                f"groups is {type(groups).__name__}; expected a dict from name to columns"
-            )
-        if sequences is not None and not isinstance(sequences, Mapping):
-            raise TypeError(
-                f"sequences is {type(sequences).__name__}; expected a dict from column to a mode"
-            )
-        # The keywords of the loader's spec, as `ad.batches` hands them on.
-        self.options: Dict[str, Any] = {
-            "columns": _names("columns", columns) if columns is not None else [],
-            "groups": [
-                (name, _names(f"groups[{name!r}]", group)) for name, group in (groups or {}).items()
-            ],
-            "masks": _names("masks", masks),
-            "allow_nulls": allow_nulls,
-            "null_to_nan": null_to_nan,
-            "row_major": row_major,
-            "writable": writable,
-            "sequences": {
-                name: dict(how) if isinstance(how, Mapping) else how
-                for name, how in (sequences or {}).items()
-            },
-        }
+        # Every value is checked here, rather than at the first batch on one of Ray's threads;
+        # the names need the batch's schema.
+        _check_options(None, **options)
+        #: The options given, as ``ad.batches`` hands them to the loader.
+        self.options: Dict[str, Any] = dict(options)
         self._convert = _CONVERTERS[format]
         self._last_schema: Optional[Tuple[pa.Schema, bool]] = None
-        # The flags are checked here, rather than at the first batch on one of Ray's threads;
-        # the names need the batch's schema.
-        flags = {**self.options, "columns": [], "groups": [], "masks": [], "sequences": {}}
-        _collate(_PROBE, **flags)
 
     def tensors(self, table: Any) -> Dict[str, Tensor]:
         """The batch of every row of ``table`` (anything with ``__arrow_c_stream__``), as
@@ -126,21 +95,25 @@ class ArrowCollateFn(ArrowBatchCollateFn):
         self._last_schema = None
 
     def __repr__(self) -> str:
-        shown = [f"{k}={v!r}" for k, v in self.options.items() if v != _DEFAULTS[k]]
+        shown = [f"{k}={v!r}" for k, v in self.options.items()]
         return f"ArrowCollateFn({', '.join(shown + [f'format={self.format!r}'])})"
 
 
-#: The options at their defaults, against which ``repr`` shows what was set.
-_DEFAULTS: Dict[str, Any] = {
-    "columns": [],
-    "groups": [],
-    "masks": [],
-    "allow_nulls": False,
-    "null_to_nan": False,
-    "row_major": True,
-    "writable": False,
-    "sequences": {},
-}
+#: The parameters of :class:`ArrowCollateFn` and :func:`collate_fn`: the loader's options that
+#: say what a batch holds, then ``format``.
+_SIGNATURE = signature(
+    collate_options()
+    + [Option("format", "torch", "str", "python", "The kind of the tensors handed out.")],
+    returns="ArrowCollateFn",
+)
+
+ArrowCollateFn.__init__.__signature__ = _SIGNATURE.replace(  # type: ignore[attr-defined]
+    parameters=[
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        *_SIGNATURE.parameters.values(),
+    ],
+    return_annotation="None",
+)
 
 
 def _torch_converter() -> Callable[[Tensor], Any]:
@@ -165,36 +138,16 @@ _CONVERTERS: Dict[str, Callable[[], Optional[Callable[[Tensor], Any]]]] = {
 #: Ray's fixed-shape tensor types, whose columns the loader reads as ``arrow.fixed_shape_tensor``.
 _RAY_TENSOR_TYPES = (ArrowTensorType, ArrowTensorTypeV2)
 
-#: A table of one column and no rows, against which the flags are checked.
-_PROBE = pa.table({"probe": pa.array([], pa.int8())})
-
-
-def collate_fn(
-    *,
-    columns: Optional[Sequence[str]] = None,
-    groups: Optional[Groups] = None,
-    masks: Iterable[str] = (),
-    allow_nulls: bool = False,
-    null_to_nan: bool = False,
-    row_major: bool = True,
-    writable: bool = False,
-    sequences: Optional[Sequences] = None,
-    format: str = "torch",
-) -> ArrowCollateFn:
+def collate_fn(*, format: str = "torch", **options: Any) -> ArrowCollateFn:
     """A collate function for ``Dataset.iter_torch_batches(collate_fn=...)`` (and, with
     ``format="numpy"``, for ``map_batches(..., batch_format="pyarrow")``) that makes the tensors
-    :func:`arrow_dlpack.batches` makes from the same rows. See :class:`ArrowCollateFn`."""
-    return ArrowCollateFn(
-        columns=columns,
-        groups=groups,
-        masks=masks,
-        allow_nulls=allow_nulls,
-        null_to_nan=null_to_nan,
-        row_major=row_major,
-        writable=writable,
-        sequences=sequences,
-        format=format,
-    )
+    :func:`arrow_dlpack.batches` makes from the same rows. See :class:`ArrowCollateFn`; its
+    keywords are those of ``ad.batches`` that say what a batch holds (``inspect.signature``
+    lists them)."""
+    return ArrowCollateFn(format=format, **options)
+
+
+collate_fn.__signature__ = _SIGNATURE  # type: ignore[attr-defined]
 
 
 def fixed_shape_tensors(table: Any) -> Any:

@@ -4,16 +4,13 @@
 Written by hand and checked against the module by ``mypy.stubtest``.
 """
 
-from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from ray.data.collate_fn import ArrowBatchCollateFn
 
 from arrow_dlpack._arrow_dlpack import Tensor
 
 __all__ = ["ArrowCollateFn", "arrow_stream", "collate_fn", "fixed_shape_tensors"]
-
-_Groups = Mapping[str, Sequence[str]]
-_Sequences = Mapping[str, Union[str, Mapping[str, Any]]]
 
 class ArrowCollateFn(ArrowBatchCollateFn):
     """A Ray Data collate function (an ``ArrowBatchCollateFn``, so Ray hands it each batch as
@@ -26,19 +23,19 @@ class ArrowCollateFn(ArrowBatchCollateFn):
 
     format: str
     options: Dict[str, Any]
-    """The keywords of the loader's spec, as ``ad.batches`` hands them on."""
+    """The options given, as ``ad.batches`` hands them to the loader."""
 
     def __init__(
         self,
         *,
         columns: Optional[Sequence[str]] = None,
-        groups: Optional[_Groups] = None,
-        masks: Iterable[str] = (),
+        groups: Optional[Mapping[str, Sequence[str]]] = None,
+        masks: Optional[Sequence[str]] = None,
         allow_nulls: bool = False,
         null_to_nan: bool = False,
         row_major: bool = True,
         writable: bool = False,
-        sequences: Optional[_Sequences] = None,
+        sequences: Optional[Mapping[str, Union[str, Mapping[str, Any]]]] = None,
         format: str = "torch",
     ) -> None: ...
     def tensors(self, table: Any) -> Dict[str, Tensor]:
@@ -53,13 +50,13 @@ class ArrowCollateFn(ArrowBatchCollateFn):
 def collate_fn(
     *,
     columns: Optional[Sequence[str]] = None,
-    groups: Optional[_Groups] = None,
-    masks: Iterable[str] = (),
+    groups: Optional[Mapping[str, Sequence[str]]] = None,
+    masks: Optional[Sequence[str]] = None,
     allow_nulls: bool = False,
     null_to_nan: bool = False,
     row_major: bool = True,
     writable: bool = False,
-    sequences: Optional[_Sequences] = None,
+    sequences: Optional[Mapping[str, Union[str, Mapping[str, Any]]]] = None,
     format: str = "torch",
 ) -> ArrowCollateFn:
     """A collate function for ``Dataset.iter_torch_batches(collate_fn=...)`` (and, with

@@ -1,319 +1,51 @@
 //! `arrow_dlpack._Batches`: the loader layer (`arrow-dlpack-loader`) as a Python iterator of
 //! batches, each a dict of `Tensor`s.
 //!
-//! The Python function `arrow_dlpack.batches` (in `python/arrow_dlpack/_batches.py`) is the
-//! public face: it works out the shard of a DataLoader worker or a distributed rank and shows
-//! progress, and hands everything else to this class.
+//! The Python class `arrow_dlpack.Batches` (in `python/arrow_dlpack/_batches.py`, made by
+//! `ad.batches`) is the public face: it works out the shard of a DataLoader worker or a
+//! distributed rank and shows progress, and hands everything else to this class.
 //!
 //! Sources are paths of Arrow IPC or Parquet files, or URLs of such objects in object storage
-//! (with `storage_options`), read by the loader's own threads, or any
-//! object with `__arrow_c_stream__`, whose stream is moved out of its capsule and read on the
-//! loader's thread through [`CheckedStream`], so that every chunk is checked as `ad.array`
-//! checks it.
+//! (with `storage_options`), read by the loader's own threads, or objects with
+//! `__arrow_c_stream__` (`source.rs`), read on the loader's thread.
 //! `__next__` waits for the next batch with the GIL released: decoding, re-batching and copies
 //! never hold it.
 //!
-//! The options are the fields of [`BatchSpec`], declared there once: `_Batches` takes each as a
-//! keyword named after its field, and `_Batches.OPTIONS` lists them with their defaults, against
-//! which the Python tests hold `ad.batches`, `BatchDataset` and the stub.
+//! The options are the fields of [`BatchSpec`](arrow_dlpack_loader::BatchSpec), declared there
+//! once (`BatchSpec::OPTIONS`): `_Batches` takes each as a keyword named after its field and
+//! converts it by its type (`options.rs`), and `_Batches.OPTIONS` lists them for the Python
+//! side, whose signatures the Python tests hold against it. `functions.rs` has the loader's
+//! free functions: `_check_options`, `_collate` and `_merge_states`.
 
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, TryLockError};
 
-use arrow_array::{RecordBatch, RecordBatchReader, StructArray};
-use arrow_dlpack_loader::{BatchSpec, Batches, LoaderState, Source, TensorBatch, collate};
-use arrow_schema::{ArrowError, DataType, Schema, SchemaRef};
-use pyo3::exceptions::PyTypeError;
+use arrow_dlpack_loader::{Batches, LoaderState};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::PyDict;
 
+mod functions;
 mod interrupt;
 mod options;
+mod source;
 
-use crate::arrow_ffi::CheckedStream;
 use crate::errors;
-use crate::py_tensor::PyTensor;
-use crate::type_names::type_name;
-use options::OptionValue;
+use functions::batch_dict;
+pub(crate) use functions::{check_options, collate_table, merge_states};
+use options::spec_from_options;
+use source::{Input, source_of};
 
-/// The record batches of a checked Arrow C stream whose type is a struct (a table).
-struct StreamBatches {
-    stream: CheckedStream,
-    schema: SchemaRef,
+/// How an iteration ended: a loader yields its batches once, and iterating it again after its
+/// end is refused with an error that says which end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// Every batch was handed out.
+    Exhausted,
+    /// A batch failed, and the error was raised.
+    Failed,
+    /// `close()` ran.
+    Closed,
 }
-
-impl StreamBatches {
-    fn new(stream: CheckedStream) -> PyResult<Self> {
-        let DataType::Struct(fields) = stream.field().data_type() else {
-            return Err(errors::type_error(format!(
-                "the Arrow stream holds {} values; expected record batches (a struct type), as a \
-                 table, a record batch reader or a data frame gives",
-                stream.field().data_type()
-            )));
-        };
-        let schema = Arc::new(Schema::new_with_metadata(
-            fields.clone(),
-            stream.field().metadata().clone(),
-        ));
-        Ok(StreamBatches { stream, schema })
-    }
-}
-
-impl Iterator for StreamBatches {
-    type Item = Result<RecordBatch, ArrowError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        match self.stream.next_chunk() {
-            Ok(Some(data)) => {
-                let batch = RecordBatch::from(StructArray::from(data));
-                Some(batch.with_schema(self.schema.clone()))
-            }
-            Ok(None) => None,
-            Err(error) => Some(Err(ArrowError::CDataInterface(error.to_string()))),
-        }
-    }
-}
-
-impl RecordBatchReader for StreamBatches {
-    fn schema(&self) -> SchemaRef {
-        self.schema.clone()
-    }
-}
-
-/// The loader's source for a Python object: a path or a list of paths, a URL of object storage
-/// or a list of them (read with `storage_options`), or an Arrow stream.
-fn source_of(
-    object: &Bound<'_, PyAny>,
-    storage_options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Source> {
-    if let Some(paths) = paths_of(object)? {
-        let urls = paths
-            .iter()
-            .filter(|path| {
-                path.to_str()
-                    .is_some_and(arrow_dlpack_loader::is_object_url)
-            })
-            .count();
-        if urls > 0 {
-            if urls < paths.len() {
-                return Err(errors::value_error(
-                    "the list of sources mixes URLs of object storage and local paths; expected \
-                     one or the other",
-                ));
-            }
-            let urls: Vec<&str> = paths.iter().filter_map(|path| path.to_str()).collect();
-            return Source::from_urls(urls, storage_options_of(storage_options)?)
-                .map_err(errors::loader_error);
-        }
-        if storage_options.is_some_and(|options| !options.is_empty()) {
-            return Err(errors::value_error(
-                "storage_options apply to URLs of object storage (s3://, gs://, az://, \
-                 http(s)://); the source is local paths",
-            ));
-        }
-        return Source::from_paths(paths).map_err(errors::loader_error);
-    }
-    if storage_options.is_some_and(|options| !options.is_empty()) {
-        return Err(errors::value_error(
-            "storage_options apply to URLs of object storage (s3://, gs://, az://, http(s)://); \
-             the source is an Arrow stream",
-        ));
-    }
-    let Some(method) = crate::protocols::optional_attribute(object, "__arrow_c_stream__")? else {
-        return Err(errors::type_error(format!(
-            "{} is neither a path, a list of paths, nor an object with __arrow_c_stream__ (a \
-             pyarrow Table or RecordBatchReader, a polars DataFrame, a DuckDB result, ...)",
-            type_name(object)
-        )));
-    };
-    let capsule = method.call0()?;
-    let stream = CheckedStream::from_capsule(&capsule)?;
-    Ok(Source::reader(StreamBatches::new(stream)?))
-}
-
-/// The entries of `storage_options`: str keys, and values that are str, int, float or bool (a
-/// bool as `"true"`/`"false"`).
-fn storage_options_of(options: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<(String, String)>> {
-    let mut entries = Vec::new();
-    for (key, value) in options.into_iter().flat_map(|options| options.iter()) {
-        let Ok(key) = key.extract::<String>() else {
-            return Err(errors::type_error(format!(
-                "storage_options has a key of type {}; expected str",
-                type_name(&key)
-            )));
-        };
-        let value = if let Ok(flag) = value.cast::<pyo3::types::PyBool>() {
-            if flag.is_true() { "true" } else { "false" }.to_string()
-        } else if value.is_instance_of::<PyString>()
-            || value.is_instance_of::<pyo3::types::PyInt>()
-            || value.is_instance_of::<pyo3::types::PyFloat>()
-        {
-            value.str()?.to_string()
-        } else {
-            return Err(errors::type_error(format!(
-                "storage_options[{key:?}] is {}; expected str, int, float or bool",
-                type_name(&value)
-            )));
-        };
-        entries.push((key, value));
-    }
-    Ok(entries)
-}
-
-/// The paths in `object`: one path (`str` or `os.PathLike`), or a list or tuple of them.
-fn paths_of(object: &Bound<'_, PyAny>) -> PyResult<Option<Vec<PathBuf>>> {
-    let one = |item: &Bound<'_, PyAny>| -> PyResult<Option<PathBuf>> {
-        if item.is_instance_of::<PyString>() || item.hasattr("__fspath__")? {
-            return Ok(Some(item.extract::<PathBuf>()?));
-        }
-        Ok(None)
-    };
-    if let Some(path) = one(object)? {
-        return Ok(Some(vec![path]));
-    }
-    if object.is_instance_of::<PyList>() || object.is_instance_of::<PyTuple>() {
-        let mut paths = Vec::new();
-        for item in object.try_iter()? {
-            let item = item?;
-            match one(&item)? {
-                Some(path) => paths.push(path),
-                None => {
-                    return Err(errors::type_error(format!(
-                        "a list of sources holds {}; expected paths (str or os.PathLike)",
-                        type_name(&item)
-                    )));
-                }
-            }
-        }
-        if paths.is_empty() {
-            return Err(errors::value_error("the list of paths is empty"));
-        }
-        return Ok(Some(paths));
-    }
-    Ok(None)
-}
-
-/// The keywords of `_Batches`, one per field of [`BatchSpec`], each named once.
-macro_rules! batch_spec_options {
-    ($($field:ident),* $(,)?) => {
-        /// The spec that `options` give, a field absent from them at its default; a keyword that
-        /// names no field is a `TypeError`, and a value the field cannot hold an error naming
-        /// the field (see [`OptionValue`]).
-        fn spec_from_options(options: Option<&Bound<'_, PyDict>>) -> PyResult<BatchSpec> {
-            let mut spec = BatchSpec::default();
-            for (keyword, value) in options.into_iter().flat_map(|options| options.iter()) {
-                let keyword: String = keyword.extract()?;
-                match keyword.as_str() {
-                    $(stringify!($field) => {
-                        spec.$field = OptionValue::from_python(stringify!($field), &value)?;
-                    })*
-                    _ => {
-                        return Err(PyTypeError::new_err(format!(
-                            "_Batches() got an unexpected keyword argument '{keyword}'"
-                        )));
-                    }
-                }
-            }
-            Ok(spec)
-        }
-
-        /// Every field of [`BatchSpec`] and its default, in the order of declaration.
-        fn option_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-            // The pattern names every field, without `..`: a field added to `BatchSpec` and not
-            // to this list fails to compile.
-            let BatchSpec { $($field),* } = BatchSpec::default();
-            let defaults = PyDict::new(py);
-            $(defaults.set_item(stringify!($field), $field.to_python(py)?)?;)*
-            Ok(defaults)
-        }
-    };
-}
-
-batch_spec_options!(
-    batch_size,
-    drop_last,
-    columns,
-    groups,
-    masks,
-    allow_nulls,
-    null_to_nan,
-    row_major,
-    shuffle,
-    seed,
-    buffer_size,
-    shard_index,
-    num_shards,
-    prefetch,
-    decode_threads,
-    writable,
-    sequences,
-    max_tokens,
-    bucket_by_length,
-    epoch,
-    state,
-);
-
-/// `batch` as Python sees it: a dict from tensor name to `Tensor`, masks as `"<name>_mask"`.
-fn batch_dict(py: Python<'_>, batch: TensorBatch) -> PyResult<Bound<'_, PyDict>> {
-    let out = PyDict::new(py);
-    let (tensors, masks) = batch.into_parts();
-    for (name, tensor) in tensors {
-        out.set_item(name, PyTensor::new(tensor))?;
-    }
-    for (name, mask) in masks {
-        out.set_item(format!("{name}_mask"), PyTensor::new(mask))?;
-    }
-    Ok(out)
-}
-
-/// `_collate(table, **options)`: one batch of every row of an Arrow stream (a table), made on
-/// the calling thread ([`collate`]), with the GIL released when the batch is large; the options
-/// are `_Batches`'s, of which those that cut and read batches do not apply.
-#[pyfunction]
-#[pyo3(name = "_collate", signature = (table, **options))]
-pub(crate) fn collate_table<'py>(
-    py: Python<'py>,
-    table: &Bound<'py, PyAny>,
-    options: Option<&Bound<'py, PyDict>>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let spec = spec_from_options(options)?;
-    let Some(method) = crate::protocols::optional_attribute(table, "__arrow_c_stream__")? else {
-        return Err(errors::type_error(format!(
-            "{} has no __arrow_c_stream__; expected a table (a pyarrow Table, a polars \
-             DataFrame, ...)",
-            type_name(table)
-        )));
-    };
-    let capsule = method.call0()?;
-    let stream = errors::no_panic("reading an Arrow stream", || {
-        StreamBatches::new(CheckedStream::from_capsule(&capsule)?)
-    })?;
-    let batch = errors::no_panic("collating a batch", || {
-        let schema = stream.schema.clone();
-        let batches = stream
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|error| errors::loader_error(error.into()))?;
-        let values: usize = batches
-            .iter()
-            .map(|batch| batch.num_rows() * batch.num_columns())
-            .sum();
-        let make = || collate(schema, batches, &spec);
-        // A small batch is made holding the GIL: in a pipeline of Python threads (Ray's) a
-        // thread that lets the GIL go waits up to a switch interval to take it back, far longer
-        // than the copy of a small batch.
-        let batch = if values < DETACH_MIN_VALUES {
-            make()
-        } else {
-            py.detach(make)
-        };
-        batch.map_err(errors::loader_error)
-    })?;
-    batch_dict(py, batch)
-}
-
-/// Batches of at least this many values (rows times columns) are made by [`collate_table`]
-/// with the GIL released.
-const DETACH_MIN_VALUES: usize = 1 << 20;
 
 /// Batches of exactly `batch_size` rows from an Arrow source, made on background threads; each
 /// is a dict from column (or group) name to `Tensor`.
@@ -322,12 +54,16 @@ pub(crate) struct PyBatches {
     /// `None` once the iteration ended or `close()` ran: the threads are joined then.
     /// The lock is only ever tried, never waited for with the GIL held.
     batches: Mutex<Option<Batches>>,
-    /// The rows of this shard, where the source's metadata tells.
+    /// How the iteration ended, once it did.
+    ended: Mutex<Option<Ended>>,
+    /// The rows of this shard, where the source's metadata (or the in-memory source) tells.
     num_rows: Option<u64>,
-    /// The number of batches, where the row count is known.
-    len: Option<usize>,
+    /// The number of batches, where the row count is known and batches are cut by rows.
+    num_batches: Option<usize>,
+    /// The batches handed out so far.
+    batches_yielded: AtomicUsize,
     /// The rows of the batches handed out so far.
-    rows_yielded: std::sync::atomic::AtomicU64,
+    rows_yielded: AtomicU64,
     /// The state when the iteration ended or `close()` ran, for `state_dict()` afterwards.
     final_state: Mutex<Option<LoaderState>>,
     /// The process that made the loader: its threads live there only, so a child of `fork()`
@@ -336,6 +72,33 @@ pub(crate) struct PyBatches {
 }
 
 impl PyBatches {
+    /// Records how the iteration ended (the first end only).
+    fn end(&self, how: Ended) {
+        let mut ended = self
+            .ended
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        ended.get_or_insert(how);
+    }
+
+    /// How the iteration ended, if it did.
+    fn ended(&self) -> Option<Ended> {
+        *self
+            .ended
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The batches left, where their number is known: 0 once the iteration ended.
+    fn batches_left(&self) -> Option<usize> {
+        if self.ended().is_some() {
+            return Some(0);
+        }
+        let yielded = self.batches_yielded.load(Ordering::Relaxed);
+        self.num_batches
+            .map(|batches| batches.saturating_sub(yielded))
+    }
+
     /// Keeps the state of `batches`, about to be dropped, for `state_dict()`.
     fn keep_state(&self, batches: Option<&Batches>) {
         if let Some(batches) = batches {
@@ -364,20 +127,23 @@ impl PyBatches {
 
 #[pymethods]
 impl PyBatches {
-    /// `source` read as the keywords say, one per field of [`BatchSpec`], each at its default
-    /// when absent.
+    /// `source` read as the keywords say, one per option of
+    /// [`BatchSpec`](arrow_dlpack_loader::BatchSpec), each at its default when absent.
     #[new]
     #[pyo3(signature = (source, *, storage_options=None, **options))]
     fn new(
         py: Python<'_>,
         source: &Bound<'_, PyAny>,
-        storage_options: Option<&Bound<'_, PyDict>>,
+        storage_options: Option<&Bound<'_, PyAny>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let spec = spec_from_options(options)?;
-        let source = errors::no_panic("reading an Arrow source", || {
+        let spec = spec_from_options("_Batches", options, None)?;
+        let Input { source, rows, .. } = errors::no_panic("reading an Arrow source", || {
             source_of(source, storage_options)
         })?;
+        // The rows an in-memory source says it holds count where the loader cannot tell.
+        let stated = rows.and_then(|rows| spec.rows_of_stream(rows));
+        let stated_batches = stated.and_then(|rows| spec.batches_for(rows));
         // Opening files reads their metadata (footers a hostile file may have forged): I/O, done
         // without the GIL, and under `no_panic` like every read of foreign data.
         let batches = errors::no_panic("opening the loader's source", || {
@@ -385,24 +151,41 @@ impl PyBatches {
                 .map_err(errors::loader_error)
         })?;
         Ok(PyBatches {
-            num_rows: batches.num_rows(),
-            len: batches.len(),
-            rows_yielded: std::sync::atomic::AtomicU64::new(0),
+            num_rows: batches.num_rows().or(stated),
+            num_batches: batches.num_batches().or(stated_batches),
+            batches_yielded: AtomicUsize::new(0),
+            rows_yielded: AtomicU64::new(0),
+            ended: Mutex::new(None),
             final_state: Mutex::new(Some(batches.state())),
             batches: Mutex::new(Some(batches)),
             pid: std::process::id(),
         })
     }
 
-    /// Every option (a field of [`BatchSpec`]) and its default, in the order of declaration.
+    /// Every option (a field of [`BatchSpec`](arrow_dlpack_loader::BatchSpec)), in the order
+    /// of declaration: a dict from its name to its `default` (as the Python signatures spell
+    /// it), `annotation`, `scope` and `summary`.
     #[classattr]
     #[pyo3(name = "OPTIONS")]
     fn options(py: Python<'_>) -> PyResult<Py<PyDict>> {
-        Ok(option_defaults(py)?.unbind())
+        Ok(options::options_table(py)?.unbind())
     }
 
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
+    /// The iterator itself; a loader that has ended (every batch handed out, an error raised,
+    /// or `close()`) is refused: a loader is iterated once.
+    fn __iter__(slf: PyRef<'_, Self>) -> PyResult<PyRef<'_, Self>> {
+        slf.check_process()?;
+        let why = match slf.ended() {
+            None => return Ok(slf),
+            Some(Ended::Exhausted) => "has given all its batches",
+            Some(Ended::Failed) => "ended with an error",
+            Some(Ended::Closed) => "was closed",
+        };
+        Err(errors::value_error(format!(
+            "this loader {why}, and a loader is iterated once; make a new one with \
+             ad.batches(...) for another pass, or use ad.BatchDataset, which makes a new loader \
+             each time it is iterated"
+        )))
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
@@ -428,6 +211,7 @@ impl PyBatches {
             Some(Err(error)) => {
                 let ended = guard.take();
                 self.keep_state(ended.as_ref());
+                self.end(Ended::Failed);
                 drop(guard);
                 py.detach(move || drop(ended));
                 return Err(errors::loader_error(error));
@@ -435,28 +219,45 @@ impl PyBatches {
             None => {
                 let ended = guard.take();
                 self.keep_state(ended.as_ref());
+                self.end(Ended::Exhausted);
                 drop(guard);
                 py.detach(move || drop(ended));
                 return Ok(None);
             }
         };
         drop(guard);
-        self.rows_yielded.fetch_add(
-            batch.num_rows() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        self.batches_yielded.fetch_add(1, Ordering::Relaxed);
+        self.rows_yielded
+            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
         batch_dict(py, batch).map(Some)
     }
 
-    /// The number of batches, where the source's metadata gives the row count (IPC and Parquet
-    /// files); a `TypeError` otherwise, as `len()` of any iterator without a length.
+    /// The number of batches left, where the row count is known (the files' metadata, or the
+    /// rows an in-memory table says it holds) and batches are cut by rows; a `TypeError`
+    /// otherwise, as `len()` of any iterator without a length.
     fn __len__(&self) -> PyResult<usize> {
         self.check_process()?;
-        self.len.ok_or_else(|| {
+        self.batches_left().ok_or_else(|| {
             pyo3::exceptions::PyTypeError::new_err(
-                "the number of batches of a stream is not known in advance",
+                "the number of batches is not known in advance: the source does not say its \
+                 rows (a stream), or batches are cut by tokens (max_tokens)",
             )
         })
+    }
+
+    /// `operator.length_hint`'s estimate: the batches left, or `NotImplemented` when unknown.
+    fn __length_hint__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.check_process()?;
+        match self.batches_left() {
+            Some(left) => Ok(left.into_pyobject(py)?.into_any().unbind()),
+            None => Ok(py.NotImplemented()),
+        }
+    }
+
+    /// The batches this iterator yields in all, or None when unknown.
+    #[getter]
+    fn num_batches(&self) -> Option<usize> {
+        self.num_batches
     }
 
     /// The rows this iterator yields in all (after sharding, before `drop_last`), or None when
@@ -470,7 +271,7 @@ impl PyBatches {
     /// row: packed sequences have a value per token).
     #[getter]
     fn rows_yielded(&self) -> u64 {
-        self.rows_yielded.load(std::sync::atomic::Ordering::Relaxed)
+        self.rows_yielded.load(Ordering::Relaxed)
     }
 
     /// Where the stream stands after the batches handed out so far, as a dict of ints, strings
@@ -502,7 +303,8 @@ impl PyBatches {
     }
 
     /// Stops the background threads and releases the source now, rather than when the iterator
-    /// is garbage collected; iterating afterwards yields nothing.
+    /// is garbage collected; `next()` afterwards ends the iteration, and a new `iter()` is
+    /// refused.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.check_process()?;
         let batches = match self.batches.try_lock() {
@@ -515,6 +317,7 @@ impl PyBatches {
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner().take(),
         };
         self.keep_state(batches.as_ref());
+        self.end(Ended::Closed);
         // Joining the threads may wait for a decode in flight: without the GIL, so that a
         // producer that needs it (a Python generator behind a stream) can finish.
         py.detach(move || drop(batches));
@@ -542,32 +345,4 @@ impl Drop for PyBatches {
             Python::attach(|py| py.detach(move || drop(batches)));
         }
     }
-}
-
-/// `ad.merge_states`' work: the states of every shard of a run (dicts from `state_dict()`)
-/// joined into one that any shard layout resumes from (see
-/// [`arrow_dlpack_loader::merge_states`]).
-#[pyfunction]
-#[pyo3(name = "_merge_states")]
-pub(crate) fn merge_states<'py>(
-    py: Python<'py>,
-    states: &Bound<'py, PyList>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let mut parsed = Vec::with_capacity(states.len());
-    for (index, state) in states.iter().enumerate() {
-        if !state.is_instance_of::<PyDict>() {
-            return Err(errors::type_error(format!(
-                "states[{index}] is {}; expected a dict from state_dict()",
-                type_name(&state)
-            )));
-        }
-        parsed.push(options::state_from_python(
-            &format!("states[{index}]"),
-            &state,
-        )?);
-    }
-    let merged = errors::no_panic("merging loader states", || {
-        arrow_dlpack_loader::merge_states(&parsed).map_err(errors::loader_error)
-    })?;
-    options::state_to_python(py, &merged)
 }

@@ -1,186 +1,268 @@
-//! How each field of the loader's [`BatchSpec`](arrow_dlpack_loader::BatchSpec) crosses between Python and Rust: one
-//! [`OptionValue`] conversion per field type, each naming the field in its errors.
+//! How the options of the loader's [`BatchSpec`] cross from Python: each keyword is looked up in
+//! [`BatchSpec::OPTIONS`] and its value converted by the option's [`OptionType`], one conversion
+//! per type, each naming the option in its errors; `_Batches.OPTIONS` lists the options for the
+//! Python side (their defaults, annotations and summaries), which holds its signatures to them.
 
 use arrow_dlpack_loader::{
-    ColumnGroup, LoaderState, PadValue, STATE_VERSION, Sequence, SequenceMode, Side,
+    BatchSpec, ColumnGroup, LoaderState, OptionDecl, OptionScope, OptionType, OptionValue,
+    PadValue, STATE_VERSION, Sequence, SequenceMode, Side,
 };
-use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyMapping, PyString};
 
 use crate::errors;
 use crate::type_names::type_name;
 
-/// How the value of one field of [`BatchSpec`] crosses between Python and Rust.
-///
-/// Each conversion names the field in its error: a value of the wrong type is a `TypeError`, an
-/// integer no field can hold (negative, or beyond 64 bits) a `ValueError`, never the bare
-/// `OverflowError` of pyo3's conversion. What a value means (a batch size of 0, a prefetch depth
-/// beyond its bound) is checked by [`BatchSpec`] itself.
-pub(super) trait OptionValue: Sized {
-    /// The value of the keyword argument `field`.
-    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self>;
-    /// The field's value for `_Batches.OPTIONS`.
-    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
-}
-
-/// `value` as a Python `int`, or a `TypeError` naming `field`.
-fn python_int<'a, 'py>(
-    field: &str,
-    value: &'a Bound<'py, PyAny>,
-) -> PyResult<&'a Bound<'py, PyInt>> {
-    value
-        .cast::<PyInt>()
-        .map_err(|_| errors::type_error(format!("{field} is {}; expected int", type_name(value))))
-}
-
-impl OptionValue for bool {
-    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
-        value.extract().map_err(|_| {
-            errors::type_error(format!("{field} is {}; expected bool", type_name(value)))
-        })
-    }
-
-    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.into_bound_py_any(py)
-    }
-}
-
-impl OptionValue for usize {
-    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let int = python_int(field, value)?;
-        if int.lt(0)? {
-            return Err(errors::value_error(format!(
-                "{field} is {int}; expected a non-negative int"
-            )));
-        }
-        int.extract().map_err(|_| {
-            errors::value_error(format!("{field} is {int}; expected at most {}", usize::MAX))
-        })
-    }
-
-    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.into_bound_py_any(py)
-    }
-}
-
-/// The seed takes any Python int, as `hash()` gives negative ones: the value modulo 2^64, so
-/// that -1 is 2^64 - 1.
-impl OptionValue for u64 {
-    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
-        python_int(field, value)?.bitand(u64::MAX)?.extract()
-    }
-
-    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.into_bound_py_any(py)
-    }
-}
-
-/// Names: a list or tuple of `str`; a lone `str` is refused rather than read as its characters.
-impl OptionValue for Vec<String> {
-    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
-        if !(value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>()) {
-            return Err(errors::type_error(format!(
-                "{field} is {}; expected a list of str",
-                type_name(value)
-            )));
-        }
-        let mut names = Vec::new();
-        for (index, item) in value.try_iter()?.enumerate() {
-            let item = item?;
-            let name = item.cast::<PyString>().map_err(|_| {
+/// The spec that the keyword arguments `options` give, every option absent from them at its
+/// default. A keyword that names no option (or, with `scope`, no option of that scope) is a
+/// `TypeError` naming `function`, as Python's own for an unexpected keyword; a value that the
+/// option cannot take is an error naming the option.
+pub(super) fn spec_from_options(
+    function: &str,
+    options: Option<&Bound<'_, PyDict>>,
+    scope: Option<OptionScope>,
+) -> PyResult<BatchSpec> {
+    let mut spec = BatchSpec::default();
+    for (keyword, value) in options.into_iter().flat_map(|options| options.iter()) {
+        let keyword: String = keyword.extract()?;
+        let option = OptionDecl::find(&keyword)
+            .filter(|option| scope.is_none_or(|scope| option.scope == scope))
+            .ok_or_else(|| {
                 errors::type_error(format!(
-                    "{field}[{index}] is {}; expected str",
-                    type_name(&item)
+                    "{function}() got an unexpected keyword argument '{keyword}'"
                 ))
             })?;
-            names.push(name.to_str()?.to_owned());
-        }
-        Ok(names)
+        let value = from_python(option, &value)?;
+        spec.set_option(option.name, value)
+            .map_err(errors::loader_error)?;
     }
+    Ok(spec)
+}
 
-    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.clone().into_bound_py_any(py)
+/// The value of `option` from Python, converted by the option's type.
+fn from_python(option: &OptionDecl, value: &Bound<'_, PyAny>) -> PyResult<OptionValue> {
+    let name = option.name;
+    Ok(match option.option_type {
+        OptionType::Bool => OptionValue::Bool(flag(name, value)?),
+        OptionType::Usize => OptionValue::Usize(count(name, value)?),
+        OptionType::OptionalUsize => {
+            OptionValue::OptionalUsize(optional(value, |value| count(name, value))?)
+        }
+        OptionType::U64 => OptionValue::U64(non_negative(name, value)?),
+        OptionType::Seed => OptionValue::U64(seed(name, value)?),
+        OptionType::Columns => OptionValue::Columns(optional(value, |value| names(name, value))?),
+        OptionType::Names => {
+            OptionValue::Names(optional(value, |value| names(name, value))?.unwrap_or_default())
+        }
+        OptionType::Groups => OptionValue::Groups(groups(name, value)?),
+        OptionType::Sequences => OptionValue::Sequences(sequences(name, value)?),
+        OptionType::State => OptionValue::State(
+            optional(value, |value| state_from_mapping(name, value))?.map(Box::new),
+        ),
+        other => {
+            return Err(errors::type_error(format!(
+                "{name} is an option of type {other:?}, which this build cannot take from Python"
+            )));
+        }
+    })
+}
+
+/// `None` for Python's `None`, else `convert(value)`.
+fn optional<'py, T>(
+    value: &Bound<'py, PyAny>,
+    convert: impl FnOnce(&Bound<'py, PyAny>) -> PyResult<T>,
+) -> PyResult<Option<T>> {
+    if value.is_none() {
+        return Ok(None);
+    }
+    convert(value).map(Some)
+}
+
+/// The default of `option` as the Python signatures spell it: an empty collection, or no
+/// state, is `None`.
+fn python_default<'py>(py: Python<'py>, option: &OptionDecl) -> PyResult<Bound<'py, PyAny>> {
+    use pyo3::IntoPyObjectExt;
+    match option.default_value() {
+        OptionValue::Bool(value) => value.into_bound_py_any(py),
+        OptionValue::Usize(value) => value.into_bound_py_any(py),
+        OptionValue::OptionalUsize(value) => value.into_bound_py_any(py),
+        OptionValue::U64(value) => value.into_bound_py_any(py),
+        OptionValue::Columns(Some(names)) => names.into_bound_py_any(py),
+        OptionValue::Names(names) if !names.is_empty() => names.into_bound_py_any(py),
+        OptionValue::Columns(None) | OptionValue::Names(_) | OptionValue::State(None) => {
+            Ok(py.None().into_bound(py))
+        }
+        OptionValue::Groups(groups) if groups.is_empty() => Ok(py.None().into_bound(py)),
+        OptionValue::Sequences(sequences) if sequences.is_empty() => Ok(py.None().into_bound(py)),
+        other => Err(errors::value_error(format!(
+            "the default of {} is {other:?}, which has no Python spelling here",
+            option.name
+        ))),
     }
 }
 
-/// Groups cross as a list of `(name, columns)` pairs.
-impl OptionValue for Vec<ColumnGroup> {
-    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let pair_error = |index: usize, item: &Bound<'_, PyAny>| {
-            errors::type_error(format!(
-                "{field}[{index}] is {}; expected a (name, columns) pair",
-                type_name(item)
-            ))
+/// The annotation of an option of type `option_type` in the Python signatures and stubs.
+fn python_annotation(option_type: OptionType) -> &'static str {
+    match option_type {
+        OptionType::Bool => "bool",
+        OptionType::Usize | OptionType::U64 | OptionType::Seed => "int",
+        OptionType::OptionalUsize => "Optional[int]",
+        OptionType::Columns | OptionType::Names => "Optional[Sequence[str]]",
+        OptionType::Groups => "Optional[Mapping[str, Sequence[str]]]",
+        OptionType::Sequences => "Optional[Mapping[str, Union[str, Mapping[str, Any]]]]",
+        OptionType::State => "Optional[Mapping[str, Any]]",
+        _ => "Any",
+    }
+}
+
+/// `_Batches.OPTIONS`: every option of [`BatchSpec`], in declaration order, as a dict from its
+/// name to a dict of its `default` (as the Python signatures spell it), `annotation`, `scope`
+/// (`"batch"`: what a batch holds, which `ad.ray.collate_fn` takes too; `"stream"`) and
+/// `summary`.
+pub(super) fn options_table(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let table = PyDict::new(py);
+    for option in BatchSpec::OPTIONS {
+        let entry = PyDict::new(py);
+        entry.set_item("default", python_default(py, option)?)?;
+        entry.set_item("annotation", python_annotation(option.option_type))?;
+        let scope = match option.scope {
+            OptionScope::Batch => "batch",
+            OptionScope::Stream => "stream",
         };
-        if !value.is_instance_of::<PyList>() {
-            return Err(errors::type_error(format!(
-                "{field} is {}; expected a list of (name, columns) pairs",
-                type_name(value)
-            )));
-        }
-        let mut groups = Vec::new();
-        for (index, item) in value.try_iter()?.enumerate() {
-            let item = item?;
-            let pair = item
-                .cast::<PyTuple>()
-                .map_err(|_| pair_error(index, &item))?;
-            if pair.len() != 2 {
-                return Err(pair_error(index, &item));
-            }
-            let name: String =
-                String::from_python(&format!("{field}[{index}][0]"), &pair.get_item(0)?)?;
-            let columns =
-                Vec::<String>::from_python(&format!("{field}[{name:?}]"), &pair.get_item(1)?)?;
-            groups.push(ColumnGroup::new(name, columns));
-        }
-        Ok(groups)
+        entry.set_item("scope", scope)?;
+        entry.set_item("summary", option.summary)?;
+        table.set_item(option.name, entry)?;
     }
+    Ok(table)
+}
 
-    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let pairs: Vec<(String, Vec<String>)> = self
-            .iter()
-            .map(|group| (group.name.clone(), group.columns.clone()))
-            .collect();
-        pairs.into_bound_py_any(py)
+/// A flag: a `bool` (numpy's included).
+fn flag(name: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    value
+        .extract()
+        .map_err(|_| errors::type_error(format!("{name} is {}; expected bool", type_name(value))))
+}
+
+/// An integer: a Python `int`, or anything with `__index__` (a numpy integer), but not a bool.
+fn integer<'py>(name: &str, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyInt>> {
+    let refused = || errors::type_error(format!("{name} is {}; expected int", type_name(value)));
+    if value.is_instance_of::<PyBool>() {
+        return Err(refused());
+    }
+    if let Ok(int) = value.cast::<PyInt>() {
+        return Ok(int.clone());
+    }
+    if !value.hasattr(pyo3::intern!(value.py(), "__index__"))? {
+        return Err(refused());
+    }
+    let index = value
+        .py()
+        .import(pyo3::intern!(value.py(), "operator"))?
+        .getattr(pyo3::intern!(value.py(), "index"))?;
+    match index.call1((value,)) {
+        Ok(int) => int.cast_into::<PyInt>().map_err(|_| refused()),
+        Err(error) if error.is_instance_of::<pyo3::exceptions::PyTypeError>(value.py()) => {
+            Err(refused())
+        }
+        Err(error) => Err(error),
     }
 }
 
-/// A group's name, for [`Vec<ColumnGroup>`]; no field of the spec is a lone string.
-impl OptionValue for String {
-    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let name = value.cast::<PyString>().map_err(|_| {
-            errors::type_error(format!("{field} is {}; expected str", type_name(value)))
-        })?;
-        Ok(name.to_str()?.to_owned())
+/// A non-negative integer: a negative one is a `ValueError` naming the option.
+fn non_negative_int<'py>(name: &str, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyInt>> {
+    let int = integer(name, value)?;
+    if int.lt(0)? {
+        return Err(errors::value_error(format!(
+            "{name} is {int}; expected a non-negative int"
+        )));
     }
-
-    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.into_bound_py_any(py)
-    }
+    Ok(int)
 }
 
-/// An optional count: `None`, or an int as [`usize`] takes it.
-impl OptionValue for Option<usize> {
-    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
-        if value.is_none() {
-            return Ok(None);
-        }
-        if value.cast::<PyInt>().is_err() {
-            return Err(errors::type_error(format!(
-                "{field} is {}; expected int or None",
-                type_name(value)
-            )));
-        }
-        usize::from_python(field, value).map(Some)
-    }
-
-    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.into_bound_py_any(py)
-    }
+/// A count or a size; one beyond `usize` is a `ValueError` naming the option, never pyo3's
+/// bare `OverflowError`.
+fn count(name: &str, value: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let int = non_negative_int(name, value)?;
+    int.extract().map_err(|_| {
+        errors::value_error(format!("{name} is {int}; expected at most {}", usize::MAX))
+    })
 }
 
-/// The keys of a sequence given as a dict.
+/// A non-negative 64-bit integer.
+fn non_negative(name: &str, value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let int = non_negative_int(name, value)?;
+    int.extract()
+        .map_err(|_| errors::value_error(format!("{name} is {int}; expected at most {}", u64::MAX)))
+}
+
+/// A seed: any integer, as `hash()` gives negative ones, taken modulo 2^64, so that -1 is
+/// 2^64 - 1.
+fn seed(name: &str, value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    integer(name, value)?.bitand(u64::MAX)?.extract()
+}
+
+/// A `str`, naming `at` in the error.
+fn string(at: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
+    let text = value
+        .cast::<PyString>()
+        .map_err(|_| errors::type_error(format!("{at} is {}; expected str", type_name(value))))?;
+    Ok(text.to_str()?.to_owned())
+}
+
+/// Column names: a list, tuple or other iterable of `str` (a pandas `Index`); a lone `str` (or
+/// `bytes`) is refused rather than read as its characters, and a mapping (whose iteration gives
+/// its keys) is refused too.
+fn names(at: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    let refused = || {
+        errors::type_error(format!(
+            "{at} is {}; expected a list of str",
+            type_name(value)
+        ))
+    };
+    if value.is_instance_of::<PyString>()
+        || value.is_instance_of::<PyBytes>()
+        || value.cast::<PyMapping>().is_ok()
+    {
+        return Err(refused());
+    }
+    let Ok(items) = value.try_iter() else {
+        return Err(refused());
+    };
+    let mut names = Vec::new();
+    for (index, item) in items.enumerate() {
+        names.push(string(&format!("{at}[{index}]"), &item?)?);
+    }
+    Ok(names)
+}
+
+/// A mapping (a `dict`, or any `collections.abc.Mapping`), or a `TypeError` saying `expected`.
+fn mapping<'a, 'py>(
+    at: &str,
+    value: &'a Bound<'py, PyAny>,
+    expected: &str,
+) -> PyResult<&'a Bound<'py, PyMapping>> {
+    value.cast::<PyMapping>().map_err(|_| {
+        errors::type_error(format!("{at} is {}; expected {expected}", type_name(value)))
+    })
+}
+
+/// Groups: a mapping from group name to its columns; `None` for none.
+fn groups(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<ColumnGroup>> {
+    if value.is_none() {
+        return Ok(Vec::new());
+    }
+    let groups = mapping(name, value, "a dict from group name to its columns")?;
+    let mut out = Vec::new();
+    for item in groups.items()?.iter() {
+        let (key, columns): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+        let group = string(&format!("a key of {name}"), &key)?;
+        let columns = names(&format!("{name}[{group:?}]"), &columns)?;
+        out.push(ColumnGroup::new(group, columns));
+    }
+    Ok(out)
+}
+
+/// The keys of a sequence given as a mapping.
 const SEQUENCE_KEYS: [&str; 6] = [
     "mode",
     "pad_value",
@@ -190,153 +272,121 @@ const SEQUENCE_KEYS: [&str; 6] = [
     "truncation_side",
 ];
 
-/// Sequences cross as a dict from column name to a mode (`"pad"`, `"pack"`, `"jagged"`) or to
-/// a dict of [`SEQUENCE_KEYS`] (`mode` defaulting to `"pad"`).
-impl OptionValue for Vec<Sequence> {
-    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let dict = value.cast::<PyDict>().map_err(|_| {
-            errors::type_error(format!(
-                "{field} is {}; expected a dict from column name to a mode (\"pad\", \"pack\", \
-                 \"jagged\") or to a dict of options",
-                type_name(value)
-            ))
-        })?;
-        let mut sequences = Vec::new();
-        for (column, how) in dict.iter() {
-            let column = String::from_python(&format!("a key of {field}"), &column)?;
-            let at = format!("{field}[{column:?}]");
-            let mut sequence = Sequence::new(column, SequenceMode::Pad);
-            if let Ok(mode) = how.cast::<PyString>() {
-                sequence.mode = sequence_mode(&at, mode.to_str()?)?;
-                sequences.push(sequence);
-                continue;
-            }
-            let options = how.cast::<PyDict>().map_err(|_| {
-                errors::type_error(format!(
-                    "{at} is {}; expected a mode (\"pad\", \"pack\", \"jagged\") or a dict with \
-                     keys {SEQUENCE_KEYS:?}",
-                    type_name(&how)
-                ))
-            })?;
-            for (key, item) in options.iter() {
-                let key = String::from_python(&format!("a key of {at}"), &key)?;
-                let here = format!("{at}[{key:?}]");
-                match key.as_str() {
-                    "mode" => {
-                        sequence.mode = sequence_mode(&here, &String::from_python(&here, &item)?)?
-                    }
-                    "pad_value" => sequence.pad_value = pad_value(&here, &item)?,
-                    "max_length" => {
-                        sequence.max_length = Option::<usize>::from_python(&here, &item)?
-                    }
-                    "pad_to_multiple_of" => {
-                        sequence.pad_to_multiple_of = Option::<usize>::from_python(&here, &item)?
-                    }
-                    "padding_side" => sequence.padding_side = side(&here, &item)?,
-                    "truncation_side" => sequence.truncation_side = side(&here, &item)?,
-                    _ => {
-                        return Err(errors::value_error(format!(
-                            "{at} has key {key:?}; expected keys among {SEQUENCE_KEYS:?}"
-                        )));
-                    }
+/// Sequences: a mapping from column name to a mode (`"pad"`, `"pack"`, `"jagged"`) or to a
+/// mapping of [`SEQUENCE_KEYS`] (`mode` defaulting to `"pad"`); `None` for none.
+fn sequences(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<Sequence>> {
+    if value.is_none() {
+        return Ok(Vec::new());
+    }
+    let modes = SequenceMode::names();
+    let entries = mapping(
+        name,
+        value,
+        &format!("a dict from column name to a mode ({modes}) or to a dict of options"),
+    )?;
+    let mut sequences = Vec::new();
+    for item in entries.items()?.iter() {
+        let (column, how): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+        let column = string(&format!("a key of {name}"), &column)?;
+        let at = format!("{name}[{column:?}]");
+        let mut sequence = Sequence::pad(column);
+        if how.is_instance_of::<PyString>() {
+            sequence.mode = mode(&at, &how)?;
+            sequences.push(sequence);
+            continue;
+        }
+        let options = mapping(
+            &at,
+            &how,
+            &format!("a mode ({modes}) or a dict with keys {SEQUENCE_KEYS:?}"),
+        )?;
+        for item in options.items()?.iter() {
+            let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+            let key = string(&format!("a key of {at}"), &key)?;
+            let here = format!("{at}[{key:?}]");
+            match key.as_str() {
+                "mode" => sequence.mode = mode(&here, &value)?,
+                "pad_value" => sequence.pad_value = pad_value(&here, &value)?,
+                "max_length" => {
+                    sequence.max_length = optional(&value, |value| count(&here, value))?;
+                }
+                "pad_to_multiple_of" => {
+                    sequence.pad_to_multiple_of = optional(&value, |value| count(&here, value))?;
+                }
+                "padding_side" => sequence.padding_side = side(&here, &value)?,
+                "truncation_side" => sequence.truncation_side = side(&here, &value)?,
+                _ => {
+                    return Err(errors::value_error(format!(
+                        "{at} has key {key:?}; expected keys among {SEQUENCE_KEYS:?}"
+                    )));
                 }
             }
-            sequences.push(sequence);
         }
-        Ok(sequences)
+        sequences.push(sequence);
     }
-
-    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let out = PyDict::new(py);
-        for sequence in self {
-            let options = PyDict::new(py);
-            options.set_item("mode", sequence.mode.as_str())?;
-            match sequence.pad_value {
-                PadValue::Int(value) => options.set_item("pad_value", value)?,
-                PadValue::Float(value) => options.set_item("pad_value", value)?,
-            }
-            options.set_item("max_length", sequence.max_length)?;
-            options.set_item("pad_to_multiple_of", sequence.pad_to_multiple_of)?;
-            let side_name = |side: Side| match side {
-                Side::Right => "right",
-                Side::Left => "left",
-            };
-            options.set_item("padding_side", side_name(sequence.padding_side))?;
-            options.set_item("truncation_side", side_name(sequence.truncation_side))?;
-            out.set_item(&sequence.column, options)?;
-        }
-        Ok(out.into_any())
-    }
+    Ok(sequences)
 }
 
-/// A sequence's mode from its name.
-fn sequence_mode(at: &str, name: &str) -> PyResult<SequenceMode> {
-    match name {
-        "pad" => Ok(SequenceMode::Pad),
-        "pack" => Ok(SequenceMode::Pack),
-        "jagged" => Ok(SequenceMode::Jagged),
-        _ => Err(errors::value_error(format!(
-            "{at} is {name:?}; expected \"pad\", \"pack\" or \"jagged\""
-        ))),
-    }
+/// A sequence's mode from its name ([`SequenceMode`]'s `FromStr`).
+fn mode(at: &str, value: &Bound<'_, PyAny>) -> PyResult<SequenceMode> {
+    let name = string(at, value)?;
+    name.parse().map_err(|_| {
+        errors::value_error(format!(
+            "{at} is {name:?}; expected {}",
+            SequenceMode::names()
+        ))
+    })
 }
 
-/// A side from its name.
+/// A side from its name ([`Side`]'s `FromStr`).
 fn side(at: &str, value: &Bound<'_, PyAny>) -> PyResult<Side> {
-    match String::from_python(at, value)?.as_str() {
-        "right" => Ok(Side::Right),
-        "left" => Ok(Side::Left),
-        other => Err(errors::value_error(format!(
-            "{at} is {other:?}; expected \"right\" or \"left\""
-        ))),
-    }
+    let name = string(at, value)?;
+    name.parse().map_err(|_| {
+        errors::value_error(format!("{at} is {name:?}; expected \"left\" or \"right\""))
+    })
 }
 
-/// A pad value: an int (any that fits in 64 bits) or a float; a bool is refused.
+/// A pad value: a bool, an integer (a Python `int` or anything with `__index__`, signed or
+/// unsigned within 64 bits) or a float.
 fn pad_value(at: &str, value: &Bound<'_, PyAny>) -> PyResult<PadValue> {
-    if value.is_instance_of::<pyo3::types::PyBool>() {
-        return Err(errors::type_error(format!(
-            "{at} is bool; expected int or float"
-        )));
-    }
-    if let Ok(int) = value.cast::<PyInt>() {
-        return int.extract::<i64>().map(PadValue::Int).map_err(|_| {
-            errors::value_error(format!("{at} is {int}; expected an int of at most 64 bits"))
-        });
+    if let Ok(flag) = value.cast::<PyBool>() {
+        return Ok(PadValue::Bool(flag.is_true()));
     }
     if let Ok(float) = value.cast::<PyFloat>() {
         return Ok(PadValue::Float(float.value()));
     }
+    if value.hasattr(pyo3::intern!(value.py(), "__index__"))? {
+        let int = integer(at, value)?;
+        if let Ok(int) = int.extract::<i64>() {
+            return Ok(PadValue::Int(int));
+        }
+        return int.extract::<u64>().map(PadValue::UInt).map_err(|_| {
+            errors::value_error(format!(
+                "{at} is {int}; expected an int of at most 64 bits (signed or unsigned)"
+            ))
+        });
+    }
+    if let Ok(float) = value.extract::<f64>() {
+        // A float of another library (numpy's float32).
+        return Ok(PadValue::Float(float));
+    }
     Err(errors::type_error(format!(
-        "{at} is {}; expected int or float",
+        "{at} is {}; expected int, float or bool",
         type_name(value)
     )))
 }
 
-/// A saved position crosses as the dict `state_dict()` gives: plain ints, strings, lists and
-/// dicts, read through JSON, so that anything else in it (a float, a bool for an int, a
-/// negative or too large number, a missing or unknown key) is a `ValueError` naming the
-/// problem, never a panic.
-impl OptionValue for Option<LoaderState> {
-    fn from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
-        if value.is_none() {
-            return Ok(None);
-        }
-        if !value.is_instance_of::<PyDict>() {
-            return Err(errors::type_error(format!(
-                "{field} is {}; expected a dict from state_dict(), or None",
-                type_name(value)
-            )));
-        }
-        state_from_python(field, value).map(Some)
-    }
-
-    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        match self {
-            None => Ok(py.None().into_bound(py)),
-            Some(state) => state_to_python(py, state),
-        }
-    }
+/// A saved position: a mapping (the dict from `state_dict()`), read by [`state_from_python`].
+fn state_from_mapping(name: &str, value: &Bound<'_, PyAny>) -> PyResult<LoaderState> {
+    let mapping = mapping(name, value, "a dict from state_dict(), or None")?;
+    let dict = if let Ok(dict) = mapping.cast::<PyDict>() {
+        dict.clone()
+    } else {
+        let dict = PyDict::new(value.py());
+        dict.update(mapping)?;
+        dict
+    };
+    state_from_python(name, dict.as_any())
 }
 
 /// A state from its dict, through JSON; every problem a `ValueError` naming `field`.

@@ -1,0 +1,261 @@
+//! The checks of a [`BatchSpec`]: its fields alone ([`BatchSpec::validate`], before any work),
+//! and against the columns of the source ([`BatchSpec::check_schema`], when the source's schema
+//! is known); each error names the field or the column.
+
+use std::collections::BTreeSet;
+
+use arrow_schema::Schema;
+
+use super::{BatchSpec, MAX_DECODE_THREADS, MAX_PREFETCH};
+use crate::sequences::{Sequence, SequenceMode};
+use crate::{Error, Result};
+
+impl BatchSpec {
+    /// Checks the fields that do not depend on the source, as [`batches`](crate::batches) does
+    /// before anything else; each error names the field.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidSpec`] for a field out of its bounds (a batch size of 0, a prefetch depth
+    /// beyond [`MAX_PREFETCH`], a shard index not below the number of shards, ...), padding
+    /// options for a mode that does not pad, a token budget without sequences, or an output
+    /// name claimed twice.
+    pub fn validate(&self) -> Result<()> {
+        let at_least_one = [
+            ("batch_size", self.batch_size),
+            ("buffer_size", self.buffer_size),
+            ("prefetch", self.prefetch),
+            ("num_shards", self.num_shards),
+        ];
+        if let Some((field, _)) = at_least_one.iter().find(|(_, value)| *value == 0) {
+            return invalid(format!("{field} is 0; expected at least 1"));
+        }
+        if self.prefetch > MAX_PREFETCH {
+            return invalid(format!(
+                "prefetch is {}; expected at most {MAX_PREFETCH}",
+                self.prefetch
+            ));
+        }
+        if self.decode_threads > MAX_DECODE_THREADS {
+            return invalid(format!(
+                "decode_threads is {}; expected at most {MAX_DECODE_THREADS} (0 chooses the \
+                 available parallelism)",
+                self.decode_threads
+            ));
+        }
+        if self.shard_index >= self.num_shards {
+            return invalid(format!(
+                "shard_index is {}; expected less than num_shards ({})",
+                self.shard_index, self.num_shards
+            ));
+        }
+        if let Some(group) = self.groups.iter().find(|group| group.columns.is_empty()) {
+            return invalid(format!(
+                "group {:?} has no columns; expected at least one",
+                group.name
+            ));
+        }
+        self.validate_sequences()?;
+        let Some(columns) = &self.columns else {
+            // Every column is loaded: the names are claimed against the source's schema.
+            return Ok(());
+        };
+        let mut claims = Claims::default();
+        for column in columns {
+            if self.sequence_of(column).is_none() {
+                claims.add(column, format!("column {column:?}"));
+            }
+        }
+        for group in &self.groups {
+            claims.add(&group.name, format!("group {:?}", group.name));
+        }
+        claims.add_masks(&self.masks);
+        claims.add_sequences(&self.sequences, |_| true);
+        claims.check()
+    }
+
+    /// Checks `sequences`, `max_tokens` and `bucket_by_length`.
+    fn validate_sequences(&self) -> Result<()> {
+        for (index, sequence) in self.sequences.iter().enumerate() {
+            let column = &sequence.column;
+            if self.sequences[..index].iter().any(|s| &s.column == column) {
+                return invalid(format!(
+                    "sequences names column {column:?} twice; expected each column once"
+                ));
+            }
+            if sequence.mode != SequenceMode::Pad && sequence.sets_padding() {
+                return invalid(format!(
+                    "sequence {column:?} is in mode {:?} and sets padding options; pad_value, \
+                     max_length, pad_to_multiple_of, padding_side and truncation_side apply \
+                     to mode \"pad\" only",
+                    sequence.mode.as_str()
+                ));
+            }
+            for (field, value) in [
+                ("max_length", sequence.max_length),
+                ("pad_to_multiple_of", sequence.pad_to_multiple_of),
+            ] {
+                if value == Some(0) {
+                    return invalid(format!(
+                        "{field} of sequence {column:?} is 0; expected at least 1"
+                    ));
+                }
+            }
+            if self
+                .groups
+                .iter()
+                .any(|group| group.columns.contains(column))
+            {
+                return invalid(format!(
+                    "sequence {column:?} is also in a group; a list column cannot be stacked \
+                     into a group"
+                ));
+            }
+        }
+        let needs_sequences = [
+            ("max_tokens", self.max_tokens.is_some()),
+            ("bucket_by_length", self.bucket_by_length),
+        ];
+        for (field, set) in needs_sequences {
+            if set && self.sequences.is_empty() {
+                return invalid(format!(
+                    "{field} counts the tokens of sequence columns, and sequences is empty; \
+                     expected at least one list column in sequences"
+                ));
+            }
+        }
+        if self.max_tokens == Some(0) {
+            return invalid("max_tokens is 0; expected at least 1".to_string());
+        }
+        Ok(())
+    }
+
+    /// The sequence spec of `column`, if it is a sequence column.
+    pub(crate) fn sequence_of(&self, column: &str) -> Option<&Sequence> {
+        self.sequences.iter().find(|s| s.column == column)
+    }
+
+    /// The single columns of a source whose columns are `source`, in order: the spec's
+    /// [`columns`](BatchSpec::columns), or every column not in a group when it is `None`.
+    /// Sequence columns not among them are not added here.
+    pub(crate) fn single_columns<'a>(&'a self, source: &[&'a str]) -> Vec<&'a str> {
+        match &self.columns {
+            Some(columns) => columns.iter().map(String::as_str).collect(),
+            None => {
+                let grouped: BTreeSet<&str> = self
+                    .groups
+                    .iter()
+                    .flat_map(|group| group.columns.iter().map(String::as_str))
+                    .collect();
+                source
+                    .iter()
+                    .copied()
+                    .filter(|name| !grouped.contains(name))
+                    .collect()
+            }
+        }
+    }
+
+    /// Checks the spec against the columns of the source: every column the spec reads by name
+    /// must be there once, and when every column is loaded, no output name may be claimed twice.
+    pub(crate) fn check_schema(&self, schema: &Schema) -> Result<()> {
+        let source_names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let singles = self.single_columns(&source_names);
+        let grouped = self.groups.iter().flat_map(|group| &group.columns);
+        let sequences = self.sequences.iter().map(|s| &s.column);
+        let masks = self.masks.iter();
+        let named = grouped.chain(sequences).chain(masks).map(String::as_str);
+        for name in singles.iter().copied().chain(named) {
+            let count = source_names
+                .iter()
+                .filter(|&&source| source == name)
+                .count();
+            if count > 1 {
+                return invalid(format!(
+                    "the source has {count} columns named {name:?}; a column read by name must \
+                     be unique, so rename the duplicates first"
+                ));
+            }
+        }
+        if self.columns.is_none() {
+            let mut claims = Claims::default();
+            for column in singles {
+                claims.add(
+                    column,
+                    format!("column {column:?} (every column not in a group is loaded)"),
+                );
+            }
+            for group in &self.groups {
+                claims.add(&group.name, format!("group {:?}", group.name));
+            }
+            claims.add_masks(&self.masks);
+            // A sequence column that is a source column claimed its name above.
+            claims.add_sequences(&self.sequences, |column| !source_names.contains(&column));
+            claims.check()?;
+        }
+        Ok(())
+    }
+
+    /// The number of Parquet decoding threads to start.
+    pub(crate) fn decode_thread_count(&self) -> usize {
+        if self.decode_threads > 0 {
+            return self.decode_threads;
+        }
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+    }
+}
+
+fn invalid(reason: String) -> Result<()> {
+    Err(Error::InvalidSpec { reason })
+}
+
+/// The names of a batch's tensors, each with what claims it, so that a name claimed twice is
+/// refused with both claimants rather than one tensor silently replacing the other.
+#[derive(Default)]
+struct Claims {
+    names: Vec<(String, String)>,
+}
+
+impl Claims {
+    fn add(&mut self, name: &str, by: String) {
+        self.names.push((name.to_string(), by));
+    }
+
+    /// A mask is the tensor `"<column>_mask"`.
+    fn add_masks(&mut self, masks: &[String]) {
+        for column in masks {
+            self.add(
+                &format!("{column}_mask"),
+                format!("the mask of {column:?} (masks)"),
+            );
+        }
+    }
+
+    /// A sequence claims the names of the tensors its mode adds, and its own name where
+    /// `own_name` says so (not where a source column already claimed it).
+    fn add_sequences(&mut self, sequences: &[Sequence], own_name: impl Fn(&str) -> bool) {
+        for sequence in sequences {
+            let column = &sequence.column;
+            let by = || format!("sequence {column:?} ({})", sequence.mode);
+            if own_name(column) {
+                self.add(column, by());
+            }
+            for suffix in sequence.mode.suffixes() {
+                self.add(&format!("{column}{suffix}"), by());
+            }
+        }
+    }
+
+    fn check(mut self) -> Result<()> {
+        // A stable sort keeps the claims of one name in the order they were made.
+        self.names.sort_by(|a, b| a.0.cmp(&b.0));
+        match self.names.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+            Some(pair) => invalid(format!(
+                "the output name {:?} is claimed twice, by {} and by {}; expected each column, \
+                 group and mask name once",
+                pair[0].0, pair[0].1, pair[1].1
+            )),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,290 @@
+"""``BatchDataset``: the batches of :func:`arrow_dlpack.batches` as a
+``torch.utils.data.IterableDataset`` of torch tensors.
+
+This module imports torch; ``import arrow_dlpack`` does not import it: ``ad.BatchDataset`` loads
+this module on first use.
+"""
+
+import ctypes
+import multiprocessing
+import multiprocessing.context
+import operator
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Union
+
+from torch.utils.data import IterableDataset
+
+from arrow_dlpack._arrow_dlpack import _check_options
+from arrow_dlpack._batches import (
+    _DATASET_KEY,
+    Batches,
+    _is_ray_dataset,
+    _open,
+    _shard,
+    _shared_seed,
+)
+from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
+
+__all__ = ["BatchDataset"]
+
+
+class _SharedEpoch:
+    """An epoch that the copies of a dataset in DataLoader workers share with the dataset that
+    made them: a 64-bit integer in shared memory, so that ``set_epoch`` in the main process
+    reaches workers that persist between epochs (``persistent_workers=True``).
+
+    The memory is inherited by forked workers and handed to spawned (and forkserver) workers
+    when they start; a pickle made at any other time (``pickle.dumps(dataset)``) carries the
+    value, and its copy gets memory of its own."""
+
+    __slots__ = ("_shared",)
+
+    def __init__(self, epoch: int) -> None:
+        # A ctypes object in shared memory, whose `value` is the epoch.
+        self._shared: Any = multiprocessing.Value(ctypes.c_uint64, epoch, lock=False)
+
+    @property
+    def value(self) -> int:
+        return int(self._shared.value)
+
+    @value.setter
+    def value(self, epoch: int) -> None:
+        self._shared.value = epoch
+
+    def __getstate__(self) -> Dict[str, Any]:
+        if multiprocessing.context.get_spawning_popen() is not None:
+            # A worker process being started: it gets the shared memory itself.
+            return {"shared": self._shared}
+        return {"epoch": self.value}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        if "shared" in state:
+            self._shared = state["shared"]
+        else:
+            self._shared = multiprocessing.Value(ctypes.c_uint64, state["epoch"], lock=False)
+
+
+class BatchDataset(IterableDataset):
+    """A ``torch.utils.data.IterableDataset`` of :func:`arrow_dlpack.batches`, as torch
+    tensors.
+
+    ``DataLoader(BatchDataset(source, 1024, ...), batch_size=None, num_workers=2)``: the dataset
+    batches itself (hence ``batch_size=None``), and each worker reads its own shard. Every
+    argument is :func:`arrow_dlpack.batches`'s (but ``progress``), and every one is checked
+    when the dataset is made, in the process that makes it: a misspelt keyword is a
+    ``TypeError``, a bad value a ``ValueError`` or ``TypeError`` naming it, and for files (local
+    or in object storage) the columns are checked against their schema (their footers are read;
+    no data is).
+
+    Unlike the iterator of :func:`arrow_dlpack.batches`, the dataset is iterated any number of
+    times: each ``iter()`` makes a new loader. ``len(dataset)`` is the number of batches of this
+    rank's pass where it is known (files, and in-memory tables that say their rows, with batches
+    cut by rows); with DataLoader workers, each worker cuts its own last short batch, so a pass
+    may give up to ``num_workers - 1`` batches more (fewer with ``drop_last``).
+
+    With ``shuffle=True`` and no ``seed``, the dataset draws one seed when it is made (rank 0's,
+    broadcast, in an initialised ``torch.distributed`` group), which its DataLoader workers
+    share. ``set_epoch(n)`` before each epoch shuffles it anew: epoch ``n`` uses ``seed + n``, as
+    ``DistributedSampler.set_epoch`` does; the epoch lives in shared memory, so it reaches
+    workers that persist between epochs (``persistent_workers=True``).
+
+    ``state_dict()`` and ``load_state_dict()`` save and restore where the dataset's current pass
+    stands (and its epoch), in the process (DataLoader worker) that iterates it: torchdata's
+    ``StatefulDataLoader`` calls them in each worker, so its ``state_dict()`` checkpoints every
+    worker's position and ``load_state_dict()`` resumes each worker exactly. To resume with other
+    ranks or workers, make the dataset with ``state=merge_states([...every rank's loader
+    state...])``; a ``state`` resumes the epoch it was saved in, and is refused with another
+    ``epoch``.
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        batch_size: int = 1024,
+        *,
+        drop_last: bool = False,
+        columns: Optional[Sequence[str]] = None,
+        groups: Optional[Mapping[str, Sequence[str]]] = None,
+        masks: Optional[Sequence[str]] = None,
+        allow_nulls: bool = False,
+        null_to_nan: bool = False,
+        row_major: bool = True,
+        shuffle: bool = False,
+        seed: Optional[int] = None,
+        buffer_size: int = 65536,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        split_workers: bool = True,
+        prefetch: int = 2,
+        decode_threads: int = 0,
+        writable: bool = False,
+        sequences: Optional[Mapping[str, Union[str, Mapping[str, Any]]]] = None,
+        max_tokens: Optional[int] = None,
+        bucket_by_length: bool = False,
+        epoch: Optional[int] = None,
+        state: Optional[Mapping[str, Any]] = None,
+        storage_options: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        options = dict(locals())
+        del options["self"], options["source"]
+        options.pop("__class__", None)
+        python = check_python_options({name: options[name] for name in PYTHON if name in options})
+        options.update(python)
+        spec = {
+            name: value
+            for name, value in options.items()
+            if name not in PYTHON and not (name in PYTHON_DEFAULTS and value is None)
+        }
+        # Every value is checked here, in the process that makes the dataset, rather than in
+        # a DataLoader worker; the state is checked against the files when a pass starts.
+        _check_options(None, **spec)
+        saved_epoch = state.get("epoch") if isinstance(state, Mapping) else None
+        if epoch is not None and state is not None and saved_epoch != operator.index(epoch):
+            raise ValueError(
+                f"state was saved in epoch {saved_epoch!r} and epoch is {epoch}; a state "
+                "resumes the epoch it was saved in: pass its epoch (or none), or no state"
+            )
+        first_epoch = 0
+        if epoch is not None:
+            first_epoch = operator.index(epoch)
+        elif isinstance(saved_epoch, int) and not isinstance(saved_epoch, bool) and saved_epoch >= 0:
+            first_epoch = saved_epoch
+        rank_shard = _shard(python.get("rank"), python.get("world_size"), split_workers=False)
+        if shuffle and seed is None:
+            # Drawn here, in the process that makes the DataLoader, so that its workers (forked
+            # or spawned with a copy of the dataset) share one permutation.
+            options["seed"] = _shared_seed(None, True, rank_shard[1])
+        self._num_batches = self._plan(source, options, rank_shard)
+        del options["epoch"]
+        self.source = source
+        self.batch_size = batch_size
+        #: The keywords of every pass, but the epoch.
+        self.options: Dict[str, Any] = options
+        self._epoch = _SharedEpoch(first_epoch)
+        # The loader of the pass in progress (in the process that iterates) and its epoch, and a
+        # state to resume the next pass from.
+        self._live: Optional[Batches] = None
+        self._pass_epoch: Optional[int] = None
+        self._resume: Optional[Dict[str, Any]] = None
+
+    @staticmethod
+    def _plan(source: Any, options: Dict[str, Any], shard: Any) -> Optional[int]:
+        """The number of batches of this rank's pass, where it is known: the files' schemas
+        are checked (their footers read) on the way. A Ray source is read only by a pass."""
+        if _is_ray_dataset(source):
+            return None
+        spec = {
+            name: value
+            for name, value in options.items()
+            if name not in PYTHON and name != "state" and value is not None
+        }
+        storage_options = options.get("storage_options")
+        found = _check_options(
+            source,
+            storage_options=dict(storage_options) if storage_options is not None else None,
+            shard_index=shard[0],
+            num_shards=shard[1],
+            **spec,
+        )
+        return found["num_batches"]
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the next pass."""
+        return self._epoch.value
+
+    def set_epoch(self, epoch: int) -> None:
+        """Shuffle epoch ``epoch`` anew: its seed is the dataset's plus ``epoch``. Reaches the
+        DataLoader's workers, persistent ones too, at their next pass."""
+        if isinstance(epoch, bool):
+            raise TypeError("epoch is bool; expected int")
+        try:
+            epoch = operator.index(epoch)
+        except TypeError:
+            raise TypeError(f"epoch is {type(epoch).__name__}; expected int") from None
+        if epoch < 0:
+            raise ValueError(f"epoch is {epoch}; expected a non-negative int")
+        self._epoch.value = epoch
+
+    def __len__(self) -> int:
+        """The number of batches of this rank's pass; ``TypeError`` when it is not known."""
+        if self._num_batches is None:
+            raise TypeError(
+                "the number of batches of this dataset is not known in advance: the source does "
+                "not say its rows (a stream, a Ray dataset), or batches are cut by tokens "
+                "(max_tokens)"
+            )
+        return self._num_batches
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        from torch import from_dlpack
+
+        options = dict(self.options)
+        epoch = self._epoch.value
+        saved = options.get("state")
+        if isinstance(saved, Mapping) and saved.get("epoch") != epoch:
+            # A state given when the dataset was made resumes its own epoch; later epochs (after
+            # set_epoch) start afresh.
+            options["state"] = None
+        if self._resume is not None:
+            options["state"] = self._resume
+            self._resume = None
+        options["epoch"] = epoch
+        self._pass_epoch = epoch
+        loader = _open(self.source, {"batch_size": self.batch_size, **options}, warn_split=False)
+        self._live = loader
+        try:
+            for batch in loader:
+                yield {name: from_dlpack(tensor) for name, tensor in batch.items()}
+        finally:
+            loader.close()
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Where this process's pass stands: ``{"arrow_dlpack_batch_dataset": 1, "epoch": ...,
+        "shard": [index, count], "loader": <the loader's state_dict(), or None before the first
+        batch>}``."""
+        loader = self._live.state_dict() if self._live is not None else self._resume
+        epoch = self._pass_epoch if self._live is not None else None
+        shard = None
+        if loader is None:
+            shard = list(
+                _shard(
+                    self.options.get("rank"),
+                    self.options.get("world_size"),
+                    self.options.get("split_workers", True),
+                )
+            )
+        return {
+            _DATASET_KEY: 1,
+            "epoch": epoch if epoch is not None else self._epoch.value,
+            "shard": shard,
+            "loader": loader,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume the next pass from ``state``, as :meth:`state_dict` gave it."""
+        if not isinstance(state, Mapping) or _DATASET_KEY not in state:
+            raise ValueError(
+                f"state is {type(state).__name__} without {_DATASET_KEY!r}; expected a "
+                "BatchDataset.state_dict()"
+            )
+        epoch = state.get("epoch")
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"state['epoch'] is {epoch!r}; expected a non-negative int")
+        loader = state.get("loader")
+        if loader is not None and not isinstance(loader, Mapping):
+            raise ValueError(f"state['loader'] is {type(loader).__name__}; expected a dict or None")
+        # The epoch is the dataset's, shared with the workers (which load the same checkpoint).
+        self._epoch.value = epoch
+        self._resume = dict(loader) if loader is not None else None
+        self._live = None
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # A live loader stays in the process that made it.
+        return {**self.__dict__, "_live": None}
+
+    def __repr__(self) -> str:
+        return (
+            f"BatchDataset({self.source!r}, {self.batch_size}, epoch={self.epoch}, "
+            f"options={self.options!r})"
+        )
+
