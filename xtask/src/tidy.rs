@@ -6,8 +6,8 @@
 //!   `arrow-dlpack-loader`) <- `arrow-dlpack-python`.
 //! - Only `arrow-dlpack-python` depends on pyo3, and only `dlpack-sys` on dlpark (with the
 //!   exceptions listed in [`DLPARK_EXCEPTIONS`]).
-//! - The files of `crates/py-bindings/src` import each other one way: no cycle, except between a
-//!   base class and its subclass (`tidy/imports.rs`).
+//! - The files of every crate import each other one way, in every folder, re-exports followed:
+//!   no cycle, except between a base class and its subclass (`tidy/imports.rs`).
 //! - No pending insta snapshot (`*.snap.new`, `*.pending-snap`) is left in the tree.
 //! - No tracked text file refers to documents outside the repository or to tracker issues by
 //!   number (`tidy/references.rs`).
@@ -27,6 +27,7 @@ mod crate_map;
 mod imports;
 mod json;
 mod references;
+mod rust_paths;
 mod unsafe_count;
 
 /// Each package of the workspace and the internal packages it may depend on, lowest layer first.
