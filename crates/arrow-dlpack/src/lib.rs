@@ -133,7 +133,7 @@ pub use arrow_buffer::{Buffer, ScalarBuffer};
 /// The tensor layer, whole: [`tensor::layout`], [`tensor::Iter`] and everything re-exported above.
 pub use arrow_dlpack_tensor as tensor;
 pub use arrow_dlpack_tensor::{
-    DType, Device, ExportOptions, ImportOptions, MAX_NDIM, Managed, NativeDType, Tensor,
+    DType, Device, ExportOptions, ImportOptions, MAX_NDIM, Managed, NativeDType, Report, Tensor,
     check_error_chain, error_messages,
 };
 /// The raw DLPack C ABI (`DLManagedTensorVersioned`, `DLDataType`, ...), to name the structs that

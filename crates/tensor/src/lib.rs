@@ -17,7 +17,7 @@
 //! | [`Tensor::shares_memory`], [`Tensor::shares_memory_with_buffer`], [`Tensor::byte_range`] | whether two tensors, or a tensor and an Arrow buffer, address the same bytes: the zero-copy check |
 //! | [`layout`] | element counts, spans and contiguity on plain shapes and strides |
 //! | [`alloc::UninitBuffer`], [`alloc::PooledVec`] | fallible, aligned allocation for copies: `OutOfMemory` instead of an abort; 4 MiB and more from a pool that keeps freed pages warm ([`alloc::stats`], [`alloc::set_limit`], [`alloc::release_unused`]) |
-//! | [`Error`] | the one error type |
+//! | [`Error`], [`Report`] | the one error type; `error.report()` prints it with its causes on one line |
 //!
 //! A round trip through DLPack shares the memory both ways:
 //!
@@ -60,12 +60,18 @@ mod typed;
 
 pub use device::Device;
 pub use dtype::DType;
-pub use error::{Error, Result, check_error_chain, error_messages};
+pub use error::{Error, Report, Result, check_error_chain, error_messages};
 pub use export::ExportOptions;
 pub use import::ImportOptions;
 pub use native::NativeDType;
 pub use tensor::{MAX_NDIM, Tensor};
 pub use typed::Iter;
+
+/// What the tests of the workspace's crates share; not part of the API.
+#[doc(hidden)]
+pub mod test_support {
+    pub use crate::error::assert_every_variant_chains;
+}
 
 /// The managed-tensor handle of dlpark, re-exported so callers name one type.
 pub use dlpark::Managed;

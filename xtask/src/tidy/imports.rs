@@ -85,9 +85,13 @@ pub(super) fn problems(root: &Path) -> Result<Vec<String>> {
                 format!("{source}/{}", folder.join("/"))
             };
             let files: BTreeSet<&str> = cycle.iter().map(String::as_str).collect();
-            if let Some(known) = KNOWN_LOOPS.iter().position(|(known_place, known_files, _)| {
-                *known_place == place && known_files.iter().copied().collect::<BTreeSet<_>>() == files
-            }) {
+            if let Some(known) = KNOWN_LOOPS
+                .iter()
+                .position(|(known_place, known_files, _)| {
+                    *known_place == place
+                        && known_files.iter().copied().collect::<BTreeSet<_>>() == files
+                })
+            {
                 println!(
                     "tidy: known import loop, being removed: {place}: {} ({})",
                     cycle.join(" -> "),
@@ -315,7 +319,14 @@ mod tests {
         );
         assert_eq!(
             found,
-            vec![(Vec::new(), vec!["dtype".to_string(), "error".to_string(), "dtype".to_string()])]
+            vec![(
+                Vec::new(),
+                vec![
+                    "dtype".to_string(),
+                    "error".to_string(),
+                    "dtype".to_string()
+                ]
+            )]
         );
     }
 
@@ -330,7 +341,10 @@ mod tests {
                     "lib.rs",
                     "mod spec;\nmod state;\npub use spec::BatchSpec;\npub use state::LoaderState;\n",
                 ),
-                ("spec.rs", "use crate::state::LoaderState;\npub struct BatchSpec;\n"),
+                (
+                    "spec.rs",
+                    "use crate::state::LoaderState;\npub struct BatchSpec;\n",
+                ),
                 ("state/mod.rs", "mod merge;\npub use merge::LoaderState;\n"),
                 (
                     "state/merge.rs",
@@ -340,7 +354,10 @@ mod tests {
         );
         assert_eq!(
             found,
-            vec![(Vec::new(), vec!["spec".to_string(), "state".to_string(), "spec".to_string()])]
+            vec![(
+                Vec::new(),
+                vec!["spec".to_string(), "state".to_string(), "spec".to_string()]
+            )]
         );
     }
 
@@ -351,8 +368,14 @@ mod tests {
             &[
                 ("lib.rs", "mod ragged;\n"),
                 ("ragged/mod.rs", "mod pad;\nmod pack;\npub use pad::Side;\n"),
-                ("ragged/pad.rs", "use super::pack::Packed;\npub enum Side {}\n"),
-                ("ragged/pack.rs", "use crate::ragged::Side;\npub struct Packed;\n"),
+                (
+                    "ragged/pad.rs",
+                    "use super::pack::Packed;\npub enum Side {}\n",
+                ),
+                (
+                    "ragged/pack.rs",
+                    "use crate::ragged::Side;\npub struct Packed;\n",
+                ),
             ],
         );
         assert_eq!(
@@ -369,9 +392,15 @@ mod tests {
         let found = cycles_of_tree(
             "clean",
             &[
-                ("lib.rs", "mod dtype;\nmod error;\npub use dtype::DType;\npub use error::Error;\n"),
+                (
+                    "lib.rs",
+                    "mod dtype;\nmod error;\npub use dtype::DType;\npub use error::Error;\n",
+                ),
                 // A comment or a string naming the other file is no import.
-                ("dtype.rs", "// crate::Error\nconst A: &str = \"crate::Error\";\n"),
+                (
+                    "dtype.rs",
+                    "// crate::Error\nconst A: &str = \"crate::Error\";\n",
+                ),
                 (
                     "error.rs",
                     "use crate::DType;\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n",

@@ -374,7 +374,12 @@ pub(super) fn blank_comments_and_literals(text: &str) -> String {
             at = end;
         } else if let Some(hashes) = raw_string_start(bytes, at) {
             // r"...", r#"..."#, br"...": ends at a quote followed by as many hashes.
-            let open = at + bytes[at..].iter().position(|&byte| byte == b'"').unwrap_or(0) + 1;
+            let open = at
+                + bytes[at..]
+                    .iter()
+                    .position(|&byte| byte == b'"')
+                    .unwrap_or(0)
+                + 1;
             let mut closing = vec![b'"'];
             closing.extend(std::iter::repeat_n(b'#', hashes));
             let end = bytes[open..]
@@ -524,9 +529,15 @@ mod tests {
 
     #[test]
     fn a_use_of_itself_does_not_loop_forever() {
-        let files = [SourceFile::new("lib.rs", "pub use crate::a::b;\nmod a { pub use crate::b; }\n")];
+        let files = [SourceFile::new(
+            "lib.rs",
+            "pub use crate::a::b;\nmod a { pub use crate::b; }\n",
+        )];
         let modules: BTreeSet<ModulePath> = files.iter().map(|file| file.module.clone()).collect();
         let imports = imports(&files);
-        assert_eq!(defining_module(&strings(&["b"]), &modules, &imports), Vec::<String>::new());
+        assert_eq!(
+            defining_module(&strings(&["b"]), &modules, &imports),
+            Vec::<String>::new()
+        );
     }
 }

@@ -56,12 +56,7 @@ pub(crate) unsafe fn copy_strided_elements(
 /// `src` must point at the logical first element of a view whose every element, addressed by
 /// `shape` and `strides` (in units of `T`), is readable and aligned for `T`; `dst` must be
 /// writable for the element count of `shape` and aligned for `T`.
-unsafe fn copy_strided<T: Copy>(
-    src: *const u8,
-    shape: &[usize],
-    strides: &[isize],
-    dst: *mut u8,
-) {
+unsafe fn copy_strided<T: Copy>(src: *const u8, shape: &[usize], strides: &[isize], dst: *mut u8) {
     let src = src.cast::<T>();
     let mut dst = dst.cast::<T>();
     let ndim = shape.len();

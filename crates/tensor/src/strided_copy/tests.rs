@@ -2,9 +2,9 @@
 //! that do not fill a tile, negative strides, offsets, 3-d views, and each kernel (AVX2, SSE2
 //! and portable) called directly so that the fallbacks are tested on an AVX2 machine too.
 
+use super::copy_strided_elements;
 use super::gather::{gather_every_other, gather_every_other_portable};
 use super::transpose::{ArrayTile, Tile, transpose_plane};
-use super::copy_strided_elements;
 use crate::DType;
 
 /// Sizes that fill no tile, exactly one, one and a bit, and several.
