@@ -9,7 +9,8 @@
 //!
 //! ```toml
 //! [dependencies]
-//! arrow-dlpack = { git = "https://github.com/arrow-dlpack/arrow-dlpack", features = ["ndarray"] }
+//! # The path of this crate in a clone of its repository (it is not published yet).
+//! arrow-dlpack = { path = "../arrow-dlpack/crates/arrow-dlpack", features = ["ndarray"] }
 //! arrow-array = "60"
 //! ```
 //!
