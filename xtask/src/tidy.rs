@@ -86,6 +86,21 @@ const DLPARK_EXCEPTIONS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The help of `cargo xtask tidy`.
+pub(crate) fn help() -> String {
+    crate::test::wrap(
+        "Repository hygiene, also run as a test: every .rs file starts with `//!`; the crates' \
+         dependencies follow the layer graph of docs/architecture.md, and only \
+         arrow-dlpack-python depends on pyo3; the files of each crate import each other one \
+         way, re-exports followed; docs/architecture.md names every source file and only files \
+         that exist, and its table of `unsafe` blocks is true (the counts are printed); no \
+         tracked file refers to documents outside the repository or to tracker numbers; \
+         README's crate map lists every workspace member; no *.snap.new or *.pending-snap file \
+         exists.",
+        0,
+    )
+}
+
 /// Runs every check and reports all problems at once.
 pub(crate) fn run(root: &Path) -> Result {
     println!("==> tidy");
