@@ -142,14 +142,7 @@ fn help() -> String {
     let mut text =
         String::from("cargo xtask <command> [-- <arguments for the wrapped tool>]\n\nCommands:\n");
     for command in COMMANDS {
-        let mut lines = (command.help)()
-            .lines()
-            .map(str::to_string)
-            .collect::<Vec<_>>();
-        if command.forwards {
-            lines.push("Arguments after `--` go to the tool it wraps (see above).".to_string());
-        }
-        for (index, line) in lines.iter().enumerate() {
+        for (index, line) in (command.help)().lines().enumerate() {
             let name = if index == 0 { command.name } else { "" };
             text.push_str(format!("  {name:<11}{line}").trim_end());
             text.push('\n');

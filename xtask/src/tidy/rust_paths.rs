@@ -235,21 +235,18 @@ pub(super) fn defining_module(
     Vec::new()
 }
 
-/// The leaves of the use tree (or plain path) that starts at `start`: each leaf's segments and
-/// its `as` alias; and where the tree ends.
-fn use_tree(code: &[u8], start: usize) -> (Vec<(Vec<String>, Option<String>)>, usize) {
+/// One leaf of a use tree: its segments and its `as` alias.
+type Leaf = (Vec<String>, Option<String>);
+
+/// The leaves of the use tree (or plain path) that starts at `start`, and where the tree ends.
+fn use_tree(code: &[u8], start: usize) -> (Vec<Leaf>, usize) {
     let mut leaves = Vec::new();
     let end = tree_at(code, start, &[], &mut leaves);
     (leaves, end)
 }
 
 /// Reads one use tree at `at` under `prefix` into `leaves`; returns where it ends.
-fn tree_at(
-    code: &[u8],
-    mut at: usize,
-    prefix: &[String],
-    leaves: &mut Vec<(Vec<String>, Option<String>)>,
-) -> usize {
+fn tree_at(code: &[u8], mut at: usize, prefix: &[String], leaves: &mut Vec<Leaf>) -> usize {
     let mut segments = prefix.to_vec();
     loop {
         at = skip_space(code, at);
