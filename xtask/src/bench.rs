@@ -46,7 +46,7 @@ const LOADER_HEADING: &str = "## The loader";
 
 /// The help of `cargo xtask bench`.
 pub(crate) fn help() -> String {
-    crate::test::wrap(
+    crate::wrap(
         &format!(
             "cargo bench -p arrow-dlpack-tensor -p arrow-dlpack (CRITERION_HOME=target/criterion) \
              and cargo bench -p arrow-dlpack-loader (CRITERION_HOME=target/criterion-loader); \

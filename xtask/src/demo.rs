@@ -10,7 +10,7 @@ const DEMO: &str = "crates/py-bindings/examples/demo.py";
 
 /// The help of `cargo xtask demo`.
 pub(crate) fn help() -> String {
-    crate::test::wrap(
+    crate::wrap(
         &format!(
             "Builds the release wheel, installs it into the Python environment (below) and runs \
              {DEMO}; arguments after `--` go to the script."

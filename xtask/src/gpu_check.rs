@@ -30,7 +30,7 @@ const PROBE: &str = "import torch, cupy; assert torch.cuda.is_available()";
 
 /// The help of `cargo xtask gpu-check`.
 pub(crate) fn help() -> String {
-    crate::test::wrap(
+    crate::wrap(
         &format!(
             "On a machine with an NVIDIA GPU (it fails at once, saying so, without one): uses the \
              machine's Python ($ARROW_DLPACK_PYTHON or python3) when a CUDA torch and CuPy import \

@@ -13,7 +13,7 @@ pub(crate) const RUSTDOC_FLAGS: &str =
 
 /// The help of `cargo xtask lint`.
 pub(crate) fn help() -> String {
-    crate::test::wrap(
+    crate::wrap(
         &format!(
             "cargo fmt --all --check; cargo clippy --workspace --all-targets {} -- -D warnings; \
              cargo doc --workspace --no-deps {} with RUSTDOCFLAGS=\"{RUSTDOC_FLAGS}\". The time \

@@ -9,6 +9,7 @@
 mod bench;
 mod cache;
 mod demo;
+mod doc_examples;
 mod gpu_check;
 mod lint;
 mod process;
@@ -50,6 +51,13 @@ const COMMANDS: &[Command] = &[
         forwards: true,
         builds: true,
         run: test::run,
+    },
+    Command {
+        name: "doc-examples",
+        help: doc_examples::help,
+        forwards: false,
+        builds: true,
+        run: |root, _| doc_examples::run(root),
     },
     Command {
         name: "demo",
@@ -141,10 +149,17 @@ Examples:
 fn help() -> String {
     let mut text =
         String::from("cargo xtask <command> [-- <arguments for the wrapped tool>]\n\nCommands:\n");
+    // The names' column: the longest name and two spaces.
+    let width = COMMANDS
+        .iter()
+        .map(|command| command.name.len())
+        .max()
+        .unwrap_or(0)
+        + 2;
     for command in COMMANDS {
         for (index, line) in (command.help)().lines().enumerate() {
             let name = if index == 0 { command.name } else { "" };
-            text.push_str(format!("  {name:<11}{line}").trim_end());
+            text.push_str(format!("  {name:<width$}{line}").trim_end());
             text.push('\n');
         }
     }
@@ -219,6 +234,25 @@ fn split_args(args: &[String]) -> (Option<&str>, &[String], &[String]) {
         Some((command, own)) => (Some(command.as_str()), own, forwarded),
         None => (None, before, forwarded),
     }
+}
+
+/// `text` wrapped at 80 columns, the lines after the first indented by `indent`.
+pub(crate) fn wrap(text: &str, indent: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > 80 {
+            out.push_str(&line);
+            out.push('\n');
+            line = " ".repeat(indent);
+        } else if !line.is_empty() && !line.ends_with(' ') {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
 }
 
 /// The workspace root: the parent of this crate's manifest directory.

@@ -31,6 +31,12 @@ pub(crate) const STAGES: &[(&str, &str)] = &[
          loader too",
     ),
     (
+        DOC_EXAMPLES,
+        "every Rust example of the documentation (doc comments, README.md, docs/*.md) \
+         compiled and run in user crates under target/doc-examples, each depending on one \
+         crate of the workspace only, as a user's does",
+    ),
+    (
         LOADER_WITHOUT_CODECS,
         "the loader's codec tests with only its snappy feature: a Parquet file of another codec \
          is refused by name",
@@ -58,6 +64,7 @@ pub(crate) const STAGES: &[(&str, &str)] = &[
 ];
 
 const RUST_TESTS: &str = "rust tests";
+const DOC_EXAMPLES: &str = "doc examples from users' crates";
 const LOADER_WITHOUT_CODECS: &str = "loader tests without its default codecs";
 const PYTHON_ENV: &str = "python environment, made beside the rust tests";
 const WHEEL_BUILD: &str = "debug wheel build";
@@ -71,28 +78,9 @@ pub(crate) fn help() -> String {
          times are printed at the end; arguments after `--` go to pytest:\n",
     );
     for (number, (stage, what)) in STAGES.iter().enumerate() {
-        text.push_str(&wrap(&format!("{}. {stage}: {what}", number + 1), 3));
+        text.push_str(&crate::wrap(&format!("{}. {stage}: {what}", number + 1), 3));
     }
     text
-}
-
-/// `text` wrapped at 80 columns, the lines after the first indented by `indent`.
-pub(crate) fn wrap(text: &str, indent: usize) -> String {
-    let mut out = String::new();
-    let mut line = String::new();
-    for word in text.split_whitespace() {
-        if !line.is_empty() && line.len() + 1 + word.len() > 80 {
-            out.push_str(&line);
-            out.push('\n');
-            line = " ".repeat(indent);
-        } else if !line.is_empty() && !line.ends_with(' ') {
-            line.push(' ');
-        }
-        line.push_str(word);
-    }
-    out.push_str(&line);
-    out.push('\n');
-    out
 }
 
 /// pytest's exit status when it collected no test.
@@ -126,6 +114,7 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
             .env("CI", "true")
             .run()
     })?;
+    stages.run(DOC_EXAMPLES, || crate::doc_examples::run(root))?;
     // The loader with one codec: a Parquet file compressed with a codec left out is refused by
     // name. Only the loader and its test binary are rebuilt (parquet keeps its features, which
     // the loader's tests turn on to write the files).

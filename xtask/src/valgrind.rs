@@ -41,7 +41,7 @@ struct TestBinary {
 
 /// The help of `cargo xtask valgrind`.
 pub(crate) fn help() -> String {
-    crate::test::wrap(
+    crate::wrap(
         &format!(
             "Builds the test binaries of {} and runs each under valgrind memcheck, failing on \
              errors and definite leaks (arguments after `--` go to every test binary: a test name \

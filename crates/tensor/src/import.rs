@@ -150,7 +150,7 @@ impl Tensor {
     /// let tensor = Tensor::from_managed(managed)?; // either ABI
     /// assert_eq!(tensor.shape(), &[3]);
     /// assert_eq!(tensor.get::<f32>(&[2])?, 3.5);
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn from_managed<M: ManagedTensorBase>(managed: Managed<M>) -> Result<Tensor> {
         Tensor::from_managed_with(managed, ImportOptions::default())

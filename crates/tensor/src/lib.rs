@@ -10,7 +10,8 @@
 //! | [`Tensor::is_row_major`], [`Tensor::is_column_major`], [`Tensor::is_contiguous`] | numpy's contiguity rules |
 //! | [`Tensor::to_contiguous`] | a row-major copy of exactly the logical elements |
 //! | [`Tensor::from_vec`], [`NativeDType`], [`DType::of`] | a tensor that owns a `Vec<T>`; the Rust element types |
-//! | [`Tensor::as_slice`], [`Tensor::get`], [`Tensor::iter`] | typed, checked reads: a row-major slice, one element, every element for any strides |
+//! | [`Tensor::as_slice`], [`Tensor::get`], [`Tensor::iter`], [`Tensor::to_vec`] | typed, checked reads: a row-major slice, one element, every element for any strides, a `Vec` of them |
+//! | `==`, `{}` | equality of dtype, shape and values whatever the layout; the values nested by dimension |
 //! | [`Tensor::to_dlpack_versioned`], [`Tensor::to_dlpack_legacy`] | export; the managed tensor keeps the buffer alive |
 //! | [`Tensor::from_managed`], [`Tensor::from_raw_versioned`], [`Tensor::from_raw_legacy`] | zero-copy import; the buffer owns the producer's tensor |
 //! | `Tensor::view`, `Tensor::from_ndarray`, `Tensor::from_ndarray_view` (feature `ndarray`) | an `ndarray::ArrayViewD` of any strides; an owned array without a copy |
@@ -35,7 +36,7 @@
 //! assert_eq!(imported.shape(), &[2, 3]);
 //! assert_eq!(imported.data_ptr(), tensor.data_ptr());
 //! assert!(imported.is_read_only());
-//! # Ok::<(), arrow_dlpack_tensor::Error>(())
+//! # Ok::<(), arrow_dlpack::Error>(())
 //! ```
 //!
 //! Ownership: an exported managed tensor holds a clone of the buffer in its context, released by
@@ -57,6 +58,7 @@ mod shares_memory;
 mod strided_copy;
 mod tensor;
 mod typed;
+mod values;
 
 pub use device::Device;
 pub use dtype::DType;

@@ -90,7 +90,7 @@ impl Tensor {
     ///
     /// // An element past the end of the buffer is refused.
     /// assert!(Tensor::try_new(buffer, DType::Int32, vec![3, 2], vec![1, 3], 1).is_err());
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn try_new(
         buffer: Buffer,
@@ -348,7 +348,7 @@ impl Tensor {
     /// assert_eq!(transposed.strides(), &[1, 3]);
     /// assert_eq!(transposed.get::<u8>(&[2, 0])?, 3);
     /// assert!(matrix.permuted(&[0, 0]).is_err()); // not a permutation
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn permuted(&self, order: &[usize]) -> Result<Tensor> {
         let ndim = self.ndim();
@@ -388,7 +388,7 @@ impl Tensor {
     /// let copy = matrix.permuted(&[1, 0])?.to_contiguous()?;
     /// assert!(copy.is_row_major() && !copy.is_read_only());
     /// assert_eq!(copy.as_slice::<u8>()?, &[1, 4, 2, 5, 3, 6]);
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn to_contiguous(&self) -> Result<Tensor> {
         self.require_cpu("copy the tensor")?;

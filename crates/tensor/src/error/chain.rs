@@ -85,7 +85,7 @@ pub fn check_error_chain(error: &dyn std::error::Error) -> std::result::Result<(
 /// let error = Tensor::from_vec(vec![0f32; 6], vec![4, 2]).unwrap_err();
 /// assert_eq!(
 ///     error.report().to_string(),
-///     "element count mismatch: shape [4, 2] needs 8 elements, found 6"
+///     "element count mismatch: expected 8 values for shape [4, 2], found 6"
 /// );
 /// let io = std::io::Error::other("disk full");
 /// assert_eq!(Report::new(&io).to_string(), "disk full");

@@ -277,6 +277,15 @@ pub enum Error {
         /// The extent of the dimension.
         extent: usize,
     },
+
+    /// A view of a fixed number of dimensions asked of a tensor with another number.
+    #[error("dimension count mismatch: the view has {expected} dimensions, the tensor {found}")]
+    NdimMismatch {
+        /// The view's number of dimensions.
+        expected: usize,
+        /// The tensor's.
+        found: usize,
+    },
 }
 
 /// Shorthand for results of this crate.

@@ -32,10 +32,11 @@ fn index(error: &Error) -> usize {
         Error::NotRowMajor { .. } => 22,
         Error::IndexLength { .. } => 23,
         Error::IndexOutOfBounds { .. } => 24,
+        Error::NdimMismatch { .. } => 25,
     }
 }
 
-const VARIANTS: usize = 25;
+const VARIANTS: usize = 26;
 
 /// One error of every variant.
 fn samples() -> Vec<Error> {
@@ -122,6 +123,10 @@ fn samples() -> Vec<Error> {
             dim: 0,
             index: 3,
             extent: 3,
+        },
+        Error::NdimMismatch {
+            expected: 2,
+            found: 3,
         },
     ]
 }
