@@ -86,6 +86,20 @@
 //! assert_eq!(tensor.strides(), images.strides());
 //! # Ok::<(), arrow_dlpack::Error>(())
 //! ```
+//!
+//! Errors: one [`Error`] enum, into which the tensor layer's errors convert with `?`; a message
+//! describes its own level, its cause is its [`source`](std::error::Error::source), and
+//! `error.report()` ([`Report`]) prints the whole chain on one line:
+//!
+//! ```
+//! use arrow_array::Int32Array;
+//! use arrow_dlpack::{ArrayToTensorOptions, array_to_tensor};
+//!
+//! let with_nulls = Int32Array::from(vec![Some(1), None]);
+//! let error = array_to_tensor(&with_nulls, ArrayToTensorOptions::default()).unwrap_err();
+//! eprintln!("{}", error.report());
+//! assert!(error.report().to_string().contains("null"));
+//! ```
 
 #![warn(missing_docs)]
 
