@@ -5,6 +5,9 @@ use std::fmt;
 
 use crate::{DType, Tensor};
 
+/// The text of the element at an index.
+type ElementText<'a> = Box<dyn Fn(&[usize]) -> String + 'a>;
+
 /// How many elements of a dimension `Display` shows before it elides the middle: the first and
 /// the last three of a longer one, as numpy does.
 const SHOWN: usize = 6;
@@ -125,7 +128,7 @@ impl Iterator for ElementOffsets<'_> {
 /// ```
 impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let element: Option<Box<dyn Fn(&[usize]) -> String + '_>> = if self.device().is_cpu() {
+        let element: Option<ElementText<'_>> = if self.device().is_cpu() {
             match self.dtype() {
                 DType::Int8 => Some(self.formatter::<i8>()),
                 DType::Int16 => Some(self.formatter::<i16>()),
@@ -168,9 +171,7 @@ impl fmt::Display for Tensor {
 
 impl Tensor {
     /// The element at an index as text: floats with a decimal point, as `{:?}` prints them.
-    fn formatter<T: crate::NativeDType + fmt::Debug>(
-        &self,
-    ) -> Box<dyn Fn(&[usize]) -> String + '_> {
+    fn formatter<T: crate::NativeDType + fmt::Debug>(&self) -> ElementText<'_> {
         Box::new(move |index: &[usize]| {
             self.get::<T>(index)
                 .map_or_else(|_| "?".to_string(), |value| format!("{value:?}"))

@@ -75,7 +75,7 @@ unsafe fn check_raw_array(
     if raw.release.is_none() {
         return Err(malformed(
             format!("{path}.release"),
-            format!("is NULL: the array has already been released or moved"),
+            "is NULL: the array has already been released or moved",
         ));
     }
     if raw.length < 0 {

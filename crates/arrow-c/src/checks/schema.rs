@@ -66,7 +66,7 @@ unsafe fn check_raw_schema(raw: &RawSchema, path: &str, depth: usize, key: &mut 
     if raw.release.is_none() {
         return Err(malformed(
             format!("{path}.release"),
-            format!("is NULL: the schema has already been released or moved"),
+            "is NULL: the schema has already been released or moved",
         ));
     }
     if raw.format.is_null() {
