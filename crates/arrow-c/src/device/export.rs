@@ -141,7 +141,7 @@ unsafe extern "C" fn device_stream_release(stream: *mut ArrowDeviceArrayStream) 
 /// dropped, with the exported array.
 ///
 /// A tensor that is not row-major, or has no dimensions, is refused with
-/// [`ArrowCError::Device`]: sharing it would need a copy.
+/// [`ArrowCError::DeviceNotRowMajor`]: sharing it would need a copy.
 pub fn export_tensor<K>(
     tensor: &Tensor,
     sync_event: *mut c_void,
