@@ -44,6 +44,24 @@ const WHEEL_HEADING: &str = "## The wheel";
 /// The heading of the loader's section in the page.
 const LOADER_HEADING: &str = "## The loader";
 
+/// The help of `cargo xtask bench`.
+pub(crate) fn help() -> String {
+    crate::wrap(
+        &format!(
+            "cargo bench -p arrow-dlpack-tensor -p arrow-dlpack (CRITERION_HOME=target/criterion) \
+             and cargo bench -p arrow-dlpack-loader (CRITERION_HOME=target/criterion-loader); \
+             then the profiling wheel (release with line tables) built and installed, and \
+             {PYTHON_BENCH} --output {OUTPUT}; then {BENCH_REQUIREMENTS} installed and \
+             {LOADER_BENCH} (about 10 minutes), its section put into {OUTPUT} under \
+             `{LOADER_HEADING}`; then the dist wheel (what pip install builds) built, not \
+             installed, and its size printed and put under `{WHEEL_HEADING}`; last, {CHARTS} \
+             draws the page's tables as SVG charts in {CHARTS_DIR}/. Arguments after `--` go to \
+             both criterion runs."
+        ),
+        0,
+    )
+}
+
 /// Runs criterion with `forwarded` as its arguments, then the Python benchmarks if they exist.
 pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
     // Criterion writes under the build directory unless told otherwise, and xtask builds in the
@@ -106,20 +124,30 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
         .map_err(|error| format!("could not write {}: {error}", page_path.display()))?;
     println!("==> put {LOADER_OUTPUT} into {OUTPUT} under `{LOADER_HEADING}`");
 
-    // The wheel users install: built, not installed, and its size put into the page.
-    let wheel = env.build(root, WheelProfile::Release)?;
+    // The wheel users install (the `dist` profile, as `pip install` builds it): built, not
+    // installed, and its size printed and put into the page.
+    let wheel = env.build(root, WheelProfile::Dist)?;
     let bytes = fs::metadata(&wheel)
         .map_err(|error| format!("could not read {}: {error}", wheel.display()))?
         .len();
+    // The extension module's size once unpacked, read by the environment's Python (xtask reads
+    // no zip files itself).
+    let unpacked = env
+        .command(root)
+        .args(["-c", UNPACKED_SIZE])
+        .arg(&wheel)
+        .read_stdout()?;
+    let unpacked: u64 = unpacked
+        .trim()
+        .parse()
+        .map_err(|_| format!("could not read the extension module's size from {unpacked:?}"))?;
     let name = wheel.file_name().unwrap_or_default().to_string_lossy();
-    let page = splice_section(
-        &read(&page_path)?,
-        WHEEL_HEADING,
-        &wheel_section(&name, bytes),
-    );
+    let section = wheel_section(&name, bytes, unpacked);
+    print!("{section}");
+    let page = splice_section(&read(&page_path)?, WHEEL_HEADING, &section);
     fs::write(&page_path, page)
         .map_err(|error| format!("could not write {}: {error}", page_path.display()))?;
-    println!("==> put the release wheel's size into {OUTPUT} under `{WHEEL_HEADING}`");
+    println!("==> put the dist wheel's size into {OUTPUT} under `{WHEEL_HEADING}`");
 
     // The charts read the finished page, loader section included, so they are drawn last.
     env.command_outside_sources(root)?
@@ -131,17 +159,25 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
         .run()
 }
 
-/// The section of the page that gives the release wheel's size.
-fn wheel_section(name: &str, bytes: u64) -> String {
+/// Prints the unpacked size of the extension module of the wheel named by `sys.argv[1]`.
+const UNPACKED_SIZE: &str = "import sys, zipfile; \
+    print(sum(i.file_size for i in zipfile.ZipFile(sys.argv[1]).infolist() \
+    if i.filename.endswith(('.so', '.pyd', '.dylib'))))";
+
+/// The section of the page that gives the size of the wheel users install.
+fn wheel_section(name: &str, bytes: u64, unpacked: u64) -> String {
     format!(
         "{WHEEL_HEADING}\n\n\
-         The release wheel, as `maturin build --release` makes it (the `release` profile: \
-         optimised, no debug info) and `pip install ./crates/py-bindings` installs it: \
-         `{name}`, {:.1} MB ({} bytes).\n\
-         The profile that `cargo xtask bench` measures (`profiling`) is the same build with line \
-         tables, so that a profiler names the code; its wheel is not the one users get.\n",
+         The wheel that `pip install ./crates/py-bindings` builds and installs (the `dist` \
+         profile of the workspace's `Cargo.toml`: optimised, link-time optimised into one \
+         codegen unit, symbols stripped): `{name}`, {:.1} MB ({} bytes); its extension module \
+         unpacked {:.1} MB ({} bytes).\n\
+         The profile that `cargo xtask bench` measures (`profiling`) is the release build with \
+         line tables, so that a profiler names the code; its wheel is not the one users get.\n",
         bytes as f64 / 1e6,
-        thousands(bytes)
+        thousands(bytes),
+        unpacked as f64 / 1e6,
+        thousands(unpacked)
     )
 }
 
@@ -185,10 +221,10 @@ mod tests {
 
     #[test]
     fn wheel_section_gives_the_size_in_megabytes_and_bytes() {
-        let section = wheel_section("a.whl", 3_321_400);
+        let section = wheel_section("a.whl", 3_321_400, 9_876_543);
         assert!(section.starts_with("## The wheel\n\n"), "{section}");
         assert!(
-            section.contains("`a.whl`, 3.3 MB (3,321,400 bytes)"),
+            section.contains("`a.whl`, 3.3 MB (3,321,400 bytes); its extension module unpacked 9.9 MB (9,876,543 bytes)"),
             "{section}"
         );
         assert_eq!(thousands(999), "999");

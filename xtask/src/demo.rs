@@ -8,6 +8,17 @@ use crate::python::PythonEnv;
 /// The demo script, relative to the project root.
 const DEMO: &str = "crates/py-bindings/examples/demo.py";
 
+/// The help of `cargo xtask demo`.
+pub(crate) fn help() -> String {
+    crate::wrap(
+        &format!(
+            "Builds the release wheel, installs it into the Python environment (below) and runs \
+             {DEMO}; arguments after `--` go to the script."
+        ),
+        0,
+    )
+}
+
 /// Runs the demo script with `forwarded` as its arguments.
 pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
     let script = root.join(DEMO);

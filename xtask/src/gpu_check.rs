@@ -28,6 +28,20 @@ const NVIDIA_INDEX: &str = "https://pypi.nvidia.com";
 /// Succeeds where a CUDA build of torch and CuPy import and see a GPU.
 const PROBE: &str = "import torch, cupy; assert torch.cuda.is_available()";
 
+/// The help of `cargo xtask gpu-check`.
+pub(crate) fn help() -> String {
+    crate::wrap(
+        &format!(
+            "On a machine with an NVIDIA GPU (it fails at once, saying so, without one): uses the \
+             machine's Python ($ARROW_DLPACK_PYTHON or python3) when a CUDA torch and CuPy import \
+             there; otherwise creates target/gpu-venv with {REQUIREMENTS} and tries cudf-cu13 \
+             then pylibcudf-cu13 from {NVIDIA_INDEX}. Builds and installs the release wheel and \
+             runs {SCRIPT}, which prints one summary line; arguments after `--` go to the script."
+        ),
+        0,
+    )
+}
+
 /// Runs the GPU check; arguments after `--` go to the script.
 pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
     require_gpu(root)?;

@@ -11,6 +11,20 @@ use crate::stages::Stages;
 pub(crate) const RUSTDOC_FLAGS: &str =
     "-D warnings -D rustdoc::broken_intra_doc_links -D rustdoc::private_intra_doc_links";
 
+/// The help of `cargo xtask lint`.
+pub(crate) fn help() -> String {
+    crate::wrap(
+        &format!(
+            "cargo fmt --all --check; cargo clippy --workspace --all-targets {} -- -D warnings; \
+             cargo doc --workspace --no-deps {} with RUSTDOCFLAGS=\"{RUSTDOC_FLAGS}\". The time \
+             of each is printed at the end.",
+            crate::test::FEATURES.join(" "),
+            crate::test::FEATURES.join(" ")
+        ),
+        0,
+    )
+}
+
 /// Runs the three checks in turn, stops at the first that fails, and prints the time of each.
 pub(crate) fn run(root: &Path) -> Result {
     let mut stages = Stages::new("cargo xtask lint");

@@ -9,6 +9,7 @@
 mod bench;
 mod cache;
 mod demo;
+mod doc_examples;
 mod gpu_check;
 mod lint;
 mod process;
@@ -26,75 +27,101 @@ use std::process::ExitCode;
 /// The error of every step: a message that says which step failed and why.
 type Result<T = ()> = std::result::Result<T, String>;
 
-const HELP: &str = "\
-cargo xtask <command> [-- <arguments for the wrapped tool>]
+/// One command of `cargo xtask`: the table below both dispatches the commands and writes their
+/// help, so that the help names exactly the commands there are. Each command's text is its
+/// module's `help()`, written beside the code it describes.
+struct Command {
+    /// The name on the command line.
+    name: &'static str,
+    /// What the command does, as `cargo xtask help` prints it (lines of at most 80 columns).
+    help: fn() -> String,
+    /// Whether arguments after `--` go to the tool the command wraps.
+    forwards: bool,
+    /// Whether the command builds (and so holds the build directory while it runs).
+    builds: bool,
+    /// Runs the command with the project root and the arguments after `--`.
+    run: fn(&Path, &[String]) -> Result,
+}
 
-Commands:
-  test       Every Rust test, then every Python test against the installed wheel:
-             1. cargo test --workspace --features arrow-dlpack/ndarray (with INSTA_UPDATE=no
-                and CI=true: snapshots are never written; the feature builds and runs the
-                ndarray interop and crates/arrow-dlpack/examples/rust_user.rs);
-             2. the Python environment (see below), made or found beside step 1, its
-                installers' output in target/python-env-logs (shown when one fails);
-             3. the debug-build pass: the wheel built in the dev profile (debug assertions,
-                overflow checks, unsafe-precondition checks), installed, and against it the
-                hostile suites (hostile producers and devices, hostile Arrow C, no panics,
-                read-only rules) and python -m mypy.stubtest arrow_dlpack (with
-                crates/py-bindings/stubtest-allowlist.txt when that file exists), each on one
-                core, while the release wheel is built beside them (maturin, into
-                target/wheels/release);
-             4. the release wheel installed into the environment with pip;
-             5. pytest on crates/py-bindings/tests, on every core (pytest-xdist, at most four
-                workers, one file per worker); arguments after `--` go to pytest.
-                A run that collects no test fails.
-             The time of each stage is printed at the end.
-  demo       Builds and installs the wheel like `test`, then runs
-             crates/py-bindings/examples/demo.py; arguments after `--` go to the script.
-  lint       cargo fmt --all --check; cargo clippy --workspace --all-targets
-             --features arrow-dlpack/ndarray -- -D warnings;
-             cargo doc --workspace --no-deps --features arrow-dlpack/ndarray with
-             RUSTDOCFLAGS=\"-D warnings -D rustdoc::broken_intra_doc_links
-             -D rustdoc::private_intra_doc_links\". The time of each is printed at the end.
-  bench      cargo bench -p arrow-dlpack-tensor -p arrow-dlpack with
-             CRITERION_HOME=target/criterion, then cargo bench -p
-             arrow-dlpack-loader with CRITERION_HOME=target/criterion-loader (criterion;
-             arguments after `--` go to both), then builds and installs the wheel (the
-             profiling profile: release with line tables) and runs
-             bench/bench_exchange.py --output docs/benchmarks.md
-             --criterion-dir target/criterion when that script exists; then installs
-             bench/requirements-bench.txt (duckdb, transformers, pydantic) into the environment,
-             runs bench/bench_loader.py --output target/bench/loader.md
-             --criterion-dir target/criterion-loader (the loader beside pyarrow, polars,
-             duckdb, Ray Data and datasets; about 10 minutes) and puts that section into
-             docs/benchmarks.md under `## The loader`; builds the release wheel (not
-             installed) and puts its size under `## The wheel`; last, runs
-             bench/charts.py --page docs/benchmarks.md --out docs/, which
-             draws the page's tables as docs/benchmarks-exchange.svg and
-             docs/benchmarks-loader.svg (the page embeds them).
-  tidy       Repository hygiene: every .rs file starts with `//!`, the crates' dependencies
-             follow the layer graph of docs/architecture.md, only arrow-dlpack-python depends on
-             pyo3, the files of each crate import each other one way, no tracked file refers to
-             documents outside the repository or to tracker numbers, README's crate map lists
-             every workspace member, the `unsafe` blocks of each crate are as many as
-             docs/architecture.md says (the counts are printed), and no *.snap.new or
-             *.pending-snap file exists. Also runs as a test.
-  valgrind   Builds the test binaries of arrow-dlpack-tensor and arrow-dlpack and runs each under
-             valgrind memcheck, failing on errors and definite leaks; arguments after `--` go to
-             every test binary (a test name filter, say). Doc tests are not run.
-  venv       Only creates or updates the Python environment (below).
-  gpu-check  On a machine with an NVIDIA GPU (it fails at once, saying so, without one):
-             uses the machine's Python ($ARROW_DLPACK_PYTHON or python3) when a CUDA torch
-             and CuPy import there (no venv, no network); otherwise creates target/gpu-venv
-             with gpu/requirements-gpu.txt (torch, cupy-cuda13x) and tries
-             cudf-cu13 then pylibcudf-cu13 from pypi.nvidia.com. Builds and installs the
-             wheel, and runs gpu/gpu_check.py (which needs only the wheel,
-             torch and CuPy; cuDF is skipped, with a note, when absent): CuPy -> arrow_dlpack
-             -> torch with the same pointer, the device interface both ways with a real event,
-             stream ordering for import and export, a second GPU read while the first is
-             current, and the loader's batches on the GPU. It prints one summary line;
-             arguments after `--` go to the script.
-  help       This text.
+/// Every command, in the order the help lists them.
+const COMMANDS: &[Command] = &[
+    Command {
+        name: "test",
+        help: test::help,
+        forwards: true,
+        builds: true,
+        run: test::run,
+    },
+    Command {
+        name: "doc-examples",
+        help: doc_examples::help,
+        forwards: false,
+        builds: true,
+        run: |root, _| doc_examples::run(root),
+    },
+    Command {
+        name: "demo",
+        help: demo::help,
+        forwards: true,
+        builds: true,
+        run: demo::run,
+    },
+    Command {
+        name: "lint",
+        help: lint::help,
+        forwards: false,
+        builds: true,
+        run: |root, _| lint::run(root),
+    },
+    Command {
+        name: "bench",
+        help: bench::help,
+        forwards: true,
+        builds: true,
+        run: bench::run,
+    },
+    Command {
+        name: "tidy",
+        help: tidy::help,
+        forwards: false,
+        builds: true,
+        run: |root, _| tidy::run(root),
+    },
+    Command {
+        name: "valgrind",
+        help: valgrind::help,
+        forwards: true,
+        builds: true,
+        run: valgrind::run,
+    },
+    Command {
+        name: "venv",
+        help: venv::help,
+        forwards: false,
+        builds: true,
+        run: |root, _| venv::run(root),
+    },
+    Command {
+        name: "gpu-check",
+        help: gpu_check::help,
+        forwards: true,
+        builds: true,
+        run: gpu_check::run,
+    },
+    Command {
+        name: "help",
+        help: || "This text.".to_string(),
+        forwards: false,
+        builds: false,
+        run: |_, _| {
+            print!("{}", help());
+            Ok(())
+        },
+    },
+];
 
+/// What the help says after the commands: where builds and the Python environment live.
+const HELP_FOOTER: &str = "\
 Builds:
   Every Cargo and maturin command that xtask starts builds in <cache>/arrow-dlpack/target
   (<cache> is $XDG_CACHE_HOME or ~/.cache), shared by every clone on the machine, so that the
@@ -103,15 +130,14 @@ Builds:
   last, the workspace's own crates are built again from this one.
 
 The Python environment:
-  One per machine, shared by every clone: <cache>/arrow-dlpack/venv-<key>, where <cache> is
-  $XDG_CACHE_HOME or ~/.cache and <key> hashes the requirement lines (not the comments) of
-  crates/py-bindings/requirements-test.txt and
-  the interpreter's path and version. It is made with `python3 -m venv` (set
-  ARROW_DLPACK_PYTHON to use another interpreter) and gets the requirements from the package
-  registry; a changed file or interpreter makes a new one, and one whose stamp does not match
-  its key exactly (an interrupted install) is made again. ARROW_DLPACK_VENV names another
-  directory for it. target/venv is a link to it; environments of other keys unused for 14
-  days are removed when a new one is made.
+  One per machine, shared by every clone: <cache>/arrow-dlpack/venv-<key>, where <key> hashes
+  the requirement lines (not the comments) of crates/py-bindings/requirements-test.txt and the
+  interpreter's path and version. It is made with `python3 -m venv` (set ARROW_DLPACK_PYTHON
+  to use another interpreter) and gets the requirements from the package registry; a changed
+  file or interpreter makes a new one, and one whose stamp does not match its key exactly (an
+  interrupted install) is made again. ARROW_DLPACK_VENV names another directory for it.
+  target/venv is a link to it; environments of other keys unused for 14 days are removed when
+  a new one is made.
 
 Examples:
   cargo xtask test -- -k fixed_shape -x
@@ -119,45 +145,74 @@ Examples:
   cargo xtask valgrind -- import
 ";
 
+/// The help text, generated from [`COMMANDS`].
+fn help() -> String {
+    let mut text =
+        String::from("cargo xtask <command> [-- <arguments for the wrapped tool>]\n\nCommands:\n");
+    // The names' column: the longest name and two spaces.
+    let width = COMMANDS
+        .iter()
+        .map(|command| command.name.len())
+        .max()
+        .unwrap_or(0)
+        + 2;
+    for command in COMMANDS {
+        for (index, line) in (command.help)().lines().enumerate() {
+            let name = if index == 0 { command.name } else { "" };
+            text.push_str(format!("  {name:<width$}{line}").trim_end());
+            text.push('\n');
+        }
+    }
+    text.push('\n');
+    text.push_str(HELP_FOOTER);
+    text
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (command, own, forwarded) = split_args(&args);
+    let (name, own, forwarded) = split_args(&args);
     let root = project_root();
+    let Some(command) = COMMANDS
+        .iter()
+        .find(|command| Some(command.name) == name.map(|name| name.trim_start_matches("--")))
+        .or(match name {
+            None | Some("-h") => COMMANDS.iter().find(|command| command.name == "help"),
+            Some(_) => None,
+        })
+    else {
+        eprint!("{}", help());
+        eprintln!(
+            "error: unknown command `{}`; the commands are listed above",
+            name.unwrap_or_default()
+        );
+        return ExitCode::FAILURE;
+    };
     // Held until the command ends; `help` builds nothing and waits for nobody.
-    let _build_dir = match command {
-        None | Some("help" | "--help" | "-h") => None,
-        Some(_) => match cache::claim_build_dir(&root) {
+    let _build_dir = if command.builds {
+        match cache::claim_build_dir(&root) {
             Ok(claim) => Some(claim),
             Err(message) => {
                 eprintln!("error: {message}");
                 return ExitCode::FAILURE;
             }
-        },
+        }
+    } else {
+        None
     };
-    let result = match command {
-        None | Some("help" | "--help" | "-h") => {
-            print!("{HELP}");
-            return ExitCode::SUCCESS;
-        }
-        Some(command) if !own.is_empty() => Err(format!(
-            "unexpected argument `{}` for `cargo xtask {command}`; \
-             arguments for the wrapped tool go after `--`",
-            own[0]
-        )),
-        Some("test") => test::run(&root, forwarded),
-        Some("demo") => demo::run(&root, forwarded),
-        Some("lint") => no_forwarded("lint", forwarded).and_then(|()| lint::run(&root)),
-        Some("bench") => bench::run(&root, forwarded),
-        Some("tidy") => no_forwarded("tidy", forwarded).and_then(|()| tidy::run(&root)),
-        Some("valgrind") => valgrind::run(&root, forwarded),
-        Some("venv") => no_forwarded("venv", forwarded).and_then(|()| venv::run(&root)),
-        Some("gpu-check") => gpu_check::run(&root, forwarded),
-        Some(unknown) => {
-            eprint!("{HELP}");
-            Err(format!(
-                "unknown command `{unknown}`; the commands are listed above"
-            ))
-        }
+    let result = if !own.is_empty() {
+        Err(format!(
+            "unexpected argument `{}` for `cargo xtask {}`; arguments for the wrapped tool go \
+             after `--`",
+            own[0], command.name
+        ))
+    } else if !command.forwards && !forwarded.is_empty() {
+        Err(format!(
+            "`cargo xtask {}` forwards no arguments, but got `{}`",
+            command.name,
+            forwarded.join(" ")
+        ))
+    } else {
+        (command.run)(&root, forwarded)
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -181,16 +236,23 @@ fn split_args(args: &[String]) -> (Option<&str>, &[String], &[String]) {
     }
 }
 
-/// Refuses `--` arguments for a command that wraps several tools or none.
-fn no_forwarded(command: &str, forwarded: &[String]) -> Result {
-    if forwarded.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`cargo xtask {command}` forwards no arguments, but got `{}`",
-            forwarded.join(" ")
-        ))
+/// `text` wrapped at 80 columns, the lines after the first indented by `indent`.
+pub(crate) fn wrap(text: &str, indent: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > 80 {
+            out.push_str(&line);
+            out.push('\n');
+            line = " ".repeat(indent);
+        } else if !line.is_empty() && !line.ends_with(' ') {
+            line.push(' ');
+        }
+        line.push_str(word);
     }
+    out.push_str(&line);
+    out.push('\n');
+    out
 }
 
 /// The workspace root: the parent of this crate's manifest directory.
@@ -235,27 +297,36 @@ mod tests {
     }
 
     #[test]
-    fn help_documents_every_command_and_forwarding() {
-        for command in [
-            "test",
-            "demo",
-            "lint",
-            "bench",
-            "tidy",
-            "valgrind",
-            "venv",
-            "gpu-check",
-            "help",
-        ] {
+    fn help_lists_every_command_of_the_table_once_and_nothing_else() {
+        let help = help();
+        let listed: Vec<&str> = help
+            .lines()
+            .skip_while(|line| *line != "Commands:")
+            .skip(1)
+            .take_while(|line| !line.is_empty())
+            .filter_map(|line| line.strip_prefix("  "))
+            .filter(|line| !line.starts_with(' '))
+            .filter_map(|line| line.split_whitespace().next())
+            .collect();
+        let names: Vec<&str> = COMMANDS.iter().map(|command| command.name).collect();
+        assert_eq!(listed, names);
+        assert!(help.contains("after `--`"));
+        assert!(help.contains(python::PYTHON_VARIABLE));
+        assert!(help.contains(cache::VENV_VARIABLE));
+        for line in help.lines() {
+            assert!(line.len() <= 100, "a help line is too long: {line:?}");
+        }
+    }
+
+    #[test]
+    fn the_help_of_test_lists_the_stages_test_runs() {
+        let help = test::help();
+        for (number, (stage, _)) in test::STAGES.iter().enumerate() {
             assert!(
-                HELP.lines()
-                    .any(|line| line.trim_start().starts_with(command)),
-                "help does not document `{command}`"
+                help.contains(&format!("{}. {stage}:", number + 1)),
+                "the help of `test` does not list its stage {stage:?}: {help}"
             );
         }
-        assert!(HELP.contains("after `--`"));
-        assert!(HELP.contains(python::PYTHON_VARIABLE));
-        assert!(HELP.contains(cache::VENV_VARIABLE));
     }
 
     #[test]

@@ -248,6 +248,9 @@ pub(crate) enum WheelProfile {
     /// The release build with line tables, for `cargo xtask bench`: a profiler can name the
     /// code, and the wheel users install stays without debug info.
     Profiling,
+    /// What `pip install` builds and what is published: link-time optimised, one codegen unit,
+    /// symbols stripped (`[tool.maturin] profile` in pyproject.toml).
+    Dist,
 }
 
 impl WheelProfile {
@@ -257,6 +260,7 @@ impl WheelProfile {
             WheelProfile::Release => "release",
             WheelProfile::Debug => "dev",
             WheelProfile::Profiling => "profiling",
+            WheelProfile::Dist => "dist",
         }
     }
 }

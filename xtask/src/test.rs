@@ -21,6 +21,68 @@ const STUBTEST_ALLOWLIST: &str = "crates/py-bindings/stubtest-allowlist.txt";
 /// `extension-module` feature leaves libpython unlinked, so their test binaries would not link.
 pub(crate) const FEATURES: &[&str] = &["--features", "arrow-dlpack/ndarray"];
 
+/// The stages of `cargo xtask test`, in order: the name printed with its time at the end, and
+/// what it does, for the help. `run` runs them under these names.
+pub(crate) const STAGES: &[(&str, &str)] = &[
+    (
+        RUST_TESTS,
+        "cargo test --workspace --features arrow-dlpack/ndarray, with INSTA_UPDATE=no and \
+         CI=true (snapshots are never written); it runs the examples of arrow-dlpack and the \
+         loader too",
+    ),
+    (
+        DOC_EXAMPLES,
+        "every Rust example of the documentation (doc comments, README.md, docs/*.md) \
+         compiled and run in user crates under target/doc-examples, each depending on one \
+         crate of the workspace only, as a user's does",
+    ),
+    (
+        LOADER_WITHOUT_CODECS,
+        "the loader's codec tests with only its snappy feature: a Parquet file of another codec \
+         is refused by name",
+    ),
+    (
+        PYTHON_ENV,
+        "the Python environment (below), made or found beside the Rust tests, its installers' \
+         output in target/python-env-logs (shown when one fails)",
+    ),
+    (
+        WHEEL_BUILD,
+        "the wheel in the dev profile (debug assertions, overflow checks, unsafe-precondition \
+         checks), into target/wheels/dev",
+    ),
+    (
+        WHEEL_INSTALL,
+        "that wheel installed into the environment with pip",
+    ),
+    (
+        PYTHON_TESTS_STAGE,
+        "pytest on crates/py-bindings/tests and bench/tests on every core (pytest-xdist, at most \
+         four workers, one file per worker; a run that collects no test fails), and beside it \
+         python -m mypy.stubtest arrow_dlpack",
+    ),
+];
+
+const RUST_TESTS: &str = "rust tests";
+const DOC_EXAMPLES: &str = "doc examples from users' crates";
+const LOADER_WITHOUT_CODECS: &str = "loader tests without its default codecs";
+const PYTHON_ENV: &str = "python environment, made beside the rust tests";
+const WHEEL_BUILD: &str = "debug wheel build";
+const WHEEL_INSTALL: &str = "debug wheel install";
+const PYTHON_TESTS_STAGE: &str = "python tests, stubtest beside them";
+
+/// The help of `cargo xtask test`: its stages, from [`STAGES`].
+pub(crate) fn help() -> String {
+    let mut text = String::from(
+        "Every Rust test, then every Python test against the debug wheel, in stages whose\n\
+         times are printed at the end; arguments after `--` go to pytest:\n",
+    );
+    for (number, (stage, what)) in STAGES.iter().enumerate() {
+        text.push_str(&crate::wrap(&format!("{}. {stage}: {what}", number + 1), 3));
+    }
+    text
+}
+
 /// pytest's exit status when it collected no test.
 const PYTEST_NO_TESTS_COLLECTED: i32 = 5;
 
@@ -42,7 +104,7 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
     };
     // The py-bindings crate is included: with `extension-module` off, pyo3 links libpython, so
     // its unit tests link and run like any other crate's.
-    stages.run("rust tests", || {
+    stages.run(RUST_TESTS, || {
         Cmd::cargo(root)
             .args(["test", "--workspace"])
             .args(FEATURES)
@@ -52,17 +114,18 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
             .env("CI", "true")
             .run()
     })?;
+    stages.run(DOC_EXAMPLES, || crate::doc_examples::run(root))?;
     // The loader with one codec: a Parquet file compressed with a codec left out is refused by
     // name. Only the loader and its test binary are rebuilt (parquet keeps its features, which
     // the loader's tests turn on to write the files).
-    stages.run("loader tests without its default codecs", || {
+    stages.run(LOADER_WITHOUT_CODECS, || {
         Cmd::cargo(root)
             .args(["test", "-p", "arrow-dlpack-loader", "--no-default-features"])
             .args(["--features", "snappy", "--test", "loader", "codecs"])
             .run()
     })?;
 
-    let env = stages.run("python environment, made beside the rust tests", || {
+    let env = stages.run(PYTHON_ENV, || {
         making_env
             .join()
             .map_err(|_| "the thread that makes the Python environment panicked".to_string())?
@@ -73,9 +136,9 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
     // overflow instead of letting it pass silently. The release wheel, the same code optimised,
     // is built by `demo`, `bench` and `pip install`; building it here too took half of a first
     // run's time on two cores, and the suite takes about as long on either wheel.
-    let wheel = stages.run("debug wheel build", || env.build(root, WheelProfile::Debug))?;
-    stages.run("debug wheel install", || env.install(root, &wheel))?;
-    stages.run("python tests, stubtest beside them", || {
+    let wheel = stages.run(WHEEL_BUILD, || env.build(root, WheelProfile::Debug))?;
+    stages.run(WHEEL_INSTALL, || env.install(root, &wheel))?;
+    stages.run(PYTHON_TESTS_STAGE, || {
         // The stubs are checked against the same module, beside the suite (one core for a few
         // seconds); its output is shown when it ends.
         let mut stubtest =

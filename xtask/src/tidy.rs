@@ -6,13 +6,15 @@
 //!   `arrow-dlpack-loader`) <- `arrow-dlpack-python`.
 //! - Only `arrow-dlpack-python` depends on pyo3, and only `dlpack-sys` on dlpark (with the
 //!   exceptions listed in [`DLPARK_EXCEPTIONS`]).
-//! - The files of `crates/py-bindings/src` import each other one way: no cycle, except between a
-//!   base class and its subclass (`tidy/imports.rs`).
+//! - The files of every crate import each other one way, in every folder, re-exports followed:
+//!   no cycle, except between a base class and its subclass (`tidy/imports.rs`).
 //! - No pending insta snapshot (`*.snap.new`, `*.pending-snap`) is left in the tree.
 //! - No tracked text file refers to documents outside the repository or to tracker issues by
 //!   number (`tidy/references.rs`).
 //! - README.md's crate map lists every workspace member under its package name
 //!   (`tidy/crate_map.rs`).
+//! - docs/architecture.md names every source file of each crate in the crate's section, and
+//!   only files that exist (`tidy/doc_files.rs`).
 //!
 //! The dependencies come from `cargo metadata --no-deps`, read with the small JSON reader of
 //! `tidy/json.rs` (xtask depends on the standard library only).
@@ -24,9 +26,11 @@ use crate::Result;
 use crate::process::Cmd;
 
 mod crate_map;
+mod doc_files;
 mod imports;
 mod json;
 mod references;
+mod rust_paths;
 mod unsafe_count;
 
 /// Each package of the workspace and the internal packages it may depend on, lowest layer first.
@@ -85,6 +89,21 @@ const DLPARK_EXCEPTIONS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The help of `cargo xtask tidy`.
+pub(crate) fn help() -> String {
+    crate::wrap(
+        "Repository hygiene, also run as a test: every .rs file starts with `//!`; the crates' \
+         dependencies follow the layer graph of docs/architecture.md, and only \
+         arrow-dlpack-python depends on pyo3; the files of each crate import each other one \
+         way, re-exports followed; docs/architecture.md names every source file and only files \
+         that exist, and its table of `unsafe` blocks is true (the counts are printed); no \
+         tracked file refers to documents outside the repository or to tracker numbers; \
+         README's crate map lists every workspace member; no *.snap.new or *.pending-snap file \
+         exists.",
+        0,
+    )
+}
+
 /// Runs every check and reports all problems at once.
 pub(crate) fn run(root: &Path) -> Result {
     println!("==> tidy");
@@ -112,6 +131,7 @@ fn problems(root: &Path) -> Result<Vec<String>> {
     problems.extend(imports::problems(root)?);
     problems.extend(references::problems(root)?);
     problems.extend(crate_map::problems(root)?);
+    problems.extend(doc_files::problems(root)?);
     let (unsafe_counts, unsafe_problems) = unsafe_count::problems(root)?;
     println!(
         "tidy: `unsafe` blocks in src/: {}",
@@ -156,7 +176,7 @@ fn file_problems(root: &Path) -> Result<Vec<String>> {
 }
 
 /// Collects every file under `dir`, skipping build output and hidden directories (`.git`).
-fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result {
+pub(crate) fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result {
     let entries =
         fs::read_dir(dir).map_err(|error| format!("could not list {}: {error}", dir.display()))?;
     for entry in entries {
@@ -175,6 +195,14 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result {
         }
     }
     Ok(())
+}
+
+/// `path` relative to `root`, with `/` separators.
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .replace('\\', "/")
 }
 
 fn read(path: &Path) -> Result<String> {

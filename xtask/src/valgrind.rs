@@ -39,6 +39,20 @@ struct TestBinary {
     package_dir: PathBuf,
 }
 
+/// The help of `cargo xtask valgrind`.
+pub(crate) fn help() -> String {
+    crate::wrap(
+        &format!(
+            "Builds the test binaries of {} and runs each under valgrind memcheck, failing on \
+             errors and definite leaks (arguments after `--` go to every test binary: a test name \
+             filter, say; doc tests are not run); then the hostile Python suites against the \
+             release wheel, failing on an error whose stack passes through the native module.",
+            PACKAGES.join(", ")
+        ),
+        0,
+    )
+}
+
 /// Builds the test binaries and runs each under memcheck with `forwarded` as its arguments.
 pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
     let mut build = Cmd::cargo(root).args(["test", "--no-run", "--tests"]);

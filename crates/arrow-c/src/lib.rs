@@ -40,7 +40,7 @@
 //!
 //! use arrow_array::ffi::FFI_ArrowArray;
 //! use arrow_dlpack_c::{ArrowDeviceArray, DeviceImported, export_tensor, import_device_array};
-//! use arrow_dlpack_tensor::Device;
+//! use arrow_dlpack::Device;
 //! use arrow_schema::{DataType, Field};
 //!
 //! /// `struct ArrowArray`, as C declares it.

@@ -19,7 +19,7 @@ use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float64Array, Int32Array,
 use arrow_dlpack::ndarray::{Array2, Array3, Axis};
 use arrow_dlpack::{
     ArrayToTensorOptions, DType, ExportOptions, FixedShapeTensorArray, Table, TableToTensorOptions,
-    Tensor, array_to_tensor, table_to_tensor, tensor_to_fixed_size_list,
+    Tensor, TensorToArrayOptions, array_to_tensor, table_to_tensor, tensor_to_fixed_size_list,
 };
 use arrow_schema::{Field, Schema};
 
@@ -81,7 +81,7 @@ fn dlpack_round_trip(tensor: &Tensor) -> Result<(), Box<dyn Error>> {
     assert_eq!(imported.get::<f32>(&[1, 1])?, 11.0);
 
     // And back to Arrow: a FixedSizeListArray over the same memory.
-    let list = tensor_to_fixed_size_list(&imported)?;
+    let list = tensor_to_fixed_size_list(&imported, TensorToArrayOptions::default())?;
     assert_eq!(list.len(), 3);
     assert_eq!(list.value_length(), 4);
     println!("DLPack export and import share the memory");

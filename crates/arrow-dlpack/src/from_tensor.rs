@@ -91,6 +91,8 @@ pub fn tensor_to_array(tensor: &Tensor, options: TensorToArrayOptions) -> Result
 
 /// Turns a row-major tensor of 2 or more dimensions into a nested [`FixedSizeListArray`],
 /// zero-copy: shape `[n, l1, ..., lk]` gives `n` lists of `l1` lists ... of `lk` values.
+/// A tensor that is not row-major is copied into one that is when `options.allow_copy`, and
+/// refused with [`Error::NotRowMajor`] otherwise (as [`tensor_to_array`] takes its options).
 ///
 /// The values share the tensor's memory; every level is non-nullable and holds no nulls (the
 /// child fields are named `item`, as arrow-rs and PyArrow name them).
@@ -100,18 +102,20 @@ pub fn tensor_to_array(tensor: &Tensor, options: TensorToArrayOptions) -> Result
 /// ```
 /// use arrow_array::Array;
 /// use arrow_dlpack::Buffer;
-/// use arrow_dlpack::tensor_to_fixed_size_list;
-/// use arrow_dlpack::{DType, Tensor};
+/// use arrow_dlpack::{DType, Tensor, TensorToArrayOptions, tensor_to_fixed_size_list};
 ///
 /// let buffer = Buffer::from_vec((0..12i16).collect::<Vec<_>>());
 /// let tensor = Tensor::try_new_row_major(buffer, DType::Int16, vec![3, 2, 2])?;
-/// let array = tensor_to_fixed_size_list(&tensor)?;
+/// let array = tensor_to_fixed_size_list(&tensor, TensorToArrayOptions::default())?;
 /// assert_eq!(array.len(), 3);
 /// assert_eq!(array.value_length(), 2);
 /// assert_eq!(array.data_type().to_string(), "FixedSizeList(2 x non-null FixedSizeList(2 x non-null Int16))");
 /// # Ok::<(), arrow_dlpack::Error>(())
 /// ```
-pub fn tensor_to_fixed_size_list(tensor: &Tensor) -> Result<FixedSizeListArray> {
+pub fn tensor_to_fixed_size_list(
+    tensor: &Tensor,
+    options: TensorToArrayOptions,
+) -> Result<FixedSizeListArray> {
     tensor.require_cpu("make an Arrow array of it")?;
     match tensor.ndim() {
         0 => return Err(Error::ZeroDimensional),
@@ -119,7 +123,7 @@ pub fn tensor_to_fixed_size_list(tensor: &Tensor) -> Result<FixedSizeListArray> 
         _ => {}
     }
     let data_type = arrow_type_of(tensor.dtype())?;
-    let values = row_major_values(tensor, false)?;
+    let values = row_major_values(tensor, options.allow_copy)?;
     let leaf = primitive_array(data_type, values, tensor.len())?;
     nest(leaf, tensor.shape(), false)
 }

@@ -9,7 +9,8 @@
 //!
 //! ```toml
 //! [dependencies]
-//! arrow-dlpack = { git = "https://github.com/arrow-dlpack/arrow-dlpack", features = ["ndarray"] }
+//! # The path of this crate in a clone of its repository (it is not published yet).
+//! arrow-dlpack = { path = "../arrow-dlpack/crates/arrow-dlpack", features = ["ndarray"] }
 //! arrow-array = "60"
 //! ```
 //!
@@ -85,6 +86,20 @@
 //! assert_eq!(tensor.strides(), images.strides());
 //! # Ok::<(), arrow_dlpack::Error>(())
 //! ```
+//!
+//! Errors: one [`Error`] enum, into which the tensor layer's errors convert with `?`; a message
+//! describes its own level, its cause is its [`source`](std::error::Error::source), and
+//! `error.report()` ([`Report`]) prints the whole chain on one line:
+//!
+//! ```
+//! use arrow_array::Int32Array;
+//! use arrow_dlpack::{ArrayToTensorOptions, array_to_tensor};
+//!
+//! let with_nulls = Int32Array::from(vec![Some(1), None]);
+//! let error = array_to_tensor(&with_nulls, ArrayToTensorOptions::default()).unwrap_err();
+//! eprintln!("{}", error.report());
+//! assert!(error.report().to_string().contains("null"));
+//! ```
 
 #![warn(missing_docs)]
 
@@ -133,7 +148,7 @@ pub use arrow_buffer::{Buffer, ScalarBuffer};
 /// The tensor layer, whole: [`tensor::layout`], [`tensor::Iter`] and everything re-exported above.
 pub use arrow_dlpack_tensor as tensor;
 pub use arrow_dlpack_tensor::{
-    DType, Device, ExportOptions, ImportOptions, MAX_NDIM, Managed, NativeDType, Tensor,
+    DType, Device, ExportOptions, ImportOptions, MAX_NDIM, Managed, NativeDType, Report, Tensor,
     check_error_chain, error_messages,
 };
 /// The raw DLPack C ABI (`DLManagedTensorVersioned`, `DLDataType`, ...), to name the structs that

@@ -267,6 +267,14 @@ impl From<arrow_dlpack::Error> for Error {
 }
 
 impl Error {
+    /// The error with its chain of causes, for printing on one line:
+    /// `format!("{}", error.report())` gives `cannot read data/nope.parquet: No such file or
+    /// directory (os error 2)`, every message from this one to the innermost cause joined by
+    /// `: `, as anyhow's `{:#}` does (this error's own `Display` describes its level only).
+    pub fn report(&self) -> arrow_dlpack::Report<'_> {
+        arrow_dlpack::Report::new(self)
+    }
+
     /// Wraps an I/O error with the path it is about.
     pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
         Error::Io {
@@ -346,7 +354,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 mod tests {
     use std::path::PathBuf;
 
-    use arrow_dlpack::{check_error_chain, error_messages};
+    use arrow_dlpack::tensor::test_support::assert_every_variant_chains;
 
     use super::*;
 
@@ -488,21 +496,7 @@ mod tests {
 
     #[test]
     fn every_variant_prints_its_chain_without_repeating_a_cause() {
-        let samples = samples();
-        let mut seen: Vec<usize> = samples.iter().map(index).collect();
-        seen.sort_unstable();
-        seen.dedup();
-        assert_eq!(
-            seen,
-            (0..VARIANTS).collect::<Vec<_>>(),
-            "a variant has no sample"
-        );
-        for error in &samples {
-            println!("{}", error_messages(error).join("\n  caused by: "));
-            if let Err(problem) = check_error_chain(error) {
-                panic!("{problem}");
-            }
-        }
+        assert_every_variant_chains(&samples(), index, VARIANTS);
     }
 
     #[test]

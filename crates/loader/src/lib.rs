@@ -50,7 +50,21 @@
 //!
 //! Errors: one [`Error`] enum, into which the errors of the lower layers convert with `?`.
 //! A message describes its own level, and the cause (an I/O error, the Arrow layer's reason) is
-//! its [`source`](std::error::Error::source); a chain printer shows each text once.
+//! its [`source`](std::error::Error::source); [`Error::report`] prints the whole chain on one
+//! line, each text once:
+//!
+//! ```
+//! use arrow_dlpack_loader::{BatchSpec, Source, batches};
+//!
+//! let error = Source::from_paths(["data/nope.parquet"])
+//!     .and_then(|source| batches(source, BatchSpec::new(8)))
+//!     .err()
+//!     .expect("there is no such file");
+//! assert_eq!(error.to_string(), "cannot read data/nope.parquet"); // this level only
+//! // cannot read data/nope.parquet: No such file or directory (os error 2)
+//! let report = error.report().to_string();
+//! assert!(report.starts_with("cannot read data/nope.parquet: "), "{report}");
+//! ```
 //!
 //! Features: Parquet's codecs, each a feature on by default: `snappy`, `lz4`, `zstd`, `brotli`
 //! and `gzip`. `zstd` compiles C code; `default-features = false` with only the codecs a

@@ -358,14 +358,22 @@ pub(crate) fn no_panic<T>(doing: &str, call: impl FnOnce() -> PyResult<T>) -> Py
 /// `BufferError`; tensor and `arrow-dlpack` errors as their own mappings say.
 pub(crate) fn arrow_c_error(error: arrow_dlpack_c::ArrowCError) -> PyErr {
     use arrow_dlpack_c::ArrowCError as E;
+    // The message is the whole chain: arrow-rs's finding is the cause of `InvalidValues`.
     match error {
-        E::Malformed(_) | E::ArrowRs(_) => raise(Kind::Value, error),
-        E::Unsupported(_) | E::Nulls(_) => raise(Kind::Type, error),
-        E::Device(_) => raise(Kind::Buffer, error),
+        E::Malformed { .. } | E::InvalidValues { .. } | E::Export { .. } => {
+            raise(Kind::Value, chain(&error))
+        }
+        E::Unsupported { .. } | E::UnsupportedFormat { .. } | E::Nulls { .. } => {
+            raise(Kind::Type, chain(&error))
+        }
+        E::DeviceColumnType { .. }
+        | E::DeviceNullCount { .. }
+        | E::DeviceNotRowMajor { .. }
+        | E::DeviceChunks { .. } => raise(Kind::Buffer, chain(&error)),
         E::Tensor(error) => tensor_error(error),
         E::Arrow(error) => arrow_error(error, Operation::Import),
         // A variant added later: a ValueError, as for a malformed struct.
-        _ => raise(Kind::Value, error),
+        _ => raise(Kind::Value, chain(&error)),
     }
 }
 
@@ -466,16 +474,8 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
 /// message describes its own level only, and a Python exception shows one message.
 /// A cause whose text the message already ends with is left out: some arrow-rs and parquet
 /// errors (`ExternalError`) print their source in their own message too.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut messages = arrow_dlpack::error_messages(error).into_iter();
-    let mut message = messages.next().unwrap_or_default();
-    for text in messages {
-        if !message.ends_with(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-    }
-    message
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    arrow_dlpack::Report::new(error).to_string()
 }
 
 /// Maps an error of arrow-rs (C data interface import and export, concatenation).

@@ -122,13 +122,13 @@ fn pieces(
     };
     if chunks.is_empty() {
         let empty = arrow_array::new_empty_array(field.data_type());
-        return Ok(vec![list_to_ragged(empty.as_ref(), &options)?]);
+        return Ok(vec![list_to_ragged(empty.as_ref(), options)?]);
     }
     let mut start = 0;
     chunks
         .iter()
         .map(|chunk| {
-            let piece = list_to_ragged(chunk.as_ref(), &options).map_err(|error| match error {
+            let piece = list_to_ragged(chunk.as_ref(), options).map_err(|error| match error {
                 Error::NullRow { row, .. } => Error::NullRow {
                     row: start + row,
                     null_count: chunks.iter().map(|chunk| chunk.null_count()).sum(),

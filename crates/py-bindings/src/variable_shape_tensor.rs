@@ -261,14 +261,13 @@ impl PyVariableShapeTensorArray {
                 }
             })
             .collect::<PyResult<Vec<_>>>()?;
-        let rows: Vec<Option<&Tensor>> = tensors.iter().map(Option::as_ref).collect();
         let metadata = VariableShapeTensorMetadata {
             dim_names,
             permutation,
             uniform_shape,
         };
         let array = py
-            .detach(|| VariableShapeTensorArray::from_optional_tensors(&rows, metadata))
+            .detach(|| VariableShapeTensorArray::from_optional_tensors(&tensors, metadata))
             .map_err(|error| errors::arrow_error(error, Operation::Import))?;
         Self::from_array(py, array)
     }

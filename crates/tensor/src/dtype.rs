@@ -2,7 +2,9 @@
 
 use dlpack_sys::{DLDataType, DLDataTypeCode};
 
-use crate::{Error, Result};
+// The fallible reading of a DLPack descriptor, `DType::from_dlpack`, lives in `import.rs` with
+// the other checks of foreign fields, so that this file is below the error type that names
+// dtypes.
 
 /// The element type of a [`Tensor`](crate::Tensor).
 ///
@@ -210,156 +212,10 @@ impl DType {
             lanes: 1,
         }
     }
-
-    /// Reads a DLPack descriptor, refusing vector, sub-byte and unknown types.
-    pub fn from_dlpack(dtype: DLDataType) -> Result<DType> {
-        if dtype.lanes != 1 {
-            return Err(Error::UnsupportedLanes { lanes: dtype.lanes });
-        }
-        let bits = dtype.bits;
-        let unsupported = |kind, expected| {
-            Err(Error::UnsupportedBits {
-                kind,
-                bits,
-                expected,
-            })
-        };
-        let float8 = |dtype: DType| {
-            if bits == 8 {
-                Ok(dtype)
-            } else {
-                unsupported("float8", "8")
-            }
-        };
-        match dtype.code {
-            DLDataTypeCode::INT => match bits {
-                8 => Ok(DType::Int8),
-                16 => Ok(DType::Int16),
-                32 => Ok(DType::Int32),
-                64 => Ok(DType::Int64),
-                _ => unsupported("int", "8, 16, 32 or 64"),
-            },
-            DLDataTypeCode::UINT => match bits {
-                8 => Ok(DType::UInt8),
-                16 => Ok(DType::UInt16),
-                32 => Ok(DType::UInt32),
-                64 => Ok(DType::UInt64),
-                _ => unsupported("uint", "8, 16, 32 or 64"),
-            },
-            DLDataTypeCode::FLOAT => match bits {
-                16 => Ok(DType::Float16),
-                32 => Ok(DType::Float32),
-                64 => Ok(DType::Float64),
-                _ => unsupported("float", "16, 32 or 64"),
-            },
-            DLDataTypeCode::BFLOAT => match bits {
-                16 => Ok(DType::BFloat16),
-                _ => unsupported("bfloat", "16"),
-            },
-            DLDataTypeCode::COMPLEX => match bits {
-                64 => Ok(DType::Complex64),
-                128 => Ok(DType::Complex128),
-                _ => unsupported("complex", "64 or 128"),
-            },
-            DLDataTypeCode::BOOL => match bits {
-                8 => Ok(DType::Bool),
-                _ => unsupported("bool", "8 (one byte per element)"),
-            },
-            DLDataTypeCode::FLOAT8_E3M4 => float8(DType::Float8E3M4),
-            DLDataTypeCode::FLOAT8_E4M3 => float8(DType::Float8E4M3),
-            DLDataTypeCode::FLOAT8_E4M3B11FNUZ => float8(DType::Float8E4M3B11Fnuz),
-            DLDataTypeCode::FLOAT8_E4M3FN => float8(DType::Float8E4M3Fn),
-            DLDataTypeCode::FLOAT8_E4M3FNUZ => float8(DType::Float8E4M3Fnuz),
-            DLDataTypeCode::FLOAT8_E5M2 => float8(DType::Float8E5M2),
-            DLDataTypeCode::FLOAT8_E5M2FNUZ => float8(DType::Float8E5M2Fnuz),
-            DLDataTypeCode::FLOAT8_E8M0FNU => float8(DType::Float8E8M0Fnu),
-            DLDataTypeCode::FLOAT6_E2M3FN | DLDataTypeCode::FLOAT6_E3M2FN => unsupported(
-                "float6",
-                "that are a whole number of bytes (sub-byte types are not supported)",
-            ),
-            DLDataTypeCode::FLOAT4_E2M1FN => unsupported(
-                "float4",
-                "that are a whole number of bytes (sub-byte types are not supported)",
-            ),
-            other => Err(Error::UnknownTypeCode {
-                code: other.0,
-                bits,
-            }),
-        }
-    }
 }
 
 impl std::fmt::Display for DType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_dtype_round_trips_through_its_dlpack_descriptor() {
-        for dtype in DType::ALL {
-            let raw = dtype.to_dlpack();
-            assert_eq!(raw.lanes, 1);
-            assert_eq!(usize::from(raw.bits), dtype.size() * 8);
-            assert_eq!(DType::from_dlpack(raw), Ok(dtype));
-        }
-    }
-
-    #[test]
-    fn rejects_sub_byte_and_odd_widths() {
-        for bits in [0, 1, 4, 7, 12, 128] {
-            let raw = DLDataType {
-                code: DLDataTypeCode::FLOAT,
-                bits,
-                lanes: 1,
-            };
-            assert!(matches!(
-                DType::from_dlpack(raw),
-                Err(Error::UnsupportedBits { .. })
-            ));
-        }
-        let float4 = DLDataType {
-            code: DLDataTypeCode::FLOAT4_E2M1FN,
-            bits: 4,
-            lanes: 1,
-        };
-        assert!(matches!(
-            DType::from_dlpack(float4),
-            Err(Error::UnsupportedBits { .. })
-        ));
-    }
-
-    #[test]
-    fn rejects_lanes_other_than_one() {
-        for lanes in [0, 2, 4] {
-            let raw = DLDataType {
-                code: DLDataTypeCode::FLOAT,
-                bits: 32,
-                lanes,
-            };
-            assert_eq!(
-                DType::from_dlpack(raw),
-                Err(Error::UnsupportedLanes { lanes })
-            );
-        }
-    }
-
-    #[test]
-    fn rejects_unknown_and_opaque_type_codes() {
-        for code in [3, 18, 200] {
-            let raw = DLDataType {
-                code: DLDataTypeCode(code),
-                bits: 8,
-                lanes: 1,
-            };
-            assert_eq!(
-                DType::from_dlpack(raw),
-                Err(Error::UnknownTypeCode { code, bits: 8 })
-            );
-        }
     }
 }

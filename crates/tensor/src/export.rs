@@ -64,7 +64,7 @@ impl Tensor {
     /// assert_eq!(imported.data_ptr(), tensor.data_ptr()); // zero-copy
     /// assert!(imported.is_read_only()); // the READ_ONLY flag went with it
     /// assert_eq!(imported.as_slice::<i64>()?, &[1, 2, 3, 4]);
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn to_dlpack_versioned(
         &self,

@@ -10,14 +10,15 @@
 //! | [`Tensor::is_row_major`], [`Tensor::is_column_major`], [`Tensor::is_contiguous`] | numpy's contiguity rules |
 //! | [`Tensor::to_contiguous`] | a row-major copy of exactly the logical elements |
 //! | [`Tensor::from_vec`], [`NativeDType`], [`DType::of`] | a tensor that owns a `Vec<T>`; the Rust element types |
-//! | [`Tensor::as_slice`], [`Tensor::get`], [`Tensor::iter`] | typed, checked reads: a row-major slice, one element, every element for any strides |
+//! | [`Tensor::as_slice`], [`Tensor::get`], [`Tensor::iter`], [`Tensor::to_vec`] | typed, checked reads: a row-major slice, one element, every element for any strides, a `Vec` of them |
+//! | `==`, `{}` | equality of dtype, shape and values whatever the layout; the values nested by dimension |
 //! | [`Tensor::to_dlpack_versioned`], [`Tensor::to_dlpack_legacy`] | export; the managed tensor keeps the buffer alive |
 //! | [`Tensor::from_managed`], [`Tensor::from_raw_versioned`], [`Tensor::from_raw_legacy`] | zero-copy import; the buffer owns the producer's tensor |
 //! | `Tensor::view`, `Tensor::from_ndarray`, `Tensor::from_ndarray_view` (feature `ndarray`) | an `ndarray::ArrayViewD` of any strides; an owned array without a copy |
 //! | [`Tensor::shares_memory`], [`Tensor::shares_memory_with_buffer`], [`Tensor::byte_range`] | whether two tensors, or a tensor and an Arrow buffer, address the same bytes: the zero-copy check |
 //! | [`layout`] | element counts, spans and contiguity on plain shapes and strides |
 //! | [`alloc::UninitBuffer`], [`alloc::PooledVec`] | fallible, aligned allocation for copies: `OutOfMemory` instead of an abort; 4 MiB and more from a pool that keeps freed pages warm ([`alloc::stats`], [`alloc::set_limit`], [`alloc::release_unused`]) |
-//! | [`Error`] | the one error type |
+//! | [`Error`], [`Report`] | the one error type; `error.report()` prints it with its causes on one line |
 //!
 //! A round trip through DLPack shares the memory both ways:
 //!
@@ -35,7 +36,7 @@
 //! assert_eq!(imported.shape(), &[2, 3]);
 //! assert_eq!(imported.data_ptr(), tensor.data_ptr());
 //! assert!(imported.is_read_only());
-//! # Ok::<(), arrow_dlpack_tensor::Error>(())
+//! # Ok::<(), arrow_dlpack::Error>(())
 //! ```
 //!
 //! Ownership: an exported managed tensor holds a clone of the buffer in its context, released by
@@ -57,15 +58,22 @@ mod shares_memory;
 mod strided_copy;
 mod tensor;
 mod typed;
+mod values;
 
 pub use device::Device;
 pub use dtype::DType;
-pub use error::{Error, Result, check_error_chain, error_messages};
+pub use error::{Error, Report, Result, check_error_chain, error_messages};
 pub use export::ExportOptions;
 pub use import::ImportOptions;
 pub use native::NativeDType;
 pub use tensor::{MAX_NDIM, Tensor};
 pub use typed::Iter;
+
+/// What the tests of the workspace's crates share; not part of the API.
+#[doc(hidden)]
+pub mod test_support {
+    pub use crate::error::assert_every_variant_chains;
+}
 
 /// The managed-tensor handle of dlpark, re-exported so callers name one type.
 pub use dlpark::Managed;

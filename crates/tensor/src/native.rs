@@ -121,11 +121,11 @@ impl DType {
     /// The dtype of tensors whose elements are values of `T`.
     ///
     /// ```
-    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; pub use arrow_buffer::{Buffer, ScalarBuffer}; }
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use half; }
     /// use arrow_dlpack::DType;
     ///
     /// assert_eq!(DType::of::<u16>(), DType::UInt16);
-    /// assert_eq!(DType::of::<half::bf16>(), DType::BFloat16);
+    /// assert_eq!(DType::of::<arrow_dlpack::half::bf16>(), DType::BFloat16);
     /// ```
     pub const fn of<T: NativeDType>() -> DType {
         T::DTYPE

@@ -9,6 +9,42 @@ use ndarray::{Array, ArrayView, ArrayViewD, Dimension, IxDyn, ShapeBuilder};
 use crate::{Error, NativeDType, Result, Tensor, layout};
 
 impl Tensor {
+    /// The tensor as an ndarray view of `T` with a fixed number of dimensions `D` (`Ix1`,
+    /// `Ix2`, ...), borrowing its memory, for any strides: [`Tensor::view`] with the dimension
+    /// count checked once, so that indexing is by `[i, j]` arrays and costs no dynamic shape.
+    ///
+    /// Fails as [`Tensor::view`] does, and with [`Error::NdimMismatch`] when the tensor has
+    /// another number of dimensions.
+    ///
+    /// ```
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use ndarray; }
+    /// use arrow_dlpack::Tensor;
+    /// use arrow_dlpack::ndarray::Ix2;
+    ///
+    /// let matrix = Tensor::from_vec((0..6u8).map(f32::from).collect(), vec![2, 3])?;
+    /// let view = matrix.view_ix::<f32, Ix2>()?;
+    /// assert_eq!(view.dim(), (2, 3));
+    /// assert_eq!(view[[1, 2]], 5.0);
+    /// assert!(matrix.view_ix::<f32, arrow_dlpack::ndarray::Ix3>().is_err());
+    /// # Ok::<(), arrow_dlpack::Error>(())
+    /// ```
+    pub fn view_ix<T: NativeDType, D: Dimension>(&self) -> Result<ArrayView<'_, T, D>> {
+        if let Some(expected) = D::NDIM
+            && expected != self.ndim()
+        {
+            return Err(Error::NdimMismatch {
+                expected,
+                found: self.ndim(),
+            });
+        }
+        self.view::<T>()?
+            .into_dimensionality::<D>()
+            .map_err(|_| Error::NdimMismatch {
+                expected: D::NDIM.unwrap_or(self.ndim()),
+                found: self.ndim(),
+            })
+    }
+
     /// The tensor as an ndarray view of `T`, borrowing its memory, for any strides.
     ///
     /// The view has the tensor's shape and strides (negative strides included; an extent-1
@@ -27,7 +63,7 @@ impl Tensor {
     /// // Any strides: the transpose's view reads the same memory.
     /// let transposed = matrix.permuted(&[1, 0])?;
     /// assert_eq!(transposed.view::<i32>()?[[2, 1]], 5);
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn view<T: NativeDType>(&self) -> Result<ArrayViewD<'_, T>> {
         self.check_typed::<T>()?;
@@ -81,7 +117,7 @@ impl Tensor {
     /// let transposed = Tensor::from_ndarray(array![[1i8, 2], [3, 4]].reversed_axes())?;
     /// assert!(transposed.is_column_major());
     /// assert_eq!(transposed.get::<i8>(&[0, 1])?, 3);
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn from_ndarray<T: NativeDType, D: Dimension>(array: Array<T, D>) -> Result<Tensor> {
         let shape = array.shape().to_vec();
@@ -111,7 +147,7 @@ impl Tensor {
     /// let array = array![[1u32, 2, 3], [4, 5, 6]];
     /// let tensor = Tensor::from_ndarray_view(array.slice(s![.., ..;2]))?;
     /// assert_eq!(tensor.as_slice::<u32>()?, &[1, 3, 4, 6]);
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn from_ndarray_view<T: NativeDType, D: Dimension>(
         view: ArrayView<'_, T, D>,

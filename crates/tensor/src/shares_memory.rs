@@ -37,7 +37,7 @@ impl Tensor {
     /// let transposed = matrix.permuted(&[1, 0])?;
     /// assert!(transposed.shares_memory(&matrix));
     /// assert!(!matrix.to_contiguous()?.shares_memory(&matrix));
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn shares_memory(&self, other: &Tensor) -> bool {
         if self.device() != other.device() {
@@ -63,7 +63,7 @@ impl Tensor {
     /// let tensor = Tensor::try_new_row_major(buffer.clone(), DType::Float32, vec![2, 2])?;
     /// assert!(tensor.shares_memory_with_buffer(&buffer));
     /// assert!(!tensor.to_contiguous()?.shares_memory_with_buffer(&buffer));
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn shares_memory_with_buffer(&self, buffer: &Buffer) -> bool {
         if !self.device().is_cpu() || buffer.is_empty() {

@@ -4,7 +4,7 @@ use arrow_buffer::{Buffer, MutableBuffer};
 
 use crate::alloc::UninitBuffer;
 use crate::dims::Dims;
-use crate::strided_copy::copy_strided;
+use crate::strided_copy::copy_strided_elements;
 use crate::{DType, Device, Error, Result, layout};
 
 /// The largest rank a [`Tensor`] may have.
@@ -90,7 +90,7 @@ impl Tensor {
     ///
     /// // An element past the end of the buffer is refused.
     /// assert!(Tensor::try_new(buffer, DType::Int32, vec![3, 2], vec![1, 3], 1).is_err());
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn try_new(
         buffer: Buffer,
@@ -348,7 +348,7 @@ impl Tensor {
     /// assert_eq!(transposed.strides(), &[1, 3]);
     /// assert_eq!(transposed.get::<u8>(&[2, 0])?, 3);
     /// assert!(matrix.permuted(&[0, 0]).is_err()); // not a permutation
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn permuted(&self, order: &[usize]) -> Result<Tensor> {
         let ndim = self.ndim();
@@ -388,7 +388,7 @@ impl Tensor {
     /// let copy = matrix.permuted(&[1, 0])?.to_contiguous()?;
     /// assert!(copy.is_row_major() && !copy.is_read_only());
     /// assert_eq!(copy.as_slice::<u8>()?, &[1, 4, 2, 5, 3, 6]);
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn to_contiguous(&self) -> Result<Tensor> {
         self.require_cpu("copy the tensor")?;
@@ -408,21 +408,16 @@ impl Tensor {
             let dst = out.as_mut_ptr();
             // SAFETY: construction checked that every element addressed by shape, strides and
             // offset lies inside the buffer and is aligned for the dtype, whose size and alignment
-            // select `T` (a type of that size whose alignment is at most the dtype's); `dst` has
-            // room for `count` elements and is 16-byte aligned.
+            // are passed; `dst` has room for `count` elements and is 16-byte aligned.
             unsafe {
-                match (size, self.dtype.alignment()) {
-                    (1, _) => copy_strided::<u8>(src, &self.shape, &self.strides, dst),
-                    (2, 2) => copy_strided::<u16>(src, &self.shape, &self.strides, dst),
-                    (4, 4) => copy_strided::<u32>(src, &self.shape, &self.strides, dst),
-                    (8, 8) => copy_strided::<u64>(src, &self.shape, &self.strides, dst),
-                    // complex64: two 4-byte floats, aligned to 4 only.
-                    (8, 4) => copy_strided::<[u32; 2]>(src, &self.shape, &self.strides, dst),
-                    (16, 8) => copy_strided::<[u64; 2]>(src, &self.shape, &self.strides, dst),
-                    (size, align) => {
-                        unreachable!("no dtype has {size} bytes aligned to {align}")
-                    }
-                }
+                copy_strided_elements(
+                    src,
+                    size,
+                    self.dtype.alignment(),
+                    &self.shape,
+                    &self.strides,
+                    dst,
+                );
             }
         }
         // SAFETY: `copy_to_uninit` or `copy_strided` wrote all `count` elements, `bytes` bytes.

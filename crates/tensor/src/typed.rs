@@ -28,7 +28,7 @@ impl Tensor {
     ///
     /// // Too few values for the shape.
     /// assert!(Tensor::from_vec(vec![1i32, 2, 3], vec![2, 2]).is_err());
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn from_vec<T: NativeDType>(values: Vec<T>, shape: Vec<usize>) -> Result<Tensor> {
         check_element_count(&shape, values.len())?;
@@ -53,7 +53,7 @@ impl Tensor {
     ///
     /// // The element count must match the shape.
     /// assert!(Tensor::from_scalar_buffer(values, vec![4]).is_err());
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn from_scalar_buffer<T>(values: ScalarBuffer<T>, shape: Vec<usize>) -> Result<Tensor>
     where
@@ -80,7 +80,7 @@ impl Tensor {
     /// assert!(tensor.permuted(&[1, 0])?.as_slice::<u16>().is_err());
     /// // Nor is u16 data an i16 slice.
     /// assert!(tensor.as_slice::<i16>().is_err());
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn as_slice<T: NativeDType>(&self) -> Result<&[T]> {
         self.check_typed::<T>()?;
@@ -116,7 +116,7 @@ impl Tensor {
     /// let transposed = matrix.permuted(&[1, 0])?;
     /// assert_eq!(transposed.get::<i64>(&[2, 1])?, 5);
     /// assert!(transposed.get::<i64>(&[3, 0]).is_err());
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn get<T: NativeDType>(&self, index: &[usize]) -> Result<T> {
         self.check_typed::<T>()?;
@@ -164,7 +164,7 @@ impl Tensor {
     /// let transposed = matrix.permuted(&[1, 0])?;
     /// let values: Vec<i32> = transposed.iter::<i32>()?.collect();
     /// assert_eq!(values, [0, 3, 1, 4, 2, 5]);
-    /// # Ok::<(), arrow_dlpack_tensor::Error>(())
+    /// # Ok::<(), arrow_dlpack::Error>(())
     /// ```
     pub fn iter<T: NativeDType>(&self) -> Result<Iter<'_, T>> {
         self.check_typed::<T>()?;
@@ -175,6 +175,31 @@ impl Tensor {
             remaining: self.len(),
             _type: PhantomData,
         })
+    }
+
+    /// Every element as a value of `T`, in logical row-major order, for any strides: a copy.
+    ///
+    /// Fails as [`Tensor::iter`] does, and with [`Error::OutOfMemory`] when the `Vec` cannot be
+    /// allocated.
+    ///
+    /// ```
+    /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; }
+    /// use arrow_dlpack::Tensor;
+    ///
+    /// let matrix = Tensor::from_vec((0..6u16).collect(), vec![2, 3])?;
+    /// assert_eq!(matrix.permuted(&[1, 0])?.to_vec::<u16>()?, [0, 3, 1, 4, 2, 5]);
+    /// assert!(matrix.to_vec::<f32>().is_err()); // the element type is checked
+    /// # Ok::<(), arrow_dlpack::Error>(())
+    /// ```
+    pub fn to_vec<T: NativeDType>(&self) -> Result<Vec<T>> {
+        let values = self.iter::<T>()?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(values.len())
+            .map_err(|_| Error::OutOfMemory {
+                bytes: values.len().saturating_mul(size_of::<T>()),
+            })?;
+        out.extend(values);
+        Ok(out)
     }
 
     /// Checks that `T` reads the dtype and that the memory can be dereferenced here.

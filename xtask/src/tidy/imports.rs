@@ -1,19 +1,28 @@
 //! The imports between the files of each crate (every `crates/*/src` and `xtask/src`) run one
-//! way: tidy reads every `crate::name` path of each file (its `use` lines and inline paths), and
-//! fails on any cycle except between a base class and its subclass ([`ALLOWED_PAIRS`]).
+//! way, in every folder: tidy reads every path of each file that names something of its own
+//! crate (`crate::`, `super::`, `self::`, and `use` declarations of child modules), follows each
+//! through the `use` declarations that re-export it (`pub use error::Error` in `lib.rs` makes
+//! `crate::Error` a reference to `error.rs`) to the module that defines it
+//! (`tidy/rust_paths.rs`), and fails on any cycle except between a base class and its subclass
+//! ([`ALLOWED_PAIRS`]).
 //!
-//! A file is a top-level module: `name.rs`, or a folder `name/` whose files count as one.
-//! `lib.rs` and `main.rs` are the roots that register everything, so they are left out.
+//! In each folder (the crate's `src/` first) a node is a child: a file `name.rs`, or a folder
+//! `name/` whose files count as one (and are checked among themselves in turn). The folder's own
+//! file (`lib.rs`, `main.rs`, `mod.rs`) is its API, which registers everything, so it is no node.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
+use super::rust_paths::{self, ModulePath, SourceFile, defining_module};
 use crate::Result;
 
-/// Pairs of files that may import each other: a base class and its subclass (both in
-/// `crates/py-bindings/src`, the only crate with Python classes).
-/// Each pair is one node of the graph, so a cycle through either file and a third is reported.
+/// The folder whose files [`ALLOWED_PAIRS`] name: the only crate with Python classes.
+const ALLOWED_PAIRS_FOLDER: &str = "crates/py-bindings/src";
+
+/// Pairs of files of [`ALLOWED_PAIRS_FOLDER`] that may import each other: a base class and its
+/// subclass. Each pair is one node of the graph, so a cycle through either file and a third is
+/// reported.
 const ALLOWED_PAIRS: &[(&str, &str)] = &[
     ("array", "fixed_shape_tensor"),
     ("array", "variable_shape_tensor"),
@@ -43,116 +52,123 @@ pub(super) fn source_folders(root: &Path) -> Result<Vec<String>> {
     Ok(folders)
 }
 
-/// The problems of every crate: each cycle between the files of one crate, once.
+/// The problems of every crate: each cycle between the files of one folder, once.
 pub(super) fn problems(root: &Path) -> Result<Vec<String>> {
     let mut problems = Vec::new();
     for source in source_folders(root)? {
-        let graph = read_graph(&root.join(&source))?;
-        problems.extend(cycles(&graph, ALLOWED_PAIRS).into_iter().map(|cycle| {
-            format!(
-                "{source}: its files import each other in a circle ({}); move the shared piece \
-                 into a file below both (only a base class and its subclass, {}, may refer to \
-                 each other)",
+        let allowed = if source == ALLOWED_PAIRS_FOLDER {
+            ALLOWED_PAIRS
+        } else {
+            &[]
+        };
+        for (folder, cycle) in crate_cycles(&root.join(&source), allowed)? {
+            let place = if folder.is_empty() {
+                source.clone()
+            } else {
+                format!("{source}/{}", folder.join("/"))
+            };
+            problems.push(format!(
+                "{place}: its files import each other in a circle ({}), counting re-exports; move \
+                 the shared piece into a file below both (only a base class and its subclass in \
+                 {ALLOWED_PAIRS_FOLDER}, {}, may refer to each other)",
                 cycle.join(" -> "),
                 ALLOWED_PAIRS
                     .iter()
                     .map(|(base, subclass)| format!("{base} and {subclass}"))
                     .collect::<Vec<_>>()
                     .join(", ")
-            )
-        }));
+            ));
+        }
     }
     Ok(problems)
 }
 
-/// The graph of the files under `source` (each `.rs` file or folder one module, `lib.rs` and
-/// `main.rs` left out).
-fn read_graph(source: &Path) -> Result<Graph> {
-    let entries = fs::read_dir(source)
-        .map_err(|error| format!("could not list {}: {error}", source.display()))?;
-    let mut texts: BTreeMap<String, String> = BTreeMap::new();
-    for entry in entries {
-        let entry =
-            entry.map_err(|error| format!("could not list {}: {error}", source.display()))?;
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if path.is_dir() {
-            let mut files = Vec::new();
-            super::walk(&path, &mut files)?;
-            let mut text = String::new();
-            for file in files
-                .iter()
-                .filter(|file| file.extension() == Some("rs".as_ref()))
-            {
-                text.push_str(&super::read(file)?);
-                text.push('\n');
-            }
-            texts.insert(name, text);
-        } else if let Some(stem) = name.strip_suffix(".rs")
-            && stem != "lib"
-            && stem != "main"
-        {
-            texts.insert(stem.to_string(), super::read(&path)?);
+/// Every cycle in the crate whose sources are in `source`: for each folder (the crate root
+/// first), the cycles between its files and subfolders, with the folder's module path.
+pub(super) fn crate_cycles(
+    source: &Path,
+    allowed: &[(&str, &str)],
+) -> Result<Vec<(ModulePath, Vec<String>)>> {
+    let files = read_crate(source)?;
+    let mut folders: BTreeSet<ModulePath> = BTreeSet::from([Vec::new()]);
+    for file in &files {
+        for length in 1..file.module.len() {
+            folders.insert(file.module[..length].to_vec());
         }
     }
-    let modules: BTreeSet<String> = texts.keys().cloned().collect();
-    Ok(texts
+    let graphs = graphs(&files);
+    let mut found = Vec::new();
+    for folder in folders {
+        let graph = graphs.get(&folder).cloned().unwrap_or_default();
+        // The allowed pairs are files of the crate's root folder.
+        let allowed = if folder.is_empty() { allowed } else { &[] };
+        for cycle in cycles(&graph, allowed) {
+            found.push((folder.clone(), cycle));
+        }
+    }
+    Ok(found)
+}
+
+/// The Rust files under `source`, each as the module it is.
+fn read_crate(source: &Path) -> Result<Vec<SourceFile>> {
+    let mut paths = Vec::new();
+    super::walk(source, &mut paths)?;
+    paths.sort();
+    let mut files = Vec::new();
+    for path in paths
         .iter()
-        .map(|(module, text)| {
-            let used = crate_paths(text)
-                .into_iter()
-                .filter(|used| used != module && modules.contains(used))
-                .collect();
-            (module.clone(), used)
-        })
-        .collect())
+        .filter(|path| path.extension() == Some("rs".as_ref()))
+    {
+        let relative = path
+            .strip_prefix(source)
+            .unwrap_or(path)
+            .to_string_lossy()
+            .replace('\\', "/");
+        files.push(SourceFile::new(&relative, &super::read(path)?));
+    }
+    Ok(files)
 }
 
-/// The first segment of every `crate::` path in `text`, comments left out: `crate::a::B` gives
-/// `a`, `crate::{a, b::C}` gives `a` and `b`.
-pub(super) fn crate_paths(text: &str) -> BTreeSet<String> {
-    let code: String = text
-        .lines()
-        .filter(|line| !line.trim_start().starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let mut found = BTreeSet::new();
-    let mut rest = code.as_str();
-    while let Some(at) = rest.find("crate::") {
-        rest = &rest[at + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            // The items of the group, split at its top-level commas.
-            let mut depth = 0;
-            let mut item = String::new();
-            for character in group.chars() {
-                match character {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => break,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        found.insert(first_segment(&item));
-                        item.clear();
-                        continue;
-                    }
-                    _ => {}
-                }
-                item.push(character);
-            }
-            found.insert(first_segment(&item));
-        } else {
-            found.insert(first_segment(rest));
+/// For each folder (module with children), the graph of its children: which child refers to
+/// which other, through any path that ends, after re-exports are followed, in an item the other
+/// defines. The folder's own file (`lib.rs`, `mod.rs`) is its API and no node.
+fn graphs(files: &[SourceFile]) -> BTreeMap<ModulePath, Graph> {
+    let modules: BTreeSet<ModulePath> = files.iter().map(|file| file.module.clone()).collect();
+    let imports = rust_paths::imports(files);
+    let mut graphs: BTreeMap<ModulePath, Graph> = BTreeMap::new();
+    // Every module that is a child of a folder is a node, with or without edges.
+    for module in &modules {
+        if let Some((name, folder)) = module.split_last() {
+            graphs
+                .entry(folder.to_vec())
+                .or_default()
+                .entry(name.clone())
+                .or_default();
         }
     }
-    found.remove("");
-    found
-}
-
-/// The identifier at the start of `path`, spaces skipped.
-fn first_segment(path: &str) -> String {
-    path.trim_start()
-        .chars()
-        .take_while(|character| character.is_ascii_alphanumeric() || *character == '_')
-        .collect()
+    for file in files {
+        for reference in rust_paths::references(file) {
+            let target = defining_module(&reference.path, &modules, &imports);
+            // The deepest folder holding both, and the child of it on each side.
+            let shared = file
+                .module
+                .iter()
+                .zip(&target)
+                .take_while(|(a, b)| a == b)
+                .count();
+            if shared >= file.module.len() || shared >= target.len() {
+                // One is inside the other: a module and its own children or API.
+                continue;
+            }
+            graphs
+                .entry(file.module[..shared].to_vec())
+                .or_default()
+                .entry(file.module[shared].clone())
+                .or_default()
+                .insert(target[shared].clone());
+        }
+    }
+    graphs
 }
 
 /// Each cycle of `graph`, the files of each `allowed` pair taken as one, as a path that starts
@@ -229,30 +245,127 @@ mod tests {
             .collect()
     }
 
-    fn names(found: &[&str]) -> BTreeSet<String> {
-        found.iter().map(|name| name.to_string()).collect()
+    /// Writes `files` (paths relative to a `src/` folder, and texts) into a fresh folder and
+    /// returns the cycles tidy finds there.
+    fn cycles_of_tree(name: &str, files: &[(&str, &str)]) -> Vec<(ModulePath, Vec<String>)> {
+        let source = std::env::temp_dir()
+            .join(format!("xtask-imports-{name}-{}", std::process::id()))
+            .join("src");
+        for (path, text) in files {
+            let path = source.join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, text).unwrap();
+        }
+        let found = crate_cycles(&source, &[]).unwrap();
+        fs::remove_dir_all(source.parent().unwrap()).unwrap();
+        found
     }
 
     #[test]
-    fn crate_paths_read_use_lines_groups_and_inline_paths_but_not_comments() {
-        let text = "use crate::{copies, errors, protocols};\n\
-                    use crate::array::{Column, PyArray};\n\
-                    use crate::{\n    conveniences::{self, Selection},\n    numpy,\n};\n\
-                    /// See [`crate::pretty`].\n\
-                    // crate::tables is not used here.\n\
-                    fn f() { crate::counters::count_import(); }\n";
-        assert_eq!(
-            crate_paths(text),
-            names(&[
-                "array",
-                "conveniences",
-                "copies",
-                "counters",
-                "errors",
-                "numpy",
-                "protocols"
-            ])
+    fn a_loop_through_re_exports_of_the_crate_root_is_found() {
+        // The tensor crate's old loop: each file names the other's item through `lib.rs`.
+        let found = cycles_of_tree(
+            "root",
+            &[
+                (
+                    "lib.rs",
+                    "mod dtype;\nmod error;\npub use dtype::DType;\npub use error::{Error, Result};\n",
+                ),
+                ("dtype.rs", "//! Dtypes.\nuse crate::{Error, Result};\n"),
+                ("error.rs", "//! Errors.\nuse crate::DType;\n"),
+            ],
         );
+        assert_eq!(
+            found,
+            vec![(
+                Vec::new(),
+                vec![
+                    "dtype".to_string(),
+                    "error".to_string(),
+                    "dtype".to_string()
+                ]
+            )]
+        );
+    }
+
+    #[test]
+    fn a_loop_through_a_folders_api_and_super_is_found() {
+        // The loader's loop: `spec.rs` names `crate::state::LoaderState`, and a file inside
+        // `state/` names `BatchSpec` through `super::super` and the root's re-export.
+        let found = cycles_of_tree(
+            "folder",
+            &[
+                (
+                    "lib.rs",
+                    "mod spec;\nmod state;\npub use spec::BatchSpec;\npub use state::LoaderState;\n",
+                ),
+                (
+                    "spec.rs",
+                    "use crate::state::LoaderState;\npub struct BatchSpec;\n",
+                ),
+                ("state/mod.rs", "mod merge;\npub use merge::LoaderState;\n"),
+                (
+                    "state/merge.rs",
+                    "pub struct LoaderState;\nfn f() { let _ = super::super::BatchSpec; }\n",
+                ),
+            ],
+        );
+        assert_eq!(
+            found,
+            vec![(
+                Vec::new(),
+                vec!["spec".to_string(), "state".to_string(), "spec".to_string()]
+            )]
+        );
+    }
+
+    #[test]
+    fn files_inside_a_folder_import_each_other_one_way_too() {
+        let found = cycles_of_tree(
+            "inner",
+            &[
+                ("lib.rs", "mod ragged;\n"),
+                ("ragged/mod.rs", "mod pad;\nmod pack;\npub use pad::Side;\n"),
+                (
+                    "ragged/pad.rs",
+                    "use super::pack::Packed;\npub enum Side {}\n",
+                ),
+                (
+                    "ragged/pack.rs",
+                    "use crate::ragged::Side;\npub struct Packed;\n",
+                ),
+            ],
+        );
+        assert_eq!(
+            found,
+            vec![(
+                vec!["ragged".to_string()],
+                vec!["pack".to_string(), "pad".to_string(), "pack".to_string()]
+            )]
+        );
+    }
+
+    #[test]
+    fn a_one_way_tree_with_tests_and_comments_has_no_loop() {
+        let found = cycles_of_tree(
+            "clean",
+            &[
+                (
+                    "lib.rs",
+                    "mod dtype;\nmod error;\npub use dtype::DType;\npub use error::Error;\n",
+                ),
+                // A comment or a string naming the other file is no import.
+                (
+                    "dtype.rs",
+                    "// crate::Error\nconst A: &str = \"crate::Error\";\n",
+                ),
+                (
+                    "error.rs",
+                    "use crate::DType;\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n",
+                ),
+            ],
+        );
+        assert!(found.is_empty(), "{found:?}");
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub unsafe fn check_array(
     // SAFETY: the caller guarantees `array` is NULL or readable as an `ArrowArray`, whose layout
     // `RawArray` mirrors (asserted above).
     let Some(raw) = (unsafe { array.cast::<RawArray>().as_ref() }) else {
-        return Err(malformed(format!("{path} is NULL")));
+        return Err(malformed(path, "is NULL"));
     };
     // SAFETY: as the caller guarantees for the whole tree.
     unsafe { check_raw_array(raw, data_type, path, 0) }
@@ -67,38 +67,40 @@ unsafe fn check_raw_array(
     depth: usize,
 ) -> Result {
     if depth > MAX_DEPTH {
-        return Err(malformed(format!(
-            "{path} is nested more than {MAX_DEPTH} levels deep"
-        )));
+        return Err(malformed(
+            path,
+            format!("is nested more than {MAX_DEPTH} levels deep"),
+        ));
     }
     if raw.release.is_none() {
-        return Err(malformed(format!(
-            "{path}.release is NULL: the array has already been released or moved"
-        )));
+        return Err(malformed(
+            format!("{path}.release"),
+            "is NULL: the array has already been released or moved",
+        ));
     }
     if raw.length < 0 {
-        return Err(malformed(format!(
-            "{path}.length is {}; expected 0 or more",
-            raw.length
-        )));
+        return Err(malformed(
+            format!("{path}.length"),
+            format!("is {}; expected 0 or more", raw.length),
+        ));
     }
     if raw.offset < 0 {
-        return Err(malformed(format!(
-            "{path}.offset is {}; expected 0 or more",
-            raw.offset
-        )));
+        return Err(malformed(
+            format!("{path}.offset"),
+            format!("is {}; expected 0 or more", raw.offset),
+        ));
     }
     if raw.null_count < -1 {
-        return Err(malformed(format!(
-            "{path}.null_count is {}; expected -1 (unknown) or 0 or more",
-            raw.null_count
-        )));
+        return Err(malformed(
+            format!("{path}.null_count"),
+            format!("is {}; expected -1 (unknown) or 0 or more", raw.null_count),
+        ));
     }
     if raw.null_count > raw.length {
-        return Err(malformed(format!(
-            "{path}.null_count is {}, more than length {}",
-            raw.null_count, raw.length
-        )));
+        return Err(malformed(
+            format!("{path}.null_count"),
+            format!("is {}, more than length {}", raw.null_count, raw.length),
+        ));
     }
     // The slots a buffer covers: the array's own and those its offset skips.
     let slots = raw
@@ -107,10 +109,10 @@ unsafe fn check_raw_array(
         .and_then(|slots| usize::try_from(slots).ok())
         .filter(|&slots| slots < isize::MAX as usize)
         .ok_or_else(|| {
-            malformed(format!(
-                "{path}.offset + {path}.length overflows ({} + {})",
-                raw.offset, raw.length
-            ))
+            malformed(
+                format!("{path}.offset + {path}.length"),
+                format!("overflows ({} + {})", raw.offset, raw.length),
+            )
         })?;
 
     let layout = BufferLayout::of(data_type, path)?;
@@ -120,17 +122,18 @@ unsafe fn check_raw_array(
         BufferCount::AtLeast(count) => n_buffers >= count,
     };
     if !count_ok {
-        return Err(malformed(format!(
-            "{path}.n_buffers is {n_buffers}; expected {} for {data_type}",
-            layout.count
-        )));
+        return Err(malformed(
+            format!("{path}.n_buffers"),
+            format!("is {n_buffers}; expected {} for {data_type}", layout.count),
+        ));
     }
     let buffers: &[*const c_void] = if n_buffers == 0 {
         &[]
     } else if raw.buffers.is_null() {
-        return Err(malformed(format!(
-            "{path}.buffers is NULL but n_buffers is {n_buffers}"
-        )));
+        return Err(malformed(
+            format!("{path}.buffers"),
+            format!("is NULL but n_buffers is {n_buffers}"),
+        ));
     } else {
         // SAFETY: `n_buffers` is positive (checked against the layout) and the non-NULL
         // `buffers` of a live array is readable for that many pointers.
@@ -138,23 +141,27 @@ unsafe fn check_raw_array(
     };
     for (index, (&pointer, size)) in buffers.iter().zip(layout.sizes()).enumerate() {
         let bytes = size.bytes(slots).ok_or_else(|| {
-            malformed(format!(
-                "{path}.length {} at offset {} overflows the size of {path}.buffers[{index}] \
+            malformed(
+                format!("{path}.length"),
+                format!(
+                    "{} at offset {} overflows the size of {path}.buffers[{index}] \
                  for {data_type}",
-                raw.length, raw.offset
-            ))
+                    raw.length, raw.offset
+                ),
+            )
         })?;
         if pointer.is_null() && bytes > 0 && !(size.is_validity() && raw.null_count <= 0) {
-            return Err(malformed(format!(
-                "{path}.buffers[{index}] is NULL but {data_type} needs {bytes} bytes there"
-            )));
+            return Err(malformed(
+                format!("{path}.buffers[{index}]"),
+                format!("is NULL but {data_type} needs {bytes} bytes there"),
+            ));
         }
     }
     if layout.has_validity && raw.null_count > 0 && buffers.first().is_some_and(|b| b.is_null()) {
-        return Err(malformed(format!(
-            "{path}.buffers[0] (validity) is NULL but null_count is {}",
-            raw.null_count
-        )));
+        return Err(malformed(
+            format!("{path}.buffers[0]"),
+            format!("(validity) is NULL but null_count is {}", raw.null_count),
+        ));
     }
     if let BufferCount::AtLeast(fixed) = layout.count
         && n_buffers > fixed
@@ -164,11 +171,12 @@ unsafe fn check_raw_array(
         let variadic = (n_buffers - fixed) as usize;
         let sizes = buffers[buffers.len() - 1];
         if sizes.is_null() {
-            return Err(malformed(format!(
-                "{path}.buffers[{}] (variadic buffer sizes) is NULL but {variadic} data buffers \
-                 follow the views",
-                buffers.len() - 1
-            )));
+            return Err(malformed(
+                format!("{path}.buffers[{}]", buffers.len() - 1),
+                format!(
+                    "(variadic buffer sizes) is NULL but {variadic} data buffers follow the views"
+                ),
+            ));
         }
         let negative = (0..variadic).find_map(|i| {
             // SAFETY: the sizes buffer of a view array holds one `int64_t` per variadic buffer
@@ -177,20 +185,23 @@ unsafe fn check_raw_array(
             (size < 0).then_some((i, size))
         });
         if let Some((i, size)) = negative {
-            return Err(malformed(format!(
-                "{path}.buffers[{}] gives variadic buffer {i} the size {size}",
-                buffers.len() - 1
-            )));
+            return Err(malformed(
+                format!("{path}.buffers[{}]", buffers.len() - 1),
+                format!("gives variadic buffer {i} the size {size}"),
+            ));
         }
     }
 
     let child_types = ChildTypes::of(data_type);
     if raw.n_children != child_types.len() as i64 {
-        return Err(malformed(format!(
-            "{path}.n_children is {}; expected {} for {data_type}",
-            raw.n_children,
-            child_types.len()
-        )));
+        return Err(malformed(
+            format!("{path}.n_children"),
+            format!(
+                "is {}; expected {} for {data_type}",
+                raw.n_children,
+                child_types.len()
+            ),
+        ));
     }
     // SAFETY: `n_children` equals a list's length, so it is not negative; the caller vouches
     // for the pointers.
@@ -205,10 +216,13 @@ unsafe fn check_raw_array(
         if let Some(needed) = needed_child_length(data_type, slots)
             && (child.length as u128) < needed
         {
-            return Err(malformed(format!(
-                "{child_path}.length is {}; {data_type} of {slots} slots needs at least {needed}",
-                child.length
-            )));
+            return Err(malformed(
+                format!("{child_path}.length"),
+                format!(
+                    "is {}; {data_type} of {slots} slots needs at least {needed}",
+                    child.length
+                ),
+            ));
         }
     }
 
@@ -226,12 +240,14 @@ unsafe fn check_raw_array(
                 )
             }
         }
-        (DataType::Dictionary(..), true) => Err(malformed(format!(
-            "{path}.dictionary is NULL but the type is {data_type}"
-        ))),
-        (_, false) => Err(malformed(format!(
-            "{path}.dictionary is set but {data_type} is not dictionary-encoded"
-        ))),
+        (DataType::Dictionary(..), true) => Err(malformed(
+            format!("{path}.dictionary"),
+            format!("is NULL but the type is {data_type}"),
+        )),
+        (_, false) => Err(malformed(
+            format!("{path}.dictionary"),
+            format!("is set but {data_type} is not dictionary-encoded"),
+        )),
         (_, true) => Ok(()),
     }
 }

@@ -3,7 +3,7 @@
 use arrow_schema::{DataType, UnionMode};
 
 use super::Result;
-use crate::ArrowCError;
+use crate::error::unsupported;
 
 /// How many buffers a layout has.
 #[derive(Debug, Clone, Copy)]
@@ -130,9 +130,10 @@ impl BufferLayout {
                     list([Validity, fixed(width)]),
                 ),
                 _ => {
-                    return Err(ArrowCError::Unsupported(format!(
-                        "{path}: dictionary key type {key} is not an integer type"
-                    )));
+                    return Err(unsupported(
+                        path,
+                        format!("dictionary key type {key} is not an integer type"),
+                    ));
                 }
             },
             DataType::RunEndEncoded(..) => (BufferCount::Exactly(0), false, list([])),
@@ -143,9 +144,10 @@ impl BufferLayout {
                     list([Validity, fixed(width)]),
                 ),
                 None => {
-                    return Err(ArrowCError::Unsupported(format!(
-                        "{path}: arrays of type {other} cannot be imported"
-                    )));
+                    return Err(unsupported(
+                        path,
+                        format!("arrays of type {other} cannot be imported"),
+                    ));
                 }
             },
         };

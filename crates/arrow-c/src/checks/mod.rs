@@ -25,6 +25,7 @@ use arrow_data::ArrayData;
 
 #[cfg(doc)]
 use crate::ArrowCError;
+use crate::error::invalid_values;
 use arrow_schema::DataType;
 
 mod array;
@@ -56,19 +57,21 @@ pub(super) unsafe fn children<'a, T>(
         return Ok(&[]);
     }
     if children.is_null() {
-        return Err(malformed(format!(
-            "{path}.children is NULL but n_children is {count}"
-        )));
+        return Err(malformed(
+            format!("{path}.children"),
+            format!("is NULL but n_children is {count}"),
+        ));
     }
     let count = usize::try_from(count).map_err(|_| {
-        malformed(format!(
-            "{path}.n_children is {count}, more than this platform can address"
-        ))
+        malformed(
+            format!("{path}.n_children"),
+            format!("is {count}, more than this platform can address"),
+        )
     })?;
     // SAFETY: the caller guarantees `count` readable pointers at the non-NULL `children`.
     let pointers = unsafe { std::slice::from_raw_parts(children, count) };
     if let Some(index) = pointers.iter().position(|child| child.is_null()) {
-        return Err(malformed(format!("{path}.children[{index}] is NULL")));
+        return Err(malformed(format!("{path}.children[{index}]"), "is NULL"));
     }
     Ok(pointers)
 }
@@ -77,7 +80,7 @@ pub(super) unsafe fn children<'a, T>(
 /// offsets, UTF-8, views, dictionary keys, union type ids and run ends are checked in full, while
 /// fixed-width data (the DLPack case) costs nothing per element.
 pub fn validate_imported(data: &ArrayData, path: &str) -> Result {
-    let failed = |error: arrow_schema::ArrowError| malformed(format!("{path}: {error}"));
+    let failed = |error: arrow_schema::ArrowError| invalid_values(path, error);
     data.validate().map_err(failed)?;
     let values_matter = matches!(
         data.data_type(),

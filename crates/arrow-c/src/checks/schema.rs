@@ -47,7 +47,7 @@ pub unsafe fn check_schema(
     // SAFETY: the caller guarantees `schema` is NULL or readable as an `ArrowSchema`, whose layout
     // `RawSchema` mirrors (asserted above).
     let Some(raw) = (unsafe { schema.cast::<RawSchema>().as_ref() }) else {
-        return Err(malformed(format!("{path} is NULL")));
+        return Err(malformed(path, "is NULL"));
     };
     // SAFETY: as the caller guarantees for the whole tree.
     unsafe { check_raw_schema(raw, path, 0, key) }
@@ -58,23 +58,25 @@ pub unsafe fn check_schema(
 /// As for [`check_schema`].
 unsafe fn check_raw_schema(raw: &RawSchema, path: &str, depth: usize, key: &mut Vec<u8>) -> Result {
     if depth > MAX_DEPTH {
-        return Err(malformed(format!(
-            "{path} is nested more than {MAX_DEPTH} levels deep"
-        )));
+        return Err(malformed(
+            path,
+            format!("is nested more than {MAX_DEPTH} levels deep"),
+        ));
     }
     if raw.release.is_none() {
-        return Err(malformed(format!(
-            "{path}.release is NULL: the schema has already been released or moved"
-        )));
+        return Err(malformed(
+            format!("{path}.release"),
+            "is NULL: the schema has already been released or moved",
+        ));
     }
     if raw.format.is_null() {
-        return Err(malformed(format!("{path}.format is NULL")));
+        return Err(malformed(format!("{path}.format"), "is NULL"));
     }
     // SAFETY: a live schema's `format` is a NUL-terminated string (C Data Interface).
     let format = unsafe { CStr::from_ptr(raw.format) };
     let format = format
         .to_str()
-        .map_err(|_| malformed(format!("{path}.format is not valid UTF-8")))?;
+        .map_err(|_| malformed(format!("{path}.format"), "is not valid UTF-8"))?;
     // The key: each part self-delimiting (C strings end with their NUL, which they cannot
     // contain; absent parts and metadata are marked), so that equal keys mean equal schemas.
     key.extend_from_slice(&raw.flags.to_le_bytes());
@@ -86,7 +88,7 @@ unsafe fn check_raw_schema(raw: &RawSchema, path: &str, depth: usize, key: &mut 
         // SAFETY: a non-NULL `name` is a NUL-terminated string (C Data Interface).
         let name = unsafe { CStr::from_ptr(raw.name) };
         name.to_str()
-            .map_err(|_| malformed(format!("{path}.name is not valid UTF-8")))?;
+            .map_err(|_| malformed(format!("{path}.name"), "is not valid UTF-8"))?;
         key.push(1);
         key.extend_from_slice(name.to_bytes_with_nul());
     }
@@ -100,18 +102,21 @@ unsafe fn check_raw_schema(raw: &RawSchema, path: &str, depth: usize, key: &mut 
         key.extend_from_slice(unsafe { std::slice::from_raw_parts(raw.metadata.cast(), length) });
     }
     if raw.n_children < 0 {
-        return Err(malformed(format!(
-            "{path}.n_children is {}; expected 0 or more",
-            raw.n_children
-        )));
+        return Err(malformed(
+            format!("{path}.n_children"),
+            format!("is {}; expected 0 or more", raw.n_children),
+        ));
     }
     if let Some(expected) = schema_children(format, path)?
         && raw.n_children != expected
     {
-        return Err(malformed(format!(
-            "{path}.n_children is {}; expected {expected} for format {format:?}",
-            raw.n_children
-        )));
+        return Err(malformed(
+            format!("{path}.n_children"),
+            format!(
+                "is {}; expected {expected} for format {format:?}",
+                raw.n_children
+            ),
+        ));
     }
     key.extend_from_slice(&raw.n_children.to_le_bytes());
     // SAFETY: `n_children` is not negative, and the caller vouches for the pointers.
@@ -153,9 +158,10 @@ unsafe fn check_metadata(metadata: *const u8, path: &str) -> Result<usize> {
         let length = unsafe { metadata.add(*position).cast::<i32>().read_unaligned() };
         *position += 4;
         usize::try_from(length).map_err(|_| {
-            malformed(format!(
-                "{path}.metadata gives {what} the length {length}; expected 0 or more"
-            ))
+            malformed(
+                format!("{path}.metadata"),
+                format!("gives {what} the length {length}; expected 0 or more"),
+            )
         })
     };
     let entries = read_length(&mut position, "the number of entries")?;
@@ -165,7 +171,10 @@ unsafe fn check_metadata(metadata: *const u8, path: &str) -> Result<usize> {
             // SAFETY: as above: `length` bytes follow the length, by the caller's guarantee.
             let bytes = unsafe { std::slice::from_raw_parts(metadata.add(position), length) };
             std::str::from_utf8(bytes).map_err(|_| {
-                malformed(format!("{path}.metadata {part} {entry} is not valid UTF-8"))
+                malformed(
+                    format!("{path}.metadata"),
+                    format!("{part} {entry} is not valid UTF-8"),
+                )
             })?;
             position += length;
         }
@@ -207,9 +216,10 @@ pub(super) fn schema_children(format: &str, path: &str) -> Result<Option<i64>> {
 /// Refuses a negative size in `+w:N` or `w:N` (arrow-rs would multiply with it).
 fn check_size_parameter(size: &str, format: &str, path: &str) -> Result {
     match size.parse::<i32>() {
-        Ok(size) if size < 0 => Err(malformed(format!(
-            "{path}.format {format:?} has a negative size {size}"
-        ))),
+        Ok(size) if size < 0 => Err(malformed(
+            format!("{path}.format"),
+            format!("{format:?} has a negative size {size}"),
+        )),
         // An unparsable size is arrow-rs's to report (it does, without panicking).
         _ => Ok(()),
     }

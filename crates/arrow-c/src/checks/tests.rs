@@ -67,7 +67,8 @@ fn wrong_buffer_and_child_counts_name_the_field() {
 fn negative_fixed_size_list_sizes_are_refused() {
     assert!(matches!(
         schema_children("+w:-1", "ArrowSchema").unwrap_err(),
-        ArrowCError::Malformed(message) if message == "ArrowSchema.format \"+w:-1\" has a negative size -1"
+        ArrowCError::Malformed { field, problem }
+            if field == "ArrowSchema.format" && problem == "\"+w:-1\" has a negative size -1"
     ));
     assert_eq!(schema_children("+ud:0,1,5", "S").unwrap(), Some(3));
     assert_eq!(schema_children("+s", "S").unwrap(), None);

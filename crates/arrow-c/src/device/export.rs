@@ -141,7 +141,7 @@ unsafe extern "C" fn device_stream_release(stream: *mut ArrowDeviceArrayStream) 
 /// dropped, with the exported array.
 ///
 /// A tensor that is not row-major, or has no dimensions, is refused with
-/// [`ArrowCError::Device`]: sharing it would need a copy.
+/// [`ArrowCError::DeviceNotRowMajor`]: sharing it would need a copy.
 pub fn export_tensor<K>(
     tensor: &Tensor,
     sync_event: *mut c_void,
@@ -174,8 +174,7 @@ where
         .len(tensor.len())
         .offset(offset)
         .add_buffer(values)
-        .build()
-        .map_err(ArrowCError::ArrowRs)?;
+        .build()?;
     let (field, data) = if tensor.ndim() == 1 {
         (Field::new("", value_type, false), leaf)
     } else {
@@ -186,28 +185,23 @@ where
         let storage = ArrayData::builder(tensor_type.storage_type(true))
             .len(tensor.shape()[0])
             .add_child_data(leaf)
-            .build()
-            .map_err(ArrowCError::ArrowRs)?;
+            .build()?;
         (tensor_type.to_field("", false), storage)
     };
     let array = ArrowDeviceArray::new(FFI_ArrowArray::new(&data), device, sync_event);
     Ok((field, array))
 }
 
-/// Refuses, with [`ArrowCError::Device`], a tensor that [`export_tensor`] cannot share: one
+/// Refuses, with [`ArrowCError::DeviceNotRowMajor`], a tensor that [`export_tensor`] cannot share: one
 /// that is not row-major, or has no dimensions (sharing it would need a copy).
 pub fn check_exportable(tensor: &Tensor) -> Result {
     let device = tensor.device();
     if tensor.ndim() == 0 || !tensor.is_row_major() {
-        return Err(ArrowCError::Device(format!(
-            "an Arrow array shares a tensor's memory only when the tensor is row-major with at \
-             least one dimension (shape {:?}, strides {:?}); a copy would be needed, which \
-             arrow_dlpack does not make of data on {} device {}",
-            tensor.shape(),
-            tensor.strides(),
-            device.type_name(),
-            device.device_id
-        )));
+        return Err(ArrowCError::DeviceNotRowMajor {
+            shape: tensor.shape().to_vec(),
+            strides: tensor.strides().to_vec(),
+            device,
+        });
     }
     Ok(())
 }

@@ -12,7 +12,7 @@
 //!   device type and id, and whose [`DeviceTensor`] keeps the producer's sync event; anything
 //!   else, nulls that would have to be counted in device memory (`null_count == -1` with a
 //!   validity bitmap), and several device chunks (joining them is a device copy) are refused
-//!   with [`ArrowCError::Device`].
+//!   with [`ArrowCError::DeviceChunks`].
 //!
 //! Export (`export`): CPU device arrays and streams of arrow-rs arrays (`device_id` `-1` and a
 //! NULL sync event, as PyArrow does); a row-major tensor as a primitive array (1-D) or an
@@ -240,24 +240,31 @@ pub fn device_of(device_type: i32, device_id: i64, path: &str) -> Result<Device>
         })
         .filter(|device| device.type_name() != "unknown");
     if let Some(device) = known.filter(|device| device.device_type > MAX_DEVICE_TYPE as u32) {
-        return Err(malformed(format!(
-            "{path}.device_type is {device_type} ({}), a DLPack device type that the Arrow C \
+        return Err(malformed(
+            format!("{path}.device_type"),
+            format!(
+                "is {device_type} ({}), a DLPack device type that the Arrow C \
              Device Data Interface does not define (it stops at 16, Hexagon)",
-            device.type_name()
-        )));
+                device.type_name()
+            ),
+        ));
     }
     let Some(device) = known else {
-        return Err(malformed(format!(
-            "{path}.device_type is {device_type}, which is no device type of the Arrow C Device \
+        return Err(malformed(
+            format!("{path}.device_type"),
+            format!(
+                "is {device_type}, which is no device type of the Arrow C Device \
              Data Interface (1 CPU, 2 CUDA, 3 CUDA host, 10 ROCm, ...)"
-        )));
+            ),
+        ));
     };
     if device.is_cpu() {
         return match device_id {
             -1 | 0 => Ok(Device::CPU),
-            _ => Err(malformed(format!(
-                "{path}.device_id is {device_id}; expected -1 or 0 for the CPU"
-            ))),
+            _ => Err(malformed(
+                format!("{path}.device_id"),
+                format!("is {device_id}; expected -1 or 0 for the CPU"),
+            )),
         };
     }
     match i32::try_from(device_id) {
@@ -265,10 +272,13 @@ pub fn device_of(device_type: i32, device_id: i64, path: &str) -> Result<Device>
             device_id,
             ..device
         }),
-        _ => Err(malformed(format!(
-            "{path}.device_id is {device_id}; expected a device index from 0 to 2^31 - 1 for {}",
-            device.type_name()
-        ))),
+        _ => Err(malformed(
+            format!("{path}.device_id"),
+            format!(
+                "is {device_id}; expected a device index from 0 to 2^31 - 1 for {}",
+                device.type_name()
+            ),
+        )),
     }
 }
 
@@ -278,9 +288,9 @@ pub fn device_of(device_type: i32, device_id: i64, path: &str) -> Result<Device>
 pub fn import_device_array(field: FieldRef, array: ArrowDeviceArray) -> Result<DeviceImported> {
     if array.is_released() {
         return Err(malformed(
-            "ArrowDeviceArray.array.release is NULL: the array has already been released or \
-             moved"
-                .into(),
+            "ArrowDeviceArray.array.release",
+            "is NULL: the array has already been released or \
+             moved",
         ));
     }
     Ok(
@@ -320,15 +330,16 @@ pub fn import_device_stream(
 ) -> Result<DeviceImported> {
     if stream.release.is_none() {
         return Err(malformed(
-            "ArrowDeviceArrayStream.release is NULL: the stream has already been released or \
-             consumed"
-                .into(),
+            "ArrowDeviceArrayStream.release",
+            "is NULL: the stream has already been released or \
+             consumed",
         ));
     }
     let stream_device = device_of(stream.device_type, 0, "ArrowDeviceArrayStream")?;
     let (Some(get_schema), Some(get_next)) = (stream.get_schema, stream.get_next) else {
         return Err(malformed(
-            "ArrowDeviceArrayStream.get_schema or get_next is NULL".into(),
+            "ArrowDeviceArrayStream.get_schema",
+            "or get_next is NULL",
         ));
     };
     let mut schema = FFI_ArrowSchema::empty();
@@ -336,10 +347,10 @@ pub fn import_device_stream(
     // own (and drop, releasing it).
     let status = unsafe { get_schema(&mut stream, &mut schema) };
     if status != 0 {
-        return Err(malformed(format!(
-            "ArrowDeviceArrayStream.get_schema failed with error {status}{}",
-            last_error(&mut stream)
-        )));
+        return Err(malformed(
+            "ArrowDeviceArrayStream.get_schema",
+            format!("failed with error {status}{}", last_error(&mut stream)),
+        ));
     }
     // SAFETY: filled by the producer; the checks read `release` first.
     let field = unsafe { fields(&schema, "ArrowSchema") }?;
@@ -350,21 +361,27 @@ pub fn import_device_stream(
         // SAFETY: the stream is live and ours; `array` is a released struct for it to fill.
         let status = unsafe { get_next(&mut stream, &mut array) };
         if status != 0 {
-            return Err(malformed(format!(
-                "ArrowDeviceArrayStream.get_next failed with error {status} at chunk \
+            return Err(malformed(
+                "ArrowDeviceArrayStream.get_next",
+                format!(
+                    "failed with error {status} at chunk \
                  {index}{}",
-                last_error(&mut stream)
-            )));
+                    last_error(&mut stream)
+                ),
+            ));
         }
         if array.is_released() {
             break;
         }
         let path = format!("ArrowDeviceArray (chunk {index})");
         if array.device_type != stream.device_type {
-            return Err(malformed(format!(
-                "{path}.device_type is {}, but the stream's device_type is {}",
-                array.device_type, stream.device_type
-            )));
+            return Err(malformed(
+                format!("{path}.device_type"),
+                format!(
+                    "is {}, but the stream's device_type is {}",
+                    array.device_type, stream.device_type
+                ),
+            ));
         }
         match import_chunk(array, field.data_type(), &path)? {
             Chunk::Host(chunk) => host.push(chunk),
@@ -378,13 +395,10 @@ pub fn import_device_stream(
         }));
     }
     if device.len() != 1 {
-        return Err(ArrowCError::Device(format!(
-            "the ArrowDeviceArrayStream holds {} chunks on {} devices: arrow_dlpack keeps device \
-             data as one tensor, and joining chunks (or making an empty one) would need a device \
-             copy; expected one chunk",
-            device.len(),
-            stream_device.type_name()
-        )));
+        return Err(ArrowCError::DeviceChunks {
+            chunks: device.len(),
+            device: stream_device,
+        });
     }
     let (array, chunk_device) = device.remove(0);
     Ok(DeviceImported::Device(device_tensor(

@@ -34,7 +34,7 @@ unsafe extern "C" fn delete_owner(managed: *mut DLManagedTensorVersioned) {
 }
 
 /// The element type, the inner shape and, for `arrow.fixed_shape_tensor`, the extension type of
-/// a column that can stay on a device; [`ArrowCError::Device`] naming the device otherwise.
+/// a column that can stay on a device; [`ArrowCError::DeviceColumnType`] otherwise.
 fn device_layout(
     field: &Field,
     device: Device,
@@ -52,36 +52,29 @@ fn device_layout(
     }
     match dtype_of(data_type) {
         Ok(dtype) => Ok((dtype, inner, tensor_type)),
-        Err(_) => Err(ArrowCError::Device(format!(
-            "cannot import a {} column held on {} device {} without reading device memory: \
-             arrow_dlpack keeps device columns as tensors, which needs fixed-width numeric \
-             values, fixed-size lists of them or arrow.fixed_shape_tensor",
-            field.data_type(),
-            device.type_name(),
-            device.device_id
-        ))),
+        Err(_) => Err(ArrowCError::DeviceColumnType {
+            data_type: field.data_type().clone(),
+            device,
+        }),
     }
 }
 
 /// Refuses nulls in a device chunk without reading its bitmap: a known `null_count` above 0 is
 /// [`ArrowCError::Nulls`] (tensors hold no nulls), an unknown one (`-1`) with a validity bitmap
-/// [`ArrowCError::Device`] (counting would read device memory).
+/// [`ArrowCError::DeviceNullCount`] (counting would read device memory).
 fn require_no_nulls(array: &FFI_ArrowArray, device: Device, path: &str) -> Result {
     match array.null_count_opt() {
         Some(0) => Ok(()),
-        Some(count) => Err(ArrowCError::Nulls(format!(
-            "{path} has {count} nulls on {} device {}; a tensor cannot hold nulls",
-            device.type_name(),
-            device.device_id
-        ))),
+        Some(count) => Err(ArrowCError::Nulls {
+            field: path.to_string(),
+            nulls: count as i64,
+            device,
+        }),
         None if array.buffer(0).is_null() => Ok(()),
-        None => Err(ArrowCError::Device(format!(
-            "{path}.null_count is -1 (unknown) and its validity bitmap is on {} device {}: \
-             counting the nulls would read device memory, which arrow_dlpack does not do; \
-             export the column with its null_count",
-            device.type_name(),
-            device.device_id
-        ))),
+        None => Err(ArrowCError::DeviceNullCount {
+            field: path.to_string(),
+            device,
+        }),
     }
 }
 
@@ -114,7 +107,7 @@ pub fn device_tensor(
         first = first
             .checked_mul(size)
             .and_then(|first| first.checked_add(level.offset()))
-            .ok_or_else(|| malformed(format!("{path}.offset overflows")))?;
+            .ok_or_else(|| malformed(format!("{path}.offset"), "overflows"))?;
     }
     let data = level.buffer(1);
     let mut shape = vec![array.array.len()];
@@ -130,7 +123,7 @@ pub fn device_tensor(
     }
     let byte_offset = first
         .checked_mul(dtype.size())
-        .ok_or_else(|| malformed("ArrowDeviceArray.array.offset overflows".into()))?;
+        .ok_or_else(|| malformed("ArrowDeviceArray.array.offset", "overflows"))?;
     let sync_event = NonNull::new(array.sync_event);
     let ndim = shape.len() as i32;
     let owner = Box::into_raw(Box::new(DeviceOwner {

@@ -34,7 +34,7 @@ fn device_fields_are_checked() {
         assert!(
             matches!(
                 device_of(device_type, device_id, "x"),
-                Err(ArrowCError::Malformed(_))
+                Err(ArrowCError::Malformed { .. })
             ),
             "({device_type}, {device_id}) was accepted"
         );

@@ -24,7 +24,7 @@ use arrow_array::{ArrayRef, FixedSizeListArray, PrimitiveArray};
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, ScalarBuffer};
 use arrow_schema::DataType;
 
-use crate::error::ArrowCError;
+use crate::error::{ArrowCError, invalid_values, unsupported};
 
 /// What [`import`] did with an array.
 pub(super) enum Direct {
@@ -95,8 +95,7 @@ fn build(
     window: Window,
     path: &str,
 ) -> Result<ArrayRef, ArrowCError> {
-    let malformed =
-        |error: arrow_schema::ArrowError| ArrowCError::Malformed(format!("{path}: {error}"));
+    let malformed = |error: arrow_schema::ArrowError| invalid_values(path, error);
     Ok(match data_type {
         DataType::FixedSizeList(field, size) => {
             // The child holds `size` values per slot of this level, offset included (the checks
@@ -131,9 +130,10 @@ fn build(
         DataType::Float32 => primitive::<Float32Type>(owner, level, window),
         DataType::Float64 => primitive::<Float64Type>(owner, level, window),
         other => {
-            return Err(ArrowCError::Unsupported(format!(
-                "{path}: {other} is not a layout of the direct import"
-            )));
+            return Err(unsupported(
+                path,
+                format!("{other} is not a layout of the direct import"),
+            ));
         }
     })
 }

@@ -17,7 +17,7 @@ use arrow_data::ArrayData;
 use arrow_schema::{DataType, Field, FieldRef};
 
 use crate::checks;
-use crate::error::{ArrowCError, Result, malformed};
+use crate::error::{ArrowCError, Result, invalid_values, malformed};
 
 mod direct;
 
@@ -50,8 +50,11 @@ pub unsafe fn field_of_schema(schema: *const FFI_ArrowSchema, path: &str) -> Res
     // SAFETY: as the caller guarantees.
     unsafe { checks::check_schema(schema, path, &mut Vec::new()) }?;
     // SAFETY: checked above: live, with valid strings, metadata and child pointers.
-    let field = Field::try_from(unsafe { &*schema })
-        .map_err(|error| ArrowCError::Unsupported(format!("{path}.format: {error}")))?;
+    let field =
+        Field::try_from(unsafe { &*schema }).map_err(|source| ArrowCError::UnsupportedFormat {
+            field: format!("{path}.format"),
+            source,
+        })?;
     Ok(FieldRef::new(field))
 }
 
@@ -86,7 +89,7 @@ fn import_general(array: FFI_ArrowArray, data_type: &DataType, path: &str) -> Re
     // sizes do not overflow. arrow-rs builds the `ArrayData` without validating it, so it is
     // validated next, before anything reads it.
     let data = unsafe { from_ffi_and_data_type(array, data_type.clone()) }
-        .map_err(|error| malformed(format!("{path}: {error}")))?;
+        .map_err(|error| invalid_values(path, error))?;
     checks::validate_imported(&data, path)?;
     Ok(data)
 }
@@ -128,9 +131,9 @@ impl CheckedStream {
     pub fn with_fields(mut stream: FFI_ArrowArrayStream, fields: FieldOfSchema) -> Result<Self> {
         if stream.release().is_none() {
             return Err(malformed(
-                "ArrowArrayStream.release is NULL: the stream has already been released or \
-                 consumed"
-                    .into(),
+                "ArrowArrayStream.release",
+                "is NULL: the stream has already been released or \
+                 consumed",
             ));
         }
         let field = stream_schema(&mut stream, fields)?;
@@ -175,17 +178,17 @@ impl CheckedStream {
 /// Calls a stream's `get_schema` and checks what it gives.
 fn stream_schema(stream: &mut FFI_ArrowArrayStream, fields: FieldOfSchema) -> Result<FieldRef> {
     let Some(get_schema) = stream.get_schema() else {
-        return Err(malformed("ArrowArrayStream.get_schema is NULL".into()));
+        return Err(malformed("ArrowArrayStream.get_schema", "is NULL"));
     };
     let mut schema = FFI_ArrowSchema::empty();
     // SAFETY: the stream is live (its release is set) and we own it; `schema` is a released
     // struct for the callback to fill, and we own what it fills.
     let status = unsafe { get_schema(stream, &mut schema) };
     if status != 0 {
-        return Err(malformed(format!(
-            "ArrowArrayStream.get_schema failed with error {status}{}",
-            last_error(stream)
-        )));
+        return Err(malformed(
+            "ArrowArrayStream.get_schema",
+            format!("failed with error {status}{}", last_error(stream)),
+        ));
     }
     // SAFETY: `schema` was filled by the producer's `get_schema`; the checks read `release`
     // first and follow no pointer of a released schema.
@@ -204,17 +207,20 @@ fn stream_next<T>(
     import: Import<T>,
 ) -> Result<Option<T>> {
     let Some(get_next) = stream.get_next() else {
-        return Err(malformed("ArrowArrayStream.get_next is NULL".into()));
+        return Err(malformed("ArrowArrayStream.get_next", "is NULL"));
     };
     let mut array = FFI_ArrowArray::empty();
     // SAFETY: the stream is live and ours; `array` is a released struct for the callback to fill,
     // and we own (and drop, releasing it) what it fills.
     let status = unsafe { get_next(stream, &mut array) };
     if status != 0 {
-        return Err(malformed(format!(
-            "ArrowArrayStream.get_next failed with error {status} at chunk {index}{}",
-            last_error(stream)
-        )));
+        return Err(malformed(
+            "ArrowArrayStream.get_next",
+            format!(
+                "failed with error {status} at chunk {index}{}",
+                last_error(stream)
+            ),
+        ));
     }
     if array.is_released() {
         return Ok(None);

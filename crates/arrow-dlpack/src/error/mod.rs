@@ -391,6 +391,16 @@ impl std::fmt::Display for NullLocation {
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl Error {
+    /// The error with its chain of causes, for printing on one line:
+    /// `format!("{}", error.report())` gives every message from this one to the innermost cause,
+    /// joined by `: `, as anyhow's `{:#}` does (this error's own `Display` describes its level
+    /// only).
+    pub fn report(&self) -> crate::Report<'_> {
+        crate::Report::new(self)
+    }
+}
+
 /// `count` and the noun in the number it takes: `1 null`, `2 nulls`.
 pub(crate) fn plural(count: usize, one: &str, many: &str) -> String {
     format!("{count} {}", if count == 1 { one } else { many })

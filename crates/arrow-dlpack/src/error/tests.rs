@@ -1,7 +1,7 @@
 //! Every error variant: its message, and its chain of causes printed without repeats.
 
 use super::*;
-use crate::{check_error_chain, error_messages};
+use crate::tensor::test_support::assert_every_variant_chains;
 
 /// The variants, in declaration order; the match is exhaustive, so a new variant does not
 /// compile until it has an index here and a sample in [`samples`].
@@ -169,19 +169,5 @@ fn samples() -> Vec<Error> {
 
 #[test]
 fn every_variant_prints_its_chain_without_repeating_a_cause() {
-    let samples = samples();
-    let mut seen: Vec<usize> = samples.iter().map(index).collect();
-    seen.sort_unstable();
-    seen.dedup();
-    assert_eq!(
-        seen,
-        (0..VARIANTS).collect::<Vec<_>>(),
-        "a variant has no sample"
-    );
-    for error in &samples {
-        println!("{}", error_messages(error).join("\n  caused by: "));
-        if let Err(problem) = check_error_chain(error) {
-            panic!("{problem}");
-        }
-    }
+    assert_every_variant_chains(&samples(), index, VARIANTS);
 }

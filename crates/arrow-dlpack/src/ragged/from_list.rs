@@ -75,7 +75,7 @@ pub struct ListToRaggedOptions {
 ///     Some(vec![]),
 ///     Some(vec![Some(3), Some(4), Some(5)]),
 /// ]);
-/// let ragged = list_to_ragged(&list.slice(1, 2), &ListToRaggedOptions::default())?;
+/// let ragged = list_to_ragged(&list.slice(1, 2), ListToRaggedOptions::default())?;
 /// assert_eq!(ragged.values().as_slice::<i32>()?, &[3, 4, 5]);
 /// assert_eq!(ragged.offsets().as_slice::<i32>()?, &[0, 0, 3]);
 /// // The values are the list's own memory.
@@ -83,7 +83,8 @@ pub struct ListToRaggedOptions {
 /// assert_eq!(ragged.values().data_ptr(), child.values()[2..].as_ptr().cast());
 /// # Ok::<(), arrow_dlpack::Error>(())
 /// ```
-pub fn list_to_ragged(array: &dyn Array, options: &ListToRaggedOptions) -> Result<RaggedTensor> {
+pub fn list_to_ragged(array: &dyn Array, options: ListToRaggedOptions) -> Result<RaggedTensor> {
+    let options = &options;
     match array.data_type() {
         DataType::List(field) => {
             let list = array.as_list::<i32>();

@@ -39,10 +39,12 @@ impl RaggedTensor {
         let values = &self.values;
         let child: ArrayRef = if values.ndim() == 1 {
             tensor_to_array(values, TensorToArrayOptions { allow_copy: true })?
-        } else if values.is_row_major() {
-            Arc::new(tensor_to_fixed_size_list(values)?)
         } else {
-            Arc::new(tensor_to_fixed_size_list(&values.to_contiguous()?)?)
+            // A values tensor that is not row-major (a view) is copied into one that is.
+            Arc::new(tensor_to_fixed_size_list(
+                values,
+                TensorToArrayOptions { allow_copy: true },
+            )?)
         };
         match self.offsets.dtype() {
             DType::Int32 => list_array::<i32>(self, child),

@@ -27,14 +27,14 @@ impl VariableShapeTensorArray {
     /// No tensors give [`Error::InvalidVariableShapeTensor`] (the type would be unknown); use
     /// [`from_tensors_with_type`](Self::from_tensors_with_type) for an empty column.
     pub fn from_tensors(tensors: &[Tensor], metadata: VariableShapeTensorMetadata) -> Result<Self> {
-        let rows: Vec<Option<&Tensor>> = tensors.iter().map(Some).collect();
+        let rows: Vec<Option<Tensor>> = tensors.iter().cloned().map(Some).collect();
         Self::from_optional_tensors(&rows, metadata)
     }
 
     /// [`from_tensors`](Self::from_tensors) with null rows where `tensors` holds `None`; the
     /// type comes from the first tensor.
     pub fn from_optional_tensors(
-        tensors: &[Option<&Tensor>],
+        tensors: &[Option<Tensor>],
         metadata: VariableShapeTensorMetadata,
     ) -> Result<Self> {
         let Some(first) = tensors.iter().flatten().next() else {
@@ -54,7 +54,7 @@ impl VariableShapeTensorArray {
     /// of tensors.
     pub fn from_tensors_with_type(
         tensor_type: VariableShapeTensorType,
-        tensors: &[Option<&Tensor>],
+        tensors: &[Option<Tensor>],
     ) -> Result<Self> {
         let value_type = tensor_type.value_type().clone();
         let dtype = dtype_of(&value_type)?;

@@ -95,9 +95,11 @@ fn every_error_message() {
     let float_type =
         FixedShapeTensorType::try_new(DataType::Float32, vec![2, 2], None, None).unwrap();
     let scalar = Tensor::from_vec(vec![1i32], vec![]).unwrap();
-    let scalars =
-        VariableShapeTensorArray::from_optional_tensors(&[Some(&scalar), None], Default::default())
-            .unwrap();
+    let scalars = VariableShapeTensorArray::from_optional_tensors(
+        &[Some(scalar.clone()), None],
+        Default::default(),
+    )
+    .unwrap();
     let errors: Vec<Error> = vec![
         Error::from(arrow_dlpack_tensor::Error::Overflow {
             what: "the element count",
@@ -123,7 +125,11 @@ fn every_error_message() {
             TensorToArrayOptions::default(),
         )
         .unwrap_err(),
-        tensor_to_fixed_size_list(&tensor(&[6], &[1], DType::Int32)).unwrap_err(),
+        tensor_to_fixed_size_list(
+            &tensor(&[6], &[1], DType::Int32),
+            TensorToArrayOptions::default(),
+        )
+        .unwrap_err(),
         tensor_to_array(
             &tensor(&[4], &[2], DType::Int32),
             TensorToArrayOptions::default(),
@@ -186,7 +192,11 @@ fn every_error_message() {
             list(Arc::new(Int32Array::from_iter_values(0..4)), 4, None),
         )
         .unwrap_err(),
-        tensor_to_fixed_size_list(&tensor(&[0, 1 << 31], &[1, 1], DType::Int8)).unwrap_err(),
+        tensor_to_fixed_size_list(
+            &tensor(&[0, 1 << 31], &[1, 1], DType::Int8),
+            TensorToArrayOptions::default(),
+        )
+        .unwrap_err(),
         concat_chunks(
             &[
                 Arc::new(Int32Array::from(vec![1])),

@@ -6,7 +6,8 @@ use arrow_array::types::Float64Type;
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float64Array, Int32Array, cast::AsArray};
 use arrow_buffer::{Buffer, NullBuffer};
 use arrow_dlpack::{
-    ArrayToTensorOptions, Error, NullLocation, array_to_tensor, tensor_to_fixed_size_list,
+    ArrayToTensorOptions, Error, NullLocation, TensorToArrayOptions, array_to_tensor,
+    tensor_to_fixed_size_list,
 };
 use arrow_dlpack_tensor::{DType, ExportOptions, Tensor};
 use arrow_schema::{DataType, Field};
@@ -186,7 +187,7 @@ fn zero_size_lists_keep_the_outer_length() {
     let tensor = array_to_tensor(&array, ArrayToTensorOptions::default()).unwrap();
     assert_eq!(tensor.shape(), &[4, 0]);
 
-    let back = tensor_to_fixed_size_list(&tensor).unwrap();
+    let back = tensor_to_fixed_size_list(&tensor, TensorToArrayOptions::default()).unwrap();
     assert_eq!(back.len(), 4);
     assert_eq!(back.value_length(), 0);
 }
@@ -203,7 +204,7 @@ fn tensor_to_nested_lists_and_back_shares_memory() {
         let count: usize = shape.iter().product();
         let buffer = Buffer::from_vec((0..count as i32).collect::<Vec<_>>());
         let tensor = Tensor::try_new_row_major(buffer, DType::Int32, shape.clone()).unwrap();
-        let array = tensor_to_fixed_size_list(&tensor).unwrap();
+        let array = tensor_to_fixed_size_list(&tensor, TensorToArrayOptions::default()).unwrap();
         assert_eq!(array.len(), shape[0]);
         // Every level is a non-nullable fixed-size list of the right size.
         let mut data_type = array.data_type().clone();
@@ -238,7 +239,7 @@ fn nested_lists_round_trip_through_dlpack() {
         .unwrap();
     let imported = Tensor::from_managed(managed).unwrap();
     assert_eq!(imported.shape(), &[2, 2, 2]);
-    let back = tensor_to_fixed_size_list(&imported).unwrap();
+    let back = tensor_to_fixed_size_list(&imported, TensorToArrayOptions::default()).unwrap();
     let again = array_to_tensor(&back, ArrayToTensorOptions::default()).unwrap();
     assert_eq!(again.data_ptr(), tensor.data_ptr());
     let expected: Vec<f64> = (4..12).map(|v| v as f64).collect();
@@ -254,17 +255,24 @@ fn tensor_to_lists_refuses_what_is_not_row_major_or_too_small() {
     let matrix = Tensor::try_new_row_major(buffer.clone(), DType::Int32, vec![2, 3]).unwrap();
     let transposed = matrix.permuted(&[1, 0]).unwrap();
     assert!(matches!(
-        tensor_to_fixed_size_list(&transposed),
+        tensor_to_fixed_size_list(&transposed, TensorToArrayOptions::default()),
         Err(Error::NotRowMajor { shape, strides }) if shape == [3, 2] && strides == [1, 3]
     ));
     let vector = Tensor::try_new_row_major(buffer.clone(), DType::Int32, vec![6]).unwrap();
     assert!(matches!(
-        tensor_to_fixed_size_list(&vector),
+        tensor_to_fixed_size_list(&vector, TensorToArrayOptions::default()),
         Err(Error::TooFewDimensions { ndim: 1, min: 2 })
     ));
+    // With a copy allowed, the transpose is copied into row-major order.
+    let copied =
+        tensor_to_fixed_size_list(&transposed, TensorToArrayOptions { allow_copy: true }).unwrap();
+    let values = copied
+        .values()
+        .as_primitive::<arrow_array::types::Int32Type>();
+    assert_eq!(values.values().to_vec(), [0, 3, 1, 4, 2, 5]);
     let scalar = Tensor::try_new_row_major(buffer, DType::Int32, vec![]).unwrap();
     assert!(matches!(
-        tensor_to_fixed_size_list(&scalar),
+        tensor_to_fixed_size_list(&scalar, TensorToArrayOptions::default()),
         Err(Error::ZeroDimensional)
     ));
 }

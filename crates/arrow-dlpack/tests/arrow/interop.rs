@@ -109,7 +109,7 @@ fn ndarray_cubes_become_fixed_size_lists_and_tensor_columns_in_place() {
     let ptr = cube.as_ptr();
     let tensor = Tensor::from_managed(export_ndarray(cube)).unwrap();
 
-    let lists = tensor_to_fixed_size_list(&tensor).unwrap();
+    let lists = tensor_to_fixed_size_list(&tensor, TensorToArrayOptions::default()).unwrap();
     assert_eq!(lists.len(), 2);
     let leaf = lists
         .values()

@@ -129,7 +129,7 @@ fn refused_conversions_release_the_producer_once() {
 
     // A transposed one cannot become fixed-size lists.
     let tensor = import(foreign_tensor((0..6).collect(), &[3, 2], &[1, 3], &deleted)).unwrap();
-    assert!(tensor_to_fixed_size_list(&tensor).is_err());
+    assert!(tensor_to_fixed_size_list(&tensor, TensorToArrayOptions::default()).is_err());
     drop(tensor);
     assert_eq!(deleted.load(Ordering::SeqCst), 2);
 
@@ -240,7 +240,7 @@ fn device_tensors_never_become_arrow_arrays() {
             "{error}"
         );
     };
-    refused(tensor_to_fixed_size_list(&tensor).map(drop));
+    refused(tensor_to_fixed_size_list(&tensor, TensorToArrayOptions::default()).map(drop));
     refused(
         arrow_dlpack::FixedShapeTensorArray::from_tensor(
             &tensor,

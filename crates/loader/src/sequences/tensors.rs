@@ -24,7 +24,7 @@ pub(crate) fn probe(name: &str, empty: &dyn Array) -> Result<()> {
         allow_nulls: true,
         allow_copy: true,
     };
-    list_to_ragged(empty, &options).map_err(|error| Error::column(name, error))?;
+    list_to_ragged(empty, options).map_err(|error| Error::column(name, error))?;
     Ok(())
 }
 
@@ -41,7 +41,7 @@ pub(crate) fn run_of(
         // A null row whose offsets still cover elements drops them, which copies.
         allow_copy: true,
     };
-    list_to_ragged(column.slice(start, len).as_ref(), &options)
+    list_to_ragged(column.slice(start, len).as_ref(), options)
         .map_err(|error| Error::column(name, error))
 }
 

@@ -53,8 +53,12 @@ pub(crate) unsafe fn field_of_schema(
             return Ok(entry.field.clone());
         }
         // SAFETY: checked above: live, with valid strings, metadata and child pointers.
-        let field = Field::try_from(unsafe { &*schema })
-            .map_err(|error| ArrowCError::Unsupported(format!("{path}.format: {error}")))?;
+        let field = Field::try_from(unsafe { &*schema }).map_err(|source| {
+            ArrowCError::UnsupportedFormat {
+                field: format!("{path}.format"),
+                source,
+            }
+        })?;
         let field = Arc::new(field);
         if key.len() <= MAX_KEY_BYTES {
             let entry = Arc::new(Remembered {

@@ -90,7 +90,8 @@ fn check(status: c_int, call: &str, kind: &str) -> Result<(), String> {
 
 type Status = c_int;
 type Handle = *mut c_void;
-/// `cuStreamWaitEvent` and `hipStreamWaitEvent` have the same signature.
+/// `cuStreamWaitEvent` and `hipStreamWaitEvent` have the same signature, as have the other event
+/// calls of the two APIs.
 type StreamWaitEvent = unsafe extern "C" fn(Handle, Handle, c_uint) -> Status;
 type EventOf = unsafe extern "C" fn(Handle) -> Status;
 type EventRecord = unsafe extern "C" fn(Handle, Handle) -> Status;
@@ -99,49 +100,175 @@ type EventCreate = unsafe extern "C" fn(*mut Handle, c_uint) -> Status;
 /// `CU_EVENT_DISABLE_TIMING` and `hipEventDisableTiming`: the events only order work.
 const EVENT_DISABLE_TIMING: c_uint = 0x2;
 
-/// The CUDA driver (`libcuda.so.1`).
-pub(crate) struct CudaDriver {
-    device_get: unsafe extern "C" fn(*mut c_int, c_int) -> Status,
-    primary_ctx_retain: unsafe extern "C" fn(*mut Handle, c_int) -> Status,
-    primary_ctx_release: unsafe extern "C" fn(c_int) -> Status,
-    ctx_push_current: unsafe extern "C" fn(Handle) -> Status,
-    ctx_pop_current: unsafe extern "C" fn(*mut Handle) -> Status,
+/// How one runtime makes a device current and puts the caller's device back: the half of a
+/// [`DeviceRuntime`] in which the CUDA driver (contexts) and HIP (a current device) differ.
+pub(crate) trait DeviceSwitch: Send + Sync + Sized {
+    /// The runtime's name in messages (`CUDA driver`) and the library names to try, in order.
+    const LIBRARY: (&'static str, &'static [&'static str]);
+    /// The names of the event calls, and of the status type, as the runtime's header spells them.
+    const EVENT_NAMES: EventNames;
+
+    /// Reads the runtime's own calls from `library` (and initialises it).
+    ///
+    /// # Safety
+    ///
+    /// `library` is the runtime's library, whose symbols have the C signatures of its header.
+    unsafe fn load(library: &libloading::Library) -> Result<Self, String>;
+    /// Makes `device` current on this thread, whatever was current before.
+    fn enter(&self, device: Device) -> Result<DeviceScope, String>;
+    /// Makes current again what was current before `enter`, and releases what it held.
+    fn exit(&self, scope: DeviceScope) -> Result<(), String>;
+}
+
+/// The symbol names of one runtime's event calls, and of its status type.
+pub(crate) struct EventNames {
+    status: &'static str,
+    stream_wait_event: &'static str,
+    event_synchronize: &'static str,
+    event_create: &'static str,
+    event_record: &'static str,
+    event_destroy: &'static str,
+}
+
+/// The event calls, which the two runtimes share in signature and meaning.
+struct EventCalls {
     stream_wait_event: StreamWaitEvent,
     event_synchronize: EventOf,
     event_create: EventCreate,
     event_record: EventRecord,
     event_destroy: EventOf,
+    names: &'static EventNames,
+}
+
+/// A real device runtime: the library, its device switching `S`, and the event calls.
+pub(crate) struct NativeRuntime<S: DeviceSwitch> {
+    switch: S,
+    events: EventCalls,
     /// Keeps the library loaded (the function pointers above point into it).
     _library: libloading::Library,
 }
 
-impl CudaDriver {
-    pub(crate) fn load() -> Result<CudaDriver, String> {
-        let library = load_library(&["libcuda.so.1", "libcuda.so", "nvcuda.dll"], "CUDA driver")?;
-        // SAFETY: the signatures are those of the CUDA driver API (`cuda.h`), under the names
-        // its macros give them (`_v2` where `cuda.h` redefines the name).
+/// The CUDA driver (`libcuda.so.1`).
+pub(crate) type CudaDriver = NativeRuntime<CudaContexts>;
+/// The HIP runtime (`libamdhip64.so.*`).
+pub(crate) type HipRuntime = NativeRuntime<HipDevices>;
+
+impl<S: DeviceSwitch> NativeRuntime<S> {
+    pub(crate) fn load() -> Result<NativeRuntime<S>, String> {
+        let (what, names) = S::LIBRARY;
+        let library = load_library(names, what)?;
+        let names = &S::EVENT_NAMES;
+        // The symbol names with the terminating NUL that `dlsym` needs.
+        let name = |name: &str| format!("{name}\0");
+        // SAFETY: the library is the runtime's, and the signatures are its header's: the event
+        // calls have the same signatures in `cuda.h` and `hip_runtime_api.h`.
         unsafe {
-            let init: unsafe extern "C" fn(c_uint) -> Status = symbol(&library, b"cuInit\0")?;
-            check(init(0), "cuInit", "CUresult")?;
-            Ok(CudaDriver {
-                device_get: symbol(&library, b"cuDeviceGet\0")?,
-                primary_ctx_retain: symbol(&library, b"cuDevicePrimaryCtxRetain\0")?,
-                primary_ctx_release: symbol(&library, b"cuDevicePrimaryCtxRelease_v2\0")?,
-                ctx_push_current: symbol(&library, b"cuCtxPushCurrent_v2\0")?,
-                ctx_pop_current: symbol(&library, b"cuCtxPopCurrent_v2\0")?,
-                stream_wait_event: symbol(&library, b"cuStreamWaitEvent\0")?,
-                event_synchronize: symbol(&library, b"cuEventSynchronize\0")?,
-                event_create: symbol(&library, b"cuEventCreate\0")?,
-                event_record: symbol(&library, b"cuEventRecord\0")?,
-                event_destroy: symbol(&library, b"cuEventDestroy_v2\0")?,
+            let switch = S::load(&library)?;
+            let events = EventCalls {
+                stream_wait_event: symbol(&library, name(names.stream_wait_event).as_bytes())?,
+                event_synchronize: symbol(&library, name(names.event_synchronize).as_bytes())?,
+                event_create: symbol(&library, name(names.event_create).as_bytes())?,
+                event_record: symbol(&library, name(names.event_record).as_bytes())?,
+                event_destroy: symbol(&library, name(names.event_destroy).as_bytes())?,
+                names,
+            };
+            Ok(NativeRuntime {
+                switch,
+                events,
                 _library: library,
             })
         }
     }
+
+    fn check(&self, status: Status, call: &str) -> Result<(), String> {
+        check(status, call, self.events.names.status)
+    }
 }
 
-impl DeviceRuntime for CudaDriver {
+impl<S: DeviceSwitch> DeviceRuntime for NativeRuntime<S> {
     fn enter_device(&self, device: Device) -> Result<DeviceScope, String> {
+        self.switch.enter(device)
+    }
+
+    fn exit_device(&self, scope: DeviceScope) -> Result<(), String> {
+        self.switch.exit(scope)
+    }
+
+    fn stream_wait_event(&self, stream: usize, event: usize) -> Result<(), String> {
+        // SAFETY: the consumer's stream (or a special stream of the current device) and an
+        // event that its owner keeps alive.
+        let status =
+            unsafe { (self.events.stream_wait_event)(stream as Handle, event as Handle, 0) };
+        self.check(status, self.events.names.stream_wait_event)
+    }
+
+    fn synchronize_event(&self, event: usize) -> Result<(), String> {
+        // SAFETY: an event that its owner keeps alive.
+        let status = unsafe { (self.events.event_synchronize)(event as Handle) };
+        self.check(status, self.events.names.event_synchronize)
+    }
+
+    fn record_event(&self, stream: usize) -> Result<usize, String> {
+        let mut event = std::ptr::null_mut();
+        // SAFETY: an out-pointer to a local, on the current device.
+        let status = unsafe { (self.events.event_create)(&mut event, EVENT_DISABLE_TIMING) };
+        self.check(status, self.events.names.event_create)?;
+        // SAFETY: the event just made and a stream of the current device.
+        let status = unsafe { (self.events.event_record)(event, stream as Handle) };
+        if let Err(error) = self.check(status, self.events.names.event_record) {
+            // SAFETY: the event just made, destroyed once.
+            unsafe { (self.events.event_destroy)(event) };
+            return Err(error);
+        }
+        Ok(event as usize)
+    }
+
+    fn destroy_event(&self, event: usize) -> Result<(), String> {
+        // SAFETY: an event made by `record_event`, destroyed once by its owner.
+        let status = unsafe { (self.events.event_destroy)(event as Handle) };
+        self.check(status, self.events.names.event_destroy)
+    }
+}
+
+/// The CUDA driver's device switching: the device's primary context retained and pushed.
+pub(crate) struct CudaContexts {
+    device_get: unsafe extern "C" fn(*mut c_int, c_int) -> Status,
+    primary_ctx_retain: unsafe extern "C" fn(*mut Handle, c_int) -> Status,
+    primary_ctx_release: unsafe extern "C" fn(c_int) -> Status,
+    ctx_push_current: unsafe extern "C" fn(Handle) -> Status,
+    ctx_pop_current: unsafe extern "C" fn(*mut Handle) -> Status,
+}
+
+impl DeviceSwitch for CudaContexts {
+    const LIBRARY: (&'static str, &'static [&'static str]) =
+        ("CUDA driver", &["libcuda.so.1", "libcuda.so", "nvcuda.dll"]);
+    // `_v2` where `cuda.h` redefines the name.
+    const EVENT_NAMES: EventNames = EventNames {
+        status: "CUresult",
+        stream_wait_event: "cuStreamWaitEvent",
+        event_synchronize: "cuEventSynchronize",
+        event_create: "cuEventCreate",
+        event_record: "cuEventRecord",
+        event_destroy: "cuEventDestroy_v2",
+    };
+
+    unsafe fn load(library: &libloading::Library) -> Result<CudaContexts, String> {
+        // SAFETY: the signatures are those of the CUDA driver API (`cuda.h`), under the names
+        // its macros give them (`_v2` where `cuda.h` redefines the name).
+        unsafe {
+            let init: unsafe extern "C" fn(c_uint) -> Status = symbol(library, b"cuInit\0")?;
+            check(init(0), "cuInit", "CUresult")?;
+            Ok(CudaContexts {
+                device_get: symbol(library, b"cuDeviceGet\0")?,
+                primary_ctx_retain: symbol(library, b"cuDevicePrimaryCtxRetain\0")?,
+                primary_ctx_release: symbol(library, b"cuDevicePrimaryCtxRelease_v2\0")?,
+                ctx_push_current: symbol(library, b"cuCtxPushCurrent_v2\0")?,
+                ctx_pop_current: symbol(library, b"cuCtxPopCurrent_v2\0")?,
+            })
+        }
+    }
+
+    fn enter(&self, device: Device) -> Result<DeviceScope, String> {
         let mut handle: c_int = 0;
         // SAFETY: an out-pointer to a local.
         let status = unsafe { (self.device_get)(&mut handle, device.device_id) };
@@ -164,98 +291,59 @@ impl DeviceRuntime for CudaDriver {
         })
     }
 
-    fn exit_device(&self, scope: DeviceScope) -> Result<(), String> {
+    fn exit(&self, scope: DeviceScope) -> Result<(), String> {
         let mut popped = std::ptr::null_mut();
-        // SAFETY: pops the context `enter_device` pushed on this thread (the calls between them
-        // push nothing), which leaves current what was current before.
+        // SAFETY: pops the context `enter` pushed on this thread (the calls between them push
+        // nothing), which leaves current what was current before.
         let status = unsafe { (self.ctx_pop_current)(&mut popped) };
-        // SAFETY: balances the retain of `enter_device`; the CUDA runtime holds its own
-        // reference to the primary context, so this does not destroy it under torch or CuPy.
+        // SAFETY: balances the retain of `enter`; the CUDA runtime holds its own reference to
+        // the primary context, so this does not destroy it under torch or CuPy.
         let released = unsafe { (self.primary_ctx_release)(scope.restore) };
         check(status, "cuCtxPopCurrent", "CUresult")?;
         check(released, "cuDevicePrimaryCtxRelease", "CUresult")
     }
-
-    fn stream_wait_event(&self, stream: usize, event: usize) -> Result<(), String> {
-        // SAFETY: the consumer's stream (or a special stream of the current context) and an
-        // event that its owner keeps alive.
-        let status = unsafe { (self.stream_wait_event)(stream as Handle, event as Handle, 0) };
-        check(status, "cuStreamWaitEvent", "CUresult")
-    }
-
-    fn synchronize_event(&self, event: usize) -> Result<(), String> {
-        // SAFETY: an event that its owner keeps alive.
-        let status = unsafe { (self.event_synchronize)(event as Handle) };
-        check(status, "cuEventSynchronize", "CUresult")
-    }
-
-    fn record_event(&self, stream: usize) -> Result<usize, String> {
-        let mut event = std::ptr::null_mut();
-        // SAFETY: an out-pointer to a local, in the current context.
-        let status = unsafe { (self.event_create)(&mut event, EVENT_DISABLE_TIMING) };
-        check(status, "cuEventCreate", "CUresult")?;
-        // SAFETY: the event just made and a stream of the current context.
-        let status = unsafe { (self.event_record)(event, stream as Handle) };
-        if status != 0 {
-            // SAFETY: the event just made, destroyed once.
-            unsafe { (self.event_destroy)(event) };
-            return Err(format!("cuEventRecord failed with CUresult {status}"));
-        }
-        Ok(event as usize)
-    }
-
-    fn destroy_event(&self, event: usize) -> Result<(), String> {
-        // SAFETY: an event made by `record_event`, destroyed once by its owner.
-        let status = unsafe { (self.event_destroy)(event as Handle) };
-        check(status, "cuEventDestroy", "CUresult")
-    }
 }
 
-/// The HIP runtime (`libamdhip64.so.*`).
-pub(crate) struct HipRuntime {
+/// HIP's device switching: the current device set, and set back.
+pub(crate) struct HipDevices {
     get_device: unsafe extern "C" fn(*mut c_int) -> Status,
     set_device: unsafe extern "C" fn(c_int) -> Status,
-    stream_wait_event: StreamWaitEvent,
-    event_synchronize: EventOf,
-    event_create: EventCreate,
-    event_record: EventRecord,
-    event_destroy: EventOf,
-    _library: libloading::Library,
 }
 
-impl HipRuntime {
-    pub(crate) fn load() -> Result<HipRuntime, String> {
-        // The versioned names first: the unversioned one is a development symlink, which may
-        // point to another ROCm install than the one torch or CuPy loaded, and two HIP runtimes
-        // in one process do not share streams or events.
-        let library = load_library(
-            &[
-                "libamdhip64.so.7",
-                "libamdhip64.so.6",
-                "libamdhip64.so.5",
-                "libamdhip64.so",
-            ],
-            "HIP runtime",
-        )?;
-        // SAFETY: the signatures of `hip_runtime_api.h` (`hipEventCreateWithFlags` takes the
-        // flags as `unsigned`).
+impl DeviceSwitch for HipDevices {
+    // The versioned names first: the unversioned one is a development symlink, which may point
+    // to another ROCm install than the one torch or CuPy loaded, and two HIP runtimes in one
+    // process do not share streams or events.
+    const LIBRARY: (&'static str, &'static [&'static str]) = (
+        "HIP runtime",
+        &[
+            "libamdhip64.so.7",
+            "libamdhip64.so.6",
+            "libamdhip64.so.5",
+            "libamdhip64.so",
+        ],
+    );
+    // `hipEventCreateWithFlags` takes the flags as `unsigned`, as `cuEventCreate` does.
+    const EVENT_NAMES: EventNames = EventNames {
+        status: "hipError_t",
+        stream_wait_event: "hipStreamWaitEvent",
+        event_synchronize: "hipEventSynchronize",
+        event_create: "hipEventCreateWithFlags",
+        event_record: "hipEventRecord",
+        event_destroy: "hipEventDestroy",
+    };
+
+    unsafe fn load(library: &libloading::Library) -> Result<HipDevices, String> {
+        // SAFETY: the signatures of `hip_runtime_api.h`.
         unsafe {
-            Ok(HipRuntime {
-                get_device: symbol(&library, b"hipGetDevice\0")?,
-                set_device: symbol(&library, b"hipSetDevice\0")?,
-                stream_wait_event: symbol(&library, b"hipStreamWaitEvent\0")?,
-                event_synchronize: symbol(&library, b"hipEventSynchronize\0")?,
-                event_create: symbol(&library, b"hipEventCreateWithFlags\0")?,
-                event_record: symbol(&library, b"hipEventRecord\0")?,
-                event_destroy: symbol(&library, b"hipEventDestroy\0")?,
-                _library: library,
+            Ok(HipDevices {
+                get_device: symbol(library, b"hipGetDevice\0")?,
+                set_device: symbol(library, b"hipSetDevice\0")?,
             })
         }
     }
-}
 
-impl DeviceRuntime for HipRuntime {
-    fn enter_device(&self, device: Device) -> Result<DeviceScope, String> {
+    fn enter(&self, device: Device) -> Result<DeviceScope, String> {
         let mut current: c_int = 0;
         // SAFETY: an out-pointer to a local.
         let status = unsafe { (self.get_device)(&mut current) };
@@ -269,42 +357,47 @@ impl DeviceRuntime for HipRuntime {
         })
     }
 
-    fn exit_device(&self, scope: DeviceScope) -> Result<(), String> {
+    fn exit(&self, scope: DeviceScope) -> Result<(), String> {
         // SAFETY: a plain call, back to the device that was current.
         let status = unsafe { (self.set_device)(scope.restore) };
         check(status, "hipSetDevice", "hipError_t")
     }
+}
 
-    fn stream_wait_event(&self, stream: usize, event: usize) -> Result<(), String> {
-        // SAFETY: as for CUDA: the consumer's stream and a live event.
-        let status = unsafe { (self.stream_wait_event)(stream as Handle, event as Handle, 0) };
-        check(status, "hipStreamWaitEvent", "hipError_t")
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    fn synchronize_event(&self, event: usize) -> Result<(), String> {
-        // SAFETY: a live event.
-        let status = unsafe { (self.event_synchronize)(event as Handle) };
-        check(status, "hipEventSynchronize", "hipError_t")
-    }
-
-    fn record_event(&self, stream: usize) -> Result<usize, String> {
-        let mut event = std::ptr::null_mut();
-        // SAFETY: an out-pointer to a local, on the current device.
-        let status = unsafe { (self.event_create)(&mut event, EVENT_DISABLE_TIMING) };
-        check(status, "hipEventCreateWithFlags", "hipError_t")?;
-        // SAFETY: the event just made and a stream of the current device.
-        let status = unsafe { (self.event_record)(event, stream as Handle) };
-        if status != 0 {
-            // SAFETY: the event just made, destroyed once.
-            unsafe { (self.event_destroy)(event) };
-            return Err(format!("hipEventRecord failed with hipError_t {status}"));
+    #[test]
+    fn a_runtime_that_is_not_installed_is_an_error_naming_it() {
+        // No ROCm on the machines that run the tests: the HIP runtime is refused by name. (On
+        // one with ROCm it loads, and its event calls are what was loaded.)
+        match HipRuntime::load() {
+            Ok(runtime) => assert_eq!(runtime.events.names.status, "hipError_t"),
+            Err(message) => assert!(
+                message.starts_with("no HIP runtime could be loaded ("),
+                "{message}"
+            ),
         }
-        Ok(event as usize)
     }
 
-    fn destroy_event(&self, event: usize) -> Result<(), String> {
-        // SAFETY: an event made by `record_event`, destroyed once by its owner.
-        let status = unsafe { (self.event_destroy)(event as Handle) };
-        check(status, "hipEventDestroy", "hipError_t")
+    #[test]
+    fn both_runtimes_name_their_own_calls_in_errors() {
+        assert_eq!(
+            check(
+                1,
+                CudaContexts::EVENT_NAMES.event_record,
+                CudaContexts::EVENT_NAMES.status
+            ),
+            Err("cuEventRecord failed with CUresult 1".to_string())
+        );
+        assert_eq!(
+            check(
+                2,
+                HipDevices::EVENT_NAMES.event_create,
+                HipDevices::EVENT_NAMES.status
+            ),
+            Err("hipEventCreateWithFlags failed with hipError_t 2".to_string())
+        );
     }
 }

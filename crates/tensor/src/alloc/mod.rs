@@ -52,7 +52,7 @@ pub const HUGE_PAGE_THRESHOLD: usize = 4 << 20;
 /// let mut values = arrow_dlpack::tensor::alloc::try_vec_with_capacity::<f32>(1000)?;
 /// values.extend((0..1000).map(|i| i as f32));
 /// assert_eq!(values.capacity(), 1000);
-/// # Ok::<(), arrow_dlpack_tensor::Error>(())
+/// # Ok::<(), arrow_dlpack::Error>(())
 /// ```
 pub fn try_vec_with_capacity<T>(capacity: usize) -> Result<Vec<T>> {
     let bytes = capacity.saturating_mul(size_of::<T>());
@@ -102,7 +102,7 @@ fn advise_huge_pages(_start: *mut u8, _len: usize) {}
 ///     out.assume_init()
 /// };
 /// assert_eq!(buffer.as_slice(), &[1, 2, 3]);
-/// # Ok::<(), arrow_dlpack_tensor::Error>(())
+/// # Ok::<(), arrow_dlpack::Error>(())
 /// ```
 #[derive(Debug)]
 pub struct UninitBuffer {

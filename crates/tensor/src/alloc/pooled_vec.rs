@@ -24,7 +24,7 @@ use crate::{Error, Result};
 /// values.push(9.0);
 /// let buffer = values.into_buffer();
 /// assert_eq!(buffer.typed_data::<f32>(), &[0.0, 1.0, 2.0, 9.0]);
-/// # Ok::<(), arrow_dlpack_tensor::Error>(())
+/// # Ok::<(), arrow_dlpack::Error>(())
 /// ```
 #[derive(Debug)]
 pub struct PooledVec<T> {

@@ -12,6 +12,38 @@ use std::mem::MaybeUninit;
 use gather::gather_every_other;
 use transpose::{ArrayTile, transpose_plane};
 
+/// Copies the elements of a strided view of `size`-byte elements aligned to `alignment` (a
+/// dtype's) into `dst` in row-major order, with the element type of that size and alignment.
+///
+/// # Safety
+///
+/// As [`copy_strided`], for a `T` of `size` bytes aligned to `alignment`: `src` points at the
+/// logical first element of a view whose every element is readable and aligned, and `dst` is
+/// writable for the element count of `shape` and aligned to 16 bytes.
+pub(crate) unsafe fn copy_strided_elements(
+    src: *const u8,
+    size: usize,
+    alignment: usize,
+    shape: &[usize],
+    strides: &[isize],
+    dst: *mut u8,
+) {
+    // SAFETY: the caller's obligations, for the type `T` that the size and alignment select (a
+    // type of that size whose alignment is at most the dtype's).
+    unsafe {
+        match (size, alignment) {
+            (1, _) => copy_strided::<u8>(src, shape, strides, dst),
+            (2, 2) => copy_strided::<u16>(src, shape, strides, dst),
+            (4, 4) => copy_strided::<u32>(src, shape, strides, dst),
+            (8, 8) => copy_strided::<u64>(src, shape, strides, dst),
+            // complex64: two 4-byte floats, aligned to 4 only.
+            (8, 4) => copy_strided::<[u32; 2]>(src, shape, strides, dst),
+            (16, 8) => copy_strided::<[u64; 2]>(src, shape, strides, dst),
+            (size, align) => unreachable!("no dtype has {size} bytes aligned to {align}"),
+        }
+    }
+}
+
 /// Copies the elements of a strided view into `dst` in row-major order.
 ///
 /// The view is cut into blocks over its last one or two dimensions, visited by an odometer over
@@ -24,12 +56,7 @@ use transpose::{ArrayTile, transpose_plane};
 /// `src` must point at the logical first element of a view whose every element, addressed by
 /// `shape` and `strides` (in units of `T`), is readable and aligned for `T`; `dst` must be
 /// writable for the element count of `shape` and aligned for `T`.
-pub(crate) unsafe fn copy_strided<T: Copy>(
-    src: *const u8,
-    shape: &[usize],
-    strides: &[isize],
-    dst: *mut u8,
-) {
+unsafe fn copy_strided<T: Copy>(src: *const u8, shape: &[usize], strides: &[isize], dst: *mut u8) {
     let src = src.cast::<T>();
     let mut dst = dst.cast::<T>();
     let ndim = shape.len();

@@ -2,11 +2,10 @@
 //! that do not fill a tile, negative strides, offsets, 3-d views, and each kernel (AVX2, SSE2
 //! and portable) called directly so that the fallbacks are tested on an AVX2 machine too.
 
-use arrow_buffer::Buffer;
-
+use super::copy_strided_elements;
 use super::gather::{gather_every_other, gather_every_other_portable};
 use super::transpose::{ArrayTile, Tile, transpose_plane};
-use crate::{DType, Tensor};
+use crate::DType;
 
 /// Sizes that fill no tile, exactly one, one and a bit, and several.
 const EDGES: [usize; 16] = [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 69];
@@ -61,29 +60,36 @@ fn naive(bytes: &[u8], size: usize, shape: &[usize], strides: &[isize], offset: 
     out
 }
 
-/// Checks `to_contiguous` of the view against [`naive`].
+/// Checks the kernel behind `to_contiguous` on the view against [`naive`], through the entry
+/// that `Tensor::to_contiguous` calls.
 fn check_view(dtype: DType, elements: usize, shape: &[usize], strides: &[isize], offset: usize) {
     let size = dtype.size();
-    // A `Vec<u128>` keeps the bytes aligned for every dtype.
+    // `u128` words keep the bytes aligned for every dtype.
     let bytes = pattern(elements * size, dtype);
-    let mut words = vec![0u128; (bytes.len()).div_ceil(16)];
+    let mut words = vec![0u128; bytes.len().div_ceil(16)];
     // SAFETY: `words` has at least `bytes.len()` bytes, and `u128` has no invalid bit patterns.
     unsafe {
         std::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr().cast::<u8>(), bytes.len())
     };
-    let tensor = Tensor::try_new(
-        Buffer::from_vec(words),
-        dtype,
-        shape.to_vec(),
-        strides.to_vec(),
-        offset,
-    )
-    .unwrap();
-    let out = tensor.to_contiguous().unwrap();
+    let count: usize = shape.iter().product();
+    let mut out = vec![0u128; (count * size).div_ceil(16)];
+    // SAFETY: the views below address only elements inside `elements`, from `offset`, each
+    // aligned for the dtype (the words are 16-byte aligned); `out` has room for `count` elements.
+    unsafe {
+        copy_strided_elements(
+            words.as_ptr().cast::<u8>().add(offset * size),
+            size,
+            dtype.alignment(),
+            shape,
+            strides,
+            out.as_mut_ptr().cast::<u8>(),
+        )
+    };
     let expected = naive(&bytes, size, shape, strides, offset);
+    // SAFETY: `out` holds at least `count * size` bytes, all written.
+    let out = unsafe { std::slice::from_raw_parts(out.as_ptr().cast::<u8>(), count * size) };
     assert_eq!(
-        &out.buffer().as_slice()[..expected.len()],
-        expected,
+        out, expected,
         "{dtype} shape {shape:?} strides {strides:?} offset {offset}"
     );
 }

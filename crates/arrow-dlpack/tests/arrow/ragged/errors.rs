@@ -38,17 +38,17 @@ fn ragged_error_messages() {
             Tensor::from_vec(vec![0.0f32, 2.0], vec![2]).unwrap(),
         )
         .unwrap_err(),
-        list_to_ragged(&with_null_row, &ListToRaggedOptions::default()).unwrap_err(),
+        list_to_ragged(&with_null_row, ListToRaggedOptions::default()).unwrap_err(),
         list_to_ragged(
             &with_null_row,
-            &ListToRaggedOptions {
+            ListToRaggedOptions {
                 allow_nulls: true,
                 allow_copy: false,
             },
         )
         .unwrap_err(),
-        list_to_ragged(&overlapping, &ListToRaggedOptions::default()).unwrap_err(),
-        list_to_ragged(&Int32Array::from(vec![1]), &ListToRaggedOptions::default()).unwrap_err(),
+        list_to_ragged(&overlapping, ListToRaggedOptions::default()).unwrap_err(),
+        list_to_ragged(&Int32Array::from(vec![1]), ListToRaggedOptions::default()).unwrap_err(),
         sample.row(5).unwrap_err(),
         sample.slice(1, 4).unwrap_err(),
         RaggedTensor::concat(&[

@@ -116,9 +116,9 @@ fn monotonic_list_view_is_zero_copy() {
 #[test]
 fn out_of_order_list_view_is_copied_only_when_allowed() {
     let array = view(vec![5, 0, 5], vec![2, 3, 1], None);
-    let error = list_to_ragged(&array, &ListToRaggedOptions::default()).unwrap_err();
+    let error = list_to_ragged(&array, ListToRaggedOptions::default()).unwrap_err();
     assert!(matches!(error, Error::CopyRequired { .. }), "{error}");
-    let ragged = list_to_ragged(&array, &copy_allowed()).unwrap();
+    let ragged = list_to_ragged(&array, copy_allowed()).unwrap();
     assert_eq!(rows_i32(&ragged), vec![vec![5, 6], vec![0, 1, 2], vec![5]]);
     assert!(!ragged.values().is_read_only());
 }
@@ -133,7 +133,7 @@ fn large_list_view_with_gaps_is_copied() {
         Arc::new(Int32Array::from((0..10).collect::<Vec<_>>())),
         None,
     );
-    let ragged = list_to_ragged(&array, &copy_allowed()).unwrap();
+    let ragged = list_to_ragged(&array, copy_allowed()).unwrap();
     assert_eq!(ragged.offsets().dtype(), DType::Int64);
     assert_eq!(rows_i32(&ragged), vec![vec![0, 1], vec![4, 5]]);
 }
@@ -145,7 +145,7 @@ fn null_rows_are_refused_with_their_position() {
         vec![0, 1, 1, 3],
         Some(vec![true, false, true]),
     );
-    let error = list_to_ragged(&list, &ListToRaggedOptions::default()).unwrap_err();
+    let error = list_to_ragged(&list, ListToRaggedOptions::default()).unwrap_err();
     assert!(
         matches!(
             error,
@@ -157,7 +157,7 @@ fn null_rows_are_refused_with_their_position() {
         "{error}"
     );
     // Allowed, the empty null row stays empty and nothing is copied.
-    let ragged = list_to_ragged(&list, &nulls_allowed()).unwrap();
+    let ragged = list_to_ragged(&list, nulls_allowed()).unwrap();
     assert_eq!(rows_i32(&ragged), vec![vec![1], vec![], vec![2, 3]]);
     assert_eq!(
         ragged.offsets().data_ptr(),
@@ -173,13 +173,13 @@ fn null_row_with_elements_is_dropped_by_a_copy() {
         vec![0, 1, 3, 4],
         Some(vec![true, false, true]),
     );
-    let error = list_to_ragged(&list, &nulls_allowed()).unwrap_err();
+    let error = list_to_ragged(&list, nulls_allowed()).unwrap_err();
     assert!(matches!(error, Error::CopyRequired { .. }), "{error}");
     let options = ListToRaggedOptions {
         allow_nulls: true,
         allow_copy: true,
     };
-    let ragged = list_to_ragged(&list, &options).unwrap();
+    let ragged = list_to_ragged(&list, options).unwrap();
     assert_eq!(rows_i32(&ragged), vec![vec![1], vec![], vec![4]]);
     assert_eq!(ragged.values().as_slice::<i32>().unwrap(), &[1, 4]);
 }
@@ -188,10 +188,10 @@ fn null_row_with_elements_is_dropped_by_a_copy() {
 fn null_rows_of_a_list_view_are_empty() {
     let array = view(vec![0, 7, 2], vec![2, 3, 1], Some(vec![true, false, true]));
     assert!(matches!(
-        list_to_ragged(&array, &ListToRaggedOptions::default()),
+        list_to_ragged(&array, ListToRaggedOptions::default()),
         Err(Error::NullRow { row: 1, .. })
     ));
-    let ragged = list_to_ragged(&array, &nulls_allowed()).unwrap();
+    let ragged = list_to_ragged(&array, nulls_allowed()).unwrap();
     assert_eq!(rows_i32(&ragged), vec![vec![0, 1], vec![], vec![2]]);
 }
 
@@ -201,7 +201,7 @@ fn null_elements_are_refused_one_level_down() {
         Some(vec![Some(1), None]),
         Some(vec![Some(3)]),
     ]);
-    let error = list_to_ragged(&list, &ListToRaggedOptions::default()).unwrap_err();
+    let error = list_to_ragged(&list, ListToRaggedOptions::default()).unwrap_err();
     assert_eq!(
         error.to_string(),
         "nulls are not allowed: found 1 null in the child values at depth 1; expected none, or \
@@ -209,7 +209,7 @@ fn null_elements_are_refused_one_level_down() {
     );
     // A slice without the null element is accepted.
     assert_eq!(rows_i32(&ragged_of(&list.slice(1, 1))), vec![vec![3]]);
-    assert_eq!(list_to_ragged(&list, &nulls_allowed()).unwrap().len(), 2);
+    assert_eq!(list_to_ragged(&list, nulls_allowed()).unwrap().len(), 2);
 }
 
 #[test]
@@ -239,7 +239,7 @@ fn booleans_are_unpacked_when_a_copy_is_allowed() {
     builder.append_value([Some(true), Some(false)]);
     builder.append_value([Some(true)]);
     let list = builder.finish();
-    let error = list_to_ragged(&list, &ListToRaggedOptions::default()).unwrap_err();
+    let error = list_to_ragged(&list, ListToRaggedOptions::default()).unwrap_err();
     assert!(
         matches!(
             &error,
@@ -250,7 +250,7 @@ fn booleans_are_unpacked_when_a_copy_is_allowed() {
         ),
         "{error}"
     );
-    let ragged = list_to_ragged(&list, &copy_allowed()).unwrap();
+    let ragged = list_to_ragged(&list, copy_allowed()).unwrap();
     assert_eq!(ragged.values().dtype(), DType::Bool);
     assert_eq!(
         ragged.values().row_major_buffer().unwrap().as_slice(),
@@ -323,7 +323,7 @@ fn empty_arrays_and_empty_rows() {
 
 #[test]
 fn other_types_are_refused() {
-    let error = list_to_ragged(&Int32Array::from(vec![1]), &copy_allowed()).unwrap_err();
+    let error = list_to_ragged(&Int32Array::from(vec![1]), copy_allowed()).unwrap_err();
     assert!(matches!(error, Error::NotAList { .. }), "{error}");
     let strings = ListArray::new(
         Arc::new(Field::new_list_field(DataType::Utf8, true)),
@@ -331,7 +331,7 @@ fn other_types_are_refused() {
         Arc::new(StringArray::from(vec!["a"])) as ArrayRef,
         None,
     );
-    let error = list_to_ragged(&strings, &copy_allowed()).unwrap_err();
+    let error = list_to_ragged(&strings, copy_allowed()).unwrap_err();
     assert!(matches!(error, Error::UnsupportedType { .. }), "{error}");
 }
 
@@ -426,7 +426,7 @@ mod sweep {
             );
             let start = start.min(rows);
             let sliced = list.slice(start, len.min(rows - start));
-            let ragged = list_to_ragged(&sliced, &options()).unwrap();
+            let ragged = list_to_ragged(&sliced, options()).unwrap();
             prop_assert_eq!(rows_i32(&ragged), expected_rows(&sliced));
         }
 
@@ -445,7 +445,7 @@ mod sweep {
                 Arc::new(Int32Array::from((0..10).collect::<Vec<_>>())),
                 Some(NullBuffer::from(valid)),
             );
-            let ragged = list_to_ragged(&view, &options()).unwrap();
+            let ragged = list_to_ragged(&view, options()).unwrap();
             prop_assert_eq!(rows_i32(&ragged), expected_rows(&view));
             let back = ragged.to_list_array().unwrap();
             let back = back.as_any().downcast_ref::<ListArray>().unwrap();

@@ -32,7 +32,7 @@ fn rows_i32(ragged: &RaggedTensor) -> Vec<Vec<i32>> {
 }
 
 fn ragged_of(array: &dyn Array) -> RaggedTensor {
-    list_to_ragged(array, &ListToRaggedOptions::default()).unwrap()
+    list_to_ragged(array, ListToRaggedOptions::default()).unwrap()
 }
 
 fn i32_tensor(values: Vec<i32>) -> Tensor {

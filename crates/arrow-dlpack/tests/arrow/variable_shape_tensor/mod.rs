@@ -329,7 +329,7 @@ fn null_rows_have_no_tensor_and_pad_only_when_allowed() {
     let a = counting(&[1, 2], 1);
     let b = counting(&[2, 1], 10);
     let array = VariableShapeTensorArray::from_optional_tensors(
-        &[Some(&a), None, Some(&b)],
+        &[Some(a.clone()), None, Some(b.clone())],
         Default::default(),
     )
     .unwrap();
@@ -507,9 +507,11 @@ fn to_ragged_refuses_what_is_not_ragged() {
         Err(Error::MixedRaggedPieces { index: 1, .. })
     ));
     let a = counting(&[2], 0);
-    let with_null =
-        VariableShapeTensorArray::from_optional_tensors(&[Some(&a), None], Default::default())
-            .unwrap();
+    let with_null = VariableShapeTensorArray::from_optional_tensors(
+        &[Some(a.clone()), None],
+        Default::default(),
+    )
+    .unwrap();
     assert!(matches!(
         with_null.to_ragged(ArrayToTensorOptions::default()),
         Err(Error::Nulls { null_count: 1, .. })

@@ -277,6 +277,15 @@ pub enum Error {
         /// The extent of the dimension.
         extent: usize,
     },
+
+    /// A view of a fixed number of dimensions asked of a tensor with another number.
+    #[error("dimension count mismatch: the view has {expected} dimensions, the tensor {found}")]
+    NdimMismatch {
+        /// The view's number of dimensions.
+        expected: usize,
+        /// The tensor's.
+        found: usize,
+    },
 }
 
 /// Shorthand for results of this crate.
@@ -295,250 +304,18 @@ fn reader_of(dtype: DType) -> String {
     }
 }
 
-/// The message of `error` and of each of its causes ([`source`](std::error::Error::source)),
-/// outermost first.
-///
-/// Every error of the arrow-dlpack crates describes its own level only and hands its cause out
-/// through `source`, so these are the parts a report joins (`: ` between them gives one line).
-///
-/// ```
-/// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; }
-/// use arrow_dlpack::error_messages;
-///
-/// let error = std::io::Error::other("disk full");
-/// assert_eq!(error_messages(&error), ["disk full"]);
-/// ```
-pub fn error_messages(error: &dyn std::error::Error) -> Vec<String> {
-    let mut messages = vec![error.to_string()];
-    let mut cause = error.source();
-    while let Some(inner) = cause {
-        messages.push(inner.to_string());
-        cause = inner.source();
+impl Error {
+    /// The error with its chain of causes, for printing on one line:
+    /// `format!("{}", error.report())` gives every message from this one to the innermost cause,
+    /// joined by `: `, as anyhow's `{:#}` does (this error's own `Display` describes its level
+    /// only).
+    pub fn report(&self) -> Report<'_> {
+        Report::new(self)
     }
-    messages
 }
 
-/// Whether `error` keeps the convention of these crates: no message in its chain is empty, and
-/// none repeats the text of a cause below it (a chain printer would show that text twice).
-/// The error describes the first problem found.
-///
-/// ```
-/// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; }
-/// use arrow_dlpack::check_error_chain;
-///
-/// # #[derive(Debug)]
-/// # struct Wrapper(std::io::Error);
-/// # impl std::fmt::Display for Wrapper {
-/// #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-/// #         write!(f, "cannot read: {}", self.0)
-/// #     }
-/// # }
-/// # impl std::error::Error for Wrapper {
-/// #     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-/// #         Some(&self.0)
-/// #     }
-/// # }
-/// // A wrapper that prints its cause and also returns it from `source()`:
-/// let error = Wrapper(std::io::Error::other("disk full"));
-/// assert!(check_error_chain(&error).is_err());
-/// assert!(check_error_chain(&std::io::Error::other("disk full")).is_ok());
-/// ```
-pub fn check_error_chain(error: &dyn std::error::Error) -> std::result::Result<(), String> {
-    let messages = error_messages(error);
-    for (level, message) in messages.iter().enumerate() {
-        if message.is_empty() {
-            return Err(format!("level {level} of {error:?} has an empty message"));
-        }
-        if let Some(cause) = messages[level + 1..]
-            .iter()
-            .find(|cause| message.contains(cause.as_str()))
-        {
-            return Err(format!("{message:?} repeats its cause {cause:?}"));
-        }
-    }
-    Ok(())
-}
-
+mod chain;
 #[cfg(test)]
-mod tests {
-    use super::*;
+mod tests;
 
-    /// The variants, in declaration order; the match is exhaustive, so a new variant does not
-    /// compile until it has an index here and a sample in [`samples`].
-    fn index(error: &Error) -> usize {
-        match error {
-            Error::UnknownTypeCode { .. } => 0,
-            Error::UnsupportedBits { .. } => 1,
-            Error::UnsupportedLanes { .. } => 2,
-            Error::UnsupportedDevice { .. } => 3,
-            Error::DeviceMemory { .. } => 4,
-            Error::UnsupportedVersion { .. } => 5,
-            Error::NullManagedTensor => 6,
-            Error::InvalidNdim { .. } => 7,
-            Error::NullShape { .. } => 8,
-            Error::NegativeExtent { .. } => 9,
-            Error::StridesLength { .. } => 10,
-            Error::DimNamesLength { .. } => 11,
-            Error::Overflow { .. } => 12,
-            Error::NullData { .. } => 13,
-            Error::Misaligned { .. } => 14,
-            Error::BeforeBuffer { .. } => 15,
-            Error::PastBuffer { .. } => 16,
-            Error::InvalidPermutation { .. } => 17,
-            Error::OutOfMemory { .. } => 18,
-            Error::Allocation { .. } => 19,
-            Error::DTypeMismatch { .. } => 20,
-            Error::ElementCount { .. } => 21,
-            Error::NotRowMajor { .. } => 22,
-            Error::IndexLength { .. } => 23,
-            Error::IndexOutOfBounds { .. } => 24,
-        }
-    }
-
-    const VARIANTS: usize = 25;
-
-    /// One error of every variant.
-    fn samples() -> Vec<Error> {
-        vec![
-            Error::UnknownTypeCode { code: 99, bits: 8 },
-            Error::UnsupportedBits {
-                kind: "float",
-                bits: 12,
-                expected: "16, 32 or 64",
-            },
-            Error::UnsupportedLanes { lanes: 4 },
-            Error::UnsupportedDevice {
-                device_type: 2,
-                device_id: 0,
-                name: "cuda",
-            },
-            Error::DeviceMemory {
-                operation: "read the elements",
-                device_type: 2,
-                device_id: 1,
-                name: "cuda",
-            },
-            Error::UnsupportedVersion {
-                major: 2,
-                minor: 0,
-                expected_major: 1,
-            },
-            Error::NullManagedTensor,
-            Error::InvalidNdim {
-                ndim: -1,
-                max: 1024,
-            },
-            Error::NullShape { ndim: 2 },
-            Error::NegativeExtent { dim: 1, extent: -3 },
-            Error::StridesLength {
-                ndim: 2,
-                strides: 1,
-            },
-            Error::DimNamesLength { ndim: 1, names: 2 },
-            Error::Overflow {
-                what: "the element count",
-            },
-            Error::NullData { elements: 1 },
-            Error::Misaligned {
-                address: 0x1001,
-                alignment: 4,
-                dtype: DType::Float32,
-            },
-            Error::BeforeBuffer {
-                offset: 0,
-                lowest: 2,
-            },
-            Error::PastBuffer {
-                needed: 16,
-                available: 8,
-            },
-            Error::InvalidPermutation {
-                ndim: 2,
-                order: vec![0, 0],
-            },
-            Error::OutOfMemory { bytes: 1 << 40 },
-            Error::Allocation {
-                reason: "no memory for a managed tensor of 96 bytes".to_string(),
-            },
-            Error::DTypeMismatch {
-                expected: DType::Float32,
-                found: DType::Int64,
-                rust_type: "i64",
-            },
-            Error::ElementCount {
-                shape: vec![2, 3],
-                expected: 6,
-                found: 5,
-            },
-            Error::NotRowMajor {
-                shape: vec![2, 3],
-                strides: vec![1, 2],
-            },
-            Error::IndexLength {
-                expected: 1,
-                found: 2,
-            },
-            Error::IndexOutOfBounds {
-                dim: 0,
-                index: 3,
-                extent: 3,
-            },
-        ]
-    }
-
-    #[test]
-    fn every_variant_prints_its_chain_without_repeating_a_cause() {
-        let samples = samples();
-        let mut seen: Vec<usize> = samples.iter().map(index).collect();
-        seen.sort_unstable();
-        seen.dedup();
-        assert_eq!(
-            seen,
-            (0..VARIANTS).collect::<Vec<_>>(),
-            "a variant has no sample"
-        );
-        for error in &samples {
-            println!("{}", error_messages(error).join("\n  caused by: "));
-            if let Err(problem) = check_error_chain(error) {
-                panic!("{problem}");
-            }
-        }
-    }
-
-    #[test]
-    fn counts_take_the_plural_they_need() {
-        let one = Error::IndexLength {
-            expected: 1,
-            found: 2,
-        };
-        assert_eq!(
-            one.to_string(),
-            "index length mismatch: expected 1 entry, one per dimension, found 2"
-        );
-    }
-
-    #[test]
-    fn a_dtype_mismatch_names_the_rust_type_to_read_with() {
-        let error = Error::DTypeMismatch {
-            expected: DType::Float32,
-            found: DType::Int64,
-            rust_type: "i64",
-        };
-        assert_eq!(
-            error.to_string(),
-            "element type mismatch: the tensor has dtype float32; expected f32, found i64 (dtype \
-             int64)"
-        );
-        let complex = Error::DTypeMismatch {
-            expected: DType::Complex64,
-            found: DType::Float32,
-            rust_type: "f32",
-        };
-        assert!(
-            complex.to_string().contains(
-                "expected a Rust type that reads complex64, which this crate does not have"
-            ),
-            "{complex}"
-        );
-    }
-}
+pub use chain::{Report, assert_every_variant_chains, check_error_chain, error_messages};
