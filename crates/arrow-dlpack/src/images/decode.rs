@@ -142,7 +142,10 @@ fn decode_jpeg(
     let (width, height) = (width as u32, height as u32);
     check_size(width, height, spec)?;
     let input = decoder.input_colorspace().unwrap_or(ColorSpace::RGB);
-    let grey = matches!(input, ColorSpace::Luma | ColorSpace::LumaA) || spec.mode == Mode::L;
+    // Mode L reads the luma plane of YCbCr directly; CMYK and YCCK go through RGB, which
+    // zune-jpeg converts them to.
+    let grey = matches!(input, ColorSpace::Luma | ColorSpace::LumaA)
+        || (spec.mode == Mode::L && input == ColorSpace::YCbCr);
     let (colorspace, channels) = if grey {
         (ColorSpace::Luma, 1)
     } else {
