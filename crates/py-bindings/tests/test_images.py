@@ -439,3 +439,14 @@ def test_decompression_bombs_are_refused_from_their_header_without_allocating():
         'cannot decode image at row 0 of column "": image of 65000 x 65000 pixels is refused; '
         "expected at least 1 and at most 89478485 pixels (max_pixels=)",
     ]
+
+
+def test_the_guide_example_runs():
+    """The Python example of docs/images.md, run as written (its asserts check the output)."""
+    from pathlib import Path
+
+    guide = Path(__file__).resolve().parents[3] / "docs" / "images.md"
+    text = guide.read_text()
+    start = text.index("```python\n") + len("```python\n")
+    code = text[start : text.index("```", start)]
+    exec(compile(code, str(guide), "exec"), {})
