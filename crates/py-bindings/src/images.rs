@@ -30,7 +30,10 @@ fn decoded_images_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
             let kwargs = PyDict::new(py);
             kwargs.set_item("module", "arrow_dlpack")?;
             let class = namedtuple
-                .call(("DecodedImages", ("images", "sizes", "rows")), Some(&kwargs))?
+                .call(
+                    ("DecodedImages", ("images", "sizes", "rows")),
+                    Some(&kwargs),
+                )?
                 .cast_into::<PyType>()?;
             class.setattr(
                 "__doc__",
@@ -132,9 +135,12 @@ pub(crate) fn image_spec(keys: &Bound<'_, PyDict>) -> PyResult<ImageSpec> {
         .ok_or_else(|| errors::type_error("the image spec has no size; expected size=..."))?;
     let mut spec = ImageSpec::new(image_size(&size)?);
     let text = |value: &Bound<'_, PyAny>, field: &str| -> PyResult<String> {
-        value.cast::<PyString>().map(|text| text.to_string()).map_err(|_| {
-            errors::type_error(format!("{field} is {}; expected str", type_name(value)))
-        })
+        value
+            .cast::<PyString>()
+            .map(|text| text.to_string())
+            .map_err(|_| {
+                errors::type_error(format!("{field} is {}; expected str", type_name(value)))
+            })
     };
     let parse = |error: arrow_dlpack::Error| errors::arrow_error(error, Operation::Import);
     for (key, value) in keys.iter() {
@@ -241,19 +247,22 @@ fn sequence<'py>(field: &str, value: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'
 
 /// A non-negative int that fits `u32` (0 is left to the spec's checks).
 fn u32_value(field: &str, value: &Bound<'_, PyAny>) -> PyResult<u32> {
-    let int = value
-        .cast::<PyInt>()
-        .map_err(|_| errors::type_error(format!("{field} is {}; expected int", type_name(value))))?;
+    let int = value.cast::<PyInt>().map_err(|_| {
+        errors::type_error(format!("{field} is {}; expected int", type_name(value)))
+    })?;
     int.extract::<u32>().map_err(|_| {
-        errors::value_error(format!("{field} is {int}; expected an int from 0 to {}", u32::MAX))
+        errors::value_error(format!(
+            "{field} is {int}; expected an int from 0 to {}",
+            u32::MAX
+        ))
     })
 }
 
 /// A positive int (threads, max_pixels).
 fn positive_int(field: &str, value: &Bound<'_, PyAny>) -> PyResult<NonZeroUsize> {
-    let int = value
-        .cast::<PyInt>()
-        .map_err(|_| errors::type_error(format!("{field} is {}; expected int", type_name(value))))?;
+    let int = value.cast::<PyInt>().map_err(|_| {
+        errors::type_error(format!("{field} is {}; expected int", type_name(value)))
+    })?;
     int.extract::<usize>()
         .ok()
         .and_then(NonZeroUsize::new)

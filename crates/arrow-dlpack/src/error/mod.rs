@@ -387,9 +387,7 @@ pub enum Error {
 
     /// A null row, or a struct row with neither bytes nor a path.
     #[cfg(feature = "images")]
-    #[error(
-        "the row is null; expected encoded bytes or a path (`OnError::Skip` drops such rows)"
-    )]
+    #[error("the row is null; expected encoded bytes or a path (`OnError::Skip` drops such rows)")]
     NullImage,
 
     /// Data that is none of the formats read.

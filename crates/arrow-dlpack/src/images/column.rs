@@ -128,12 +128,14 @@ fn struct_sources(array: &StructArray) -> Result<Vec<ImageSource<'_>>> {
         .into_iter()
         .zip(paths)
         .enumerate()
-        .map(|(row, (bytes, path))| match (array.is_null(row), bytes, path) {
-            (true, _, _) => ImageSource::Null,
-            (false, Some(bytes), _) => ImageSource::Bytes(bytes),
-            (false, None, Some(path)) => ImageSource::Path(path),
-            (false, None, None) => ImageSource::Null,
-        })
+        .map(
+            |(row, (bytes, path))| match (array.is_null(row), bytes, path) {
+                (true, _, _) => ImageSource::Null,
+                (false, Some(bytes), _) => ImageSource::Bytes(bytes),
+                (false, None, Some(path)) => ImageSource::Path(path),
+                (false, None, None) => ImageSource::Null,
+            },
+        )
         .collect())
 }
 
@@ -198,7 +200,11 @@ mod tests {
     #[test]
     fn rejects_other_types_naming_them() {
         let error = image_sources(&Int32Array::from(vec![1])).unwrap_err();
-        assert!(error.to_string().starts_with("cannot read Int32 as encoded images; expected"));
+        assert!(
+            error
+                .to_string()
+                .starts_with("cannot read Int32 as encoded images; expected")
+        );
         let fields = Fields::from(vec![Field::new("bytes", DataType::Utf8, true)]);
         let strings: ArrayRef = Arc::new(StringArray::from(vec!["x"]));
         let array = StructArray::new(fields, vec![strings], None);

@@ -306,14 +306,35 @@ mod tests {
 
     #[test]
     fn orientations_turn_as_exif_says() {
-        assert_eq!(oriented(Orientation::FlipHorizontal), (vec![2, 1, 0, 5, 4, 3], 3, 2));
-        assert_eq!(oriented(Orientation::Rotate180), (vec![5, 4, 3, 2, 1, 0], 3, 2));
-        assert_eq!(oriented(Orientation::FlipVertical), (vec![3, 4, 5, 0, 1, 2], 3, 2));
+        assert_eq!(
+            oriented(Orientation::FlipHorizontal),
+            (vec![2, 1, 0, 5, 4, 3], 3, 2)
+        );
+        assert_eq!(
+            oriented(Orientation::Rotate180),
+            (vec![5, 4, 3, 2, 1, 0], 3, 2)
+        );
+        assert_eq!(
+            oriented(Orientation::FlipVertical),
+            (vec![3, 4, 5, 0, 1, 2], 3, 2)
+        );
         // 90 degrees clockwise: the left column, bottom to top, becomes the first row.
-        assert_eq!(oriented(Orientation::Rotate90), (vec![3, 0, 4, 1, 5, 2], 2, 3));
-        assert_eq!(oriented(Orientation::Rotate270), (vec![2, 5, 1, 4, 0, 3], 2, 3));
-        assert_eq!(oriented(Orientation::Rotate90FlipH), (vec![0, 3, 1, 4, 2, 5], 2, 3));
-        assert_eq!(oriented(Orientation::Rotate270FlipH), (vec![5, 2, 4, 1, 3, 0], 2, 3));
+        assert_eq!(
+            oriented(Orientation::Rotate90),
+            (vec![3, 0, 4, 1, 5, 2], 2, 3)
+        );
+        assert_eq!(
+            oriented(Orientation::Rotate270),
+            (vec![2, 5, 1, 4, 0, 3], 2, 3)
+        );
+        assert_eq!(
+            oriented(Orientation::Rotate90FlipH),
+            (vec![0, 3, 1, 4, 2, 5], 2, 3)
+        );
+        assert_eq!(
+            oriented(Orientation::Rotate270FlipH),
+            (vec![5, 2, 4, 1, 3, 0], 2, 3)
+        );
     }
 
     #[test]

@@ -242,7 +242,15 @@ mod tests {
         // round(32 / 2) = 16.
         let scale_x = 500.0 / 341.0;
         let scale_y = 375.0 / 256.0;
-        assert_eq!(plan.target, OutputRect { top: 0, left: 0, height: 224, width: 224 });
+        assert_eq!(
+            plan.target,
+            OutputRect {
+                top: 0,
+                left: 0,
+                height: 224,
+                width: 224
+            }
+        );
         assert_eq!(plan.source.left, 58.0 * scale_x);
         assert_eq!(plan.source.top, 16.0 * scale_y);
         assert_eq!(plan.source.width, 224.0 * scale_x);
@@ -262,7 +270,15 @@ mod tests {
         // Resized to 256 x 341, a window 300 wide starts (300 - 256) // 2 = 22 before it.
         let spec = ImageSpec::new(ImageSize::new(224, 300)).resize(256);
         let plan = plan_of(&spec, 375, 500);
-        assert_eq!(plan.target, OutputRect { top: 0, left: 22, height: 224, width: 256 });
+        assert_eq!(
+            plan.target,
+            OutputRect {
+                top: 0,
+                left: 22,
+                height: 224,
+                width: 256
+            }
+        );
         assert_eq!(plan.source.left, 0.0);
         assert_eq!(plan.source.width, 375.0);
         assert!(plan.pads(224, 300));
@@ -273,7 +289,9 @@ mod tests {
 
     #[test]
     fn random_windows_stay_inside_the_resized_image() {
-        let spec = ImageSpec::new(ImageSize::square(224)).resize(256).crop(Crop::Random);
+        let spec = ImageSpec::new(ImageSize::square(224))
+            .resize(256)
+            .crop(Crop::Random);
         let mut lefts = std::collections::BTreeSet::new();
         for key in 0..200 {
             let plan = plan(&spec, 500, 375, &mut RowRng::new(1, key));
@@ -282,7 +300,15 @@ mod tests {
             assert!((0..=117).contains(&left), "{plan:?}");
             let top = (plan.source.top / (375.0 / 256.0)).round() as i64;
             assert!((0..=32).contains(&top), "{plan:?}");
-            assert_eq!(plan.target, OutputRect { top: 0, left: 0, height: 224, width: 224 });
+            assert_eq!(
+                plan.target,
+                OutputRect {
+                    top: 0,
+                    left: 0,
+                    height: 224,
+                    width: 224
+                }
+            );
             lefts.insert(left);
         }
         assert!(lefts.len() > 50, "{lefts:?}");
@@ -330,11 +356,24 @@ mod tests {
         let spec = ImageSpec::new(ImageSize::new(100, 200)).crop(Crop::Pad);
         // 400 x 100 scaled by 0.5 to 200 x 50, 25 rows above.
         let plan = plan_of(&spec, 400, 100);
-        assert_eq!(plan.target, OutputRect { top: 25, left: 0, height: 50, width: 200 });
+        assert_eq!(
+            plan.target,
+            OutputRect {
+                top: 25,
+                left: 0,
+                height: 50,
+                width: 200
+            }
+        );
         // 50 x 100 scaled by 1 stays 50 x 100, 75 columns to its left.
         assert_eq!(
             plan_of(&spec, 50, 100).target,
-            OutputRect { top: 0, left: 75, height: 100, width: 50 }
+            OutputRect {
+                top: 0,
+                left: 75,
+                height: 100,
+                width: 50
+            }
         );
         // A sliver keeps at least one pixel.
         assert_eq!(plan_of(&spec, 100_000, 1).target.height, 1);

@@ -28,9 +28,9 @@ fn mix(mut z: u64) -> u64 {
 /// assert_ne!(row_key(0, 1, 0), row_key(0, 0, 1));
 /// ```
 pub fn row_key(epoch: u64, unit: u64, row: u64) -> u64 {
-    [epoch, unit, row]
-        .into_iter()
-        .fold(GOLDEN, |state, part| mix(state ^ mix(part.wrapping_add(GOLDEN))))
+    [epoch, unit, row].into_iter().fold(GOLDEN, |state, part| {
+        mix(state ^ mix(part.wrapping_add(GOLDEN)))
+    })
 }
 
 /// The generator of one row: SplitMix64 started from the seed and the row's key.

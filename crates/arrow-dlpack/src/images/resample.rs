@@ -119,8 +119,10 @@ pub(crate) fn write_image<T: Copy + 'static>(
                 }
                 for (x, pixel) in row.chunks_exact(channels).enumerate() {
                     let start = column(x) * channels;
-                    for (channel, (out, &value)) in
-                        line[start..start + channels].iter_mut().zip(pixel).enumerate()
+                    for (channel, (out, &value)) in line[start..start + channels]
+                        .iter_mut()
+                        .zip(pixel)
+                        .enumerate()
                     {
                         out.write(values.element(channel, value));
                     }

@@ -381,9 +381,8 @@ impl ImageSpec {
 
     /// Checks every field against the others; the error names the first wrong field.
     pub fn validate(&self) -> Result<()> {
-        let invalid = |field: &'static str, reason: String| {
-            Err(Error::InvalidImageSpec { field, reason })
-        };
+        let invalid =
+            |field: &'static str, reason: String| Err(Error::InvalidImageSpec { field, reason });
         let ImageSize { height, width } = self.size;
         if height == 0 || width == 0 {
             return invalid(
@@ -502,13 +501,19 @@ mod tests {
             (spec().hflip(1.5), "hflip"),
             (spec().mean(vec![0.5; 3]).std(vec![0.5; 3]), "mean"),
             (
-                spec().dtype(ImageDType::Float32).mean(vec![0.5; 2]).std(vec![0.5; 3]),
+                spec()
+                    .dtype(ImageDType::Float32)
+                    .mean(vec![0.5; 2])
+                    .std(vec![0.5; 3]),
                 "mean",
             ),
             (spec().dtype(ImageDType::Float32).mean(vec![0.5; 3]), "std"),
             (spec().dtype(ImageDType::Float32).std(vec![0.5; 3]), "mean"),
             (
-                spec().dtype(ImageDType::Float32).mean(vec![0.5; 3]).std(vec![1.0, 0.0, 1.0]),
+                spec()
+                    .dtype(ImageDType::Float32)
+                    .mean(vec![0.5; 3])
+                    .std(vec![1.0, 0.0, 1.0]),
                 "std",
             ),
             (spec().max_pixels(0), "max_pixels"),
@@ -538,7 +543,12 @@ mod tests {
     fn serde_form_names_fields_and_choices_as_python_does() {
         let spec = spec().crop(Crop::RandomResized).mode(Mode::Rgba);
         let json = serde_json::to_value(&spec).unwrap();
-        let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+        let keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
         let mut expected = IMAGE_SPEC_FIELDS.to_vec();
         expected.sort_unstable();
         let mut keys = keys;

@@ -44,7 +44,10 @@ fn decodes_at_own_size_exactly_in_both_layouts() {
     let spec = spec.layout(Layout::Nhwc);
     let nhwc = decode_images("image", &[&column], &spec, &threads(1)).unwrap();
     assert_eq!(nhwc.images.shape(), &[1, 3, 5, 3]);
-    assert_eq!(nhwc.images.as_slice::<u8>().unwrap(), expected.as_raw().as_slice());
+    assert_eq!(
+        nhwc.images.as_slice::<u8>().unwrap(),
+        expected.as_raw().as_slice()
+    );
 }
 
 #[test]
@@ -85,15 +88,30 @@ fn raise_names_the_first_failing_row_whatever_the_threads() {
     let spec = ImageSpec::new(ImageSize::square(2));
     for n in [1, 2, 4, 8] {
         let error = decode_images("photo", &[&column], &spec, &threads(n)).unwrap_err();
-        let Error::ImageRow { row, column, source } = &error else {
+        let Error::ImageRow {
+            row,
+            column,
+            source,
+        } = &error
+        else {
             panic!("expected ImageRow, found {error:?}");
         };
         assert_eq!((*row, column.as_str()), (17, "photo"));
         assert!(
-            matches!(**source, Error::ImageSize { width: 29741, height: 30066, .. }),
+            matches!(
+                **source,
+                Error::ImageSize {
+                    width: 29741,
+                    height: 30066,
+                    ..
+                }
+            ),
             "{source:?}"
         );
-        assert_eq!(error.to_string(), "cannot decode image at row 17 of column \"photo\"");
+        assert_eq!(
+            error.to_string(),
+            "cannot decode image at row 17 of column \"photo\""
+        );
     }
 }
 
@@ -122,7 +140,13 @@ fn random_draws_follow_the_row_keys_not_the_order() {
     for index in 0..6 {
         assert_eq!(image(&forward, index), image(&backward, 5 - index));
     }
-    let other = decode_rows("image", &rows(&[0, 1, 2, 3, 4, 5]), &spec, &options.seed(10)).unwrap();
+    let other = decode_rows(
+        "image",
+        &rows(&[0, 1, 2, 3, 4, 5]),
+        &spec,
+        &options.seed(10),
+    )
+    .unwrap();
     assert!((0..6).any(|index| image(&forward, index) != image(&other, index)));
 }
 
@@ -133,7 +157,10 @@ fn float32_normalises_each_channel() {
     let spec = ImageSpec::new(ImageSize::square(4)).crop(Crop::None);
     let bytes = decode_images("image", &[&column], &spec, &threads(1)).unwrap();
     let (mean, std) = (vec![0.5, 0.25, 0.0], vec![0.5, 2.0, 1.0]);
-    let spec = spec.dtype(ImageDType::Float32).mean(mean.clone()).std(std.clone());
+    let spec = spec
+        .dtype(ImageDType::Float32)
+        .mean(mean.clone())
+        .std(std.clone());
     let floats = decode_images("image", &[&column], &spec, &threads(1)).unwrap();
     let floats = floats.images.as_slice::<f32>().unwrap();
     for (index, &value) in bytes.images.as_slice::<u8>().unwrap().iter().enumerate() {
@@ -145,7 +172,8 @@ fn float32_normalises_each_channel() {
 
 #[test]
 fn struct_rows_read_their_path_against_the_image_root() {
-    let directory = std::env::temp_dir().join(format!("arrow-dlpack-images-{}", std::process::id()));
+    let directory =
+        std::env::temp_dir().join(format!("arrow-dlpack-images-{}", std::process::id()));
     std::fs::create_dir_all(directory.join("sub")).unwrap();
     let data = png(4, 2, 3);
     std::fs::write(directory.join("sub/a.png"), &data).unwrap();
@@ -153,23 +181,47 @@ fn struct_rows_read_their_path_against_the_image_root() {
     let paths = StringArray::from(vec![Some("sub/a.png"), Some("sub/missing.png")]);
     let column = StructArray::from(vec![
         (
-            std::sync::Arc::new(arrow_schema::Field::new("bytes", arrow_schema::DataType::Binary, true)),
+            std::sync::Arc::new(arrow_schema::Field::new(
+                "bytes",
+                arrow_schema::DataType::Binary,
+                true,
+            )),
             std::sync::Arc::new(bytes) as arrow_array::ArrayRef,
         ),
         (
-            std::sync::Arc::new(arrow_schema::Field::new("path", arrow_schema::DataType::Utf8, true)),
+            std::sync::Arc::new(arrow_schema::Field::new(
+                "path",
+                arrow_schema::DataType::Utf8,
+                true,
+            )),
             std::sync::Arc::new(paths) as arrow_array::ArrayRef,
         ),
     ]);
-    assert_eq!(image_sources(&column).unwrap()[0], ImageSource::Path("sub/a.png"));
-    let spec = ImageSpec::new(ImageSize::new(2, 4)).crop(Crop::None).on_error(OnError::Skip);
+    assert_eq!(
+        image_sources(&column).unwrap()[0],
+        ImageSource::Path("sub/a.png")
+    );
+    let spec = ImageSpec::new(ImageSize::new(2, 4))
+        .crop(Crop::None)
+        .on_error(OnError::Skip);
     let options = threads(2).image_root(&directory);
     let decoded = decode_images("image", &[&column], &spec, &options).unwrap();
     assert_eq!(decoded.rows.as_slice::<i64>().unwrap(), &[0]);
-    let error = decode_images("image", &[&column], &spec.on_error(OnError::Raise), &options)
-        .unwrap_err();
+    let error = decode_images(
+        "image",
+        &[&column],
+        &spec.on_error(OnError::Raise),
+        &options,
+    )
+    .unwrap_err();
     let messages = arrow_dlpack::error_messages(&error);
-    assert_eq!(messages[0], "cannot decode image at row 1 of column \"image\"");
-    assert!(messages[1].starts_with("cannot read image file"), "{messages:?}");
+    assert_eq!(
+        messages[0],
+        "cannot decode image at row 1 of column \"image\""
+    );
+    assert!(
+        messages[1].starts_with("cannot read image file"),
+        "{messages:?}"
+    );
     std::fs::remove_dir_all(&directory).unwrap();
 }
