@@ -388,7 +388,7 @@ def main() -> int:
         small = {m: [] for m in methods if m in METHODS}
         large = {m: [] for m in LARGE_METHODS if m in methods}
         for repetition in range(args.repetitions):
-            for method in methods:
+            for method in small:
                 run = run_child(method, small_path, 4)
                 small[method].append(run)
                 log(f"    {repetition} small {method}: {run['images'] / run['wall']:.0f} images/s")
