@@ -17,18 +17,20 @@ const TOOLING_TESTS: &str = "bench/tests";
 const STUBTEST_ALLOWLIST: &str = "crates/py-bindings/stubtest-allowlist.txt";
 
 /// The optional features that tests and lints turn on: the `ndarray` interop (which also builds
-/// and runs `crates/arrow-dlpack/examples/rust_user.rs`). Not `--all-features`: the bindings'
-/// `extension-module` feature leaves libpython unlinked, so their test binaries would not link.
-pub(crate) const FEATURES: &[&str] = &["--features", "arrow-dlpack/ndarray"];
+/// and runs `crates/arrow-dlpack/examples/rust_user.rs`) and image decoding (which the bindings
+/// turn on anyway, named here so that the crate's own tests of it run whatever the bindings do).
+/// Not `--all-features`: the bindings' `extension-module` feature leaves libpython unlinked, so
+/// their test binaries would not link.
+pub(crate) const FEATURES: &[&str] = &["--features", "arrow-dlpack/ndarray,arrow-dlpack/images"];
 
 /// The stages of `cargo xtask test`, in order: the name printed with its time at the end, and
 /// what it does, for the help. `run` runs them under these names.
 pub(crate) const STAGES: &[(&str, &str)] = &[
     (
         RUST_TESTS,
-        "cargo test --workspace --features arrow-dlpack/ndarray, with INSTA_UPDATE=no and \
-         CI=true (snapshots are never written); it runs the examples of arrow-dlpack and the \
-         loader too",
+        "cargo test --workspace --features arrow-dlpack/ndarray,arrow-dlpack/images, with \
+         INSTA_UPDATE=no and CI=true (snapshots are never written); it runs the examples of \
+         arrow-dlpack and the loader too",
     ),
     (
         DOC_EXAMPLES,

@@ -39,6 +39,7 @@
 //! | [`FixedShapeTensorArray::into_field_and_array`] | Arrow | a fixed-shape tensor column as the `(Field, ArrayRef)` a `RecordBatch` takes |
 //! | `Tensor::view`, `Tensor::from_ndarray`, `FixedShapeTensorArray::from_ndarray`, `FixedShapeTensorArray::to_ndarray`, `ndarray` (feature `ndarray`) | both | ndarray views of any tensor, arrays to tensors and fixed-shape tensor columns |
 //! | [`shares_memory`], [`Tensor::shares_memory`], [`Tensor::shares_memory_with_buffer`] | | whether a tensor views an array's, a buffer's or another tensor's memory: the zero-copy check |
+//! | `images::decode_images`, `images::ImageSpec` (feature `images`) | Arrow -> tensor | a column of encoded images (JPEG, PNG, WebP, GIF, BMP; binary or Hugging Face `Image` structs) -> one `(B, C, H, W)` tensor, decoded, resized and cropped on the caller's threads |
 //! | [`Error`] | | the one error type |
 //!
 //! Tensors made from arrays are read-only: Arrow buffers are immutable, and DLPack exports flag
@@ -109,6 +110,8 @@ mod data_type;
 mod error;
 mod fixed_shape_tensor;
 mod from_tensor;
+#[cfg(feature = "images")]
+pub mod images;
 #[cfg(feature = "ndarray")]
 mod ndarray_interop;
 mod ragged;

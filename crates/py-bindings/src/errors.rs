@@ -268,6 +268,24 @@ pub(crate) fn arrow_error(error: arrow_dlpack::Error, operation: Operation) -> P
         | E::InvalidPadding { .. } => Kind::Value,
         // A column that is not a list where a list is needed: its type is wrong.
         E::NotAList { .. } => Kind::Type,
+        // Images: a column of another type is a TypeError; a spec value out of range and a row
+        // that cannot become an image (null, malformed, too large, unreadable file) are
+        // ValueErrors, except an allocation that failed, which is a MemoryError.
+        E::UnsupportedImageColumn { .. } => Kind::Type,
+        E::ImageRow { source, .. } => match source.as_ref() {
+            E::Tensor(inner) if tensor_kind(inner).is_none() => {
+                return PyMemoryError::new_err(chain(&error));
+            }
+            _ => Kind::Value,
+        },
+        E::InvalidImageSpec { .. }
+        | E::NullImage
+        | E::UnknownImageFormat { .. }
+        | E::ImageSize { .. }
+        | E::ImageCodec { .. }
+        | E::ImageCodecPanicked { .. }
+        | E::ImageFile { .. }
+        | E::ImageResize { .. } => Kind::Value,
         // A variant added to arrow-dlpack after this file was written: a value problem until it
         // is mapped here on purpose.
         _ => Kind::Value,
@@ -309,6 +327,28 @@ fn python_message(error: &arrow_dlpack::Error, operation: Operation) -> String {
              strides leave gaps, overlap, or are zero or negative); expected a dense first-major \
              layout, or a copy, which copy=False forbids"
         ),
+        // The row and column, then the cause, which is the error's source; the causes that
+        // name a remedy name the Python keyword.
+        E::ImageRow { source, .. } => {
+            let cause = match source.as_ref() {
+                E::NullImage => "the row is null; expected encoded bytes or a path \
+                                 (on_error=\"skip\" drops such rows)"
+                    .to_string(),
+                E::ImageSize {
+                    width,
+                    height,
+                    max_pixels,
+                } => format!(
+                    "image of {width} x {height} pixels is refused; expected at least 1 and at \
+                     most {max_pixels} pixels (max_pixels=)"
+                ),
+                other => chain(other),
+            };
+            let row_and_column = error.to_string();
+            format!("{row_and_column}: {cause}")
+        }
+        // The spec's keys are the Python keyword names.
+        E::InvalidImageSpec { field, reason } => format!("invalid {field}: {reason}"),
         other => other.to_string(),
     }
 }

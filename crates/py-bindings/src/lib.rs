@@ -17,6 +17,7 @@
 //! | `numpy` | `to_numpy` and friends through `np.from_dlpack`, numpy imported only when called |
 //! | `tables` | `Tensor.from_arrow` and `column_tensors()`: tables and record batches to tensors |
 //! | `loader` | `_Batches`, behind `ad.batches`: the loader crate's exact-size batches as dicts of tensors, made without the GIL; `_collate`, behind `ad.ray`: one batch of a table's rows on the calling thread; `_merge_states`, behind `ad.merge_states` |
+//! | `images` | `decode_images`: a column of encoded images decoded into one tensor without the GIL, and the one conversion of a dict of image spec keys into `ImageSpec` |
 //! | `dlpack_export` | `__dlpack__`: argument rules and capsules (dlpark's capsule machinery) |
 //! | `dlpack_method` | `__dlpack__` of `Array` and `Tensor` as a raw vectorcall method: keywords matched by pointer |
 //! | `dlpack_import` | `from_dlpack`: negotiation with producers, legacy retry, capsule consumption |
@@ -52,6 +53,7 @@ mod dlpack_method;
 mod errors;
 mod exchange;
 mod fixed_shape_tensor;
+mod images;
 mod list_array;
 mod loader;
 mod memory_pool;
@@ -102,6 +104,8 @@ fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(loader::collate_table, module)?)?;
     module.add_function(wrap_pyfunction!(loader::merge_states, module)?)?;
     module.add_function(wrap_pyfunction!(loader::check_options, module)?)?;
+    module.add_function(wrap_pyfunction!(images::decode_images, module)?)?;
+    images::register(module)?;
     errors::register(module)?;
     dlpack_method::install(module.py())?;
     exchange::install(module.py())?;

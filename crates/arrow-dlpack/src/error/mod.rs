@@ -352,6 +352,105 @@ pub enum Error {
     /// An error from arrow-rs while assembling an array.
     #[error(transparent)]
     Arrow(#[from] arrow_schema::ArrowError),
+
+    /// An [`ImageSpec`](crate::images::ImageSpec) field out of range or at odds with another.
+    #[cfg(feature = "images")]
+    #[error("invalid image spec field `{field}`: {reason}")]
+    InvalidImageSpec {
+        /// The field, as the spec names it.
+        field: &'static str,
+        /// What was expected and what was found.
+        reason: String,
+    },
+
+    /// A column whose type cannot hold encoded images.
+    #[cfg(feature = "images")]
+    #[error("cannot read {data_type} as encoded images; expected {expected}")]
+    UnsupportedImageColumn {
+        /// The column's type.
+        data_type: DataType,
+        /// The types accepted.
+        expected: &'static str,
+    },
+
+    /// A row that could not become an image; the reason is the source.
+    #[cfg(feature = "images")]
+    #[error("cannot decode image at row {} of column {column:?}", thousands(*row))]
+    ImageRow {
+        /// The row, as the caller numbers it.
+        row: u64,
+        /// The column's name.
+        column: String,
+        /// Why: one of the image variants below, or an allocation failure.
+        source: Box<Error>,
+    },
+
+    /// A null row, or a struct row with neither bytes nor a path.
+    #[cfg(feature = "images")]
+    #[error("the row is null; expected encoded bytes or a path (`OnError::Skip` drops such rows)")]
+    NullImage,
+
+    /// Data that is none of the formats read.
+    #[cfg(feature = "images")]
+    #[error(
+        "unknown image format (the data starts with {start:02x?}); expected JPEG, PNG, WebP, GIF \
+         or BMP"
+    )]
+    UnknownImageFormat {
+        /// The first bytes of the data (at most 8).
+        start: Vec<u8>,
+    },
+
+    /// An image whose header claims no pixels, or more than the spec allows.
+    #[cfg(feature = "images")]
+    #[error(
+        "image of {width} x {height} pixels is refused; expected at least 1 and at most \
+         {max_pixels} pixels (`ImageSpec::max_pixels`)"
+    )]
+    ImageSize {
+        /// The width in the header.
+        width: u32,
+        /// The height in the header.
+        height: u32,
+        /// The limit.
+        max_pixels: u64,
+    },
+
+    /// The codec refused the data; the codec's error is the source.
+    #[cfg(feature = "images")]
+    #[error("malformed {format} data")]
+    ImageCodec {
+        /// The format the data announced.
+        format: &'static str,
+        /// The codec's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// A codec panicked on the data (a bug of the codec, caught).
+    #[cfg(feature = "images")]
+    #[error("the image decoder panicked: {message}")]
+    ImageCodecPanicked {
+        /// The panic's message.
+        message: String,
+    },
+
+    /// The file of a path row could not be read.
+    #[cfg(feature = "images")]
+    #[error("cannot read image file {path:?}")]
+    ImageFile {
+        /// The file, resolved against the image root.
+        path: std::path::PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+
+    /// The resampler refused its input (a bug: the plans are checked to fit).
+    #[cfg(feature = "images")]
+    #[error("cannot resample image: {reason}")]
+    ImageResize {
+        /// The resampler's message.
+        reason: String,
+    },
 }
 
 /// Where [`Error::Nulls`] found nulls in an array, or [`Error::TableNulls`] in a table.
@@ -404,6 +503,20 @@ impl Error {
 /// `count` and the noun in the number it takes: `1 null`, `2 nulls`.
 pub(crate) fn plural(count: usize, one: &str, many: &str) -> String {
     format!("{count} {}", if count == 1 { one } else { many })
+}
+
+/// `1,234,567`: a row number as people read it.
+#[cfg(feature = "images")]
+fn thousands(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
 }
 
 /// `1 null`, `2 nulls`.

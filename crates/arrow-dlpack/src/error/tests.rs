@@ -40,10 +40,82 @@ fn index(error: &Error) -> usize {
         Error::Arrow(_) => 30,
         Error::InvalidVariableShapeTensor { .. } => 31,
         Error::NullTensor { .. } => 32,
+        #[cfg(feature = "images")]
+        Error::InvalidImageSpec { .. } => 33,
+        #[cfg(feature = "images")]
+        Error::UnsupportedImageColumn { .. } => 34,
+        #[cfg(feature = "images")]
+        Error::ImageRow { .. } => 35,
+        #[cfg(feature = "images")]
+        Error::NullImage => 36,
+        #[cfg(feature = "images")]
+        Error::UnknownImageFormat { .. } => 37,
+        #[cfg(feature = "images")]
+        Error::ImageSize { .. } => 38,
+        #[cfg(feature = "images")]
+        Error::ImageCodec { .. } => 39,
+        #[cfg(feature = "images")]
+        Error::ImageCodecPanicked { .. } => 40,
+        #[cfg(feature = "images")]
+        Error::ImageFile { .. } => 41,
+        #[cfg(feature = "images")]
+        Error::ImageResize { .. } => 42,
     }
 }
 
-const VARIANTS: usize = 33;
+/// The variants of the `images` feature come last.
+const VARIANTS: usize = if cfg!(feature = "images") { 43 } else { 33 };
+
+/// One error of every variant of the `images` feature.
+#[cfg(feature = "images")]
+fn image_samples() -> Vec<Error> {
+    let row = |source: Error| Error::ImageRow {
+        row: 1234,
+        column: "image".to_string(),
+        source: Box::new(source),
+    };
+    // The errors of one image, each alone and as the cause of the row's error that carries it.
+    let of_one_image: [fn() -> Error; 7] = [
+        || Error::NullImage,
+        || Error::UnknownImageFormat {
+            start: b"GIF7".to_vec(),
+        },
+        || Error::ImageSize {
+            width: 100_000,
+            height: 100_000,
+            max_pixels: 89_478_485,
+        },
+        || Error::ImageCodec {
+            format: "PNG",
+            source: "unexpected end of file".into(),
+        },
+        || Error::ImageCodecPanicked {
+            message: "index out of bounds".to_string(),
+        },
+        || Error::ImageFile {
+            path: "images/a.jpg".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        },
+        || Error::ImageResize {
+            reason: "source cropping option is invalid".to_string(),
+        },
+    ];
+    let mut samples = vec![
+        Error::InvalidImageSpec {
+            field: "size",
+            reason: "expected a height and a width of at least 1, found 0 x 4".to_string(),
+        },
+        Error::UnsupportedImageColumn {
+            data_type: DataType::Int32,
+            expected: "binary",
+        },
+    ];
+    for make in of_one_image {
+        samples.push(make());
+        samples.push(row(make()));
+    }
+    samples
+}
 
 /// One error of every variant (two for those whose text depends on a location).
 fn samples() -> Vec<Error> {
@@ -169,5 +241,9 @@ fn samples() -> Vec<Error> {
 
 #[test]
 fn every_variant_prints_its_chain_without_repeating_a_cause() {
-    assert_every_variant_chains(&samples(), index, VARIANTS);
+    #[allow(unused_mut)]
+    let mut samples = samples();
+    #[cfg(feature = "images")]
+    samples.extend(image_samples());
+    assert_every_variant_chains(&samples, index, VARIANTS);
 }

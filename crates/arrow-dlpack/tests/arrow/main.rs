@@ -4,6 +4,8 @@ mod chunked;
 mod errors;
 mod fixed_shape_tensor;
 mod fixed_size_list;
+#[cfg(feature = "images")]
+mod images;
 mod interop;
 mod ownership;
 mod primitive;

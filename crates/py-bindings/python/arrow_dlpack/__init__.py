@@ -53,6 +53,11 @@ Beyond PyArrow:
   for ``torch.utils.data``;
   their ``state_dict()`` and ``state=`` resume a run exactly, and
   :func:`merge_states` resumes it with another number of ranks and workers.
+- :func:`decode_images` turns a column of encoded images (JPEG, PNG, WebP,
+  GIF, BMP; ``binary`` or Hugging Face ``Image`` structs, from any Arrow
+  producer) into one ``(B, C, H, W)`` tensor, decoded, resized and cropped on
+  Rust threads with the GIL released; it returns a :class:`DecodedImages`
+  ``(images, sizes, rows)`` whatever the options.
 - :mod:`arrow_dlpack.ray` (loaded on first use, as ``ad.ray``) makes the same tensors from
   Ray Data's Arrow blocks: a ``collate_fn`` for ``iter_torch_batches``, and ``ad.batches``
   takes a ``ray.data.Dataset`` as its source.
@@ -96,6 +101,7 @@ from arrow_dlpack._arrow_dlpack import (
     ArrowDLPackError,
     ArrowDLPackTypeError,
     ArrowDLPackValueError,
+    DecodedImages,
     FixedShapeTensorArray,
     ListArray,
     Tensor,
@@ -103,6 +109,7 @@ from arrow_dlpack._arrow_dlpack import (
     __version__,
     array,
     column_tensors,
+    decode_images,
     memory_pool_stats,
     release_unused_memory,
     set_memory_pool_decay_ms,
@@ -120,6 +127,7 @@ __all__ = [
     "ArrowDLPackTypeError",
     "ArrowDLPackValueError",
     "Batches",
+    "DecodedImages",
     "FixedShapeTensorArray",
     "ListArray",
     "Tensor",
@@ -128,6 +136,7 @@ __all__ = [
     "array",
     "batches",
     "column_tensors",
+    "decode_images",
     "memory_pool_stats",
     "merge_states",
     "release_unused_memory",

@@ -4,7 +4,17 @@ Written by hand and checked against the built module by ``mypy.stubtest``.
 """
 
 import builtins
-from typing import Any, ClassVar, Optional, Sequence, SupportsIndex, Tuple, Union, overload
+from typing import (
+    Any,
+    ClassVar,
+    NamedTuple,
+    Optional,
+    Sequence,
+    SupportsIndex,
+    Tuple,
+    Union,
+    overload,
+)
 
 from typing_extensions import CapsuleType, Self, disjoint_base, final
 
@@ -14,12 +24,14 @@ __all__ = [
     "ArrowDLPackError",
     "ArrowDLPackTypeError",
     "ArrowDLPackValueError",
+    "DecodedImages",
     "FixedShapeTensorArray",
     "ListArray",
     "Tensor",
     "VariableShapeTensorArray",
     "__version__",
     "_Batches",
+    "_IMAGE_SPEC_DEFAULTS",
     "_array_from_ipc",
     "_check_options",
     "_collate",
@@ -29,6 +41,7 @@ __all__ = [
     "_testing_record_device_runtime",
     "array",
     "column_tensors",
+    "decode_images",
     "memory_pool_stats",
     "release_unused_memory",
     "set_memory_pool_decay_ms",
@@ -93,6 +106,77 @@ def column_tensors(
     with no tensor layout (strings, timestamps, ...; booleans with ``copy=False``) or an object
     that is not a table; ArrowDLPackBufferError for several record batches with
     ``copy=False``.
+    """
+
+class DecodedImages(NamedTuple):
+    """What :func:`decode_images` returns, whatever its options."""
+
+    images: Tensor
+    """``(B, C, H, W)`` (``layout="NCHW"``) or ``(B, H, W, C)`` (``"NHWC"``), ``uint8`` or
+    ``float32``: one image per kept row, row-major, writable."""
+    sizes: Tensor
+    """``(B, 2)`` ``int32``: each kept image's height and width as decoded, after its EXIF
+    orientation."""
+    rows: Tensor
+    """``(B,)`` ``int64``: the index of each kept row in the column, increasing (every row
+    unless ``on_error="skip"`` dropped some)."""
+
+_IMAGE_SPEC_DEFAULTS: dict[str, Any]
+
+def decode_images(
+    column: Any,
+    size: Union[int, Tuple[int, int]],
+    *,
+    resize: Optional[int] = None,
+    crop: str = "center",
+    scale: Tuple[float, float] = (0.08, 1.0),
+    ratio: Tuple[float, float] = (0.75, 1.3333333333333333),
+    pad_value: int = 0,
+    hflip: float = 0.0,
+    mode: str = "RGB",
+    layout: str = "NCHW",
+    dtype: str = "uint8",
+    mean: Optional[Sequence[float]] = None,
+    std: Optional[Sequence[float]] = None,
+    interpolation: str = "bilinear",
+    exif_transpose: bool = True,
+    on_error: str = "raise",
+    max_pixels: Optional[int] = 89478485,
+    seed: Optional[int] = None,
+    threads: Optional[int] = None,
+    image_root: Optional[str] = None,
+    name: Optional[str] = None,
+) -> DecodedImages:
+    """Decodes a column of encoded images into one tensor, on Rust threads with the GIL released.
+
+    ``column`` is anything with ``__arrow_c_stream__`` or ``__arrow_c_array__`` (a pyarrow
+    Array or ChunkedArray, a polars Series, a column of a Hugging Face dataset's table, an
+    :class:`Array`) of type ``binary``, ``large_binary`` or ``binary_view``, or a struct with a
+    ``bytes`` field of one of these and an optional ``path`` string field (Hugging Face's
+    ``Image``): a row whose bytes are null is read from its path, relative to ``image_root``
+    (the current directory by default). JPEG (baseline, progressive, greyscale, CMYK), PNG
+    (palette, greyscale, 16-bit, alpha), WebP (lossy, lossless), GIF and BMP (first frame).
+
+    Each image is converted to ``mode`` (``"RGB"``, ``"L"``, ``"RGBA"``) as PIL's ``convert``
+    does, turned upright by its EXIF orientation (``exif_transpose``), and resized and cropped
+    to ``size`` (an int for a square, or ``(height, width)``): ``crop="center"`` scales the
+    shorter side to ``resize`` (default: ``size``'s shorter side) and keeps the centre window,
+    ``"random"`` a window at a random place, ``"random_resized"`` is torchvision's
+    ``RandomResizedCrop`` (``scale``, ``ratio``), ``"none"`` scales straight to ``size``,
+    ``"pad"`` fits the whole image inside ``size`` and fills the rest with ``pad_value``.
+    ``interpolation`` is ``"bilinear"``, ``"bicubic"``, ``"lanczos"`` (antialiased when
+    shrinking, as PIL) or ``"nearest"``; ``hflip`` is the probability of a horizontal flip.
+    Random crops and flips draw from ``seed`` and the row's index, so a call is reproducible.
+    ``dtype="float32"`` gives values / 255, then ``(x - mean) / std`` per channel when both are
+    given. ``max_pixels`` (``None``: no limit) refuses larger images from their header, before
+    any pixel is allocated. ``threads`` defaults to the machine's cores; ``name`` names the
+    column in errors (default: the Arrow field's name).
+
+    Raises ArrowDLPackValueError for a row that cannot become an image (null, malformed, too
+    large, an unreadable file), naming the row and the column, unless ``on_error="skip"``,
+    which drops such rows (``rows`` says which were kept); ArrowDLPackValueError for an option
+    out of range; TypeError for an unknown option or a value of the wrong type; ArrowDLPackTypeError
+    for a column of another type; MemoryError when an allocation fails.
     """
 
 def memory_pool_stats() -> dict[str, int]:

@@ -1,0 +1,222 @@
+//! One image into its slot of the output: the plan's source region resampled (or copied, when it
+//! is whole pixels of the target's size) with `fast_image_resize`'s convolutions, which widen the
+//! filter's support by the scale when shrinking as PIL does, then written into the slot in the
+//! spec's layout and element type, mirrored when the plan flips, around the pad value where the
+//! plan leaves room.
+
+use std::mem::MaybeUninit;
+
+use fast_image_resize::images::{Image, ImageRef};
+use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
+
+use super::convert::Pixels;
+use super::geometry::Plan;
+use super::spec::{ImageSpec, Interpolation, Layout};
+use crate::{Error, Result};
+
+/// What a thread keeps from one image to the next: the resampled region and the resizer's own
+/// buffers.
+#[derive(Default)]
+pub(crate) struct ResampleBuffers {
+    region: Vec<u8>,
+    resizer: Resizer,
+}
+
+impl std::fmt::Debug for ResampleBuffers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResampleBuffers")
+            .field("region", &self.region.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How 8-bit channel values become output elements: the identity for `uint8`, a table per
+/// channel for `float32` (`v / 255`, then `(x - mean) / std`).
+pub(crate) trait OutputValues<T>: Sync {
+    /// The element of `value` in `channel`.
+    fn element(&self, channel: usize, value: u8) -> T;
+}
+
+/// `uint8` output.
+pub(crate) struct Bytes;
+
+impl OutputValues<u8> for Bytes {
+    fn element(&self, _channel: usize, value: u8) -> u8 {
+        value
+    }
+}
+
+/// `float32` output: 256 values per channel, worked out once per call.
+pub(crate) struct Normalised {
+    tables: Vec<[f32; 256]>,
+}
+
+impl Normalised {
+    /// The tables of `spec`'s channels.
+    pub(crate) fn new(spec: &ImageSpec) -> Self {
+        let channels = spec.channels();
+        let tables = (0..channels)
+            .map(|channel| {
+                let mean = spec.mean.as_ref().map_or(0.0, |mean| mean[channel]);
+                let std = spec.std.as_ref().map_or(1.0, |std| std[channel]);
+                std::array::from_fn(|value| (value as f32 / 255.0 - mean) / std)
+            })
+            .collect();
+        Normalised { tables }
+    }
+}
+
+impl OutputValues<f32> for Normalised {
+    fn element(&self, channel: usize, value: u8) -> f32 {
+        self.tables[channel][usize::from(value)]
+    }
+}
+
+/// The filter of `interpolation`.
+fn algorithm(interpolation: Interpolation) -> ResizeAlg {
+    match interpolation {
+        Interpolation::Bilinear => ResizeAlg::Convolution(FilterType::Bilinear),
+        Interpolation::Bicubic => ResizeAlg::Convolution(FilterType::CatmullRom),
+        Interpolation::Lanczos => ResizeAlg::Convolution(FilterType::Lanczos3),
+        Interpolation::Nearest => ResizeAlg::Nearest,
+    }
+}
+
+/// Resamples `pixels` by `plan` and writes the result into `slot` (every element of it).
+pub(crate) fn write_image<T: Copy + 'static>(
+    pixels: Pixels<'_>,
+    plan: &Plan,
+    spec: &ImageSpec,
+    values: &impl OutputValues<T>,
+    buffers: &mut ResampleBuffers,
+    slot: &mut [MaybeUninit<T>],
+) -> Result<()> {
+    let region = resample(pixels, plan, spec, buffers)?;
+    let (height, width) = (spec.size.height as usize, spec.size.width as usize);
+    let channels = pixels.channels;
+    if plan.pads(spec.size.height, spec.size.width) {
+        fill(slot, spec, values);
+    }
+    let target = plan.target;
+    let (top, left) = (target.top as usize, target.left as usize);
+    let region_width = target.width as usize;
+    let column = |x: usize| {
+        let x = left + x;
+        if plan.flip { width - 1 - x } else { x }
+    };
+    for (y, row) in region.chunks_exact(region_width * channels).enumerate() {
+        let out_row = top + y;
+        match spec.layout {
+            Layout::Nhwc => {
+                let line = &mut slot[out_row * width * channels..(out_row + 1) * width * channels];
+                if !plan.flip && channels_are_bytes::<T>() {
+                    // The common case, uint8 channels last unflipped: one copy per row.
+                    let start = left * channels;
+                    for (out, &value) in line[start..start + row.len()].iter_mut().zip(row) {
+                        out.write(values.element(0, value));
+                    }
+                    continue;
+                }
+                for (x, pixel) in row.chunks_exact(channels).enumerate() {
+                    let start = column(x) * channels;
+                    for (channel, (out, &value)) in line[start..start + channels]
+                        .iter_mut()
+                        .zip(pixel)
+                        .enumerate()
+                    {
+                        out.write(values.element(channel, value));
+                    }
+                }
+            }
+            Layout::Nchw => {
+                for channel in 0..channels {
+                    let plane = channel * height * width;
+                    let line = &mut slot[plane + out_row * width..plane + (out_row + 1) * width];
+                    let samples = row.iter().skip(channel).step_by(channels);
+                    for (x, &value) in samples.enumerate() {
+                        line[column(x)].write(values.element(channel, value));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `T` is the byte type, whose values do not depend on the channel.
+fn channels_are_bytes<T: 'static>() -> bool {
+    std::any::TypeId::of::<T>() == std::any::TypeId::of::<u8>()
+}
+
+/// Fills all of `slot` with the pad value, channel by channel.
+fn fill<T: Copy>(slot: &mut [MaybeUninit<T>], spec: &ImageSpec, values: &impl OutputValues<T>) {
+    let channels = spec.channels();
+    let pad: Vec<T> = (0..channels)
+        .map(|channel| values.element(channel, spec.pad_value))
+        .collect();
+    match spec.layout {
+        Layout::Nhwc => {
+            for pixel in slot.chunks_exact_mut(channels) {
+                for (out, &value) in pixel.iter_mut().zip(&pad) {
+                    out.write(value);
+                }
+            }
+        }
+        Layout::Nchw => {
+            let plane = spec.size.height as usize * spec.size.width as usize;
+            for (values, &value) in slot.chunks_exact_mut(plane).zip(&pad) {
+                for out in values {
+                    out.write(value);
+                }
+            }
+        }
+    }
+}
+
+/// The plan's source region of `pixels` at the target's size, interleaved, in `buffers`.
+fn resample<'b>(
+    pixels: Pixels<'_>,
+    plan: &Plan,
+    spec: &ImageSpec,
+    buffers: &'b mut ResampleBuffers,
+) -> Result<&'b [u8]> {
+    let channels = pixels.channels;
+    let (width, height) = (plan.target.width, plan.target.height);
+    let len = width as usize * height as usize * channels;
+    if len > buffers.region.len() {
+        buffers
+            .region
+            .try_reserve_exact(len - buffers.region.len())
+            .map_err(|_| arrow_dlpack_tensor::Error::OutOfMemory { bytes: len })?;
+    }
+    buffers.region.resize(len, 0);
+    let source = plan.source;
+    if plan.is_copy() {
+        let (left, top) = (source.left as usize, source.top as usize);
+        let stride = pixels.width as usize * channels;
+        let row_len = width as usize * channels;
+        for (y, out) in buffers.region.chunks_exact_mut(row_len).enumerate() {
+            let start = (top + y) * stride + left * channels;
+            out.copy_from_slice(&pixels.data[start..start + row_len]);
+        }
+        return Ok(&buffers.region);
+    }
+    let pixel_type = match channels {
+        1 => PixelType::U8,
+        3 => PixelType::U8x3,
+        _ => PixelType::U8x4,
+    };
+    let resize_error = |reason: String| Error::ImageResize { reason };
+    let input = ImageRef::new(pixels.width, pixels.height, pixels.data, pixel_type)
+        .map_err(|error| resize_error(error.to_string()))?;
+    let mut output = Image::from_slice_u8(width, height, &mut buffers.region, pixel_type)
+        .map_err(|error| resize_error(error.to_string()))?;
+    let options = ResizeOptions::new()
+        .resize_alg(algorithm(spec.interpolation))
+        .crop(source.left, source.top, source.width, source.height);
+    buffers
+        .resizer
+        .resize(&input, &mut output, &options)
+        .map_err(|error| resize_error(error.to_string()))?;
+    Ok(&buffers.region)
+}

@@ -1,0 +1,107 @@
+"""Hostile encoded images: a sweep of truncated, byte-flipped and header-edited files of every
+format through ``ad.decode_images``, with a fixed seed.
+
+Every file either decodes into a tensor of the asked shape or raises ``ArrowDLPackValueError``
+naming its row and column; nothing crashes, hangs or raises ``PanicException`` (a
+``BaseException`` that ``except Exception`` would miss), and ``on_error="skip"`` keeps exactly
+the files that decode alone. docs/reliability.md has the counts.
+"""
+
+import io
+import re
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from PIL import Image
+
+import arrow_dlpack as ad
+
+# Mutants per kind per format: 3 kinds x 350 = 1,050 files of each format.
+PER_KIND = 350
+SEED = 20261202
+
+
+def base_files():
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[0:30, 0:40]
+    pixels = np.stack([x * 6, y * 8, (x + y) * 3], axis=-1) + rng.integers(0, 20, (30, 40, 3))
+    image = Image.fromarray(pixels.clip(0, 255).astype(np.uint8))
+
+    def encode(image, fmt, **options):
+        out = io.BytesIO()
+        image.save(out, fmt, **options)
+        return out.getvalue()
+
+    return {
+        "jpeg": encode(image, "JPEG", quality=90),
+        "jpeg_progressive": encode(image, "JPEG", quality=90, progressive=True),
+        "png": encode(image.convert("RGBA"), "PNG"),
+        "webp": encode(image, "WEBP", quality=90),
+        "webp_lossless": encode(image, "WEBP", lossless=True),
+        "gif": encode(image.convert("P", palette=Image.Palette.ADAPTIVE), "GIF"),
+        "bmp": encode(image, "BMP"),
+    }
+
+
+def mutants(data, rng):
+    """Truncated, byte-flipped and header-edited copies of ``data``, by kind."""
+    out = []
+    for _ in range(PER_KIND):
+        out.append(("truncated", data[: int(rng.integers(0, len(data)))]))
+    for _ in range(PER_KIND):
+        flipped = bytearray(data)
+        for position in rng.integers(0, len(data), int(rng.integers(1, 9))):
+            flipped[position] ^= int(rng.integers(1, 256))
+        out.append(("flipped", bytes(flipped)))
+    for _ in range(PER_KIND):
+        # The first 64 bytes hold every header field these formats size the image by (PNG's
+        # IHDR, BMP's info header, GIF's screen descriptor, WebP's VP8 frame header, JPEG's
+        # first markers); some writes are extreme values, some random bytes.
+        edited = bytearray(data)
+        position = int(rng.integers(0, min(64, len(data) - 4)))
+        choice = int(rng.integers(0, 4))
+        patch = [b"\x00\x00\x00\x00", b"\xff\xff\xff\xff", b"\x7f\xff\xff\xff"][choice] if choice < 3 else bytes(rng.integers(0, 256, 4, dtype=np.uint8))
+        edited[position : position + 4] = patch
+        out.append(("header", bytes(edited)))
+    return out
+
+
+ROW_ERROR = re.compile(r'^cannot decode image at row 0 of column "image": (.+)$', re.S)
+
+
+@pytest.mark.parametrize("name", list(base_files()))
+def test_hostile_files_decode_or_raise_value_errors_naming_the_row(name):
+    data = base_files()[name]
+    rng = np.random.default_rng([SEED, sum(name.encode())])
+    cases = mutants(data, rng)
+    assert len(cases) >= 1000
+    outcomes = Counter()
+    decoded = []
+    for index, (kind, mutant) in enumerate(cases):
+        try:
+            out = ad.decode_images(pa.array([mutant]), (12, 16), name="image", threads=1)
+        except ValueError as error:
+            assert isinstance(error, ad.ArrowDLPackValueError)
+            match = ROW_ERROR.match(str(error))
+            assert match, str(error)
+            cause = match.group(1)
+            assert "decoder panicked" not in cause, cause
+            outcomes[(kind, cause.split(" ")[0])] += 1
+        except MemoryError:
+            outcomes[(kind, "MemoryError")] += 1
+        except BaseException as error:  # a PanicException is a BaseException
+            pytest.fail(f"mutant {index} ({kind}) raised {type(error).__name__}: {error}")
+        else:
+            assert np.from_dlpack(out.images).shape == (1, 3, 12, 16)
+            outcomes[(kind, "decoded")] += 1
+            decoded.append(index)
+    # The same files in one column: skip keeps exactly those that decoded alone.
+    column = pa.array([mutant for _, mutant in cases])
+    out = ad.decode_images(column, (12, 16), on_error="skip", threads=2)
+    assert np.from_dlpack(out.rows).tolist() == decoded
+    assert np.from_dlpack(out.images).shape == (len(decoded), 3, 12, 16)
+    # The unmutated file decodes; most mutants are refused or decode to something.
+    assert sum(outcomes.values()) == len(cases)
+    print(name, dict(sorted(outcomes.items())))
