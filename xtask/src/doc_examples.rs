@@ -32,12 +32,14 @@ use crate::process::Cmd;
 /// Where the user crates are written, relative to the project root.
 const OUTPUT: &str = "target/doc-examples";
 
-/// The Arrow crates that a user of these crates has as dependencies anyway, with the workspace's
+/// The crates that a user of these crates has as dependencies anyway (Arrow's, and `image` to make
+/// the encoded pictures that the image examples decode), with the workspace's
 /// requirements (so that the build directory's artifacts serve).
-const ARROW_DEPENDENCIES: &str = "\
+const COMMON_DEPENDENCIES: &str = "\
 arrow-array = { version = \"60\", default-features = false, features = [\"ffi\"] }
 arrow-buffer = { version = \"60\", default-features = false }
 arrow-schema = { version = \"60\", default-features = false, features = [\"ffi\"] }
+image = { version = \"0.25.10\", default-features = false, features = [\"jpeg\", \"png\", \"webp\", \"gif\", \"bmp\"] }
 ";
 
 /// One user crate: its name, its dependencies on the workspace's crates, the source folders
@@ -74,7 +76,12 @@ const USER_CRATES: &[UserCrate] = &[
     },
     UserCrate {
         name: "arrow-dlpack-user",
-        dependencies: &[("arrow-dlpack", "crates/arrow-dlpack", "[\"ndarray\"]")],
+        // The features the workspace's build gives it (the Rust stage and the bindings).
+        dependencies: &[(
+            "arrow-dlpack",
+            "crates/arrow-dlpack",
+            "[\"ndarray\", \"images\"]",
+        )],
         sources: &["crates/tensor/src", "crates/arrow-dlpack/src"],
         markdown_marks: &[],
     },
@@ -240,7 +247,7 @@ fn write_crate(root: &Path, dir: &Path, user: &UserCrate, examples: &[Example]) 
             root.join(path).display()
         ));
     }
-    manifest.push_str(ARROW_DEPENDENCIES);
+    manifest.push_str(COMMON_DEPENDENCIES);
     write(&dir.join("Cargo.toml"), &manifest)?;
     write(
         &dir.join("src").join("lib.rs"),
