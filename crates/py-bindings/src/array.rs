@@ -108,9 +108,11 @@ pub(crate) fn wrap_column(
 /// The array that `Array.__reduce__` pickled: the class its field gives.
 #[pyfunction]
 #[pyo3(signature = (data, /))]
-pub(crate) fn _array_from_ipc(py: Python<'_>, data: &[u8]) -> PyResult<Py<PyAny>> {
+pub(crate) fn _array_from_ipc(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     let (field, chunks) = pickling::column_from_ipc(data)?;
+    // The stream's field may carry extension metadata that does not describe its storage.
     wrap_column(py, field, chunks)
+        .map_err(|error| errors::with_context(py, error, "cannot unpickle Array"))
 }
 
 /// Imports any object with `__arrow_c_array__` or `__arrow_c_stream__` (pyarrow Array and
@@ -173,7 +175,7 @@ impl PyArray {
         &self,
         py: Python<'py>,
     ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
-        let data = PyBytes::new(py, &pickling::column_to_ipc(&self.column)?);
+        let data = pickling::column_to_ipc(py, &self.column)?;
         let rebuild = py
             .import("arrow_dlpack._arrow_dlpack")?
             .getattr("_array_from_ipc")?;

@@ -352,6 +352,22 @@ pub(crate) fn no_panic<T>(doing: &str, call: impl FnOnce() -> PyResult<T>) -> Py
     }
 }
 
+/// `error` with `context: ` before its message, when it is one of this package's `ValueError`s
+/// or `TypeError`s (made again, of the same class); any other exception as it is.
+pub(crate) fn with_context(py: Python<'_>, error: PyErr, context: &str) -> PyErr {
+    let Ok(classes) = classes(py) else {
+        return error;
+    };
+    let message = error.value(py).to_string();
+    if error.is_instance(py, classes.value_error.bind(py)) {
+        raise(Kind::Value, format!("{context}: {message}"))
+    } else if error.is_instance(py, classes.type_error.bind(py)) {
+        raise(Kind::Type, format!("{context}: {message}"))
+    } else {
+        error
+    }
+}
+
 /// Maps a refused Arrow C Data Interface struct (`arrow-dlpack-c`): a malformed one is a
 /// `ValueError` (as every malformed import), a well-formed one of a type that cannot be imported
 /// or a device chunk with nulls a `TypeError`, one that would need device memory read a

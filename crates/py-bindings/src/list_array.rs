@@ -13,6 +13,7 @@ use arrow_dlpack::{
     Error, ListToRaggedOptions, PadOptions, PadValue, RaggedTensor, Side, list_to_ragged,
     pack_pieces, pad_pieces,
 };
+use arrow_dlpack_tensor::alloc::PooledVec;
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::Field;
 use pyo3::PyClassInitializer;
@@ -213,9 +214,14 @@ fn int64_offsets(ragged: &RaggedTensor) -> arrow_dlpack::Result<Tensor> {
     if offsets.dtype() == DType::Int64 {
         return Ok(offsets.clone());
     }
-    let widened: Vec<i64> = offsets.iter::<i32>()?.map(i64::from).collect();
-    let len = widened.len();
-    Ok(Tensor::from_vec(widened, vec![len])?.with_read_only(false))
+    // Fallible: `B` comes from the input.
+    let len = offsets.len();
+    let mut widened = PooledVec::<i64>::try_with_capacity(len)?;
+    widened.extend(offsets.iter::<i32>()?.map(i64::from));
+    Ok(
+        Tensor::try_new_row_major(widened.into_buffer(), DType::Int64, vec![len])?
+            .with_read_only(false),
+    )
 }
 
 #[pymethods]
@@ -312,8 +318,10 @@ impl PyListArray {
     }
 
     /// A list array from values `(N, *inner)` and offsets `(B + 1,)` (int32 gives `list`, int64
-    /// `large_list`), both DLPack producers; zero-copy for row-major values. Offsets that do not
-    /// start at 0, decrease or do not end at N raise ValueError.
+    /// `large_list`), both DLPack producers; zero-copy for row-major values, while the offsets
+    /// are copied (`B + 1` integers), so that writing into the caller's offsets afterwards
+    /// changes nothing. Offsets that do not start at 0, decrease or do not end at N raise
+    /// ValueError.
     #[staticmethod]
     fn from_offsets(
         py: Python<'_>,

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use arrow_dlpack_tensor::Tensor;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::PyTuple;
 
 use crate::conveniences;
 use crate::device_sync::SyncEvent;
@@ -68,24 +68,18 @@ impl PyTensor {
     // `__dlpack__` is the raw method of `dlpack_method`, installed on the class at import.
 
     /// Pickles a copy of a host tensor: element type, shape, dimension names and the elements in
-    /// row-major order; unpickled as a writable tensor that owns its memory. A device tensor is a
-    /// `BufferError`.
-    fn __reduce__<'py>(
+    /// row-major order, written once into the bytes pickle stores (with protocol 5, a
+    /// `PickleBuffer` that may travel out of band); unpickled as a writable tensor that owns its
+    /// memory. A device tensor is a `BufferError`.
+    fn __reduce_ex__<'py>(
         &self,
         py: Python<'py>,
+        protocol: i64,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        let parts = pickling::tensor_to_parts(&self.tensor)?;
+        let arguments = pickling::tensor_to_parts(py, &self.tensor, protocol)?;
         let rebuild = py
             .import("arrow_dlpack._arrow_dlpack")?
             .getattr("_tensor_from_parts")?;
-        let arguments = (
-            parts.code,
-            parts.bits,
-            parts.shape,
-            parts.dim_names,
-            PyBytes::new(py, &parts.bytes),
-        )
-            .into_pyobject(py)?;
         Ok((rebuild, arguments))
     }
 
@@ -228,15 +222,16 @@ fn python_tuple<T: std::fmt::Display>(items: &[T]) -> String {
     }
 }
 
-/// The tensor that `Tensor.__reduce__` pickled.
+/// The tensor that `Tensor.__reduce_ex__` pickled; every field is checked and a refusal names
+/// it.
 #[pyfunction]
 #[pyo3(signature = (code, bits, shape, dim_names, data, /))]
 pub(crate) fn _tensor_from_parts(
-    code: u8,
-    bits: u8,
-    shape: Vec<usize>,
-    dim_names: Option<Vec<String>>,
-    data: &[u8],
+    code: &Bound<'_, PyAny>,
+    bits: &Bound<'_, PyAny>,
+    shape: &Bound<'_, PyAny>,
+    dim_names: &Bound<'_, PyAny>,
+    data: &Bound<'_, PyAny>,
 ) -> PyResult<PyTensor> {
     pickling::tensor_from_parts(code, bits, shape, dim_names, data).map(PyTensor::new)
 }
