@@ -18,13 +18,14 @@ use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::Field;
 use pyo3::PyClassInitializer;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PySlice, PyTuple};
 
 use crate::array::PyArray;
 use crate::column::Column;
 use crate::copies::without_gil_if_large;
 use crate::dlpack_import::{Devices, import_tensor};
 use crate::errors::{self, Operation};
+use crate::numpy;
 use crate::py_tensor::PyTensor;
 
 /// A variable-length list column as a ragged tensor.
@@ -315,6 +316,57 @@ impl PyListArray {
                 Bound::new(py, PyTensor::new(offsets))?,
             ],
         )
+    }
+
+    /// numpy's `__array__(dtype=None, copy=None)`, as PyArrow's for list arrays: an `object`
+    /// array of `B` rows, each a read-only numpy view of its elements `(length, *inner)`, None
+    /// for a null row. `copy=False` raises ValueError: the rows are ragged, so no single numpy
+    /// array shares the column's memory (`values`, `offsets` and `to_padded()` give tensors).
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__<'py>(
+        &self,
+        py: Python<'py>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = numpy::ArrayRequest { dtype, copy };
+        if copy == Some(false) {
+            return numpy::rows_dunder(py, Vec::new(), request, "a ListArray");
+        }
+        let ragged = self.ragged(py, true)?;
+        let values = Bound::new(py, PyTensor::new(ragged.values().clone()))?;
+        let values = numpy::from_dlpack(values.as_any(), true, "ListArray.__array__()")?;
+        let bounds: Vec<usize> = match ragged.offsets().dtype() {
+            DType::Int32 => ragged
+                .offsets()
+                .iter::<i32>()
+                .map_err(errors::tensor_error)?
+                .map(|offset| offset as usize)
+                .collect(),
+            _ => ragged
+                .offsets()
+                .iter::<i64>()
+                .map_err(errors::tensor_error)?
+                .map(|offset| offset as usize)
+                .collect(),
+        };
+        let nulls = self
+            .column
+            .chunks
+            .iter()
+            .flat_map(|chunk| (0..chunk.len()).map(move |index| chunk.is_null(index)));
+        let rows = bounds
+            .windows(2)
+            .zip(nulls)
+            .map(|(bounds, null)| {
+                if null {
+                    return Ok(None);
+                }
+                let slice = PySlice::new(py, bounds[0] as isize, bounds[1] as isize, 1);
+                values.get_item(slice).map(Some)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        numpy::rows_dunder(py, rows, request, "a ListArray")
     }
 
     /// A list array from values `(N, *inner)` and offsets `(B + 1,)` (int32 gives `list`, int64

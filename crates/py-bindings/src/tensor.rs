@@ -177,6 +177,40 @@ impl PyTensor {
         numpy::from_dlpack(slf.as_any(), read_only, "Tensor.to_numpy()")
     }
 
+    /// numpy's `__array__(dtype=None, copy=None)`: a zero-copy view (read-only when the tensor
+    /// is), cast to `dtype`; `copy=True` always copies. `np.asarray(tensor)` and
+    /// `jnp.asarray(tensor)` call it; a device tensor is a BufferError.
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let tensor = &slf.get().tensor;
+        tensor
+            .require_cpu("make a numpy array of it")
+            .map_err(errors::tensor_error)?;
+        let request = numpy::ArrayRequest { dtype, copy };
+        numpy::tensor_dunder(
+            slf.as_any(),
+            tensor.is_read_only(),
+            request,
+            "Tensor.__array__()",
+        )
+    }
+
+    /// `tensor == other` is `equals(other)` for another `Tensor` or a `pyarrow.Tensor` (a bool,
+    /// as PyArrow's `Tensor.__eq__`); anything else, numpy arrays included, is NotImplemented,
+    /// so that numpy compares element by element. Tensors are unhashable, as PyArrow's are.
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        self.compare(py, other, false)
+    }
+
+    /// `tensor != other`: the negation of `==` (NotImplemented where `==` is).
+    fn __ne__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        self.compare(py, other, true)
+    }
+
     /// The bytes of the elements: `size` times the element size (numpy's `nbytes`).
     #[getter]
     fn nbytes(&self) -> PyResult<usize> {
@@ -208,6 +242,39 @@ impl PyTensor {
             python_tuple(&self.tensor.byte_strides()),
         )
     }
+}
+
+impl PyTensor {
+    /// `==` (or `!=` when `negate`) against a `Tensor` or a `pyarrow.Tensor`.
+    fn compare(
+        &self,
+        py: Python<'_>,
+        other: &Bound<'_, PyAny>,
+        negate: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let ours = other.cast::<PyTensor>().is_ok();
+        if !ours && !is_pyarrow_tensor(other) {
+            return Ok(py.NotImplemented());
+        }
+        let equal = self.equals(other)?;
+        Ok(pyo3::types::PyBool::new(py, equal != negate)
+            .to_owned()
+            .into_any()
+            .unbind())
+    }
+}
+
+/// Whether `object` is a `pyarrow.Tensor` (pyarrow is not imported for the answer: an object of
+/// its class means it already is).
+fn is_pyarrow_tensor(object: &Bound<'_, PyAny>) -> bool {
+    let class = object.get_type();
+    let named = |attribute: &str, expected: &str| {
+        class
+            .getattr(attribute)
+            .and_then(|name| name.extract::<String>())
+            .is_ok_and(|name| name == expected)
+    };
+    named("__module__", "pyarrow.lib") && named("__qualname__", "Tensor")
 }
 
 /// `items` written as Python writes a tuple: `()`, `(3,)`, `(2, 2)`.
