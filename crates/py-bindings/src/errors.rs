@@ -24,7 +24,10 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
 
-use crate::type_names::pyarrow_dtype_name;
+use arrow_dlpack_tensor::DType;
+use arrow_schema::{DataType, Field};
+
+use crate::type_names::{data_type_name, field_type_name, pyarrow_dtype_name};
 
 /// The exception classes of the package, created once per interpreter.
 struct Classes {
@@ -304,12 +307,132 @@ fn python_message(error: &arrow_dlpack::Error, operation: Operation) -> String {
         E::CopyRequired { reason, .. } => {
             format!("{reason} requires a copy, which copy=False forbids")
         }
+        E::UnsupportedType { data_type, reason } => {
+            let hint = if is_list(data_type) {
+                "; a column of variable-length lists is an arrow_dlpack.ListArray (ad.array), \
+                 whose values, offsets, to_padded() and to_packed() are tensors"
+            } else {
+                ""
+            };
+            format!(
+                "cannot export {}: {reason}; expected {PYARROW_NUMERIC_TYPES}, or fixed-size \
+                 lists of them{hint}",
+                data_type_name(data_type)
+            )
+        }
+        E::UnsupportedColumnType {
+            column,
+            data_type,
+            reason,
+            ..
+        } => {
+            // A fixed-size list column is refused only where one 2-D tensor is made
+            // (`Tensor.from_arrow`); `ad.column_tensors` takes it, which is the remedy.
+            let (reason, expected) = if matches!(data_type, DataType::FixedSizeList(..)) {
+                (
+                    "a fixed-size list holds several values per row, which one 2-D tensor \
+                     cannot; convert the column alone (ad.column_tensors gives one tensor per \
+                     column)",
+                    PYARROW_NUMERIC_TYPES.to_string(),
+                )
+            } else {
+                (
+                    *reason,
+                    format!(
+                        "{PYARROW_NUMERIC_TYPES} (or, for ad.column_tensors, fixed-size lists of \
+                         them)"
+                    ),
+                )
+            };
+            format!(
+                "cannot convert column {column:?} of type {}: {reason}; expected {expected}",
+                data_type_name(data_type)
+            )
+        }
+        E::MixedChunkTypes {
+            index,
+            expected,
+            found,
+        } => format!(
+            "chunk {index} has type {}; expected {}, the type of chunk 0",
+            data_type_name(found),
+            data_type_name(expected)
+        ),
+        E::NotAList { data_type } => format!(
+            "cannot read {} as a ragged tensor; expected a list, large_list, list_view or \
+             large_list_view",
+            data_type_name(data_type)
+        ),
+        E::UnsupportedDType { dtype } => {
+            let why = match dtype {
+                DType::Bool => {
+                    "Arrow packs booleans into bits, so a one-byte bool tensor has no \
+                                Arrow type that shares its memory"
+                }
+                DType::BFloat16 => "Arrow has no bfloat16 type",
+                DType::Complex64 | DType::Complex128 => "Arrow has no complex type",
+                _ => "Arrow has no type with this layout",
+            };
+            format!(
+                "tensor type {} has no Arrow equivalent: {why}; expected \
+                 {PYARROW_NUMERIC_TYPES}",
+                pyarrow_dtype_name(*dtype)
+            )
+        }
+        E::MixedRaggedPieces {
+            index,
+            expected_dtype,
+            expected_shape,
+            found_dtype,
+            found_shape,
+        } => format!(
+            "piece {index} has values of type {} with element shape {}; expected type {} with \
+             element shape {}, those of piece 0",
+            pyarrow_dtype_name(*found_dtype),
+            python_tuple(found_shape),
+            pyarrow_dtype_name(*expected_dtype),
+            python_tuple(expected_shape)
+        ),
+        E::PadValue {
+            value,
+            dtype,
+            expected,
+        } => format!(
+            "pad value {value} does not fit type {}; expected {expected}",
+            pyarrow_dtype_name(*dtype)
+        ),
         E::GappedStrides { shape, strides } => format!(
             "tensor with shape {shape:?} and strides {strides:?} (in elements) is not dense (its \
              strides leave gaps, overlap, or are zero or negative); expected a dense first-major \
              layout, or a copy, which copy=False forbids"
         ),
         other => other.to_string(),
+    }
+}
+
+/// The Arrow types whose arrays DLPack carries, as PyArrow names them.
+const PYARROW_NUMERIC_TYPES: &str =
+    "int8, int16, int32, int64, uint8, uint16, uint32, uint64, halffloat, float or double";
+
+/// Whether `data_type` is a variable-length list of any kind.
+fn is_list(data_type: &DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::ListView(_)
+            | DataType::LargeListView(_)
+    )
+}
+
+/// `items` as Python writes a tuple: `()`, `(3,)`, `(2, 2)`.
+fn python_tuple(items: &[usize]) -> String {
+    match items {
+        [one] => format!("({one},)"),
+        many => {
+            let items: Vec<String> = many.iter().map(ToString::to_string).collect();
+            format!("({})", items.join(", "))
+        }
     }
 }
 
@@ -426,7 +549,74 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
             Some(kind) => return raise(kind, tensor_message(inner)),
             None => return PyMemoryError::new_err(chain(&error)),
         },
-        E::UnsupportedColumn { .. } => Kind::Type,
+        // A column of a type the loader cannot load, in PyArrow's names (extension types
+        // included) and with the remedy in Python's words.
+        E::UnsupportedColumn {
+            column,
+            data_type,
+            metadata,
+            as_sequence,
+            ..
+        } => {
+            let field = Field::new(column.as_str(), data_type.clone(), true)
+                .with_metadata(metadata.clone());
+            return raise(
+                Kind::Type,
+                unsupported_column_message(column, &field, *as_sequence),
+            );
+        }
+        // A null row of a sequence column: where it is, and the loader's option.
+        E::NullSequenceRow { column, item, row } => {
+            let place = match item {
+                Some(item) => format!(
+                    "row {row} of unit {item} of the shard (a row group or record batch, counted \
+                     in the order the shard reads them)"
+                ),
+                None => format!("row {row} of the record batch"),
+            };
+            return raise(
+                Kind::Value,
+                format!(
+                    "cannot load {column:?}: {place} is null; expected none, or pass \
+                     allow_nulls=True to read null rows as empty rows"
+                ),
+            );
+        }
+        // An IPC stream given where an IPC file was expected (by its extension).
+        E::NotIpcFile { path, len } => {
+            return raise(
+                Kind::Value,
+                format!(
+                    "cannot read arrow ipc {}: the file is {len} bytes and does not start with \
+                     ARROW1; expected an Arrow IPC file (.arrow, .feather, .ipc); an Arrow IPC \
+                     stream is read from a path ending in .arrows, or from \
+                     pyarrow.ipc.open_stream(path)",
+                    path.display()
+                ),
+            );
+        }
+        // Files or record batches whose columns differ: in PyArrow's type names.
+        E::SchemaMismatch {
+            what,
+            found,
+            expected,
+        } => {
+            let columns = |fields: &arrow_schema::Fields| {
+                let columns: Vec<String> = fields
+                    .iter()
+                    .map(|field| format!("{}: {}", field.name(), field_type_name(field)))
+                    .collect();
+                format!("[{}]", columns.join(", "))
+            };
+            return raise(
+                Kind::Value,
+                format!(
+                    "{what} has columns {}; expected {}, the columns of the first batch",
+                    columns(found),
+                    columns(expected)
+                ),
+            );
+        }
         // A bad spec, a malformed, truncated or corrupt file, a file changed after planning,
         // rows that differ from the metadata's count, a column that is not there, batches that
         // disagree, an unknown extension, a URL or storage option that cannot be used, a panic
@@ -444,7 +634,6 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         | E::Arrow(_)
         | E::MissingColumn { .. }
         | E::MissingTensor { .. }
-        | E::SchemaMismatch { .. }
         | E::UnknownFormat { .. }
         | E::InvalidSource { .. }
         | E::Panicked { .. } => Kind::Value,
@@ -453,6 +642,33 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         _ => Kind::Value,
     };
     raise(kind, chain(&error))
+}
+
+/// The loader's refusal of a column's type, in Python's words: PyArrow's name of the type (an
+/// extension type's included), and for a list the `sequences=` entry that loads it, with the
+/// user's column name.
+fn unsupported_column_message(column: &str, field: &Field, as_sequence: bool) -> String {
+    let type_name = field_type_name(field);
+    let single = "a numeric or boolean column, a fixed-size list of numbers, or an \
+                  arrow.fixed_shape_tensor column";
+    let expected = if as_sequence {
+        "a list, large_list, list_view or large_list_view of numbers, booleans, fixed-size lists \
+         or fixed-shape tensors, for a sequence"
+            .to_string()
+    } else if is_list(field.data_type()) {
+        format!(
+            "{single}; a list of varying length loads as a sequence: pass \
+             sequences={{{column:?}: \"pad\"}} (or \"pack\", \"jagged\")"
+        )
+    } else if field.extension_type_name() == Some(arrow_dlpack::VARIABLE_SHAPE_TENSOR_NAME) {
+        format!(
+            "{single}; an arrow.variable_shape_tensor column is read with \
+             ad.array(column), a VariableShapeTensorArray (its rows, to_padded(), to_ragged())"
+        )
+    } else {
+        single.to_string()
+    };
+    format!("cannot load column {column:?} of type {type_name}; expected {expected}")
 }
 
 /// The message of `error` followed by those of its causes, joined by `: `: a Rust error's
