@@ -81,11 +81,9 @@ impl PyListArray {
         let made = errors::no_panic("reading a list column", || {
             without_gil_if_large(py, self.bytes(), || {
                 let pieces = pieces(field, chunks, allow_nulls)?;
-                let whole = RaggedTensor::concat(&pieces)?;
                 // Shared by every later call, so never writable (a concatenation is fresh
                 // memory).
-                let (values, offsets) = whole.into_parts();
-                RaggedTensor::new(values.with_read_only(true), offsets.with_read_only(true))
+                Ok(RaggedTensor::concat(&pieces)?.into_read_only())
             })
             .map_err(|error| errors::arrow_error(error, Operation::ToTensor))
         })?;

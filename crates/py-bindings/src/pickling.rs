@@ -397,7 +397,7 @@ fn extents(shape: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
             if !extent.is_instance_of::<PyInt>() {
                 return Err(errors::type_error(format!(
                     "cannot unpickle Tensor: shape[{dim}] is {}; expected an int",
-                    type_name(&extent)
+                    type_name(extent)
                 )));
             }
             extent.extract::<usize>().map_err(|_| {
@@ -430,7 +430,7 @@ fn names(dim_names: &Bound<'_, PyAny>, ndim: usize) -> PyResult<Option<Vec<Strin
                 .map_err(|_| {
                     errors::type_error(format!(
                         "cannot unpickle Tensor: dim_names[{dim}] is {}; expected a str",
-                        type_name(&name)
+                        type_name(name)
                     ))
                 })?
                 .to_str()

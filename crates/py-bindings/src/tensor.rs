@@ -71,6 +71,7 @@ impl PyTensor {
     /// row-major order, written once into the bytes pickle stores (with protocol 5, a
     /// `PickleBuffer` that may travel out of band); unpickled as a writable tensor that owns its
     /// memory. A device tensor is a `BufferError`.
+    #[pyo3(signature = (protocol, /))]
     fn __reduce_ex__<'py>(
         &self,
         py: Python<'py>,

@@ -194,3 +194,12 @@ def test_tensor_equality_is_pyarrows():
     theirs = pa.Tensor.from_numpy(x)
     assert (ours == theirs) is True and (theirs == ours) is (theirs == pa.Tensor.from_numpy(x)) is True
     assert (ours == x).shape == (2, 3)  # numpy compares element by element
+
+
+def test_a_null_typed_array_reads_as_nones_as_pyarrows_does():
+    # to_pylist() refused the null type (found by the hypothesis sweep of np.asarray).
+    theirs = pa.array([None, None])
+    ours = ad.array(theirs)
+    assert ours.to_pylist() == theirs.to_pylist() == [None, None]
+    same(np.asarray(ours), np.asarray(theirs))
+    assert repr(ours).split("\n", 1)[1] == "[\n  null,\n  null\n]"

@@ -160,6 +160,15 @@ impl RaggedTensor {
         (self.values, self.offsets)
     }
 
+    /// The same rows with both tensors marked read-only: for a ragged tensor that several
+    /// owners share, whose DLPack exports must then say that nobody may write.
+    pub fn into_read_only(self) -> Self {
+        RaggedTensor {
+            values: self.values.with_read_only(true),
+            offsets: self.offsets.with_read_only(true),
+        }
+    }
+
     /// The offsets, read.
     pub(crate) fn offsets_view(&self) -> Offsets<'_> {
         Offsets::of(&self.offsets).expect("checked at construction")
