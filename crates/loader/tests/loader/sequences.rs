@@ -437,7 +437,11 @@ fn a_null_row_is_reported_by_its_row_in_its_unit_with_the_loaders_option() {
     );
     let data = RecordBatch::try_from_iter([("tokens", Arc::new(list) as ArrayRef)]).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let path = write_parquet(&dir.path().join("t.parquet"), &[data.clone()], 60);
+    let path = write_parquet(
+        &dir.path().join("t.parquet"),
+        std::slice::from_ref(&data),
+        60,
+    );
     let spec = BatchSpec {
         batch_size: 8,
         ..sequences(SequenceMode::Pad)
