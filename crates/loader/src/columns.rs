@@ -11,14 +11,9 @@ use arrow_dlpack::{
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{DataType, Field, Schema};
 
+use crate::error::{EXTENSION_METADATA_KEY, EXTENSION_NAME_KEY};
 use crate::sequences::Sequence;
 use crate::{BatchSpec, Error, Result};
-
-/// The key under which Arrow stores an extension type's name in a field's metadata.
-const EXTENSION_NAME_KEY: &str = "ARROW:extension:name";
-
-/// The key under which Arrow stores an extension type's serialized parameters.
-const EXTENSION_METADATA_KEY: &str = "ARROW:extension:metadata";
 
 /// The types a single column may have.
 const SINGLE_TYPES: &str = "a numeric or boolean column, a fixed-size list of numbers, or an \
@@ -27,8 +22,8 @@ const SINGLE_TYPES: &str = "a numeric or boolean column, a fixed-size list of nu
 /// What a variable-length list column needs to be loaded, when it is not named in `sequences`.
 const LIST_TYPES: &str = "a numeric or boolean column, a fixed-size list of numbers, or an \
                           arrow.fixed_shape_tensor column; a list of varying length loads as a \
-                          sequence: name it in sequences= with mode \"pad\", \"pack\" or \
-                          \"jagged\" (for example sequences={\"input_ids\": \"pad\"})";
+                          sequence: name it with BatchSpec::sequence and a SequenceMode (Pad, \
+                          Pack or Jagged)";
 
 /// How one output tensor is made from its column or columns.
 #[derive(Debug, Clone)]
@@ -120,7 +115,13 @@ impl Columns {
         for name in singles {
             let index = find(name)?;
             if let Some(sequence) = spec.sequence_of(name) {
-                outputs.push(sequence_output(sequence, batch.column(index), index)?);
+                let field = schema.field(index);
+                outputs.push(sequence_output(
+                    sequence,
+                    field,
+                    batch.column(index),
+                    index,
+                )?);
                 sequences.push((index, sequence.clone()));
             } else {
                 outputs.push(single(spec, &schema, batch.column(index), name, index)?);
@@ -196,8 +197,8 @@ pub(crate) fn check_same_columns(
     } else {
         Err(Error::SchemaMismatch {
             what: what(),
-            found: describe(schema),
-            expected: describe(expected),
+            found: schema.fields().clone(),
+            expected: expected.fields().clone(),
         })
     }
 }
@@ -232,6 +233,8 @@ fn single(
         return Err(Error::UnsupportedColumn {
             column: name.to_string(),
             data_type: data_type.clone(),
+            metadata: field.metadata().clone(),
+            as_sequence: false,
             expected: LIST_TYPES,
             every_column: spec.columns.is_none(),
         });
@@ -275,6 +278,8 @@ fn single(
         arrow_dlpack::Error::UnsupportedType { .. } => Error::UnsupportedColumn {
             column: name.to_string(),
             data_type: data_type.clone(),
+            metadata: field.metadata().clone(),
+            as_sequence: false,
             expected: SINGLE_TYPES,
             every_column: spec.columns.is_none(),
         },
@@ -292,7 +297,12 @@ fn single(
 }
 
 /// The output of sequence column `sequence`, once its zero rows become a ragged tensor.
-fn sequence_output(sequence: &Sequence, array: &ArrayRef, index: usize) -> Result<Output> {
+fn sequence_output(
+    sequence: &Sequence,
+    field: &Field,
+    array: &ArrayRef,
+    index: usize,
+) -> Result<Output> {
     let name = &sequence.column;
     if !matches!(
         array.data_type(),
@@ -304,6 +314,8 @@ fn sequence_output(sequence: &Sequence, array: &ArrayRef, index: usize) -> Resul
         return Err(Error::UnsupportedColumn {
             column: name.clone(),
             data_type: array.data_type().clone(),
+            metadata: field.metadata().clone(),
+            as_sequence: true,
             expected: "a list, large_list, list_view or large_list_view of numbers, booleans, \
                        fixed-size lists or fixed-shape tensors, for a sequence",
             every_column: false,
@@ -348,22 +360,4 @@ pub(crate) fn view(
             )
         }
     }
-}
-
-/// `name: type, ...` for messages.
-fn describe(schema: &Schema) -> String {
-    let fields: Vec<String> = schema
-        .fields()
-        .iter()
-        .map(|field| match extension_of(field) {
-            (Some(name), metadata) => format!(
-                "{}: {} ({name} {})",
-                field.name(),
-                field.data_type(),
-                metadata.map_or("", String::as_str)
-            ),
-            _ => format!("{}: {}", field.name(), field.data_type()),
-        })
-        .collect();
-    format!("[{}]", fields.join(", "))
 }

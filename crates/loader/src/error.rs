@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use arrow_schema::DataType;
+use arrow_schema::{DataType, Fields, Metadata};
 
 /// Everything that can go wrong while planning or producing batches.
 ///
@@ -196,14 +196,20 @@ pub enum Error {
 
     /// A column whose type the loader cannot turn into a tensor.
     #[error(
-        "cannot load column {column:?} of type {data_type}; expected {expected}{}",
+        "cannot load column {column:?} of type {data_type}{}; expected {expected}{}",
+        extension_note(metadata),
         selected_by(*every_column)
     )]
     UnsupportedColumn {
         /// The column.
         column: String,
-        /// Its type.
+        /// Its type (an extension type's storage type).
         data_type: DataType,
+        /// The column field's metadata, which holds an extension type's name and parameters.
+        metadata: Metadata,
+        /// Whether the spec names the column as a sequence ([`BatchSpec::sequence`](crate::BatchSpec::sequence)),
+        /// so that a variable-length list is what was expected.
+        as_sequence: bool,
         /// What the loader accepts for this kind of output.
         expected: &'static str,
         /// Whether the column is loaded because [`BatchSpec::columns`](crate::BatchSpec::columns)
@@ -211,15 +217,50 @@ pub enum Error {
         every_column: bool,
     },
 
+    /// A null row in a sequence column, when the spec does not allow nulls.
+    #[error(
+        "row {row} of {} is null in sequence column {column:?}; expected none, or set \
+         BatchSpec::allow_nulls to read null rows as empty rows",
+        unit_of(*item)
+    )]
+    NullSequenceRow {
+        /// The sequence column.
+        column: String,
+        /// The unit holding the row (a row group, a record batch), numbered in the order the
+        /// shard reads its units (as [`Position`](crate::Position) counts them); `None` for
+        /// record batches collated on their own.
+        item: Option<u64>,
+        /// The row, counted among the unit's rows (among the record batch's without a unit).
+        row: u64,
+    },
+
+    /// A file read as an Arrow IPC file that does not start as one: an IPC stream, or another
+    /// format.
+    #[error(
+        "cannot read arrow ipc {}: the file is {len} bytes and does not start with ARROW1; \
+         expected an arrow ipc file (an ipc stream is read as Source::IpcStreams)",
+        path.display()
+    )]
+    NotIpcFile {
+        /// The file.
+        path: PathBuf,
+        /// Its length in bytes.
+        len: usize,
+    },
+
     /// A record batch (or file) whose columns differ from those of the first one.
-    #[error("{what} has columns {found}; expected {expected}, the columns of the first batch")]
+    #[error(
+        "{what} has columns {}; expected {}, the columns of the first batch",
+        describe_fields(found),
+        describe_fields(expected)
+    )]
     SchemaMismatch {
         /// Which file or batch.
         what: String,
-        /// Its column names and types.
-        found: String,
-        /// The first batch's column names and types.
-        expected: String,
+        /// Its columns: names, types and extension metadata.
+        found: Fields,
+        /// The first batch's columns.
+        expected: Fields,
     },
 
     /// A source given by path whose kind cannot be told from its extension.
@@ -339,6 +380,50 @@ fn selected_by(every_column: bool) -> &'static str {
     }
 }
 
+/// The key under which Arrow stores an extension type's name in a field's metadata.
+pub(crate) const EXTENSION_NAME_KEY: &str = "ARROW:extension:name";
+
+/// The key under which Arrow stores an extension type's serialized parameters.
+pub(crate) const EXTENSION_METADATA_KEY: &str = "ARROW:extension:metadata";
+
+/// ` (extension NAME)` for a field whose metadata names an extension type, else nothing.
+fn extension_note(metadata: &Metadata) -> String {
+    metadata
+        .get(EXTENSION_NAME_KEY)
+        .map(|name| format!(" (extension {name})"))
+        .unwrap_or_default()
+}
+
+/// The unit of [`Error::NullSequenceRow`], in words.
+fn unit_of(item: Option<u64>) -> String {
+    match item {
+        Some(item) => format!("unit {item} of the shard (a row group or record batch)"),
+        None => "the record batch".to_string(),
+    }
+}
+
+/// `[name: type, ...]`, with an extension type's name and metadata after its storage type.
+pub(crate) fn describe_fields(fields: &Fields) -> String {
+    let fields: Vec<String> = fields
+        .iter()
+        .map(|field| {
+            let metadata = field.metadata();
+            match metadata.get(EXTENSION_NAME_KEY) {
+                Some(name) => format!(
+                    "{}: {} ({name} {})",
+                    field.name(),
+                    field.data_type(),
+                    metadata
+                        .get(EXTENSION_METADATA_KEY)
+                        .map_or("", String::as_str)
+                ),
+                None => format!("{}: {}", field.name(), field.data_type()),
+            }
+        })
+        .collect();
+    format!("[{}]", fields.join(", "))
+}
+
 /// The message of a panic payload.
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(text) = payload.downcast_ref::<&str>() {
@@ -385,10 +470,12 @@ mod tests {
             Error::UnknownFormat { .. } => 20,
             Error::Panicked { .. } => 21,
             Error::InvalidSource { .. } => 22,
+            Error::NullSequenceRow { .. } => 23,
+            Error::NotIpcFile { .. } => 24,
         }
     }
 
-    const VARIANTS: usize = 23;
+    const VARIANTS: usize = 25;
 
     fn path() -> PathBuf {
         PathBuf::from("/data/t.parquet")
@@ -473,13 +560,24 @@ mod tests {
             Error::UnsupportedColumn {
                 column: "s".to_string(),
                 data_type: DataType::Utf8,
+                metadata: Metadata::default().with(EXTENSION_NAME_KEY, "arrow.json"),
+                as_sequence: false,
                 expected: "a numeric column",
                 every_column: true,
             },
+            Error::NullSequenceRow {
+                column: "tokens".to_string(),
+                item: Some(3),
+                row: 50,
+            },
+            Error::NotIpcFile {
+                path: PathBuf::from("data.arrow"),
+                len: 528,
+            },
             Error::SchemaMismatch {
                 what: "file b.parquet".to_string(),
-                found: "[x: Int32]".to_string(),
-                expected: "[x: Int64]".to_string(),
+                found: Fields::from(vec![arrow_schema::Field::new("x", DataType::Int32, true)]),
+                expected: Fields::from(vec![arrow_schema::Field::new("x", DataType::Int64, true)]),
             },
             Error::UnknownFormat {
                 path: PathBuf::from("t.csv"),

@@ -205,7 +205,7 @@ fn in_order(spec: &BatchSpec, input: &mut Input<'_>, emit: &mut dyn FnMut(Marked
                 start: taken,
                 len,
             });
-            pieces.push(Piece::new(front.clone()));
+            pieces.push(Piece::new(front.clone()).at(tag.item, tag.first));
             left -= len;
             taken += len;
             if taken == front.num_rows() {
@@ -325,7 +325,7 @@ fn shuffled(
                     next_item = tag.item.saturating_add(1);
                     at_boundary = tag.last;
                     rows.extend((0..batch.num_rows()).map(|row| (piece, row)));
-                    pieces.push(Piece::for_shuffle(batch));
+                    pieces.push(Piece::for_shuffle(batch).at(tag.item, tag.first));
                     lengths.push(row_lengths);
                     tags.push(tag);
                 }
@@ -482,7 +482,7 @@ fn carry_in(
         if index[at] == usize::MAX {
             index[at] = pieces.len();
             let (batch, row_lengths, tag) = read[at].clone();
-            pieces.push(Piece::for_shuffle(batch));
+            pieces.push(Piece::for_shuffle(batch).at(tag.item, tag.first));
             lengths.push(row_lengths);
             tags.push(tag);
         }

@@ -22,7 +22,7 @@ use crate::dlpack_import::{Devices, import_tensor};
 use crate::errors::{self, Operation};
 use crate::fixed_shape_tensor::PyFixedShapeTensorArray;
 use crate::list_array::PyListArray;
-use crate::numpy::{self, ArrayFacts};
+use crate::numpy::{self, ArrayFacts, ArrayRequest};
 use crate::pickling;
 use crate::pretty;
 use crate::py_tensor::PyTensor;
@@ -108,9 +108,11 @@ pub(crate) fn wrap_column(
 /// The array that `Array.__reduce__` pickled: the class its field gives.
 #[pyfunction]
 #[pyo3(signature = (data, /))]
-pub(crate) fn _array_from_ipc(py: Python<'_>, data: &[u8]) -> PyResult<Py<PyAny>> {
+pub(crate) fn _array_from_ipc(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     let (field, chunks) = pickling::column_from_ipc(data)?;
+    // The stream's field may carry extension metadata that does not describe its storage.
     wrap_column(py, field, chunks)
+        .map_err(|error| errors::with_context(py, error, "cannot unpickle Array"))
 }
 
 /// Imports any object with `__arrow_c_array__` or `__arrow_c_stream__` (pyarrow Array and
@@ -136,6 +138,14 @@ pub(crate) fn array(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<PyAny
         None => arrow_ffi::import_cpu_with(&methods)?,
     };
     wrap_column(py, imported.field, imported.chunks)
+}
+
+/// Whether `==` compares with `other` by content: an array of this package, or any producer of
+/// Arrow arrays or streams (pyarrow, polars, nanoarrow, arro3).
+fn is_arrow_array(other: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(other.cast::<PyArray>().is_ok()
+        || other.hasattr("__arrow_c_array__")?
+        || other.hasattr("__arrow_c_stream__")?)
 }
 
 impl DlpackSource for PyArray {
@@ -173,7 +183,7 @@ impl PyArray {
         &self,
         py: Python<'py>,
     ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
-        let data = PyBytes::new(py, &pickling::column_to_ipc(&self.column)?);
+        let data = pickling::column_to_ipc(py, &self.column)?;
         let rebuild = py
             .import("arrow_dlpack._arrow_dlpack")?
             .getattr("_array_from_ipc")?;
@@ -342,6 +352,51 @@ impl PyArray {
             needs_concat: chunks_need_copy(&this.column.chunks),
         };
         numpy::array_to_numpy(slf.as_any(), facts, zero_copy_only, writable)
+    }
+
+    /// numpy's `__array__(dtype=None, copy=None)`, as PyArrow's: `to_numpy(zero_copy_only=False)`
+    /// (a read-only view of a numeric array without nulls in one chunk; nulls as NaN, booleans
+    /// as `bool`, other types as `object` arrays), cast to `dtype`; `copy=True` always copies
+    /// and `copy=False` raises ValueError where a copy is needed. `np.asarray(array)` and
+    /// `jnp.asarray(array)` call it.
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let this = slf.get();
+        let facts = ArrayFacts {
+            data_type: this.column.field.data_type(),
+            len: this.column.len(),
+            null_count: this.null_count(),
+            needs_concat: chunks_need_copy(&this.column.chunks),
+        };
+        numpy::array_dunder(slf.as_any(), facts, ArrayRequest { dtype, copy })
+    }
+
+    /// `array == other` is `equals(other)` for another array of this package or any Arrow
+    /// producer (a bool, as PyArrow's `Array.__eq__`); anything else is NotImplemented, so that
+    /// numpy compares element by element. Arrays are unhashable, as PyArrow's are.
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        if !is_arrow_array(other)? {
+            return Ok(py.NotImplemented());
+        }
+        Ok(pyo3::types::PyBool::new(py, self.equals(other)?)
+            .to_owned()
+            .into_any()
+            .unbind())
+    }
+
+    /// `array != other`: the negation of `==` (NotImplemented where `==` is).
+    fn __ne__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        if !is_arrow_array(other)? {
+            return Ok(py.NotImplemented());
+        }
+        Ok(pyo3::types::PyBool::new(py, !self.equals(other)?)
+            .to_owned()
+            .into_any()
+            .unbind())
     }
 
     /// The elements `offset..offset + length` (to the end when `length` is None), zero-copy

@@ -12,10 +12,12 @@ use arrow_dlpack_tensor::Tensor;
 use arrow_schema::{DataType, FieldRef};
 use pyo3::PyClassInitializer;
 use pyo3::prelude::*;
+use pyo3::types::PySlice;
 
-use crate::array::PyArray;
+use crate::array::{PyArray, wrap_column};
 use crate::cache::Cache;
 use crate::column::Column;
+use crate::conveniences::{self, Selection};
 use crate::dlpack_export::{self, DlpackSource};
 use crate::dlpack_import::{Devices, import_tensor};
 use crate::errors::{self, Operation};
@@ -193,6 +195,77 @@ impl PyFixedShapeTensorArray {
             read_only,
             "FixedShapeTensorArray.to_numpy_ndarray()",
         )
+    }
+
+    /// numpy's `__array__(dtype=None, copy=None)`: the whole `(len, *cell_shape)` array, as
+    /// `to_numpy_ndarray()` gives it (zero-copy and read-only for one chunk, the permutation
+    /// applied), cast to `dtype`; where PyArrow gives an `object` array of flat cells.
+    /// `copy=True` always copies; `copy=False` raises ValueError where a copy is needed
+    /// (several chunks). Null cells raise ArrowDLPackValueError: numpy has no nulls
+    /// (`to_tensor(allow_nulls=True)` and `validity()` give values and mask).
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__<'py>(
+        &self,
+        py: Python<'py>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if copy == Some(false) && arrow_dlpack::chunks_need_copy(&self.column.chunks) {
+            return Err(errors::value_error(
+                "unable to avoid a copy while creating a numpy array of a FixedShapeTensorArray \
+                 as requested (copy=False): its chunks must be joined; pass copy=None \
+                 (np.asarray) to allow a copy when needed",
+            ));
+        }
+        let tensor = self.to_tensor(false)?;
+        let read_only = tensor.tensor().is_read_only();
+        let tensor = Bound::new(py, tensor)?;
+        let request = numpy::ArrayRequest { dtype, copy };
+        numpy::tensor_dunder(
+            tensor.as_any(),
+            read_only,
+            request,
+            "FixedShapeTensorArray.__array__()",
+        )
+    }
+
+    /// `array[i]` is cell `i` as a read-only zero-copy `Tensor` of the cell's shape, the
+    /// permutation applied as strides (None for a null cell; negative indexes count from the
+    /// end; IndexError past the end), as PyArrow's `array[i].to_tensor()`; `array[a:b]` (any
+    /// step) is an array of this class. Nulls among a cell's elements raise
+    /// ArrowDLPackValueError.
+    fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        if key.is_instance_of::<PySlice>() {
+            return match conveniences::select(py, &self.column.chunks, key)? {
+                Selection::Chunks(chunks) => wrap_column(py, self.column.field().clone(), chunks),
+                Selection::Value(value) => Ok(value.unbind()),
+            };
+        }
+        let position = conveniences::position(key, self.column.len())?;
+        let cell = conveniences::slice_chunks(&self.column.chunks, position, 1);
+        let [cell] = cell.as_slice() else {
+            unreachable!("one element of a column holding it is one chunk");
+        };
+        if cell.is_null(0) {
+            return Ok(py.None());
+        }
+        let tensor =
+            FixedShapeTensorArray::try_from_field_and_array(self.column.field(), cell.clone())
+                .and_then(|array| array.to_tensor(ArrayToTensorOptions::default()))
+                .and_then(|tensor| {
+                    // The one row of a (1, *cell_shape) tensor, without its first dimension.
+                    Ok(Tensor::try_new(
+                        tensor.buffer().clone(),
+                        tensor.dtype(),
+                        tensor.shape()[1..].to_vec(),
+                        tensor.strides()[1..].to_vec(),
+                        tensor.offset(),
+                    )?
+                    .with_dim_names(tensor.dim_names().map(|names| names[1..].to_vec()))?
+                    .with_read_only(true))
+                })
+                .map_err(|error| errors::arrow_error(error, Operation::ToTensor))?;
+        Ok(Py::new(py, PyTensor::new(tensor))?.into_any())
     }
 
     /// PyArrow's `from_numpy_ndarray(obj, dim_names=None)`: the first axis of `obj` (a numpy

@@ -13,17 +13,19 @@ use arrow_dlpack::{
     Error, ListToRaggedOptions, PadOptions, PadValue, RaggedTensor, Side, list_to_ragged,
     pack_pieces, pad_pieces,
 };
+use arrow_dlpack_tensor::alloc::PooledVec;
 use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::Field;
 use pyo3::PyClassInitializer;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PySlice, PyTuple};
 
 use crate::array::PyArray;
 use crate::column::Column;
 use crate::copies::without_gil_if_large;
 use crate::dlpack_import::{Devices, import_tensor};
 use crate::errors::{self, Operation};
+use crate::numpy;
 use crate::py_tensor::PyTensor;
 
 /// A variable-length list column as a ragged tensor.
@@ -79,11 +81,9 @@ impl PyListArray {
         let made = errors::no_panic("reading a list column", || {
             without_gil_if_large(py, self.bytes(), || {
                 let pieces = pieces(field, chunks, allow_nulls)?;
-                let whole = RaggedTensor::concat(&pieces)?;
                 // Shared by every later call, so never writable (a concatenation is fresh
                 // memory).
-                let (values, offsets) = whole.into_parts();
-                RaggedTensor::new(values.with_read_only(true), offsets.with_read_only(true))
+                Ok(RaggedTensor::concat(&pieces)?.into_read_only())
             })
             .map_err(|error| errors::arrow_error(error, Operation::ToTensor))
         })?;
@@ -213,9 +213,14 @@ fn int64_offsets(ragged: &RaggedTensor) -> arrow_dlpack::Result<Tensor> {
     if offsets.dtype() == DType::Int64 {
         return Ok(offsets.clone());
     }
-    let widened: Vec<i64> = offsets.iter::<i32>()?.map(i64::from).collect();
-    let len = widened.len();
-    Ok(Tensor::from_vec(widened, vec![len])?.with_read_only(false))
+    // Fallible: `B` comes from the input.
+    let len = offsets.len();
+    let mut widened = PooledVec::<i64>::try_with_capacity(len)?;
+    widened.extend(offsets.iter::<i32>()?.map(i64::from));
+    Ok(
+        Tensor::try_new_row_major(widened.into_buffer(), DType::Int64, vec![len])?
+            .with_read_only(false),
+    )
 }
 
 #[pymethods]
@@ -311,9 +316,62 @@ impl PyListArray {
         )
     }
 
+    /// numpy's `__array__(dtype=None, copy=None)`, as PyArrow's for list arrays: an `object`
+    /// array of `B` rows, each a read-only numpy view of its elements `(length, *inner)`, None
+    /// for a null row. `copy=False` raises ValueError: the rows are ragged, so no single numpy
+    /// array shares the column's memory (`values`, `offsets` and `to_padded()` give tensors).
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__<'py>(
+        &self,
+        py: Python<'py>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = numpy::ArrayRequest { dtype, copy };
+        if copy == Some(false) {
+            return numpy::rows_dunder(py, Vec::new(), request, "a ListArray");
+        }
+        let ragged = self.ragged(py, true)?;
+        let values = Bound::new(py, PyTensor::new(ragged.values().clone()))?;
+        let values = numpy::from_dlpack(values.as_any(), true, "ListArray.__array__()")?;
+        let bounds: Vec<usize> = match ragged.offsets().dtype() {
+            DType::Int32 => ragged
+                .offsets()
+                .iter::<i32>()
+                .map_err(errors::tensor_error)?
+                .map(|offset| offset as usize)
+                .collect(),
+            _ => ragged
+                .offsets()
+                .iter::<i64>()
+                .map_err(errors::tensor_error)?
+                .map(|offset| offset as usize)
+                .collect(),
+        };
+        let nulls = self
+            .column
+            .chunks
+            .iter()
+            .flat_map(|chunk| (0..chunk.len()).map(move |index| chunk.is_null(index)));
+        let rows = bounds
+            .windows(2)
+            .zip(nulls)
+            .map(|(bounds, null)| {
+                if null {
+                    return Ok(None);
+                }
+                let slice = PySlice::new(py, bounds[0] as isize, bounds[1] as isize, 1);
+                values.get_item(slice).map(Some)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        numpy::rows_dunder(py, rows, request, "a ListArray")
+    }
+
     /// A list array from values `(N, *inner)` and offsets `(B + 1,)` (int32 gives `list`, int64
-    /// `large_list`), both DLPack producers; zero-copy for row-major values. Offsets that do not
-    /// start at 0, decrease or do not end at N raise ValueError.
+    /// `large_list`), both DLPack producers; zero-copy for row-major values, while the offsets
+    /// are copied (`B + 1` integers), so that writing into the caller's offsets afterwards
+    /// changes nothing. Offsets that do not start at 0, decrease or do not end at N raise
+    /// ValueError.
     #[staticmethod]
     fn from_offsets(
         py: Python<'_>,

@@ -74,30 +74,10 @@ pub(crate) fn array_to_numpy<'py>(
         ));
     }
     let numeric = is_numeric(facts.data_type);
-    if zero_copy_only {
-        let refusal = if matches!(facts.data_type, DataType::Boolean) {
-            Some("zero-copy conversions are not possible with boolean types".to_string())
-        } else if !numeric {
-            Some(format!(
-                "zero-copy conversions are possible only for integer and floating-point \
-                 arrays, found {}",
-                array.getattr("type")?
-            ))
-        } else if facts.null_count > 0 {
-            Some(format!(
-                "zero-copy conversions are not possible with nulls, found {} nulls",
-                facts.null_count
-            ))
-        } else if facts.needs_concat {
-            Some("zero-copy conversions are not possible with several chunks".to_string())
-        } else {
-            None
-        };
-        if let Some(refusal) = refusal {
-            return Err(errors::value_error(format!(
-                "{refusal}; pass zero_copy_only=False to copy"
-            )));
-        }
+    if zero_copy_only && let Some(refusal) = zero_copy_refusal(array, &facts)? {
+        return Err(errors::value_error(format!(
+            "{refusal}; pass zero_copy_only=False to copy"
+        )));
     }
     let np = numpy(py, method)?;
     let result =
@@ -151,6 +131,28 @@ pub(crate) fn array_to_numpy<'py>(
     Ok(result)
 }
 
+/// Why `to_numpy()` of an array cannot be a view of its memory, or None when it can.
+fn zero_copy_refusal(array: &Bound<'_, PyAny>, facts: &ArrayFacts<'_>) -> PyResult<Option<String>> {
+    Ok(if matches!(facts.data_type, DataType::Boolean) {
+        Some("zero-copy conversions are not possible with boolean types".to_string())
+    } else if !is_numeric(facts.data_type) {
+        Some(format!(
+            "zero-copy conversions are possible only for integer and floating-point arrays, \
+             found {}",
+            array.getattr("type")?
+        ))
+    } else if facts.null_count > 0 {
+        Some(format!(
+            "zero-copy conversions are not possible with nulls, found {} nulls",
+            facts.null_count
+        ))
+    } else if facts.needs_concat {
+        Some("zero-copy conversions are not possible with several chunks".to_string())
+    } else {
+        None
+    })
+}
+
 /// The values (null slots unspecified) as numpy, through `to_tensor(allow_nulls=True)`.
 fn values_with_nulls<'py>(
     array: &Bound<'py, PyAny>,
@@ -185,4 +187,100 @@ fn is_numeric(data_type: &DataType) -> bool {
             | DataType::Float32
             | DataType::Float64
     )
+}
+
+/// What numpy's `__array__(dtype=None, copy=None)` protocol asks, as numpy 2 defines it.
+#[derive(Clone, Copy)]
+pub(crate) struct ArrayRequest<'a, 'py> {
+    /// The dtype numpy wants, or None for the data's own.
+    pub(crate) dtype: Option<&'a Bound<'py, PyAny>>,
+    /// `True`: always a copy; `False`: never a copy (ValueError when one is needed, as numpy
+    /// asks); `None`: a copy only when needed.
+    pub(crate) copy: Option<bool>,
+}
+
+/// The ValueError of `copy=False` when a copy is needed: numpy's own wording, with the reason.
+fn copy_refused(what: &str, reason: impl std::fmt::Display) -> PyErr {
+    errors::value_error(format!(
+        "unable to avoid a copy while creating a numpy array of {what} as requested \
+         (copy=False): {reason}; pass copy=None (np.asarray) to allow a copy when needed"
+    ))
+}
+
+/// `result` cast to the requested dtype, copied when `copy=True` asked for a copy and `result`
+/// is a view (`fresh` is false); numpy refuses a cast with `copy=False` itself.
+fn finish<'py>(
+    result: Bound<'py, PyAny>,
+    request: ArrayRequest<'_, 'py>,
+    fresh: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let np = numpy(result.py(), "__array__")?;
+    let kwargs = PyDict::new(result.py());
+    if let Some(dtype) = request.dtype {
+        kwargs.set_item("dtype", dtype)?;
+    }
+    let copy = match request.copy {
+        Some(true) if fresh => None,
+        other => other,
+    };
+    kwargs.set_item("copy", copy)?;
+    np.call_method("array", (result,), Some(&kwargs))
+}
+
+/// `Array.__array__`, as PyArrow's: `to_numpy(zero_copy_only=False)` (nulls as NaN, integers
+/// with nulls widened to `float64`, booleans as `bool`, other types as `object` arrays), a view
+/// where `to_numpy()` is one; `copy=False` refuses what needs a copy with the reason.
+pub(crate) fn array_dunder<'py>(
+    array: &Bound<'py, PyAny>,
+    facts: ArrayFacts<'_>,
+    request: ArrayRequest<'_, 'py>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let refusal = zero_copy_refusal(array, &facts)?;
+    let view = refusal.is_none();
+    if request.copy == Some(false)
+        && let Some(reason) = refusal
+    {
+        return Err(copy_refused("an Array", reason));
+    }
+    let result = array_to_numpy(array, facts, false, false)?;
+    finish(result, request, !view)
+}
+
+/// `__array__` of a DLPack producer that is one tensor (`Tensor`, `FixedShapeTensorArray`):
+/// `np.from_dlpack`, a view (read-only where the data is), copied only for `copy=True` or a
+/// dtype of another kind.
+pub(crate) fn tensor_dunder<'py>(
+    producer: &Bound<'py, PyAny>,
+    read_only: bool,
+    request: ArrayRequest<'_, 'py>,
+    what: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let result = from_dlpack(producer, read_only, what)?;
+    finish(result, request, false)
+}
+
+/// `__array__` of rows that are not one tensor (a list column, a variable-shape tensor column):
+/// a one-dimensional `object` array holding each row as its own numpy array (None for a null
+/// row), as PyArrow gives for list arrays; `copy=False` is refused, since no single numpy array
+/// shares the column's memory.
+pub(crate) fn rows_dunder<'py>(
+    py: Python<'py>,
+    rows: Vec<Option<Bound<'py, PyAny>>>,
+    request: ArrayRequest<'_, 'py>,
+    what: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    if request.copy == Some(false) {
+        return Err(copy_refused(
+            what,
+            "its rows differ in length, so numpy can hold them only as an object array of rows",
+        ));
+    }
+    let np = numpy(py, "__array__")?;
+    let out = object_array(&np, rows.len())?;
+    for (index, row) in rows.into_iter().enumerate() {
+        if let Some(row) = row {
+            out.set_item(index, row)?;
+        }
+    }
+    finish(out, request, true)
 }

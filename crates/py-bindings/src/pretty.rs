@@ -120,7 +120,7 @@ fn format_sequence(
 
 /// Writes value `index` of `array`; nested lists open at `indent`.
 fn format_value(out: &mut String, array: &dyn Array, index: usize, indent: usize) {
-    if array.is_null(index) {
+    if array.is_null(index) || array.data_type() == &DataType::Null {
         out.push_str("null");
         return;
     }
@@ -261,7 +261,8 @@ fn value_to_python<'py>(
     array: &dyn Array,
     index: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if array.is_null(index) {
+    // A null-typed array has no validity bitmap: every slot is null without being marked so.
+    if array.is_null(index) || array.data_type() == &DataType::Null {
         return Ok(py.None().into_bound(py));
     }
     macro_rules! primitive {

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use arrow_dlpack_tensor::Tensor;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::PyTuple;
 
 use crate::conveniences;
 use crate::device_sync::SyncEvent;
@@ -68,24 +68,19 @@ impl PyTensor {
     // `__dlpack__` is the raw method of `dlpack_method`, installed on the class at import.
 
     /// Pickles a copy of a host tensor: element type, shape, dimension names and the elements in
-    /// row-major order; unpickled as a writable tensor that owns its memory. A device tensor is a
-    /// `BufferError`.
-    fn __reduce__<'py>(
+    /// row-major order, written once into the bytes pickle stores (with protocol 5, a
+    /// `PickleBuffer` that may travel out of band); unpickled as a writable tensor that owns its
+    /// memory. A device tensor is a `BufferError`.
+    #[pyo3(signature = (protocol, /))]
+    fn __reduce_ex__<'py>(
         &self,
         py: Python<'py>,
+        protocol: i64,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        let parts = pickling::tensor_to_parts(&self.tensor)?;
+        let arguments = pickling::tensor_to_parts(py, &self.tensor, protocol)?;
         let rebuild = py
             .import("arrow_dlpack._arrow_dlpack")?
             .getattr("_tensor_from_parts")?;
-        let arguments = (
-            parts.code,
-            parts.bits,
-            parts.shape,
-            parts.dim_names,
-            PyBytes::new(py, &parts.bytes),
-        )
-            .into_pyobject(py)?;
         Ok((rebuild, arguments))
     }
 
@@ -183,6 +178,40 @@ impl PyTensor {
         numpy::from_dlpack(slf.as_any(), read_only, "Tensor.to_numpy()")
     }
 
+    /// numpy's `__array__(dtype=None, copy=None)`: a zero-copy view (read-only when the tensor
+    /// is), cast to `dtype`; `copy=True` always copies. `np.asarray(tensor)` and
+    /// `jnp.asarray(tensor)` call it; a device tensor is a BufferError.
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let tensor = &slf.get().tensor;
+        tensor
+            .require_cpu("make a numpy array of it")
+            .map_err(errors::tensor_error)?;
+        let request = numpy::ArrayRequest { dtype, copy };
+        numpy::tensor_dunder(
+            slf.as_any(),
+            tensor.is_read_only(),
+            request,
+            "Tensor.__array__()",
+        )
+    }
+
+    /// `tensor == other` is `equals(other)` for another `Tensor` or a `pyarrow.Tensor` (a bool,
+    /// as PyArrow's `Tensor.__eq__`); anything else, numpy arrays included, is NotImplemented,
+    /// so that numpy compares element by element. Tensors are unhashable, as PyArrow's are.
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        self.compare(py, other, false)
+    }
+
+    /// `tensor != other`: the negation of `==` (NotImplemented where `==` is).
+    fn __ne__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        self.compare(py, other, true)
+    }
+
     /// The bytes of the elements: `size` times the element size (numpy's `nbytes`).
     #[getter]
     fn nbytes(&self) -> PyResult<usize> {
@@ -216,6 +245,39 @@ impl PyTensor {
     }
 }
 
+impl PyTensor {
+    /// `==` (or `!=` when `negate`) against a `Tensor` or a `pyarrow.Tensor`.
+    fn compare(
+        &self,
+        py: Python<'_>,
+        other: &Bound<'_, PyAny>,
+        negate: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let ours = other.cast::<PyTensor>().is_ok();
+        if !ours && !is_pyarrow_tensor(other) {
+            return Ok(py.NotImplemented());
+        }
+        let equal = self.equals(other)?;
+        Ok(pyo3::types::PyBool::new(py, equal != negate)
+            .to_owned()
+            .into_any()
+            .unbind())
+    }
+}
+
+/// Whether `object` is a `pyarrow.Tensor` (pyarrow is not imported for the answer: an object of
+/// its class means it already is).
+fn is_pyarrow_tensor(object: &Bound<'_, PyAny>) -> bool {
+    let class = object.get_type();
+    let named = |attribute: &str, expected: &str| {
+        class
+            .getattr(attribute)
+            .and_then(|name| name.extract::<String>())
+            .is_ok_and(|name| name == expected)
+    };
+    named("__module__", "pyarrow.lib") && named("__qualname__", "Tensor")
+}
+
 /// `items` written as Python writes a tuple: `()`, `(3,)`, `(2, 2)`.
 fn python_tuple<T: std::fmt::Display>(items: &[T]) -> String {
     match items {
@@ -228,15 +290,16 @@ fn python_tuple<T: std::fmt::Display>(items: &[T]) -> String {
     }
 }
 
-/// The tensor that `Tensor.__reduce__` pickled.
+/// The tensor that `Tensor.__reduce_ex__` pickled; every field is checked and a refusal names
+/// it.
 #[pyfunction]
 #[pyo3(signature = (code, bits, shape, dim_names, data, /))]
 pub(crate) fn _tensor_from_parts(
-    code: u8,
-    bits: u8,
-    shape: Vec<usize>,
-    dim_names: Option<Vec<String>>,
-    data: &[u8],
+    code: &Bound<'_, PyAny>,
+    bits: &Bound<'_, PyAny>,
+    shape: &Bound<'_, PyAny>,
+    dim_names: &Bound<'_, PyAny>,
+    data: &Bound<'_, PyAny>,
 ) -> PyResult<PyTensor> {
     pickling::tensor_from_parts(code, bits, shape, dim_names, data).map(PyTensor::new)
 }

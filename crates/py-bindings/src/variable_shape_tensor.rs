@@ -201,6 +201,29 @@ impl PyVariableShapeTensorArray {
         PyList::new(py, rows)
     }
 
+    /// numpy's `__array__(dtype=None, copy=None)`: an `object` array of one read-only numpy
+    /// view per row, each of its own shape (None for a null row), as `to_numpy_ndarray()` lists
+    /// them. `copy=False` raises ValueError: no single numpy array shares the rows' memory.
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__<'py>(
+        &self,
+        py: Python<'py>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = numpy::ArrayRequest { dtype, copy };
+        let what = "a VariableShapeTensorArray";
+        if copy == Some(false) {
+            return numpy::rows_dunder(py, Vec::new(), request, what);
+        }
+        let rows = self
+            .to_numpy_ndarray(py)?
+            .iter()
+            .map(|row| if row.is_none() { None } else { Some(row) })
+            .collect();
+        numpy::rows_dunder(py, rows, request, what)
+    }
+
     /// Builds an array of `arrays` (numpy arrays or any DLPack producers of one dtype and
     /// rank; None for a null row), copying their elements into one buffer.
     ///

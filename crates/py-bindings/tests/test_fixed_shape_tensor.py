@@ -220,3 +220,62 @@ def test_exports_to_pyarrow_tensor_and_fixed_shape_tensor_array():
     # A 2-cycle: PyArrow reads the permutation correctly.
     assert theirs.type.permutation == [1, 0]
     np.testing.assert_array_equal(theirs.to_numpy_ndarray(), source)
+
+
+# Cells.
+
+
+@pytest.mark.parametrize(
+    "shape, permutation, dim_names",
+    [([2, 3], None, None), ([2, 3], [1, 0], ["H", "W"]), ([2, 3, 2], [0, 2, 1], None), ([4], None, ["x"])],
+)
+def test_a_cell_is_a_read_only_tensor_of_the_cells_shape(shape, permutation, dim_names):
+    # It was a flat list of the cell's storage.
+    column = pyarrow_column(shape, permutation=permutation, dim_names=dim_names, length=3)
+    array = ad.array(column)
+    for index in (0, 2, -1):
+        cell = array[index]
+        assert isinstance(cell, ad.Tensor)
+        # PyArrow's array gives the cell with its permutation applied (its scalar's `to_numpy()`
+        # reads a permuted cell with wrong strides: docs/compatibility.md, bug 6).
+        expected = column.to_numpy_ndarray()[index]
+        assert cell.shape == expected.shape
+        assert not cell.is_mutable
+        view = np.from_dlpack(cell)
+        np.testing.assert_array_equal(view, expected)
+        np.testing.assert_array_equal(view, np.from_dlpack(array.to_tensor())[index])
+        # Zero-copy: inside the storage's values buffer.
+        start = column.storage.values.buffers()[1].address
+        assert start <= view.ctypes.data < start + column.storage.values.nbytes
+        # The names of the logical dimensions, as the column's tensor has them after its rows.
+        names = array.to_tensor().dim_names
+        assert cell.dim_names == (None if names is None else names[1:])
+
+
+def test_cells_of_a_chunked_and_sliced_column_and_null_cells():
+    extension = pa.fixed_shape_tensor(pa.int32(), [2])
+    storage = pa.array([[1, 2], None, [5, 6]], pa.list_(pa.int32(), 2))
+    column = pa.chunked_array([pa.ExtensionArray.from_storage(extension, storage)] * 2)
+    array = ad.array(column)
+    assert array[1] is None
+    assert np.from_dlpack(array[5]).tolist() == [5, 6]
+    assert np.from_dlpack(array[3]).tolist() == [1, 2]  # in the second chunk
+    assert np.from_dlpack(array[1:][1]).tolist() == [5, 6]
+    assert type(array[::2]) is ad.FixedShapeTensorArray and len(array[::2]) == 3
+    with pytest.raises(IndexError):
+        array[6]
+    with pytest.raises(TypeError):
+        array["0"]
+    # to_pylist() gives each cell's storage, flat, as PyArrow's `to_pylist()` and
+    # `FixedShapeTensorScalar.as_py()` do.
+    assert array.to_pylist() == column.to_pylist() == [[1, 2], None, [5, 6]] * 2
+    assert column[0].as_py() == [1, 2]
+
+
+def test_a_cell_with_null_elements_is_refused():
+    extension = pa.fixed_shape_tensor(pa.float32(), [2])
+    storage = pa.array([[1, None], [3, 4]], pa.list_(pa.float32(), 2))
+    array = ad.array(pa.ExtensionArray.from_storage(extension, storage))
+    assert np.from_dlpack(array[1]).tolist() == [3, 4]
+    with pytest.raises(ad.ArrowDLPackValueError, match="nulls"):
+        array[0]

@@ -198,9 +198,9 @@ def test_padding_matches_numpy(padding_side, truncation_side, max_length, multip
 
 def test_pad_values_are_checked():
     array = ad.array(pa.array([[1], [2, 3]], pa.list_(pa.uint8())))
-    with pytest.raises(ValueError, match="does not fit dtype uint8"):
+    with pytest.raises(ValueError, match="does not fit type uint8"):
         array.to_padded(-100)
-    with pytest.raises(ValueError, match="does not fit dtype int32"):
+    with pytest.raises(ValueError, match="does not fit type int32"):
         ad.array(pa.array([[1]], pa.list_(pa.int32()))).to_padded(0.5)
     with pytest.raises(TypeError, match="pad_value"):
         array.to_padded("x")

@@ -1,4 +1,4 @@
-"""The five PyArrow 26 bugs listed in docs/compatibility.md, each as a case that arrow_dlpack gets
+"""The six PyArrow 26 bugs listed in docs/compatibility.md, each as a case that arrow_dlpack gets
 right.
 
 PyArrow serves as an oracle only where it is right: its readers of data we export are used for
@@ -286,3 +286,16 @@ def test_bug5_ignores_nulls_outside_the_slice():
     source = pa.array([[1, None], [3, 4], [5, 6]], pa.list_(pa.int32(), 2)).slice(1)
     result = np.from_dlpack(ad.array(source).to_tensor())
     assert result.tolist() == [[3, 4], [5, 6]]
+
+
+# Bug 6: `FixedShapeTensorScalar.to_numpy()` (and `to_tensor()`) of a permuted cell reads it with
+# the strides of the unpermuted shape: for shape [2, 3] and permutation [1, 0] it gives
+# [[0, 2], [1, 3], [2, 4]], where the column's `to_numpy_ndarray()` gives [[0, 3], [1, 4], [2, 5]].
+
+
+def test_bug6_a_permuted_cell_is_the_columns_row():
+    extension = pa.fixed_shape_tensor(pa.int32(), [2, 3], permutation=[1, 0])
+    column = pa.ExtensionArray.from_storage(extension, pa.array([list(range(6))], pa.list_(pa.int32(), 6)))
+    expected = [[0, 3], [1, 4], [2, 5]]
+    assert column.to_numpy_ndarray()[0].tolist() == expected
+    assert np.from_dlpack(ad.array(column)[0]).tolist() == expected

@@ -203,7 +203,7 @@ def test_column_tensors_unpack_booleans_unless_copy_false():
     batch = pa.record_batch({"flag": [True, False, True]})
     result = np.from_dlpack(ad.column_tensors(batch)["flag"])
     np.testing.assert_array_equal(result, batch["flag"].to_numpy(zero_copy_only=False))
-    with pytest.raises(TypeError, match='column "flag" of type Boolean: bit-packed'):
+    with pytest.raises(TypeError, match='column "flag" of type bool: bit-packed'):
         ad.column_tensors(batch, copy=False)
 
 

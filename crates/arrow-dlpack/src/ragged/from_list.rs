@@ -173,7 +173,7 @@ fn from_list<O: OffsetSizeTrait>(
                 "the list's rows",
             )?
         };
-        return RaggedTensor::new(values, offsets);
+        return RaggedTensor::from_immutable(values, offsets);
     };
     let nulls = nulls.expect("a covered null row implies nulls");
     if !options.allow_copy {
@@ -263,7 +263,7 @@ fn from_view<O: OffsetSizeTrait>(
     if follows {
         let values = element_tensor(field, child.slice(low, high - low), options)?;
         let offsets = offsets::from_lengths((0..rows).map(length), dtype, "the list view's rows")?;
-        return RaggedTensor::new(values, offsets);
+        return RaggedTensor::from_immutable(values, offsets);
     }
     if !options.allow_copy {
         return Err(Error::CopyRequired {
@@ -322,7 +322,7 @@ fn compact(
         dtype,
         "the list's rows",
     )?;
-    RaggedTensor::new(values, offsets)
+    RaggedTensor::from_immutable(values, offsets)
 }
 
 /// The elements `values` (a slice of the list's child array) as a tensor `(N, *inner)`:

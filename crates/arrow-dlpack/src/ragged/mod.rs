@@ -26,6 +26,7 @@ mod pad;
 mod pad_value;
 mod to_list;
 
+use arrow_dlpack_tensor::alloc::PooledVec;
 use arrow_dlpack_tensor::{DType, Tensor};
 
 pub use from_list::{ListToRaggedOptions, list_to_ragged};
@@ -74,8 +75,39 @@ impl RaggedTensor {
     /// This is also the check for foreign input: offsets out of range, decreasing, or lengths
     /// that do not add up to the values are [`Error::InvalidOffsets`], never a panic.
     /// Both tensors must be in host memory (the offsets are read here, the rows later).
-    /// Offsets that are not contiguous (a strided view) are copied, `B + 1` integers.
+    ///
+    /// The offsets are copied (`B + 1` integers, into read-only memory of the ragged tensor's
+    /// own) and the copy is checked: offsets that came from memory someone else may still write
+    /// (a numpy array, a foreign DLPack producer) cannot change the rows after the check. The
+    /// values are shared: a change to them changes elements, never where a row lies.
+    /// [`list_to_ragged`] shares the offsets of Arrow arrays instead, since Arrow buffers are
+    /// immutable.
     pub fn new(values: Tensor, offsets: Tensor) -> Result<Self> {
+        let offsets = Self::check_layout(&values, &offsets)?;
+        // Copied first and checked after, so that nothing written into the caller's memory
+        // between the check and a read can move a row outside the values.
+        let offsets = offsets.to_contiguous()?.with_read_only(true);
+        offsets::check(Offsets::of(&offsets)?, values.shape()[0], true)?;
+        Ok(RaggedTensor { values, offsets })
+    }
+
+    /// Builds a ragged tensor over offsets in memory nobody writes (an Arrow array's offsets
+    /// buffer, or offsets made here), checking them as [`RaggedTensor::new`] does but without
+    /// copying them; offsets that are not row-major are still copied.
+    pub(crate) fn from_immutable(values: Tensor, offsets: Tensor) -> Result<Self> {
+        let offsets = Self::check_layout(&values, &offsets)?;
+        let offsets = if offsets.is_row_major() {
+            offsets.clone()
+        } else {
+            offsets.to_contiguous()?.with_read_only(true)
+        };
+        offsets::check(Offsets::of(&offsets)?, values.shape()[0], true)?;
+        Ok(RaggedTensor { values, offsets })
+    }
+
+    /// The checks of the two tensors' devices and dimensions, before the offsets are read;
+    /// gives the offsets back.
+    fn check_layout<'a>(values: &Tensor, offsets: &'a Tensor) -> Result<&'a Tensor> {
         values.require_cpu("read it as ragged values")?;
         offsets.require_cpu("read it as offsets")?;
         if values.ndim() == 0 {
@@ -89,18 +121,27 @@ impl RaggedTensor {
                 ),
             });
         }
-        let offsets = if offsets.is_row_major() {
-            offsets
-        } else {
-            offsets.to_contiguous()?
-        };
-        offsets::check(Offsets::of(&offsets)?, values.shape()[0], true)?;
-        Ok(RaggedTensor { values, offsets })
+        if !matches!(offsets.dtype(), DType::Int32 | DType::Int64) {
+            return Err(Error::InvalidOffsets {
+                reason: format!(
+                    "offsets have dtype {}; expected int32 or int64",
+                    offsets.dtype()
+                ),
+            });
+        }
+        Ok(offsets)
     }
 
-    /// Builds a ragged tensor from parts the caller has checked.
+    /// Builds a ragged tensor from parts the caller made and checked: row-major offsets of
+    /// fresh memory, nobody else's.
     pub(crate) fn from_checked(values: Tensor, offsets: Tensor) -> Self {
-        debug_assert!(Self::new(values.clone(), offsets.clone()).is_ok());
+        // The check alone, without the copy `new` makes, so that a debug build allocates
+        // nothing more than a release build.
+        debug_assert!(
+            Offsets::of(&offsets)
+                .and_then(|view| offsets::check(view, values.shape()[0], true))
+                .is_ok()
+        );
         RaggedTensor { values, offsets }
     }
 
@@ -117,6 +158,15 @@ impl RaggedTensor {
     /// Both parts, values first.
     pub fn into_parts(self) -> (Tensor, Tensor) {
         (self.values, self.offsets)
+    }
+
+    /// The same rows with both tensors marked read-only: for a ragged tensor that several
+    /// owners share, whose DLPack exports must then say that nobody may write.
+    pub fn into_read_only(self) -> Self {
+        RaggedTensor {
+            values: self.values.with_read_only(true),
+            offsets: self.offsets.with_read_only(true),
+        }
     }
 
     /// The offsets, read.
@@ -148,13 +198,16 @@ impl RaggedTensor {
     /// The length of every row, as a 1-D int64 tensor of `B` entries (a copy).
     pub fn lengths(&self) -> Result<Tensor> {
         let offsets = self.offsets_view();
-        let lengths: Vec<i64> = (0..self.len())
-            .map(|row| {
-                let (start, end) = offsets.bounds(row);
-                (end - start) as i64
-            })
-            .collect();
-        Ok(Tensor::from_vec(lengths, vec![self.len()])?.with_read_only(false))
+        // Fallible: `B` comes from the input (a broadcast view may claim any number of rows).
+        let mut lengths = PooledVec::<i64>::try_with_capacity(self.len())?;
+        lengths.extend((0..self.len()).map(|row| {
+            let (start, end) = offsets.bounds(row);
+            (end - start) as i64
+        }));
+        Ok(
+            Tensor::try_new_row_major(lengths.into_buffer(), DType::Int64, vec![self.len()])?
+                .with_read_only(false),
+        )
     }
 
     /// The length of the longest row (0 without rows).

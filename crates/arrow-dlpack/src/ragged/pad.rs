@@ -4,7 +4,7 @@
 
 use std::mem::MaybeUninit;
 
-use arrow_dlpack_tensor::alloc::{UninitBuffer, copy_to_uninit};
+use arrow_dlpack_tensor::alloc::{PooledVec, UninitBuffer, copy_to_uninit};
 use arrow_dlpack_tensor::{DType, Tensor};
 
 use super::gather::{element_bytes, gather, row_major_bytes};
@@ -272,28 +272,34 @@ impl RaggedTensor {
             });
         }
         let (rows, width) = (padded.shape()[0], padded.shape()[1]);
-        let lengths = read_lengths(lengths, rows, width)?;
+        // Read once into memory of our own: the caller's lengths may be written while we copy,
+        // and every row below is cut by the checked copy, never by the caller's memory again.
+        let ends = row_ends(lengths, rows, width)?;
+        let ends = ends.as_slice();
         let dtype = padded.dtype();
         let inner = &padded.shape()[2..];
         let element = element_bytes(dtype, inner)?;
         let source = row_major_bytes(padded)?;
         let source = source.as_slice();
-        let total: usize = lengths.iter().sum();
-        let runs = lengths.iter().enumerate().map(|(row, &length)| {
-            let base = row * width * element;
+        let total = ends.last().copied().unwrap_or(0);
+        let length = |row: usize| ends[row] - if row == 0 { 0 } else { ends[row - 1] };
+        let runs = (0..rows).map(|row| {
+            let (base, length) = (row * width * element, length(row));
             match padding_side {
                 Side::Right => &source[base..base + length * element],
                 Side::Left => &source[base + (width - length) * element..base + width * element],
             }
         });
         let values = gather(dtype, inner, total, runs)?;
-        let offsets = offsets::from_lengths(lengths.iter().copied(), narrowest(total), "the rows")?;
+        let offsets = offsets::from_lengths((0..rows).map(length), narrowest(total), "the rows")?;
         Ok(RaggedTensor::from_checked(values, offsets))
     }
 }
 
-/// The `rows` lengths of a 1-D integer tensor, each checked to be in `0..=width`.
-fn read_lengths(lengths: &Tensor, rows: usize, width: usize) -> Result<Vec<usize>> {
+/// The end of every row (the running sum of the lengths) of a 1-D integer tensor of `rows`
+/// lengths, each checked to be in `0..=width`: `rows` integers in fresh memory, allocated
+/// fallibly (the lengths of a broadcast view may claim any number of rows).
+fn row_ends(lengths: &Tensor, rows: usize, width: usize) -> Result<PooledVec<usize>> {
     lengths.require_cpu("read it as lengths")?;
     if lengths.shape() != [rows] {
         return Err(Error::InvalidPadding {
@@ -304,15 +310,31 @@ fn read_lengths(lengths: &Tensor, rows: usize, width: usize) -> Result<Vec<usize
             ),
         });
     }
+    let mut ends = PooledVec::<usize>::try_with_capacity(rows)?;
+    let mut total = 0usize;
+    let mut push = |row: usize, length: i128| {
+        let length = usize::try_from(length)
+            .ok()
+            .filter(|&length| length <= width)
+            .ok_or_else(|| Error::InvalidPadding {
+                reason: format!(
+                    "row {row} has length {length}; expected a length in 0..={width}, the \
+                     padded length"
+                ),
+            })?;
+        // At most `rows * width`, the elements of the padded tensor, which fit `usize`.
+        total += length;
+        ends.push(total);
+        Ok::<(), Error>(())
+    };
     macro_rules! read {
         ($t:ty) => {
-            lengths
-                .iter::<$t>()?
-                .map(|length| i128::from(length))
-                .collect::<Vec<i128>>()
+            for (row, length) in lengths.iter::<$t>()?.enumerate() {
+                push(row, i128::from(length))?;
+            }
         };
     }
-    let raw = match lengths.dtype() {
+    match lengths.dtype() {
         DType::Int8 => read!(i8),
         DType::Int16 => read!(i16),
         DType::Int32 => read!(i32),
@@ -326,19 +348,6 @@ fn read_lengths(lengths: &Tensor, rows: usize, width: usize) -> Result<Vec<usize
                 reason: format!("lengths have dtype {other}; expected an integer dtype"),
             });
         }
-    };
-    raw.into_iter()
-        .enumerate()
-        .map(|(row, length)| {
-            usize::try_from(length)
-                .ok()
-                .filter(|&length| length <= width)
-                .ok_or_else(|| Error::InvalidPadding {
-                    reason: format!(
-                        "row {row} has length {length}; expected a length in 0..={width}, the \
-                         padded length"
-                    ),
-                })
-        })
-        .collect()
+    }
+    Ok(ends)
 }

@@ -47,6 +47,9 @@ pub(crate) struct Run {
 /// out on first use and kept as long as the piece.
 pub(crate) struct Piece {
     batch: RecordBatch,
+    /// Where the record batch's rows are, for messages: the shard's item and the index of its
+    /// first row among the item's rows (`None` for record batches collated on their own).
+    origin: Option<(u64, u64)>,
     /// Write each group's rows row-major once, on first use: a piece of a shuffle window, whose
     /// rows are drawn one at a time.
     stage_groups: bool,
@@ -75,8 +78,17 @@ impl Piece {
     pub(crate) fn new(batch: RecordBatch) -> Self {
         Piece {
             batch,
+            origin: None,
             stage_groups: false,
             sources: Vec::new(),
+        }
+    }
+
+    /// The piece, its rows being those of item `item` from row `first` on.
+    pub(crate) fn at(self, item: u64, first: u64) -> Self {
+        Piece {
+            origin: Some((item, first)),
+            ..self
         }
     }
 
@@ -224,8 +236,16 @@ pub(crate) fn assemble(
             let rows = runs
                 .iter()
                 .map(|run| {
-                    let column = pieces[run.piece].batch.column(*index);
-                    run_of(name, column, run.start, run.len, spec.allow_nulls)
+                    let piece = &pieces[run.piece];
+                    let column = piece.batch.column(*index);
+                    run_of(
+                        name,
+                        column,
+                        run.start,
+                        run.len,
+                        spec.allow_nulls,
+                        piece.origin,
+                    )
                 })
                 .collect::<Result<Vec<_>>>()?;
             tensors.extend(sequence_tensors(sequence, &rows)?);

@@ -109,13 +109,10 @@ impl IpcFile {
         let buffer = Buffer::from(bytes::Bytes::from_owner(map));
         let len = buffer.len();
         if len < 2 * MAGIC.len() + 4 || &buffer[..MAGIC.len()] != MAGIC {
-            return Err(Error::ipc(
-                path,
-                format!(
-                    "the file is {len} bytes and does not start with ARROW1; expected an arrow \
-                     ipc file (for a stream, use Source::ipc_streams)"
-                ),
-            ));
+            return Err(Error::NotIpcFile {
+                path: path.to_path_buf(),
+                len,
+            });
         }
         Self::from_data(
             Location::Local(file.planned().clone()),

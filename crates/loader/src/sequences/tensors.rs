@@ -28,21 +28,31 @@ pub(crate) fn probe(name: &str, empty: &dyn Array) -> Result<()> {
     Ok(())
 }
 
-/// The rows `start..start + len` of the list array `column` as a ragged tensor.
+/// The rows `start..start + len` of the list array `column` as a ragged tensor; `origin` is
+/// where the record batch's rows are (the shard's item and the index of its first row among the
+/// item's), so that a null row is reported where it is in its unit.
 pub(crate) fn run_of(
     name: &str,
     column: &dyn Array,
     start: usize,
     len: usize,
     allow_nulls: bool,
+    origin: Option<(u64, u64)>,
 ) -> Result<RaggedTensor> {
     let options = ListToRaggedOptions {
         allow_nulls,
         // A null row whose offsets still cover elements drops them, which copies.
         allow_copy: true,
     };
-    list_to_ragged(column.slice(start, len).as_ref(), options)
-        .map_err(|error| Error::column(name, error))
+    list_to_ragged(column.slice(start, len).as_ref(), options).map_err(|error| match error {
+        // The kernel counts the row in the run it was given; the loader's option allows it.
+        arrow_dlpack::Error::NullRow { row, .. } => Error::NullSequenceRow {
+            column: name.to_string(),
+            item: origin.map(|(item, _)| item),
+            row: origin.map_or(0, |(_, first)| first) + (start + row) as u64,
+        },
+        other => Error::column(name, other),
+    })
 }
 
 /// The named tensors of `sequence` for a batch made of `runs`, in order: the column's own, then

@@ -348,11 +348,18 @@ fn a_list_column_not_named_in_sequences_is_refused_with_a_hint() {
     let error = batches(reader(table(&[3], false)), BatchSpec::default())
         .err()
         .unwrap();
-    assert!(matches!(error, Error::UnsupportedColumn { .. }));
+    assert!(matches!(
+        error,
+        Error::UnsupportedColumn {
+            as_sequence: false,
+            ..
+        }
+    ));
+    // The hint names the Rust items that load a list (Python's `sequences=` is the bindings').
     assert!(
         error
             .to_string()
-            .contains("sequences={\"input_ids\": \"pad\"}"),
+            .contains("name it with BatchSpec::sequence and a SequenceMode (Pad, Pack or Jagged)"),
         "{error}"
     );
 }
@@ -420,6 +427,43 @@ fn null_rows_are_refused_unless_allowed_then_empty() {
         rows_of(&got[0], SequenceMode::Pad),
         [vec![1, 2], vec![], vec![3]]
     );
+}
+
+#[test]
+fn a_null_row_is_reported_by_its_row_in_its_unit_with_the_loaders_option() {
+    // 60 rows, row 50 null, in one Parquet row group that decodes into record batches of 16
+    // rows: the kernel saw row 2 of a run, the row is 50 of the row group.
+    let list = ListArray::from_iter_primitive::<Int32Type, _, _>(
+        (0..60).map(|row| (row != 50).then(|| vec![Some(row)])),
+    );
+    let data = RecordBatch::try_from_iter([("tokens", Arc::new(list) as ArrayRef)]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_parquet(
+        &dir.path().join("t.parquet"),
+        std::slice::from_ref(&data),
+        60,
+    );
+    let spec = BatchSpec {
+        batch_size: 8,
+        ..sequences(SequenceMode::Pad)
+    };
+    for source in [Source::ParquetFiles(vec![path]), reader(vec![data])] {
+        let error = batches(source, spec.clone())
+            .unwrap()
+            .find_map(Result::err)
+            .unwrap();
+        assert!(
+            matches!(
+                error,
+                Error::NullSequenceRow { ref column, item: Some(0), row: 50 } if column == "tokens"
+            ),
+            "{error:?}"
+        );
+        assert!(
+            error.to_string().contains("BatchSpec::allow_nulls"),
+            "{error}"
+        );
+    }
 }
 
 /// `table`'s record batches with the token column as a list view (`large`: large_list_view)

@@ -213,13 +213,15 @@ def _testing_record_device_runtime(
     event)``, ``("synchronize", current device, event)``, ``("record", current device, stream,
     new event)`` or ``("destroy", current device, event)``."""
 
-def _array_from_ipc(data: bytes, /) -> Array:
-    """The array that ``Array.__reduce__`` pickled (an Arrow IPC stream of one column)."""
+def _array_from_ipc(data: Any, /) -> Array:
+    """The array that ``Array.__reduce__`` pickled (``data``: the bytes of an Arrow IPC stream
+    of one column); ArrowDLPackValueError or ArrowDLPackTypeError naming what is wrong."""
 
-def _tensor_from_parts(
-    code: int, bits: int, shape: Sequence[int], dim_names: Optional[Sequence[str]], data: bytes, /
-) -> Tensor:
-    """The tensor that ``Tensor.__reduce__`` pickled."""
+def _tensor_from_parts(code: Any, bits: Any, shape: Any, dim_names: Any, data: Any, /) -> Tensor:
+    """The tensor that ``Tensor.__reduce_ex__`` pickled: DLPack type ``code`` and ``bits``, a
+    tuple ``shape``, ``dim_names`` (None or one str per dimension) and ``data``, the row-major
+    elements (bytes, or any C-contiguous buffer handed to ``pickle.loads(buffers=...)``).
+    Every field is checked: ArrowDLPackValueError or ArrowDLPackTypeError naming it."""
 
 def _exchange_calls() -> dict[str, int]:
     """Private, for tests: ``{"exported": n, "imported": m}``, how many tensors went out through
@@ -323,6 +325,17 @@ class Array:
     def null_count(self) -> int:
         """The number of null elements."""
     def __len__(self) -> int: ...
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any:
+        """numpy's array protocol (``np.asarray``, ``jnp.asarray``), as PyArrow's:
+        ``to_numpy(zero_copy_only=False)`` cast to ``dtype`` (a read-only view of a numeric
+        array without nulls in one chunk; nulls as NaN); ``copy=True`` always copies,
+        ``copy=False`` raises ArrowDLPackValueError where a copy is needed."""
+    def __eq__(self, value: object, /) -> Any:
+        """``equals(other)`` for an array of this package or any Arrow producer (a bool, as
+        PyArrow's ``==``); NotImplemented otherwise, so numpy compares element by element."""
+    def __ne__(self, value: object, /) -> Any:
+        """The negation of ``==``."""
+    __hash__: ClassVar[None]  # type: ignore[assignment]
     def to_pylist(self) -> list[Any]:
         """The elements as Python objects; nulls are None."""
     def to_numpy(self, zero_copy_only: bool = True, writable: bool = False) -> Any:
@@ -422,10 +435,12 @@ class Tensor:
         ``__arrow_c_device_array__``) makes that stream wait on it first, through the CUDA or
         ROCm driver loaded at run time; ArrowDLPackBufferError for a refused stream, a stream
         that a tensor without an event cannot be ordered before, or no driver."""
-    def __reduce__(self) -> Tuple[Any, Tuple[int, int, Tuple[int, ...], Optional[list[str]], bytes]]:
-        """Pickles a copy of a host tensor (type, shape, dimension names, row-major elements),
-        unpickled as a writable tensor that owns its memory; ArrowDLPackBufferError for a device
-        tensor."""
+    def __reduce_ex__(self, protocol: SupportsIndex, /) -> Tuple[Any, Tuple[int, int, Tuple[int, ...], Optional[list[str]], Any]]:
+        """Pickles a copy of a host tensor (type, shape, dimension names, row-major elements,
+        written once into the bytes pickle stores; with protocol 5 a ``pickle.PickleBuffer``
+        that a ``buffer_callback`` takes out of band), unpickled as a writable tensor that owns
+        its memory; ArrowDLPackBufferError for a device tensor, MemoryError when the bytes
+        cannot be allocated."""
     def __dlpack_device__(self) -> Tuple[int, int]:
         """The DLPack device of the data: ``(1, 0)`` for the CPU, or the device of the producer's
         tensor."""
@@ -469,6 +484,15 @@ class Tensor:
     def to_numpy(self) -> Any:
         """A zero-copy numpy view with the same shape and strides (PyArrow's ``to_numpy``),
         read-only when the tensor is. numpy is imported by this method, not by the package."""
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any:
+        """numpy's array protocol (``np.asarray``, ``jnp.asarray``): a zero-copy view, read-only
+        when the tensor is, cast to ``dtype``; ``copy=True`` always copies."""
+    def __eq__(self, value: object, /) -> Any:
+        """``equals(other)`` for a :class:`Tensor` or a ``pyarrow.Tensor`` (a bool, as PyArrow's
+        ``==``); NotImplemented otherwise, so numpy compares element by element."""
+    def __ne__(self, value: object, /) -> Any:
+        """The negation of ``==``."""
+    __hash__: ClassVar[None]  # type: ignore[assignment]
     @property
     def nbytes(self) -> int:
         """The bytes of the elements: ``size`` times the element size, as numpy's ``nbytes``
@@ -513,6 +537,19 @@ class FixedShapeTensorArray(Array):
         """Exports the whole ``(len, *cell_shape)`` tensor as a DLPack capsule."""
     def to_tensor(self, *, allow_nulls: bool = False) -> Tensor:
         """The whole ``(len, *cell_shape)`` tensor, zero-copy."""
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any:
+        """numpy's array protocol: the whole ``(len, *cell_shape)`` array, as
+        :meth:`to_numpy_ndarray` (where PyArrow gives an ``object`` array of flat cells), cast
+        to ``dtype``; ``copy=True`` always copies, ``copy=False`` raises ArrowDLPackValueError
+        for several chunks; null cells raise ArrowDLPackValueError."""
+    @overload  # type: ignore[override]
+    def __getitem__(self, key: SupportsIndex, /) -> Optional[Tensor]:
+        """Cell ``key`` as a read-only zero-copy :class:`Tensor` of the cell's shape, the
+        permutation applied as strides, as a row of :meth:`to_tensor` (None for a null cell;
+        IndexError past the end). ``to_pylist()`` gives each cell flat, as PyArrow's."""
+    @overload
+    def __getitem__(self, key: builtins.slice, /) -> Self:
+        """A zero-copy slice for step 1; other steps copy the selected cells."""
     def to_numpy_ndarray(self) -> Any:
         """The whole ``(len, *cell_shape)`` array as numpy (PyArrow's ``to_numpy_ndarray``),
         zero-copy and read-only for one chunk, the permutation applied as in :meth:`to_tensor`.
@@ -567,6 +604,9 @@ class VariableShapeTensorArray(Array):
     def to_numpy_ndarray(self) -> list[Any]:
         """Every row as a read-only zero-copy numpy array of its own shape (None for a null
         row). numpy is imported by this method, not by the package."""
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any:
+        """numpy's array protocol: an ``object`` array of the rows as :meth:`to_numpy_ndarray`
+        gives them; ``copy=False`` raises ArrowDLPackValueError."""
     @staticmethod
     def from_numpy_ndarray(
         arrays: Any,
@@ -678,11 +718,16 @@ class ListArray(Array):
         """``(values, offsets)`` with int64 offsets, for
         ``torch.nested.nested_tensor_from_jagged(torch.from_dlpack(values),
         torch.from_dlpack(offsets))``."""
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any:
+        """numpy's array protocol, as PyArrow's for list arrays: an ``object`` array of the
+        rows, each a read-only numpy view of its elements (None for a null row);
+        ``copy=False`` raises ArrowDLPackValueError (the rows are ragged)."""
     @staticmethod
     def from_offsets(values: Any, offsets: Any) -> ListArray:
         """A list array from values ``(N, *inner)`` and offsets ``(B + 1,)`` (DLPack producers;
         int32 offsets give ``list``, int64 ``large_list``, inner dimensions fixed-size lists),
-        sharing their memory when the values are row-major.
+        sharing the values' memory when they are row-major; the offsets are copied (``B + 1``
+        integers), so that writing into the caller's offsets afterwards changes no row.
 
         Offsets that do not start at 0, decrease, or do not end at ``N`` raise
         ArrowDLPackValueError.

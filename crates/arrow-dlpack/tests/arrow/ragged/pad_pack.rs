@@ -194,6 +194,35 @@ fn from_padded_inverts_padding_on_either_side() {
 }
 
 #[test]
+fn from_padded_of_a_broadcast_of_2_62_rows_is_out_of_memory_not_an_abort() {
+    // Zero strides: one element stands for every row, so the rows cost nothing until they are
+    // read. The lengths were collected into an infallible `Vec` of `B` entries, which panicked
+    // (capacity overflow) here and aborted the process at 2**31 rows.
+    let rows = 1usize << 62;
+    let broadcast = |value: i8, shape: Vec<usize>| {
+        let strides = vec![0; shape.len()];
+        Tensor::try_new(
+            arrow_dlpack::Buffer::from_vec(vec![value]),
+            DType::Int8,
+            shape,
+            strides,
+            0,
+        )
+        .unwrap()
+    };
+    let padded = broadcast(0, vec![rows, 1]);
+    let lengths = broadcast(1, vec![rows]);
+    let error = RaggedTensor::from_padded(&padded, &lengths, Side::Right).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::Tensor(arrow_dlpack::tensor::Error::OutOfMemory { .. })
+        ),
+        "{error}"
+    );
+}
+
+#[test]
 fn packs_with_cu_seqlens_and_position_ids() {
     let ragged = sample();
     let packed = ragged.to_packed().unwrap();

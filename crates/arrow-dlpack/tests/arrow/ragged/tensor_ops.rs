@@ -1,5 +1,6 @@
 //! `RaggedTensor` itself: checked construction, rows, slices, take, concat, from_rows.
 
+use arrow_array::cast::AsArray;
 use arrow_buffer::Buffer;
 use arrow_dlpack::{DType, Error, RaggedTensor, Tensor};
 use proptest::prelude::*;
@@ -40,6 +41,26 @@ fn malformed_offsets_are_refused() {
         RaggedTensor::new(scalar, i32_tensor(vec![0])),
         Err(Error::ZeroDimensional)
     ));
+}
+
+#[test]
+fn new_reads_its_own_copy_of_the_offsets_and_shares_the_values() {
+    // Offsets may come from memory another owner still writes (a numpy array through
+    // DLPack): the ragged tensor checks and keeps a copy, so no later write moves a row.
+    let values = i32_tensor(vec![1, 2, 3]);
+    let offsets = i32_tensor(vec![0, 2, 3]);
+    let ragged = RaggedTensor::new(values.clone(), offsets.clone()).unwrap();
+    assert_ne!(ragged.offsets().data_ptr(), offsets.data_ptr());
+    assert!(ragged.offsets().is_read_only());
+    assert_eq!(ragged.offsets().as_slice::<i32>().unwrap(), &[0, 2, 3]);
+    assert_eq!(ragged.values().data_ptr(), values.data_ptr());
+    // The list array made of it shares the copy, not the caller's offsets.
+    let list = ragged.to_list_array().unwrap();
+    let list = list.as_list::<i32>();
+    assert_eq!(
+        list.value_offsets().as_ptr().cast::<u8>(),
+        ragged.offsets().data_ptr()
+    );
 }
 
 #[test]

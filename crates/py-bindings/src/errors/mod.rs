@@ -1,5 +1,9 @@
 //! The one place where failures become Python exceptions, variant by variant.
 //!
+//! This file has the classes and the mappings of the tensor, Arrow and Arrow C layers;
+//! `messages.rs` the messages in Python's words, built from the errors' fields; `loader.rs`
+//! the loader's errors.
+//!
 //! Every exception this package raises is an instance of one of four classes, created when the
 //! module is first imported:
 //!
@@ -24,7 +28,11 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
 
-use crate::type_names::pyarrow_dtype_name;
+mod loader;
+mod messages;
+
+pub(crate) use loader::loader_error;
+use messages::{python_message, tensor_message};
 
 /// The exception classes of the package, created once per interpreter.
 struct Classes {
@@ -167,23 +175,6 @@ pub(crate) fn tensor_error(error: TensorError) -> PyErr {
     }
 }
 
-/// The message of a tensor error in Python's words: dtypes named as PyArrow names them
-/// (`float`, `double`), where the Rust message says `float32`, `float64`.
-fn tensor_message(error: &TensorError) -> String {
-    match error {
-        TensorError::Misaligned {
-            address,
-            alignment,
-            dtype,
-        } => format!(
-            "data address {address:#x} is not aligned for {}; expected a multiple of {alignment} \
-             bytes",
-            pyarrow_dtype_name(*dtype)
-        ),
-        other => other.to_string(),
-    }
-}
-
 /// The exception kind of a tensor error; `None` for `MemoryError`.
 fn tensor_kind(error: &TensorError) -> Option<Kind> {
     let kind = match error {
@@ -293,82 +284,6 @@ pub(crate) fn arrow_error(error: arrow_dlpack::Error, operation: Operation) -> P
     raise(kind, python_message(&error, operation))
 }
 
-/// The message of an arrow-dlpack error in Python's words.
-///
-/// The Rust messages name Rust options (`allow_nulls` in `ArrayToTensorOptions`); where the
-/// remedy is a Python argument (`allow_nulls=True`, `null_to_nan=True`, `copy=False`), the message
-/// is built here from the error's fields, in the wording the Python API has always used.
-/// Every other variant speaks of data, not of options, and keeps the Rust message.
-fn python_message(error: &arrow_dlpack::Error, operation: Operation) -> String {
-    use arrow_dlpack::Error as E;
-    match error {
-        E::Nulls {
-            null_count,
-            location,
-        } => nulls_message(*null_count, location, operation),
-        E::TableNulls {
-            null_count,
-            location,
-        } => nulls_message(*null_count, location, operation),
-        E::ColumnNulls { column, null_count } => format!(
-            "found {null_count} nulls in column {column:?}; expected none, or pass \
-             null_to_nan=True to write them as NaN"
-        ),
-        E::NullRow { row, null_count } => format!(
-            "row {row} of the list array is null ({null_count} null rows in all); expected none, \
-             or pass allow_nulls=True (to lengths(), to_padded(), to_packed() or to_jagged()) to \
-             read null rows as empty rows"
-        ),
-        E::CopyRequired { reason, .. } => {
-            format!("{reason} requires a copy, which copy=False forbids")
-        }
-        E::GappedStrides { shape, strides } => format!(
-            "tensor with shape {shape:?} and strides {strides:?} (in elements) is not dense (its \
-             strides leave gaps, overlap, or are zero or negative); expected a dense first-major \
-             layout, or a copy, which copy=False forbids"
-        ),
-        // The row and column, then the cause, which is the error's source; the causes that
-        // name a remedy name the Python keyword.
-        E::ImageRow { source, .. } => {
-            let cause = match source.as_ref() {
-                E::NullImage => "the row is null; expected encoded bytes or a path \
-                                 (on_error=\"skip\" drops such rows)"
-                    .to_string(),
-                E::ImageSize {
-                    width,
-                    height,
-                    max_pixels,
-                } => format!(
-                    "image of {width} x {height} pixels is refused; expected at least 1 and at \
-                     most {max_pixels} pixels (max_pixels=)"
-                ),
-                other => chain(other),
-            };
-            let row_and_column = error.to_string();
-            format!("{row_and_column}: {cause}")
-        }
-        // The spec's keys are the Python keyword names.
-        E::InvalidImageSpec { field, reason } => format!("invalid {field}: {reason}"),
-        other => other.to_string(),
-    }
-}
-
-/// Nulls refused: by `__dlpack__`, which has no way to carry them, or by `to_tensor()` without
-/// `allow_nulls=True`.
-fn nulls_message(null_count: usize, location: impl Display, operation: Operation) -> String {
-    // "nulls" even for one: Python code matches this wording (`found 1 nulls`).
-    match operation {
-        Operation::Export => format!(
-            "found {null_count} nulls in {location}; expected none, since DLPack cannot carry \
-             nulls (to_tensor(allow_nulls=True) gives the values, validity() the mask)"
-        ),
-        Operation::ToTensor | Operation::Import => format!(
-            "found {null_count} nulls in {location}; expected none, or pass allow_nulls=True to \
-             accept them (null slots then hold unspecified values)"
-        ),
-    }
-}
-
 /// Runs `call`, which reads what a producer handed us; a Rust panic inside it (arrow-rs asserts
 /// on input it did not expect) becomes `ArrowDLPackValueError` instead of pyo3's
 /// `PanicException`, which derives from `BaseException` and escapes `except Exception`.
@@ -389,6 +304,22 @@ pub(crate) fn no_panic<T>(doing: &str, call: impl FnOnce() -> PyResult<T>) -> Py
                 format!("malformed input while {doing}: {message}"),
             ))
         }
+    }
+}
+
+/// `error` with `context: ` before its message, when it is one of this package's `ValueError`s
+/// or `TypeError`s (made again, of the same class); any other exception as it is.
+pub(crate) fn with_context(py: Python<'_>, error: PyErr, context: &str) -> PyErr {
+    let Ok(classes) = classes(py) else {
+        return error;
+    };
+    let message = error.value(py).to_string();
+    if error.is_instance(py, classes.value_error.bind(py)) {
+        raise(Kind::Value, format!("{context}: {message}"))
+    } else if error.is_instance(py, classes.type_error.bind(py)) {
+        raise(Kind::Type, format!("{context}: {message}"))
+    } else {
+        error
     }
 }
 
@@ -415,99 +346,6 @@ pub(crate) fn arrow_c_error(error: arrow_dlpack_c::ArrowCError) -> PyErr {
         // A variant added later: a ValueError, as for a malformed struct.
         _ => raise(Kind::Value, chain(&error)),
     }
-}
-
-/// Maps an error of the loader (`ad.batches`), variant by variant; the message is the loader's,
-/// which names the file, row group or column.
-pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
-    use arrow_dlpack::Error as A;
-    use arrow_dlpack_loader::Error as E;
-    use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyPermissionError};
-    // The loader's own errors never carry this variant (it is what `?` makes of an Arrow-layer
-    // error in a caller's code); mapped as the Arrow layer's error, should one arrive.
-    let error = match error {
-        E::Convert(inner) => return arrow_error(inner, Operation::ToTensor),
-        other => other,
-    };
-    let kind = match &error {
-        // The file system: the builtin exceptions `open()` raises.
-        E::Io { source, .. } => {
-            return match source.kind() {
-                std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(chain(&error)),
-                std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(chain(&error)),
-                // A buffer for bytes read (an object's range) that could not be allocated.
-                std::io::ErrorKind::OutOfMemory => PyMemoryError::new_err(chain(&error)),
-                _ => PyOSError::new_err(chain(&error)),
-            };
-        }
-        E::Thread { .. } => return PyOSError::new_err(chain(&error)),
-        // A column whose data cannot become the tensor asked for; the Arrow layer's reason in
-        // Python's words (`allow_nulls=True`, not the Rust options struct).
-        E::Column { column, source } => {
-            let kind = match source {
-                A::UnsupportedType { .. } | A::UnsupportedColumnType { .. } => Kind::Type,
-                A::Tensor(inner) => match tensor_kind(inner) {
-                    Some(kind) => kind,
-                    None => return PyMemoryError::new_err(chain(&error)),
-                },
-                // Nulls refused without `allow_nulls` (as `to_tensor()`), and the rest.
-                _ => Kind::Value,
-            };
-            let reason = python_message(source, Operation::ToTensor);
-            return raise(kind, format!("cannot load {column:?}: {reason}"));
-        }
-        E::Tensor(inner) => match tensor_kind(inner) {
-            Some(kind) => return raise(kind, tensor_message(inner)),
-            None => return PyMemoryError::new_err(chain(&error)),
-        },
-        // A column of a type without a tensor layout; one that was not named but loaded as one
-        // of every column says which keyword selects the columns, in Python's words.
-        E::UnsupportedColumn {
-            column,
-            data_type,
-            expected,
-            every_column,
-            ..
-        } => {
-            let hint = if *every_column {
-                "; it is loaded because columns=None (the default) loads every column not in a \
-                 group: pass columns=[...] to choose the columns (columns=[] for none)"
-            } else {
-                ""
-            };
-            return raise(
-                Kind::Type,
-                format!(
-                    "cannot load column {column:?} of type {data_type}; expected {expected}{hint}"
-                ),
-            );
-        }
-        // A bad spec, a malformed, truncated or corrupt file, a file changed after planning,
-        // rows that differ from the metadata's count, a column that is not there, batches that
-        // disagree, an unknown extension, a URL or storage option that cannot be used, a panic
-        // caught on a loader thread.
-        E::InvalidSpec { .. }
-        | E::InvalidState { .. }
-        | E::Ipc { .. }
-        | E::Parquet { .. }
-        | E::CorruptParquet { .. }
-        | E::UnsupportedCodec { .. }
-        | E::RowCount { .. }
-        | E::FileChanged { .. }
-        | E::DecodePanicked { .. }
-        | E::Decode { .. }
-        | E::Arrow(_)
-        | E::MissingColumn { .. }
-        | E::MissingTensor { .. }
-        | E::SchemaMismatch { .. }
-        | E::UnknownFormat { .. }
-        | E::InvalidSource { .. }
-        | E::Panicked { .. } => Kind::Value,
-        // A variant added to the loader after this file was written: a value problem until it
-        // is mapped here on purpose.
-        _ => Kind::Value,
-    };
-    raise(kind, chain(&error))
 }
 
 /// The message of `error` followed by those of its causes, joined by `: `: a Rust error's

@@ -1,0 +1,183 @@
+//! The loader's errors (`ad.batches`, `ad.ray`) as Python exceptions, variant by variant: the
+//! builtin file-system exceptions for files, this package's classes for the rest, with the
+//! messages in Python's words where a Rust item or type name would show.
+
+use arrow_schema::Field;
+use pyo3::exceptions::PyMemoryError;
+use pyo3::prelude::*;
+
+use super::messages::{is_list, python_message, tensor_message};
+use super::{Kind, Operation, arrow_error, chain, raise, tensor_kind};
+use crate::type_names::field_type_name;
+
+/// Maps an error of the loader (`ad.batches`), variant by variant; the message is the loader's,
+/// which names the file, row group or column.
+pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
+    use arrow_dlpack::Error as A;
+    use arrow_dlpack_loader::Error as E;
+    use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyPermissionError};
+    // The loader's own errors never carry this variant (it is what `?` makes of an Arrow-layer
+    // error in a caller's code); mapped as the Arrow layer's error, should one arrive.
+    let error = match error {
+        E::Convert(inner) => return arrow_error(inner, Operation::ToTensor),
+        other => other,
+    };
+    let kind = match &error {
+        // The file system: the builtin exceptions `open()` raises.
+        E::Io { source, .. } => {
+            return match source.kind() {
+                std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(chain(&error)),
+                std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(chain(&error)),
+                // A buffer for bytes read (an object's range) that could not be allocated.
+                std::io::ErrorKind::OutOfMemory => PyMemoryError::new_err(chain(&error)),
+                _ => PyOSError::new_err(chain(&error)),
+            };
+        }
+        E::Thread { .. } => return PyOSError::new_err(chain(&error)),
+        // A column whose data cannot become the tensor asked for; the Arrow layer's reason in
+        // Python's words (`allow_nulls=True`, not the Rust options struct).
+        E::Column { column, source } => {
+            let kind = match source {
+                A::UnsupportedType { .. } | A::UnsupportedColumnType { .. } => Kind::Type,
+                A::Tensor(inner) => match tensor_kind(inner) {
+                    Some(kind) => kind,
+                    None => return PyMemoryError::new_err(chain(&error)),
+                },
+                // Nulls refused without `allow_nulls` (as `to_tensor()`), and the rest.
+                _ => Kind::Value,
+            };
+            let reason = python_message(source, Operation::ToTensor);
+            return raise(kind, format!("cannot load {column:?}: {reason}"));
+        }
+        E::Tensor(inner) => match tensor_kind(inner) {
+            Some(kind) => return raise(kind, tensor_message(inner)),
+            None => return PyMemoryError::new_err(chain(&error)),
+        },
+        // A column of a type the loader cannot load, in PyArrow's names (extension types
+        // included) and with the remedy in Python's words.
+        E::UnsupportedColumn {
+            column,
+            data_type,
+            metadata,
+            as_sequence,
+            every_column,
+            ..
+        } => {
+            let field = Field::new(column.as_str(), data_type.clone(), true)
+                .with_metadata(metadata.clone());
+            let mut message = unsupported_column_message(column, &field, *as_sequence);
+            // A column that was not named but loaded as one of every column: which keyword
+            // selects the columns.
+            if *every_column {
+                message.push_str(
+                    "; it is loaded because columns=None (the default) loads every column not \
+                     in a group: pass columns=[...] to choose the columns (columns=[] for none)",
+                );
+            }
+            return raise(Kind::Type, message);
+        }
+        // A null row of a sequence column: where it is, and the loader's option.
+        E::NullSequenceRow { column, item, row } => {
+            let place = match item {
+                Some(item) => format!(
+                    "row {row} of unit {item} of the shard (a row group or record batch, counted \
+                     in the order the shard reads them)"
+                ),
+                None => format!("row {row} of the record batch"),
+            };
+            return raise(
+                Kind::Value,
+                format!(
+                    "cannot load {column:?}: {place} is null; expected none, or pass \
+                     allow_nulls=True to read null rows as empty rows"
+                ),
+            );
+        }
+        // An IPC stream given where an IPC file was expected (by its extension).
+        E::NotIpcFile { path, len } => {
+            return raise(
+                Kind::Value,
+                format!(
+                    "cannot read arrow ipc {}: the file is {len} bytes and does not start with \
+                     ARROW1; expected an Arrow IPC file (.arrow, .feather, .ipc); an Arrow IPC \
+                     stream is read from a path ending in .arrows, or from \
+                     pyarrow.ipc.open_stream(path)",
+                    path.display()
+                ),
+            );
+        }
+        // Files or record batches whose columns differ: in PyArrow's type names.
+        E::SchemaMismatch {
+            what,
+            found,
+            expected,
+        } => {
+            let columns = |fields: &arrow_schema::Fields| {
+                let columns: Vec<String> = fields
+                    .iter()
+                    .map(|field| format!("{}: {}", field.name(), field_type_name(field)))
+                    .collect();
+                format!("[{}]", columns.join(", "))
+            };
+            return raise(
+                Kind::Value,
+                format!(
+                    "{what} has columns {}; expected {}, the columns of the first batch",
+                    columns(found),
+                    columns(expected)
+                ),
+            );
+        }
+        // A bad spec, a malformed, truncated or corrupt file, a file changed after planning,
+        // rows that differ from the metadata's count, a column that is not there, batches that
+        // disagree, an unknown extension, a URL or storage option that cannot be used, a panic
+        // caught on a loader thread.
+        E::InvalidSpec { .. }
+        | E::InvalidState { .. }
+        | E::Ipc { .. }
+        | E::Parquet { .. }
+        | E::CorruptParquet { .. }
+        | E::UnsupportedCodec { .. }
+        | E::RowCount { .. }
+        | E::FileChanged { .. }
+        | E::DecodePanicked { .. }
+        | E::Decode { .. }
+        | E::Arrow(_)
+        | E::MissingColumn { .. }
+        | E::MissingTensor { .. }
+        | E::UnknownFormat { .. }
+        | E::InvalidSource { .. }
+        | E::Panicked { .. } => Kind::Value,
+        // A variant added to the loader after this file was written: a value problem until it
+        // is mapped here on purpose.
+        _ => Kind::Value,
+    };
+    raise(kind, chain(&error))
+}
+
+/// The loader's refusal of a column's type, in Python's words: PyArrow's name of the type (an
+/// extension type's included), and for a list the `sequences=` entry that loads it, with the
+/// user's column name.
+fn unsupported_column_message(column: &str, field: &Field, as_sequence: bool) -> String {
+    let type_name = field_type_name(field);
+    let single = "a numeric or boolean column, a fixed-size list of numbers, or an \
+                  arrow.fixed_shape_tensor column";
+    let expected = if as_sequence {
+        "a list, large_list, list_view or large_list_view of numbers, booleans, fixed-size lists \
+         or fixed-shape tensors, for a sequence"
+            .to_string()
+    } else if is_list(field.data_type()) {
+        format!(
+            "{single}; a list of varying length loads as a sequence: pass \
+             sequences={{{column:?}: \"pad\"}} (or \"pack\", \"jagged\")"
+        )
+    } else if field.extension_type_name() == Some(arrow_dlpack::VARIABLE_SHAPE_TENSOR_NAME) {
+        format!(
+            "{single}; an arrow.variable_shape_tensor column is read with \
+             ad.array(column), a VariableShapeTensorArray (its rows, to_padded(), to_ragged())"
+        )
+    } else {
+        single.to_string()
+    };
+    format!("cannot load column {column:?} of type {type_name}; expected {expected}")
+}
