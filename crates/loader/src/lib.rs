@@ -13,6 +13,8 @@
 //! | [`BatchSpec`], [`ColumnGroup`] | batch size, columns and groups, nulls, shuffling, sharding, prefetch; [`BatchSpec::new`] and a builder method per field |
 //! | [`Sequence`], [`SequenceMode`], [`PadValue`], [`Side`] | list columns as padded, packed or jagged tensors; with [`BatchSpec::max_tokens`] and [`BatchSpec::bucket_by_length`], batches by tokens and by length |
 //! | [`LoaderState`], [`merge_states`] | where a stream stands ([`Batches::state`]), resumed with [`BatchSpec::state`]; the states of every shard joined for a resume with other shards |
+//! | [`ConcatPacker`], [`ConcatPackOptions`], [`ConcatBatch`], [`ConcatCarry`] | token sequences packed into rows of exactly `max_length` tokens for pretraining, with position ids and `cu_seqlens` |
+//! | [`Tokenizer`], [`tokenize_column`], [`tokenize_to_file`] | (feature `tokenizers`) text columns to token ids with Hugging Face's `tokenizers`, ids identical to its Python package's; a source's text tokenized once into an IPC or Parquet file |
 //! | [`TensorBatch`] | named [`Tensor`](arrow_dlpack::Tensor)s (and validity masks) of one batch, by name with [`TensorBatch::tensor`] or `batch["x"]` |
 //! | [`Error`], [`Result`] | the one error type |
 //!
@@ -56,7 +58,9 @@
 //! in is refused with an error naming the codec. `object-store` (off by default) reads the same
 //! files from `s3://`, `gs://`, `az://`/`abfs://` and `http(s)://` URLs through arrow-rs's
 //! `object_store`, on an async runtime owned by the loader; it adds an HTTP client (reqwest on
-//! rustls with `ring`) and tokio to the build.
+//! rustls with `ring`) and tokio to the build. `tokenizers` (off by default) adds Hugging
+//! Face's `tokenizers` crate, pure Rust (its regex engine is `fancy-regex`, not the C of
+//! `onig`), for [`Tokenizer`] and the functions that use it.
 
 #![warn(missing_docs)]
 
@@ -78,6 +82,7 @@ mod sequences;
 mod source;
 mod spec;
 mod state;
+mod text;
 
 pub use batch::{NamedTensor, TensorBatch};
 pub use collate::collate;
@@ -89,3 +94,11 @@ pub use sequences::{PadValue, Sequence, SequenceMode, Side};
 pub use source::Source;
 pub use spec::{BatchSpec, ColumnGroup, MAX_DECODE_THREADS, MAX_PREFETCH};
 pub use state::{Item, LoaderState, Position, STATE_VERSION, Work, merge_states};
+pub use text::{
+    CarriedRow, ConcatBatch, ConcatCarry, ConcatPackOptions, ConcatPacker, DEFAULT_OPEN_ROWS,
+};
+#[cfg(feature = "tokenizers")]
+pub use text::{
+    TokenizeOptions, TokenizeSummary, TokenizeToFileOptions, Tokenizer, tokenize_column,
+    tokenize_to_file,
+};

@@ -411,6 +411,22 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
             None => return PyMemoryError::new_err(chain(&error)),
         },
         E::UnsupportedColumn { .. } => Kind::Type,
+        // Text: a null text refused without `allow_nulls` (the keyword, not the Rust options
+        // struct); values that are not text (or not tokens); a tokenizer.json that does not
+        // parse, and a text the tokenizer fails on; an output file that cannot be written, as
+        // `open()` fails.
+        E::NullText { row } => {
+            return raise(
+                Kind::Value,
+                format!(
+                    "the text at row {row} is null; expected a string (pass allow_nulls=True to \
+                     tokenize it as an empty text)"
+                ),
+            );
+        }
+        E::UnsupportedValues { .. } => Kind::Type,
+        E::Tokenizer { .. } | E::Tokenize { .. } => Kind::Value,
+        E::Write { .. } => return PyOSError::new_err(chain(&error)),
         // A bad spec, a malformed, truncated or corrupt file, a file changed after planning,
         // rows that differ from the metadata's count, a column that is not there, batches that
         // disagree, an unknown extension, a URL or storage option that cannot be used, a panic

@@ -17,6 +17,8 @@
 //! | `numpy` | `to_numpy` and friends through `np.from_dlpack`, numpy imported only when called |
 //! | `tables` | `Tensor.from_arrow` and `column_tensors()`: tables and record batches to tensors |
 //! | `loader` | `_Batches`, behind `ad.batches`: the loader crate's exact-size batches as dicts of tensors, made without the GIL; `_collate`, behind `ad.ray`: one batch of a table's rows on the calling thread; `_merge_states`, behind `ad.merge_states` |
+//! | `sources` | the loader's `Source` for a Python object (paths, URLs of object storage, Arrow streams), shared by `ad.batches` and `ad.tokenize` |
+//! | `text` | `ad.tokenize` and `_tokenize_column` over the loader's tokenizer, and the one conversion of a Python tokenizer (a path, a `tokenizers.Tokenizer`, a `transformers` fast tokenizer) |
 //! | `dlpack_export` | `__dlpack__`: argument rules and capsules (dlpark's capsule machinery) |
 //! | `dlpack_method` | `__dlpack__` of `Array` and `Tensor` as a raw vectorcall method: keywords matched by pointer |
 //! | `dlpack_import` | `from_dlpack`: negotiation with producers, legacy retry, capsule consumption |
@@ -33,7 +35,7 @@
 //! | `type_names`, `pretty` | PyArrow's type names and Python objects' type names; reprs and `to_pylist` |
 //!
 //! Imports between these files run one way (base files first: `cache`, `type_names`, `counters`,
-//! `protocols`, `copies`, `column`, `py_tensor`, ...; `exchange` and `loader` last); only `array`
+//! `protocols`, `copies`, `column`, `py_tensor`, `sources`, ...; `exchange`, `text` and `loader` last); only `array`
 //! and its subclasses `fixed_shape_tensor`, `variable_shape_tensor` and `list_array` refer to each
 //! other. `cargo xtask tidy` checks it (`xtask/src/tidy/imports.rs`), and `docs/architecture.md` gives the order.
 
@@ -60,8 +62,10 @@ mod pickling;
 mod pretty;
 mod protocols;
 mod py_tensor;
+mod sources;
 mod tables;
 mod tensor;
+mod text;
 mod type_names;
 mod variable_shape_tensor;
 
@@ -101,6 +105,8 @@ fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<loader::PyBatches>()?;
     module.add_function(wrap_pyfunction!(loader::collate_table, module)?)?;
     module.add_function(wrap_pyfunction!(loader::merge_states, module)?)?;
+    module.add_function(wrap_pyfunction!(text::tokenize, module)?)?;
+    module.add_function(wrap_pyfunction!(text::tokenize_column_py, module)?)?;
     errors::register(module)?;
     dlpack_method::install(module.py())?;
     exchange::install(module.py())?;
