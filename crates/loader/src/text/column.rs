@@ -22,7 +22,7 @@ use crate::quiet_panic::catch_quietly;
 use crate::{Error, Result};
 
 /// What the texts of a column may be.
-const TEXT_TYPES: &str = "utf8, large_utf8 or utf8_view text";
+pub(super) const TEXT_TYPES: &str = "utf8, large_utf8 or utf8_view text";
 
 /// How [`tokenize_column`] tokenizes.
 #[derive(Debug, Clone, PartialEq, Eq)]

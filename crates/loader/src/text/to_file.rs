@@ -16,9 +16,9 @@ use std::sync::mpsc::{Receiver, sync_channel};
 use std::time::{Duration, Instant};
 
 use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{Field, Schema, SchemaRef};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use super::column::tokenize_rows;
+use super::column::{TEXT_TYPES, tokenize_rows};
 use super::read::read_source;
 use super::{TokenizeOptions, Tokenizer};
 use crate::columns::check_same_columns;
@@ -161,6 +161,17 @@ impl Layout {
             })
         };
         let text = index_of(&options.column)?;
+        let data_type = schema.field(text).data_type();
+        if !matches!(
+            data_type,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        ) {
+            return Err(Error::UnsupportedColumn {
+                column: options.column.clone(),
+                data_type: data_type.clone(),
+                expected: TEXT_TYPES,
+            });
+        }
         let kept = match &options.keep_columns {
             None => (0..schema.fields().len()).collect(),
             Some(names) => {
@@ -184,9 +195,9 @@ impl Layout {
         }
         let item = Arc::new(Field::new_list_field(tokenizer.id_type(), true));
         let ids_type = if options.tokenize.large_offsets {
-            arrow_schema::DataType::LargeList(item)
+            DataType::LargeList(item)
         } else {
-            arrow_schema::DataType::List(item)
+            DataType::List(item)
         };
         let mut fields: Vec<Arc<Field>> = kept.iter().map(|&i| schema.fields()[i].clone()).collect();
         fields.push(Arc::new(Field::new(&options.output_column, ids_type, true)));

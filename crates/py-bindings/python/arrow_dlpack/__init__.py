@@ -51,7 +51,10 @@ Beyond PyArrow:
   into exact-size batches of tensors for a training loop, made on background
   threads, and :class:`BatchDataset` is the same for ``torch.utils.data``;
   their ``state_dict()`` and ``state=`` resume a run exactly, and
-  :func:`merge_states` resumes it with another number of ranks and workers.
+  :func:`merge_states` resumes it with another number of ranks and workers;
+  :func:`tokenize` tokenizes a text column once (Hugging Face ``tokenizers``, ids
+  identical to its Python package's) into a Parquet or Arrow IPC file that
+  ``sequences=`` reads.
 - :mod:`arrow_dlpack.ray` (loaded on first use, as ``ad.ray``) makes the same tensors from
   Ray Data's Arrow blocks: a ``collate_fn`` for ``iter_torch_batches``, and ``ad.batches``
   takes a ``ray.data.Dataset`` as its source.
@@ -104,6 +107,7 @@ from arrow_dlpack._arrow_dlpack import (
     release_unused_memory,
     set_memory_pool_decay_ms,
     set_memory_pool_limit,
+    tokenize,
 )
 from arrow_dlpack._batches import batches, merge_states
 
@@ -126,6 +130,7 @@ __all__ = [
     "release_unused_memory",
     "set_memory_pool_decay_ms",
     "set_memory_pool_limit",
+    "tokenize",
 ]
 
 
