@@ -164,22 +164,23 @@ pub(crate) fn tokenize_column_py(
             let mut first_row = 0u64;
             let mut out = Vec::with_capacity(chunks.len());
             for chunk in &chunks {
-                let ids = tokenize_column(chunk.as_ref(), &tokenizer, &options).map_err(
-                    |error| match error {
-                        arrow_dlpack_loader::Error::NullText { row } => {
-                            arrow_dlpack_loader::Error::NullText {
-                                row: row + first_row,
+                let ids =
+                    tokenize_column(chunk.as_ref(), &tokenizer, &options).map_err(|error| {
+                        match error {
+                            arrow_dlpack_loader::Error::NullText { row } => {
+                                arrow_dlpack_loader::Error::NullText {
+                                    row: row + first_row,
+                                }
                             }
-                        }
-                        arrow_dlpack_loader::Error::Tokenize { row, source } => {
-                            arrow_dlpack_loader::Error::Tokenize {
-                                row: row + first_row,
-                                source,
+                            arrow_dlpack_loader::Error::Tokenize { row, source } => {
+                                arrow_dlpack_loader::Error::Tokenize {
+                                    row: row + first_row,
+                                    source,
+                                }
                             }
+                            other => other,
                         }
-                        other => other,
-                    },
-                )?;
+                    })?;
                 first_row += chunk.len() as u64;
                 out.push(ids);
             }

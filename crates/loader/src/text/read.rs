@@ -52,9 +52,7 @@ pub(crate) fn read_source(source: Source, threads: usize) -> Result<SourceBatche
                 .collect::<Result<Vec<_>>>()?;
             parquet_files(&paths, files, threads)
         }
-        Source::IpcStreams(paths) => {
-            streams(paths.into_iter().map(StreamInput::Path).collect())
-        }
+        Source::IpcStreams(paths) => streams(paths.into_iter().map(StreamInput::Path).collect()),
         Source::Reader(reader) => Ok(SourceBatches {
             schema: reader.schema(),
             num_rows: None,

@@ -134,7 +134,9 @@ pub fn tokenize_to_file(
         let written = writer.join().map_err(Error::from_panic)?;
         match failure {
             Some(error) => Err(error),
-            None => written.map_err(|source| temporary.write_error(source)).map(|()| summary),
+            None => written
+                .map_err(|source| temporary.write_error(source))
+                .map(|()| summary),
         }
     });
     progress.finish(summary.as_ref().ok().copied());
@@ -153,7 +155,11 @@ struct Layout {
 }
 
 impl Layout {
-    fn new(schema: &SchemaRef, tokenizer: &Tokenizer, options: &TokenizeToFileOptions) -> Result<Self> {
+    fn new(
+        schema: &SchemaRef,
+        tokenizer: &Tokenizer,
+        options: &TokenizeToFileOptions,
+    ) -> Result<Self> {
         let index_of = |name: &str| {
             schema.index_of(name).map_err(|_| Error::MissingColumn {
                 column: name.to_string(),
@@ -175,7 +181,10 @@ impl Layout {
         let kept = match &options.keep_columns {
             None => (0..schema.fields().len()).collect(),
             Some(names) => {
-                let mut kept = names.iter().map(|name| index_of(name)).collect::<Result<Vec<_>>>()?;
+                let mut kept = names
+                    .iter()
+                    .map(|name| index_of(name))
+                    .collect::<Result<Vec<_>>>()?;
                 kept.sort_unstable();
                 kept.dedup();
                 kept
@@ -199,7 +208,8 @@ impl Layout {
         } else {
             DataType::List(item)
         };
-        let mut fields: Vec<Arc<Field>> = kept.iter().map(|&i| schema.fields()[i].clone()).collect();
+        let mut fields: Vec<Arc<Field>> =
+            kept.iter().map(|&i| schema.fields()[i].clone()).collect();
         fields.push(Arc::new(Field::new(&options.output_column, ids_type, true)));
         Ok(Layout {
             text,
@@ -217,9 +227,15 @@ impl Layout {
         options: &TokenizeOptions,
         first_row: u64,
     ) -> Result<(RecordBatch, u64)> {
-        let ids = tokenize_rows(batch.column(self.text).as_ref(), tokenizer, options, first_row)?;
+        let ids = tokenize_rows(
+            batch.column(self.text).as_ref(),
+            tokenizer,
+            options,
+            first_row,
+        )?;
         let tokens = ids.to_data().child_data()[0].len() as u64;
-        let mut columns: Vec<ArrayRef> = self.kept.iter().map(|&i| batch.column(i).clone()).collect();
+        let mut columns: Vec<ArrayRef> =
+            self.kept.iter().map(|&i| batch.column(i).clone()).collect();
         columns.push(ids);
         Ok((RecordBatch::try_new(self.output.clone(), columns)?, tokens))
     }
@@ -313,7 +329,8 @@ impl Temporary {
     /// Moves the finished file to `destination`.
     fn persist(mut self, destination: &Path) -> Result<()> {
         self.file.sync_all().map_err(|source| self.error(source))?;
-        std::fs::rename(&self.path, destination).map_err(|source| Error::io(destination, source))?;
+        std::fs::rename(&self.path, destination)
+            .map_err(|source| Error::io(destination, source))?;
         self.kept = true;
         Ok(())
     }

@@ -51,11 +51,10 @@ impl Tokenizer {
     }
 
     fn parse(json: &str, what: impl FnOnce() -> String) -> Result<Self> {
-        let mut inner: tokenizers::Tokenizer =
-            json.parse().map_err(|source| Error::Tokenizer {
-                what: what(),
-                source,
-            })?;
+        let mut inner: tokenizers::Tokenizer = json.parse().map_err(|source| Error::Tokenizer {
+            what: what(),
+            source,
+        })?;
         inner.with_padding(None);
         let id_bound = inner
             .get_vocab(true)

@@ -167,7 +167,11 @@ fn segments_of(batch: &Plain, pad_value: i32) -> (Vec<Vec<i32>>, Vec<usize>) {
     for pair in batch.cu_seqlens.windows(2) {
         let (start, end) = (pair[0] as usize, pair[1] as usize);
         assert!(start < end, "empty segment in {:?}", batch.cu_seqlens);
-        assert_eq!(start / max, (end - 1) / max, "a segment crosses a row start");
+        assert_eq!(
+            start / max,
+            (end - 1) / max,
+            "a segment crosses a row start"
+        );
         let expected: Vec<i64> = (0..(end - start) as i64).collect();
         assert_eq!(flat_pos[start..end], expected[..]);
         longest = longest.max(end - start);
@@ -203,18 +207,20 @@ fn options_strategy() -> impl Strategy<Value = ConcatPackOptions> {
         1usize..4,
         any::<bool>(),
     )
-        .prop_map(|(max_length, batch_size, bos, eos, split, open_rows, drop_last)| {
-            ConcatPackOptions {
-                bos_token_id: bos,
-                eos_token_id: eos,
-                split_documents: split,
-                // A value no document holds, so that the tests can tell padding apart.
-                pad_value: i64::from(i32::MIN),
-                open_rows,
-                drop_last,
-                ..ConcatPackOptions::new(max_length, batch_size)
-            }
-        })
+        .prop_map(
+            |(max_length, batch_size, bos, eos, split, open_rows, drop_last)| {
+                ConcatPackOptions {
+                    bos_token_id: bos,
+                    eos_token_id: eos,
+                    split_documents: split,
+                    // A value no document holds, so that the tests can tell padding apart.
+                    pad_value: i64::from(i32::MIN),
+                    open_rows,
+                    drop_last,
+                    ..ConcatPackOptions::new(max_length, batch_size)
+                }
+            },
+        )
 }
 
 fn docs_strategy() -> impl Strategy<Value = Vec<Vec<i32>>> {
@@ -311,7 +317,10 @@ fn a_worked_example_of_split_packing() {
     let mut packer = ConcatPacker::new(options, DType::Int32).unwrap();
     let docs = ragged(&[vec![1, 2, 3], vec![4, 5, 6, 7, 8], vec![9]]);
     assert_eq!(packer.push(&docs, 0).unwrap(), 3);
-    assert!(packer.next_batch().unwrap().is_none(), "two full rows of three");
+    assert!(
+        packer.next_batch().unwrap().is_none(),
+        "two full rows of three"
+    );
     packer.finish();
     let batch = packer.next_batch().unwrap().unwrap();
     let plain = plain(&batch, 4);
@@ -319,13 +328,17 @@ fn a_worked_example_of_split_packing() {
     assert_eq!(plain.positions, [[0, 1, 2, 3], [0, 1, 2, 3], [0, 1, 0, 1]]);
     assert_eq!(plain.cu_seqlens, [0, 4, 8, 10, 12]);
     assert_eq!(plain.max_seqlen, 4);
+    packer.finish();
     assert!(packer.next_batch().unwrap().is_none());
 }
 
 #[test]
 fn the_ids_keep_the_documents_element_type() {
     let list: ArrayRef = Arc::new(ListArray::new(
-        Arc::new(arrow_schema::Field::new_list_field(arrow_schema::DataType::UInt16, true)),
+        Arc::new(arrow_schema::Field::new_list_field(
+            arrow_schema::DataType::UInt16,
+            true,
+        )),
         arrow_buffer::OffsetBuffer::from_lengths([2, 3]),
         Arc::new(arrow_array::UInt16Array::from(vec![1, 2, 65535, 4, 5])),
         None,
@@ -340,7 +353,10 @@ fn the_ids_keep_the_documents_element_type() {
     packer.finish();
     let batch = packer.next_batch().unwrap().unwrap();
     assert_eq!(batch.ids.dtype(), DType::UInt16);
-    assert_eq!(batch.ids.as_slice::<u16>().unwrap(), &[1, 2, 65535, 4, 5, 7]);
+    assert_eq!(
+        batch.ids.as_slice::<u16>().unwrap(),
+        &[1, 2, 65535, 4, 5, 7]
+    );
 }
 
 fn invalid_spec(result: Result<ConcatPacker>) -> String {
@@ -352,7 +368,10 @@ fn invalid_spec(result: Result<ConcatPacker>) -> String {
 
 #[test]
 fn rejects_options_that_cannot_make_rows() {
-    let reason = invalid_spec(ConcatPacker::new(ConcatPackOptions::new(0, 8), DType::Int32));
+    let reason = invalid_spec(ConcatPacker::new(
+        ConcatPackOptions::new(0, 8),
+        DType::Int32,
+    ));
     assert!(reason.contains("max_length = 0"), "{reason}");
     let reason = invalid_spec(ConcatPacker::new(
         ConcatPackOptions::new(1 << 20, 1 << 12),
@@ -375,7 +394,10 @@ fn rejects_options_that_cannot_make_rows() {
         DType::Int8,
     ));
     assert!(reason.contains("eos_token_id = 200"), "{reason}");
-    let reason = invalid_spec(ConcatPacker::new(ConcatPackOptions::new(8, 2), DType::Float32));
+    let reason = invalid_spec(ConcatPacker::new(
+        ConcatPackOptions::new(8, 2),
+        DType::Float32,
+    ));
     assert!(reason.contains("integer tokens"), "{reason}");
 }
 
@@ -386,7 +408,10 @@ fn rejects_documents_of_another_type_and_pushes_after_finish() {
         Err(Error::InvalidSpec { reason }) => reason,
         other => panic!("{other:?}"),
     };
-    assert!(reason.contains("rows of int32") && reason.contains("int64"), "{reason}");
+    assert!(
+        reason.contains("rows of int32") && reason.contains("int64"),
+        "{reason}"
+    );
     let mut packer = ConcatPacker::new(ConcatPackOptions::new(4, 1), DType::Int32).unwrap();
     packer.finish();
     assert!(matches!(

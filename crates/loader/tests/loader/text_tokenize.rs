@@ -60,7 +60,13 @@ fn rows(ids: &ArrayRef) -> Vec<Vec<i32>> {
 }
 
 fn texts() -> StringArray {
-    StringArray::from(vec!["hello world", "", "the dog!", "cat   cat\n\tcat", "héllo 🐈"])
+    StringArray::from(vec![
+        "hello world",
+        "",
+        "the dog!",
+        "cat   cat\n\tcat",
+        "héllo 🐈",
+    ])
 }
 
 #[test]
@@ -78,7 +84,8 @@ fn tokenizes_each_text_to_the_ids_of_its_words() {
         ids.data_type(),
         &DataType::List(Arc::new(Field::new_list_field(DataType::Int32, true)))
     );
-    let expected: Vec<Vec<i32>> = vec![vec![3, 4], vec![], vec![5, 0, 7], vec![6, 6, 6], vec![0, 0]];
+    let expected: Vec<Vec<i32>> =
+        vec![vec![3, 4], vec![], vec![5, 0, 7], vec![6, 6, 6], vec![0, 0]];
     assert_eq!(rows(&ids), expected);
     let special = tokenize_column(&texts(), &tokenizer, &TokenizeOptions::default()).unwrap();
     let with: Vec<Vec<i32>> = expected
@@ -93,14 +100,20 @@ fn the_three_string_layouts_slices_and_thread_counts_give_the_same_ids() {
     let tokenizer = tokenizer();
     let words = ["hello", "world", "the", "cat", "dog", "!", " ", "\n"];
     let many: Vec<String> = (0..3000)
-        .map(|i: usize| (0..i % 37).map(|j| words[(i * 7 + j * 3) % words.len()]).collect::<Vec<_>>().join(" "))
+        .map(|i: usize| {
+            (0..i % 37)
+                .map(|j| words[(i * 7 + j * 3) % words.len()])
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .collect();
     let refs: Vec<&str> = many.iter().map(String::as_str).collect();
     let one = TokenizeOptions {
         threads: 1,
         ..TokenizeOptions::default()
     };
-    let expected = rows(&tokenize_column(&StringArray::from(refs.clone()), &tokenizer, &one).unwrap());
+    let expected =
+        rows(&tokenize_column(&StringArray::from(refs.clone()), &tokenizer, &one).unwrap());
     let layouts: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from(refs.clone())),
         Arc::new(LargeStringArray::from(refs.clone())),
@@ -112,7 +125,10 @@ fn the_three_string_layouts_slices_and_thread_counts_give_the_same_ids() {
                 threads,
                 ..TokenizeOptions::default()
             };
-            assert_eq!(rows(&tokenize_column(layout.as_ref(), &tokenizer, &options).unwrap()), expected);
+            assert_eq!(
+                rows(&tokenize_column(layout.as_ref(), &tokenizer, &options).unwrap()),
+                expected
+            );
         }
         let sliced = layout.slice(1000, 500);
         let got = rows(&tokenize_column(sliced.as_ref(), &tokenizer, &one).unwrap());
@@ -125,7 +141,10 @@ fn the_three_string_layouts_slices_and_thread_counts_give_the_same_ids() {
     let ids = tokenize_column(layouts[0].as_ref(), &tokenizer, &large).unwrap();
     let list = ids.as_list::<i64>();
     assert_eq!(list.len(), expected.len());
-    assert_eq!(list.value(3).as_primitive::<Int32Type>().values().to_vec(), expected[3]);
+    assert_eq!(
+        list.value(3).as_primitive::<Int32Type>().values().to_vec(),
+        expected[3]
+    );
 }
 
 #[test]
@@ -154,7 +173,11 @@ fn a_null_text_is_an_error_naming_its_row_unless_allowed() {
 
 #[test]
 fn rejects_columns_that_hold_no_text() {
-    match tokenize_column(&Int64Array::from(vec![1, 2]), &tokenizer(), &TokenizeOptions::default()) {
+    match tokenize_column(
+        &Int64Array::from(vec![1, 2]),
+        &tokenizer(),
+        &TokenizeOptions::default(),
+    ) {
         Err(error @ Error::UnsupportedValues { .. }) => {
             assert_eq!(
                 error.to_string(),
@@ -169,7 +192,10 @@ fn rejects_columns_that_hold_no_text() {
 fn a_tokenizer_that_does_not_parse_or_a_missing_file_is_an_error() {
     match Tokenizer::from_json("{\"model\": 3}") {
         Err(error @ Error::Tokenizer { .. }) => {
-            assert_eq!(error.to_string(), "cannot read the tokenizer of the JSON text");
+            assert_eq!(
+                error.to_string(),
+                "cannot read the tokenizer of the JSON text"
+            );
             assert!(std::error::Error::source(&error).is_some());
         }
         other => panic!("{other:?}"),
@@ -191,7 +217,12 @@ fn a_tokenizer_that_does_not_parse_or_a_missing_file_is_an_error() {
 fn padding_in_the_file_is_not_applied() {
     let padded = r#"{"strategy": {"Fixed": 8}, "direction": "Right", "pad_to_multiple_of": null, "pad_id": 0, "pad_type_id": 0, "pad_token": "[UNK]"}"#;
     let tokenizer = Tokenizer::from_json(&tokenizer_json(padded)).unwrap();
-    let ids = tokenize_column(&StringArray::from(vec!["hello world"]), &tokenizer, &TokenizeOptions::default()).unwrap();
+    let ids = tokenize_column(
+        &StringArray::from(vec!["hello world"]),
+        &tokenizer,
+        &TokenizeOptions::default(),
+    )
+    .unwrap();
     assert_eq!(rows(&ids), vec![vec![1, 3, 4, 2]]);
 }
 
@@ -206,7 +237,9 @@ fn batches(texts: &[Option<&str>]) -> (Arc<Schema>, Vec<RecordBatch>) {
         RecordBatch::try_new(
             schema.clone(),
             vec![
-                Arc::new(Int64Array::from_iter_values(range.clone().map(|i| i as i64))) as ArrayRef,
+                Arc::new(Int64Array::from_iter_values(
+                    range.clone().map(|i| i as i64),
+                )) as ArrayRef,
                 Arc::new(StringArray::from(texts[range].to_vec())),
             ],
         )
@@ -217,7 +250,10 @@ fn batches(texts: &[Option<&str>]) -> (Arc<Schema>, Vec<RecordBatch>) {
 
 fn reader(texts: &[Option<&str>]) -> Source {
     let (schema, batches) = batches(texts);
-    Source::reader(RecordBatchIterator::new(batches.into_iter().map(Ok), schema))
+    Source::reader(RecordBatchIterator::new(
+        batches.into_iter().map(Ok),
+        schema,
+    ))
 }
 
 /// Every record batch of the IPC file or Parquet file at `path`.
@@ -229,9 +265,15 @@ fn read_back(path: &Path) -> Vec<RecordBatch> {
             .map(Result::unwrap)
             .collect()
     } else if path.extension().is_some_and(|e| e == "arrows") {
-        arrow_ipc::reader::StreamReader::try_new(file, None).unwrap().map(Result::unwrap).collect()
+        arrow_ipc::reader::StreamReader::try_new(file, None)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
     } else {
-        arrow_ipc::reader::FileReader::try_new(file, None).unwrap().map(Result::unwrap).collect()
+        arrow_ipc::reader::FileReader::try_new(file, None)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
     }
 }
 
@@ -248,17 +290,28 @@ const TEXTS: [Option<&str>; 6] = [
 fn writes_the_ids_beside_the_columns_in_every_format() {
     let tokenizer = tokenizer();
     let expected = rows(
-        &tokenize_column(&StringArray::from(TEXTS.to_vec()), &tokenizer, &TokenizeOptions::default())
-            .unwrap(),
+        &tokenize_column(
+            &StringArray::from(TEXTS.to_vec()),
+            &tokenizer,
+            &TokenizeOptions::default(),
+        )
+        .unwrap(),
     );
     let dir = tempfile::tempdir().unwrap();
     for name in ["out.arrow", "out.arrows", "out.parquet"] {
         let path = dir.path().join(name);
-        let summary =
-            tokenize_to_file(reader(&TEXTS), &tokenizer, &path, &TokenizeToFileOptions::default())
-                .unwrap();
+        let summary = tokenize_to_file(
+            reader(&TEXTS),
+            &tokenizer,
+            &path,
+            &TokenizeToFileOptions::default(),
+        )
+        .unwrap();
         assert_eq!(summary.rows, 6);
-        assert_eq!(summary.tokens, expected.iter().map(Vec::len).sum::<usize>() as u64);
+        assert_eq!(
+            summary.tokens,
+            expected.iter().map(Vec::len).sum::<usize>() as u64
+        );
         let back = read_back(&path);
         let schema = back[0].schema();
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
@@ -267,7 +320,13 @@ fn writes_the_ids_beside_the_columns_in_every_format() {
         assert_eq!(ids, expected, "{name}");
         let texts: Vec<String> = back
             .iter()
-            .flat_map(|b| b.column(1).as_string::<i32>().iter().map(|t| t.unwrap().to_string()).collect::<Vec<_>>())
+            .flat_map(|b| {
+                b.column(1)
+                    .as_string::<i32>()
+                    .iter()
+                    .map(|t| t.unwrap().to_string())
+                    .collect::<Vec<_>>()
+            })
             .collect();
         assert_eq!(texts, TEXTS.map(|t| t.unwrap().to_string()));
     }
@@ -286,9 +345,19 @@ fn writes_the_ids_beside_the_columns_in_every_format() {
     )
     .unwrap();
     let back = read_back(&again);
-    let names: Vec<String> = back[0].schema().fields().iter().map(|f| f.name().clone()).collect();
+    let names: Vec<String> = back[0]
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
     assert_eq!(names, ["id", "tokens"]);
-    assert_eq!(back.iter().flat_map(|b| rows(b.column(1))).collect::<Vec<_>>(), expected);
+    assert_eq!(
+        back.iter()
+            .flat_map(|b| rows(b.column(1)))
+            .collect::<Vec<_>>(),
+        expected
+    );
 }
 
 #[test]
@@ -298,7 +367,12 @@ fn a_failed_run_names_the_row_and_leaves_no_file() {
     let path = dir.path().join("out.arrow");
     let mut texts = TEXTS;
     texts[4] = None;
-    match tokenize_to_file(reader(&texts), &tokenizer, &path, &TokenizeToFileOptions::default()) {
+    match tokenize_to_file(
+        reader(&texts),
+        &tokenizer,
+        &path,
+        &TokenizeToFileOptions::default(),
+    ) {
         Err(Error::NullText { row: 4 }) => {}
         other => panic!("expected NullText at row 4 (second record batch), got {other:?}"),
     }
@@ -312,7 +386,12 @@ fn rejects_unknown_formats_missing_columns_and_clashing_names() {
     let dir = tempfile::tempdir().unwrap();
     let options = TokenizeToFileOptions::default();
     assert!(matches!(
-        tokenize_to_file(reader(&TEXTS), &tokenizer, dir.path().join("out.csv"), &options),
+        tokenize_to_file(
+            reader(&TEXTS),
+            &tokenizer,
+            dir.path().join("out.csv"),
+            &options
+        ),
         Err(Error::UnknownFormat { .. })
     ));
     let missing = TokenizeToFileOptions {
@@ -320,14 +399,24 @@ fn rejects_unknown_formats_missing_columns_and_clashing_names() {
         ..TokenizeToFileOptions::default()
     };
     assert!(matches!(
-        tokenize_to_file(reader(&TEXTS), &tokenizer, dir.path().join("o.arrow"), &missing),
+        tokenize_to_file(
+            reader(&TEXTS),
+            &tokenizer,
+            dir.path().join("o.arrow"),
+            &missing
+        ),
         Err(Error::MissingColumn { .. })
     ));
     let clash = TokenizeToFileOptions {
         output_column: "id".to_string(),
         ..TokenizeToFileOptions::default()
     };
-    match tokenize_to_file(reader(&TEXTS), &tokenizer, dir.path().join("o.arrow"), &clash) {
+    match tokenize_to_file(
+        reader(&TEXTS),
+        &tokenizer,
+        dir.path().join("o.arrow"),
+        &clash,
+    ) {
         Err(Error::InvalidSpec { reason }) => assert!(reason.contains("\"id\""), "{reason}"),
         other => panic!("{other:?}"),
     }

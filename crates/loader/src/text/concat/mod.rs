@@ -358,7 +358,9 @@ impl ConcatPacker {
             ));
         }
         let rows = carry.closed.iter().map(|row| (row, true));
-        for (index, (row, closed)) in rows.chain(carry.open.iter().map(|row| (row, false))).enumerate()
+        for (index, (row, closed)) in rows
+            .chain(carry.open.iter().map(|row| (row, false)))
+            .enumerate()
         {
             let what = if closed { "closed" } else { "open" };
             let sum: u64 = row.segments.iter().map(|&length| u64::from(length)).sum();
