@@ -1,5 +1,5 @@
 //! Every record batch of a [`Source`], every column, in the source's order: what
-//! [`tokenize`](super::tokenize) reads, through the loader's own readers (memory-mapped IPC
+//! [`tokenize_to_file`](super::tokenize_to_file) reads, through the loader's own readers (memory-mapped IPC
 //! files, Parquet row groups decoded on worker threads, IPC streams, objects in object storage)
 //! but without a [`BatchSpec`](crate::BatchSpec), whose columns must all become tensors.
 

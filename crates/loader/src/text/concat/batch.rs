@@ -5,7 +5,8 @@ use arrow_dlpack_tensor::{DType, Tensor};
 use super::{CarriedRow, ConcatPackOptions, Token};
 use crate::{Error, Result};
 
-/// A batch of packed rows (see the [module](super) docs for what each tensor holds).
+/// A batch of packed rows (see [`ConcatPacker`](crate::ConcatPacker) for what each tensor
+/// holds).
 #[derive(Debug)]
 pub struct ConcatBatch {
     /// `(B, max_length)`, the documents' element type.

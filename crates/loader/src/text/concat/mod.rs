@@ -2,37 +2,7 @@
 //! and cut into rows of exactly `max_length` tokens, with the document boundaries that
 //! variable-length attention needs.
 //!
-//! [`ConcatPacker`] takes the documents of a list column (any integer element type; tokenized
-//! text or not) as [`RaggedTensor`]s, and gives [`ConcatBatch`]es of `batch_size` rows:
-//!
-//! - `ids` `(B, max_length)`, the documents' element type: each document is preceded by
-//!   `bos_token_id` and followed by `eos_token_id` when they are given (the tokenizer's own
-//!   special tokens are already in its ids when it added them);
-//! - `position_ids` `(B, max_length)` int64, restarting at 0 at every document start and at
-//!   every row start;
-//! - `cu_seqlens` int32 `(S + 1,)`: the boundaries of the `S` segments over the `B * max_length`
-//!   flattened tokens, from 0 to `B * max_length`; a segment is the part of a document inside
-//!   one row (so every row start is a boundary), or the padding of a row;
-//! - `max_seqlen`, the longest segment.
-//!
-//! These are what flash-attention's varlen kernels take with the ids flattened to
-//! `(B * max_length,)`: attention never crosses a document boundary or a row start.
-//!
-//! With `split_documents` (the default) a document that does not fit in the rest of a row
-//! continues at the start of the next row, and only the last row of the data can be short.
-//! Without it, documents are kept whole: each goes into the open row with the least room that
-//! still holds it (best fit, among at most `open_rows` open rows), a new row is opened when none
-//! does (closing the fullest one when `open_rows` are open), and the rest of each row is padding
-//! (`pad_value`). A document longer than `max_length` cannot be kept whole: it fills rows of
-//! its own, and only its last piece is placed best fit.
-//!
-//! At the end of the data ([`ConcatPacker::finish`]), the short last row is padded, and the
-//! last batch may hold fewer than `batch_size` rows; with `drop_last`, the last batch short of
-//! `batch_size` rows is dropped, and so is the short last row of `split_documents`.
-//!
-//! The rows not yet handed out (full rows waiting for a batch, the row being filled) are the
-//! packer's [`ConcatCarry`], a serde value: a packer resumed from it with the same options and
-//! fed the documents that follow gives the rows an uninterrupted one would have given.
+//! [`ConcatPacker`] holds what the packing does, in its docs.
 
 use std::collections::VecDeque;
 
@@ -49,7 +19,7 @@ pub use batch::ConcatBatch;
 /// The number of rows kept open for best-fit packing when the options do not say.
 pub const DEFAULT_OPEN_ROWS: usize = 64;
 
-/// How [`ConcatPacker`] packs documents (see the [module](self) docs).
+/// How [`ConcatPacker`] packs documents (see its docs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConcatPackOptions {
     /// The tokens of every row.
@@ -109,7 +79,39 @@ pub struct ConcatCarry {
     pub open: Vec<CarriedRow>,
 }
 
-/// Packs documents into rows of exactly `max_length` tokens (see the [module](self) docs).
+/// Packs documents into rows of exactly `max_length` tokens.
+///
+/// The packer takes the documents of a list column (any integer element type; tokenized
+/// text or not) as [`RaggedTensor`]s, and gives [`ConcatBatch`]es of `batch_size` rows:
+///
+/// - `ids` `(B, max_length)`, the documents' element type: each document is preceded by
+///   `bos_token_id` and followed by `eos_token_id` when they are given (the tokenizer's own
+///   special tokens are already in its ids when it added them);
+/// - `position_ids` `(B, max_length)` int64, restarting at 0 at every document start and at
+///   every row start;
+/// - `cu_seqlens` int32 `(S + 1,)`: the boundaries of the `S` segments over the `B * max_length`
+///   flattened tokens, from 0 to `B * max_length`; a segment is the part of a document inside
+///   one row (so every row start is a boundary), or the padding of a row;
+/// - `max_seqlen`, the longest segment.
+///
+/// These are what flash-attention's varlen kernels take with the ids flattened to
+/// `(B * max_length,)`: attention never crosses a document boundary or a row start.
+///
+/// With `split_documents` (the default) a document that does not fit in the rest of a row
+/// continues at the start of the next row, and only the last row of the data can be short.
+/// Without it, documents are kept whole: each goes into the open row with the least room that
+/// still holds it (best fit, among at most `open_rows` open rows), a new row is opened when none
+/// does (closing the fullest one when `open_rows` are open), and the rest of each row is padding
+/// (`pad_value`). A document longer than `max_length` cannot be kept whole: it fills rows of
+/// its own, and only its last piece is placed best fit.
+///
+/// At the end of the data ([`ConcatPacker::finish`]), the short last row is padded, and the
+/// last batch may hold fewer than `batch_size` rows; with `drop_last`, the last batch short of
+/// `batch_size` rows is dropped, and so is the short last row of `split_documents`.
+///
+/// The rows not yet handed out (full rows waiting for a batch, the row being filled) are the
+/// packer's [`ConcatCarry`], a serde value: a packer resumed from it with the same options and
+/// fed the documents that follow gives the rows an uninterrupted one would have given.
 #[derive(Debug, Clone)]
 pub struct ConcatPacker {
     options: ConcatPackOptions,
@@ -300,7 +302,7 @@ impl ConcatPacker {
     }
 
     /// Places `doc` whole in the open row with the least room that holds it (see the
-    /// [module](self) docs); a document longer than a row fills rows of its own first.
+    /// [`ConcatPacker`] docs); a document longer than a row fills rows of its own first.
     fn place_best_fit(&mut self, mut doc: &[i64]) {
         let max = self.options.max_length;
         while doc.len() >= max {
