@@ -78,8 +78,8 @@ fn thread_count(threads: Option<usize>) -> PyResult<usize> {
         tokenizer,
         out_path,
         *,
-        column = "text".to_string(),
-        output_column = "input_ids".to_string(),
+        column = "text",
+        output_column = "input_ids",
         keep_columns = None,
         add_special_tokens = true,
         allow_nulls = false,
@@ -94,8 +94,8 @@ pub(crate) fn tokenize<'py>(
     source: &Bound<'py, PyAny>,
     tokenizer: &Bound<'py, PyAny>,
     out_path: PathBuf,
-    column: String,
-    output_column: String,
+    column: &str,
+    output_column: &str,
     keep_columns: Option<Vec<String>>,
     add_special_tokens: bool,
     allow_nulls: bool,
@@ -105,8 +105,8 @@ pub(crate) fn tokenize<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let tokenizer = tokenizer_from_python(tokenizer)?;
     let options = TokenizeToFileOptions {
-        column,
-        output_column,
+        column: column.to_string(),
+        output_column: output_column.to_string(),
         keep_columns,
         tokenize: TokenizeOptions {
             add_special_tokens,
