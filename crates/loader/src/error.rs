@@ -290,6 +290,52 @@ pub enum Error {
         /// What is wrong, with what was expected.
         reason: String,
     },
+
+    /// A `tokenizer.json` that the `tokenizers` crate cannot read.
+    #[error("cannot read the tokenizer of {what}")]
+    Tokenizer {
+        /// The file, or the JSON text, in words.
+        what: String,
+        /// The `tokenizers` crate's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// A null text, refused without `TokenizeOptions::allow_nulls`.
+    #[error(
+        "the text at row {row} is null; expected a string (set TokenizeOptions::allow_nulls to \
+         tokenize it as an empty text)"
+    )]
+    NullText {
+        /// The row, counted from the start of the column or source.
+        row: u64,
+    },
+
+    /// A text that the tokenizer could not encode.
+    #[error("cannot tokenize the text at row {row}")]
+    Tokenize {
+        /// The row, counted from the start of the column or source.
+        row: u64,
+        /// The `tokenizers` crate's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// A column whose values are not of the kind an operation reads (texts to tokenize).
+    #[error("cannot read values of type {data_type}; expected {expected}")]
+    UnsupportedValues {
+        /// The column's type.
+        data_type: DataType,
+        /// What the operation reads.
+        expected: &'static str,
+    },
+
+    /// A file that could not be written.
+    #[error("cannot write {}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The writer's error (Arrow IPC, Parquet or the operating system's).
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// Shorthand for results of this crate.
@@ -472,10 +518,15 @@ mod tests {
             Error::InvalidSource { .. } => 22,
             Error::NullSequenceRow { .. } => 23,
             Error::NotIpcFile { .. } => 24,
+            Error::Tokenizer { .. } => 25,
+            Error::NullText { .. } => 26,
+            Error::Tokenize { .. } => 27,
+            Error::UnsupportedValues { .. } => 28,
+            Error::Write { .. } => 29,
         }
     }
 
-    const VARIANTS: usize = 25;
+    const VARIANTS: usize = 30;
 
     fn path() -> PathBuf {
         PathBuf::from("/data/t.parquet")
@@ -588,6 +639,23 @@ mod tests {
             Error::InvalidSource {
                 what: "storage option \"retry_timeout\"".to_string(),
                 reason: "it is \"soon\"; expected a duration such as \"30s\"".to_string(),
+            },
+            Error::Tokenizer {
+                what: "/data/tokenizer.json".to_string(),
+                source: "expected value at line 1 column 1".into(),
+            },
+            Error::NullText { row: 17 },
+            Error::Tokenize {
+                row: 3,
+                source: "the normalizer failed".into(),
+            },
+            Error::UnsupportedValues {
+                data_type: DataType::Int64,
+                expected: "utf8, large_utf8 or utf8_view text",
+            },
+            Error::Write {
+                path: path(),
+                source: Box::new(std::io::Error::other("no space left on device")),
             },
         ]
     }

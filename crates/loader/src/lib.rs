@@ -15,6 +15,8 @@
 //! | [`BatchSpec::OPTIONS`], [`OptionDecl`], [`OptionType`], [`OptionScope`], [`OptionValue`] | every field of the spec declared once, with its type and default, and set or read by name (what the Python binding takes its keywords from) |
 //! | [`Sequence`], [`SequenceMode`], [`PadValue`], [`Side`] | list columns as padded, packed or jagged tensors ([`PadValue`] and [`Side`] are `arrow_dlpack`'s); with [`BatchSpec::max_tokens`] and [`BatchSpec::bucket_by_length`], batches by tokens and by length |
 //! | [`LoaderState`], [`Settings`], [`merge_states`] | where a stream stands ([`Batches::state`]), resumed with [`BatchSpec::state`], with the settings and the source's identity it was saved with; the states of every shard joined for a resume with other shards |
+//! | [`ConcatPacker`], [`ConcatPackOptions`], [`ConcatBatch`], [`ConcatCarry`] | token sequences packed into rows of exactly `max_length` tokens for pretraining, with position ids and `cu_seqlens` |
+//! | [`Tokenizer`], [`tokenize_column`], [`tokenize_to_file`] | (feature `tokenizers`) text columns to token ids with Hugging Face's `tokenizers`, ids identical to its Python package's; a source's text tokenized once into an IPC or Parquet file |
 //! | [`TensorBatch`] | named [`Tensor`](arrow_dlpack::Tensor)s (and validity masks) of one batch, by name with [`TensorBatch::tensor`] or `batch["x"]` |
 //! | [`Error`], [`Result`] | the one error type |
 //!
@@ -72,7 +74,9 @@
 //! in is refused with an error naming the codec. `object-store` (off by default) reads the same
 //! files from `s3://`, `gs://`, `az://`/`abfs://` and `http(s)://` URLs through arrow-rs's
 //! `object_store`, on an async runtime owned by the loader; it adds an HTTP client (reqwest on
-//! rustls with `ring`) and tokio to the build.
+//! rustls with `ring`) and tokio to the build. `tokenizers` (off by default) adds Hugging
+//! Face's `tokenizers` crate, pure Rust (its regex engine is `fancy-regex`, not the C of
+//! `onig`), for [`Tokenizer`] and the functions that use it.
 
 #![warn(missing_docs)]
 
@@ -95,6 +99,7 @@ mod sequences;
 mod source;
 mod spec;
 mod state;
+mod text;
 
 pub use batch::{NamedTensor, TensorBatch};
 pub use collate::collate;
@@ -111,4 +116,12 @@ pub use spec::{
 pub use state::{
     FileIdentity, Item, LoaderState, MAX_MERGED_ENTRIES, MAX_REPLAY_ROWS, Position, STATE_VERSION,
     SequenceSettings, Settings, SourceIdentity, SourceKind, Work, merge_states,
+};
+pub use text::{
+    CarriedRow, ConcatBatch, ConcatCarry, ConcatPackOptions, ConcatPacker, DEFAULT_OPEN_ROWS,
+};
+#[cfg(feature = "tokenizers")]
+pub use text::{
+    TokenizeOptions, TokenizeSummary, TokenizeToFileOptions, Tokenizer, tokenize_column,
+    tokenize_to_file,
 };

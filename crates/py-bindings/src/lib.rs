@@ -18,6 +18,7 @@
 //! | `tables` | `Tensor.from_arrow` and `column_tensors()`: tables and record batches to tensors |
 //! | `loader` | `_Batches`, behind `ad.batches`: the loader crate's exact-size batches as dicts of tensors, made without the GIL; `_collate`, behind `ad.ray`: one batch of a table's rows on the calling thread; `_merge_states`, behind `ad.merge_states` |
 //! | `images` | `decode_images`: a column of encoded images decoded into one tensor without the GIL, and the one conversion of a dict of image spec keys into `ImageSpec` |
+//! | `text` | `ad.tokenize` and `_tokenize_column` over the loader's tokenizer, and the one conversion of a Python tokenizer (a path, a `tokenizers.Tokenizer`, a `transformers` fast tokenizer) |
 //! | `dlpack_export` | `__dlpack__`: argument rules and capsules (dlpark's capsule machinery) |
 //! | `dlpack_method` | `__dlpack__` of `Array` and `Tensor` as a raw vectorcall method: keywords matched by pointer |
 //! | `dlpack_import` | `from_dlpack`: negotiation with producers, legacy retry, capsule consumption |
@@ -34,7 +35,7 @@
 //! | `type_names`, `pretty` | PyArrow's type names and Python objects' type names; reprs and `to_pylist` |
 //!
 //! Imports between these files run one way (base files first: `cache`, `type_names`, `counters`,
-//! `protocols`, `copies`, `column`, `py_tensor`, ...; `exchange` and `loader` last); only `array`
+//! `protocols`, `copies`, `column`, `py_tensor`, ...; `exchange`, `loader` and `text` last); only `array`
 //! and its subclasses `fixed_shape_tensor`, `variable_shape_tensor` and `list_array` refer to each
 //! other. `cargo xtask tidy` checks it (`xtask/src/tidy/imports.rs`), and `docs/architecture.md` gives the order.
 
@@ -64,6 +65,7 @@ mod protocols;
 mod py_tensor;
 mod tables;
 mod tensor;
+mod text;
 mod type_names;
 mod variable_shape_tensor;
 
@@ -106,6 +108,8 @@ fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(loader::check_options, module)?)?;
     module.add_function(wrap_pyfunction!(images::decode_images, module)?)?;
     images::register(module)?;
+    module.add_function(wrap_pyfunction!(text::tokenize, module)?)?;
+    module.add_function(wrap_pyfunction!(text::tokenize_column_py, module)?)?;
     errors::register(module)?;
     dlpack_method::install(module.py())?;
     exchange::install(module.py())?;

@@ -25,3 +25,6 @@ mod shard;
 mod shuffle;
 mod shuffle_window;
 mod spec;
+mod text_concat;
+#[cfg(feature = "tokenizers")]
+mod text_tokenize;

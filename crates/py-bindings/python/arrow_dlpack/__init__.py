@@ -52,7 +52,10 @@ Beyond PyArrow:
   threads (a :class:`Batches` iterator), and :class:`BatchDataset` is the same
   for ``torch.utils.data``;
   their ``state_dict()`` and ``state=`` resume a run exactly, and
-  :func:`merge_states` resumes it with another number of ranks and workers.
+  :func:`merge_states` resumes it with another number of ranks and workers;
+  :func:`tokenize` tokenizes a text column once (Hugging Face ``tokenizers``, ids
+  identical to its Python package's) into a Parquet or Arrow IPC file that
+  ``sequences=`` reads.
 - :func:`decode_images` turns a column of encoded images (JPEG, PNG, WebP,
   GIF, BMP; ``binary`` or Hugging Face ``Image`` structs, from any Arrow
   producer) into one ``(B, C, H, W)`` tensor, decoded, resized and cropped on
@@ -114,6 +117,7 @@ from arrow_dlpack._arrow_dlpack import (
     release_unused_memory,
     set_memory_pool_decay_ms,
     set_memory_pool_limit,
+    tokenize,
 )
 from arrow_dlpack._batches import Batches, batches, merge_states
 
@@ -142,6 +146,7 @@ __all__ = [
     "release_unused_memory",
     "set_memory_pool_decay_ms",
     "set_memory_pool_limit",
+    "tokenize",
 ]
 
 

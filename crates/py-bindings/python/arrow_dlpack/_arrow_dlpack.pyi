@@ -4,6 +4,7 @@ Written by hand and checked against the built module by ``mypy.stubtest``.
 """
 
 import builtins
+import os
 from typing import (
     Any,
     ClassVar,
@@ -39,6 +40,7 @@ __all__ = [
     "_merge_states",
     "_tensor_from_parts",
     "_testing_record_device_runtime",
+    "_tokenize_column",
     "array",
     "column_tensors",
     "decode_images",
@@ -46,6 +48,7 @@ __all__ = [
     "release_unused_memory",
     "set_memory_pool_decay_ms",
     "set_memory_pool_limit",
+    "tokenize",
 ]
 __version__: str
 
@@ -801,3 +804,49 @@ def _collate(table: Any, **options: Any) -> dict[str, Tensor]:
 def _merge_states(states: list[dict[str, Any]]) -> dict[str, Any]:
     """The states of every shard of a run joined into one, behind
     :func:`arrow_dlpack.merge_states`."""
+
+def tokenize(
+    source: Any,
+    tokenizer: Any,
+    out_path: Union[str, os.PathLike[str]],
+    *,
+    column: str = "text",
+    output_column: str = "input_ids",
+    keep_columns: Optional[list[str]] = None,
+    add_special_tokens: bool = True,
+    allow_nulls: bool = False,
+    threads: Optional[int] = None,
+    progress: bool = True,
+    storage_options: Optional[dict[str, Any]] = None,
+) -> dict[str, int]:
+    """Tokenizes the text column of ``source`` once and writes the token ids, with the other
+    columns, to ``out_path``.
+
+    ``source`` is what :func:`batches` takes: a path or list of paths of Parquet or Arrow IPC
+    files, URLs of such objects in object storage (with ``storage_options``), or any object
+    with ``__arrow_c_stream__``. ``tokenizer`` is a path to a ``tokenizer.json``, a
+    ``tokenizers.Tokenizer``, or a ``transformers`` fast tokenizer. The ids are those of
+    ``tokenizer.encode_batch(texts, add_special_tokens=...)`` (padding set on the tokenizer is
+    not applied), written as a ``list<int32>`` column named ``output_column`` after the columns
+    of ``keep_columns`` (``None``: every column of the source, the text included). The format
+    is told from the extension: ``.parquet``/``.pq`` (Snappy), ``.arrow``/``.feather``/``.ipc``
+    (an IPC file), ``.arrows`` (an IPC stream). Tokenizes on ``threads`` threads (``None``: one
+    per core) without the GIL, draws a progress line on standard error when it is a terminal
+    and ``progress`` is true, and writes under a temporary name renamed at the end. Returns
+    ``{"rows": ..., "tokens": ...}``.
+
+    A null text raises ``ValueError`` naming its row unless ``allow_nulls`` (then its row is
+    empty); a column that is not text ``TypeError``; a tokenizer file that does not parse
+    ``ValueError``."""
+
+def _tokenize_column(
+    column: Any,
+    tokenizer: Any,
+    *,
+    add_special_tokens: bool = True,
+    allow_nulls: bool = False,
+    threads: Optional[int] = None,
+) -> ListArray:
+    """The token ids of every text of ``column`` (any Arrow array or chunked array of
+    ``string``, ``large_string`` or ``string_view``) as a ``list<int32>`` :class:`ListArray`,
+    as :func:`tokenize` computes them."""

@@ -76,6 +76,22 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
             }
             return raise(Kind::Type, message);
         }
+        // Text: a null text refused without `allow_nulls` (the keyword, not the Rust options
+        // struct); values that are not text (or not tokens); a tokenizer.json that does not
+        // parse, and a text the tokenizer fails on; an output file that cannot be written, as
+        // `open()` fails.
+        E::NullText { row } => {
+            return raise(
+                Kind::Value,
+                format!(
+                    "the text at row {row} is null; expected a string (pass allow_nulls=True to \
+                     tokenize it as an empty text)"
+                ),
+            );
+        }
+        E::UnsupportedValues { .. } => Kind::Type,
+        E::Tokenizer { .. } | E::Tokenize { .. } => Kind::Value,
+        E::Write { .. } => return PyOSError::new_err(chain(&error)),
         // A null row of a sequence column: where it is, and the loader's option.
         E::NullSequenceRow { column, item, row } => {
             let place = match item {

@@ -33,7 +33,7 @@ use crate::errors;
 use functions::batch_dict;
 pub(crate) use functions::{check_options, collate_table, merge_states};
 use options::spec_from_options;
-use source::{Input, source_of};
+pub(crate) use source::{Input, source_of};
 
 /// How an iteration ended: a loader yields its batches once, and iterating it again after its
 /// end is refused with an error that says which end.

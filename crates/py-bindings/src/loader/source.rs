@@ -19,17 +19,17 @@ use crate::errors;
 use crate::type_names::type_name;
 
 /// A Python source as the loader reads it, with the rows its objects say they hold.
-pub(super) struct Input {
-    pub(super) source: Source,
+pub(crate) struct Input {
+    pub(crate) source: Source,
     /// The rows of an in-memory source that tells them (`num_rows` of a pyarrow Table or
     /// record batch, `height` of a polars DataFrame), which the stream checks as it is read.
-    pub(super) rows: Option<u64>,
+    pub(crate) rows: Option<u64>,
 }
 
 /// The loader's source for a Python object: a path or a list of paths, a URL of object storage
 /// or a list of them (read with `storage_options`), an object with `__arrow_c_stream__`, or a
 /// list of such objects (record batches, tables) read one after another.
-pub(super) fn source_of(
+pub(crate) fn source_of(
     object: &Bound<'_, PyAny>,
     storage_options: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Input> {

@@ -1,0 +1,100 @@
+//! [`Tokenizer`]: a Hugging Face `tokenizers` tokenizer, read from its `tokenizer.json`, that
+//! encodes one text to its token ids exactly as the Python package's `encode_batch` does.
+
+use std::path::Path;
+
+use arrow_schema::DataType;
+
+use crate::{Error, Result};
+
+/// A tokenizer of Hugging Face's `tokenizers` (the `tokenizer.json` format that
+/// `tokenizers.Tokenizer.save` and `transformers`' fast tokenizers write).
+///
+/// Its ids are those of `tokenizers.Tokenizer.encode_batch(texts, add_special_tokens=...)`
+/// (`.ids`) of the same `tokenizer.json` in the Python package whose version this crate pins,
+/// with one difference: padding is never applied. `encode_batch` pads every text of a call to
+/// the longest of that call when the file configures padding, which depends on how texts are
+/// grouped into calls; the loader pads its own batches. Truncation, when the file configures
+/// it, applies as in Python (the overflowing pieces are not kept).
+///
+/// Encoding one text runs on the calling thread: the `tokenizers` crate's own thread pool
+/// (rayon, `TOKENIZERS_PARALLELISM`) is used only by its batch methods, which this type does
+/// not call, so the threads of a tokenizing call are exactly those its caller asks for.
+#[derive(Clone)]
+pub struct Tokenizer {
+    inner: tokenizers::Tokenizer,
+    /// One more than the largest id of the vocabulary, added tokens included.
+    id_bound: u64,
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokenizer")
+            .field("vocab_size", &self.vocab_size())
+            .field("id_type", &self.id_type())
+            .finish()
+    }
+}
+
+impl Tokenizer {
+    /// Reads the tokenizer of the `tokenizer.json` file at `path`.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let json = std::fs::read_to_string(path).map_err(|source| Error::io(path, source))?;
+        Self::parse(&json, || format!("{}", path.display()))
+    }
+
+    /// Reads a tokenizer from the text of a `tokenizer.json` (what Python's
+    /// `tokenizers.Tokenizer.to_str()` gives).
+    pub fn from_json(json: &str) -> Result<Self> {
+        Self::parse(json, || "the JSON text".to_string())
+    }
+
+    fn parse(json: &str, what: impl FnOnce() -> String) -> Result<Self> {
+        let mut inner: tokenizers::Tokenizer = json.parse().map_err(|source| Error::Tokenizer {
+            what: what(),
+            source,
+        })?;
+        inner.with_padding(None);
+        let id_bound = inner
+            .get_vocab(true)
+            .values()
+            .map(|&id| u64::from(id) + 1)
+            .max()
+            .unwrap_or(0);
+        Ok(Tokenizer { inner, id_bound })
+    }
+
+    /// The number of ids the tokenizer can give: one more than its largest id, added tokens
+    /// included.
+    pub fn vocab_size(&self) -> u64 {
+        self.id_bound
+    }
+
+    /// The Arrow type of its ids: `Int32` when every id fits, `Int64` otherwise.
+    pub fn id_type(&self) -> DataType {
+        if self.id_bound <= i32::MAX as u64 + 1 {
+            DataType::Int32
+        } else {
+            DataType::Int64
+        }
+    }
+
+    /// The id of `token` (a token of the vocabulary or an added token such as `"</s>"`).
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    /// The encoding of `text` (its ids, among others), with the tokenizer's special tokens (its
+    /// post-processor's, such as BERT's `[CLS]` and `[SEP]`) when `add_special_tokens` is set;
+    /// offsets are not computed.
+    ///
+    /// An error of the tokenizer is returned as it is, for the caller to say which text failed.
+    pub(crate) fn encoding(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+    ) -> std::result::Result<tokenizers::Encoding, tokenizers::Error> {
+        self.inner.encode_fast(text, add_special_tokens)
+    }
+}
