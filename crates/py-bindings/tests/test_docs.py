@@ -192,15 +192,12 @@ def _distributed_group(blocks, monkeypatch):
         dist.init_process_group("gloo", rank=0, world_size=1)
 
 
-@pytest.mark.parametrize("page", PAGES_WITH_PYTHON)
-def test_the_python_examples_of_the_page_run(page, made_files, request, monkeypatch, tmp_path):
-    try:
-        blocks = _blocks(page)
-    except _snippets.MarkdownError as error:
-        pytest.fail(str(error), pytrace=False)
+def _run_with_services(blocks, made_files, request, monkeypatch, directory):
+    """Runs a page's blocks in ``directory`` with the files and services they name; returns the
+    failure's message, or None."""
     code = "".join(block.code for block in blocks if block.mode != "no-run")
-    made_files.copy_named(code, tmp_path)
-    monkeypatch.chdir(tmp_path)
+    made_files.copy_named(code, directory)
+    monkeypatch.chdir(directory)
 
     substitutions = {}
     if "s3://" in code or DOCUMENTED_ENDPOINT in code:
@@ -213,11 +210,10 @@ def test_the_python_examples_of_the_page_run(page, made_files, request, monkeypa
         _distributed_group(blocks, monkeypatch)
 
     namespace = {}
-    failure = None
     try:
         _snippets.run_page(blocks, substitutions, ray.before, ray.after, namespace)
     except _snippets.SnippetFailure as error:
-        failure = str(error)
+        return str(error)
     finally:
         namespace.clear()  # the page's loaders, files and threads go before its directory
         ray.stop()
@@ -227,6 +223,18 @@ def test_the_python_examples_of_the_page_run(page, made_files, request, monkeypa
             if dist.is_initialized():
                 dist.destroy_process_group()
         gc.collect()
+    return None
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_PYTHON)
+def test_the_python_examples_of_the_page_run(page, made_files, request, monkeypatch, tmp_path):
+    blocks = failure = None
+    try:
+        blocks = _blocks(page)
+    except _snippets.MarkdownError as error:
+        failure = str(error)
+    if blocks is not None:
+        failure = _run_with_services(blocks, made_files, request, monkeypatch, tmp_path)
     if failure is not None:
         pytest.fail(failure, pytrace=False)
 
@@ -331,3 +339,28 @@ def test_blocks_inside_list_items_lose_the_items_indent(tmp_path):
     blocks = _page(tmp_path, "- An item:\n\n   ```python\n   x = 1\n   if x:\n       y = 2\n   ```\n")
     assert blocks[0].code == "x = 1\nif x:\n    y = 2\n"
     assert _snippets.run_page(blocks, {})["y"] == 2
+
+
+def test_a_page_that_names_torch_distributed_runs_in_a_gloo_group_of_one(
+    made_files, request, monkeypatch, tmp_path
+):
+    import torch.distributed as dist
+
+    blocks = _page(
+        tmp_path,
+        "```python\nimport torch.distributed as dist\n\n"
+        "print(dist.get_rank(), dist.get_world_size(), dist.get_backend())\n```\n\n"
+        "prints\n\n```text\n0 1 gloo\n```\n",
+    )
+    assert _run_with_services(blocks, made_files, request, monkeypatch, tmp_path) is None
+    assert not dist.is_initialized()
+
+
+def test_a_page_is_given_the_files_it_names_and_no_other(made_files, request, monkeypatch, tmp_path):
+    blocks = _page(
+        tmp_path,
+        "```python\nimport os\nimport pyarrow.parquet as pq\n\n"
+        'print(pq.read_schema("tokens.parquet").names, sorted(os.listdir()))\n```\n\n'
+        "which prints\n\n```text\n['input_ids', 'label'] ['page.md', 'tokens.parquet']\n```\n",
+    )
+    assert _run_with_services(blocks, made_files, request, monkeypatch, tmp_path) is None
