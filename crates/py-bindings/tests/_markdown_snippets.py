@@ -33,7 +33,7 @@ _PRINTS = re.compile(r"^(which |it )?prints:?$", re.IGNORECASE)
 #: The info string of a block that must not run: ``python no-run``, then the reason.
 _NO_RUN = re.compile(r"^no-run\b[\s:]*(?P<reason>.*)$")
 #: The languages whose blocks are Python examples.
-_PYTHON = {"python", "py", "pycon"}
+_PYTHON = {"python", "python3", "py", "pycon"}
 #: Folders never searched for pages: build outputs, environments and hidden folders.
 _SKIPPED_FOLDERS = {"target", "node_modules", "venv", "__pycache__"}
 

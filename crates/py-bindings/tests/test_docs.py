@@ -54,7 +54,9 @@ DOCUMENTED_ENDPOINT = "http://127.0.0.1:9000"
 #: can run should.
 NOT_RUN = set()
 
-_PYTHON_FENCE = re.compile(r"^ *(`{3,}|~{3,})\s*(python|py|pycon)\b", re.MULTILINE)
+_PYTHON_FENCE = re.compile(
+    r"^ *(`{3,}|~{3,})\s*(python3?|py|pycon)\b", re.MULTILINE | re.IGNORECASE
+)
 _USES_RAY = re.compile(r"\bray\.|^\s*(import|from)\b.*\bray\b", re.MULTILINE)
 _USES_DISTRIBUTED = re.compile(r"\btorch\.distributed\b|\binit_process_group\b")
 
