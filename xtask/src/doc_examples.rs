@@ -56,12 +56,17 @@ struct UserCrate {
 const USER_CRATES: &[UserCrate] = &[
     UserCrate {
         name: "loader-user",
-        dependencies: &[(
-            "arrow-dlpack-loader",
-            "crates/loader",
-            // The features the workspace's build gives it (the Python bindings turn this on).
-            "[\"object-store\"]",
-        )],
+        // The features the Python bindings' build gives it; the layers below, which a loader
+        // user reaches for too (ragged tensors, dtypes).
+        dependencies: &[
+            (
+                "arrow-dlpack-loader",
+                "crates/loader",
+                "[\"object-store\", \"images\", \"tokenizers\"]",
+            ),
+            ("arrow-dlpack", "crates/arrow-dlpack", "[\"ndarray\", \"images\"]"),
+            ("arrow-dlpack-tensor", "crates/tensor", "[]"),
+        ],
         sources: &["crates/loader/src"],
         markdown_marks: &["arrow_dlpack_loader"],
     },
