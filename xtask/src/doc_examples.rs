@@ -112,8 +112,8 @@ pub(crate) fn help() -> String {
     crate::wrap(
         &format!(
             "Only the doc-examples stage of `test`: every Rust example of the documentation \
-             compiled and run in user crates under {OUTPUT}, each depending on one crate of the \
-             workspace only."
+             compiled and run in user crates under {OUTPUT}, each depending on the crate it \
+             documents and the layers below it only, as a user's does."
         ),
         0,
     )

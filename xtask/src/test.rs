@@ -35,8 +35,8 @@ pub(crate) const STAGES: &[(&str, &str)] = &[
     (
         DOC_EXAMPLES,
         "every Rust example of the documentation (doc comments, README.md, docs/*.md) \
-         compiled and run in user crates under target/doc-examples, each depending on one \
-         crate of the workspace only, as a user's does",
+         compiled and run in user crates under target/doc-examples, each depending on the \
+         crate it documents and the layers below it only, as a user's does",
     ),
     (
         LOADER_WITHOUT_CODECS,
