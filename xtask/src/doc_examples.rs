@@ -64,7 +64,11 @@ const USER_CRATES: &[UserCrate] = &[
                 "crates/loader",
                 "[\"object-store\", \"images\", \"tokenizers\"]",
             ),
-            ("arrow-dlpack", "crates/arrow-dlpack", "[\"ndarray\", \"images\"]"),
+            (
+                "arrow-dlpack",
+                "crates/arrow-dlpack",
+                "[\"ndarray\", \"images\"]",
+            ),
             ("arrow-dlpack-tensor", "crates/tensor", "[]"),
         ],
         sources: &["crates/loader/src"],

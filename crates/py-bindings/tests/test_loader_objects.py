@@ -182,7 +182,7 @@ def test_empty_columns_load_only_what_groups_masks_and_sequences_name():
     assert sorted(batch) == ["ab", "label_mask", "tokens", "tokens_lengths"]
     # None (the default) loads every column not in a group: here the string column is refused,
     # and the message says which keyword chooses the columns.
-    with pytest.raises(TypeError, match=r'cannot load column "name" of type Utf8; .*it is loaded '
+    with pytest.raises(TypeError, match=r'cannot load column "name" of type string; .*it is loaded '
                        r"because columns=None \(the default\) loads every column not in a group: "
                        r"pass columns=\[\.\.\.\]"):
         ad.batches(table, 2, groups={"ab": ["a", "b"]}, sequences={"tokens": "pad"})

@@ -418,15 +418,18 @@ def test_the_example_of_the_guide_resumes_after_the_checkpoint(tmp_path, monkeyp
         section = handle.read().split("## Resuming a run", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)
-    features = [f"f{i}" for i in range(3)]
-    table = pa.table({"label": np.arange(5000, dtype=np.int64), **{name: np.ones(5000, np.float32) for name in features}})
+    # The example's 16 features and 10 classes; the row's number is kept as "row" to follow it.
+    features = [f"f{i}" for i in range(16)]
+    rows = np.arange(5000, dtype=np.int64)
+    table = pa.table({"label": rows % 10, "row": rows, **{name: np.ones(5000, np.float32) for name in features}})
     pq.write_table(table, "train.parquet", row_group_size=1500)
     seen = []
-
-    def train_step(batch):
-        seen.append(batch["label"].tolist())
-
-    namespace = {"features": features, "train_step": train_step, "model": torch.nn.Linear(3, 1)}
+    # The example as written, its training step also noting the rows of each batch.
+    step = "def train_step(batch):\n"
+    assert step in code
+    code = code.replace("columns=[\"label\"]", "columns=[\"label\", \"row\"]")
+    code = code.replace(step, step + "    seen.append(batch[\"row\"].tolist())\n")
+    namespace = {"seen": seen}
     exec(compile(code, guide, "exec"), namespace)
     # The first pass gave every batch (5 of 1,024), checkpointing after the first; the resumed
     # loader gave the four after it again, the same rows.

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 
 use super::messages::{is_list, python_message, tensor_message};
 use super::{Kind, Operation, arrow_error, chain, raise, tensor_kind};
-use crate::type_names::field_type_name;
+use crate::type_names::{data_type_name, field_type_name};
 
 /// Maps an error of the loader (`ad.batches`), variant by variant; the message is the loader's,
 /// which names the file, row group or column.
@@ -61,11 +61,11 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
             metadata,
             as_sequence,
             every_column,
-            ..
+            expected,
         } => {
             let field = Field::new(column.as_str(), data_type.clone(), true)
                 .with_metadata(metadata.clone());
-            let mut message = unsupported_column_message(column, &field, *as_sequence);
+            let mut message = unsupported_column_message(column, &field, *as_sequence, expected);
             // A column that was not named but loaded as one of every column: which keyword
             // selects the columns.
             if *every_column {
@@ -89,7 +89,17 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
                 ),
             );
         }
-        E::UnsupportedValues { .. } => Kind::Type,
+        // Values that are not text, in PyArrow's type names.
+        E::UnsupportedValues { data_type, .. } => {
+            return raise(
+                Kind::Type,
+                format!(
+                    "cannot read values of type {}; expected string, large_string or \
+                     string_view text",
+                    data_type_name(data_type)
+                ),
+            );
+        }
         E::Tokenizer { .. } | E::Tokenize { .. } => Kind::Value,
         E::Write { .. } => return PyOSError::new_err(chain(&error)),
         // A null row of a sequence column: where it is, and the loader's option.
@@ -174,11 +184,19 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
 /// The loader's refusal of a column's type, in Python's words: PyArrow's name of the type (an
 /// extension type's included), and for a list the `sequences=` entry that loads it, with the
 /// user's column name.
-fn unsupported_column_message(column: &str, field: &Field, as_sequence: bool) -> String {
+fn unsupported_column_message(
+    column: &str,
+    field: &Field,
+    as_sequence: bool,
+    expected: &str,
+) -> String {
     let type_name = field_type_name(field);
     let single = "a numeric or boolean column, a fixed-size list of numbers, or an \
                   arrow.fixed_shape_tensor column";
-    let expected = if as_sequence {
+    // The loader's text columns (`ad.tokenize`), whose types it names as arrow-rs does.
+    let expected = if expected.contains("utf8") {
+        "a string, large_string or string_view column".to_string()
+    } else if as_sequence {
         "a list, large_list, list_view or large_list_view of numbers, booleans, fixed-size lists \
          or fixed-shape tensors, for a sequence"
             .to_string()
