@@ -8,7 +8,10 @@ use std::str::FromStr;
 use crate::Error;
 
 pub(crate) mod tensors;
+pub(crate) mod text;
 pub(crate) mod tokens;
+
+pub use text::{SequenceTokenizer, TOKENIZED_TEXT_TYPES};
 
 pub use arrow_dlpack::{PadValue, Side};
 
@@ -143,6 +146,9 @@ pub struct Sequence {
     pub padding_side: Side,
     /// Which end of a row longer than `max_length` is cut off.
     pub truncation_side: Side,
+    /// Reads a text column (`utf8`, `large_utf8`, `utf8_view`) as its token ids, tokenized as
+    /// each record batch arrives (feature `tokenizers`); `None` reads a list column.
+    pub tokenizer: Option<SequenceTokenizer>,
 }
 
 impl Sequence {
@@ -157,6 +163,7 @@ impl Sequence {
             pad_to_multiple_of: None,
             padding_side: Side::Right,
             truncation_side: Side::Right,
+            tokenizer: None,
         }
     }
 
@@ -205,6 +212,12 @@ impl Sequence {
         self
     }
 
+    /// Sets [`tokenizer`](Sequence::tokenizer): the column is text, read as its token ids.
+    pub fn tokenizer(mut self, tokenizer: SequenceTokenizer) -> Self {
+        self.tokenizer = Some(tokenizer);
+        self
+    }
+
     /// Whether any padding field differs from its default.
     pub(crate) fn sets_padding(&self) -> bool {
         let default = Sequence::new(self.column.clone(), self.mode);
@@ -242,6 +255,7 @@ impl PartialEq for Sequence {
             pad_to_multiple_of,
             padding_side,
             truncation_side,
+            tokenizer,
         } = self;
         let same_pad = match (pad_value, &other.pad_value) {
             (PadValue::Float(a), PadValue::Float(b)) => a.to_bits() == b.to_bits(),
@@ -254,6 +268,7 @@ impl PartialEq for Sequence {
             && *pad_to_multiple_of == other.pad_to_multiple_of
             && *padding_side == other.padding_side
             && *truncation_side == other.truncation_side
+            && *tokenizer == other.tokenizer
     }
 }
 

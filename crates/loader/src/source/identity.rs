@@ -37,6 +37,10 @@ pub(super) fn settings(spec: &BatchSpec, source: SourceIdentity) -> Settings {
                     mode: sequence.mode.as_str().to_string(),
                     max_length: sequence.max_length.map(|n| n as u64),
                     pad_to_multiple_of: sequence.pad_to_multiple_of.map(|n| n as u64),
+                    tokenizer: (sequence.tokenizer.as_ref())
+                        .map(|tokenizer| tokenizer.digest().to_string()),
+                    add_special_tokens: (sequence.tokenizer.as_ref())
+                        .map(|tokenizer| tokenizer.add_special_tokens),
                 };
                 (sequence.column.clone(), settings)
             })

@@ -106,6 +106,8 @@ pub(super) fn settings() -> Settings {
                 mode: "pad".to_string(),
                 max_length: None,
                 pad_to_multiple_of: None,
+                tokenizer: None,
+                add_special_tokens: None,
             },
         )]),
         shuffle: true,

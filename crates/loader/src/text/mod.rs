@@ -25,12 +25,14 @@ mod column;
 #[cfg(feature = "tokenizers")]
 mod read;
 #[cfg(feature = "tokenizers")]
+mod sequence;
+#[cfg(feature = "tokenizers")]
 mod to_file;
 #[cfg(feature = "tokenizers")]
 mod tokenizer;
 
 #[cfg(feature = "tokenizers")]
-pub use column::{TokenizeOptions, tokenize_column};
+pub use column::{TEXT_TYPES, TokenizeOptions, tokenize_column};
 #[cfg(feature = "tokenizers")]
 pub use to_file::{TokenizeSummary, TokenizeToFileOptions, tokenize_to_file};
 #[cfg(feature = "tokenizers")]

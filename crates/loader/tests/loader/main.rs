@@ -27,4 +27,6 @@ mod shuffle_window;
 mod spec;
 mod text_concat;
 #[cfg(feature = "tokenizers")]
+mod text_sequences;
+#[cfg(feature = "tokenizers")]
 mod text_tokenize;

@@ -55,6 +55,33 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         },
         // A column of a type the loader cannot load, in PyArrow's names (extension types
         // included) and with the remedy in Python's words.
+        // A column to tokenize (by `ad.tokenize`, or by a sequence with a tokenizer) that is not
+        // text, in PyArrow's type names.
+        E::UnsupportedColumn {
+            column,
+            data_type,
+            metadata,
+            expected,
+            ..
+        } if *expected == arrow_dlpack_loader::TEXT_TYPES
+            || *expected == arrow_dlpack_loader::TOKENIZED_TEXT_TYPES =>
+        {
+            let field = Field::new(column.as_str(), data_type.clone(), true)
+                .with_metadata(metadata.clone());
+            let purpose = if *expected == arrow_dlpack_loader::TEXT_TYPES {
+                ""
+            } else {
+                " for a sequence with a tokenizer"
+            };
+            return raise(
+                Kind::Type,
+                format!(
+                    "cannot tokenize column {column:?} of type {}; expected a string, \
+                     large_string or string_view column{purpose}",
+                    field_type_name(&field)
+                ),
+            );
+        }
         E::UnsupportedColumn {
             column,
             data_type,
