@@ -116,8 +116,8 @@ pub use spec::{
     OptionValue,
 };
 pub use state::{
-    FileIdentity, Item, LoaderState, MAX_MERGED_ENTRIES, MAX_REPLAY_ROWS, Position, STATE_VERSION,
-    SequenceSettings, Settings, SourceIdentity, SourceKind, Work, merge_states,
+    ConcatPosition, FileIdentity, Item, LoaderState, MAX_MERGED_ENTRIES, MAX_REPLAY_ROWS, Position,
+    STATE_VERSION, SequenceSettings, Settings, SourceIdentity, SourceKind, Work, merge_states,
 };
 pub use text::{
     CarriedRow, ConcatBatch, ConcatCarry, ConcatPackOptions, ConcatPacker, DEFAULT_OPEN_ROWS,

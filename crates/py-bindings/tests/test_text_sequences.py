@@ -232,3 +232,112 @@ def test_bad_tokenizers_and_keys_are_refused(bpe, tmp_path):
         ad.batches(table, 2, sequences={"text": {"mode": "pack", "add_special_tokens": False}})
     with pytest.raises(TypeError, match=r'add_special_tokens"\] is str; expected bool'):
         ad.batches(table, 2, sequences=_pack(bpe, add_special_tokens="yes"))
+
+
+def _concat_rows(ids, max_length, eos):
+    """The reference packing: documents with ``eos`` after each, concatenated and cut into rows
+    of ``max_length`` tokens, the last padded with 0; position ids restarting at every document
+    start and row start."""
+    stream, starts = [], []
+    for doc in ids:
+        starts.append(len(stream))
+        stream += doc + [eos]
+    rows = [stream[i : i + max_length] for i in range(0, len(stream), max_length)]
+    positions = []
+    boundaries = set(starts)
+    for r, row in enumerate(rows):
+        pos, p = [], 0
+        for j in range(len(row)):
+            if j == 0 or r * max_length + j in boundaries:
+                p = 0
+            pos.append(p)
+            p += 1
+        positions.append(pos + list(range(max_length - len(row))))
+    rows[-1] = rows[-1] + [0] * (max_length - len(rows[-1]))
+    return rows, positions
+
+
+def _concat_spec(tokenizer, **more):
+    return {"text": {"mode": "concat", "tokenizer": tokenizer, "max_length": 64, **more}}
+
+
+def test_concat_packs_tokenized_text_into_rows_of_max_length(bpe, tokenizer_path, corpus):
+    eos = bpe.token_to_id("</s>")
+    spec = _concat_spec(tokenizer_path, eos_token_id=eos, add_special_tokens=False)
+    batches = list(ad.batches(corpus, 8, sequences=spec))
+    ids = _expected(bpe, TEXTS, add_special_tokens=False)
+    rows, positions = _concat_rows(ids, 64, eos)
+    got = np.concatenate([np.from_dlpack(b["text"]) for b in batches])
+    assert got.shape == (len(rows), 64) and got.dtype == np.int32
+    assert got.tolist() == rows
+    got_positions = np.concatenate([np.from_dlpack(b["text_position_ids"]) for b in batches])
+    assert got_positions.tolist() == positions
+    # batch_size counts rows; cu_seqlens bounds every segment of the flattened rows.
+    assert [len(np.from_dlpack(b["text"])) for b in batches[:-1]] == [8] * (len(batches) - 1)
+    for batch in batches:
+        cu = np.from_dlpack(batch["text_cu_seqlens"])
+        flat_positions = np.from_dlpack(batch["text_position_ids"]).reshape(-1)
+        assert cu[0] == 0 and cu[-1] == flat_positions.size and cu.dtype == np.int32
+        assert sorted(set(np.flatnonzero(flat_positions == 0).tolist())) == cu[:-1].tolist()
+        assert int(np.from_dlpack(batch["text_max_seqlen"])) == int(np.diff(cu).max())
+
+
+def test_concat_of_a_list_column_and_a_dataset(bpe):
+    import datasets
+
+    docs = [list(range(i, i + i % 9)) for i in range(60)]
+    table = pa.table({"input_ids": pa.array(docs, pa.list_(pa.int32()))})
+    spec = {"input_ids": {"mode": "concat", "max_length": 16, "eos_token_id": -1}}
+    rows, _ = _concat_rows(docs, 16, -1)
+    got = np.concatenate([np.from_dlpack(b["input_ids"]) for b in ad.batches(table, 4, sequences=spec)])
+    assert got.tolist() == rows
+    ds = datasets.Dataset.from_dict({"input_ids": docs}).shuffle(seed=0)
+    rows, _ = _concat_rows(ds["input_ids"][:], 16, -1)
+    got = np.concatenate([np.from_dlpack(b["input_ids"]) for b in ad.batches(ds, 4, sequences=spec)])
+    assert got.tolist() == rows
+
+
+def test_concat_resumes_mid_epoch_to_equal_tensors(bpe, corpus):
+    spec = _concat_spec(bpe, eos_token_id=1, split_documents=True)
+    options = dict(sequences=spec, shuffle=True, seed=4, buffer_size=40)
+    whole = list(ad.batches(corpus, 4, **options))
+    assert len(whole) > 6
+    for k in (1, 3, len(whole) - 1):
+        loader = ad.batches(corpus, 4, **options)
+        for _ in range(k):
+            next(loader)
+        state = loader.state_dict()
+        assert set(state["concat"]) == {"documents", "token_type", "carry"}
+        assert state["concat"]["token_type"] == "int32"
+        rest = list(ad.batches(corpus, 4, state=state, **options))
+        assert len(rest) == len(whole) - k
+        for ours, theirs in zip(rest, whole[k:]):
+            for name in theirs:
+                np.testing.assert_array_equal(np.from_dlpack(ours[name]), np.from_dlpack(theirs[name]))
+
+
+def test_concat_best_fit_keeps_documents_whole(bpe):
+    docs = [[7] * n for n in (5, 3, 6, 2, 8, 1, 4)]
+    table = pa.table({"t": pa.array(docs, pa.list_(pa.int64()))})
+    spec = {"t": {"mode": "concat", "max_length": 8, "split_documents": False, "pad_value": -9}}
+    got = np.concatenate([np.from_dlpack(b["t"]) for b in ad.batches(table, 2, sequences=spec)])
+    assert got.shape[1] == 8
+    assert (got == 7).sum() == sum(map(len, docs))
+    for row in got.tolist():
+        kept = [t for t in row if t != -9]
+        assert kept == [7] * len(kept) and row[len(kept) :] == [-9] * (8 - len(kept))
+
+
+def test_concat_errors_are_named(bpe):
+    table = pa.table({"t": pa.array([[1, 2]], pa.list_(pa.int32())), "id": [0]})
+    with pytest.raises(ValueError, match='sequence "t" is in mode "concat" without max_length'):
+        ad.batches(table, 2, sequences={"t": "concat"})
+    with pytest.raises(ValueError, match="expected no columns beside it"):
+        ad.batches(table, 2, columns=["id"], sequences={"t": {"mode": "concat", "max_length": 4}})
+    with pytest.raises(ValueError, match='apply to mode "concat" only'):
+        ad.batches(table, 2, sequences={"t": {"mode": "pack", "eos_token_id": 3}})
+    with pytest.raises(TypeError, match=r'\["eos_token_id"\] is str; expected int'):
+        ad.batches(table, 2, sequences={"t": {"mode": "concat", "max_length": 4, "eos_token_id": "x"}})
+    # The number of packed batches is not known in advance.
+    with pytest.raises(TypeError):
+        len(ad.batches(table, 2, sequences={"t": {"mode": "concat", "max_length": 4}}))

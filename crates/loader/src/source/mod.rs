@@ -20,6 +20,8 @@ use crate::{BatchSpec, Error, Result};
 mod identity;
 mod start;
 
+pub(crate) use identity::sequence_settings;
+
 use start::{file_items, in_stream, resume, rows_left, select};
 
 /// The streams of the shuffle's generators, so that the unit order and the row order of one seed

@@ -73,6 +73,15 @@ pub struct SequenceSettings {
     /// Whether the tokenizer adds its special tokens; absent for a list column.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub add_special_tokens: Option<bool>,
+    /// The concat packing's token before every document, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bos_token_id: Option<i64>,
+    /// The concat packing's token after every document, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eos_token_id: Option<i64>,
+    /// Whether the concat packing splits documents across rows; absent for another mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_documents: Option<bool>,
 }
 
 /// The kinds of sources.

@@ -14,7 +14,7 @@
 //! Tokenizing never uses the `tokenizers` crate's own thread pool: the threads are this
 //! module's, as many as [`TokenizeOptions::threads`] says.
 
-mod concat;
+pub(crate) mod concat;
 
 pub use concat::{
     CarriedRow, ConcatBatch, ConcatCarry, ConcatPackOptions, ConcatPacker, DEFAULT_OPEN_ROWS,

@@ -358,7 +358,11 @@ def batches(
       column that is loaded must be named here. A text column (``string``, ``large_string``,
       ``string_view``) is loaded as its token ids with ``"tokenizer"`` (a path to a
       ``tokenizer.json``, a ``tokenizers.Tokenizer`` or a ``transformers`` fast tokenizer) and
-      ``"add_special_tokens"`` (default True), tokenized on the loader's threads.
+      ``"add_special_tokens"`` (default True), tokenized on the loader's threads. Mode
+      ``"concat"`` packs the documents into rows of exactly ``max_length`` tokens (required)
+      for pretraining, with ``bos_token_id``, ``eos_token_id`` and ``split_documents``:
+      ``name`` ``(B, max_length)``, ``name + "_position_ids"``, ``name + "_cu_seqlens"``,
+      ``name + "_max_seqlen"``; ``batch_size`` then counts these rows.
     - ``max_tokens`` cuts batches of whole rows by tokens instead of rows: a batch's largest
       sequence tensor holds at most ``max_tokens`` values (``B * L`` padded, ``N`` packed or
       jagged); ``batch_size`` then bounds the rows, and ``len()`` is unknown.

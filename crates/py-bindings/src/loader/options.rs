@@ -263,7 +263,7 @@ fn groups(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<ColumnGroup>> {
 }
 
 /// The keys of a sequence given as a mapping.
-const SEQUENCE_KEYS: [&str; 8] = [
+const SEQUENCE_KEYS: [&str; 11] = [
     "mode",
     "pad_value",
     "max_length",
@@ -272,6 +272,9 @@ const SEQUENCE_KEYS: [&str; 8] = [
     "truncation_side",
     "tokenizer",
     "add_special_tokens",
+    "bos_token_id",
+    "eos_token_id",
+    "split_documents",
 ];
 
 /// Sequences: a mapping from column name to a mode (`"pad"`, `"pack"`, `"jagged"`) or to a
@@ -314,6 +317,13 @@ fn sequences(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<Sequence>> {
                     sequence.tokenizer = Some(SequenceTokenizer::new(tokenizer));
                 }
                 "add_special_tokens" => add_special_tokens = Some(flag(&here, &value)?),
+                "bos_token_id" => {
+                    sequence.bos_token_id = optional(&value, |value| token_id(&here, value))?;
+                }
+                "eos_token_id" => {
+                    sequence.eos_token_id = optional(&value, |value| token_id(&here, value))?;
+                }
+                "split_documents" => sequence.split_documents = flag(&here, &value)?,
                 "mode" => sequence.mode = mode(&here, &value)?,
                 "pad_value" => sequence.pad_value = pad_value(&here, &value)?,
                 "max_length" => {
@@ -343,6 +353,16 @@ fn sequences(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<Sequence>> {
         sequences.push(sequence);
     }
     Ok(sequences)
+}
+
+/// A token id: an int (or an integer with `__index__`) in the range of int64.
+fn token_id(at: &str, value: &Bound<'_, PyAny>) -> PyResult<i64> {
+    let value = integer(at, value)?;
+    value.extract().map_err(|_| {
+        errors::value_error(format!(
+            "{at} is {value}; expected a token id in the range of int64"
+        ))
+    })
 }
 
 /// A sequence's mode from its name ([`SequenceMode`]'s `FromStr`).
