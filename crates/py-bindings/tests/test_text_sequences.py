@@ -341,3 +341,15 @@ def test_concat_errors_are_named(bpe):
     # The number of packed batches is not known in advance.
     with pytest.raises(TypeError):
         len(ad.batches(table, 2, sequences={"t": {"mode": "concat", "max_length": 4}}))
+
+
+def test_batch_dataset_packs_with_concat_and_does_not_know_its_length(bpe, corpus):
+    import torch
+
+    spec = _concat_spec(bpe, eos_token_id=1)
+    dataset = ad.BatchDataset(corpus, 4, sequences=spec)
+    with pytest.raises(TypeError, match="not known in advance"):
+        len(dataset)
+    got = torch.cat([batch["text"] for batch in dataset])
+    expected = np.concatenate([np.from_dlpack(b["text"]) for b in ad.batches(corpus, 4, sequences=spec)])
+    assert got.shape[1] == 64 and got.numpy().tolist() == expected.tolist()

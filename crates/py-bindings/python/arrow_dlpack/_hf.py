@@ -122,22 +122,23 @@ def _regular_values(name: str, column: Any, shape: Tuple[int, ...]) -> Any:
     return level
 
 
-def _as_tensors(batch: pa.RecordBatch, columns: List[int], types: Dict[int, Any]) -> Any:
+def _as_tensors(batch: pa.RecordBatch, columns: List[int], types: Dict[int, Any], schema: Any) -> Any:
     """``batch`` with its ``ArrayND`` columns as ``arrow.fixed_shape_tensor`` columns over the
-    same values (no copy)."""
+    same values (no copy); ``types`` and ``schema`` are worked out once per stream, since each
+    access to a ``datasets`` extension type deserialises it."""
     if not columns:
         return batch
     arrays = list(batch.columns)
     for index in columns:
-        field = batch.schema.field(index)
         tensor_type = types[index]
+        shape = tuple(tensor_type.shape)
         size = 1
-        for dim in tensor_type.shape:
+        for dim in shape:
             size *= dim
-        values = _regular_values(field.name, arrays[index], tuple(field.type.shape))
+        values = _regular_values(schema.field(index).name, arrays[index], shape)
         storage = pa.FixedSizeListArray.from_arrays(values, size)
         arrays[index] = pa.ExtensionArray.from_storage(tensor_type, storage)
-    return pa.RecordBatch.from_arrays(arrays, schema=_tensor_schema(batch.schema, types))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _tensor_schema(schema: pa.Schema, types: Dict[int, Any]) -> pa.Schema:
@@ -171,13 +172,13 @@ class _DatasetStream:
         indices = self.dataset._indices
         if indices is None:
             for batch in self.table.to_batches():
-                yield _as_tensors(batch, self.columns, self.types)
+                yield _as_tensors(batch, self.columns, self.types, self.schema)
             return
         mapping = indices.table.column(0) if hasattr(indices, "table") else indices.column(0)
         for start in range(0, len(mapping), SLICE_ROWS):
             taken = self.table.take(mapping.slice(start, SLICE_ROWS))
             for batch in taken.to_batches():
-                yield _as_tensors(batch, self.columns, self.types)
+                yield _as_tensors(batch, self.columns, self.types, self.schema)
 
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         if not self.columns and self.dataset._indices is None:
@@ -218,7 +219,7 @@ class _IterableStream:
             table = first
             while table is not None:
                 for batch in table.to_batches():
-                    yield _as_tensors(batch, columns, types)
+                    yield _as_tensors(batch, columns, types, schema)
                 table = next(tables, None)
 
         reader = pa.RecordBatchReader.from_batches(schema, batches())
