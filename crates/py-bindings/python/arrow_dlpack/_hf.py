@@ -14,7 +14,7 @@ Nothing here imports ``datasets``: its objects are recognised by the names of th
 
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-import pyarrow as pa
+import pyarrow as pa  # type: ignore[import-untyped]
 
 __all__ = ["is_hf_source", "hf_stream"]
 
