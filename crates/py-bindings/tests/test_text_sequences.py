@@ -353,3 +353,36 @@ def test_batch_dataset_packs_with_concat_and_does_not_know_its_length(bpe, corpu
     got = torch.cat([batch["text"] for batch in dataset])
     expected = np.concatenate([np.from_dlpack(b["text"]) for b in ad.batches(corpus, 4, sequences=spec)])
     assert got.shape[1] == 64 and got.numpy().tolist() == expected.tolist()
+
+
+def test_text_parquet_in_object_storage_is_tokenized_packed_and_resumed(bpe, corpus, monkeypatch):
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    for key in ["AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"]:
+        monkeypatch.delenv(key, raising=False)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        keys = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **keys)
+        client.create_bucket(Bucket="corpus")
+        client.upload_file(corpus, "corpus", "corpus.parquet")
+        options = {"endpoint": endpoint, "region": "us-east-1", **keys, "timeout": "10s"}
+        url = "s3://corpus/corpus.parquet"
+        packed = ad.batches(url, 16, columns=["id"], sequences=_pack(bpe), storage_options=options)
+        assert _packed_rows(packed) == _expected(bpe, TEXTS)
+        spec = _concat_spec(bpe, eos_token_id=1)
+        run = dict(sequences=spec, storage_options=options, shuffle=True, seed=2, buffer_size=40)
+        whole = [np.from_dlpack(b["text"]) for b in ad.batches(url, 4, **run)]
+        local = [np.from_dlpack(b["text"]) for b in ad.batches(corpus, 4, **dict(run, storage_options=None))]
+        assert [w.tolist() for w in whole] == [x.tolist() for x in local]
+        loader = ad.batches(url, 4, **run)
+        for _ in range(2):
+            next(loader)
+        rest = [np.from_dlpack(b["text"]) for b in ad.batches(url, 4, state=loader.state_dict(), **run)]
+        assert [r.tolist() for r in rest] == [w.tolist() for w in whole[2:]]
+    finally:
+        server.stop()
