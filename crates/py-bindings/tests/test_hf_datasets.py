@@ -180,6 +180,14 @@ def test_a_ragged_array_row_is_an_error_naming_it():
     dataset = _raw_array2d([good, [[1, 2, 3]], good])
     with pytest.raises(ValueError, match=r"row 1 of column 'm' is ragged.*1 items at depth 0; expected 2"):
         list(ad.batches(dataset, 2))
+    # Rows are counted in the dataset, across its record batches and through its mapping.
+    rows = [good] * 5 + [[[1, 2, 3], [4, 5]]] + [good] * 4
+    dataset = datasets.concatenate_datasets([_raw_array2d(rows[:4]), _raw_array2d(rows[4:])])
+    assert len(dataset.data.table.to_batches()) == 2
+    with pytest.raises(ValueError, match=r"row 5 of column 'm' is ragged"):
+        list(ad.batches(dataset, 2))
+    with pytest.raises(ValueError, match=r"row 1 of column 'm' is ragged"):
+        list(ad.batches(dataset.select([0, 5, 1]), 2))
 
 
 def test_a_null_array_row_is_an_error_naming_it():

@@ -89,10 +89,10 @@ def _tensor_type(field: pa.Field) -> pa.DataType:
     return pa.fixed_shape_tensor(storage, list(shape))
 
 
-def _regular_values(name: str, column: Any, shape: Tuple[int, ...]) -> Any:
+def _regular_values(name: str, column: Any, shape: Tuple[int, ...], first_row: int) -> Any:
     """The values of an ``ArrayND`` chunk (nested lists) as one flat array, checked: every
     list of every level holds exactly its dimension's items. A null or ragged row is a
-    ``ValueError`` naming it."""
+    ``ValueError`` naming it (counted from ``first_row``, the chunk's first row in the source)."""
     import numpy as np
 
     level = column.storage if isinstance(column, pa.ExtensionArray) else column
@@ -104,7 +104,8 @@ def _regular_values(name: str, column: Any, shape: Tuple[int, ...]) -> Any:
             first = int(np.flatnonzero(~np.asarray(level.is_valid()))[0])
             what = "null" if depth == 0 else "holds a null"
             raise ValueError(
-                f"row {first // per_row} of column {name!r} {what}; an array feature needs a "
+                f"row {first_row + first // per_row} of column {name!r} {what}; an array "
+                f"feature needs a "
                 f"value of shape {shape} in every row"
             )
         offsets = np.asarray(level.offsets)
@@ -113,7 +114,8 @@ def _regular_values(name: str, column: Any, shape: Tuple[int, ...]) -> Any:
         if bad.size:
             at = int(bad[0])
             raise ValueError(
-                f"row {at // per_row} of column {name!r} is ragged: a list of {int(lengths[at])} "
+                f"row {first_row + at // per_row} of column {name!r} is ragged: a list of "
+                f"{int(lengths[at])} "
                 f"items at depth {depth}; expected {dim} (shape {shape})"
             )
         start = int(offsets[0]) if offsets.size else 0
@@ -122,7 +124,9 @@ def _regular_values(name: str, column: Any, shape: Tuple[int, ...]) -> Any:
     return level
 
 
-def _as_tensors(batch: pa.RecordBatch, columns: List[int], types: Dict[int, Any], schema: Any) -> Any:
+def _as_tensors(
+    batch: pa.RecordBatch, columns: List[int], types: Dict[int, Any], schema: Any, first_row: int
+) -> Any:
     """``batch`` with its ``ArrayND`` columns as ``arrow.fixed_shape_tensor`` columns over the
     same values (no copy); ``types`` and ``schema`` are worked out once per stream, since each
     access to a ``datasets`` extension type deserialises it."""
@@ -135,7 +139,7 @@ def _as_tensors(batch: pa.RecordBatch, columns: List[int], types: Dict[int, Any]
         size = 1
         for dim in shape:
             size *= dim
-        values = _regular_values(schema.field(index).name, arrays[index], shape)
+        values = _regular_values(schema.field(index).name, arrays[index], shape, first_row)
         storage = pa.FixedSizeListArray.from_arrays(values, size)
         arrays[index] = pa.ExtensionArray.from_storage(tensor_type, storage)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
@@ -170,15 +174,18 @@ class _DatasetStream:
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
         indices = self.dataset._indices
+        row = 0
         if indices is None:
             for batch in self.table.to_batches():
-                yield _as_tensors(batch, self.columns, self.types, self.schema)
+                yield _as_tensors(batch, self.columns, self.types, self.schema, row)
+                row += batch.num_rows
             return
         mapping = indices.table.column(0) if hasattr(indices, "table") else indices.column(0)
         for start in range(0, len(mapping), SLICE_ROWS):
             taken = self.table.take(mapping.slice(start, SLICE_ROWS))
             for batch in taken.to_batches():
-                yield _as_tensors(batch, self.columns, self.types, self.schema)
+                yield _as_tensors(batch, self.columns, self.types, self.schema, row)
+                row += batch.num_rows
 
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         if not self.columns and self.dataset._indices is None:
@@ -216,10 +223,11 @@ class _IterableStream:
         schema = _tensor_schema(first.schema, types)
 
         def batches() -> Iterator[pa.RecordBatch]:
-            table = first
+            table, row = first, 0
             while table is not None:
                 for batch in table.to_batches():
-                    yield _as_tensors(batch, columns, types, schema)
+                    yield _as_tensors(batch, columns, types, schema, row)
+                    row += batch.num_rows
                 table = next(tables, None)
 
         reader = pa.RecordBatchReader.from_batches(schema, batches())
