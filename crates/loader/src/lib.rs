@@ -13,7 +13,7 @@
 //! | [`Source`] | IPC files, IPC streams, Parquet files, or a reader; with the `object-store` feature, the same files in object storage (`ObjectSource`, `Source::from_urls`) |
 //! | [`BatchSpec`], [`ColumnGroup`] | batch size, columns and groups, nulls, shuffling, sharding, prefetch; [`BatchSpec::new`] and a builder method per field |
 //! | [`BatchSpec::OPTIONS`], [`OptionDecl`], [`OptionType`], [`OptionScope`], [`OptionValue`] | every field of the spec declared once, with its type and default, and set or read by name (what the Python binding takes its keywords from) |
-//! | [`Sequence`], [`SequenceMode`], [`PadValue`], [`Side`] | list columns as padded, packed or jagged tensors ([`PadValue`] and [`Side`] are `arrow_dlpack`'s); with [`BatchSpec::max_tokens`] and [`BatchSpec::bucket_by_length`], batches by tokens and by length |
+//! | [`Sequence`], [`SequenceMode`], [`PadValue`], [`Side`], [`SequenceTokenizer`] | list columns (or text columns with a tokenizer, feature `tokenizers`) as padded, packed or jagged tensors ([`PadValue`] and [`Side`] are `arrow_dlpack`'s); with [`BatchSpec::max_tokens`] and [`BatchSpec::bucket_by_length`], batches by tokens and by length |
 //! | [`LoaderState`], [`Settings`], [`merge_states`] | where a stream stands ([`Batches::state`]), resumed with [`BatchSpec::state`], with the settings and the source's identity it was saved with; the states of every shard joined for a resume with other shards |
 //! | [`ConcatPacker`], [`ConcatPackOptions`], [`ConcatBatch`], [`ConcatCarry`] | token sequences packed into rows of exactly `max_length` tokens for pretraining, with position ids and `cu_seqlens` |
 //! | [`Tokenizer`], [`tokenize_column`], [`tokenize_to_file`] | (feature `tokenizers`) text columns to token ids with Hugging Face's `tokenizers`, ids identical to its Python package's; a source's text tokenized once into an IPC or Parquet file |
@@ -107,21 +107,23 @@ pub use error::{Error, Result};
 pub use loader::{Batches, Outline, batches, outline};
 #[cfg(feature = "object-store")]
 pub use remote::{ObjectSource, StopHandle, is_object_url};
-pub use sequences::{PadValue, Sequence, SequenceMode, Side};
+pub use sequences::{
+    PadValue, Sequence, SequenceMode, SequenceTokenizer, Side, TOKENIZED_TEXT_TYPES,
+};
 pub use source::Source;
 pub use spec::{
     BatchSpec, ColumnGroup, MAX_DECODE_THREADS, MAX_PREFETCH, OptionDecl, OptionScope, OptionType,
     OptionValue,
 };
 pub use state::{
-    FileIdentity, Item, LoaderState, MAX_MERGED_ENTRIES, MAX_REPLAY_ROWS, Position, STATE_VERSION,
-    SequenceSettings, Settings, SourceIdentity, SourceKind, Work, merge_states,
+    ConcatPosition, FileIdentity, Item, LoaderState, MAX_MERGED_ENTRIES, MAX_REPLAY_ROWS, Position,
+    STATE_VERSION, SequenceSettings, Settings, SourceIdentity, SourceKind, Work, merge_states,
 };
 pub use text::{
     CarriedRow, ConcatBatch, ConcatCarry, ConcatPackOptions, ConcatPacker, DEFAULT_OPEN_ROWS,
 };
 #[cfg(feature = "tokenizers")]
 pub use text::{
-    TokenizeOptions, TokenizeSummary, TokenizeToFileOptions, Tokenizer, tokenize_column,
-    tokenize_to_file,
+    TEXT_TYPES, TokenizeOptions, TokenizeSummary, TokenizeToFileOptions, Tokenizer,
+    tokenize_column, tokenize_to_file,
 };

@@ -9,6 +9,7 @@ use crate::quiet_panic::catch_quietly;
 use crate::rebatch::{Mark, Marked};
 use crate::source::{Source, plan};
 use crate::state::{LoaderState, Position, STATE_VERSION, Settings, Work};
+use crate::text::concat::stage::ConcatStage;
 use crate::{BatchSpec, Error, Result, TensorBatch, rebatch};
 
 /// Reads `source` into batches of tensors as `spec` says, on a background thread.
@@ -47,8 +48,11 @@ pub fn batches(source: Source, spec: BatchSpec) -> Result<Batches> {
 /// file, a missing column or one without a tensor layout.
 pub fn outline(source: Source, spec: &BatchSpec) -> Result<Outline> {
     spec.validate()?;
-    let plan = plan(source, spec)?;
-    let num_rows = plan.num_rows;
+    // A "concat" sequence is planned as the reading of its documents.
+    let documents = ConcatStage::split(spec)?.map(|(documents, _)| documents);
+    let plan = plan(source, documents.as_ref().unwrap_or(spec))?;
+    // The rows of packed batches are not known in advance.
+    let num_rows = plan.num_rows.filter(|_| documents.is_none());
     Ok(Outline {
         num_rows,
         num_batches: num_rows.and_then(|rows| spec.batches_for(rows)),
@@ -93,14 +97,25 @@ pub struct Batches {
     /// started).
     position: Option<Position>,
     mark: Option<Mark>,
+    /// The packing of a `"concat"` sequence, over the batches of its documents.
+    concat: Option<ConcatStage>,
 }
 
 impl Batches {
     /// Plans `source` and starts the background thread; the same as [`batches`].
     pub fn new(source: Source, spec: BatchSpec) -> Result<Self> {
         spec.validate()?;
-        let plan = plan(source, &spec)?;
-        let num_rows = plan.num_rows;
+        // A "concat" sequence reads its documents as a jagged sequence and packs them here.
+        let (spec, concat, outer) = match ConcatStage::split(&spec)? {
+            Some((documents, stage)) => (documents, Some(stage), Some(spec)),
+            None => (spec, None, None),
+        };
+        let mut plan = plan(source, &spec)?;
+        if let (Some(stage), Some(outer)) = (&concat, &outer) {
+            stage.outer_settings(outer, &mut plan.settings);
+        }
+        // The rows of packed batches are not known in advance.
+        let num_rows = plan.num_rows.filter(|_| concat.is_none());
         let num_batches = num_rows.and_then(|rows| spec.batches_for(rows));
         let writable = spec.writable;
         let position = spec.state.as_ref().and_then(|state| {
@@ -144,6 +159,7 @@ impl Batches {
             work,
             position,
             mark: None,
+            concat,
         })
     }
 
@@ -152,16 +168,24 @@ impl Batches {
     /// with the batch that this one would give next. Cheap: a batch's position travels with it
     /// from the background thread, and only this call turns it into a value.
     pub fn state(&self) -> LoaderState {
+        let (mark, concat) = match &self.concat {
+            Some(stage) => {
+                let (mark, position) = stage.position();
+                (mark, Some(position))
+            }
+            None => (self.mark.as_ref(), None),
+        };
         LoaderState {
             version: STATE_VERSION,
             settings: self.settings.clone(),
             epoch: self.epoch,
             shard: Some(self.shard),
             work: self.work.clone(),
-            position: match &self.mark {
+            position: match mark {
                 Some(mark) => Some(mark.position()),
                 None => self.position.clone(),
             },
+            concat,
         }
     }
 
@@ -192,6 +216,16 @@ impl Batches {
         self.num_batches
     }
 
+    /// The next batch of the background thread and where the stream stands after it; `None`
+    /// when the thread has ended (at the end of the source), or the error of a panic it could
+    /// not report.
+    fn receive(&mut self) -> Option<Result<(TensorBatch, Mark)>> {
+        match self.receiver.as_ref()?.recv() {
+            Ok(item) => Some(item),
+            Err(_) => self.shut_down().map(Err),
+        }
+    }
+
     /// Stops the threads and waits for them; what `drop` does.
     fn shut_down(&mut self) -> Option<Error> {
         self.stop.store(true, Ordering::Relaxed);
@@ -208,6 +242,21 @@ impl Iterator for Batches {
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
+        }
+        if let Some(mut stage) = self.concat.take() {
+            let item = stage.next(|| self.receive());
+            self.concat = Some(stage);
+            match &item {
+                Some(Ok(_)) => self.yielded += 1,
+                Some(Err(_)) => {
+                    self.done = true;
+                    self.shut_down();
+                }
+                None => self.done = true,
+            }
+            return item.map(|batch| {
+                batch.and_then(|batch| crate::assemble::writable::hand_out(batch, self.writable))
+            });
         }
         let received = self.receiver.as_ref()?.recv();
         match received {

@@ -107,6 +107,14 @@ impl Input<'_> {
                 first,
                 last,
             } = piece?;
+            // Text columns become their token ids here, as each record batch arrives.
+            let batch = crate::sequences::text::tokenize_texts(
+                &self.spec.sequences,
+                self.spec.allow_nulls,
+                self.spec.decode_thread_count(),
+                batch,
+                first,
+            )?;
             let index = self.count;
             self.count += 1;
             match &self.columns {

@@ -1,7 +1,8 @@
 """Every example of PyArrow's DLPack guide, with arrow_dlpack objects in place of PyArrow's,
 then what arrow_dlpack does beyond PyArrow (booleans, chunks, validity masks, tables, a
-Parquet file turned into torch batches for a training loop, and a tokenized Parquet file turned
-into padded and packed batches, and a run stopped and resumed exactly).
+Parquet file turned into torch batches for a training loop, a tokenized Parquet file turned
+into padded and packed batches, a Hugging Face Dataset after map as a source, and a run stopped
+and resumed exactly).
 
 Run it with `cargo xtask demo`, or with any Python that has arrow_dlpack, numpy, pyarrow, torch
 and jax installed: `python crates/py-bindings/examples/demo.py`.
@@ -260,6 +261,23 @@ def token_batches():
         show(f"[len(b['label']) for b in ad.BatchDataset(path, 32, {budget})]", sizes)
 
 
+def hf_datasets():
+    step("Beyond PyArrow: a Hugging Face Dataset after map, shuffle and filter becomes packed batches")
+    datasets = optional("datasets")
+    if datasets is None:
+        return
+    datasets.disable_progress_bars()
+    ds = datasets.Dataset.from_dict({"text": ["a b c", "d e", "f g h i", "j", "k l m"], "label": [0, 1, 0, 1, 1]})
+    words = "abcdefghijklm"
+    ds = ds.map(lambda b: {"input_ids": [[words.index(w) + 1 for w in t.split()] for t in b["text"]]}, batched=True)
+    ds = ds.shuffle(seed=0).filter(lambda row: len(row["input_ids"]) > 1)
+    show("ds['input_ids'][:]  # after map, shuffle(seed=0) and filter", ds["input_ids"][:])
+    code = 'ad.batches(ds, 4, columns=["label"], sequences={"input_ids": "pack"})'
+    for batch in ad.batches(ds, 4, columns=["label"], sequences={"input_ids": "pack"}):
+        show(f"next(iter({code}))", {k: np.from_dlpack(v).tolist() for k, v in batch.items()})
+        assert np.from_dlpack(batch["input_ids"]).tolist() == [t for row in ds["input_ids"][:] for t in row]
+
+
 def resuming():
     step("Beyond PyArrow: a run stops, saves the loader's position as JSON, and resumes exactly")
     import json
@@ -290,4 +308,5 @@ if __name__ == "__main__":
     beyond_pyarrow()
     training_batches()
     token_batches()
+    hf_datasets()
     resuming()

@@ -18,7 +18,8 @@
 //! | `tables` | `Tensor.from_arrow` and `column_tensors()`: tables and record batches to tensors |
 //! | `loader` | `_Batches`, behind `ad.batches`: the loader crate's exact-size batches as dicts of tensors, made without the GIL; `_collate`, behind `ad.ray`: one batch of a table's rows on the calling thread; `_merge_states`, behind `ad.merge_states` |
 //! | `images` | `decode_images`: a column of encoded images decoded into one tensor without the GIL, and the one conversion of a dict of image spec keys into `ImageSpec` |
-//! | `text` | `ad.tokenize` and `_tokenize_column` over the loader's tokenizer, and the one conversion of a Python tokenizer (a path, a `tokenizers.Tokenizer`, a `transformers` fast tokenizer) |
+//! | `text` | `ad.tokenize` and `_tokenize_column` over the loader's tokenizer |
+//! | `tokenizer` | the one conversion of a Python tokenizer (a path, a `tokenizers.Tokenizer`, a `transformers` fast tokenizer), for `text` and the loader's `sequences=` |
 //! | `dlpack_export` | `__dlpack__`: argument rules and capsules (dlpark's capsule machinery) |
 //! | `dlpack_method` | `__dlpack__` of `Array` and `Tensor` as a raw vectorcall method: keywords matched by pointer |
 //! | `dlpack_import` | `from_dlpack`: negotiation with producers, legacy retry, capsule consumption |
@@ -35,7 +36,7 @@
 //! | `type_names`, `pretty` | PyArrow's type names and Python objects' type names; reprs and `to_pylist` |
 //!
 //! Imports between these files run one way (base files first: `cache`, `type_names`, `counters`,
-//! `protocols`, `copies`, `column`, `py_tensor`, ...; `exchange`, `loader` and `text` last); only `array`
+//! `protocols`, `copies`, `column`, `py_tensor`, ...; `tokenizer`, `exchange`, `loader` and `text` last); only `array`
 //! and its subclasses `fixed_shape_tensor`, `variable_shape_tensor` and `list_array` refer to each
 //! other. `cargo xtask tidy` checks it (`xtask/src/tidy/imports.rs`), and `docs/architecture.md` gives the order.
 
@@ -66,6 +67,7 @@ mod py_tensor;
 mod tables;
 mod tensor;
 mod text;
+mod tokenizer;
 mod type_names;
 mod variable_shape_tensor;
 

@@ -278,7 +278,7 @@ def test_names_that_a_sequence_adds_may_not_clash():
     ("sequences", "error", "match"),
     [
         ("input_ids", TypeError, "sequences is str"),
-        ({"input_ids": "padded"}, ValueError, "expected \"pad\", \"pack\" or \"jagged\""),
+        ({"input_ids": "padded"}, ValueError, "expected \"pad\", \"pack\", \"jagged\" or \"concat\""),
         ({"input_ids": {"mode": "pad", "pad": 1}}, ValueError, "has key \"pad\""),
         ({"input_ids": {"pad_value": "x"}}, TypeError, "expected int, float or bool"),
         ({"input_ids": {"max_length": 0}}, ValueError, "max_length of sequence"),

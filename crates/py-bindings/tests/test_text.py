@@ -367,7 +367,11 @@ def test_tokenize_refuses_bad_columns_formats_and_sources(bpe, table, tmp_path):
         ad.tokenize(table, bpe, tmp_path / "out.csv")
     with pytest.raises(ad.ArrowDLPackValueError, match='column "body" not found'):
         ad.tokenize(table, bpe, tmp_path / "o.arrow", column="body")
-    with pytest.raises(ad.ArrowDLPackTypeError, match='cannot load column "id" of type int64; expected a string, large_string or string_view column$'):
+    with pytest.raises(
+        ad.ArrowDLPackTypeError,
+        match='cannot tokenize column "id" of type int64; expected a string, large_string or '
+        "string_view column$",
+    ):
         ad.tokenize(table, bpe, tmp_path / "o.arrow", column="id", output_column="x")
     with pytest.raises(ad.ArrowDLPackValueError, match='output column "id"'):
         ad.tokenize(table, bpe, tmp_path / "o.arrow", output_column="id")

@@ -8,7 +8,10 @@ use std::str::FromStr;
 use crate::Error;
 
 pub(crate) mod tensors;
+pub(crate) mod text;
 pub(crate) mod tokens;
+
+pub use text::{SequenceTokenizer, TOKENIZED_TEXT_TYPES};
 
 pub use arrow_dlpack::{PadValue, Side};
 
@@ -30,19 +33,30 @@ pub enum SequenceMode {
     /// The rows one after another, `(N, *inner)`, with their offsets `"<column>_offsets"`
     /// `(B + 1,)` starting at 0, of the list's offset type: `torch.nested`'s jagged layout.
     Jagged,
+    /// Documents concatenated and cut into rows of exactly `max_length` tokens, for pretraining:
+    /// `(B, max_length)` with `"<column>_position_ids"` `(B, max_length)` int64,
+    /// `"<column>_cu_seqlens"` int32 and `"<column>_max_seqlen"` (see
+    /// [`ConcatPacker`](crate::ConcatPacker)); `batch_size` counts these rows, and the column
+    /// is the batch's only output.
+    Concat,
 }
 
 impl SequenceMode {
     /// Every mode, in the order of declaration.
-    pub const ALL: &'static [SequenceMode] =
-        &[SequenceMode::Pad, SequenceMode::Pack, SequenceMode::Jagged];
+    pub const ALL: &'static [SequenceMode] = &[
+        SequenceMode::Pad,
+        SequenceMode::Pack,
+        SequenceMode::Jagged,
+        SequenceMode::Concat,
+    ];
 
-    /// The mode's name: `"pad"`, `"pack"` or `"jagged"`.
+    /// The mode's name: `"pad"`, `"pack"`, `"jagged"` or `"concat"`.
     pub fn as_str(self) -> &'static str {
         match self {
             SequenceMode::Pad => "pad",
             SequenceMode::Pack => "pack",
             SequenceMode::Jagged => "jagged",
+            SequenceMode::Concat => "concat",
         }
     }
 
@@ -52,6 +66,7 @@ impl SequenceMode {
             SequenceMode::Pad => &["_lengths"],
             SequenceMode::Pack => &["_cu_seqlens", "_position_ids", "_max_seqlen"],
             SequenceMode::Jagged => &["_offsets"],
+            SequenceMode::Concat => &["_position_ids", "_cu_seqlens", "_max_seqlen"],
         }
     }
 }
@@ -70,7 +85,7 @@ impl fmt::Display for SequenceMode {
 /// assert_eq!("pack".parse::<SequenceMode>()?, SequenceMode::Pack);
 /// assert_eq!(
 ///     "padded".parse::<SequenceMode>().unwrap_err().to_string(),
-///     "invalid batch spec: unknown sequence mode \"padded\"; expected \"pad\", \"pack\" or \"jagged\"",
+///     "invalid batch spec: unknown sequence mode \"padded\"; expected \"pad\", \"pack\", \"jagged\" or \"concat\"",
 /// );
 /// # Ok::<(), arrow_dlpack_loader::Error>(())
 /// ```
@@ -92,7 +107,7 @@ impl FromStr for SequenceMode {
 }
 
 impl SequenceMode {
-    /// The names of every mode, quoted, for messages: `"pad", "pack" or "jagged"`.
+    /// The names of every mode, quoted, for messages: `"pad", "pack", "jagged" or "concat"`.
     pub fn names() -> String {
         let quoted: Vec<String> = SequenceMode::ALL
             .iter()
@@ -143,6 +158,17 @@ pub struct Sequence {
     pub padding_side: Side,
     /// Which end of a row longer than `max_length` is cut off.
     pub truncation_side: Side,
+    /// Reads a text column (`utf8`, `large_utf8`, `utf8_view`) as its token ids, tokenized as
+    /// each record batch arrives (feature `tokenizers`); `None` reads a list column.
+    pub tokenizer: Option<SequenceTokenizer>,
+    /// [`SequenceMode::Concat`]: a token put before every document.
+    pub bos_token_id: Option<i64>,
+    /// [`SequenceMode::Concat`]: a token put after every document.
+    pub eos_token_id: Option<i64>,
+    /// [`SequenceMode::Concat`]: a document that does not fit continues on the next row
+    /// (`true`, the default); `false` fills rows best fit with whole documents, padded with
+    /// `pad_value`.
+    pub split_documents: bool,
 }
 
 impl Sequence {
@@ -157,6 +183,10 @@ impl Sequence {
             pad_to_multiple_of: None,
             padding_side: Side::Right,
             truncation_side: Side::Right,
+            tokenizer: None,
+            bos_token_id: None,
+            eos_token_id: None,
+            split_documents: true,
         }
     }
 
@@ -168,6 +198,30 @@ impl Sequence {
     /// Column `column`, packed ([`SequenceMode::Pack`]).
     pub fn pack(column: impl Into<String>) -> Self {
         Sequence::new(column, SequenceMode::Pack)
+    }
+
+    /// Column `column`, concatenated into rows of exactly `max_length` tokens
+    /// ([`SequenceMode::Concat`]).
+    pub fn concat(column: impl Into<String>, max_length: usize) -> Self {
+        Sequence::new(column, SequenceMode::Concat).max_length(max_length)
+    }
+
+    /// Sets [`bos_token_id`](Sequence::bos_token_id).
+    pub fn bos_token_id(mut self, id: i64) -> Self {
+        self.bos_token_id = Some(id);
+        self
+    }
+
+    /// Sets [`eos_token_id`](Sequence::eos_token_id).
+    pub fn eos_token_id(mut self, id: i64) -> Self {
+        self.eos_token_id = Some(id);
+        self
+    }
+
+    /// Sets [`split_documents`](Sequence::split_documents).
+    pub fn split_documents(mut self, split: bool) -> Self {
+        self.split_documents = split;
+        self
     }
 
     /// Column `column`, jagged ([`SequenceMode::Jagged`]).
@@ -203,6 +257,17 @@ impl Sequence {
     pub fn truncation_side(mut self, side: Side) -> Self {
         self.truncation_side = side;
         self
+    }
+
+    /// Sets [`tokenizer`](Sequence::tokenizer): the column is text, read as its token ids.
+    pub fn tokenizer(mut self, tokenizer: SequenceTokenizer) -> Self {
+        self.tokenizer = Some(tokenizer);
+        self
+    }
+
+    /// Whether a field of the concat packing differs from its default.
+    pub(crate) fn sets_concat(&self) -> bool {
+        self.bos_token_id.is_some() || self.eos_token_id.is_some() || !self.split_documents
     }
 
     /// Whether any padding field differs from its default.
@@ -242,6 +307,10 @@ impl PartialEq for Sequence {
             pad_to_multiple_of,
             padding_side,
             truncation_side,
+            tokenizer,
+            bos_token_id,
+            eos_token_id,
+            split_documents,
         } = self;
         let same_pad = match (pad_value, &other.pad_value) {
             (PadValue::Float(a), PadValue::Float(b)) => a.to_bits() == b.to_bits(),
@@ -254,6 +323,10 @@ impl PartialEq for Sequence {
             && *pad_to_multiple_of == other.pad_to_multiple_of
             && *padding_side == other.padding_side
             && *truncation_side == other.truncation_side
+            && *tokenizer == other.tokenizer
+            && *bos_token_id == other.bos_token_id
+            && *eos_token_id == other.eos_token_id
+            && *split_documents == other.split_documents
     }
 }
 

@@ -91,7 +91,8 @@ pub(crate) fn sequence_tensors(
                 named("_max_seqlen", max_seqlen),
             ])
         }
-        SequenceMode::Jagged => {
+        // A concat sequence is read as a jagged one, whose rows the concat stage packs.
+        SequenceMode::Jagged | SequenceMode::Concat => {
             let ragged = RaggedTensor::concat(runs).map_err(in_column)?;
             let (values, offsets) = ragged.into_parts();
             Ok(vec![named("", values), named("_offsets", offsets)])

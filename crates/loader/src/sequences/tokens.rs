@@ -199,7 +199,11 @@ impl<'a> Budget<'a> {
                 let longest = self.longest[c].max(kept);
                 (self.rows + 1).saturating_mul(sequence.padded_length(longest))
             }
-            SequenceMode::Pack | SequenceMode::Jagged => self.total[c].saturating_add(kept),
+            // A concat sequence is read as a jagged one (its packing comes after the cut), and
+            // refuses a budget.
+            SequenceMode::Pack | SequenceMode::Jagged | SequenceMode::Concat => {
+                self.total[c].saturating_add(kept)
+            }
         }
     }
 }

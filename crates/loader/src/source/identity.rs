@@ -13,6 +13,7 @@ use crate::ipc::{IpcFile, StreamInput};
 use crate::parquet::ParquetFile;
 #[cfg(feature = "object-store")]
 use crate::remote::RemoteObject;
+use crate::sequences::{Sequence, SequenceMode};
 use crate::state::{FileIdentity, SequenceSettings, Settings, SourceIdentity, SourceKind};
 use crate::{BatchSpec, Error, Result};
 
@@ -32,20 +33,29 @@ pub(super) fn settings(spec: &BatchSpec, source: SourceIdentity) -> Settings {
         sequences: spec
             .sequences
             .iter()
-            .map(|sequence| {
-                let settings = SequenceSettings {
-                    mode: sequence.mode.as_str().to_string(),
-                    max_length: sequence.max_length.map(|n| n as u64),
-                    pad_to_multiple_of: sequence.pad_to_multiple_of.map(|n| n as u64),
-                };
-                (sequence.column.clone(), settings)
-            })
+            .map(|sequence| (sequence.column.clone(), sequence_settings(sequence)))
             .collect(),
         shuffle: spec.shuffle,
         seed: spec.seed,
         buffer_size: spec.buffer_size as u64,
         max_tokens: spec.max_tokens.map(|n| n as u64),
         bucket_by_length: spec.bucket_by_length,
+    }
+}
+
+/// What a saved state records of `sequence`.
+pub(crate) fn sequence_settings(sequence: &Sequence) -> SequenceSettings {
+    let concat = sequence.mode == SequenceMode::Concat;
+    SequenceSettings {
+        mode: sequence.mode.as_str().to_string(),
+        max_length: sequence.max_length.map(|n| n as u64),
+        pad_to_multiple_of: sequence.pad_to_multiple_of.map(|n| n as u64),
+        tokenizer: (sequence.tokenizer.as_ref()).map(|tokenizer| tokenizer.digest().to_string()),
+        add_special_tokens: (sequence.tokenizer.as_ref())
+            .map(|tokenizer| tokenizer.add_special_tokens),
+        bos_token_id: sequence.bos_token_id,
+        eos_token_id: sequence.eos_token_id,
+        split_documents: concat.then_some(sequence.split_documents),
     }
 }
 

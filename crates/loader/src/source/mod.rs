@@ -20,6 +20,8 @@ use crate::{BatchSpec, Error, Result};
 mod identity;
 mod start;
 
+pub(crate) use identity::sequence_settings;
+
 use start::{file_items, in_stream, resume, rows_left, select};
 
 /// The streams of the shuffle's generators, so that the unit order and the row order of one seed
@@ -420,7 +422,15 @@ fn total_rows(rows: impl Iterator<Item = u64>) -> Result<u64> {
 /// names, duplicates, types and at least one column to load, before any data is read or any
 /// thread starts; `what` names the source for the message.
 fn check_spec(spec: &BatchSpec, schema: &SchemaRef, what: impl FnOnce() -> String) -> Result<()> {
-    let columns = Columns::resolve(spec, &RecordBatch::new_empty(schema.clone()))?;
+    // Text columns that a sequence tokenizes are checked as the token ids they become.
+    let empty = crate::sequences::text::tokenize_texts(
+        &spec.sequences,
+        spec.allow_nulls,
+        1,
+        RecordBatch::new_empty(schema.clone()),
+        0,
+    )?;
+    let columns = Columns::resolve(spec, &empty)?;
     if columns.outputs.is_empty() {
         return Err(Error::InvalidSpec {
             reason: format!(

@@ -329,7 +329,8 @@ impl BatchSpec {
 
     /// The number of batches that `rows` rows give: `rows / batch_size`, rounded up unless
     /// [`drop_last`](BatchSpec::drop_last); `None` when batches are cut by tokens
-    /// ([`max_tokens`](BatchSpec::max_tokens)), whose count only the data tells.
+    /// ([`max_tokens`](BatchSpec::max_tokens)) or packed from documents (a sequence in mode
+    /// `"concat"`), whose count only the data tells.
     ///
     /// ```
     /// use arrow_dlpack_loader::BatchSpec;
@@ -338,7 +339,7 @@ impl BatchSpec {
     /// assert_eq!(BatchSpec::new(4).drop_last(true).batches_for(10), Some(2));
     /// ```
     pub fn batches_for(&self, rows: u64) -> Option<usize> {
-        if self.max_tokens.is_some() {
+        if self.max_tokens.is_some() || self.concat_sequence().is_some() {
             return None;
         }
         let rows = usize::try_from(rows).unwrap_or(usize::MAX);

@@ -83,7 +83,15 @@ impl BatchSpec {
                     "sequences names column {column:?} twice; expected each column once"
                 ));
             }
-            if sequence.mode != SequenceMode::Pad && sequence.sets_padding() {
+            if sequence.mode == SequenceMode::Concat {
+                Self::validate_concat(sequence)?;
+            } else if sequence.sets_concat() {
+                return invalid(format!(
+                    "sequence {column:?} is in mode {:?} and sets bos_token_id, eos_token_id or \
+                     split_documents; they apply to mode \"concat\" only",
+                    sequence.mode.as_str()
+                ));
+            } else if sequence.mode != SequenceMode::Pad && sequence.sets_padding() {
                 return invalid(format!(
                     "sequence {column:?} is in mode {:?} and sets padding options; pad_value, \
                      max_length, pad_to_multiple_of, padding_side and truncation_side apply \
@@ -126,6 +134,56 @@ impl BatchSpec {
         }
         if self.max_tokens == Some(0) {
             return invalid("max_tokens is 0; expected at least 1".to_string());
+        }
+        if let Some(concat) = self.concat_sequence() {
+            let column = &concat.column;
+            let alone = [
+                ("another sequence", self.sequences.len() > 1),
+                ("groups", !self.groups.is_empty()),
+                ("masks", !self.masks.is_empty()),
+                (
+                    "columns",
+                    self.columns.as_ref().is_some_and(|c| !c.is_empty()),
+                ),
+                ("max_tokens", self.max_tokens.is_some()),
+                ("bucket_by_length", self.bucket_by_length),
+            ];
+            if let Some((what, _)) = alone.iter().find(|(_, set)| *set) {
+                return invalid(format!(
+                    "sequence {column:?} is in mode \"concat\", whose rows mix documents, so \
+                     it is the batch's only output; expected no {what} beside it"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The sequence in mode [`SequenceMode::Concat`], if any.
+    pub(crate) fn concat_sequence(&self) -> Option<&Sequence> {
+        self.sequences
+            .iter()
+            .find(|s| s.mode == SequenceMode::Concat)
+    }
+
+    /// The options of a sequence in mode `"concat"`: `max_length` is required, and of the
+    /// padding options only `pad_value` applies (to the padding of best-fit rows).
+    fn validate_concat(sequence: &Sequence) -> Result<()> {
+        let column = &sequence.column;
+        if sequence.max_length.is_none() {
+            return invalid(format!(
+                "sequence {column:?} is in mode \"concat\" without max_length; expected the \
+                 length of its rows"
+            ));
+        }
+        let default = Sequence::new(column.clone(), SequenceMode::Concat);
+        if sequence.pad_to_multiple_of.is_some()
+            || sequence.padding_side != default.padding_side
+            || sequence.truncation_side != default.truncation_side
+        {
+            return invalid(format!(
+                "sequence {column:?} is in mode \"concat\" and sets pad_to_multiple_of, \
+                 padding_side or truncation_side; its rows are exactly max_length tokens"
+            ));
         }
         Ok(())
     }

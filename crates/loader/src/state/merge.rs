@@ -40,6 +40,16 @@ pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
     };
     let num_shards = states.len() as u64;
     check_one_run(states)?;
+    // The rows a concat packing carries mix the documents of one shard: they cannot be dealt to
+    // other shards.
+    if states.iter().any(|state| state.concat.is_some()) {
+        return bad(
+            "the states are of a \"concat\" sequence, whose packed rows carried between batches \
+             belong to their shard; expected states without one (resume each shard with its own \
+             state)"
+                .to_string(),
+        );
+    }
     let work = &first.work;
     work.check(work.units, None)?;
     let settings = &first.settings;
@@ -191,6 +201,7 @@ pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
             units: work.units,
         },
         position: None,
+        concat: None,
     })
 }
 

@@ -22,11 +22,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
+mod concat;
 mod merge;
 mod ranges;
 mod settings;
 mod start;
 
+pub use concat::{CarriedRow, ConcatCarry, ConcatPosition};
 pub use merge::{MAX_MERGED_ENTRIES, MAX_REPLAY_ROWS, merge_states};
 pub use settings::{FileIdentity, SequenceSettings, Settings, SourceIdentity, SourceKind};
 pub(crate) use start::{Resuming, Start, WindowStart};
@@ -64,6 +66,9 @@ pub struct LoaderState {
     pub work: Work,
     /// Where this shard stands in its items; `None` at the start.
     pub position: Option<Position>,
+    /// Where the packing of a `"concat"` sequence stands; `None` without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concat: Option<ConcatPosition>,
 }
 
 /// A state as read: its version first, then the fields of that version.
@@ -83,6 +88,8 @@ struct Fields {
     shard: Option<[u64; 2]>,
     work: Work,
     position: Option<Position>,
+    #[serde(default)]
+    concat: Option<ConcatPosition>,
 }
 
 impl TryFrom<Versioned> for LoaderState {
@@ -99,6 +106,7 @@ impl TryFrom<Versioned> for LoaderState {
             shard: fields.shard,
             work: fields.work,
             position: fields.position,
+            concat: fields.concat,
         })
     }
 }

@@ -65,6 +65,23 @@ pub struct SequenceSettings {
     pub max_length: Option<u64>,
     /// The padded length is a multiple of this.
     pub pad_to_multiple_of: Option<u64>,
+    /// The tokenizer of a text column: the digest of its JSON
+    /// ([`SequenceTokenizer::digest`](crate::SequenceTokenizer::digest)); absent for a list
+    /// column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<String>,
+    /// Whether the tokenizer adds its special tokens; absent for a list column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub add_special_tokens: Option<bool>,
+    /// The concat packing's token before every document, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bos_token_id: Option<i64>,
+    /// The concat packing's token after every document, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eos_token_id: Option<i64>,
+    /// Whether the concat packing splits documents across rows; absent for another mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_documents: Option<bool>,
 }
 
 /// The kinds of sources.

@@ -71,6 +71,7 @@ fn a_state_round_trips_through_json_and_unknown_keys_are_refused() {
             sizes: vec![5],
             emitted: 1,
         }),
+        concat: None,
     };
     let text = serde_json::to_string(&state).unwrap();
     assert_eq!(serde_json::from_str::<LoaderState>(&text).unwrap(), state);
@@ -106,6 +107,11 @@ pub(super) fn settings() -> Settings {
                 mode: "pad".to_string(),
                 max_length: None,
                 pad_to_multiple_of: None,
+                tokenizer: None,
+                add_special_tokens: None,
+                bos_token_id: None,
+                eos_token_id: None,
+                split_documents: None,
             },
         )]),
         shuffle: true,
@@ -191,6 +197,7 @@ fn states_of_other_formats_are_refused_saying_what_to_do() {
         shard: None,
         work: Work::all(Some(3)),
         position: None,
+        concat: None,
     };
     let text = serde_json::to_string(&state).unwrap();
     let older = text.replacen("\"version\":2", "\"version\":1", 1).replacen(

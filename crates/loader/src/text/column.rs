@@ -21,8 +21,8 @@ use super::Tokenizer;
 use crate::quiet_panic::catch_quietly;
 use crate::{Error, Result};
 
-/// What the texts of a column may be.
-pub(super) const TEXT_TYPES: &str = "utf8, large_utf8 or utf8_view text";
+/// What the texts of a column may be (the `expected` of an error about a column to tokenize).
+pub const TEXT_TYPES: &str = "utf8, large_utf8 or utf8_view text";
 
 /// How [`tokenize_column`] tokenizes.
 #[derive(Debug, Clone, PartialEq, Eq)]

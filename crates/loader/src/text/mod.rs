@@ -14,7 +14,7 @@
 //! Tokenizing never uses the `tokenizers` crate's own thread pool: the threads are this
 //! module's, as many as [`TokenizeOptions::threads`] says.
 
-mod concat;
+pub(crate) mod concat;
 
 pub use concat::{
     CarriedRow, ConcatBatch, ConcatCarry, ConcatPackOptions, ConcatPacker, DEFAULT_OPEN_ROWS,
@@ -25,12 +25,14 @@ mod column;
 #[cfg(feature = "tokenizers")]
 mod read;
 #[cfg(feature = "tokenizers")]
+mod sequence;
+#[cfg(feature = "tokenizers")]
 mod to_file;
 #[cfg(feature = "tokenizers")]
 mod tokenizer;
 
 #[cfg(feature = "tokenizers")]
-pub use column::{TokenizeOptions, tokenize_column};
+pub use column::{TEXT_TYPES, TokenizeOptions, tokenize_column};
 #[cfg(feature = "tokenizers")]
 pub use to_file::{TokenizeSummary, TokenizeToFileOptions, tokenize_to_file};
 #[cfg(feature = "tokenizers")]

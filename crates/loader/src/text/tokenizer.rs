@@ -25,6 +25,9 @@ pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
     /// One more than the largest id of the vocabulary, added tokens included.
     id_bound: u64,
+    /// The digest of the tokenizer's JSON as the `tokenizers` crate writes it back (compact),
+    /// so that a file and the same tokenizer's `to_str()` have one digest.
+    digest: String,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -50,11 +53,17 @@ impl Tokenizer {
         Self::parse(json, || "the JSON text".to_string())
     }
 
-    fn parse(json: &str, what: impl FnOnce() -> String) -> Result<Self> {
+    fn parse(json: &str, what: impl Fn() -> String) -> Result<Self> {
         let mut inner: tokenizers::Tokenizer = json.parse().map_err(|source| Error::Tokenizer {
             what: what(),
             source,
         })?;
+        // The digest is taken of the tokenizer as read, before the padding is turned off.
+        let canonical = inner.to_string(false).map_err(|source| Error::Tokenizer {
+            what: what(),
+            source,
+        })?;
+        let digest = crate::digest::of_bytes(canonical.as_bytes());
         inner.with_padding(None);
         let id_bound = inner
             .get_vocab(true)
@@ -62,13 +71,24 @@ impl Tokenizer {
             .map(|&id| u64::from(id) + 1)
             .max()
             .unwrap_or(0);
-        Ok(Tokenizer { inner, id_bound })
+        Ok(Tokenizer {
+            inner,
+            id_bound,
+            digest,
+        })
     }
 
     /// The number of ids the tokenizer can give: one more than its largest id, added tokens
     /// included.
     pub fn vocab_size(&self) -> u64 {
         self.id_bound
+    }
+
+    /// The identity of the tokenizer: a digest of its JSON, as `tokenizers` writes it back
+    /// (`xxh3-128:` and 32 hexadecimal digits). A saved state records it, so that a run resumed
+    /// with another tokenizer is refused.
+    pub fn digest(&self) -> &str {
+        &self.digest
     }
 
     /// The Arrow type of its ids: `Int32` when every id fits, `Int64` otherwise.

@@ -26,5 +26,8 @@ mod shuffle;
 mod shuffle_window;
 mod spec;
 mod text_concat;
+mod text_concat_loader;
+#[cfg(feature = "tokenizers")]
+mod text_sequences;
 #[cfg(feature = "tokenizers")]
 mod text_tokenize;

@@ -198,12 +198,15 @@ fn sequence_modes_and_sides_parse_their_names() {
         assert_eq!(mode.as_str().parse::<SequenceMode>().unwrap(), mode);
         assert_eq!(mode.to_string(), mode.as_str());
     }
-    assert_eq!(SequenceMode::names(), "\"pad\", \"pack\" or \"jagged\"");
+    assert_eq!(
+        SequenceMode::names(),
+        "\"pad\", \"pack\", \"jagged\" or \"concat\""
+    );
     let error = "Pad".parse::<SequenceMode>().unwrap_err();
     assert_eq!(
         error.to_string(),
-        "invalid batch spec: unknown sequence mode \"Pad\"; expected \"pad\", \"pack\" or \
-         \"jagged\""
+        "invalid batch spec: unknown sequence mode \"Pad\"; expected \"pad\", \"pack\", \
+         \"jagged\" or \"concat\""
     );
     for side in [Side::Left, Side::Right] {
         assert_eq!(side.as_str().parse::<Side>().unwrap(), side);

@@ -19,7 +19,7 @@ use arrow_schema::{DataType, Field, Schema};
 
 /// A word-level tokenizer: words and punctuation runs (`Whitespace`), unknown words `[UNK]`,
 /// `[CLS] ... [SEP]` around a text with special tokens; `padding` is the file's padding entry.
-fn tokenizer_json(padding: &str) -> String {
+pub(crate) fn tokenizer_json(padding: &str) -> String {
     format!(
         r#"{{
   "version": "1.0",

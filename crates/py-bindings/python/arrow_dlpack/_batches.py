@@ -151,6 +151,17 @@ def _ray_blocks(source: Any) -> Any:
     return source
 
 
+def _hf_stream(source: Any) -> Any:
+    """A Hugging Face ``datasets.Dataset`` or ``IterableDataset`` as an Arrow stream (a dict of
+    splits is a ``TypeError``); any other source as it is. ``datasets`` is never imported: its
+    objects are recognised by the module of their class, and only they load ``_hf``."""
+    if not any(cls.__module__.startswith("datasets.") for cls in type(source).__mro__):
+        return source
+    from arrow_dlpack import _hf
+
+    return _hf.hf_stream(source)
+
+
 class _ProgressLine:
     """Rows per second on standard error while a terminal watches a :class:`Batches`; a last
     line when the iteration ends."""
@@ -298,8 +309,9 @@ def batches(
     (``.parquet``, ``.pq``: projected, row groups decoded in parallel), any object with
     ``__arrow_c_stream__`` (a pyarrow Table, RecordBatch or RecordBatchReader, a polars
     DataFrame, a DuckDB result, nanoarrow) or a list of such objects (read one after another),
-    or a ``ray.data.Dataset`` or ``DataIterator`` (its blocks, read as they come:
-    :func:`arrow_dlpack.ray.arrow_stream`).
+    a ``ray.data.Dataset`` or ``DataIterator`` (its blocks, read as they come:
+    :func:`arrow_dlpack.ray.arrow_stream`), or a Hugging Face ``datasets.Dataset`` (its Arrow
+    table, in the order of its indices mapping) or ``IterableDataset`` (its batches).
     It may also be a URL, or a list of URLs, of such files in object storage: ``s3://``,
     ``gs://``, ``az://``/``abfs(s)://`` or ``http(s)://``; an object, a prefix (every object under
     it) or a glob (``s3://bucket/train/*.parquet``), listed and sorted by key. Credentials and
@@ -343,7 +355,14 @@ def batches(
       ``"jagged"`` gives ``name`` ``(N,)`` and ``name + "_offsets"`` ``(B + 1,)``. A dict
       instead of a mode sets ``mode`` (default ``"pad"``) and, for ``"pad"``, ``pad_value``,
       ``max_length``, ``pad_to_multiple_of``, ``padding_side``, ``truncation_side``. A list
-      column that is loaded must be named here.
+      column that is loaded must be named here. A text column (``string``, ``large_string``,
+      ``string_view``) is loaded as its token ids with ``"tokenizer"`` (a path to a
+      ``tokenizer.json``, a ``tokenizers.Tokenizer`` or a ``transformers`` fast tokenizer) and
+      ``"add_special_tokens"`` (default True), tokenized on the loader's threads. Mode
+      ``"concat"`` packs the documents into rows of exactly ``max_length`` tokens (required)
+      for pretraining, with ``bos_token_id``, ``eos_token_id`` and ``split_documents``:
+      ``name`` ``(B, max_length)``, ``name + "_position_ids"``, ``name + "_cu_seqlens"``,
+      ``name + "_max_seqlen"``; ``batch_size`` then counts these rows.
     - ``max_tokens`` cuts batches of whole rows by tokens instead of rows: a batch's largest
       sequence tensor holds at most ``max_tokens`` values (``B * L`` padded, ``N`` packed or
       jagged); ``batch_size`` then bounds the rows, and ``len()`` is unknown.
@@ -386,6 +405,7 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
     }
     _check_options(None, **spec)
     rank, world_size = python.get("rank"), python.get("world_size")
+    source = _hf_stream(source)
     blocks = _ray_blocks(source)
     if blocks is not source and rank is None:
         # Ray shards its datasets itself (`streaming_split`, Ray Train's dataset shards), and

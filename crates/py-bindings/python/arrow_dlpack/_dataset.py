@@ -17,6 +17,7 @@ from arrow_dlpack._arrow_dlpack import _check_options
 from arrow_dlpack._batches import (
     _DATASET_KEY,
     Batches,
+    _hf_stream,
     _is_ray_dataset,
     _open,
     _shard,
@@ -179,7 +180,7 @@ class BatchDataset(IterableDataset):
         }
         storage_options = options.get("storage_options")
         found = _check_options(
-            source,
+            _hf_stream(source),
             storage_options=dict(storage_options) if storage_options is not None else None,
             shard_index=shard[0],
             num_shards=shard[1],

@@ -53,6 +53,33 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
             Some(kind) => return raise(kind, tensor_message(inner)),
             None => return PyMemoryError::new_err(chain(&error)),
         },
+        // A column to tokenize (by `ad.tokenize`, or by a sequence with a tokenizer) that is not
+        // text, in PyArrow's type names.
+        E::UnsupportedColumn {
+            column,
+            data_type,
+            metadata,
+            expected,
+            ..
+        } if *expected == arrow_dlpack_loader::TEXT_TYPES
+            || *expected == arrow_dlpack_loader::TOKENIZED_TEXT_TYPES =>
+        {
+            let field = Field::new(column.as_str(), data_type.clone(), true)
+                .with_metadata(metadata.clone());
+            let purpose = if *expected == arrow_dlpack_loader::TEXT_TYPES {
+                ""
+            } else {
+                " for a sequence with a tokenizer"
+            };
+            return raise(
+                Kind::Type,
+                format!(
+                    "cannot tokenize column {column:?} of type {}; expected a string, \
+                     large_string or string_view column{purpose}",
+                    field_type_name(&field)
+                ),
+            );
+        }
         // A column of a type the loader cannot load, in PyArrow's names (extension types
         // included) and with the remedy in Python's words.
         E::UnsupportedColumn {
@@ -61,11 +88,11 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
             metadata,
             as_sequence,
             every_column,
-            expected,
+            ..
         } => {
             let field = Field::new(column.as_str(), data_type.clone(), true)
                 .with_metadata(metadata.clone());
-            let mut message = unsupported_column_message(column, &field, *as_sequence, expected);
+            let mut message = unsupported_column_message(column, &field, *as_sequence);
             // A column that was not named but loaded as one of every column: which keyword
             // selects the columns.
             if *every_column {
@@ -184,19 +211,11 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
 /// The loader's refusal of a column's type, in Python's words: PyArrow's name of the type (an
 /// extension type's included), and for a list the `sequences=` entry that loads it, with the
 /// user's column name.
-fn unsupported_column_message(
-    column: &str,
-    field: &Field,
-    as_sequence: bool,
-    expected: &str,
-) -> String {
+fn unsupported_column_message(column: &str, field: &Field, as_sequence: bool) -> String {
     let type_name = field_type_name(field);
     let single = "a numeric or boolean column, a fixed-size list of numbers, or an \
                   arrow.fixed_shape_tensor column";
-    // The loader's text columns (`ad.tokenize`), whose types it names as arrow-rs does.
-    let expected = if expected.contains("utf8") {
-        "a string, large_string or string_view column".to_string()
-    } else if as_sequence {
+    let expected = if as_sequence {
         "a list, large_list, list_view or large_list_view of numbers, booleans, fixed-size lists \
          or fixed-shape tensors, for a sequence"
             .to_string()

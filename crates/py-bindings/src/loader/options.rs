@@ -5,7 +5,7 @@
 
 use arrow_dlpack_loader::{
     BatchSpec, ColumnGroup, LoaderState, OptionDecl, OptionScope, OptionType, OptionValue,
-    PadValue, STATE_VERSION, Sequence, SequenceMode, Side,
+    PadValue, STATE_VERSION, Sequence, SequenceMode, SequenceTokenizer, Side,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyMapping, PyString};
@@ -263,13 +263,18 @@ fn groups(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<ColumnGroup>> {
 }
 
 /// The keys of a sequence given as a mapping.
-const SEQUENCE_KEYS: [&str; 6] = [
+const SEQUENCE_KEYS: [&str; 11] = [
     "mode",
     "pad_value",
     "max_length",
     "pad_to_multiple_of",
     "padding_side",
     "truncation_side",
+    "tokenizer",
+    "add_special_tokens",
+    "bos_token_id",
+    "eos_token_id",
+    "split_documents",
 ];
 
 /// Sequences: a mapping from column name to a mode (`"pad"`, `"pack"`, `"jagged"`) or to a
@@ -300,11 +305,25 @@ fn sequences(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<Sequence>> {
             &how,
             &format!("a mode ({modes}) or a dict with keys {SEQUENCE_KEYS:?}"),
         )?;
+        let mut add_special_tokens = None;
         for item in options.items()?.iter() {
             let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
             let key = string(&format!("a key of {at}"), &key)?;
             let here = format!("{at}[{key:?}]");
             match key.as_str() {
+                "tokenizer" if value.is_none() => sequence.tokenizer = None,
+                "tokenizer" => {
+                    let tokenizer = crate::tokenizer::tokenizer_from_python(&value)?;
+                    sequence.tokenizer = Some(SequenceTokenizer::new(tokenizer));
+                }
+                "add_special_tokens" => add_special_tokens = Some(flag(&here, &value)?),
+                "bos_token_id" => {
+                    sequence.bos_token_id = optional(&value, |value| token_id(&here, value))?;
+                }
+                "eos_token_id" => {
+                    sequence.eos_token_id = optional(&value, |value| token_id(&here, value))?;
+                }
+                "split_documents" => sequence.split_documents = flag(&here, &value)?,
                 "mode" => sequence.mode = mode(&here, &value)?,
                 "pad_value" => sequence.pad_value = pad_value(&here, &value)?,
                 "max_length" => {
@@ -322,9 +341,28 @@ fn sequences(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<Sequence>> {
                 }
             }
         }
+        if let Some(add) = add_special_tokens {
+            let Some(tokenizer) = sequence.tokenizer.take() else {
+                return Err(errors::value_error(format!(
+                    "{at} sets add_special_tokens without a tokenizer; expected it only beside \
+                     \"tokenizer\""
+                )));
+            };
+            sequence.tokenizer = Some(tokenizer.add_special_tokens(add));
+        }
         sequences.push(sequence);
     }
     Ok(sequences)
+}
+
+/// A token id: an int (or an integer with `__index__`) in the range of int64.
+fn token_id(at: &str, value: &Bound<'_, PyAny>) -> PyResult<i64> {
+    let value = integer(at, value)?;
+    value.extract().map_err(|_| {
+        errors::value_error(format!(
+            "{at} is {value}; expected a token id in the range of int64"
+        ))
+    })
 }
 
 /// A sequence's mode from its name ([`SequenceMode`]'s `FromStr`).

@@ -8,12 +8,13 @@ use std::collections::VecDeque;
 
 use arrow_dlpack::RaggedTensor;
 use arrow_dlpack_tensor::DType;
-use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
 mod batch;
+pub(crate) mod stage;
 
+pub use crate::state::{CarriedRow, ConcatCarry};
 pub use batch::ConcatBatch;
 
 /// The number of rows kept open for best-fit packing when the options do not say.
@@ -58,25 +59,6 @@ impl ConcatPackOptions {
             drop_last: false,
         }
     }
-}
-
-/// A row not yet handed out: its tokens, and the lengths of its documents' pieces in order.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CarriedRow {
-    /// The tokens, at most `max_length`.
-    pub tokens: Vec<i64>,
-    /// The lengths of the segments (a document's piece each), summing to the tokens' count.
-    pub segments: Vec<u32>,
-}
-
-/// The rows a [`ConcatPacker`] holds between two batches, to resume it with
-/// [`ConcatPacker::resume`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConcatCarry {
-    /// Rows that are complete and wait for a batch, in order.
-    pub closed: Vec<CarriedRow>,
-    /// Rows being filled, in the order they were opened: at most one with `split_documents`.
-    pub open: Vec<CarriedRow>,
 }
 
 /// Packs documents into rows of exactly `max_length` tokens.
@@ -150,6 +132,11 @@ impl ConcatPacker {
     /// The options.
     pub fn options(&self) -> &ConcatPackOptions {
         &self.options
+    }
+
+    /// The type of the tokens.
+    pub fn dtype(&self) -> DType {
+        self.dtype
     }
 
     /// The rows not yet handed out, to resume from.

@@ -1,0 +1,237 @@
+"""Hugging Face ``datasets`` objects as sources of the loader.
+
+A ``datasets.Dataset`` becomes an Arrow stream over its table (memory-mapped cache files or in
+memory), read without a copy unless the dataset has an indices mapping (``shuffle``,
+``select``, ``filter``, ``train_test_split``), whose rows are taken in its order, one slice of the
+mapping at a time.
+A ``datasets.IterableDataset`` becomes the Arrow stream of its batches
+(``with_format("arrow").iter``).
+``Array2D`` ... ``Array5D`` columns (nested lists in storage) become ``arrow.fixed_shape_tensor``
+columns over the same values, after their offsets are checked to be regular.
+
+Nothing here imports ``datasets``: its objects are recognised by the names of their classes.
+"""
+
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import pyarrow as pa  # type: ignore[import-untyped]
+
+__all__ = ["is_hf_source", "hf_stream"]
+
+#: The rows taken from a dataset's table per record batch, through its indices mapping; and the
+#: rows per record batch asked of an ``IterableDataset``.
+SLICE_ROWS = 65_536
+ITERABLE_ROWS = 1_000
+
+#: The schema metadata key under which the stream of a ``Dataset`` carries its fingerprint, so
+#: that a saved state (which digests the schema of a stream) identifies the dataset.
+FINGERPRINT_KEY = b"arrow_dlpack.datasets_fingerprint"
+
+_ARRAY_TYPES = {f"Array{n}DExtensionType" for n in range(2, 6)}
+
+
+def _kind(source: Any) -> Optional[str]:
+    """The name of the ``datasets`` class that ``source`` is (or subclasses), or None."""
+    for cls in type(source).__mro__:
+        if cls.__module__.startswith("datasets.") and cls.__name__ in (
+            "Dataset",
+            "IterableDataset",
+            "DatasetDict",
+            "IterableDatasetDict",
+        ):
+            return str(cls.__name__)
+    return None
+
+
+def is_hf_source(source: Any) -> bool:
+    """Whether ``source`` is a ``datasets`` Dataset, IterableDataset or one of their dicts."""
+    return _kind(source) is not None
+
+
+def hf_stream(source: Any) -> Any:
+    """``source`` as an object with ``__arrow_c_stream__`` (and ``num_rows`` for a Dataset);
+    a ``TypeError`` for a dict of splits; any other source as it is."""
+    kind = _kind(source)
+    if kind is None:
+        return source
+    if kind in ("DatasetDict", "IterableDatasetDict"):
+        splits = ", ".join(repr(str(name)) for name in source)
+        first = next(iter(source), "train")
+        raise TypeError(
+            f"a {kind} holds the splits {splits or '(none)'}; pass one of them, "
+            f"ds[{str(first)!r}]"
+        )
+    if kind == "Dataset":
+        return _DatasetStream(source)
+    return _IterableStream(source)
+
+
+def _array_columns(schema: pa.Schema) -> List[int]:
+    """The indices of the ``Array2D`` ... ``Array5D`` columns of ``schema``."""
+    return [
+        index
+        for index, field in enumerate(schema)
+        if type(field.type).__name__ in _ARRAY_TYPES
+    ]
+
+
+def _tensor_type(field: pa.Field) -> pa.DataType:
+    """The ``arrow.fixed_shape_tensor`` type of an ``ArrayND`` field."""
+    shape = tuple(field.type.shape)
+    if any(dim is None for dim in shape):
+        raise TypeError(
+            f"column {field.name!r} is an array feature of shape {shape} with a variable "
+            "dimension; expected a fixed shape (a variable one is a list column for sequences=)"
+        )
+    storage = field.type.storage_type
+    for _ in shape:
+        storage = storage.value_type
+    return pa.fixed_shape_tensor(storage, list(shape))
+
+
+def _regular_values(name: str, column: Any, shape: Tuple[int, ...], first_row: int) -> Any:
+    """The values of an ``ArrayND`` chunk (nested lists) as one flat array, checked: every
+    list of every level holds exactly its dimension's items. A null or ragged row is a
+    ``ValueError`` naming it (counted from ``first_row``, the chunk's first row in the source)."""
+    import numpy as np
+
+    level = column.storage if isinstance(column, pa.ExtensionArray) else column
+    rows = len(level)
+    # Items of the current level that make one row of the column.
+    per_row = 1
+    for depth, dim in enumerate(shape):
+        if level.null_count:
+            first = int(np.flatnonzero(~np.asarray(level.is_valid()))[0])
+            what = "null" if depth == 0 else "holds a null"
+            raise ValueError(
+                f"row {first_row + first // per_row} of column {name!r} {what}; an array "
+                f"feature needs a "
+                f"value of shape {shape} in every row"
+            )
+        offsets = np.asarray(level.offsets)
+        lengths = np.diff(offsets)
+        bad = np.flatnonzero(lengths != dim)
+        if bad.size:
+            at = int(bad[0])
+            raise ValueError(
+                f"row {first_row + at // per_row} of column {name!r} is ragged: a list of "
+                f"{int(lengths[at])} "
+                f"items at depth {depth}; expected {dim} (shape {shape})"
+            )
+        start = int(offsets[0]) if offsets.size else 0
+        level = level.values.slice(start, rows * per_row * dim)
+        per_row *= dim
+    return level
+
+
+def _as_tensors(
+    batch: pa.RecordBatch, columns: List[int], types: Dict[int, Any], schema: Any, first_row: int
+) -> Any:
+    """``batch`` with its ``ArrayND`` columns as ``arrow.fixed_shape_tensor`` columns over the
+    same values (no copy); ``types`` and ``schema`` are worked out once per stream, since each
+    access to a ``datasets`` extension type deserialises it."""
+    if not columns:
+        return batch
+    arrays = list(batch.columns)
+    for index in columns:
+        tensor_type = types[index]
+        shape = tuple(tensor_type.shape)
+        size = 1
+        for dim in shape:
+            size *= dim
+        values = _regular_values(schema.field(index).name, arrays[index], shape, first_row)
+        storage = pa.FixedSizeListArray.from_arrays(values, size)
+        arrays[index] = pa.ExtensionArray.from_storage(tensor_type, storage)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _tensor_schema(schema: pa.Schema, types: Dict[int, Any]) -> pa.Schema:
+    """``schema`` with the ``ArrayND`` fields as tensor fields, metadata kept."""
+    fields = [
+        pa.field(field.name, types[index], field.nullable, field.metadata)
+        if index in types
+        else field
+        for index, field in enumerate(schema)
+    ]
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+class _DatasetStream:
+    """A ``datasets.Dataset`` as an Arrow stream: its table, or its rows taken through its
+    indices mapping; the dataset's fingerprint in the schema's metadata."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+        table = dataset.data.table
+        indices = dataset._indices
+        self.num_rows = int(indices.num_rows if indices is not None else table.num_rows)
+        metadata = dict(table.schema.metadata or {})
+        metadata[FINGERPRINT_KEY] = str(dataset._fingerprint).encode()
+        self.table = table.replace_schema_metadata(metadata)
+        self.columns = _array_columns(self.table.schema)
+        self.types = {index: _tensor_type(self.table.schema.field(index)) for index in self.columns}
+        self.schema = _tensor_schema(self.table.schema, self.types)
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        indices = self.dataset._indices
+        row = 0
+        if indices is None:
+            for batch in self.table.to_batches():
+                yield _as_tensors(batch, self.columns, self.types, self.schema, row)
+                row += batch.num_rows
+            return
+        mapping = indices.table.column(0) if hasattr(indices, "table") else indices.column(0)
+        for start in range(0, len(mapping), SLICE_ROWS):
+            taken = self.table.take(mapping.slice(start, SLICE_ROWS))
+            for batch in taken.to_batches():
+                yield _as_tensors(batch, self.columns, self.types, self.schema, row)
+                row += batch.num_rows
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        if not self.columns and self.dataset._indices is None:
+            return self.table.__arrow_c_stream__(requested_schema)
+        reader = pa.RecordBatchReader.from_batches(self.schema, self._batches())
+        return reader.__arrow_c_stream__(requested_schema)
+
+    def __repr__(self) -> str:
+        return f"<arrow stream of {type(self.dataset).__name__} of {self.num_rows} rows>"
+
+
+class _IterableStream:
+    """A ``datasets.IterableDataset`` as the Arrow stream of its batches, read as they come."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        tables = iter(self.dataset.with_format("arrow").iter(batch_size=ITERABLE_ROWS))
+        first = next(tables, None)
+        if first is None:
+            features = getattr(self.dataset, "features", None)
+            if features is None:
+                raise ValueError(
+                    "the IterableDataset is empty and does not declare its features; "
+                    "expected at least one row or known features"
+                )
+            schema = features.arrow_schema
+            columns = _array_columns(schema)
+            types = {index: _tensor_type(schema.field(index)) for index in columns}
+            reader = pa.RecordBatchReader.from_batches(_tensor_schema(schema, types), [])
+            return reader.__arrow_c_stream__(requested_schema)
+        columns = _array_columns(first.schema)
+        types = {index: _tensor_type(first.schema.field(index)) for index in columns}
+        schema = _tensor_schema(first.schema, types)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            table, row = first, 0
+            while table is not None:
+                for batch in table.to_batches():
+                    yield _as_tensors(batch, columns, types, schema, row)
+                    row += batch.num_rows
+                table = next(tables, None)
+
+        reader = pa.RecordBatchReader.from_batches(schema, batches())
+        return reader.__arrow_c_stream__(requested_schema)
+
+    def __repr__(self) -> str:
+        return f"<arrow stream of {type(self.dataset).__name__}>"
