@@ -48,11 +48,19 @@ pub fn batches(source: Source, spec: BatchSpec) -> Result<Batches> {
 pub fn outline(source: Source, spec: &BatchSpec) -> Result<Outline> {
     spec.validate()?;
     let plan = plan(source, spec)?;
-    let num_rows = plan.num_rows;
     Ok(Outline {
-        num_rows,
-        num_batches: num_rows.and_then(|rows| spec.batches_for(rows)),
+        num_rows: plan.num_rows,
+        num_batches: batch_count(&plan, spec),
     })
+}
+
+/// The batches a loader of `spec` over `plan` yields, when known: a planned epoch's (see
+/// [`BatchSpec::max_tokens`]), or those that the rows make when batches are cut by rows.
+fn batch_count(plan: &crate::source::Plan, spec: &BatchSpec) -> Option<usize> {
+    match &plan.planned {
+        Some(batches) => Some(batches.len()),
+        None => plan.num_rows.and_then(|rows| spec.batches_for(rows)),
+    }
 }
 
 /// What [`outline`] finds: the numbers of rows and batches a loader would yield.
@@ -101,7 +109,7 @@ impl Batches {
         spec.validate()?;
         let plan = plan(source, &spec)?;
         let num_rows = plan.num_rows;
-        let num_batches = num_rows.and_then(|rows| spec.batches_for(rows));
+        let num_batches = batch_count(&plan, &spec);
         let writable = spec.writable;
         let position = spec.state.as_ref().and_then(|state| {
             // A merged state gives no position: each shard starts at the start of its items.
@@ -117,12 +125,19 @@ impl Batches {
             .clone()
             .unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
         let thread_stop = stop.clone();
-        let pieces = plan.pieces;
+        let (pieces, planned) = (plan.pieces, plan.planned);
         let thread = std::thread::Builder::new()
             .name("arrow-dlpack-loader".to_string())
             .spawn(move || {
                 let result = catch_quietly(|| {
-                    rebatch::run(&spec, pieces, &start, &sender, &thread_stop);
+                    rebatch::run(
+                        &spec,
+                        pieces,
+                        &start,
+                        planned.as_ref(),
+                        &sender,
+                        &thread_stop,
+                    );
                 });
                 if let Err(payload) = result {
                     let _ = sender.send(Err(Error::from_panic(payload)));
