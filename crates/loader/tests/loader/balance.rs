@@ -317,3 +317,31 @@ fn a_planned_state_is_refused_elsewhere_and_merges_only_before_its_first_batch()
         .unwrap();
     assert!(chain(&error).contains("batch 10000"), "{}", chain(&error));
 }
+
+#[test]
+fn a_merged_state_of_an_unplanned_run_plans_the_rest_of_its_epoch_over_new_shards() {
+    let files = files();
+    let make = || Source::IpcFiles(vec![files.ipc.clone()]);
+    // One shard cuts as it reads: in order, its state is a row inside a unit.
+    let spec = specs().remove(0);
+    let mut loader = batches(make(), spec.clone()).unwrap();
+    let mut given = Vec::new();
+    for _ in 0..5 {
+        given.extend(values::<i64>(
+            loader.next().unwrap().unwrap().get("id").unwrap(),
+        ));
+    }
+    let merged = merge_states(&[loader.state()]).unwrap();
+    drop(loader);
+    for count in [2, 3] {
+        let shards = epoch_of(&make, &spec.clone().state(merged.clone()), count);
+        let mut rest: Vec<i64> = shards.iter().flat_map(|shard| ids(shard)).collect();
+        rest.extend(&given);
+        rest.sort_unstable();
+        assert_eq!(
+            rest,
+            (0..total_rows()).collect::<Vec<_>>(),
+            "{count} shards"
+        );
+    }
+}
