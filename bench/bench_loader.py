@@ -25,7 +25,9 @@ from ``loader_sequences.py`` (``--sequences-rows``, ``--sequences-only``), befor
 (Ray's ``iter_torch_batches`` with its default collation and with ``ad.ray.collate_fn``, and
 ``ad.batches`` over the dataset) from ``loader_ray.py`` (``--ray-rows``, ``--ray-only``), and
 after it "### Resuming" (the time to the first batch of a loader resumed at 90% of the Parquet
-file, as a share of a full pass) from ``loader_resume.py``, and last
+file, as a share of a full pass) from ``loader_resume.py``, then "### Balance" (batches per
+shard and tokens per batch of planned epochs over 2 and 3 ranks, and the planning pass's cost)
+from ``loader_balance.py``, and last
 "### Object storage" (the Parquet workload through ``s3://`` from moto's S3 server on loopback)
 from ``loader_object_store.py``.
 """
@@ -51,6 +53,7 @@ import torch
 
 import arrow_dlpack as ad
 
+import loader_balance
 import loader_object_store
 import loader_ray
 import loader_resume
@@ -533,6 +536,9 @@ def main() -> int:
     log("==> resuming")
     resume = loader_resume.run(args.rows, args.repetitions, log)
     page = page.rstrip("\n") + "\n\n" + resume
+    log("==> balance across ranks")
+    balance = loader_balance.run(args.sequences_rows, 3, log)
+    page = page.rstrip("\n") + "\n\n" + balance
     log("==> object storage")
     remote = loader_object_store.run(args.rows, args.repetitions, log)
     page = page.rstrip("\n") + "\n\n" + remote

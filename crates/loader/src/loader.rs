@@ -51,12 +51,21 @@ pub fn outline(source: Source, spec: &BatchSpec) -> Result<Outline> {
     // A "concat" sequence is planned as the reading of its documents.
     let documents = ConcatStage::split(spec)?.map(|(documents, _)| documents);
     let plan = plan(source, documents.as_ref().unwrap_or(spec))?;
-    // The rows of packed batches are not known in advance.
-    let num_rows = plan.num_rows.filter(|_| documents.is_none());
+    // The rows and batches of packed batches are not known in advance.
+    let packed = documents.is_some();
     Ok(Outline {
-        num_rows,
-        num_batches: num_rows.and_then(|rows| spec.batches_for(rows)),
+        num_rows: plan.num_rows.filter(|_| !packed),
+        num_batches: batch_count(&plan, spec).filter(|_| !packed),
     })
+}
+
+/// The batches a loader of `spec` over `plan` yields, when known: a planned epoch's (see
+/// [`BatchSpec::max_tokens`]), or those that the rows make when batches are cut by rows.
+fn batch_count(plan: &crate::source::Plan, spec: &BatchSpec) -> Option<usize> {
+    match &plan.planned {
+        Some(batches) => Some(batches.len()),
+        None => plan.num_rows.and_then(|rows| spec.batches_for(rows)),
+    }
 }
 
 /// What [`outline`] finds: the numbers of rows and batches a loader would yield.
@@ -114,9 +123,9 @@ impl Batches {
         if let (Some(stage), Some(outer)) = (&concat, &outer) {
             stage.outer_settings(outer, &mut plan.settings);
         }
-        // The rows of packed batches are not known in advance.
+        // The rows and batches of packed batches are not known in advance.
         let num_rows = plan.num_rows.filter(|_| concat.is_none());
-        let num_batches = num_rows.and_then(|rows| spec.batches_for(rows));
+        let num_batches = batch_count(&plan, &spec).filter(|_| concat.is_none());
         let writable = spec.writable;
         let position = spec.state.as_ref().and_then(|state| {
             // A merged state gives no position: each shard starts at the start of its items.
@@ -132,12 +141,19 @@ impl Batches {
             .clone()
             .unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
         let thread_stop = stop.clone();
-        let pieces = plan.pieces;
+        let (pieces, planned) = (plan.pieces, plan.planned);
         let thread = std::thread::Builder::new()
             .name("arrow-dlpack-loader".to_string())
             .spawn(move || {
                 let result = catch_quietly(|| {
-                    rebatch::run(&spec, pieces, &start, &sender, &thread_stop);
+                    rebatch::run(
+                        &spec,
+                        pieces,
+                        &start,
+                        planned.as_ref(),
+                        &sender,
+                        &thread_stop,
+                    );
                 });
                 if let Err(payload) = result {
                     let _ = sender.send(Err(Error::from_panic(payload)));
@@ -197,7 +213,8 @@ impl Batches {
 
     /// The batches this loader has left to yield (all of them before the first `next()`), when
     /// [`num_rows`](Batches::num_rows) is known and batches are cut by rows (not by
-    /// [`BatchSpec::max_tokens`]); 0 once the iteration ended.
+    /// [`BatchSpec::max_tokens`]), or the epoch is planned (a token budget or length buckets
+    /// over several shards of files); 0 once the iteration ended.
     pub fn len(&self) -> Option<usize> {
         if self.done {
             return Some(0);

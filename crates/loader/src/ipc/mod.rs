@@ -397,7 +397,7 @@ pub(crate) struct IpcRecordBatch {
 /// The planned record batches `units` of `files`, decoded in their order on the loader thread;
 /// the blocks of objects are fetched up to [`FETCH_AHEAD`] record batches ahead.
 pub(crate) fn read_planned(
-    files: Vec<IpcFile>,
+    files: Arc<Vec<IpcFile>>,
     units: Vec<IpcRecordBatch>,
 ) -> impl Iterator<Item = Result<RecordBatch>> + Send {
     #[cfg(feature = "object-store")]

@@ -174,6 +174,18 @@ impl ParquetFile {
         object.remote().spawn(object.fetch_ranges(ranges))
     }
 
+    /// The same file with its decoding projected onto `columns` instead (names absent from the
+    /// file are left out).
+    pub(crate) fn projected(&self, columns: &[String]) -> Result<Self> {
+        let indices = file::projection(&self.full_schema, columns);
+        let mask = ProjectionMask::roots(self.metadata.parquet_schema(), indices.iter().copied());
+        Ok(ParquetFile {
+            mask,
+            schema: Arc::new(self.full_schema.project(&indices)?),
+            ..self.clone()
+        })
+    }
+
     /// The path the file was opened at (the URL of an object).
     pub(crate) fn path(&self) -> &Path {
         match &self.location {

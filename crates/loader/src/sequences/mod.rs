@@ -1,12 +1,14 @@
 //! Variable-length list columns as sequence tensors: what a [`Sequence`] asks for (here), the
-//! tensors of a batch made from its runs of rows (`tensors.rs`), and the token cost of a batch,
-//! against which [`BatchSpec::max_tokens`](crate::BatchSpec) cuts (`tokens.rs`).
+//! tensors of a batch made from its runs of rows (`tensors.rs`), the token cost of a batch,
+//! against which [`BatchSpec::max_tokens`](crate::BatchSpec) cuts (`tokens.rs`), and the plan of
+//! an epoch's batches over several shards, cut from the rows' lengths alone (`plan/`).
 
 use std::fmt;
 use std::str::FromStr;
 
 use crate::Error;
 
+pub(crate) mod plan;
 pub(crate) mod tensors;
 pub(crate) mod text;
 pub(crate) mod tokens;

@@ -65,6 +65,15 @@ impl RowLengths {
 
 /// The kept lengths of the rows of the list array `array`.
 fn kept_lengths(sequence: &Sequence, array: &dyn Array) -> Result<Vec<usize>> {
+    Ok(raw_lengths(sequence, array)?
+        .into_iter()
+        .map(|length| sequence.kept(length))
+        .collect())
+}
+
+/// The lengths of the rows of the list array `array` of `sequence`'s column before truncation,
+/// 0 for a null row (a null row is refused, or loaded empty, when its batch is made).
+pub(crate) fn raw_lengths(sequence: &Sequence, array: &dyn Array) -> Result<Vec<usize>> {
     let nulls = array.logical_nulls();
     let is_null = |row: usize| nulls.as_ref().is_some_and(|nulls| nulls.is_null(row));
     let raw: Vec<usize> = if let Some(list) = array.as_list_opt::<i32>() {
@@ -98,13 +107,7 @@ fn kept_lengths(sequence: &Sequence, array: &dyn Array) -> Result<Vec<usize>> {
     Ok(raw
         .into_iter()
         .enumerate()
-        .map(|(row, length)| {
-            if is_null(row) {
-                0
-            } else {
-                sequence.kept(length)
-            }
-        })
+        .map(|(row, length)| if is_null(row) { 0 } else { length })
         .collect())
 }
 
@@ -151,6 +154,21 @@ impl<'a> Budget<'a> {
         self.rows == self.max_rows
     }
 
+    /// The tokens of the batch so far: those of its largest sequence tensor.
+    pub(crate) fn tokens(&self) -> usize {
+        self.sequences
+            .iter()
+            .enumerate()
+            .map(|(c, (_, sequence))| match sequence.mode {
+                SequenceMode::Pad => self
+                    .rows
+                    .saturating_mul(sequence.padded_length(self.longest[c])),
+                SequenceMode::Pack | SequenceMode::Jagged | SequenceMode::Concat => self.total[c],
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Adds the row whose kept length in sequence column `c` is `length(c)`, unless the batch is
     /// full; a row that alone exceeds the budget is an error.
     pub(crate) fn add(&mut self, length: impl Fn(usize) -> usize) -> Result<Fit> {
@@ -186,7 +204,7 @@ impl<'a> Budget<'a> {
         for c in 0..self.sequences.len() {
             let kept = length(c);
             self.longest[c] = self.longest[c].max(kept);
-            self.total[c] += kept;
+            self.total[c] = self.total[c].saturating_add(kept);
         }
         self.rows += 1;
         Ok(Fit::Added)
@@ -217,13 +235,26 @@ pub(crate) fn cut_from_end(
     rows: &[(usize, usize)],
     lengths: &[RowLengths],
 ) -> Result<Option<usize>> {
+    cut_from_end_by(cutting, sequences, rows.len(), |at, c| {
+        let (piece, row) = rows[at];
+        lengths[piece].get(c, row)
+    })
+}
+
+/// [`cut_from_end`] of `len` rows whose kept length in sequence column `c` is `length(at, c)`
+/// for the row at index `at`.
+pub(crate) fn cut_from_end_by(
+    cutting: Cutting,
+    sequences: &[(usize, Sequence)],
+    len: usize,
+    length: impl Fn(usize, usize) -> usize,
+) -> Result<Option<usize>> {
     if cutting.max_tokens.is_none() {
-        return Ok(rows.len().checked_sub(cutting.batch_size));
+        return Ok(len.checked_sub(cutting.batch_size));
     }
     let mut budget = Budget::new(cutting, sequences);
-    for (at, &(piece, row)) in rows.iter().enumerate().rev() {
-        let of = &lengths[piece];
-        if budget.add(|c| of.get(c, row))? == Fit::Full {
+    for at in (0..len).rev() {
+        if budget.add(|c| length(at, c))? == Fit::Full {
             return Ok(Some(at + 1));
         }
     }

@@ -14,10 +14,12 @@ use crate::file::{Format, format_of};
 use crate::ipc::{self, IpcFile, IpcRecordBatch, StreamInput};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
 use crate::rng::Rng;
+use crate::sequences::plan::ShardBatches;
 use crate::state::{Item, Settings, Start, Work};
 use crate::{BatchSpec, Error, Result};
 
 mod identity;
+mod planned;
 mod start;
 
 pub(crate) use identity::sequence_settings;
@@ -146,6 +148,9 @@ pub(crate) struct Plan {
     /// A flag that the source's background work (fetches from object storage) watches, set
     /// when the loader is stopped so that a wait for a slow server ends at once.
     pub(crate) stop: Option<Arc<AtomicBool>>,
+    /// The shard's planned batches, when the epoch is planned (its pieces are then the whole
+    /// units of the items these batches read, in the order they first need them).
+    pub(crate) planned: Option<ShardBatches>,
 }
 
 /// The columns the spec reads, or `None` for all.
@@ -172,6 +177,13 @@ fn epoch_order<T>(mut units: Vec<T>, spec: &BatchSpec) -> Vec<T> {
         Rng::new(spec.epoch_seed(), UNIT_STREAM).shuffle(&mut units);
     }
     units
+}
+
+/// The epoch's order of `units` ([`epoch_order`]) and, for each unit of that order, its index
+/// in `units`.
+fn epoch_order_indexed<T: Copy>(units: &[T], spec: &BatchSpec) -> (Vec<T>, Vec<usize>) {
+    let indices = epoch_order((0..units.len()).collect::<Vec<usize>>(), spec);
+    (indices.iter().map(|&index| units[index]).collect(), indices)
 }
 
 /// Reads the metadata of `source` and plans this shard's record batches from where it starts.
@@ -253,6 +265,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                 settings,
                 start,
                 stop: None,
+                planned: None,
             })
         }
     }
@@ -276,16 +289,20 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         })
         .collect();
     let settings = identity::settings(spec, identity::ipc_files(&files));
-    let order = epoch_order(units, spec);
+    let (order, source_unit) = epoch_order_indexed(&units, spec);
     let unit_rows: Vec<u64> = order.iter().map(|unit| unit.rows as u64).collect();
     let (work, start) = resume(spec, &settings, Some(&unit_rows))?;
-    let items = file_items(&work, spec, &start);
-    let num_rows = rows_left(
-        &items,
-        |unit| order[unit as usize].rows as u64,
-        &start,
-        spec,
-    )?;
+    let files = Arc::new(files);
+    let (items, num_rows, batches) = if let Start::Plan { .. } = start {
+        let lengths = planned::ipc_lengths(&files, &settings.source, spec)?;
+        let (batches, items) = planned::shard_batches(spec, &work, &start, &source_unit, &lengths)?;
+        (items, batches.rows.len() as u64, Some(batches))
+    } else {
+        let items = file_items(&work, spec, &start);
+        let unit_rows = |unit: u64| order[unit as usize].rows as u64;
+        let num_rows = rows_left(&items, unit_rows, &start, spec)?;
+        (items, num_rows, None)
+    };
     // The record batches are read in the items' order (the blocks of objects fetched ahead).
     let planned: Vec<IpcRecordBatch> = items
         .iter()
@@ -305,6 +322,7 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         settings,
         start,
         stop: None,
+        planned: batches,
     })
 }
 
@@ -331,11 +349,18 @@ fn plan_parquet_files(
         }
     }
     let settings = identity::settings(spec, identity::parquet_files(&files));
-    let order = epoch_order(units, spec);
+    let (order, source_unit) = epoch_order_indexed(&units, spec);
     let unit_rows: Vec<u64> = order.iter().map(|unit| unit.rows).collect();
     let (work, start) = resume(spec, &settings, Some(&unit_rows))?;
-    let items = file_items(&work, spec, &start);
-    let num_rows = rows_left(&items, |unit| order[unit as usize].rows, &start, spec)?;
+    let (items, num_rows, batches) = if let Start::Plan { .. } = start {
+        let lengths = planned::parquet_lengths(&files, &settings.source, spec)?;
+        let (batches, items) = planned::shard_batches(spec, &work, &start, &source_unit, &lengths)?;
+        (items, batches.rows.len() as u64, Some(batches))
+    } else {
+        let items = file_items(&work, spec, &start);
+        let num_rows = rows_left(&items, |unit| order[unit as usize].rows, &start, spec)?;
+        (items, num_rows, None)
+    };
     let mut planned: Vec<RowGroup> = items
         .iter()
         .map(|(_, item)| order[item.unit as usize])
@@ -378,6 +403,7 @@ fn plan_parquet_files(
         settings,
         start,
         stop: None,
+        planned: batches,
     })
 }
 
@@ -402,6 +428,7 @@ fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Result<Plan> 
         settings,
         start,
         stop: None,
+        planned: None,
     })
 }
 

@@ -6,17 +6,20 @@ use std::collections::VecDeque;
 
 use arrow_array::RecordBatch;
 
+use super::planned::is_planned;
 use super::{Pieces, Raw, Tagged, total_rows};
 use crate::state::{Item, Resuming, Settings, Start, Work};
 use crate::{BatchSpec, Result};
 
 /// Where the shard starts, and the work, from the spec's state (checked against `settings` and
-/// the source's units, `unit_rows` when the metadata tells them) or the epoch's start.
+/// the source's units, `unit_rows` when the metadata tells them) or the epoch's start. Files
+/// (whose units are known) plan their epochs when the spec asks for it.
 pub(super) fn resume(
     spec: &BatchSpec,
     settings: &Settings,
     unit_rows: Option<&[u64]>,
 ) -> Result<(Work, Start)> {
+    let planned = unit_rows.is_some() && is_planned(spec);
     match &spec.state {
         Some(state) => {
             let start = state.start_for(&Resuming {
@@ -24,21 +27,24 @@ pub(super) fn resume(
                 epoch: spec.epoch,
                 shard: [spec.shard_index as u64, spec.num_shards as u64],
                 unit_rows,
+                planned,
             })?;
             Ok((state.work.clone(), start))
         }
         None => Ok((
             Work::all(unit_rows.map(|rows| rows.len() as u64)),
-            Start::beginning(settings),
+            Start::beginning(settings, planned),
         )),
     }
 }
 
 /// The items the shard reads from `start` on, in order: for a window, those of the rows it
-/// carries, then every item from the window's start.
+/// carries, then every item from the window's start. (A planned shard's items come from its
+/// plan, never from here.)
 fn requested(start: &Start) -> (Vec<u64>, u64) {
     match start {
         Start::Rows { item, .. } => (Vec::new(), *item),
+        Start::Plan { .. } => (Vec::new(), 0),
         Start::Window(window) => {
             let mut carried: Vec<u64> = window.carried.iter().map(|&[item, _]| item).collect();
             carried.sort_unstable();
@@ -97,6 +103,7 @@ pub(super) fn rows_left(
             )?;
             Ok(from.saturating_sub(window.skip.saturating_mul(spec.batch_size as u64)))
         }
+        Start::Plan { .. } => total_rows(items.iter().map(|(_, it)| rows_of(it))),
     }
 }
 

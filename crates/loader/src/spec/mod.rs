@@ -140,10 +140,11 @@ options::batch_spec! {
         /// most this many tokens (values of the list columns): `B * L` for a padded `(B, L)`
         /// tensor, `N` for packed or jagged values `(N,)`.
         /// `batch_size` then bounds the rows of a batch; the row count varies, the number of
-        /// batches is not known in advance, and a row that alone exceeds the budget (after
-        /// truncation to `max_length`) is an error. Needs `sequences`. With `drop_last`, the
-        /// last batch is dropped when the end of the data cut it short of the budget and of
-        /// `batch_size`.
+        /// batches is not known in advance (unless the epoch is planned: over several shards of
+        /// files, every shard gets as many batches, cut from the rows' lengths read first), and
+        /// a row that alone exceeds the budget (after truncation to `max_length`) is an error.
+        /// Needs `sequences`. With `drop_last`, the last batch is dropped when the end of the
+        /// data cut it short of the budget and of `batch_size`.
         #[option(OptionalUsize, Stream, default = None)]
         pub max_tokens: Option<usize>,
         /// Sort the rows of each window of `buffer_size` rows by length before cutting batches.
@@ -151,7 +152,8 @@ options::batch_spec! {
         /// The length of a row is the longest of its sequence columns, so that a batch holds
         /// rows of similar length and pads little; with `shuffle`, the rows are shuffled before
         /// the sort (ties stay random) and the order of the window's batches is shuffled after
-        /// it. Needs `sequences`.
+        /// it. Needs `sequences`. Over several shards of files the epoch is planned, as with
+        /// `max_tokens`, so that every shard gets as many batches.
         #[option(Bool, Stream, default = false)]
         pub bucket_by_length: bool,
         /// The epoch: with `shuffle`, epoch `e` is shuffled with the seed `seed + e`.

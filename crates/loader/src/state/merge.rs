@@ -31,7 +31,8 @@ pub const MAX_MERGED_ENTRIES: u64 = 1 << 20;
 ///
 /// The rows left in a shuffle window are worked out by replaying the window's shuffle from the
 /// sizes it records; a state saved inside a window whose batches are cut by tokens or sorted by
-/// length (which only the data decide) is refused. A window of more than [`MAX_REPLAY_ROWS`]
+/// length (which only the data decide) is refused, and so is a state of a planned epoch after
+/// its first batch (see [`Position::Plan`]). A window of more than [`MAX_REPLAY_ROWS`]
 /// rows, or a merged state of more than [`MAX_MERGED_ENTRIES`] new items and ranges (shards
 /// that far apart), is refused before anything is allocated for it.
 pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
@@ -79,7 +80,8 @@ pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
             }
         };
         let is_window = matches!(state.position, Some(Position::Window { .. }));
-        if state.position.is_some() && is_window != windowed {
+        let is_plan = matches!(state.position, Some(Position::Plan { .. }));
+        if state.position.is_some() && !is_plan && is_window != windowed {
             return bad(format!(
                 "the state of shard {shard} has a position {} rows by window, and its settings \
                  {}",
@@ -92,7 +94,15 @@ pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
             ));
         }
         let next = match &state.position {
-            None => 0,
+            None | Some(Position::Plan { batch: 0 }) => 0,
+            Some(Position::Plan { batch }) => {
+                return bad(format!(
+                    "the state of shard {shard} is {batch} batches into a planned epoch (a token \
+                     budget or length buckets over several shards), whose batches the rows' \
+                     lengths decide, so a merge cannot tell which rows are left; resume with \
+                     the same shards, or start the epoch again"
+                ));
+            }
             Some(Position::Rows { item, row }) if *row == 0 => {
                 if let Some(len) = shard_len.filter(|&len| *item > len) {
                     return bad(format!(

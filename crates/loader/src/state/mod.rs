@@ -9,7 +9,9 @@
 //! items are dealt round-robin to the shards, so shard `t` of `n` reads items `t`, `t + n`, ...
 //! A shard's [`Position`] is an index into its own items: the next row in order, or, when rows
 //! are shuffled, the window being drawn from (replayed from its generator's state, the rows it
-//! carried over and the batches it already gave).
+//! carried over and the batches it already gave), or, when the epoch's batches are planned
+//! from the rows' lengths (a token budget or length buckets over several shards), the number of
+//! the shard's planned batches given.
 //!
 //! The files: `settings.rs` holds what fixes the batches ([`Settings`], with the source's
 //! identity) and its comparison; `start.rs` checks a state against the loader that resumes it,
@@ -184,6 +186,14 @@ pub enum Position {
         sizes: Vec<u64>,
         /// The batches of this window already given.
         emitted: u64,
+    },
+    /// Batches of a planned epoch (a token budget or length buckets over several shards, whose
+    /// batches every shard works out from the rows' lengths before reading): the next batch
+    /// is batch `batch` of the shard's planned batches. The plan itself is not saved: it is
+    /// worked out again, the same, from the source, the settings, the epoch and the shards.
+    Plan {
+        /// The batches of the shard's plan already given.
+        batch: u64,
     },
 }
 

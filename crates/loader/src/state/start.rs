@@ -18,6 +18,8 @@ pub(crate) enum Start {
     Rows { item: u64, row: u64 },
     /// Shuffle windows, from the window record.
     Window(WindowStart),
+    /// The shard's planned batches from batch `batch` on.
+    Plan { batch: u64 },
 }
 
 /// A shuffled stream's start: the generator, the rows carried over, the first item to read, and
@@ -31,9 +33,11 @@ pub(crate) struct WindowStart {
 }
 
 impl Start {
-    /// The start of the epoch: the first row, or the first window.
-    pub(crate) fn beginning(settings: &Settings) -> Start {
-        if windowed(settings) {
+    /// The start of the epoch: the first planned batch, the first row, or the first window.
+    pub(crate) fn beginning(settings: &Settings, planned: bool) -> Start {
+        if planned {
+            Start::Plan { batch: 0 }
+        } else if windowed(settings) {
             Start::Window(WindowStart {
                 rng: None,
                 carried: Vec::new(),
@@ -62,6 +66,8 @@ pub(crate) struct Resuming<'a> {
     /// The rows of each unit in the epoch's order when the source's metadata tells (files);
     /// `None` for streams.
     pub(crate) unit_rows: Option<&'a [u64]>,
+    /// Whether the loader plans its batches from the rows' lengths.
+    pub(crate) planned: bool,
 }
 
 impl LoaderState {
@@ -95,7 +101,22 @@ impl LoaderState {
             .check(unit_rows.map(|rows| rows.len() as u64), unit_rows)?;
         let windowed = windowed(loader.settings);
         match (&self.position, windowed) {
-            (None, _) => Ok(Start::beginning(loader.settings)),
+            (None, _) => Ok(Start::beginning(loader.settings, loader.planned)),
+            // The planned count is checked when the plan is made.
+            (Some(Position::Plan { batch }), _) if loader.planned => {
+                Ok(Start::Plan { batch: *batch })
+            }
+            (Some(Position::Plan { .. }), _) => bad(
+                "the state's position is in a planned epoch (a token budget or length buckets \
+                 over several shards of files); this loader cuts its batches as it reads"
+                    .to_string(),
+            ),
+            (Some(_), _) if loader.planned => bad(
+                "the state's position is of a stream cut as it was read; this loader plans its \
+                 epoch (a token budget or length buckets over several shards of files): start \
+                 the epoch again, or resume with the version that saved the state"
+                    .to_string(),
+            ),
             (Some(Position::Rows { item, row }), false) => {
                 self.check_rows_position(loader, *item, *row)?;
                 Ok(Start::Rows {

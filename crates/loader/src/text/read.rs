@@ -141,7 +141,7 @@ fn ipc_files(paths: &[PathBuf], files: Vec<IpcFile>) -> Result<SourceBatches> {
     Ok(SourceBatches {
         schema,
         num_rows: Some(num_rows),
-        batches: Box::new(ipc::read_planned(files, units)),
+        batches: Box::new(ipc::read_planned(std::sync::Arc::new(files), units)),
         stop: None,
     })
 }

@@ -4,6 +4,7 @@ mod data;
 #[cfg(feature = "object-store")]
 mod http_server;
 
+mod balance;
 mod boundaries;
 mod codecs;
 mod collate;

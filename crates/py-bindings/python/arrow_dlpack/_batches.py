@@ -365,10 +365,14 @@ def batches(
       ``name + "_max_seqlen"``; ``batch_size`` then counts these rows.
     - ``max_tokens`` cuts batches of whole rows by tokens instead of rows: a batch's largest
       sequence tensor holds at most ``max_tokens`` values (``B * L`` padded, ``N`` packed or
-      jagged); ``batch_size`` then bounds the rows, and ``len()`` is unknown.
+      jagged); ``batch_size`` then bounds the rows, and ``len()`` is unknown (but see below).
     - ``bucket_by_length`` sorts the rows of each ``buffer_size`` window by length before
       cutting batches (and, with ``shuffle``, shuffles the order of the batches), so that
       padded batches pad little.
+    - With ``max_tokens`` or ``bucket_by_length`` over several shards (ranks, DataLoader
+      workers) of files, the epoch's batches are planned from every row's length (one pass
+      over the sequence columns, kept per process): every shard gets the same number of
+      batches, which ``len()`` gives, so no rank waits for another at the end of an epoch.
     - ``epoch``: with ``shuffle``, epoch ``e`` is shuffled with ``seed + e``, so one seed gives a
       new reproducible order each epoch (default: the ``state``'s epoch, else 0).
     - ``state``: continue from a position saved with ``state_dict()`` of an earlier iterator

@@ -1,0 +1,383 @@
+//! A planned epoch: every batch of every shard worked out from the lengths of the sequence rows
+//! before any data is read, so that each shard gets the same number of batches, each within the
+//! token budget and, cut greedily, about as full as the others.
+//!
+//! Under a token budget or length buckets the batches depend on the data, so shards that each
+//! cut their own rows get different numbers of batches, and a distributed run waits forever for
+//! the shard that ran out. Here every shard computes the same global plan from the same inputs
+//! (the rows' lengths, the seed and the epoch) and takes its share:
+//!
+//! 1. The epoch's items (units, or some rows of them, in the epoch's order) are read in windows
+//!    of whole items holding at least `max(buffer_size, batch_size)` rows with the rows carried
+//!    in; each window is shuffled, sorted by length and cut from its end into batches as an
+//!    unplanned loader cuts a shuffle window (`window.rs`). The rows too few for a batch are
+//!    carried into the next window; those of the last window make a short batch.
+//! 2. The number of batches is made a multiple of the shards (`remainder.rs`): with
+//!    `drop_last` the short batch and the lightest batches are dropped; without it the heaviest
+//!    batches are split into balanced parts, so that every row is kept.
+//! 3. Shard `s` of `n` takes the batches `s * T .. (s + 1) * T` of the list (`T` the count over
+//!    `n`): consecutive batches, so that a shard reads the items of about `1 / n` of the windows
+//!    rather than a part of every window. Only the windows of its batches are cut again to list
+//!    their rows (the first pass keeps each window's carried rows and its batches' sizes).
+//!
+//! What it costs: the lengths take 4 bytes per row and sequence column (`SourceLengths`); the
+//! first pass holds one window's rows at a time and a few numbers per batch; the shard's batches
+//! list its rows (8 bytes each).
+
+use std::ops::Range;
+
+use crate::sequences::Sequence;
+use crate::sequences::tokens::Cutting;
+use crate::{Error, Result};
+
+mod remainder;
+mod window;
+
+use remainder::{Summary, parts, split, weight};
+use window::cut_window;
+
+/// A row of a planned epoch: the index of its item among the plan's items, and its row in the
+/// item's unit.
+pub(crate) type Row = (u32, u32);
+
+/// The lengths of the rows of a source's units before truncation, per sequence column (in the
+/// order of [`BatchSpec::sequences`](crate::BatchSpec)), 0 for a null row; lengths beyond
+/// `u32::MAX` are kept as `u32::MAX`, more than any budget.
+#[derive(Debug, Default)]
+pub(crate) struct SourceLengths {
+    /// The first row of each unit among all the rows, then the number of rows.
+    starts: Vec<u64>,
+    /// `columns[c][row]`: the length of each row of the source, units one after another.
+    columns: Vec<Vec<u32>>,
+}
+
+impl SourceLengths {
+    /// No units yet, of `columns` sequence columns.
+    pub(crate) fn new(columns: usize) -> Self {
+        SourceLengths {
+            starts: vec![0],
+            columns: vec![Vec::new(); columns],
+        }
+    }
+
+    /// Appends the next unit, whose rows have the lengths `lengths[c]` in column `c` (as many in
+    /// every column).
+    pub(crate) fn push_unit(&mut self, lengths: &[Vec<usize>]) -> Result<()> {
+        let rows = lengths.first().map_or(0, Vec::len);
+        for (column, unit) in self.columns.iter_mut().zip(lengths) {
+            reserve(column, unit.len())?;
+            column.extend(
+                unit.iter()
+                    .map(|&length| u32::try_from(length).unwrap_or(u32::MAX)),
+            );
+        }
+        let end = self.starts.last().copied().unwrap_or(0) + rows as u64;
+        reserve(&mut self.starts, 1)?;
+        self.starts.push(end);
+        Ok(())
+    }
+
+    /// The number of units.
+    pub(crate) fn units(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    /// The rows of unit `unit`.
+    pub(crate) fn unit_rows(&self, unit: usize) -> u64 {
+        self.starts[unit + 1] - self.starts[unit]
+    }
+
+    /// The length of row `row` of unit `unit` in column `column`.
+    fn get(&self, unit: usize, row: u32, column: usize) -> usize {
+        self.columns[column][(self.starts[unit] + u64::from(row)) as usize] as usize
+    }
+}
+
+/// What a plan is cut by: the spec's options, with the epoch's seed.
+pub(crate) struct PlanOptions<'a> {
+    /// Rows or tokens, and whether rows are sorted by length.
+    pub(crate) cutting: Cutting,
+    /// The sequence columns, each with the index of its lengths in [`SourceLengths`].
+    pub(crate) sequences: &'a [(usize, Sequence)],
+    /// Whether windows are shuffled.
+    pub(crate) shuffle: bool,
+    /// The epoch's seed.
+    pub(crate) seed: u64,
+    /// The rows of a window (at least; at least `batch_size` too).
+    pub(crate) buffer_size: usize,
+    /// Whether the remainder is dropped rather than split.
+    pub(crate) drop_last: bool,
+    /// The shards.
+    pub(crate) num_shards: usize,
+}
+
+/// One item of the epoch's work: the unit whose lengths it reads (its index in
+/// [`SourceLengths`]) and its rows in that unit (ascending ranges, cut to the unit), `None` for
+/// all of them.
+#[derive(Debug, Clone)]
+pub(crate) struct PlanItem {
+    pub(crate) unit: usize,
+    pub(crate) rows: Option<Vec<[u64; 2]>>,
+}
+
+/// A shard's planned batches from some batch on: the items it reads, in the order its batches
+/// first need them, and the rows of each batch.
+#[derive(Debug, Default)]
+pub(crate) struct ShardBatches {
+    /// The plan's items to read, by index, in order.
+    pub(crate) reads: Vec<u32>,
+    /// The rows of the batches, one batch after another: the index of the row's item in
+    /// `reads`, and its row in the item's unit.
+    pub(crate) rows: Vec<Row>,
+    /// The end of each batch in `rows`.
+    pub(crate) ends: Vec<usize>,
+    /// The index of the first of these batches among the shard's.
+    pub(crate) first: u64,
+}
+
+impl ShardBatches {
+    /// The number of batches listed.
+    pub(crate) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The rows of batch `index` of those listed.
+    pub(crate) fn batch(&self, index: usize) -> &[Row] {
+        let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
+        &self.rows[start..self.ends[index]]
+    }
+}
+
+/// What the passes share: the options, the lengths and the items.
+pub(super) struct Context<'a> {
+    options: &'a PlanOptions<'a>,
+    lengths: &'a SourceLengths,
+    items: &'a [PlanItem],
+}
+
+impl Context<'_> {
+    /// The kept length of `row` in sequence column `c`.
+    fn kept(&self, (item, row): Row, c: usize) -> usize {
+        let (column, sequence) = &self.options.sequences[c];
+        let unit = self.items[item as usize].unit;
+        sequence.kept(self.lengths.get(unit, row, *column))
+    }
+
+    /// The longest kept length of `row`: its bucketing key.
+    fn longest(&self, row: Row) -> usize {
+        (0..self.options.sequences.len())
+            .map(|c| self.kept(row, c))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The rows of item `item`.
+    fn item_rows(&self, item: usize) -> u64 {
+        let PlanItem { unit, rows } = &self.items[item];
+        let all = self.lengths.unit_rows(*unit);
+        match rows {
+            None => all,
+            Some(ranges) => ranges
+                .iter()
+                .map(|&[a, b]| b.min(all).saturating_sub(a))
+                .sum(),
+        }
+    }
+
+    /// The rows of the items `items`.
+    fn rows_in(&self, items: Range<usize>) -> usize {
+        items.map(|item| self.item_rows(item) as usize).sum()
+    }
+
+    /// Appends the rows of item `item` to `rows`.
+    fn push_rows(&self, item: usize, rows: &mut Vec<Row>) {
+        let PlanItem { unit, rows: ranges } = &self.items[item];
+        let all = self.lengths.unit_rows(*unit);
+        let whole = [[0, all]];
+        for &[a, b] in ranges.as_deref().unwrap_or(&whole) {
+            // Units and items were checked to fit in 32 bits when the plan started.
+            rows.extend((a..b.min(all)).map(|row| (item as u32, row as u32)));
+        }
+    }
+}
+
+/// Reserves room for `more` values in `values`; a refusal is an out-of-memory error.
+pub(super) fn reserve<T>(values: &mut Vec<T>, more: usize) -> Result<()> {
+    values.try_reserve(more).map_err(|_| {
+        Error::from(arrow_dlpack_tensor::Error::OutOfMemory {
+            bytes: more.saturating_mul(std::mem::size_of::<T>()),
+        })
+    })
+}
+
+/// A window as the first pass leaves it: its items, the rows carried into it, and its batches.
+struct Window {
+    items: Range<usize>,
+    carried: Vec<Row>,
+    last: bool,
+    batches: Vec<Summary>,
+}
+
+/// The batches of shard `shard` of the epoch whose work is `items`, from its batch `from` on,
+/// and the number of batches every shard gets.
+///
+/// Every shard that calls this with the same options, lengths and items gets its own part of
+/// one plan: the shards' batches are disjoint, each row is in at most one of them (in exactly
+/// one unless the remainder dropped it), and every shard has as many.
+pub(crate) fn plan_shard(
+    options: &PlanOptions<'_>,
+    lengths: &SourceLengths,
+    items: &[PlanItem],
+    shard: usize,
+    from: u64,
+) -> Result<(ShardBatches, u64)> {
+    check_sizes(lengths, items)?;
+    let context = Context {
+        options,
+        lengths,
+        items,
+    };
+    let windows = first_pass(&context)?;
+    let summaries: Vec<Summary> = windows
+        .iter()
+        .flat_map(|window| window.batches.iter().copied())
+        .collect();
+    let parts = parts(&summaries, options.num_shards, options.drop_last);
+    let count: u64 = parts.iter().map(|&p| u64::from(p)).sum();
+    let per_shard = count / options.num_shards.max(1) as u64;
+    if from > per_shard {
+        return Err(Error::InvalidState {
+            reason: format!(
+                "the state's position is batch {from} of its shard; the shard has {per_shard} \
+                 batches in this epoch's plan"
+            ),
+        });
+    }
+    let wanted = shard as u64 * per_shard + from..(shard as u64 + 1) * per_shard;
+    let batches = second_pass(&context, &windows, &parts, wanted, from)?;
+    Ok((batches, per_shard))
+}
+
+/// Refuses a source whose units or items cannot be numbered in 32 bits (a [`Row`]).
+fn check_sizes(lengths: &SourceLengths, items: &[PlanItem]) -> Result<()> {
+    let too_many = |what: String| {
+        Err(Error::InvalidSpec {
+            reason: format!(
+                "{what}; a token budget or length buckets over several shards plan at most \
+                 2**32 units of at most 2**32 rows"
+            ),
+        })
+    };
+    if u32::try_from(items.len()).is_err() {
+        return too_many(format!("the epoch has {} units", items.len()));
+    }
+    for unit in 0..lengths.units() {
+        let rows = lengths.unit_rows(unit);
+        if u32::try_from(rows).is_err() {
+            return too_many(format!("unit {unit} has {rows} rows"));
+        }
+    }
+    Ok(())
+}
+
+/// Cuts every window in turn, keeping what the second pass needs to cut one again alone.
+fn first_pass(context: &Context<'_>) -> Result<Vec<Window>> {
+    let options = context.options;
+    let size = options.buffer_size.max(options.cutting.batch_size);
+    let mut windows = Vec::new();
+    let mut carried: Vec<Row> = Vec::new();
+    let mut next = 0;
+    loop {
+        let start = next;
+        let mut rows = carried.len();
+        while (rows < size) && next < context.items.len() {
+            rows += context.item_rows(next) as usize;
+            next += 1;
+        }
+        if rows == 0 {
+            break;
+        }
+        let last = next == context.items.len();
+        let cut = cut_window(context, windows.len(), &carried, start..next, last)?;
+        let batches = cut
+            .batches
+            .iter()
+            .map(|(range, short)| {
+                Ok(Summary {
+                    rows: range.len() as u64,
+                    weight: weight(context, &cut.rows[range.clone()])?,
+                    short: *short,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        windows.push(Window {
+            items: start..next,
+            carried: std::mem::replace(&mut carried, cut.leftover),
+            last,
+            batches,
+        });
+        if last {
+            break;
+        }
+    }
+    Ok(windows)
+}
+
+/// Lists the rows of the batches `wanted` (indices into the whole list, after the remainder)
+/// from the windows that hold them, numbering the items as the batches first need them; `from`
+/// is the shard's index of the first.
+fn second_pass(
+    context: &Context<'_>,
+    windows: &[Window],
+    parts: &[u32],
+    wanted: Range<u64>,
+    from: u64,
+) -> Result<ShardBatches> {
+    let mut out = ShardBatches {
+        first: from,
+        ..ShardBatches::default()
+    };
+    let mut read_of: Vec<u32> = vec![u32::MAX; context.items.len()];
+    let mut at: u64 = 0;
+    let mut parts = parts.iter().copied();
+    for (index, window) in windows.iter().enumerate() {
+        let window_parts: Vec<u32> = parts.by_ref().take(window.batches.len()).collect();
+        let count: u64 = window_parts.iter().map(|&p| u64::from(p)).sum();
+        if at + count <= wanted.start || at >= wanted.end {
+            at += count;
+            continue;
+        }
+        let cut = cut_window(
+            context,
+            index,
+            &window.carried,
+            window.items.clone(),
+            window.last,
+        )?;
+        for ((range, _), &p) in cut.batches.iter().zip(&window_parts) {
+            if p == 0 {
+                continue;
+            }
+            let rows = &cut.rows[range.clone()];
+            for part in split(context, rows, p as usize)? {
+                if wanted.contains(&at) {
+                    reserve(&mut out.rows, part.len())?;
+                    for &(item, row) in &rows[part] {
+                        let read = &mut read_of[item as usize];
+                        if *read == u32::MAX {
+                            *read = out.reads.len() as u32;
+                            out.reads.push(item);
+                        }
+                        out.rows.push((*read, row));
+                    }
+                    out.ends.push(out.rows.len());
+                }
+                at += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,83 @@
+//! One window of a planned epoch: its rows (those carried in, then its items' rows), shuffled
+//! and sorted as the options say, and cut into batches from the end; the rows too few for a
+//! batch are carried into the next window, or make the epoch's last, short batch.
+
+use std::ops::Range;
+
+use super::{Context, Row, reserve};
+use crate::Result;
+use crate::rng::Rng;
+use crate::sequences::tokens::cut_from_end_by;
+
+/// The stream of a window's generator, mixed with the window's index, so that each window is
+/// shuffled by a generator of its own (a window is cut again, alone, when a shard takes its
+/// batches).
+const WINDOW_STREAM: u64 = 3;
+
+/// A window cut into batches.
+pub(super) struct WindowCut {
+    /// The window's rows in their final order (shuffled, sorted by length).
+    pub(super) rows: Vec<Row>,
+    /// Each batch's rows (a range of `rows`) in the order the batches are given, and whether
+    /// the batch is the epoch's last, short one.
+    pub(super) batches: Vec<(Range<usize>, bool)>,
+    /// The rows carried into the next window, in their order.
+    pub(super) leftover: Vec<Row>,
+}
+
+/// Cuts window `index`, whose rows are `carried` and those of the items `items`; `last` when it
+/// is the epoch's last window (its rows left over make a short batch).
+pub(super) fn cut_window(
+    context: &Context<'_>,
+    index: usize,
+    carried: &[Row],
+    items: Range<usize>,
+    last: bool,
+) -> Result<WindowCut> {
+    let options = context.options;
+    let mut rows: Vec<Row> = Vec::new();
+    reserve(&mut rows, context.rows_in(items.clone()) + carried.len())?;
+    rows.extend_from_slice(carried);
+    for item in items {
+        context.push_rows(item, &mut rows);
+    }
+    let mut rng = Rng::new(
+        options.seed,
+        WINDOW_STREAM ^ ((index as u64).wrapping_add(1) << 16),
+    );
+    if options.shuffle {
+        rng.shuffle(&mut rows);
+    }
+    if options.cutting.bucket_by_length {
+        // Stable, so that rows of one length keep the shuffled order.
+        rows.sort_by_key(|&row| context.longest(row));
+    }
+    let mut batches = Vec::new();
+    let mut end = rows.len();
+    while let Some(start) = cut_from_end_by(options.cutting, options.sequences, end, |at, c| {
+        context.kept(rows[at], c)
+    })? {
+        batches.push((start..end, false));
+        end = start;
+    }
+    let leftover = if last {
+        if end > 0 {
+            batches.push((0..end, true));
+        }
+        Vec::new()
+    } else {
+        rows[..end].to_vec()
+    };
+    if options.cutting.bucket_by_length && options.shuffle {
+        rng.shuffle(&mut batches);
+    } else {
+        // Cut from the end: reversed, the batches come in the rows' order (shortest first when
+        // sorted by length).
+        batches.reverse();
+    }
+    Ok(WindowCut {
+        rows,
+        batches,
+        leftover,
+    })
+}

@@ -1,0 +1,256 @@
+//! Planned epochs of files: the one pass over the sequence columns that reads every row's
+//! length, kept per process by the source's identity, and the shard's batches cut from them (see
+//! [`crate::sequences::plan`]).
+//!
+//! A token budget or length buckets over several shards plan the epoch; one shard, and streams
+//! and readers (which cannot be read twice), cut their batches as they read.
+//!
+//! The pass reads as little as each format allows. An IPC file's record batch is decoded as views
+//! of its map, so the pass reads the list columns' offsets (and validity) and no values; an IPC
+//! object's record batches are fetched whole. A Parquet file keeps a list's lengths only in its
+//! repetition levels, which share pages with the values, so its row groups are decoded with a
+//! projection onto the sequence columns alone (for an object, only those column chunks are
+//! fetched).
+
+use std::sync::{Arc, Mutex};
+
+use arrow_array::RecordBatch;
+
+use crate::ipc::{self, IpcFile, IpcRecordBatch};
+use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
+use crate::sequences::plan::{PlanItem, PlanOptions, ShardBatches, SourceLengths, plan_shard};
+use crate::sequences::tokens::raw_lengths;
+use crate::state::{Item, SourceIdentity, Start, Work};
+use crate::{BatchSpec, Error, Result};
+
+/// The sources whose lengths a process keeps: a loader per epoch (and `BatchDataset`'s checks)
+/// finds them again without a pass.
+const CACHED_SOURCES: usize = 4;
+
+/// What the lengths are kept by: the source and its sequence columns.
+#[derive(PartialEq)]
+struct Key {
+    source: SourceIdentity,
+    columns: Vec<String>,
+}
+
+/// The lengths kept, the latest last.
+static CACHE: Mutex<Vec<(Key, Arc<SourceLengths>)>> = Mutex::new(Vec::new());
+
+/// Whether `spec` plans its epochs over files.
+pub(super) fn is_planned(spec: &BatchSpec) -> bool {
+    spec.num_shards > 1 && (spec.max_tokens.is_some() || spec.bucket_by_length)
+}
+
+/// The lengths of `source`'s sequence rows, from the cache or from `read`.
+///
+/// The cache is only tried (`try_lock`), never waited for: a lock held elsewhere (or inherited
+/// locked by a forked child) means a pass of our own, never a wait.
+fn lengths_of(
+    source: &SourceIdentity,
+    spec: &BatchSpec,
+    read: impl FnOnce() -> Result<SourceLengths>,
+) -> Result<Arc<SourceLengths>> {
+    let key = Key {
+        source: source.clone(),
+        columns: spec.sequences.iter().map(|s| s.column.clone()).collect(),
+    };
+    if let Ok(cache) = CACHE.try_lock()
+        && let Some((_, lengths)) = cache.iter().find(|(k, _)| *k == key)
+    {
+        return Ok(lengths.clone());
+    }
+    let lengths = Arc::new(read()?);
+    let mut evicted = None;
+    if let Ok(mut cache) = CACHE.try_lock() {
+        cache.retain(|(k, _)| *k != key);
+        if cache.len() >= CACHED_SOURCES {
+            evicted = Some(cache.remove(0));
+        }
+        cache.push((key, lengths.clone()));
+    }
+    // The evicted lengths are freed here, after the lock.
+    drop(evicted);
+    Ok(lengths)
+}
+
+/// The lengths of the sequence rows of `batch` (a part of a unit), per sequence column.
+fn batch_lengths(spec: &BatchSpec, batch: &RecordBatch) -> Result<Vec<Vec<usize>>> {
+    spec.sequences
+        .iter()
+        .map(|sequence| {
+            let column =
+                batch
+                    .column_by_name(&sequence.column)
+                    .ok_or_else(|| Error::MissingColumn {
+                        column: sequence.column.clone(),
+                        available: batch
+                            .schema()
+                            .fields()
+                            .iter()
+                            .map(|field| field.name().clone())
+                            .collect(),
+                    })?;
+            raw_lengths(sequence, column.as_ref())
+        })
+        .collect()
+}
+
+/// Gathers units' lengths from record batches tagged with their unit, in order; a unit that
+/// gave no record batch has no rows.
+struct Gather<'a> {
+    spec: &'a BatchSpec,
+    lengths: SourceLengths,
+    unit: usize,
+    pending: Vec<Vec<usize>>,
+}
+
+impl<'a> Gather<'a> {
+    fn new(spec: &'a BatchSpec) -> Self {
+        Gather {
+            spec,
+            lengths: SourceLengths::new(spec.sequences.len()),
+            unit: 0,
+            pending: vec![Vec::new(); spec.sequences.len()],
+        }
+    }
+
+    /// Ends the units before `unit`.
+    fn reach(&mut self, unit: usize) -> Result<()> {
+        while self.unit < unit {
+            self.lengths.push_unit(&self.pending)?;
+            self.pending.iter_mut().for_each(Vec::clear);
+            self.unit += 1;
+        }
+        Ok(())
+    }
+
+    fn add(&mut self, unit: usize, batch: &RecordBatch) -> Result<()> {
+        self.reach(unit)?;
+        for (pending, lengths) in self
+            .pending
+            .iter_mut()
+            .zip(batch_lengths(self.spec, batch)?)
+        {
+            pending.extend(lengths);
+        }
+        Ok(())
+    }
+
+    fn finish(mut self, units: usize) -> Result<SourceLengths> {
+        self.reach(units)?;
+        Ok(self.lengths)
+    }
+}
+
+/// The lengths of every row group of `files`, decoded projected onto the sequence columns.
+pub(super) fn parquet_lengths(
+    files: &[ParquetFile],
+    source: &SourceIdentity,
+    spec: &BatchSpec,
+) -> Result<Arc<SourceLengths>> {
+    lengths_of(source, spec, || {
+        let columns: Vec<String> = spec.sequences.iter().map(|s| s.column.clone()).collect();
+        let mut units = Vec::new();
+        let mut projected = Vec::with_capacity(files.len());
+        for (file, parquet) in files.iter().enumerate() {
+            for (row_group, rows) in parquet.row_group_rows()?.into_iter().enumerate() {
+                units.push(RowGroup {
+                    file,
+                    row_group,
+                    rows,
+                    skip: 0,
+                });
+            }
+            projected.push(parquet.projected(&columns)?);
+        }
+        let count = units.len();
+        let mut gather = Gather::new(spec);
+        for piece in ParquetPieces::start(projected, units, spec.decode_thread_count())? {
+            let (unit, batch, _) = piece?;
+            gather.add(unit, &batch)?;
+        }
+        gather.finish(count)
+    })
+}
+
+/// The lengths of every record batch of `files`.
+pub(super) fn ipc_lengths(
+    files: &Arc<Vec<IpcFile>>,
+    source: &SourceIdentity,
+    spec: &BatchSpec,
+) -> Result<Arc<SourceLengths>> {
+    lengths_of(source, spec, || {
+        let units: Vec<IpcRecordBatch> = files
+            .iter()
+            .enumerate()
+            .flat_map(|(file, ipc)| {
+                ipc.rows()
+                    .iter()
+                    .enumerate()
+                    .map(move |(index, &rows)| IpcRecordBatch { file, index, rows })
+            })
+            .collect();
+        let count = units.len();
+        let mut gather = Gather::new(spec);
+        for (unit, batch) in ipc::read_planned(files.clone(), units).enumerate() {
+            gather.add(unit, &batch?)?;
+        }
+        gather.finish(count)
+    })
+}
+
+/// The shard's planned batches of the epoch's `work`, from where `start` says, and the items it
+/// reads for them (each numbered by its place in the list, its unit whole); `source_unit` gives
+/// the index among the source's units (the lengths' order) of each unit of the epoch's order.
+pub(super) fn shard_batches(
+    spec: &BatchSpec,
+    work: &Work,
+    start: &Start,
+    source_unit: &[usize],
+    lengths: &SourceLengths,
+) -> Result<(ShardBatches, Vec<(u64, Item)>)> {
+    let from = match start {
+        Start::Plan { batch } => *batch,
+        _ => 0,
+    };
+    let total = work.total().unwrap_or(0);
+    let mut work_items = Vec::new();
+    let mut items = Vec::new();
+    for w in 0..total {
+        let Some(item) = work.global(w) else { break };
+        let unit = usize::try_from(item.unit)
+            .ok()
+            .and_then(|unit| source_unit.get(unit))
+            .copied()
+            .ok_or_else(|| Error::InvalidState {
+                reason: format!("work item unit {} is past the source's units", item.unit),
+            })?;
+        items.push(PlanItem {
+            unit,
+            rows: item.rows.clone(),
+        });
+        work_items.push(item);
+    }
+    let sequences: Vec<_> = spec.sequences.iter().cloned().enumerate().collect();
+    let options = PlanOptions {
+        cutting: spec.cutting(),
+        sequences: &sequences,
+        shuffle: spec.shuffle,
+        seed: spec.epoch_seed(),
+        buffer_size: spec.buffer_size,
+        drop_last: spec.drop_last,
+        num_shards: spec.num_shards,
+    };
+    let (batches, _) = plan_shard(&options, lengths, &items, spec.shard_index, from)?;
+    let reads = batches
+        .reads
+        .iter()
+        .enumerate()
+        .map(|(k, &item)| {
+            let unit = work_items[item as usize].unit;
+            (k as u64, Item { unit, rows: None })
+        })
+        .collect();
+    Ok((batches, reads))
+}

@@ -1,0 +1,214 @@
+"""Even batches across ranks under token budgets and length buckets: with ``max_tokens`` or
+``bucket_by_length`` over several shards of files, 2 and 3 simulated ranks (and ranks x 2
+DataLoader workers) get the same number of batches in every epoch, shuffled and resumed, each
+row once, every batch within its budget; a planned state merges only before its first batch.
+
+Without the plan, the round-robin deal of these uneven row groups gives one rank several times
+the rows of another, and as many times the batches.
+"""
+
+import io
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from torch.utils.data import DataLoader
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+import arrow_dlpack as ad
+
+# Row groups (and IPC record batches) of very different sizes.
+SIZES = [150, 4, 3, 12, 5, 2, 30, 3, 6, 40, 2, 5]
+ROWS = sum(SIZES)
+ID = ["id"]
+
+
+def _length(i):
+    """A skewed length from 1 to 40: many short rows, few long ones."""
+    return min((i * 37 + 11) % 40, (i * 53 + 7) % 40) + 1
+
+
+def _table():
+    ids = np.arange(ROWS, dtype=np.int64)
+    rows = [[i * 100 + p for p in range(_length(i))] for i in range(ROWS)]
+    table = pa.table({"id": ids, "tokens": pa.array(rows, pa.list_(pa.int32()))})
+    batches, start = [], 0
+    for size in SIZES:
+        batches.append(table.slice(start, size).combine_chunks().to_batches()[0])
+        start += size
+    return batches
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    root = tmp_path_factory.mktemp("balance")
+    batches = _table()
+    parquet = root / "t.parquet"
+    with pq.ParquetWriter(parquet, batches[0].schema) as writer:
+        for batch in batches:
+            # One row group per record batch.
+            writer.write_batch(batch, row_group_size=len(SIZES) * 1000)
+    ipc = root / "t.arrow"
+    # One record batch per row group.
+    with pa.ipc.new_file(ipc, batches[0].schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+    assert [pq.ParquetFile(parquet).metadata.row_group(g).num_rows
+            for g in range(len(SIZES))] == SIZES
+    return {"parquet": str(parquet), "ipc": str(ipc)}
+
+
+CASES = {
+    "budget": dict(sequences={"tokens": "pad"}, max_tokens=200),
+    "budget-packed-shuffled": dict(sequences={"tokens": "pack"}, max_tokens=150, shuffle=True, seed=3),
+    "buckets": dict(sequences={"tokens": "pad"}, bucket_by_length=True),
+    "buckets-shuffled": dict(sequences={"tokens": "pad"}, bucket_by_length=True, shuffle=True, seed=5),
+    "both": dict(sequences={"tokens": "jagged"}, bucket_by_length=True, max_tokens=120,
+                 shuffle=True, seed=7),
+}
+
+
+def _ids(batch):
+    return [int(i) for i in np.from_dlpack(batch["id"])]
+
+
+def _tokens(batch, mode):
+    shape = tuple(batch["tokens"].shape)
+    return shape[0] * shape[1] if mode == "pad" else shape[0]
+
+
+def _check(case, options, shards):
+    """Equal counts, rows once (all of them without drop_last), budgets kept, lengths right."""
+    counts = [len(batches) for batches in shards]
+    assert len(set(counts)) == 1 and counts[0] > 0, (case, counts)
+    mode = options["sequences"]["tokens"]
+    seen = []
+    for batch in (b for batches in shards for b in batches):
+        ids = _ids(batch)
+        assert len(ids) <= 16, case
+        if "max_tokens" in options:
+            assert _tokens(batch, mode) <= options["max_tokens"], case
+        if mode == "pad":
+            assert np.from_dlpack(batch["tokens_lengths"]).tolist() == [_length(i) for i in ids]
+        seen += ids
+    assert len(seen) == len(set(seen)), case
+    if options.get("drop_last"):
+        assert set(seen) <= set(range(ROWS)), case
+    else:
+        assert sorted(seen) == list(range(ROWS)), case
+
+
+@pytest.mark.parametrize("kind", ["parquet", "ipc"])
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_two_and_three_ranks_get_equal_batches_in_every_epoch(sources, kind, case, drop_last):
+    options = dict(CASES[case], drop_last=drop_last, buffer_size=48, columns=ID)
+    for world_size in (2, 3):
+        orders = []
+        for epoch in range(3):
+            shards = []
+            for rank in range(world_size):
+                loader = ad.batches(sources[kind], 16, rank=rank, world_size=world_size,
+                                    epoch=epoch, **options)
+                planned = len(loader)
+                shards.append(list(loader))
+                assert planned == len(shards[-1]), (case, rank)
+            _check(f"{case} {kind} {world_size} ranks epoch {epoch}", options, shards)
+            orders.append([_ids(b) for b in shards[0]])
+        if options.get("shuffle"):
+            assert orders[0] != orders[1] and orders[1] != orders[2], case
+
+
+def _dataset(source, rank, world_size, case, **more):
+    return ad.BatchDataset(source, 16, columns=ID, buffer_size=48, rank=rank,
+                           world_size=world_size, **CASES[case], **more)
+
+
+# torch warns that a pass gave more batches than len(): see the comment on len() below.
+@pytest.mark.filterwarnings("ignore:Length of IterableDataset")
+@pytest.mark.parametrize("case", ["budget-packed-shuffled", "buckets-shuffled"])
+def test_ranks_of_two_dataloader_workers_get_equal_batches_every_epoch(sources, case):
+    for world_size in (2, 3):
+        datasets = [_dataset(sources["parquet"], rank, world_size, case) for rank in range(world_size)]
+        loaders = [DataLoader(d, batch_size=None, num_workers=2) for d in datasets]
+        orders = []
+        for epoch in range(2):
+            for dataset in datasets:
+                dataset.set_epoch(epoch)
+            shards = [list(loader) for loader in loaders]
+            counts = [len(batches) for batches in shards]
+            assert len(set(counts)) == 1, (case, world_size, epoch, counts)
+            # len() counts a plan over the ranks; the workers' shares of the plan over
+            # ranks x workers are at most one batch more each rank.
+            assert 0 <= counts[0] - len(datasets[0]) <= 1, (counts, len(datasets[0]))
+            seen = [i for batches in shards for b in batches for i in b["id"].tolist()]
+            assert sorted(seen) == list(range(ROWS)), (case, world_size, epoch)
+            orders.append([b["id"].tolist() for b in shards[0]])
+        assert orders[0] != orders[1], case
+
+
+@pytest.mark.parametrize("kind", ["parquet", "ipc"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_rank_resumes_its_planned_batches_exactly(sources, kind, case):
+    options = dict(CASES[case], buffer_size=48, columns=ID, epoch=1)
+    for world_size in (2, 3):
+        for rank in range(world_size):
+            full = [_ids(b) for b in ad.batches(sources[kind], 16, rank=rank,
+                                                world_size=world_size, **options)]
+            for k in (0, 1, len(full) // 2, len(full)):
+                loader = ad.batches(sources[kind], 16, rank=rank, world_size=world_size, **options)
+                for _ in range(k):
+                    next(loader)
+                state = loader.state_dict()
+                loader.close()
+                # Before the first batch a state has no position: the epoch's start.
+                assert state["position"] == ({"kind": "plan", "batch": k} if k else None)
+                resumed = ad.batches(sources[kind], 16, rank=rank, world_size=world_size,
+                                     state=state, **options)
+                assert len(resumed) == len(full) - k
+                assert [_ids(b) for b in resumed] == full[k:], (case, world_size, rank, k)
+
+
+def test_stateful_dataloaders_of_two_ranks_of_two_workers_resume_exactly(sources):
+    case = "buckets-shuffled"
+    make = lambda rank: StatefulDataLoader(  # noqa: E731
+        _dataset(sources["ipc"], rank, 2, case), batch_size=None, num_workers=2)
+    counts = []
+    for rank in (0, 1):
+        full = [b["id"].tolist() for b in make(rank)]
+        counts.append(len(full))
+        loader = make(rank)
+        iterator = iter(loader)
+        seen = [next(iterator)["id"].tolist() for _ in range(3)]
+        buffer = io.BytesIO()
+        torch.save(loader.state_dict(), buffer)
+        del iterator, loader
+        buffer.seek(0)
+        resumed = make(rank)
+        resumed.load_state_dict(torch.load(buffer, weights_only=False))
+        assert seen + [b["id"].tolist() for b in resumed] == full, rank
+    assert counts[0] == counts[1]
+
+
+def test_a_planned_state_merges_only_before_its_first_batch(sources):
+    options = dict(CASES["buckets-shuffled"], buffer_size=48, columns=ID)
+    source = sources["parquet"]
+
+    def state_after(rank, k):
+        loader = ad.batches(source, 16, rank=rank, world_size=2, **options)
+        for _ in range(k):
+            next(loader)
+        return loader.state_dict()
+
+    merged = ad.merge_states([state_after(0, 0), state_after(1, 0)])
+    shards = [list(ad.batches(source, 16, rank=rank, world_size=3, state=merged, **options))
+              for rank in range(3)]
+    _check("merged", options, shards)
+    with pytest.raises(ValueError, match="planned epoch"):
+        ad.merge_states([state_after(0, 2), state_after(1, 0)])
+    # A planned position given to a loader that cuts as it reads (one rank) is refused.
+    state = state_after(1, 2)
+    with pytest.raises(ValueError, match="planned epoch"):
+        ad.batches(source, 16, state={**state, "shard": [0, 1]}, **options)
