@@ -97,9 +97,12 @@ pub struct Batches {
 
 impl Batches {
     /// Plans `source` and starts the background thread; the same as [`batches`].
-    pub fn new(source: Source, spec: BatchSpec) -> Result<Self> {
+    pub fn new(source: Source, mut spec: BatchSpec) -> Result<Self> {
         spec.validate()?;
         let plan = plan(source, &spec)?;
+        // Where nulls become NaN is decided once, from the whole source's metadata, so that a
+        // column's dtype is the same in every batch.
+        spec.null_to_nan = plan.null_to_nan;
         let num_rows = plan.num_rows;
         let num_batches = num_rows.and_then(|rows| spec.batches_for(rows));
         let writable = spec.writable;

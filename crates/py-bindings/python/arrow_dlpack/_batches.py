@@ -268,7 +268,7 @@ def batches(
     groups: Optional[Mapping[str, Sequence[str]]] = None,
     masks: Optional[Sequence[str]] = None,
     allow_nulls: bool = False,
-    null_to_nan: bool = False,
+    null_to_nan: Union[bool, Sequence[str]] = False,
     row_major: bool = True,
     shuffle: bool = False,
     seed: Optional[int] = None,
