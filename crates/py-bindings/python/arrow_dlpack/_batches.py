@@ -26,6 +26,7 @@ from typing import (
 
 from arrow_dlpack._arrow_dlpack import Tensor, _Batches, _check_options, _merge_states
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
+from arrow_dlpack._sources import as_source
 
 __all__ = ["Batches", "batches", "merge_states"]
 
@@ -142,13 +143,13 @@ def _is_ray_dataset(source: Any) -> bool:
 
 
 def _ray_blocks(source: Any) -> Any:
-    """A ``ray.data.Dataset`` or ``DataIterator`` as the Arrow stream of its blocks; any other
-    source as it is."""
+    """A ``ray.data.Dataset`` or ``DataIterator`` as the Arrow stream of its blocks; a pandas
+    DataFrame as a pyarrow Table (``_sources.as_source``); any other source as it is."""
     if _is_ray_dataset(source):
         from arrow_dlpack import ray
 
         return ray.arrow_stream(source)
-    return source
+    return as_source(source)
 
 
 class _ProgressLine:
@@ -387,11 +388,16 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
     _check_options(None, **spec)
     rank, world_size = python.get("rank"), python.get("world_size")
     blocks = _ray_blocks(source)
-    if blocks is not source and rank is None:
-        # Ray shards its datasets itself (`streaming_split`, Ray Train's dataset shards), and
-        # Ray Train's workers form a torch.distributed group: sharding by that group again would
-        # drop rows.
-        rank, world_size = 0, 1
+    if _is_ray_dataset(source):
+        # Ray's blocks live in its object store, shared by every reader and immutable: a view
+        # handed out and written in place (`torch.from_dlpack(b["x"]).mul_(-1)`) would change
+        # the dataset for later readers and epochs. Batches of a Ray source are private copies.
+        spec["writable"] = True
+        if rank is None:
+            # Ray shards its datasets itself (`streaming_split`, Ray Train's dataset shards),
+            # and Ray Train's workers form a torch.distributed group: sharding by that group
+            # again would drop rows.
+            rank, world_size = 0, 1
     shard_index, num_shards = _shard(
         rank, world_size, python.get("split_workers", True), warn=warn_split
     )

@@ -70,7 +70,7 @@ def fixed_shape_tensors(table: Any) -> Any:
 def is_dataset(source: Any) -> bool:
     """Whether ``source`` is a ``ray.data.Dataset`` or ``DataIterator``."""
 
-def arrow_stream(dataset: Any, *, prefetch_blocks: int = 1) -> Any:
+def arrow_stream(dataset: Any, *, prefetch_blocks: int = 1, cast: bool = False) -> Any:
     """The blocks of a ``ray.data.Dataset`` or ``DataIterator`` as an Arrow stream (a
     ``pyarrow.RecordBatchReader``), read as the stream is read, at most ``prefetch_blocks``
-    blocks fetched ahead."""
+    blocks fetched ahead; each block checked against the first (``cast``: exact casts)."""
