@@ -101,6 +101,7 @@ pub(crate) fn arrow_format_of(path: &Path, head: &[u8]) -> Result<Format> {
 
 /// The format of an Arrow object whose last bytes are `tail`, when its first bytes are not at
 /// hand: an IPC file ends with `ARROW1` as it starts with it, a stream does not.
+#[cfg(feature = "object-store")]
 pub(crate) fn arrow_format_of_tail(path: &Path, tail: &[u8]) -> Result<Format> {
     if tail.ends_with(IPC_FILE_MAGIC) {
         return Ok(Format::IpcFile);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use arrow_array::{RecordBatch, RecordBatchReader};
-use arrow_schema::{Schema, SchemaRef};
+use arrow_schema::SchemaRef;
 
 use crate::columns::{Columns, check_same_columns, needs_null_counts, resolve_null_to_nan};
 use crate::file::{Format, format_of_file};
@@ -19,9 +19,11 @@ use crate::state::{Item, Settings, Start, Work};
 use crate::{BatchSpec, Error, NullToNan, Result};
 
 mod identity;
+mod nulls;
 mod paths;
 mod start;
 
+use nulls::files_null_to_nan;
 use start::{file_items, in_stream, resume, rows_left, select};
 
 /// The streams of the shuffle's generators, so that the unit order and the row order of one seed
@@ -340,53 +342,6 @@ fn plan_in_memory(
         stop: None,
         null_to_nan: resolve_null_to_nan(spec, &schema, nulls),
     })
-}
-
-/// The null count of each column, by name, over files each of which gives its full schema and
-/// the count of each of its columns: a column's total where every file tells it, else `None`.
-fn null_counts_by_name<'a>(
-    files: impl Iterator<Item = (&'a Schema, Vec<Option<u64>>)>,
-) -> BTreeMap<String, Option<u64>> {
-    let mut totals: BTreeMap<String, Option<u64>> = BTreeMap::new();
-    let mut first = true;
-    for (schema, counts) in files {
-        let mut seen: BTreeMap<&str, Option<u64>> = BTreeMap::new();
-        for (field, count) in schema.fields().iter().zip(counts) {
-            seen.insert(field.name().as_str(), count);
-        }
-        if first {
-            totals = seen
-                .iter()
-                .map(|(name, count)| (name.to_string(), *count))
-                .collect();
-            first = false;
-            continue;
-        }
-        for (name, total) in totals.iter_mut() {
-            *total = match (*total, seen.get(name.as_str()).copied().flatten()) {
-                (Some(total), Some(count)) => total.checked_add(count),
-                _ => None,
-            };
-        }
-    }
-    totals
-}
-
-/// The spec's [`NullToNan`] made explicit for files whose full schemas and per-column null counts
-/// are `files` (the first file's schema decides the columns).
-fn files_null_to_nan<'a>(
-    spec: &BatchSpec,
-    mut files: impl Iterator<Item = (&'a Schema, Vec<Option<u64>>)>,
-) -> NullToNan {
-    if spec.null_to_nan != NullToNan::Auto {
-        return spec.null_to_nan.clone();
-    }
-    let Some(first) = files.next() else {
-        return spec.null_to_nan.clone();
-    };
-    let schema = first.0;
-    let counts = null_counts_by_name(std::iter::once(first).chain(files));
-    resolve_null_to_nan(spec, schema, |name| counts.get(name).copied().flatten())
 }
 
 /// Plans the record batches of the opened IPC files `files`, named `paths`.
