@@ -240,3 +240,12 @@ def test_null_to_nan_takes_column_names(tmp_path):
         ad.batches(table, ROWS, null_to_nan=["nope"], columns=["label"])
     with pytest.raises(TypeError, match="null_to_nan"):
         ad.batches(table, ROWS, null_to_nan="label")
+
+
+def test_a_batch_dataset_takes_a_pandas_frame_and_refuses_a_lazy_frame():
+    frame = _table().to_pandas()
+    dataset = ad.BatchDataset(frame, 100, columns=["id"])
+    ids = [i for batch in dataset for i in np.from_dlpack(batch["id"]).tolist()]
+    assert ids == list(range(ROWS))
+    with pytest.raises(TypeError, match=r"\.collect\(\)"):
+        ad.BatchDataset(pl.from_arrow(_table()).lazy(), 100)

@@ -74,10 +74,11 @@ pub(crate) fn batch_header(
 /// continuation marker), as long as the prefix says (the rest is padding).
 pub(crate) fn message_bytes(metadata: &[u8]) -> Result<&[u8], String> {
     let (prefix, rest) = match metadata {
-        [a, b, c, d, rest @ ..] if [*a, *b, *c, *d] == CONTINUATION => match rest {
-            [a, b, c, d, rest @ ..] => ([*a, *b, *c, *d], rest),
-            _ => return Err("the message is shorter than its length prefix".to_string()),
-        },
+        // The continuation marker, `CONTINUATION`, then the length.
+        [0xFF, 0xFF, 0xFF, 0xFF, a, b, c, d, rest @ ..] => ([*a, *b, *c, *d], rest),
+        [0xFF, 0xFF, 0xFF, 0xFF, ..] => {
+            return Err("the message is shorter than its length prefix".to_string());
+        }
         [a, b, c, d, rest @ ..] => ([*a, *b, *c, *d], rest),
         _ => return Err("the message is shorter than its length prefix".to_string()),
     };

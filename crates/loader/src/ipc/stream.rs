@@ -81,7 +81,7 @@ impl StreamInput {
 
     /// Opens the stream: its messages, a decoder that has been given its schema message, and
     /// the schema (which the decoder holds only once the next message reaches it).
-    fn open(&self) -> Result<(Messages<Box<dyn Read + Send>>, StreamDecoder, SchemaRef)> {
+    fn open(&self) -> Result<Opened> {
         let mut messages = self.messages()?;
         let mut decoder = StreamDecoder::new();
         let Some(message) = messages.next()? else {
@@ -106,6 +106,9 @@ impl StreamInput {
         Ok((messages, decoder, schema))
     }
 }
+
+/// A stream opened: its messages, a decoder given its schema message, and its schema.
+type Opened = (Messages<Box<dyn Read + Send>>, StreamDecoder, SchemaRef);
 
 /// The schema of the schema message `message`.
 fn message_schema(message: &Message, name: &Path) -> Result<SchemaRef> {

@@ -295,10 +295,13 @@ def batches(
     ...     x, y = torch.from_dlpack(batch["x"]), torch.from_dlpack(batch["y"])
 
     ``source`` is a path or a list of paths of Arrow IPC files (``.arrow``, ``.feather``,
-    ``.ipc``: memory-mapped, zero-copy), IPC streams (``.arrows``) or Parquet files
-    (``.parquet``, ``.pq``: projected, row groups decoded in parallel), any object with
-    ``__arrow_c_stream__`` (a pyarrow Table, RecordBatch or RecordBatchReader, a polars
-    DataFrame, a DuckDB result, nanoarrow) or a list of such objects (read one after another),
+    ``.ipc``: memory-mapped, zero-copy; LZ4 or ZSTD compressed ones decompressed), IPC streams
+    (``.arrows``, or ``.arrow`` files that are streams: the first bytes tell) or Parquet files
+    (``.parquet``, ``.pq``: projected, row groups decoded in parallel), directories (every such
+    file under one) and globs (``data/**/*.parquet``), sorted, hidden and ``_`` names left out;
+    any object with ``__arrow_c_stream__`` (a pyarrow Table, RecordBatch or RecordBatchReader, a
+    polars DataFrame, a DuckDB result, nanoarrow), a pandas DataFrame (through pyarrow), or a
+    list of such objects (read one after another),
     or a ``ray.data.Dataset`` or ``DataIterator`` (its blocks, read as they come:
     :func:`arrow_dlpack.ray.arrow_stream`).
     It may also be a URL, or a list of URLs, of such files in object storage: ``s3://``,
@@ -321,6 +324,11 @@ def batches(
     - ``masks``: columns whose validity comes as an extra ``bool`` tensor ``"<name>_mask"``.
     - Nulls are refused (``ValueError``, at the batch that holds them) unless ``allow_nulls``
       (null slots hold unspecified values) or ``null_to_nan`` (floats with NaN).
+      ``null_to_nan=True`` never changes a column without nulls: float columns keep their
+      dtype, and an integer column becomes float only where the source's metadata says it may
+      hold nulls (Parquet statistics, IPC headers, in-memory null counts; for a reader, its
+      schema's nullability), the same dtype in every batch; ``null_to_nan=["a", "g"]`` writes
+      NaN in (and promotes) the named columns and groups only.
     - ``drop_last`` drops a last batch shorter than ``batch_size``.
     - ``shuffle`` shuffles files and row groups (or record batches) and rows within windows of
       ``buffer_size`` rows; with a ``seed`` the order is the same on every run.

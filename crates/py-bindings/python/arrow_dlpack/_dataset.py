@@ -23,6 +23,7 @@ from arrow_dlpack._batches import (
     _shared_seed,
 )
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
+from arrow_dlpack._sources import as_source
 
 __all__ = ["BatchDataset"]
 
@@ -179,7 +180,7 @@ class BatchDataset(IterableDataset):
         }
         storage_options = options.get("storage_options")
         found = _check_options(
-            source,
+            as_source(source),
             storage_options=dict(storage_options) if storage_options is not None else None,
             shard_index=shard[0],
             num_shards=shard[1],
