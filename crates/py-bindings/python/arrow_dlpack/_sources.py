@@ -7,6 +7,7 @@ so that the loader knows its rows and the null counts of its columns when it is 
 stream says neither); nothing is imported for any other object.
 """
 
+import importlib
 from typing import Any
 
 
@@ -18,8 +19,8 @@ def _module(obj: Any) -> str:
 def _is_pandas_frame(obj: Any) -> bool:
     if _module(obj) != "pandas":
         return False
-    import pandas
-
+    # Imported by name: pandas is optional and ships no type information of its own.
+    pandas = importlib.import_module("pandas")
     return isinstance(obj, pandas.DataFrame)
 
 
@@ -27,7 +28,7 @@ def _from_pandas(frame: Any) -> Any:
     """``frame`` as a ``pyarrow.Table``, as ``pandas.DataFrame.__arrow_c_stream__`` converts it
     (the index a column unless it is a ``RangeIndex``; float NaN become nulls)."""
     try:
-        import pyarrow
+        pyarrow = importlib.import_module("pyarrow")
     except ImportError as error:
         raise ImportError(
             "a pandas DataFrame is read through pyarrow, which is not installed; install "
