@@ -1,8 +1,9 @@
-//! `cargo xtask valgrind`: the Rust test binaries of the tensor and Arrow layers under memcheck,
-//! then the hostile Python suites against the installed wheel.
+//! `cargo xtask valgrind`: the Rust test binaries of the tensor and Arrow layers and of the
+//! loader under memcheck, then the hostile Python suites against the installed wheel.
 //!
-//! Those are the crates that own foreign memory (imported managed tensors, exported buffers), so
-//! leaks and invalid reads there are what memcheck is for.
+//! Those are the crates that own foreign memory (imported managed tensors, exported buffers) or
+//! raw memory of their own (the loader's memory maps, its gathers into uninitialised buffers and
+//! its writable copies), so leaks and invalid reads there are what memcheck is for.
 //! Doc tests are not run: rustdoc builds them on the fly, outside `cargo test --no-run`.
 //!
 //! The Python run uses the system allocator everywhere (`PYTHONMALLOC=malloc`,
@@ -18,7 +19,12 @@ use crate::process::Cmd;
 use crate::python::PythonEnv;
 
 /// The packages whose test binaries run under valgrind.
-const PACKAGES: &[&str] = &["arrow-dlpack-tensor", "arrow-dlpack", "arrow-dlpack-c"];
+const PACKAGES: &[&str] = &[
+    "arrow-dlpack-tensor",
+    "arrow-dlpack",
+    "arrow-dlpack-c",
+    "arrow-dlpack-loader",
+];
 
 /// The lines of a memcheck log that summarise a run.
 const SUMMARY_MARKERS: &[&str] = &[

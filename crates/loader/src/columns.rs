@@ -13,7 +13,7 @@ use arrow_schema::{DataType, Field, Schema};
 
 use crate::error::{EXTENSION_METADATA_KEY, EXTENSION_NAME_KEY};
 use crate::sequences::Sequence;
-use crate::{BatchSpec, Error, Result};
+use crate::{BatchSpec, Error, NullToNan, Result};
 
 /// The types a single column may have.
 const SINGLE_TYPES: &str = "a numeric or boolean column, a fixed-size list of numbers, or an \
@@ -52,13 +52,15 @@ pub(crate) enum Output {
         index: usize,
         sequence: Sequence,
     },
-    /// A group of numeric columns, or a primitive column with `null_to_nan` (a group of one whose
-    /// tensor is 1-D): converted to `dtype` and copied.
+    /// A group of numeric columns, or a numeric single column whose nulls become NaN (a group of
+    /// one whose tensor is 1-D): converted to `dtype` and copied.
     Group {
         name: String,
         indices: Vec<usize>,
         column_names: Vec<String>,
         dtype: DType,
+        /// Whether nulls are written as NaN ([`BatchSpec::null_to_nan`] for this output).
+        null_to_nan: bool,
         /// A single column with `null_to_nan`: the tensor is `(B,)`, not `(B, 1)`.
         flat: bool,
         /// The source is float-typed already: with no nulls in range, a view is enough.
@@ -137,9 +139,10 @@ impl Columns {
                 .iter()
                 .map(|&i| batch.column(i).slice(0, 0))
                 .collect();
+            let null_to_nan = group_null_to_nan(spec, &group.name);
             let options = TableToTensorOptions {
                 row_major: spec.row_major,
-                null_to_nan: spec.null_to_nan,
+                null_to_nan,
             };
             let tensor = columns_to_tensor(&group.columns, &probe, options)
                 .map_err(|error| Error::column(&group.name, error))?;
@@ -148,10 +151,12 @@ impl Columns {
                 indices,
                 column_names: group.columns.clone(),
                 dtype: tensor.dtype(),
+                null_to_nan,
                 flat: false,
                 view_when_no_nulls: false,
             });
         }
+        check_null_to_nan_names(spec, &outputs)?;
         let masks = spec
             .masks
             .iter()
@@ -245,7 +250,7 @@ fn single(
             index,
         });
     }
-    if spec.null_to_nan && data_type.is_numeric() {
+    if data_type.is_numeric() && column_null_to_nan(spec, field) {
         let probe = [array.slice(0, 0)];
         let options = TableToTensorOptions {
             row_major: true,
@@ -258,6 +263,7 @@ fn single(
             indices: vec![index],
             column_names: vec![name.to_string()],
             dtype: tensor.dtype(),
+            null_to_nan: true,
             flat: true,
             view_when_no_nulls: data_type.is_floating(),
         });
@@ -293,6 +299,114 @@ fn single(
         cell_shape: probe.shape()[1..].to_vec(),
         cell_strides: probe.strides()[1..].to_vec(),
         dim_names: probe.dim_names().map(<[String]>::to_vec),
+    })
+}
+
+/// Whether the group `name` writes its nulls as NaN.
+fn group_null_to_nan(spec: &BatchSpec, name: &str) -> bool {
+    match &spec.null_to_nan {
+        NullToNan::Off => false,
+        NullToNan::Auto => true,
+        NullToNan::Columns(names) => names.iter().any(|named| named == name),
+    }
+}
+
+/// Whether the numeric single column `field` writes its nulls as NaN: where named, or, with
+/// [`NullToNan::Auto`] and nothing else known, a float column, or one whose field is nullable
+/// (the planning of files turns `Auto` into the names of the columns their metadata says may
+/// hold nulls first: [`resolve_null_to_nan`]).
+fn column_null_to_nan(spec: &BatchSpec, field: &Field) -> bool {
+    match &spec.null_to_nan {
+        NullToNan::Off => false,
+        NullToNan::Auto => field.data_type().is_floating() || field.is_nullable(),
+        NullToNan::Columns(names) => names.iter().any(|named| named == field.name()),
+    }
+}
+
+/// Refuses a name of [`NullToNan::Columns`] that is no group and no numeric single column of
+/// `outputs`, naming those it may name.
+fn check_null_to_nan_names(spec: &BatchSpec, outputs: &[Output]) -> Result<()> {
+    let NullToNan::Columns(names) = &spec.null_to_nan else {
+        return Ok(());
+    };
+    let candidates: Vec<&str> = outputs
+        .iter()
+        .filter_map(|output| match output {
+            Output::Group { name, .. } => Some(name.as_str()),
+            Output::Values {
+                name,
+                extension: None,
+                cell_shape,
+                ..
+            } if cell_shape.is_empty() => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    let loaded_with_nan = |name: &str| {
+        outputs.iter().any(|output| {
+            matches!(output, Output::Group { name: group, null_to_nan: true, .. } if group == name)
+        })
+    };
+    match names.iter().find(|name| !loaded_with_nan(name)) {
+        None => Ok(()),
+        Some(name) => Err(Error::InvalidSpec {
+            reason: format!(
+                "null_to_nan names {name:?}, which is not a numeric single column or a group \
+                 that is loaded; expected names among {candidates:?}"
+            ),
+        }),
+    }
+}
+
+/// [`NullToNan::Auto`] of `spec` made explicit for a source of full schema `schema` whose
+/// metadata gives `nulls` (the null count of each column where it is known): the names of
+/// every group, of every float single column, and of each other numeric single column that may
+/// hold nulls (a known count above 0, or, unknown, a nullable field). Any other value as it is.
+///
+/// The loader thread then writes NaN in exactly these outputs, so that a column's dtype is
+/// decided once, from the whole source, not from the record batches a batch happens to hold.
+pub(crate) fn resolve_null_to_nan(
+    spec: &BatchSpec,
+    schema: &Schema,
+    nulls: impl Fn(&str) -> Option<u64>,
+) -> NullToNan {
+    if spec.null_to_nan != NullToNan::Auto {
+        return spec.null_to_nan.clone();
+    }
+    let source_names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    let mut names: Vec<String> = spec.groups.iter().map(|group| group.name.clone()).collect();
+    for column in spec.single_columns(&source_names) {
+        if spec.sequence_of(column).is_some() {
+            continue;
+        }
+        let Ok(field) = schema.field_with_name(column) else {
+            continue;
+        };
+        let data_type = field.data_type();
+        let may_hold_nulls = match nulls(column) {
+            Some(count) => count > 0,
+            None => field.is_nullable(),
+        };
+        if data_type.is_numeric() && (data_type.is_floating() || may_hold_nulls) {
+            names.push(column.to_string());
+        }
+    }
+    NullToNan::Columns(names)
+}
+
+/// Whether the planning needs the null counts of the source's columns to resolve
+/// [`NullToNan::Auto`]: a numeric single column that is not a float and whose field is
+/// nullable (a column the schema says holds no nulls needs no count).
+pub(crate) fn needs_null_counts(spec: &BatchSpec, schema: &Schema) -> bool {
+    if spec.null_to_nan != NullToNan::Auto {
+        return false;
+    }
+    let source_names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    spec.single_columns(&source_names).iter().any(|column| {
+        schema.field_with_name(column).is_ok_and(|field| {
+            let data_type = field.data_type();
+            data_type.is_numeric() && !data_type.is_floating() && field.is_nullable()
+        })
     })
 }
 

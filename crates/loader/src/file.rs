@@ -1,6 +1,8 @@
-//! What the file sources (Arrow IPC files and streams, Parquet files) share: opening a path with
-//! an error that names it, files pinned when the loader is planned, and the projection of a
-//! file's schema onto the requested columns.
+//! What the file sources (Arrow IPC files and streams, Parquet files) share: their formats (the
+//! extension tells Parquet from Arrow, an Arrow file's first bytes tell an IPC file from a
+//! stream), which names a listing keeps, opening a path with an error that names it, files
+//! pinned when the loader is planned, and the projection of a file's schema onto the requested
+//! columns.
 
 use std::fs::{File, Metadata};
 use std::io::{self, Read};
@@ -14,29 +16,136 @@ use parquet::file::reader::{ChunkReader, Length};
 
 use crate::{Error, Result};
 
-/// The formats of the file sources, told from a file's extension.
+/// The formats of the file sources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Format {
-    /// Arrow IPC files: `.arrow`, `.feather`, `.ipc`.
+    /// Arrow IPC files, which start with the magic bytes `ARROW1`.
     IpcFile,
-    /// Arrow IPC streams: `.arrows`.
+    /// Arrow IPC streams: Arrow files that do not start with `ARROW1`.
     IpcStream,
     /// Parquet: `.parquet`, `.pq`.
     Parquet,
 }
 
-/// The format of a file or object named `name`, from its extension (case-insensitive).
-pub(crate) fn format_of(name: &str) -> Option<Format> {
+impl Format {
+    /// The format in words, for messages.
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Format::IpcFile => "an arrow ipc file",
+            Format::IpcStream => "an arrow ipc stream",
+            Format::Parquet => "a parquet file",
+        }
+    }
+}
+
+/// What a file's extension says it holds: Parquet, or Arrow IPC (a file or a stream, which only
+/// the file's first bytes tell apart: [`arrow_format_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Extension {
+    /// `.parquet`, `.pq`.
+    Parquet,
+    /// `.arrow`, `.feather`, `.ipc`, `.arrows`.
+    Arrow,
+}
+
+/// The extensions the loader reads, for messages.
+pub(crate) const KNOWN_EXTENSIONS: &str = ".parquet, .pq, .arrow, .feather, .ipc, .arrows";
+
+/// What the extension of a file or object named `name` says it holds (case-insensitive).
+pub(crate) fn extension_of(name: &str) -> Option<Extension> {
     let (stem, extension) = name.rsplit_once('.')?;
     if stem.is_empty() {
         return None;
     }
     match extension.to_ascii_lowercase().as_str() {
-        "arrow" | "feather" | "ipc" => Some(Format::IpcFile),
-        "arrows" => Some(Format::IpcStream),
-        "parquet" | "pq" => Some(Format::Parquet),
+        "arrow" | "feather" | "ipc" | "arrows" => Some(Extension::Arrow),
+        "parquet" | "pq" => Some(Extension::Parquet),
         _ => None,
     }
+}
+
+/// Whether a name is left out of listings (directories, globs, prefixes in object storage), as
+/// `pyarrow.dataset` leaves it out: hidden files (`.crc`) and names starting with `_`
+/// (`_SUCCESS`, `_metadata`), files and folders alike.
+pub(crate) fn is_hidden(name: &str) -> bool {
+    name.starts_with(['_', '.'])
+}
+
+/// Whether a listing keeps the file `name`: not hidden, and of a known extension.
+pub(crate) fn is_listed(name: &str) -> bool {
+    !is_hidden(name) && extension_of(name).is_some()
+}
+
+/// The magic bytes that open (and close) an Arrow IPC file; a stream starts with a message.
+pub(crate) const IPC_FILE_MAGIC: &[u8; 6] = b"ARROW1";
+
+/// The magic bytes of the Feather version 1 format, which predates Arrow IPC files.
+const FEATHER_V1_MAGIC: &[u8; 4] = b"FEA1";
+
+/// The format of an Arrow file (of extension [`Extension::Arrow`]) whose first bytes are
+/// `head`: an IPC file when it starts with `ARROW1`, else an IPC stream (which starts with a
+/// message: a continuation marker and a length). Feather version 1 is refused here, naming it.
+pub(crate) fn arrow_format_of(path: &Path, head: &[u8]) -> Result<Format> {
+    if head.starts_with(IPC_FILE_MAGIC) {
+        return Ok(Format::IpcFile);
+    }
+    if head.starts_with(FEATHER_V1_MAGIC) {
+        return Err(Error::ipc(
+            path,
+            "it is a feather version 1 file; expected an arrow ipc file or stream (feather \
+             version 2, what pyarrow.feather.write_feather writes by default)",
+        ));
+    }
+    Ok(Format::IpcStream)
+}
+
+/// The format of an Arrow object whose last bytes are `tail`, when its first bytes are not at
+/// hand: an IPC file ends with `ARROW1` as it starts with it, a stream does not.
+#[cfg(feature = "object-store")]
+pub(crate) fn arrow_format_of_tail(path: &Path, tail: &[u8]) -> Result<Format> {
+    if tail.ends_with(IPC_FILE_MAGIC) {
+        return Ok(Format::IpcFile);
+    }
+    if tail.ends_with(FEATHER_V1_MAGIC) {
+        return arrow_format_of(path, FEATHER_V1_MAGIC);
+    }
+    Ok(Format::IpcStream)
+}
+
+/// The format of the local file `path`: its extension tells Parquet from Arrow, and an Arrow
+/// file's first bytes tell an IPC file from a stream (so a stream named `.arrow`, as
+/// `datasets.Dataset.save_to_disk` writes them, is read as a stream).
+pub(crate) fn format_of_file(path: &Path) -> Result<Format> {
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy())
+        .unwrap_or_default();
+    match extension_of(&name) {
+        Some(Extension::Parquet) => Ok(Format::Parquet),
+        Some(Extension::Arrow) => {
+            let mut head = [0u8; IPC_FILE_MAGIC.len()];
+            let mut file = open(path)?;
+            let read = read_up_to(&mut file, &mut head).map_err(|error| Error::io(path, error))?;
+            arrow_format_of(path, &head[..read])
+        }
+        None => Err(Error::UnknownFormat {
+            path: path.to_path_buf(),
+        }),
+    }
+}
+
+/// Reads into `buf` until it is full or the reader ends; the bytes read.
+fn read_up_to(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match reader.read(&mut buf[done..]) {
+            Ok(0) => break,
+            Ok(read) => done += read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(done)
 }
 
 /// Opens `path` for reading; a failure is [`Error::Io`] naming the path.

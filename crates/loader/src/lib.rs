@@ -11,7 +11,7 @@
 //! | [`outline`], [`Outline`] | the checks and counts of a loader, without reading data or starting a thread |
 //! | [`collate`] | one batch of every row of some record batches, made on the calling thread, for a caller that cuts batches itself |
 //! | [`Source`] | IPC files, IPC streams, Parquet files, or a reader; with the `object-store` feature, the same files in object storage (`ObjectSource`, `Source::from_urls`) |
-//! | [`BatchSpec`], [`ColumnGroup`] | batch size, columns and groups, nulls, shuffling, sharding, prefetch; [`BatchSpec::new`] and a builder method per field |
+//! | [`BatchSpec`], [`ColumnGroup`], [`NullToNan`] | batch size, columns and groups, nulls, shuffling, sharding, prefetch; [`BatchSpec::new`] and a builder method per field |
 //! | [`BatchSpec::OPTIONS`], [`OptionDecl`], [`OptionType`], [`OptionScope`], [`OptionValue`] | every field of the spec declared once, with its type and default, and set or read by name (what the Python binding takes its keywords from) |
 //! | [`Sequence`], [`SequenceMode`], [`PadValue`], [`Side`], [`SequenceTokenizer`] | list columns (or text columns with a tokenizer, feature `tokenizers`) as padded, packed or jagged tensors ([`PadValue`] and [`Side`] are `arrow_dlpack`'s); with [`BatchSpec::max_tokens`] and [`BatchSpec::bucket_by_length`], batches by tokens and by length |
 //! | [`LoaderState`], [`Settings`], [`merge_states`] | where a stream stands ([`Batches::state`]), resumed with [`BatchSpec::state`], with the settings and the source's identity it was saved with; the states of every shard joined for a resume with other shards |
@@ -90,6 +90,7 @@ mod file;
 mod ipc;
 mod loader;
 mod parquet;
+mod path_pattern;
 mod quiet_panic;
 mod rebatch;
 #[cfg(feature = "object-store")]
@@ -112,8 +113,8 @@ pub use sequences::{
 };
 pub use source::Source;
 pub use spec::{
-    BatchSpec, ColumnGroup, MAX_DECODE_THREADS, MAX_PREFETCH, OptionDecl, OptionScope, OptionType,
-    OptionValue,
+    BatchSpec, ColumnGroup, MAX_DECODE_THREADS, MAX_PREFETCH, NullToNan, OptionDecl, OptionScope,
+    OptionType, OptionValue,
 };
 pub use state::{
     ConcatPosition, FileIdentity, Item, LoaderState, MAX_MERGED_ENTRIES, MAX_REPLAY_ROWS, Position,

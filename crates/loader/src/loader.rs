@@ -115,7 +115,7 @@ impl Batches {
     pub fn new(source: Source, spec: BatchSpec) -> Result<Self> {
         spec.validate()?;
         // A "concat" sequence reads its documents as a jagged sequence and packs them here.
-        let (spec, concat, outer) = match ConcatStage::split(&spec)? {
+        let (mut spec, concat, outer) = match ConcatStage::split(&spec)? {
             Some((documents, stage)) => (documents, Some(stage), Some(spec)),
             None => (spec, None, None),
         };
@@ -123,6 +123,9 @@ impl Batches {
         if let (Some(stage), Some(outer)) = (&concat, &outer) {
             stage.outer_settings(outer, &mut plan.settings);
         }
+        // Where nulls become NaN is decided once, from the whole source's metadata, so that a
+        // column's dtype is the same in every batch.
+        spec.null_to_nan = plan.null_to_nan.clone();
         // The rows and batches of packed batches are not known in advance.
         let num_rows = plan.num_rows.filter(|_| concat.is_none());
         let num_batches = batch_count(&plan, &spec).filter(|_| concat.is_none());

@@ -177,6 +177,31 @@ def test_ipc_files_and_streams_over_s3_give_the_batches_of_the_local_files(aws_e
     _assert_same(_collect(f"s3://{BUCKET}/ipc/{name}", 512, **options), expected)
 
 
+@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+def test_compressed_ipc_and_arrow_named_streams_over_s3_give_the_local_batches(
+    aws_env, tmp_path, compression
+):
+    endpoint, _ = aws_env
+    table = _table(0, 3000)
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    # A compressed IPC file, and a compressed stream named `.arrow` (as Hugging Face `datasets`
+    # names its streams): the bytes fetched for the footer say which is which.
+    paths = {"file": tmp_path / "c.arrow", "stream": tmp_path / "s.arrow"}
+    with pa.ipc.new_file(paths["file"], table.schema, options=options) as writer:
+        for batch in table.to_batches(max_chunksize=700):
+            writer.write_batch(batch)
+    with pa.ipc.new_stream(paths["stream"], table.schema, options=options) as writer:
+        for batch in table.to_batches(max_chunksize=700):
+            writer.write_batch(batch)
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **_boto_keys())
+    for kind, path in paths.items():
+        key = f"compressed-{compression}/{kind}/{path.name}"
+        client.upload_file(str(path), BUCKET, key)
+        expected = _collect(path, 500, columns=["id", "x", "emb"])
+        assert np.concatenate([b["id"] for b in expected]).tolist() == list(range(3000))
+        _assert_same(_collect(f"s3://{BUCKET}/{key}", 500, columns=["id", "x", "emb"]), expected)
+
+
 def test_storage_options_replace_the_environment(s3, monkeypatch):
     endpoint, local = s3
     for key in ["AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"]:

@@ -315,3 +315,41 @@ def test_a_ray_source_is_not_sharded_again_by_the_torch_distributed_group(datase
         for i in np.from_dlpack(batch["id"]).tolist()
     ]
     assert 0 < len(table_ids) < ROWS
+
+
+def test_blocks_of_another_type_than_the_first_are_refused_naming_block_and_column(ray_data):
+    # Ray infers each block's types from its rows: int64, then double.
+    mixed = ray_data.from_items(
+        [{"x": 1}, {"x": 2}, {"x": 3.5}, {"x": 4.5}], override_num_blocks=2
+    ).materialize()
+    with pytest.raises(ValueError, match=r"block 1 .*column 'x' of type double; expected int64"):
+        list(ad.batches(mixed, 4))
+    # An exact cast is not one: 3.5 is no int64, and it is still refused with cast=True.
+    with pytest.raises(ValueError, match="does not cast exactly"):
+        ad.ray.arrow_stream(mixed, cast=True).read_all()
+    narrow = ray_data.from_arrow(
+        [pa.table({"x": pa.array([1, 2], pa.int64())}), pa.table({"x": pa.array([3, 4], pa.int32())})]
+    )
+    with pytest.raises(ValueError, match=r"block 1 .*column 'x' of type int32; expected int64"):
+        list(ad.batches(narrow, 4))
+    cast = ad.batches(ad.ray.arrow_stream(narrow, cast=True), 4)
+    (batch,) = list(cast)
+    assert np.from_dlpack(batch["x"]).tolist() == [1, 2, 3, 4]
+    assert np.from_dlpack(batch["x"]).dtype == np.int64
+    renamed = ray_data.from_arrow([pa.table({"x": [1, 2]}), pa.table({"y": [3, 4]})])
+    with pytest.raises(ValueError, match=r"block 1 .*column 'y' where block 0 has 'x'"):
+        list(ad.batches(renamed, 4))
+
+
+def test_batches_of_a_ray_dataset_are_private_copies(ray_data):
+    table = pa.table({"x": np.arange(64, dtype=np.float32), "id": np.arange(64)})
+    materialized = ray_data.from_arrow([table.slice(0, 32), table.slice(32)]).materialize()
+    for _ in range(2):
+        for batch in ad.batches(materialized, 8, columns=["x"]):
+            # In place, as a training step may: Ray's blocks must not change.
+            torch.from_dlpack(batch["x"]).mul_(-1)
+    again = [np.from_dlpack(b["x"]).copy() for b in ad.batches(materialized, 8, columns=["x"])]
+    np.testing.assert_array_equal(np.concatenate(again), np.arange(64, dtype=np.float32))
+    blocks = materialized.iter_batches(batch_size=None, batch_format="pyarrow")
+    column = pa.concat_tables(list(blocks)).column("x").to_numpy()
+    np.testing.assert_array_equal(column, np.arange(64, dtype=np.float32))

@@ -104,13 +104,7 @@ impl Piece {
     }
 
     /// Works out the source of output `at` (of `outputs` in all), unless it is already.
-    fn resolve(
-        &mut self,
-        spec: &BatchSpec,
-        at: usize,
-        outputs: usize,
-        output: &Output,
-    ) -> Result<()> {
+    fn resolve(&mut self, at: usize, outputs: usize, output: &Output) -> Result<()> {
         if self.sources.is_empty() {
             self.sources.resize_with(outputs, || None);
         }
@@ -142,6 +136,7 @@ impl Piece {
                 indices,
                 column_names,
                 dtype,
+                null_to_nan,
                 ..
             } => {
                 let arrays: Vec<ArrayRef> = indices
@@ -149,7 +144,7 @@ impl Piece {
                     .map(|&i| self.batch.column(i).clone())
                     .collect();
                 if self.stage_groups
-                    && let Some(rows) = stage(spec, column_names, &arrays, *dtype)?
+                    && let Some(rows) = stage(*null_to_nan, column_names, &arrays, *dtype)?
                 {
                     self.sources[at] = Some(Source::Staged { rows });
                     return Ok(());
@@ -174,11 +169,12 @@ impl Piece {
     }
 }
 
-/// The rows of the group of `arrays` written row-major with `dtype`, as a batch of all of them
-/// would have them; `None` when `write_rows` refuses the piece (nulls that are not allowed, which
-/// are then reported at the batch that holds them, as the copy run by run does).
+/// The rows of the group of `arrays` written row-major with `dtype` (nulls as NaN with
+/// `null_to_nan`), as a batch of all of them would have them; `None` when `write_rows` refuses
+/// the piece (nulls that are not allowed, which are then reported at the batch that holds them,
+/// as the copy run by run does).
 fn stage(
-    spec: &BatchSpec,
+    null_to_nan: bool,
     column_names: &[String],
     arrays: &[ArrayRef],
     dtype: DType,
@@ -189,9 +185,7 @@ fn stage(
     let num_rows = arrays.first().map_or(0, |array| array.len());
     let mut out = UninitBuffer::try_new(num_rows * arrays.len() * dtype.size())?;
     let mut destination = RowsDestination::from_bytes(out.as_uninit_mut(), dtype, num_rows, true);
-    let options = WriteRowsOptions {
-        null_to_nan: spec.null_to_nan,
-    };
+    let options = WriteRowsOptions { null_to_nan };
     if write_rows(&table, 0..num_rows, &mut destination, 0, options).is_err() {
         return Ok(None);
     }
@@ -299,6 +293,7 @@ fn view_output(spec: &BatchSpec, output: &Output, batch: &RecordBatch, run: Run)
             name,
             indices,
             column_names,
+            null_to_nan,
             flat,
             view_when_no_nulls,
             ..
@@ -316,7 +311,7 @@ fn view_output(spec: &BatchSpec, output: &Output, batch: &RecordBatch, run: Run)
             }
             let options = TableToTensorOptions {
                 row_major: spec.row_major || *flat,
-                null_to_nan: spec.null_to_nan,
+                null_to_nan: *null_to_nan,
             };
             let tensor = columns_to_tensor(column_names, &arrays, options)
                 .map_err(|error| Error::column(name, error))?;
@@ -381,7 +376,7 @@ impl OutputCopy<'_> {
         let mut out = UninitBuffer::try_new(total)?;
         let slots = out.as_uninit_mut();
         for run in runs {
-            pieces[run.piece].resolve(self.spec, self.at, self.outputs, output)?;
+            pieces[run.piece].resolve(self.at, self.outputs, output)?;
             let piece = &pieces[run.piece];
             let Source::Rows { has_nulls, .. } = piece.source(self.at) else {
                 unreachable!("a values output resolves to rows")
@@ -454,6 +449,7 @@ impl OutputCopy<'_> {
             indices,
             column_names,
             dtype,
+            null_to_nan,
             flat,
             ..
         } = output
@@ -467,10 +463,10 @@ impl OutputCopy<'_> {
         let total = num_rows * k * size;
         let mut out = UninitBuffer::try_new(total)?;
         let options = WriteRowsOptions {
-            null_to_nan: self.spec.null_to_nan,
+            null_to_nan: *null_to_nan,
         };
         for run in runs {
-            pieces[run.piece].resolve(self.spec, self.at, self.outputs, output)?;
+            pieces[run.piece].resolve(self.at, self.outputs, output)?;
         }
         let pieces: &[Piece] = pieces;
         let staged_bytes = |run: &Run| match pieces[run.piece].source(self.at) {

@@ -17,19 +17,21 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
 use arrow_ipc::reader::{FileDecoder, read_footer_length};
-use arrow_ipc::{Block, root_as_footer, root_as_message};
+use arrow_ipc::{Block, root_as_footer};
 use arrow_schema::SchemaRef;
 
 use crate::digest;
-use crate::file::{self, PinnedFile, PlannedFile};
+use crate::file::{self, IPC_FILE_MAGIC, PinnedFile, PlannedFile};
 use crate::quiet_panic::catch_quietly;
 #[cfg(feature = "object-store")]
 use crate::remote::{self, Fetched, Pending, RemoteObject};
 use crate::{Error, Result};
 
+mod message;
 mod stream;
 
-pub(crate) use stream::{StreamInput, read_streams, stream_schema};
+use message::{BatchHeader, Refused, batch_header, check_compressed_body, first_nodes};
+pub(crate) use stream::{StreamInput, read_streams, stream_summary};
 
 /// Record batches of an IPC file in object storage fetched ahead of the one decoded.
 #[cfg(feature = "object-store")]
@@ -66,10 +68,7 @@ enum Location {
 }
 
 /// The magic bytes that open and close an Arrow IPC file.
-const MAGIC: &[u8; 6] = b"ARROW1";
-
-/// The prefix of an encapsulated message written with the continuation marker.
-const CONTINUATION: [u8; 4] = [0xFF; 4];
+const MAGIC: &[u8; 6] = IPC_FILE_MAGIC;
 
 /// One memory-mapped Arrow IPC file.
 pub(crate) struct IpcFile {
@@ -82,6 +81,11 @@ pub(crate) struct IpcFile {
     decoder: FileDecoder,
     blocks: Vec<Block>,
     rows: Vec<usize>,
+    /// Whether each record batch's buffers are compressed.
+    compressed: Vec<bool>,
+    /// The nulls of each top-level column of the full schema, over every record batch, as the
+    /// record batches' headers declare them; `None` for a column whose headers do not say.
+    null_counts: Vec<Option<u64>>,
     schema: SchemaRef,
     full_schema: SchemaRef,
     /// The digest of the footer (the schema and the table of blocks), which identifies the
@@ -257,20 +261,34 @@ impl IpcFile {
         if let Some(fetched) = more(wanted)? {
             data = fetched;
         }
-        for block in &dictionaries {
+        for (index, block) in dictionaries.iter().enumerate() {
             let bytes = block_data(&data, len, block).map_err(corrupt)?;
+            let unit = format!("dictionary {index}");
+            let header = block_header(&bytes, block)
+                .map_err(|reason| corrupt(format!("{unit}: {reason}")))?;
+            if header.is_some_and(|header| header.compressed) {
+                check_body(path, &unit, &bytes, block)?;
+            }
             catch_quietly(|| decoder.read_dictionary(block, &bytes))
-                .map_err(|payload| Error::decode_panic(path, "a dictionary".to_string(), payload))?
+                .map_err(|payload| Error::decode_panic(path, unit.clone(), payload))?
                 .map_err(|error| corrupt(format!("invalid dictionary: {error}")))?;
         }
-        let rows = blocks
-            .iter()
-            .enumerate()
-            .map(|(i, block)| {
-                block_rows(&data, len, block)
-                    .map_err(|reason| corrupt(format!("record batch {i}: {reason}")))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let firsts = first_nodes(&schema);
+        let mut null_counts: Vec<Option<u64>> = vec![Some(0); firsts.len()];
+        let mut rows = Vec::with_capacity(blocks.len());
+        let mut compressed = Vec::with_capacity(blocks.len());
+        for (i, block) in blocks.iter().enumerate() {
+            let header = block_rows(&data, len, block)
+                .map_err(|reason| corrupt(format!("record batch {i}: {reason}")))?;
+            for (count, &first) in null_counts.iter_mut().zip(&firsts) {
+                *count = match (*count, header.node_nulls.get(first)) {
+                    (Some(total), Some(&nulls)) => total.checked_add(nulls),
+                    _ => None,
+                };
+            }
+            rows.push(header.rows);
+            compressed.push(header.compressed);
+        }
         Ok(IpcFile {
             location,
             len,
@@ -278,6 +296,8 @@ impl IpcFile {
             decoder,
             blocks,
             rows,
+            compressed,
+            null_counts,
             schema: projected,
             full_schema: schema,
             footer_digest,
@@ -287,6 +307,12 @@ impl IpcFile {
     /// The number of rows of each record batch.
     pub(crate) fn rows(&self) -> &[usize] {
         &self.rows
+    }
+
+    /// The nulls of each top-level column of the full schema over every record batch, as their
+    /// headers declare them.
+    pub(crate) fn null_counts(&self) -> &[Option<u64>] {
+        &self.null_counts
     }
 
     /// The (projected) schema.
@@ -351,6 +377,9 @@ impl IpcFile {
                 None => block_data(&self.data, self.len, block).map_err(corrupt)?,
             },
         };
+        if self.compressed[index] {
+            check_body(path, &format!("record batch {index}"), &data, block)?;
+        }
         let decoded =
             catch_quietly(|| self.decoder.read_record_batch(block, &data)).map_err(|payload| {
                 Error::decode_panic(path, format!("record batch {index}"), payload)
@@ -477,70 +506,40 @@ fn block_data(data: &Data, len: usize, block: &Block) -> std::result::Result<Buf
         .ok_or_else(|| format!("the block at offset {offset} was not read"))
 }
 
-/// The row count in the header of the record batch of `block`.
-fn block_rows(data: &Data, len: usize, block: &Block) -> std::result::Result<usize, String> {
+/// The checked header of the record batch of `block`.
+fn block_rows(data: &Data, len: usize, block: &Block) -> std::result::Result<BatchHeader, String> {
     let (offset, _) = block_range(block, len)?;
     let meta = data
         .range(offset, block.metaDataLength() as usize)
         .ok_or_else(|| format!("the header at offset {offset} was not read"))?;
-    let (prefix, rest) = if meta[..4] == CONTINUATION {
-        (&meta[4..8], &meta[8..])
-    } else {
-        (&meta[..4], &meta[4..])
-    };
-    // The message is as long as its prefix says (the rest of the block's metadata is padding),
-    // as other readers take it: a prefix that disagrees with the footer's block is refused.
-    let declared = i32::from_le_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
-    let message = usize::try_from(declared)
-        .ok()
-        .and_then(|len| rest.get(..len))
-        .ok_or_else(|| {
-            format!(
-                "the message declares {declared} bytes of metadata; the block holds {}",
-                rest.len()
-            )
-        })?;
-    let message = root_as_message(message).map_err(|error| format!("invalid message: {error}"))?;
-    let header = message.header_as_record_batch().ok_or_else(|| {
-        format!(
-            "found a {:?} message; expected a record batch",
-            message.header_type()
-        )
-    })?;
-    if message.bodyLength() != block.bodyLength() {
-        return Err(format!(
-            "the message declares a body of {} bytes; the footer's block has {}",
-            message.bodyLength(),
-            block.bodyLength()
-        ));
+    match block_header(&meta, block)? {
+        Some(header) if !header.dictionary => Ok(header),
+        _ => Err("found a message that is not a record batch; expected a record batch".to_string()),
     }
-    // Readers disagree on a null count outside the node's length (pyarrow reads the column as
-    // all null, arrow-rs ignores the count), so such a node is refused.
-    for node in header.nodes().into_iter().flatten() {
-        if node.length() < 0 || node.null_count() < 0 || node.null_count() > node.length() {
-            return Err(format!(
-                "a column declares {} nulls in {} rows; expected between 0 and its rows",
-                node.null_count(),
-                node.length()
-            ));
-        }
-    }
-    // The decoder slices every buffer out of the body and panics on one that lies outside it.
-    for buffer in header.buffers().into_iter().flatten() {
-        let end = buffer.offset().checked_add(buffer.length());
-        if buffer.offset() < 0
-            || buffer.length() < 0
-            || end.is_none_or(|end| end > block.bodyLength())
-            || buffer.offset() % 8 != 0
-        {
-            return Err(format!(
-                "a buffer of {} bytes at offset {} lies outside the body of {} bytes or is not \
-                 aligned to 8 bytes",
-                buffer.length(),
-                buffer.offset(),
-                block.bodyLength()
-            ));
-        }
-    }
-    usize::try_from(header.length()).map_err(|_| format!("negative row count {}", header.length()))
+}
+
+/// The checked header of the block `block` whose bytes (at least its metadata) are `bytes`:
+/// `None` for a message that is neither a record batch nor a dictionary batch.
+fn block_header(bytes: &[u8], block: &Block) -> std::result::Result<Option<BatchHeader>, String> {
+    let meta = bytes
+        .get(..block.metaDataLength() as usize)
+        .ok_or_else(|| "the block is shorter than its metadata".to_string())?;
+    batch_header(meta, block.bodyLength())
+}
+
+/// Checks the compressed buffers of `block`, whose bytes (metadata and body) are `bytes`, before
+/// the decoder decompresses them; `unit` names it in errors.
+fn check_body(path: &Path, unit: &str, bytes: &[u8], block: &Block) -> Result<()> {
+    let meta_len = block.metaDataLength() as usize;
+    let (meta, body) = bytes.split_at(meta_len.min(bytes.len()));
+    check_compressed_body(meta, body).map_err(|refused| match refused {
+        Refused::Malformed(reason) => Error::ipc(path, format!("{unit}: {reason}")),
+        Refused::Memory(reason) => Error::io(
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                format!("{unit}: {reason} to decompress it"),
+            ),
+        ),
+    })
 }

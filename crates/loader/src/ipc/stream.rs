@@ -1,12 +1,26 @@
 //! IPC streams, local files or objects read in order, one stream after another.
+//!
+//! A stream is read message by message here, not by arrow-ipc's `StreamReader`, so that every
+//! message is checked before arrow-ipc's decoder reads it: its metadata and body within the
+//! bytes the stream has left (never an allocation sized by a length the stream declares beyond
+//! them), its header's buffers inside its body, and a compressed body's declared lengths
+//! (`message.rs`). Each checked message, whole in one buffer, goes to arrow-ipc's
+//! `StreamDecoder`, which decodes it as slices of that buffer.
 
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Seek};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use arrow_ipc::reader::StreamReader;
+use arrow_buffer::{Buffer, MutableBuffer};
+use arrow_ipc::reader::StreamDecoder;
+use arrow_ipc::{MessageHeader, root_as_message};
 use arrow_schema::SchemaRef;
 
+use super::message::{
+    BatchHeader, CONTINUATION, Refused, batch_header, check_compressed_body, first_nodes,
+    message_bytes,
+};
 use crate::file;
 use crate::quiet_panic::catch_quietly;
 #[cfg(feature = "object-store")]
@@ -36,36 +50,296 @@ impl StreamInput {
         }
     }
 
-    /// Opens the stream and reads its schema.
-    fn open(&self) -> Result<StreamReader<BufReader<Box<dyn Read + Send>>>> {
-        let read: Box<dyn Read + Send> = match self {
-            StreamInput::Path(path) => Box::new(file::open(path)?),
+    /// The stream's messages, from its start.
+    fn messages(&self) -> Result<Messages<Box<dyn Read + Send>>> {
+        let (read, size): (Box<dyn Read + Send>, u64) = match self {
+            StreamInput::Path(path) => {
+                let file = file::open(path)?;
+                let size = file
+                    .metadata()
+                    .map_err(|error| Error::io(path, error))?
+                    .len();
+                (Box::new(BufReader::new(file)), size)
+            }
             #[cfg(feature = "object-store")]
-            StreamInput::Remote(object) => Box::new(RemoteRead {
-                object: object.clone(),
-                offset: 0,
-                chunk: bytes::Bytes::new(),
-            }),
+            StreamInput::Remote(object) => (
+                Box::new(RemoteRead {
+                    object: object.clone(),
+                    offset: 0,
+                    chunk: bytes::Bytes::new(),
+                }),
+                object.size(),
+            ),
         };
-        StreamReader::try_new(BufReader::new(read), None)
-            .map_err(|error| stream_error(self.name(), error))
+        Ok(Messages {
+            reader: read,
+            name: self.name().to_path_buf(),
+            left: size,
+            index: 0,
+        })
+    }
+
+    /// Opens the stream: its messages, a decoder that has been given its schema message, and
+    /// the schema (which the decoder holds only once the next message reaches it).
+    fn open(&self) -> Result<Opened> {
+        let mut messages = self.messages()?;
+        let mut decoder = StreamDecoder::new();
+        let Some(message) = messages.next()? else {
+            return Err(Error::ipc(
+                self.name(),
+                "the stream holds no message; expected a schema message first, as an arrow ipc \
+                 stream starts",
+            ));
+        };
+        if message.kind != MessageHeader::Schema {
+            return Err(Error::ipc(
+                self.name(),
+                format!(
+                    "its first message is a {:?} message; expected a schema message, as an arrow \
+                     ipc stream starts",
+                    message.kind
+                ),
+            ));
+        }
+        let schema = message_schema(&message, self.name())?;
+        decode(&mut decoder, message, self.name())?;
+        Ok((messages, decoder, schema))
     }
 }
 
-/// A stream reader's error: an I/O error of an object (a failed fetch, which the reader wraps)
-/// keeps its kind and names the object; anything else is invalid IPC.
-fn stream_error(name: &Path, error: arrow_schema::ArrowError) -> Error {
-    match error {
-        arrow_schema::ArrowError::IoError(_, source)
-            if source.kind() != std::io::ErrorKind::UnexpectedEof =>
-        {
-            Error::Io {
-                path: name.to_path_buf(),
-                source,
-            }
+/// A stream opened: its messages, a decoder given its schema message, and its schema.
+type Opened = (Messages<Box<dyn Read + Send>>, StreamDecoder, SchemaRef);
+
+/// The schema of the schema message `message`.
+fn message_schema(message: &Message, name: &Path) -> Result<SchemaRef> {
+    let metadata = &message.bytes.as_slice()[..message.meta_len];
+    let flatbuffer = message_bytes(metadata).map_err(|reason| Error::ipc(name, reason))?;
+    let message = root_as_message(flatbuffer)
+        .map_err(|error| Error::ipc(name, format!("invalid message: {error}")))?;
+    let schema = message
+        .header_as_schema()
+        .ok_or_else(|| Error::ipc(name, "the schema message has no schema"))?;
+    let schema = catch_quietly(|| arrow_ipc::convert::try_fb_to_schema(schema))
+        .map_err(|payload| Error::decode_panic(name, "the schema".to_string(), payload))?
+        .map_err(|error| Error::ipc(name, format!("invalid schema: {error}")))?;
+    Ok(Arc::new(schema))
+}
+
+/// One message of a stream, whole: its prefix, metadata and body in one buffer.
+struct Message {
+    bytes: Buffer,
+    /// The bytes of the prefix and the metadata, before the body.
+    meta_len: usize,
+    kind: MessageHeader,
+    /// Whether its body is compressed.
+    compressed: bool,
+    /// Which message of the stream it is, for errors.
+    index: usize,
+}
+
+/// The messages of a stream read from `reader`, which has `left` bytes.
+struct Messages<R> {
+    reader: R,
+    name: PathBuf,
+    left: u64,
+    /// The index of the next message.
+    index: usize,
+}
+
+impl<R: Read> Messages<R> {
+    /// Reads exactly `buf.len()` bytes, which the stream must have left.
+    fn read_exact(&mut self, buf: &mut [u8], what: &str) -> Result<()> {
+        let wanted = buf.len() as u64;
+        if wanted > self.left {
+            return Err(self.malformed(format!(
+                "{what} of {wanted} bytes reaches past the end of the stream, {} bytes later; \
+                 expected a complete stream",
+                self.left
+            )));
         }
-        error => Error::ipc(name, error.to_string()),
+        self.reader
+            .read_exact(buf)
+            .map_err(|error| self.read_error(error))?;
+        self.left -= wanted;
+        Ok(())
     }
+
+    /// A read's I/O error, naming the stream; the error of an object's fetch (which names the
+    /// object and says what failed) is kept as it is.
+    fn read_error(&self, error: std::io::Error) -> Error {
+        if error.get_ref().is_some_and(|inner| inner.is::<Error>()) {
+            let inner = error.into_inner().expect("an error with an inner error");
+            return *inner
+                .downcast::<Error>()
+                .expect("checked to be a loader error");
+        }
+        Error::io(&self.name, error)
+    }
+
+    /// A malformed message, naming it.
+    fn malformed(&self, reason: String) -> Error {
+        Error::ipc(&self.name, format!("message {}: {reason}", self.index))
+    }
+
+    /// The length prefix of the next message (after its continuation marker, if any), and the
+    /// prefix's bytes; `None` at the end of the stream: its end-of-stream marker, or the end of
+    /// its bytes between two messages.
+    fn prefix(&mut self) -> Result<Option<(u32, Vec<u8>)>> {
+        if self.left == 0 {
+            return Ok(None);
+        }
+        let mut word = [0u8; 4];
+        self.read_exact(&mut word, "a message's length")?;
+        let mut prefix = word.to_vec();
+        if word == CONTINUATION {
+            self.read_exact(&mut word, "a message's length")?;
+            prefix.extend_from_slice(&word);
+        }
+        let length = u32::from_le_bytes(word);
+        if length == 0 {
+            // The end-of-stream marker; what follows it is not read.
+            return Ok(None);
+        }
+        if length > i32::MAX as u32 {
+            return Err(self.malformed(format!(
+                "its metadata length is {}; expected a positive 32-bit length",
+                length as i32
+            )));
+        }
+        Ok(Some((length, prefix)))
+    }
+
+    /// The prefix and metadata of the next message, checked, with its kind, its body's length
+    /// (within the bytes left) and its header when it is a record batch or a dictionary batch;
+    /// `None` at the end of the stream.
+    fn header(&mut self) -> Result<Option<Header>> {
+        let Some((length, prefix)) = self.prefix()? else {
+            return Ok(None);
+        };
+        if u64::from(length) > self.left {
+            return Err(self.malformed(format!(
+                "it declares {length} bytes of metadata; the stream has {} bytes left",
+                self.left
+            )));
+        }
+        let mut metadata = try_zeroed(&self.name, prefix.len() + length as usize)?;
+        metadata[..prefix.len()].copy_from_slice(&prefix);
+        let after_prefix = prefix.len();
+        self.read_exact(&mut metadata[after_prefix..], "its metadata")?;
+        let (kind, body_length) = {
+            let flatbuffer = message_bytes(&metadata).map_err(|reason| self.malformed(reason))?;
+            let message = root_as_message(flatbuffer)
+                .map_err(|error| self.malformed(format!("invalid message: {error}")))?;
+            (message.header_type(), message.bodyLength())
+        };
+        let body_len = u64::try_from(body_length)
+            .ok()
+            .filter(|&body| body <= self.left)
+            .ok_or_else(|| {
+                self.malformed(format!(
+                    "it declares a body of {body_length} bytes; the stream has {} bytes left",
+                    self.left
+                ))
+            })?;
+        let batch =
+            batch_header(&metadata, body_length).map_err(|reason| self.malformed(reason))?;
+        Ok(Some(Header {
+            metadata,
+            kind,
+            body_len: body_len as usize,
+            batch,
+        }))
+    }
+
+    /// The next message, checked, whole; `None` at the end of the stream.
+    fn next(&mut self) -> Result<Option<Message>> {
+        let Some(header) = self.header()? else {
+            return Ok(None);
+        };
+        let meta_len = header.metadata.len();
+        let mut bytes = try_zeroed(&self.name, meta_len + header.body_len)?;
+        bytes[..meta_len].copy_from_slice(&header.metadata);
+        self.read_exact(&mut bytes[meta_len..], "its body")?;
+        let message = Message {
+            bytes: bytes.into(),
+            meta_len,
+            kind: header.kind,
+            compressed: header.batch.is_some_and(|batch| batch.compressed),
+            index: self.index,
+        };
+        self.index += 1;
+        Ok(Some(message))
+    }
+}
+
+/// A message's prefix and metadata, as [`Messages::header`] reads them.
+struct Header {
+    metadata: MutableBuffer,
+    kind: MessageHeader,
+    body_len: usize,
+    batch: Option<BatchHeader>,
+}
+
+impl<R: Read + Seek> Messages<R> {
+    /// The header of the next message, its body skipped; `None` at the end of the stream.
+    fn next_header(&mut self) -> Result<Option<Header>> {
+        let Some(header) = self.header()? else {
+            return Ok(None);
+        };
+        self.reader
+            .seek_relative(header.body_len as i64)
+            .map_err(|error| self.read_error(error))?;
+        self.left -= header.body_len as u64;
+        self.index += 1;
+        Ok(Some(header))
+    }
+}
+
+/// `len` zeroed bytes, or an out-of-memory error naming the stream.
+fn try_zeroed(name: &Path, len: usize) -> Result<MutableBuffer> {
+    MutableBuffer::try_from_len_zeroed(len).map_err(|error| {
+        Error::io(
+            name,
+            std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                format!("cannot allocate {len} bytes for a message: {error}"),
+            ),
+        )
+    })
+}
+
+/// Decodes `message` with `decoder`, after checking its compressed body: the record batch it
+/// completes, if any.
+fn decode(
+    decoder: &mut StreamDecoder,
+    message: Message,
+    name: &Path,
+) -> Result<Option<RecordBatch>> {
+    let unit = format!("message {}", message.index);
+    if message.compressed {
+        let (meta, body) = message.bytes.as_slice().split_at(message.meta_len);
+        check_compressed_body(meta, body).map_err(|refused| match refused {
+            Refused::Malformed(reason) => Error::ipc(name, format!("{unit}: {reason}")),
+            Refused::Memory(reason) => Error::io(
+                name,
+                std::io::Error::new(
+                    std::io::ErrorKind::OutOfMemory,
+                    format!("{unit}: {reason} to decompress it"),
+                ),
+            ),
+        })?;
+    }
+    let mut bytes = message.bytes;
+    let decoded = catch_quietly(|| decoder.decode(&mut bytes))
+        .map_err(|payload| Error::decode_panic(name, unit.clone(), payload))?
+        .map_err(|error| Error::ipc(name, format!("{unit}: {error}")))?;
+    if !bytes.is_empty() {
+        return Err(Error::ipc(
+            name,
+            format!("{unit}: the decoder left {} bytes of it", bytes.len()),
+        ));
+    }
+    Ok(decoded)
 }
 
 /// An object read in order, [`STREAM_CHUNK`] bytes per request.
@@ -105,24 +379,24 @@ pub(crate) fn read_streams(
     inputs.into_iter().flat_map(
         |input| -> Box<dyn Iterator<Item = Result<RecordBatch>> + Send> {
             match input.open() {
-                Ok(mut reader) => {
-                    let mut index = 0;
+                Ok((mut messages, mut decoder, _)) => {
                     let mut failed = false;
                     Box::new(std::iter::from_fn(move || {
                         if failed {
                             return None;
                         }
-                        let path = input.name();
-                        let next = match catch_quietly(|| reader.next()) {
-                            Ok(item) => {
-                                item.map(|batch| batch.map_err(|error| stream_error(path, error)))
-                            }
-                            Err(payload) => {
-                                let unit = format!("record batch {index}");
-                                Some(Err(Error::decode_panic(path, unit, payload)))
+                        let next = loop {
+                            let message = match messages.next() {
+                                Ok(Some(message)) => message,
+                                Ok(None) => break None,
+                                Err(error) => break Some(Err(error)),
+                            };
+                            match decode(&mut decoder, message, input.name()) {
+                                Ok(Some(batch)) => break Some(Ok(batch)),
+                                Ok(None) => continue,
+                                Err(error) => break Some(Err(error)),
                             }
                         };
-                        index += 1;
                         failed = matches!(next, Some(Err(_)));
                         next
                     }))
@@ -133,7 +407,56 @@ pub(crate) fn read_streams(
     )
 }
 
-/// The schema of the IPC stream `input`, read from its first message.
-pub(crate) fn stream_schema(input: &StreamInput) -> Result<SchemaRef> {
-    Ok(input.open()?.schema())
+/// What the planning reads of an IPC stream: its schema and, where asked, the nulls of each
+/// top-level column over its record batches (from their headers; a local stream only).
+pub(crate) struct StreamSummary {
+    pub(crate) schema: SchemaRef,
+    /// The nulls of each top-level column, as the record batches' headers declare them;
+    /// `None` when not read (an object, or not asked).
+    pub(crate) null_counts: Option<Vec<Option<u64>>>,
+}
+
+/// The schema of the IPC stream `input`, from its first message; with `null_counts`, a local
+/// stream's record-batch headers are read too (their bodies skipped) for the nulls of each
+/// column.
+pub(crate) fn stream_summary(input: &StreamInput, null_counts: bool) -> Result<StreamSummary> {
+    let (_, _, schema) = input.open()?;
+    let counts = match input {
+        StreamInput::Path(path) if null_counts => Some(scan_null_counts(path, &schema)?),
+        _ => None,
+    };
+    Ok(StreamSummary {
+        schema,
+        null_counts: counts,
+    })
+}
+
+/// The nulls of each top-level column of the local stream `path` of schema `schema`, summed
+/// over its record batches' headers; its bodies are skipped, not read.
+fn scan_null_counts(path: &Path, schema: &SchemaRef) -> Result<Vec<Option<u64>>> {
+    let file = file::open(path)?;
+    let size = file
+        .metadata()
+        .map_err(|error| Error::io(path, error))?
+        .len();
+    let mut messages = Messages {
+        reader: BufReader::new(file),
+        name: path.to_path_buf(),
+        left: size,
+        index: 0,
+    };
+    let firsts = first_nodes(schema);
+    let mut counts: Vec<Option<u64>> = vec![Some(0); firsts.len()];
+    while let Some(header) = messages.next_header()? {
+        let Some(header) = header.batch.filter(|batch| !batch.dictionary) else {
+            continue;
+        };
+        for (count, &first) in counts.iter_mut().zip(&firsts) {
+            *count = match (*count, header.node_nulls.get(first)) {
+                (Some(total), Some(&nulls)) => total.checked_add(nulls),
+                _ => None,
+            };
+        }
+    }
+    Ok(counts)
 }

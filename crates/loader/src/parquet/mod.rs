@@ -239,6 +239,29 @@ impl ParquetFile {
             .collect()
     }
 
+    /// The nulls of each top-level column of the full schema over every row group, as the
+    /// column chunks' statistics declare them; `None` for a column whose statistics (in some row
+    /// group) do not say, and for a nested column (which has no one leaf to count).
+    pub(crate) fn null_counts(&self) -> Vec<Option<u64>> {
+        let metadata = self.metadata.metadata();
+        let leaves = metadata.file_metadata().schema_descr();
+        self.full_schema
+            .fields()
+            .iter()
+            .map(|field| {
+                let leaf = (0..leaves.num_columns()).find(|&leaf| {
+                    let column = leaves.column(leaf);
+                    let path = column.path().parts();
+                    path.len() == 1 && path[0] == *field.name()
+                })?;
+                metadata.row_groups().iter().try_fold(0u64, |total, group| {
+                    let nulls = group.column(leaf).statistics()?.null_count_opt()?;
+                    total.checked_add(nulls)
+                })
+            })
+            .collect()
+    }
+
     /// The (projected) schema.
     pub(crate) fn schema(&self) -> &SchemaRef {
         &self.schema

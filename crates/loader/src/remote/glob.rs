@@ -12,9 +12,9 @@ use object_store::path::Path as StorePath;
 use object_store::{ObjectStore, ObjectStoreScheme};
 use url::Url;
 
-use super::pattern::PathPattern;
 use super::redact::redacted;
-use crate::file::format_of;
+use crate::file::{extension_of, is_hidden, is_listed};
+use crate::path_pattern::{PathPattern, is_pattern};
 use crate::{Error, Result};
 
 /// The most keys one listing looks at.
@@ -37,11 +37,6 @@ pub(super) enum Target {
     },
 }
 
-/// Whether `segment` holds a glob's special characters.
-fn is_pattern(segment: &str) -> bool {
-    segment.contains(['*', '?', '['])
-}
-
 impl Target {
     /// What `url` names: a glob when a segment of its path holds `*`, `?` or `[`; a prefix
     /// when it ends with `/` or its last segment has no known extension; one object otherwise.
@@ -61,7 +56,7 @@ impl Target {
         let named_object = !url.path().ends_with('/')
             && segments
                 .last()
-                .is_some_and(|last| format_of(last.as_ref()).is_some());
+                .is_some_and(|last| extension_of(last.as_ref()).is_some());
         Ok(if named_object {
             Target::Object(path)
         } else {
@@ -112,12 +107,12 @@ impl Target {
             let Some(file_name) = relative.last() else {
                 continue;
             };
-            if file_name.starts_with(['_', '.']) || format_of(file_name).is_none() {
+            if !is_listed(file_name) {
                 continue;
             }
             let hidden = relative[..relative.len() - 1]
                 .iter()
-                .any(|part| part.starts_with(['_', '.']));
+                .any(|part| is_hidden(part));
             if hidden {
                 continue;
             }

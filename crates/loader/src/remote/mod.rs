@@ -25,7 +25,6 @@ mod fetched;
 mod glob;
 mod object;
 mod options;
-mod pattern;
 mod redact;
 mod runtime;
 
@@ -45,7 +44,7 @@ pub(crate) use fetched::{Fetched, coalesce};
 pub(crate) use object::RemoteObject;
 pub(crate) use runtime::{Pending, Remote};
 
-use crate::file::{Format, format_of};
+use crate::file::{Extension, Format, arrow_format_of, arrow_format_of_tail, extension_of};
 use crate::{Error, Result};
 
 /// Objects opened (their tails fetched) at once when a source is planned.
@@ -250,7 +249,7 @@ pub(crate) fn open(source: ObjectSource) -> Result<Opened> {
     let mut format = None;
     for (url, _, location) in &listed {
         let name = display_name(&object_url(url, location));
-        let Some(kind) = format_of(location.as_ref()) else {
+        let Some(kind) = extension_of(location.as_ref()) else {
             return Err(Error::UnknownFormat { path: name });
         };
         match format {
@@ -258,7 +257,8 @@ pub(crate) fn open(source: ObjectSource) -> Result<Opened> {
             Some((first, ref first_name)) if first != kind => {
                 return Err(Error::InvalidSpec {
                     reason: format!(
-                        "{} and {} are of different formats; expected objects of one format",
+                        "{} and {} are of different formats (parquet and arrow); expected \
+                         objects of one format",
                         first_name.display(),
                         name.display()
                     ),
@@ -267,7 +267,7 @@ pub(crate) fn open(source: ObjectSource) -> Result<Opened> {
             Some(_) => {}
         }
     }
-    let Some((format, _)) = format else {
+    let Some((extension, _)) = format else {
         let urls: Vec<String> = source.urls.iter().map(redact::redacted).collect();
         return Err(Error::InvalidSpec {
             reason: format!(
@@ -276,7 +276,7 @@ pub(crate) fn open(source: ObjectSource) -> Result<Opened> {
         });
     };
     let allow_without_validator = source.options.objects_without_validators;
-    let parquet = format == Format::Parquet;
+    let parquet = extension == Extension::Parquet;
     let requests = remote.requests.clone();
     let opening: Vec<_> = listed
         .into_iter()
@@ -303,7 +303,7 @@ pub(crate) fn open(source: ObjectSource) -> Result<Opened> {
             .try_collect::<Vec<_>>()
             .await
     })?;
-    let objects = opened
+    let objects: Vec<(RemoteObject, Fetched)> = opened
         .into_iter()
         .map(|(name, store, location, stamp, tail)| {
             (
@@ -318,11 +318,49 @@ pub(crate) fn open(source: ObjectSource) -> Result<Opened> {
             )
         })
         .collect();
+    let format = match extension {
+        Extension::Parquet => Format::Parquet,
+        Extension::Arrow => arrow_format(&objects)?,
+    };
     Ok(Opened {
         format,
         stop: remote.stop.clone(),
         objects,
     })
+}
+
+/// The format of Arrow objects (of extension [`Extension::Arrow`]), one for all: an IPC file
+/// starts and ends with `ARROW1` and a stream does neither, so the tail already fetched tells
+/// (the first bytes where the tail is the whole object). Files and streams mixed are refused.
+fn arrow_format(objects: &[(RemoteObject, Fetched)]) -> Result<Format> {
+    let mut first: Option<(Format, &Path)> = None;
+    for (object, tail) in objects {
+        let name = object.name();
+        let size = object.size();
+        let format = match tail.slice(0, size.min(8)) {
+            Some(head) => arrow_format_of(name, &head)?,
+            None => {
+                let last = tail.slice(size.saturating_sub(8), size.min(8));
+                arrow_format_of_tail(name, last.as_deref().unwrap_or_default())?
+            }
+        };
+        match first {
+            None => first = Some((format, name)),
+            Some((expected, first_name)) if expected != format => {
+                return Err(Error::InvalidSpec {
+                    reason: format!(
+                        "{} is {} and {} is {}; expected objects of one format",
+                        first_name.display(),
+                        expected.describe(),
+                        name.display(),
+                        format.describe()
+                    ),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(first.map_or(Format::IpcFile, |(format, _)| format))
 }
 
 /// The URL of the object at `location` in the store of `url`.

@@ -1,6 +1,7 @@
 //! Where record batches come from ([`Source`]), and the plan that orders, shuffles and shards
 //! them before any data is read.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,21 +10,23 @@ use std::sync::atomic::AtomicBool;
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::SchemaRef;
 
-use crate::columns::{Columns, check_same_columns};
-use crate::file::{Format, format_of};
+use crate::columns::{Columns, check_same_columns, needs_null_counts, resolve_null_to_nan};
+use crate::file::{Format, format_of_file};
 use crate::ipc::{self, IpcFile, IpcRecordBatch, StreamInput};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
 use crate::rng::Rng;
 use crate::sequences::plan::ShardBatches;
 use crate::state::{Item, Settings, Start, Work};
-use crate::{BatchSpec, Error, Result};
+use crate::{BatchSpec, Error, NullToNan, Result};
 
 mod identity;
+mod nulls;
+mod paths;
 mod planned;
 mod start;
 
 pub(crate) use identity::sequence_settings;
-
+use nulls::files_null_to_nan;
 use start::{file_items, in_stream, resume, rows_left, select};
 
 /// The streams of the shuffle's generators, so that the unit order and the row order of one seed
@@ -35,17 +38,29 @@ pub(crate) const UNIT_STREAM: u64 = 1;
 /// Files are read on the loader's background threads; their metadata (IPC footers, Parquet
 /// footers) is read when the loader is made, so that a missing or truncated file fails there.
 pub enum Source {
-    /// Arrow IPC files (`.arrow`, `.feather` v2), memory-mapped and decoded zero-copy; their
-    /// record batches are the units of shuffling and sharding.
+    /// Arrow IPC files (`.arrow`, `.feather` v2: files that start with `ARROW1`),
+    /// memory-mapped and decoded zero-copy (record batches with compressed buffers, LZ4 or
+    /// ZSTD, are decompressed into fresh memory); their record batches are the units of
+    /// shuffling and sharding.
     IpcFiles(Vec<PathBuf>),
-    /// Arrow IPC streams (`.arrows`), read in order; record batches are dealt to the shards
-    /// round-robin and the file order is shuffled.
+    /// Arrow IPC streams (`.arrows`, and the `.arrow` files of Hugging Face `datasets`), read in
+    /// order; record batches are dealt to the shards round-robin and the file order is
+    /// shuffled.
     IpcStreams(Vec<PathBuf>),
     /// Parquet files; row groups are the units of shuffling and sharding, decoded in parallel.
     ParquetFiles(Vec<PathBuf>),
     /// Any reader of record batches, read in order on the background thread; record batches
     /// are dealt to the shards round-robin.
     Reader(Box<dyn RecordBatchReader + Send>),
+    /// Record batches in memory, all of `schema`, read in order as a reader's are; unlike a
+    /// reader's, their rows and null counts are known when the loader is planned (so that
+    /// [`NullToNan::Auto`] promotes only the integer columns that hold nulls).
+    RecordBatches {
+        /// The schema of every record batch.
+        schema: SchemaRef,
+        /// The record batches, in order.
+        batches: Vec<RecordBatch>,
+    },
     /// Objects in object storage (`s3://`, `gs://`, `az://`, `http(s)://`), of one of the
     /// formats above, read as the local files of that format are (feature `object-store`).
     #[cfg(feature = "object-store")]
@@ -59,6 +74,11 @@ impl fmt::Debug for Source {
             Source::IpcStreams(paths) => f.debug_tuple("IpcStreams").field(paths).finish(),
             Source::ParquetFiles(paths) => f.debug_tuple("ParquetFiles").field(paths).finish(),
             Source::Reader(reader) => f.debug_tuple("Reader").field(&reader.schema()).finish(),
+            Source::RecordBatches { schema, batches } => f
+                .debug_struct("RecordBatches")
+                .field("schema", schema)
+                .field("batches", &batches.len())
+                .finish(),
             #[cfg(feature = "object-store")]
             Source::Objects(objects) => f.debug_tuple("Objects").field(objects).finish(),
         }
@@ -66,40 +86,53 @@ impl fmt::Debug for Source {
 }
 
 impl Source {
-    /// Files of one format, told from their extension: `.arrow`, `.feather` and `.ipc` are IPC
-    /// files, `.arrows` IPC streams, `.parquet` and `.pq` Parquet.
+    /// Local files of one format, named by their paths, by directories (every file under one)
+    /// or by globs (`data/part-*.parquet`, `data/**/*.parquet`).
+    ///
+    /// A directory names every Parquet or Arrow file under it, at any depth, and a glob the
+    /// files it matches (`*`, `?` and `[a-z]` within a segment, `**` across segments); both are
+    /// sorted by path, and leave out hidden names, names starting with `_` (`_SUCCESS`) and
+    /// files of other extensions, as `pyarrow.dataset` does and as prefixes and globs in object
+    /// storage do. A path that exists is read as it is, glob characters and all.
+    ///
+    /// The extension tells Parquet (`.parquet`, `.pq`) from Arrow (`.arrow`, `.feather`,
+    /// `.ipc`, `.arrows`); an Arrow file's first bytes tell an IPC file (which starts with
+    /// `ARROW1`: [`Source::IpcFiles`]) from an IPC stream ([`Source::IpcStreams`]), so that the
+    /// `.arrow` streams that Hugging Face `datasets` writes are read as streams.
+    ///
+    /// # Errors
+    ///
+    /// An empty list; a path, directory or glob that names no file ([`Error::Io`] of kind
+    /// `NotFound`, naming it); a file of an unknown extension; files of different formats.
     pub fn from_paths<P: AsRef<Path>>(paths: impl IntoIterator<Item = P>) -> Result<Self> {
-        let paths: Vec<PathBuf> = paths
+        let given: Vec<PathBuf> = paths
             .into_iter()
             .map(|p| p.as_ref().to_path_buf())
             .collect();
-        let kind = |path: &Path| -> Result<Format> {
-            path.file_name()
-                .and_then(|name| name.to_str())
-                .and_then(format_of)
-                .ok_or_else(|| Error::UnknownFormat {
-                    path: path.to_path_buf(),
-                })
-        };
-        let Some(first) = paths.first() else {
-            return Ok(Source::IpcFiles(paths));
-        };
-        let first_kind = kind(first)?;
-        for path in &paths[1..] {
-            if kind(path)? != first_kind {
-                return Err(Error::InvalidSpec {
-                    reason: format!(
-                        "{} and {} are of different formats; expected files of one format",
-                        first.display(),
-                        path.display()
-                    ),
-                });
+        let files = paths::expand(&given)?;
+        let mut first: Option<(Format, &Path)> = None;
+        for path in &files {
+            let format = format_of_file(path)?;
+            match first {
+                None => first = Some((format, path)),
+                Some((expected, first_path)) if expected != format => {
+                    return Err(Error::InvalidSpec {
+                        reason: format!(
+                            "{} is {} and {} is {}; expected files of one format",
+                            first_path.display(),
+                            expected.describe(),
+                            path.display(),
+                            format.describe()
+                        ),
+                    });
+                }
+                Some(_) => {}
             }
         }
-        Ok(match first_kind {
-            Format::IpcFile => Source::IpcFiles(paths),
-            Format::IpcStream => Source::IpcStreams(paths),
-            Format::Parquet => Source::ParquetFiles(paths),
+        Ok(match first.map(|(format, _)| format) {
+            Some(Format::IpcStream) => Source::IpcStreams(files),
+            Some(Format::Parquet) => Source::ParquetFiles(files),
+            Some(Format::IpcFile) | None => Source::IpcFiles(files),
         })
     }
 
@@ -117,6 +150,17 @@ impl Source {
     /// Any record-batch reader (an in-memory table, a stream from another library).
     pub fn reader(reader: impl RecordBatchReader + Send + 'static) -> Self {
         Source::Reader(Box::new(reader))
+    }
+
+    /// Record batches in memory, all of `schema` ([`Source::RecordBatches`]).
+    pub fn record_batches(
+        schema: SchemaRef,
+        batches: impl IntoIterator<Item = RecordBatch>,
+    ) -> Self {
+        Source::RecordBatches {
+            schema,
+            batches: batches.into_iter().collect(),
+        }
     }
 }
 
@@ -151,6 +195,9 @@ pub(crate) struct Plan {
     /// The shard's planned batches, when the epoch is planned (its pieces are then the whole
     /// units of the items these batches read, in the order they first need them).
     pub(crate) planned: Option<ShardBatches>,
+    /// The spec's [`NullToNan`] made explicit from the source's metadata
+    /// ([`resolve_null_to_nan`]), which the loader thread uses in its place.
+    pub(crate) null_to_nan: NullToNan,
 }
 
 /// The columns the spec reads, or `None` for all.
@@ -253,22 +300,62 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
             })
         }
         Source::Reader(reader) => {
-            check_spec(spec, &reader.schema(), || "the reader".to_string())?;
-            let settings = identity::settings(spec, identity::reader(&reader.schema()));
-            let (work, start) = resume(spec, &settings, None)?;
+            let schema = reader.schema();
             let batches = reader.map(|batch| batch.map_err(Error::from));
-            let raw = in_stream(batches, &work, spec, &start);
-            Ok(Plan {
-                pieces: select(raw, &start, None),
-                num_rows: None,
-                work,
-                settings,
-                start,
-                stop: None,
-                planned: None,
-            })
+            plan_in_memory(schema, batches, None, |_| None, spec)
+        }
+        Source::RecordBatches { schema, batches } => {
+            let mut nulls: BTreeMap<&str, u64> = BTreeMap::new();
+            let mut rows: u64 = 0;
+            for batch in &batches {
+                rows = rows.saturating_add(batch.num_rows() as u64);
+                for (field, column) in batch.schema_ref().fields().iter().zip(batch.columns()) {
+                    *nulls.entry(field.name().as_str()).or_default() += column.null_count() as u64;
+                }
+            }
+            let nulls: BTreeMap<String, u64> = nulls
+                .into_iter()
+                .map(|(name, count)| (name.to_string(), count))
+                .collect();
+            plan_in_memory(
+                schema,
+                batches.into_iter().map(Ok),
+                Some(rows),
+                |name| nulls.get(name).copied(),
+                spec,
+            )
         }
     }
+}
+
+/// Plans a reader's record batches, or record batches in memory (of `rows` rows in all, and
+/// `nulls` in each column): read in order, dealt round-robin.
+fn plan_in_memory(
+    schema: SchemaRef,
+    batches: impl Iterator<Item = Result<RecordBatch>> + Send + 'static,
+    rows: Option<u64>,
+    nulls: impl Fn(&str) -> Option<u64>,
+    spec: &BatchSpec,
+) -> Result<Plan> {
+    let described = if rows.is_some() {
+        "the record batches"
+    } else {
+        "the reader"
+    };
+    check_spec(spec, &schema, || described.to_string())?;
+    let settings = identity::settings(spec, identity::reader(&schema));
+    let (work, start) = resume(spec, &settings, None)?;
+    let raw = in_stream(batches, &work, spec, &start);
+    Ok(Plan {
+        pieces: select(raw, &start, None),
+        num_rows: rows.and_then(|rows| spec.rows_of_stream(rows)),
+        work,
+        settings,
+        start,
+        stop: None,
+        null_to_nan: resolve_null_to_nan(spec, &schema, nulls),
+        planned: None,
+    })
 }
 
 /// Plans the record batches of the opened IPC files `files`, named `paths`.
@@ -289,6 +376,12 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         })
         .collect();
     let settings = identity::settings(spec, identity::ipc_files(&files));
+    let null_to_nan = files_null_to_nan(
+        spec,
+        files
+            .iter()
+            .map(|file| (file.full_schema().as_ref(), file.null_counts().to_vec())),
+    );
     let (order, source_unit) = epoch_order_indexed(&units, spec);
     let unit_rows: Vec<u64> = order.iter().map(|unit| unit.rows as u64).collect();
     let (work, start) = resume(spec, &settings, Some(&unit_rows))?;
@@ -323,6 +416,7 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         start,
         stop: None,
         planned: batches,
+        null_to_nan,
     })
 }
 
@@ -349,6 +443,12 @@ fn plan_parquet_files(
         }
     }
     let settings = identity::settings(spec, identity::parquet_files(&files));
+    let null_to_nan = files_null_to_nan(
+        spec,
+        files
+            .iter()
+            .map(|file| (file.full_schema().as_ref(), file.null_counts())),
+    );
     let (order, source_unit) = epoch_order_indexed(&units, spec);
     let unit_rows: Vec<u64> = order.iter().map(|unit| unit.rows).collect();
     let (work, start) = resume(spec, &settings, Some(&unit_rows))?;
@@ -404,6 +504,7 @@ fn plan_parquet_files(
         start,
         stop: None,
         planned: batches,
+        null_to_nan,
     })
 }
 
@@ -411,10 +512,32 @@ fn plan_parquet_files(
 /// round-robin.
 fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Result<Plan> {
     let mut schema = None;
+    let mut null_to_nan = spec.null_to_nan.clone();
     if let Some(first) = inputs.first() {
-        let first_schema = ipc::stream_schema(first)?;
-        check_spec(spec, &first_schema, || first.name().display().to_string())?;
-        schema = Some(first_schema);
+        let summary = ipc::stream_summary(first, false)?;
+        check_spec(spec, &summary.schema, || first.name().display().to_string())?;
+        null_to_nan = resolve_null_to_nan(spec, &summary.schema, |_| None);
+        if needs_null_counts(spec, &summary.schema) {
+            // Local streams' record-batch headers tell their nulls (their bodies are skipped);
+            // objects are not read twice, and the schema's nullability decides for them.
+            let summaries = inputs
+                .iter()
+                .map(|input| ipc::stream_summary(input, true))
+                .collect::<Result<Vec<_>>>()?;
+            if summaries
+                .iter()
+                .all(|summary| summary.null_counts.is_some())
+            {
+                null_to_nan = files_null_to_nan(
+                    spec,
+                    summaries.iter().map(|summary| {
+                        let counts = summary.null_counts.clone().unwrap_or_default();
+                        (summary.schema.as_ref(), counts)
+                    }),
+                );
+            }
+        }
+        schema = Some(summary.schema);
     }
     let source = identity::ipc_streams(&inputs, schema.as_deref())?;
     let settings = identity::settings(spec, source);
@@ -429,6 +552,7 @@ fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Result<Plan> 
         start,
         stop: None,
         planned: None,
+        null_to_nan,
     })
 }
 

@@ -9,9 +9,11 @@ use crate::sequences::Sequence;
 use crate::sequences::tokens::Cutting;
 use crate::state::LoaderState;
 
+mod nulls;
 mod options;
 mod validate;
 
+pub use nulls::NullToNan;
 pub use options::{OptionDecl, OptionScope, OptionType, OptionValue};
 /// Named numeric columns that become one 2-D tensor of shape `(B, k)`.
 ///
@@ -81,12 +83,14 @@ options::batch_spec! {
         /// know which); a null row of a sequence is an empty row.
         #[option(Bool, Batch, default = false)]
         pub allow_nulls: bool,
-        /// Write nulls as NaN in groups and in primitive single columns.
+        /// Write nulls as NaN where nulls may be, or in the named columns and groups.
         ///
-        /// Integer columns are then promoted to a float type, as PyArrow's
-        /// `to_tensor(null_to_nan=True)` does.
-        #[option(Bool, Batch, default = false)]
-        pub null_to_nan: bool,
+        /// See [`NullToNan`]: a float column keeps its dtype; an integer column is promoted to
+        /// a float type only where the source's metadata says it may hold nulls
+        /// ([`NullToNan::Auto`], `true`), or where it is named ([`NullToNan::Columns`]); a
+        /// column's dtype is fixed when the loader is planned, the same in every batch.
+        #[option(NullToNan, Batch, default = NullToNan::Off)]
+        pub null_to_nan: NullToNan,
         /// Lay column groups out row-major, `(B, k)` with strides `(k, 1)`; else column-major.
         #[option(Bool, Batch, default = true)]
         pub row_major: bool,
@@ -233,9 +237,10 @@ impl BatchSpec {
         self
     }
 
-    /// Sets [`null_to_nan`](BatchSpec::null_to_nan).
-    pub fn null_to_nan(mut self, null_to_nan: bool) -> Self {
-        self.null_to_nan = null_to_nan;
+    /// Sets [`null_to_nan`](BatchSpec::null_to_nan): `true` ([`NullToNan::Auto`]), `false`, or
+    /// a [`NullToNan`].
+    pub fn null_to_nan(mut self, null_to_nan: impl Into<NullToNan>) -> Self {
+        self.null_to_nan = null_to_nan.into();
         self
     }
 

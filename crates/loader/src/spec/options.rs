@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use super::{BatchSpec, ColumnGroup};
+use super::{BatchSpec, ColumnGroup, NullToNan};
 use crate::Error;
 use crate::sequences::Sequence;
 use crate::state::LoaderState;
@@ -21,6 +21,8 @@ use crate::state::LoaderState;
 pub enum OptionType {
     /// A flag: `bool`.
     Bool,
+    /// Where nulls become NaN: [`NullToNan`], from a flag or a list of column names.
+    NullToNan,
     /// A count or a size: `usize`, from a non-negative integer.
     Usize,
     /// An optional count: `Option<usize>`.
@@ -61,6 +63,8 @@ pub enum OptionScope {
 pub enum OptionValue {
     /// A `bool` field.
     Bool(bool),
+    /// [`BatchSpec::null_to_nan`].
+    NullToNan(NullToNan),
     /// A `usize` field.
     Usize(usize),
     /// An `Option<usize>` field.
@@ -149,6 +153,7 @@ macro_rules! option_field {
 
 option_field!(
     bool => Bool,
+    NullToNan => NullToNan,
     usize => Usize,
     Option<usize> => OptionalUsize,
     u64 => U64,
@@ -177,6 +182,7 @@ impl OptionType {
         matches!(
             (self, value),
             (OptionType::Bool, OptionValue::Bool(_))
+                | (OptionType::NullToNan, OptionValue::NullToNan(_))
                 | (OptionType::Usize, OptionValue::Usize(_))
                 | (OptionType::OptionalUsize, OptionValue::OptionalUsize(_))
                 | (OptionType::U64 | OptionType::Seed, OptionValue::U64(_))
@@ -221,6 +227,7 @@ pub(super) fn wrong_type(name: &str, found: &'static str) -> Error {
 pub(super) fn value_kind(value: &OptionValue) -> &'static str {
     match value {
         OptionValue::Bool(_) => "OptionValue::Bool",
+        OptionValue::NullToNan(_) => "OptionValue::NullToNan",
         OptionValue::Usize(_) => "OptionValue::Usize",
         OptionValue::OptionalUsize(_) => "OptionValue::OptionalUsize",
         OptionValue::U64(_) => "OptionValue::U64",

@@ -53,6 +53,12 @@ pub(crate) fn read_source(source: Source, threads: usize) -> Result<SourceBatche
             parquet_files(&paths, files, threads)
         }
         Source::IpcStreams(paths) => streams(paths.into_iter().map(StreamInput::Path).collect()),
+        Source::RecordBatches { schema, batches } => Ok(SourceBatches {
+            schema,
+            num_rows: Some(batches.iter().map(|batch| batch.num_rows() as u64).sum()),
+            batches: Box::new(batches.into_iter().map(Ok)),
+            stop: None,
+        }),
         Source::Reader(reader) => Ok(SourceBatches {
             schema: reader.schema(),
             num_rows: None,
@@ -179,7 +185,7 @@ fn streams(inputs: Vec<StreamInput>) -> Result<SourceBatches> {
     let Some(first) = inputs.first() else {
         return no_files();
     };
-    let schema = ipc::stream_schema(first)?;
+    let schema = ipc::stream_summary(first, false)?.schema;
     Ok(SourceBatches {
         schema,
         num_rows: None,

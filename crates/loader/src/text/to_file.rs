@@ -22,7 +22,7 @@ use super::column::{TEXT_TYPES, tokenize_rows};
 use super::read::read_source;
 use super::{TokenizeOptions, Tokenizer};
 use crate::columns::check_same_columns;
-use crate::file::{Format, format_of};
+use crate::file::{Extension, Format, extension_of};
 use crate::{Error, Result, Source};
 
 /// The Parquet row groups written are closed once their buffered data reaches this size: small
@@ -88,7 +88,7 @@ pub fn tokenize_to_file(
     let format = out_path
         .file_name()
         .and_then(|name| name.to_str())
-        .and_then(format_of)
+        .and_then(output_format)
         .ok_or_else(|| Error::UnknownFormat {
             path: out_path.to_path_buf(),
         })?;
@@ -407,5 +407,17 @@ impl Progress {
             rate / 1e6
         );
         let _ = stderr.flush();
+    }
+}
+
+/// The format an output file is written in, by its extension: an Arrow IPC stream for
+/// `.arrows`, an IPC file for the other Arrow extensions, Parquet for `.parquet` and `.pq`.
+fn output_format(name: &str) -> Option<Format> {
+    match extension_of(name)? {
+        Extension::Parquet => Some(Format::Parquet),
+        Extension::Arrow if name.to_ascii_lowercase().ends_with(".arrows") => {
+            Some(Format::IpcStream)
+        }
+        Extension::Arrow => Some(Format::IpcFile),
     }
 }

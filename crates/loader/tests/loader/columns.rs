@@ -15,9 +15,11 @@ use crate::data::{
 /// row 1.
 fn with_nulls() -> Vec<RecordBatch> {
     let part = |a: Vec<Option<i32>>, b: Vec<Option<f64>>| {
-        RecordBatch::try_from_iter([
-            ("a", Arc::new(Int32Array::from(a)) as ArrayRef),
-            ("b", Arc::new(Float64Array::from(b)) as ArrayRef),
+        // Nullable fields in every part, so that a reader's schema (the first part's) says
+        // that `a` may hold nulls.
+        RecordBatch::try_from_iter_with_nullable([
+            ("a", Arc::new(Int32Array::from(a)) as ArrayRef, true),
+            ("b", Arc::new(Float64Array::from(b)) as ArrayRef, true),
         ])
         .unwrap()
     };
@@ -84,7 +86,7 @@ fn allowed_nulls_come_with_a_mask() {
 #[test]
 fn null_to_nan_writes_nan_and_promotes_integers() {
     let spec = BatchSpec {
-        null_to_nan: true,
+        null_to_nan: true.into(),
         ..spec(4, &["a", "b"])
     };
     let batches = collect(reader(with_nulls()), spec);

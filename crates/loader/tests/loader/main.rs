@@ -10,8 +10,10 @@ mod codecs;
 mod collate;
 mod columns;
 mod files;
+mod ipc_codecs;
 mod lifecycle;
 mod malformed;
+mod null_to_nan;
 mod options;
 #[cfg(feature = "object-store")]
 mod remote;

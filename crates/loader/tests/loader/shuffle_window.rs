@@ -235,17 +235,16 @@ fn a_refused_null_in_a_shuffled_group_fails_the_batch_that_holds_it() {
     assert!(seen.len() < 100);
     // With `null_to_nan` the same rows all come, the null as NaN.
     let spec = BatchSpec {
-        null_to_nan: true,
+        null_to_nan: true.into(),
         ..spec
     };
     let got = collect(reader(pieces), spec);
     let mut all = Vec::new();
     for batch in &got {
-        // `null_to_nan` makes the int64 `id` a float tensor too.
-        let id: Vec<i64> = floats(batch.get("id").unwrap())
-            .into_iter()
-            .map(|id| id as i64)
-            .collect();
+        // `null_to_nan` leaves the int64 `id`, whose field is not nullable, as it is.
+        let id_tensor = batch.get("id").unwrap();
+        assert_eq!(id_tensor.dtype(), DType::Int64);
+        let id = values::<i64>(id_tensor);
         let g = floats(batch.get("g").unwrap());
         for (k, &row) in id.iter().enumerate() {
             if row == 42 {

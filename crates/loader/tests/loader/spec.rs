@@ -175,7 +175,7 @@ fn the_builder_sets_what_a_struct_literal_sets() {
         groups: vec![ColumnGroup::new("features", ["x0", "x1"])],
         masks: vec!["label".to_string()],
         allow_nulls: true,
-        null_to_nan: true,
+        null_to_nan: true.into(),
         row_major: false,
         shuffle: true,
         seed: 7,
@@ -203,7 +203,7 @@ fn the_defaults_are_those_the_field_docs_state() {
     assert_eq!(spec.batch_size, 1024);
     assert!(!spec.drop_last);
     assert!(spec.columns.is_none() && spec.groups.is_empty() && spec.masks.is_empty());
-    assert!(!spec.allow_nulls && !spec.null_to_nan);
+    assert!(!spec.allow_nulls && !spec.null_to_nan.is_on());
     assert!(spec.row_major);
     assert!(!spec.shuffle);
     assert_eq!(spec.seed, 0);

@@ -26,6 +26,7 @@ from typing import (
 
 from arrow_dlpack._arrow_dlpack import Tensor, _Batches, _check_options, _merge_states
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
+from arrow_dlpack._sources import as_source
 
 __all__ = ["Batches", "batches", "merge_states"]
 
@@ -142,13 +143,13 @@ def _is_ray_dataset(source: Any) -> bool:
 
 
 def _ray_blocks(source: Any) -> Any:
-    """A ``ray.data.Dataset`` or ``DataIterator`` as the Arrow stream of its blocks; any other
-    source as it is."""
+    """A ``ray.data.Dataset`` or ``DataIterator`` as the Arrow stream of its blocks; a pandas
+    DataFrame as a pyarrow Table (``_sources.as_source``); any other source as it is."""
     if _is_ray_dataset(source):
         from arrow_dlpack import ray
 
         return ray.arrow_stream(source)
-    return source
+    return as_source(source)
 
 
 def _hf_stream(source: Any) -> Any:
@@ -279,7 +280,7 @@ def batches(
     groups: Optional[Mapping[str, Sequence[str]]] = None,
     masks: Optional[Sequence[str]] = None,
     allow_nulls: bool = False,
-    null_to_nan: bool = False,
+    null_to_nan: Union[bool, Sequence[str]] = False,
     row_major: bool = True,
     shuffle: bool = False,
     seed: Optional[int] = None,
@@ -305,10 +306,13 @@ def batches(
     ...     x, y = torch.from_dlpack(batch["x"]), torch.from_dlpack(batch["y"])
 
     ``source`` is a path or a list of paths of Arrow IPC files (``.arrow``, ``.feather``,
-    ``.ipc``: memory-mapped, zero-copy), IPC streams (``.arrows``) or Parquet files
-    (``.parquet``, ``.pq``: projected, row groups decoded in parallel), any object with
-    ``__arrow_c_stream__`` (a pyarrow Table, RecordBatch or RecordBatchReader, a polars
-    DataFrame, a DuckDB result, nanoarrow) or a list of such objects (read one after another),
+    ``.ipc``: memory-mapped, zero-copy; LZ4 or ZSTD compressed ones decompressed), IPC streams
+    (``.arrows``, or ``.arrow`` files that are streams: the first bytes tell) or Parquet files
+    (``.parquet``, ``.pq``: projected, row groups decoded in parallel), directories (every such
+    file under one) and globs (``data/**/*.parquet``), sorted, hidden and ``_`` names left out;
+    any object with ``__arrow_c_stream__`` (a pyarrow Table, RecordBatch or RecordBatchReader, a
+    polars DataFrame, a DuckDB result, nanoarrow), a pandas DataFrame (through pyarrow), or a
+    list of such objects (read one after another),
     a ``ray.data.Dataset`` or ``DataIterator`` (its blocks, read as they come:
     :func:`arrow_dlpack.ray.arrow_stream`), or a Hugging Face ``datasets.Dataset`` (its Arrow
     table, in the order of its indices mapping) or ``IterableDataset`` (its batches).
@@ -332,6 +336,11 @@ def batches(
     - ``masks``: columns whose validity comes as an extra ``bool`` tensor ``"<name>_mask"``.
     - Nulls are refused (``ValueError``, at the batch that holds them) unless ``allow_nulls``
       (null slots hold unspecified values) or ``null_to_nan`` (floats with NaN).
+      ``null_to_nan=True`` never changes a column without nulls: float columns keep their
+      dtype, and an integer column becomes float only where the source's metadata says it may
+      hold nulls (Parquet statistics, IPC headers, in-memory null counts; for a reader, its
+      schema's nullability), the same dtype in every batch; ``null_to_nan=["a", "g"]`` writes
+      NaN in (and promotes) the named columns and groups only.
     - ``drop_last`` drops a last batch shorter than ``batch_size``.
     - ``shuffle`` shuffles files and row groups (or record batches) and rows within windows of
       ``buffer_size`` rows; with a ``seed`` the order is the same on every run.
@@ -411,11 +420,16 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
     rank, world_size = python.get("rank"), python.get("world_size")
     source = _hf_stream(source)
     blocks = _ray_blocks(source)
-    if blocks is not source and rank is None:
-        # Ray shards its datasets itself (`streaming_split`, Ray Train's dataset shards), and
-        # Ray Train's workers form a torch.distributed group: sharding by that group again would
-        # drop rows.
-        rank, world_size = 0, 1
+    if _is_ray_dataset(source):
+        # Ray's blocks live in its object store, shared by every reader and immutable: a view
+        # handed out and written in place (`torch.from_dlpack(b["x"]).mul_(-1)`) would change
+        # the dataset for later readers and epochs. Batches of a Ray source are private copies.
+        spec["writable"] = True
+        if rank is None:
+            # Ray shards its datasets itself (`streaming_split`, Ray Train's dataset shards),
+            # and Ray Train's workers form a torch.distributed group: sharding by that group
+            # again would drop rows.
+            rank, world_size = 0, 1
     shard_index, num_shards = _shard(
         rank, world_size, python.get("split_workers", True), warn=warn_split
     )

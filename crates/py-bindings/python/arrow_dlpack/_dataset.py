@@ -24,6 +24,7 @@ from arrow_dlpack._batches import (
     _shared_seed,
 )
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
+from arrow_dlpack._sources import as_source
 
 __all__ = ["BatchDataset"]
 
@@ -107,7 +108,7 @@ class BatchDataset(IterableDataset):
         groups: Optional[Mapping[str, Sequence[str]]] = None,
         masks: Optional[Sequence[str]] = None,
         allow_nulls: bool = False,
-        null_to_nan: bool = False,
+        null_to_nan: Union[bool, Sequence[str]] = False,
         row_major: bool = True,
         shuffle: bool = False,
         seed: Optional[int] = None,
@@ -180,7 +181,7 @@ class BatchDataset(IterableDataset):
         }
         storage_options = options.get("storage_options")
         found = _check_options(
-            _hf_stream(source),
+            as_source(_hf_stream(source)),
             storage_options=dict(storage_options) if storage_options is not None else None,
             shard_index=shard[0],
             num_shards=shard[1],

@@ -196,7 +196,9 @@ def is_dataset(source: Any) -> bool:
     return isinstance(source, (Dataset, DataIterator))
 
 
-def arrow_stream(dataset: Any, *, prefetch_blocks: int = 1) -> pa.RecordBatchReader:
+def arrow_stream(
+    dataset: Any, *, prefetch_blocks: int = 1, cast: bool = False
+) -> pa.RecordBatchReader:
     """The blocks of a ``ray.data.Dataset`` or ``DataIterator`` as an Arrow stream (a
     ``pyarrow.RecordBatchReader``), read as the stream is read.
 
@@ -205,6 +207,14 @@ def arrow_stream(dataset: Any, *, prefetch_blocks: int = 1) -> pa.RecordBatchRea
     is read in place), and at most ``prefetch_blocks`` blocks wait fetched ahead of the reader.
     Ray's fixed-shape tensor columns become ``arrow.fixed_shape_tensor`` columns
     (:func:`fixed_shape_tensors`).
+
+    The stream declares the first block's schema, and every later block is checked against it
+    as it comes (an Arrow stream carries one schema, and a reader reads each chunk with it): a
+    block whose column names or types differ raises ``ValueError`` naming the block and the
+    column. Ray infers each block's types from its own rows, so blocks of one dataset can differ
+    (``int64`` in one, ``double`` in the next). With ``cast=True`` such a block is cast to the
+    first block's types where the cast is exact (``int32`` to ``int64``; not ``3.5`` to an
+    integer, which still raises); names must match either way.
     """
     blocks = iter(
         dataset.iter_batches(
@@ -219,10 +229,53 @@ def arrow_stream(dataset: Any, *, prefetch_blocks: int = 1) -> pa.RecordBatchRea
         return pa.RecordBatchReader.from_batches(schema or pa.schema([]), [])
 
     first = fixed_shape_tensors(first)
+    schema = first.schema
 
     def record_batches() -> Iterator[pa.RecordBatch]:
         yield from first.to_batches()
-        for block in blocks:
-            yield from fixed_shape_tensors(block).to_batches()
+        for index, block in enumerate(blocks, start=1):
+            block = _as_first(fixed_shape_tensors(block), schema, index, cast)
+            yield from block.to_batches()
 
-    return pa.RecordBatchReader.from_batches(first.schema, record_batches())
+    return pa.RecordBatchReader.from_batches(schema, record_batches())
+
+
+def _as_first(block: Any, schema: pa.Schema, index: int, cast: bool) -> Any:
+    """``block`` (block ``index`` of a dataset) checked against the first block's ``schema``:
+    the same column names in the same order, and the same types, or with ``cast`` types that
+    cast exactly; a ``ValueError`` naming the block and the column otherwise."""
+    names, expected = block.schema.names, schema.names
+    if names != expected:
+        column = next(
+            (f"column {b!r} where block 0 has {a!r}" for a, b in zip(expected, names) if a != b),
+            None,
+        )
+        if column is None:
+            extra = names[len(expected):] or expected[len(names):]
+            which = "has" if len(names) > len(expected) else "lacks"
+            column = f"{which} column {extra[0]!r}"
+        raise ValueError(
+            f"block {index} of the Ray dataset has {column}; expected the columns of block 0, "
+            f"{expected}"
+        )
+    if block.schema.types == schema.types:
+        return block
+    for name, found, wanted in zip(names, block.schema.types, schema.types):
+        if found == wanted:
+            continue
+        if not cast:
+            raise ValueError(
+                f"block {index} of the Ray dataset has column {name!r} of type {found}; "
+                f"expected {wanted}, the type of block 0 (Ray infers each block's types from "
+                f"its rows: give the dataset one schema, or pass cast=True to arrow_stream for "
+                f"exact casts)"
+            )
+        try:
+            column = block.column(name).cast(wanted, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+            raise ValueError(
+                f"block {index} of the Ray dataset has column {name!r} of type {found}, which "
+                f"does not cast exactly to {wanted}, the type of block 0: {error}"
+            ) from error
+        block = block.set_column(names.index(name), schema.field(name), column)
+    return block

@@ -32,7 +32,7 @@ class ArrowCollateFn(ArrowBatchCollateFn):
         groups: Optional[Mapping[str, Sequence[str]]] = None,
         masks: Optional[Sequence[str]] = None,
         allow_nulls: bool = False,
-        null_to_nan: bool = False,
+        null_to_nan: Union[bool, Sequence[str]] = False,
         row_major: bool = True,
         writable: bool = False,
         sequences: Optional[Mapping[str, Union[str, Mapping[str, Any]]]] = None,
@@ -53,7 +53,7 @@ def collate_fn(
     groups: Optional[Mapping[str, Sequence[str]]] = None,
     masks: Optional[Sequence[str]] = None,
     allow_nulls: bool = False,
-    null_to_nan: bool = False,
+    null_to_nan: Union[bool, Sequence[str]] = False,
     row_major: bool = True,
     writable: bool = False,
     sequences: Optional[Mapping[str, Union[str, Mapping[str, Any]]]] = None,
@@ -70,7 +70,7 @@ def fixed_shape_tensors(table: Any) -> Any:
 def is_dataset(source: Any) -> bool:
     """Whether ``source`` is a ``ray.data.Dataset`` or ``DataIterator``."""
 
-def arrow_stream(dataset: Any, *, prefetch_blocks: int = 1) -> Any:
+def arrow_stream(dataset: Any, *, prefetch_blocks: int = 1, cast: bool = False) -> Any:
     """The blocks of a ``ray.data.Dataset`` or ``DataIterator`` as an Arrow stream (a
     ``pyarrow.RecordBatchReader``), read as the stream is read, at most ``prefetch_blocks``
-    blocks fetched ahead."""
+    blocks fetched ahead; each block checked against the first (``cast``: exact casts)."""

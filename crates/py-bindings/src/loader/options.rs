@@ -4,8 +4,8 @@
 //! Python side (their defaults, annotations and summaries), which holds its signatures to them.
 
 use arrow_dlpack_loader::{
-    BatchSpec, ColumnGroup, LoaderState, OptionDecl, OptionScope, OptionType, OptionValue,
-    PadValue, STATE_VERSION, Sequence, SequenceMode, SequenceTokenizer, Side,
+    BatchSpec, ColumnGroup, LoaderState, NullToNan, OptionDecl, OptionScope, OptionType,
+    OptionValue, PadValue, STATE_VERSION, Sequence, SequenceMode, SequenceTokenizer, Side,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyMapping, PyString};
@@ -44,6 +44,7 @@ fn from_python(option: &OptionDecl, value: &Bound<'_, PyAny>) -> PyResult<Option
     let name = option.name;
     Ok(match option.option_type {
         OptionType::Bool => OptionValue::Bool(flag(name, value)?),
+        OptionType::NullToNan => OptionValue::NullToNan(null_to_nan(name, value)?),
         OptionType::Usize => OptionValue::Usize(count(name, value)?),
         OptionType::OptionalUsize => {
             OptionValue::OptionalUsize(optional(value, |value| count(name, value))?)
@@ -84,6 +85,8 @@ fn python_default<'py>(py: Python<'py>, option: &OptionDecl) -> PyResult<Bound<'
     use pyo3::IntoPyObjectExt;
     match option.default_value() {
         OptionValue::Bool(value) => value.into_bound_py_any(py),
+        OptionValue::NullToNan(NullToNan::Off) => false.into_bound_py_any(py),
+        OptionValue::NullToNan(NullToNan::Auto) => true.into_bound_py_any(py),
         OptionValue::Usize(value) => value.into_bound_py_any(py),
         OptionValue::OptionalUsize(value) => value.into_bound_py_any(py),
         OptionValue::U64(value) => value.into_bound_py_any(py),
@@ -105,6 +108,7 @@ fn python_default<'py>(py: Python<'py>, option: &OptionDecl) -> PyResult<Bound<'
 fn python_annotation(option_type: OptionType) -> &'static str {
     match option_type {
         OptionType::Bool => "bool",
+        OptionType::NullToNan => "Union[bool, Sequence[str]]",
         OptionType::Usize | OptionType::U64 | OptionType::Seed => "int",
         OptionType::OptionalUsize => "Optional[int]",
         OptionType::Columns | OptionType::Names => "Optional[Sequence[str]]",
@@ -141,6 +145,21 @@ fn flag(name: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
     value
         .extract()
         .map_err(|_| errors::type_error(format!("{name} is {}; expected bool", type_name(value))))
+}
+
+/// Where nulls become NaN: a flag (`True` wherever nulls may be), or a list of column and group
+/// names.
+fn null_to_nan(name: &str, value: &Bound<'_, PyAny>) -> PyResult<NullToNan> {
+    if value.is_instance_of::<PyBool>() {
+        return Ok(NullToNan::from(flag(name, value)?));
+    }
+    if value.is_instance_of::<PyString>() || value.try_iter().is_err() {
+        return Err(errors::type_error(format!(
+            "{name} is {}; expected bool or a list of str",
+            type_name(value)
+        )));
+    }
+    names(name, value).map(NullToNan::Columns)
 }
 
 /// An integer: a Python `int`, or anything with `__index__` (a numpy integer), but not a bool.

@@ -84,10 +84,21 @@ pub(crate) fn source_of(
         .iter()
         .map(|(_, method)| CheckedStream::from_capsule(&method.call0()?))
         .collect::<PyResult<Vec<_>>>()?;
-    Ok(Input {
-        source: Source::reader(StreamBatches::new(streams, rows)?),
-        rows,
-    })
+    let batches = StreamBatches::new(streams, rows)?;
+    let source = match rows {
+        // Objects that say their rows are in memory (tables, record batches, data frames):
+        // their record batches are taken now, zero-copy, so that the loader is planned with
+        // their null counts (`null_to_nan=True` promotes only the integer columns with nulls).
+        Some(_) => {
+            let schema = batches.schema();
+            let batches = batches
+                .collect::<Result<Vec<_>, ArrowError>>()
+                .map_err(|error| errors::loader_error(arrow_dlpack_loader::Error::from(error)))?;
+            Source::record_batches(schema, batches)
+        }
+        None => Source::reader(batches),
+    };
+    Ok(Input { source, rows })
 }
 
 /// For a source that is read as a stream (not paths or URLs), the rows it says it holds, or

@@ -1,14 +1,22 @@
-//! Glob patterns over the keys of a listing, matched in time proportional to the pattern's
-//! length times the key's, whatever the pattern: `*a*a*a*a*a*a*b` against a key of 200 `a`s
-//! costs a few thousand steps, where a backtracking matcher takes longer than a run does.
+//! Glob patterns over the paths of a listing (a local directory walked, or the keys of an
+//! object store's listing), matched in time proportional to the pattern's length times the
+//! path's, whatever the pattern: `*a*a*a*a*a*a*b` against a name of 200 `a`s costs a few
+//! thousand steps, where a backtracking matcher takes longer than a run does.
 //!
-//! A key's segments (split at `/`) are matched against the pattern's: `**` matches any number
+//! One matcher serves local paths and object storage, so that `data/**/*.parquet` names the
+//! same files on disk as under `s3://bucket/data/`.
+//! A path's segments (split at `/`) are matched against the pattern's: `**` matches any number
 //! of segments, any other pattern segment exactly one, by its characters: `*` any run of
 //! characters, `?` one, `[abc]`, `[a-z]` and `[!abc]` (or `[^abc]`) one of, or none of, a set;
 //! a `[` without its `]` is the character itself.
 //! Both levels use the wildcard algorithm that remembers only the last star: an element that
 //! is not a star consumes exactly one segment (one character), so when a match fails after a
 //! star, moving that last star's match on by one is the only retry that can succeed.
+
+/// Whether `segment` (one component of a path) holds a glob's special characters.
+pub(crate) fn is_pattern(segment: &str) -> bool {
+    segment.contains(['*', '?', '['])
+}
 
 /// One element of a segment's pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,13 +132,13 @@ enum Segment {
     One(SegmentPattern),
 }
 
-/// A glob over the segments of a key, parsed once for a listing.
+/// A glob over the segments of a path (or of an object's key), parsed once for a listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct PathPattern(Vec<Segment>);
+pub(crate) struct PathPattern(Vec<Segment>);
 
 impl PathPattern {
     /// The pattern of these segments (`**` alone in a segment matches any depth).
-    pub(super) fn parse<S: AsRef<str>>(segments: &[S]) -> Self {
+    pub(crate) fn parse<S: AsRef<str>>(segments: &[S]) -> Self {
         let mut parsed: Vec<Segment> = Vec::new();
         for segment in segments {
             match segment.as_ref() {
@@ -142,8 +150,8 @@ impl PathPattern {
         PathPattern(parsed)
     }
 
-    /// Whether the key segments `parts` match.
-    pub(super) fn matches(&self, parts: &[&str]) -> bool {
+    /// Whether the path segments `parts` match.
+    pub(crate) fn matches(&self, parts: &[&str]) -> bool {
         self.matches_counting(parts).0
     }
 

@@ -1,0 +1,251 @@
+"""``ad.batches`` over the files and objects users have: IPC files and streams compressed as
+pyarrow and polars write them (LZ4, pyarrow's Feather default, and ZSTD), ``.arrow`` streams (what
+Hugging Face ``datasets`` saves), local directories and globs, lists of record batches or tables,
+pandas DataFrames; and ``null_to_nan``, which changes no column without nulls.
+
+Every file is written here by the library named; every batch is compared with the rows pyarrow
+reads back from the same file.
+"""
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+import pytest
+
+import arrow_dlpack as ad
+
+ROWS = 1000
+
+
+def _table(start=0, rows=ROWS):
+    ids = np.arange(start, start + rows, dtype=np.int64)
+    return pa.table(
+        {
+            "id": ids,
+            "x": (ids * 0.5).astype(np.float32),
+            # Long runs, so that compression shrinks the buffers.
+            "label": (ids // 100).astype(np.int64),
+        }
+    )
+
+
+def _ids(source, batch_size=128, **options):
+    """Every `id` the loader gives, and the dtypes of the tensors of its first batch."""
+    ids, dtypes = [], None
+    for batch in ad.batches(source, batch_size, columns=["id", "x", "label"], **options):
+        arrays = {name: np.from_dlpack(tensor) for name, tensor in batch.items()}
+        dtypes = dtypes or {name: array.dtype for name, array in arrays.items()}
+        np.testing.assert_array_equal(arrays["x"], (arrays["id"] * 0.5).astype(np.float32))
+        np.testing.assert_array_equal(arrays["label"], arrays["id"] // 100)
+        ids.extend(arrays["id"].tolist())
+    return ids, dtypes
+
+
+def _write_ipc(path, table, compression, stream=False, chunk=300):
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    open_writer = pa.ipc.new_stream if stream else pa.ipc.new_file
+    with open_writer(path, table.schema, options=options) as writer:
+        for batch in table.to_batches(max_chunksize=chunk):
+            writer.write_batch(batch)
+
+
+@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+@pytest.mark.parametrize("stream", [False, True], ids=["file", "stream"])
+def test_compressed_ipc_written_by_pyarrow_loads(tmp_path, compression, stream):
+    path = tmp_path / ("t.arrows" if stream else "t.arrow")
+    _write_ipc(path, _table(), compression, stream)
+    # The file's buffers are compressed: it is smaller than the same rows uncompressed.
+    plain = tmp_path / "plain.arrow"
+    _write_ipc(plain, _table(), None, stream)
+    assert path.stat().st_size < plain.stat().st_size
+    ids, dtypes = _ids(path)
+    assert ids == list(range(ROWS))
+    assert dtypes == {"id": np.int64, "x": np.float32, "label": np.int64}
+    shuffled, _ = _ids(path, shuffle=True, seed=1)
+    assert sorted(shuffled) == list(range(ROWS)) and shuffled != list(range(ROWS))
+
+
+def test_feather_with_pyarrows_default_compression_loads(tmp_path):
+    path = tmp_path / "t.feather"
+    feather.write_feather(_table(), path, chunksize=250)
+    with pa.ipc.open_file(path) as reader:
+        # pyarrow's default: LZ4 frames, which the loader decompresses into fresh memory.
+        assert reader.get_batch(0).num_rows == 250
+    assert _ids(path)[0] == list(range(ROWS))
+    # The batches of a compressed file are fresh memory, not views of the file.
+    batch = next(iter(ad.batches(path, 100, columns=["id"])))
+    assert np.from_dlpack(batch["id"]).tolist() == list(range(100))
+
+
+@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+def test_compressed_ipc_written_by_polars_loads(tmp_path, compression):
+    frame = pl.from_arrow(_table())
+    file_path, stream_path = tmp_path / "p.arrow", tmp_path / "p.arrows"
+    frame.write_ipc(file_path, compression=compression)
+    frame.write_ipc_stream(stream_path, compression=compression)
+    assert _ids(file_path)[0] == list(range(ROWS))
+    assert _ids(stream_path)[0] == list(range(ROWS))
+
+
+def test_the_first_bytes_tell_a_stream_from_a_file_whatever_the_extension(tmp_path):
+    stream = tmp_path / "named-as-a-file.arrow"
+    _write_ipc(stream, _table(), "zstd", stream=True)
+    file = tmp_path / "named-as-a-stream.arrows"
+    _write_ipc(file, _table(ROWS), None)
+    assert _ids(stream)[0] == list(range(ROWS))
+    assert _ids(file)[0] == list(range(ROWS, 2 * ROWS))
+    with pytest.raises(ValueError, match="expected files of one format"):
+        ad.batches([stream, file], 10)
+
+
+def test_a_dataset_saved_by_hugging_face_datasets_loads_from_its_folder(tmp_path):
+    import datasets
+
+    table = _table()
+    saved = datasets.Dataset(table)
+    saved.save_to_disk(str(tmp_path / "saved"), num_shards=2)
+    files = sorted(p.name for p in (tmp_path / "saved").iterdir())
+    # Two `.arrow` streams beside JSON files that the loader leaves out.
+    assert [name for name in files if name.endswith(".arrow")] == [
+        "data-00000-of-00002.arrow",
+        "data-00001-of-00002.arrow",
+    ]
+    assert any(name.endswith(".json") for name in files)
+    assert _ids(tmp_path / "saved")[0] == list(range(ROWS))
+
+
+def _parts(root):
+    """Parquet parts under `root` as Spark writes them, with files that a listing skips."""
+    (root / "data" / "sub").mkdir(parents=True)
+    for index, start in enumerate(range(0, ROWS, 250)):
+        folder = root / "data" / ("sub" if index == 3 else "")
+        pq.write_table(_table(start, 250), folder / f"part-{index}.parquet")
+    (root / "data" / "_SUCCESS").write_bytes(b"")
+    (root / "data" / ".part-0.parquet.crc").write_bytes(b"crc")
+    (root / "data" / "README.md").write_text("not data")
+    (root / "data" / "_temporary").mkdir()
+    pq.write_table(_table(5000, 10), root / "data" / "_temporary" / "part-9.parquet")
+
+
+def test_local_directories_and_globs_name_their_files_sorted(tmp_path):
+    _parts(tmp_path)
+    assert _ids(tmp_path / "data")[0] == list(range(ROWS))
+    assert _ids(str(tmp_path / "data" / "**" / "*.parquet"))[0] == list(range(ROWS))
+    assert _ids(str(tmp_path / "data" / "part-*.parquet"))[0] == list(range(750))
+    assert _ids([str(tmp_path / "data" / "sub"), str(tmp_path / "data" / "part-[01].parquet")])[
+        0
+    ] == list(range(750, 1000)) + list(range(500))
+
+
+def test_a_glob_or_directory_that_names_nothing_is_an_error_naming_it(tmp_path):
+    _parts(tmp_path)
+    pattern = str(tmp_path / "data" / "*.arrow")
+    with pytest.raises(FileNotFoundError, match=r"\*\.arrow"):
+        ad.batches(pattern, 10)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="empty"):
+        ad.batches(tmp_path / "empty", 10)
+    with pytest.raises(ValueError, match="empty"):
+        ad.batches([], 10)
+
+
+def test_lists_of_record_batches_and_tables_load(tmp_path):
+    table = _table()
+    batches = table.to_batches(max_chunksize=300)
+    assert len(batches) == 4
+    assert _ids(batches)[0] == list(range(ROWS))
+    assert _ids([table.slice(0, 500), table.slice(500)])[0] == list(range(ROWS))
+    assert _ids(tuple(batches))[0] == list(range(ROWS))
+
+
+def test_pandas_data_frames_load_alone_and_in_lists():
+    frame = _table().to_pandas()
+    assert hasattr(frame, "__arrow_c_stream__")
+    ids, dtypes = _ids(frame)
+    assert ids == list(range(ROWS))
+    assert dtypes == {"id": np.int64, "x": np.float32, "label": np.int64}
+    halves = [frame.iloc[:600].reset_index(drop=True), frame.iloc[600:].reset_index(drop=True)]
+    assert _ids(halves)[0] == list(range(ROWS))
+
+
+def test_a_polars_lazy_frame_is_refused_with_what_to_do():
+    lazy = pl.from_arrow(_table()).lazy()
+    with pytest.raises(TypeError, match=r"\.collect\(\)"):
+        ad.batches(lazy, 10)
+    with pytest.raises(TypeError, match=r"\.collect\(\)"):
+        ad.batches([lazy], 10)
+    assert _ids(lazy.collect())[0] == list(range(ROWS))
+
+
+def _with_nulls(start=0, rows=ROWS):
+    """`label` without nulls, `count` (int32) with one null in its second half, `x` (float)
+    with nulls, all nullable fields."""
+    ids = np.arange(start, start + rows, dtype=np.int64)
+    count = pa.array([None if i == start + rows - 1 else int(i) for i in ids], pa.int32())
+    x = pa.array([None if i % 10 == 3 else float(i) for i in ids], pa.float32())
+    return pa.table({"label": ids, "count": count, "x": x})
+
+
+def _nan_sources(tmp_path):
+    table = _with_nulls()
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=100)
+    _write_ipc(tmp_path / "t.arrow", table, None, chunk=100)
+    _write_ipc(tmp_path / "s.arrows", table, "lz4", stream=True, chunk=100)
+    return {
+        "parquet": tmp_path / "t.parquet",
+        "ipc file": tmp_path / "t.arrow",
+        "ipc stream": tmp_path / "s.arrows",
+        "table": table,
+        "record batches": table.to_batches(max_chunksize=100),
+        "pandas": table.to_pandas(),
+    }
+
+
+@pytest.mark.parametrize(
+    "kind", ["parquet", "ipc file", "ipc stream", "table", "record batches", "pandas"]
+)
+def test_null_to_nan_changes_no_column_without_nulls(tmp_path, kind):
+    source = _nan_sources(tmp_path)[kind]
+    dtypes = set()
+    labels, counts = [], []
+    for batch in ad.batches(source, 64, null_to_nan=True, columns=["label", "count", "x"]):
+        arrays = {name: np.from_dlpack(tensor) for name, tensor in batch.items()}
+        dtypes.add(tuple((name, array.dtype.name) for name, array in sorted(arrays.items())))
+        labels.extend(arrays["label"].tolist())
+        counts.extend(arrays["count"].tolist())
+        x = arrays["x"]
+        expected = np.where(arrays["label"] % 10 == 3, np.nan, arrays["label"]).astype(np.float32)
+        np.testing.assert_array_equal(x, expected)
+    # One dtype per column in every batch: `label` (no nulls) stays int64, `count` (one null, in
+    # the last batch only) is float64 from the first batch on, `x` stays float32.
+    assert dtypes == {(("count", "float64"), ("label", "int64"), ("x", "float32"))}
+    assert labels == list(range(ROWS))
+    assert counts[:-1] == list(range(ROWS - 1)) and np.isnan(counts[-1])
+
+
+def test_null_to_nan_takes_column_names(tmp_path):
+    table = _with_nulls()
+    batch = next(
+        iter(ad.batches(table, ROWS, null_to_nan=["label", "count"], columns=["label", "count"]))
+    )
+    assert np.from_dlpack(batch["label"]).dtype == np.float64
+    assert np.isnan(np.from_dlpack(batch["count"])[-1])
+    # A column not named keeps its nulls refused.
+    with pytest.raises(ValueError, match="null"):
+        list(ad.batches(table, ROWS, null_to_nan=["label"], columns=["label", "count"]))
+    with pytest.raises(ValueError, match="nope"):
+        ad.batches(table, ROWS, null_to_nan=["nope"], columns=["label"])
+    with pytest.raises(TypeError, match="null_to_nan"):
+        ad.batches(table, ROWS, null_to_nan="label")
+
+
+def test_a_batch_dataset_takes_a_pandas_frame_and_refuses_a_lazy_frame():
+    frame = _table().to_pandas()
+    dataset = ad.BatchDataset(frame, 100, columns=["id"])
+    ids = [i for batch in dataset for i in np.from_dlpack(batch["id"]).tolist()]
+    assert ids == list(range(ROWS))
+    with pytest.raises(TypeError, match=r"\.collect\(\)"):
+        ad.BatchDataset(pl.from_arrow(_table()).lazy(), 100)
