@@ -59,8 +59,8 @@ const USER_CRATES: &[UserCrate] = &[
         dependencies: &[(
             "arrow-dlpack-loader",
             "crates/loader",
-            // The features the workspace's build gives it (the Python bindings turn this on).
-            "[\"object-store\"]",
+            // The features the workspace's build gives it (the Python bindings turn these on).
+            "[\"object-store\", \"images\"]",
         )],
         sources: &["crates/loader/src"],
         markdown_marks: &["arrow_dlpack_loader"],

@@ -118,11 +118,12 @@ impl Batches {
             .unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
         let thread_stop = stop.clone();
         let pieces = plan.pieces;
+        let locate = plan.locate;
         let thread = std::thread::Builder::new()
             .name("arrow-dlpack-loader".to_string())
             .spawn(move || {
                 let result = catch_quietly(|| {
-                    rebatch::run(&spec, pieces, &start, &sender, &thread_stop);
+                    rebatch::run(&spec, pieces, locate, &start, &sender, &thread_stop);
                 });
                 if let Err(payload) = result {
                     let _ = sender.send(Err(Error::from_panic(payload)));

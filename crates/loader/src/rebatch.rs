@@ -16,6 +16,7 @@ use arrow_array::RecordBatch;
 
 use crate::assemble::{Piece, Run, assemble};
 use crate::columns::Columns;
+use crate::images::Locate;
 use crate::rng::Rng;
 use crate::sequences::tokens::{Budget, Fit, RowLengths, cut_from_end};
 use crate::source::{Pieces, Tagged};
@@ -87,6 +88,8 @@ struct Input<'a> {
     exhausted: bool,
     /// A record batch read ahead and handed back.
     held: Option<(RecordBatch, RowLengths, Tag)>,
+    /// Where the units' rows lie in the source's files, for the columns.
+    locate: Option<Locate>,
 }
 
 impl Input<'_> {
@@ -110,7 +113,11 @@ impl Input<'_> {
             let index = self.count;
             self.count += 1;
             match &self.columns {
-                None => self.columns = Some(Columns::resolve(self.spec, &batch)?),
+                None => {
+                    let mut columns = Columns::resolve(self.spec, &batch)?;
+                    columns.locate = self.locate.take();
+                    self.columns = Some(columns);
+                }
                 Some(columns) => {
                     columns.check_schema(&batch, || format!("record batch {index}"))?
                 }
@@ -136,6 +143,7 @@ impl Input<'_> {
 pub(crate) fn run(
     spec: &BatchSpec,
     pieces: Pieces,
+    locate: Option<Locate>,
     start: &Start,
     sender: &SyncSender<Marked>,
     stop: &AtomicBool,
@@ -147,6 +155,7 @@ pub(crate) fn run(
         count: 0,
         exhausted: false,
         held: None,
+        locate,
     };
     let mut emit = |batch: Marked| -> bool {
         let failed = batch.is_err();
@@ -196,44 +205,148 @@ fn in_order(spec: &BatchSpec, input: &mut Input<'_>, emit: &mut dyn FnMut(Marked
         };
         let mut pieces = Vec::new();
         let mut runs = Vec::new();
-        let mut left = want;
-        while left > 0 {
-            let (front, _, tag) = &queue[0];
-            let len = (front.num_rows() - taken).min(left);
-            runs.push(Run {
-                piece: pieces.len(),
-                start: taken,
-                len,
-            });
-            pieces.push(Piece::new(front.clone()).at(tag.item, tag.first));
-            left -= len;
-            taken += len;
-            if taken == front.num_rows() {
-                popped = Some((*tag, taken));
-                queue.pop_front();
-                taken = 0;
-            }
-        }
+        take_rows(&mut queue, &mut taken, &mut popped, want, &mut pieces, &mut runs);
         queued -= want;
-        let mark = match (queue.front(), popped) {
-            (Some((_, _, tag)), _) => Mark::Rows {
-                item: tag.item,
-                row: tag.first + taken as u64,
-            },
-            (None, Some((tag, _))) if tag.last => Mark::Rows {
-                item: tag.item.saturating_add(1),
-                row: 0,
-            },
-            (None, Some((tag, rows))) => Mark::Rows {
-                item: tag.item,
-                row: tag.first + rows as u64,
-            },
-            (None, None) => Mark::Rows { item: 0, row: 0 },
-        };
+        #[cfg(feature = "images")]
+        if spec.skips_images() {
+            let mut queue = Queue {
+                queue: &mut queue,
+                taken: &mut taken,
+                popped: &mut popped,
+                queued: &mut queued,
+            };
+            let decoded = match refill(spec, input, &mut queue, &mut pieces, &mut runs) {
+                Ok(decoded) => decoded,
+                Err(error) => {
+                    emit(Err(error));
+                    return;
+                }
+            };
+            let rows = decoded.num_rows();
+            if rows == 0 || (rows < spec.batch_size && spec.drop_last) {
+                // The rows left were all skipped, or too few for a whole batch.
+                return;
+            }
+            let mark = mark_of(queue.queue, *queue.taken, *queue.popped);
+            let batch =
+                crate::assemble::assemble_decoded(spec, input.columns(), &mut pieces, decoded);
+            if !emit(batch.map(|batch| (batch, mark))) {
+                return;
+            }
+            continue;
+        }
+        let mark = mark_of(&queue, taken, popped);
         let batch = assemble(spec, input.columns(), &mut pieces, &runs);
         if !emit(batch.map(|batch| (batch, mark))) {
             return;
         }
+    }
+}
+
+/// Moves `want` rows from the front of `queue` (of which `taken` rows are taken) into runs of
+/// new pieces; `popped` is the last record batch used up.
+fn take_rows(
+    queue: &mut VecDeque<(RecordBatch, RowLengths, Tag)>,
+    taken: &mut usize,
+    popped: &mut Option<(Tag, usize)>,
+    want: usize,
+    pieces: &mut Vec<Piece>,
+    runs: &mut Vec<Run>,
+) {
+    let mut left = want;
+    while left > 0 {
+        let (front, _, tag) = &queue[0];
+        let len = (front.num_rows() - *taken).min(left);
+        runs.push(Run {
+            piece: pieces.len(),
+            start: *taken,
+            len,
+        });
+        pieces.push(Piece::new(front.clone()).at(tag.item, tag.first));
+        left -= len;
+        *taken += len;
+        if *taken == front.num_rows() {
+            *popped = Some((*tag, *taken));
+            queue.pop_front();
+            *taken = 0;
+        }
+    }
+}
+
+/// Where the stream stands when the next row is row `taken` of the queue's front (or, with the
+/// queue empty, after `popped`).
+fn mark_of(
+    queue: &VecDeque<(RecordBatch, RowLengths, Tag)>,
+    taken: usize,
+    popped: Option<(Tag, usize)>,
+) -> Mark {
+    match (queue.front(), popped) {
+        (Some((_, _, tag)), _) => Mark::Rows {
+            item: tag.item,
+            row: tag.first + taken as u64,
+        },
+        (None, Some((tag, _))) if tag.last => Mark::Rows {
+            item: tag.item.saturating_add(1),
+            row: 0,
+        },
+        (None, Some((tag, rows))) => Mark::Rows {
+            item: tag.item,
+            row: tag.first + rows as u64,
+        },
+        (None, None) => Mark::Rows { item: 0, row: 0 },
+    }
+}
+
+/// The in-order queue, as [`refill`] takes more rows from it.
+#[cfg(feature = "images")]
+struct Queue<'q> {
+    queue: &'q mut VecDeque<(RecordBatch, RowLengths, Tag)>,
+    taken: &'q mut usize,
+    popped: &'q mut Option<(Tag, usize)>,
+    queued: &'q mut usize,
+}
+
+/// The hook of `on_error="skip"`: decodes the images of `runs`, and while rows were skipped,
+/// takes as many more rows, in order, from the queue (reading more record batches as needed)
+/// and decodes them, until the batch is full or the source ends. A skip depends on a row's
+/// bytes only, so a resumed run skips the same rows.
+#[cfg(feature = "images")]
+fn refill(
+    spec: &BatchSpec,
+    input: &mut Input<'_>,
+    queue: &mut Queue<'_>,
+    pieces: &mut Vec<Piece>,
+    runs: &mut Vec<Run>,
+) -> Result<crate::images::Decoded> {
+    let mut decoded = crate::images::decode_runs(spec, input.columns(), pieces, runs)?;
+    loop {
+        let missing = spec.batch_size - decoded.num_rows().min(spec.batch_size);
+        if missing == 0 {
+            return Ok(decoded);
+        }
+        while *queue.queued < missing {
+            let Some(batch) = input.next()? else {
+                break;
+            };
+            *queue.queued += batch.0.num_rows();
+            queue.queue.push_back(batch);
+        }
+        let more = missing.min(*queue.queued);
+        if more == 0 {
+            return Ok(decoded);
+        }
+        let first = runs.len();
+        take_rows(
+            queue.queue,
+            queue.taken,
+            queue.popped,
+            more,
+            pieces,
+            runs,
+        );
+        *queue.queued -= more;
+        let extra = crate::images::decode_runs(spec, input.columns(), pieces, &runs[first..])?;
+        decoded.append(extra)?;
     }
 }
 

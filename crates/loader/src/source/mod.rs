@@ -11,6 +11,7 @@ use arrow_schema::SchemaRef;
 
 use crate::columns::{Columns, check_same_columns};
 use crate::file::{Format, format_of};
+use crate::images::Locate;
 use crate::ipc::{self, IpcFile, IpcRecordBatch, StreamInput};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
 use crate::rng::Rng;
@@ -144,6 +145,9 @@ pub(crate) struct Plan {
     /// A flag that the source's background work (fetches from object storage) watches, set
     /// when the loader is stopped so that a wait for a slow server ends at once.
     pub(crate) stop: Option<Arc<AtomicBool>>,
+    /// Where each item's rows lie in the files, for a source of files (image rows are keyed,
+    /// named and resolved by it).
+    pub(crate) locate: Option<Locate>,
 }
 
 /// The columns the spec reads, or `None` for all.
@@ -153,6 +157,7 @@ fn needed_columns(spec: &BatchSpec) -> Option<Vec<String>> {
         names.extend(group.columns.iter().cloned());
     }
     names.extend(spec.masks.iter().cloned());
+    names.extend(spec.images.iter().map(|image| image.column.clone()));
     names.extend(
         spec.sequences
             .iter()
@@ -251,6 +256,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                 settings,
                 start,
                 stop: None,
+                locate: None,
             })
         }
     }
@@ -289,6 +295,19 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         .iter()
         .map(|(_, item)| order[item.unit as usize])
         .collect();
+    let locate = if spec.images.is_empty() {
+        None
+    } else {
+        let mut unit_rows: Vec<Vec<u64>> = vec![Vec::new(); paths.len()];
+        for (file, ipc) in files.iter().enumerate() {
+            unit_rows[file] = ipc.rows().iter().map(|&rows| rows as u64).collect();
+        }
+        let located = items.iter().map(|(k, item)| {
+            let unit = order[item.unit as usize];
+            (*k, (unit.file, unit.index), item.rows.clone())
+        });
+        Some(Locate::new(paths, &unit_rows, located))
+    };
     let reads = ipc::read_planned(files, planned);
     let raw: Raw = Box::new(
         items
@@ -303,6 +322,7 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         settings,
         start,
         stop: None,
+        locate,
     })
 }
 
@@ -334,6 +354,19 @@ fn plan_parquet_files(
     let (work, start) = resume(spec, &settings, Some(&unit_rows))?;
     let items = file_items(&work, spec, &start);
     let num_rows = rows_left(&items, |unit| order[unit as usize].rows, &start, spec)?;
+    let locate = if spec.images.is_empty() {
+        None
+    } else {
+        let mut unit_rows: Vec<Vec<u64>> = Vec::with_capacity(files.len());
+        for parquet in &files {
+            unit_rows.push(parquet.row_group_rows()?);
+        }
+        let located = items.iter().map(|(k, item)| {
+            let unit = order[item.unit as usize];
+            (*k, (unit.file, unit.row_group), item.rows.clone())
+        });
+        Some(Locate::new(paths, &unit_rows, located))
+    };
     let mut planned: Vec<RowGroup> = items
         .iter()
         .map(|(_, item)| order[item.unit as usize])
@@ -376,6 +409,7 @@ fn plan_parquet_files(
         settings,
         start,
         stop: None,
+        locate,
     })
 }
 
@@ -400,6 +434,7 @@ fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Result<Plan> 
         settings,
         start,
         stop: None,
+        locate: None,
     })
 }
 

@@ -9,6 +9,8 @@ mod codecs;
 mod collate;
 mod columns;
 mod files;
+#[cfg(feature = "images")]
+mod images;
 mod lifecycle;
 mod malformed;
 mod options;
