@@ -58,10 +58,12 @@ def reference(data, size=224, resize=256):
     """PIL's pipeline, as (3, H, W) uint8."""
     image = Image.open(io.BytesIO(data)).convert("RGB")
     width, height = image.size
-    scale = resize / min(width, height)
-    new = (max(1, round(width * scale)), max(1, round(height * scale)))
+    # torchvision's Resize: the shorter side to `resize`, the longer to int(resize * long / short).
+    if width <= height:
+        new = (resize, int(resize * height / width))
+    else:
+        new = (int(resize * width / height), resize)
     image = image.resize(new, Image.Resampling.BILINEAR)
-    left, top = (new[0] - size) // 2, (new[1] - size) // 2
     left, top = int(round((new[0] - size) / 2.0)), int(round((new[1] - size) / 2.0))
     image = image.crop((left, top, left + size, top + size))
     return np.asarray(image).transpose(2, 0, 1)
