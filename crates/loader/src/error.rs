@@ -728,9 +728,9 @@ mod tests {
                 row: 1234,
                 file: Some(PathBuf::from("train.parquet")),
                 item: Some(0),
-                source: arrow_dlpack::Error::Tensor(
-                    arrow_dlpack_tensor::Error::OutOfMemory { bytes: 1 << 40 },
-                ),
+                source: arrow_dlpack::Error::Tensor(arrow_dlpack_tensor::Error::OutOfMemory {
+                    bytes: 1 << 40,
+                }),
             },
             Error::RelativeImagePath {
                 column: "image".to_string(),

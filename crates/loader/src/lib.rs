@@ -103,15 +103,15 @@ mod spec;
 mod state;
 mod text;
 
-pub use batch::{NamedTensor, TensorBatch};
-pub use collate::collate;
-pub use error::{Error, Result};
-pub use images::ImageColumn;
 /// The image spec types of `arrow_dlpack::images`, for [`BatchSpec::image`] (feature `images`).
 #[cfg(feature = "images")]
 pub use arrow_dlpack::images::{
     Crop, ImageDType, ImageSize, ImageSpec, Interpolation, Layout, Mode, OnError,
 };
+pub use batch::{NamedTensor, TensorBatch};
+pub use collate::collate;
+pub use error::{Error, Result};
+pub use images::ImageColumn;
 pub use loader::{Batches, Outline, batches, outline};
 #[cfg(feature = "object-store")]
 pub use remote::{ObjectSource, StopHandle, is_object_url};

@@ -205,7 +205,14 @@ fn in_order(spec: &BatchSpec, input: &mut Input<'_>, emit: &mut dyn FnMut(Marked
         };
         let mut pieces = Vec::new();
         let mut runs = Vec::new();
-        take_rows(&mut queue, &mut taken, &mut popped, want, &mut pieces, &mut runs);
+        take_rows(
+            &mut queue,
+            &mut taken,
+            &mut popped,
+            want,
+            &mut pieces,
+            &mut runs,
+        );
         queued -= want;
         #[cfg(feature = "images")]
         if spec.skips_images() {
@@ -336,14 +343,7 @@ fn refill(
             return Ok(decoded);
         }
         let first = runs.len();
-        take_rows(
-            queue.queue,
-            queue.taken,
-            queue.popped,
-            more,
-            pieces,
-            runs,
-        );
+        take_rows(queue.queue, queue.taken, queue.popped, more, pieces, runs);
         *queue.queued -= more;
         let extra = crate::images::decode_runs(spec, input.columns(), pieces, &runs[first..])?;
         decoded.append(extra)?;

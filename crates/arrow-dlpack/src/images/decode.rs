@@ -224,7 +224,8 @@ fn decode_gif(
     let mut options = gif::DecodeOptions::new();
     options.set_color_output(gif::ColorOutput::Indexed);
     // The frame's indices, one byte a pixel, bounded by the largest image allowed.
-    let limit = std::num::NonZeroU64::new(spec.max_pixels.max(1)).unwrap_or(std::num::NonZeroU64::MIN);
+    let limit =
+        std::num::NonZeroU64::new(spec.max_pixels.max(1)).unwrap_or(std::num::NonZeroU64::MIN);
     options.set_memory_limit(gif::MemoryLimit::Bytes(limit));
     let mut decoder = options.read_info(Cursor::new(bytes)).map_err(codec)?;
     let (width, height) = (u32::from(decoder.width()), u32::from(decoder.height()));
@@ -252,7 +253,11 @@ fn decode_gif(
         // An index past the palette's end is black, as PIL's palette (padded with zeros) maps it.
         let colour = palette.get(at..at + 3).unwrap_or(&[0, 0, 0]);
         pixel[..3].copy_from_slice(colour);
-        pixel[3] = if frame.transparent == Some(index) { 0 } else { 255 };
+        pixel[3] = if frame.transparent == Some(index) {
+            0
+        } else {
+            255
+        };
     }
     Ok(Some((width, height, 4, Orientation::NoTransforms)))
 }

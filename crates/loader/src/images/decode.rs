@@ -128,11 +128,18 @@ pub(crate) fn decode_runs(
         };
         let slices: Vec<ArrayRef> = runs
             .iter()
-            .map(|run| pieces[run.piece].batch().column(*index).slice(run.start, run.len))
+            .map(|run| {
+                pieces[run.piece]
+                    .batch()
+                    .column(*index)
+                    .slice(run.start, run.len)
+            })
             .collect();
         let mut sources = Vec::with_capacity(rows.len());
         for slice in &slices {
-            sources.extend(image_sources(slice.as_ref()).map_err(|e| Error::column(&image.column, e))?);
+            sources.extend(
+                image_sources(slice.as_ref()).map_err(|e| Error::column(&image.column, e))?,
+            );
         }
         let resolved = resolve_paths(spec, image, &sources, &places)?;
         let image_rows: Vec<ImageRow<'_>> = sources
@@ -270,8 +277,9 @@ fn resolve_paths(
 
 /// Whether `text` is a URL (`s3://...`), which is joined as text rather than as a path.
 fn is_url(text: &str) -> bool {
-    text.split_once("://")
-        .is_some_and(|(scheme, _)| !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric()))
+    text.split_once("://").is_some_and(|(scheme, _)| {
+        !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric())
+    })
 }
 
 /// `path` under `root`: joined as a path, or as a URL's segments where `root` is a URL.
@@ -280,7 +288,10 @@ fn join(root: &Path, path: &str) -> String {
     if is_url(&root) {
         format!("{}/{path}", root.trim_end_matches('/'))
     } else {
-        Path::new(root.as_ref()).join(path).to_string_lossy().into_owned()
+        Path::new(root.as_ref())
+            .join(path)
+            .to_string_lossy()
+            .into_owned()
     }
 }
 
@@ -321,7 +332,11 @@ fn concat(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     out.extend_from_slice(b_bytes);
     let mut shape = a.shape().to_vec();
     shape[0] = a.shape()[0] + b.shape()[0];
-    Ok(Tensor::try_new_row_major(out.into_buffer(), a.dtype(), shape)?)
+    Ok(Tensor::try_new_row_major(
+        out.into_buffer(),
+        a.dtype(),
+        shape,
+    )?)
 }
 
 #[cfg(test)]
@@ -333,7 +348,10 @@ mod tests {
         assert!(is_url("s3://bucket/key.jpg"));
         assert!(!is_url("a/b.jpg"));
         assert!(!is_url("://x"));
-        assert_eq!(join(Path::new("s3://bucket/dir/"), "a.jpg"), "s3://bucket/dir/a.jpg");
+        assert_eq!(
+            join(Path::new("s3://bucket/dir/"), "a.jpg"),
+            "s3://bucket/dir/a.jpg"
+        );
         assert_eq!(join(Path::new("/data"), "a/b.jpg"), "/data/a/b.jpg");
     }
 
@@ -345,6 +363,9 @@ mod tests {
         assert_eq!(taken.as_slice::<u8>().unwrap(), &[4, 5, 0, 1]);
         let joined = concat(&taken, &tensor).unwrap();
         assert_eq!(joined.shape(), &[5, 2]);
-        assert_eq!(joined.as_slice::<u8>().unwrap(), &[4, 5, 0, 1, 0, 1, 2, 3, 4, 5]);
+        assert_eq!(
+            joined.as_slice::<u8>().unwrap(),
+            &[4, 5, 0, 1, 0, 1, 2, 3, 4, 5]
+        );
     }
 }

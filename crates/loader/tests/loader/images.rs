@@ -93,21 +93,36 @@ fn image_spec(side: u32) -> ImageSpec {
 #[test]
 fn image_columns_load_as_tensors_with_their_sizes() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_parquet(&dir.path().join("train.parquet"), &image_table(&[10], solid), 4);
-    let spec = BatchSpec::new(4).columns(["label"]).image("image", image_spec(4));
+    let path = write_parquet(
+        &dir.path().join("train.parquet"),
+        &image_table(&[10], solid),
+        4,
+    );
+    let spec = BatchSpec::new(4)
+        .columns(["label"])
+        .image("image", image_spec(4));
     let got = collect(Source::ParquetFiles(vec![path]), spec);
-    assert_eq!(got.iter().map(TensorBatch::num_rows).collect::<Vec<_>>(), [4, 4, 2]);
+    assert_eq!(
+        got.iter().map(TensorBatch::num_rows).collect::<Vec<_>>(),
+        [4, 4, 2]
+    );
     assert_eq!(got[0]["image"].shape(), &[4, 3, 4, 4]);
     assert_eq!(got[0]["image_sizes"].shape(), &[4, 2]);
     assert_eq!(labels(&got), (0..10).collect::<Vec<_>>());
-    let sizes: Vec<i32> = got.iter().flat_map(|b| values::<i32>(&b["image_sizes"])).collect();
+    let sizes: Vec<i32> = got
+        .iter()
+        .flat_map(|b| values::<i32>(&b["image_sizes"]))
+        .collect();
     let expected: Vec<i32> = (0..10)
         .flat_map(|row| [6 + (row % 3) as i32, 8 + row as i32])
         .collect();
     assert_eq!(sizes, expected);
     assert_solid_colours(&got, 4);
     // Every column not in a group: the image column is loaded as images, the label as itself.
-    let every = BatchSpec::new(10).image("image", image_spec(4).layout(arrow_dlpack::images::Layout::Nhwc));
+    let every = BatchSpec::new(10).image(
+        "image",
+        image_spec(4).layout(arrow_dlpack::images::Layout::Nhwc),
+    );
     let dir_path = dir.path().join("train.parquet");
     let all = collect(Source::ParquetFiles(vec![dir_path]), every);
     assert_eq!(all[0]["image"].shape(), &[10, 4, 4, 3]);
@@ -131,7 +146,10 @@ fn hugging_face_table(rows: i64) -> RecordBatch {
     let image = StructArray::new(fields, vec![bytes, paths], None);
     RecordBatch::try_from_iter([
         ("image", Arc::new(image) as ArrayRef),
-        ("label", Arc::new(Int64Array::from((0..rows).collect::<Vec<_>>())) as ArrayRef),
+        (
+            "label",
+            Arc::new(Int64Array::from((0..rows).collect::<Vec<_>>())) as ArrayRef,
+        ),
     ])
     .unwrap()
 }
@@ -150,8 +168,13 @@ fn hugging_face_structs_read_path_rows_from_the_files_directory_or_the_root() {
     let table = hugging_face_table(6);
     let parquet = write_parquet(&dir.path().join("hf.parquet"), &[table.clone()], 4);
     let ipc = write_ipc(&dir.path().join("hf.arrow"), &[table.clone()]);
-    let spec = BatchSpec::new(3).columns(["label"]).image("image", image_spec(2));
-    for source in [Source::ParquetFiles(vec![parquet.clone()]), Source::IpcFiles(vec![ipc])] {
+    let spec = BatchSpec::new(3)
+        .columns(["label"])
+        .image("image", image_spec(2));
+    for source in [
+        Source::ParquetFiles(vec![parquet.clone()]),
+        Source::IpcFiles(vec![ipc]),
+    ] {
         let got = collect(source, spec.clone());
         assert_eq!(labels(&got), (0..6).collect::<Vec<_>>());
         assert_solid_colours(&got, 2);
@@ -169,7 +192,10 @@ fn hugging_face_structs_read_path_rows_from_the_files_directory_or_the_root() {
         .unwrap()
         .find_map(Result::err)
         .expect("a relative path without a root");
-    assert!(matches!(error, Error::RelativeImagePath { row: 1, .. }), "{error}");
+    assert!(
+        matches!(error, Error::RelativeImagePath { row: 1, .. }),
+        "{error}"
+    );
     assert!(error.to_string().contains("\"images/1.png\""), "{error}");
     let got = collect(reader(vec![table]), rooted);
     assert_eq!(labels(&got), (0..6).collect::<Vec<_>>());
@@ -178,7 +204,11 @@ fn hugging_face_structs_read_path_rows_from_the_files_directory_or_the_root() {
 /// An image whose every pixel differs, so that crops and flips show.
 fn gradient(row: i64) -> Vec<u8> {
     png(40, 30, move |x, y| {
-        [(x * 6) as u8, (y * 8) as u8, ((x + y) as i64 * 3 + row) as u8]
+        [
+            (x * 6) as u8,
+            (y * 8) as u8,
+            ((x + y) as i64 * 3 + row) as u8,
+        ]
     })
 }
 
@@ -189,9 +219,15 @@ fn random_spec() -> ImageSpec {
 #[test]
 fn random_crops_are_reproducible_whatever_the_threads_order_and_batch() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_parquet(&dir.path().join("g.parquet"), &image_table(&[24], gradient), 5);
+    let path = write_parquet(
+        &dir.path().join("g.parquet"),
+        &image_table(&[24], gradient),
+        5,
+    );
     let source = || Source::ParquetFiles(vec![path.clone()]);
-    let spec = BatchSpec::new(4).columns(["label"]).image("image", random_spec());
+    let spec = BatchSpec::new(4)
+        .columns(["label"])
+        .image("image", random_spec());
     let shuffled = spec.clone().shuffle(3).buffer_size(8);
     let first = images_by_label(&collect(source(), shuffled.clone()));
     let again = images_by_label(&collect(source(), shuffled.clone().decode_threads(1)));
@@ -245,10 +281,16 @@ fn dump(batches: &[TensorBatch]) -> Vec<Vec<(String, Vec<u8>)>> {
 #[test]
 fn random_crops_resume_exactly_from_a_saved_state() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_parquet(&dir.path().join("g.parquet"), &image_table(&[23], gradient), 5);
+    let path = write_parquet(
+        &dir.path().join("g.parquet"),
+        &image_table(&[23], gradient),
+        5,
+    );
     let source = || Source::ParquetFiles(vec![path.clone()]);
     for spec in [
-        BatchSpec::new(4).columns(["label"]).image("image", random_spec()),
+        BatchSpec::new(4)
+            .columns(["label"])
+            .image("image", random_spec()),
         BatchSpec::new(4)
             .columns(["label"])
             .image("image", random_spec())
@@ -289,10 +331,17 @@ fn skipped_rows_keep_batches_full_and_labels_aligned() {
     let skip = image_spec(3).on_error(OnError::Skip);
     let spec = BatchSpec::new(4).columns(["label"]).image("image", skip);
     let loader = batches(source(), spec.clone()).unwrap();
-    assert_eq!(loader.len(), None, "the number of batches is not known in advance");
+    assert_eq!(
+        loader.len(),
+        None,
+        "the number of batches is not known in advance"
+    );
     let got: Vec<TensorBatch> = loader.collect::<Result<_, _>>().unwrap();
     let decodable: Vec<i64> = (0..20).filter(|row| !CORRUPT.contains(row)).collect();
-    assert_eq!(got.iter().map(TensorBatch::num_rows).collect::<Vec<_>>(), [4, 4, 4, 4]);
+    assert_eq!(
+        got.iter().map(TensorBatch::num_rows).collect::<Vec<_>>(),
+        [4, 4, 4, 4]
+    );
     assert_eq!(labels(&got), decodable);
     assert_solid_colours(&got, 3);
     // A resumed run skips the same rows.
@@ -329,7 +378,9 @@ fn an_image_that_cannot_be_decoded_names_its_row_column_and_file() {
         &image_table(&[20], with_corrupt_rows),
         6,
     );
-    let spec = BatchSpec::new(4).columns(["label"]).image("image", image_spec(3));
+    let spec = BatchSpec::new(4)
+        .columns(["label"])
+        .image("image", image_spec(3));
     let results: Vec<_> = batches(Source::ParquetFiles(vec![path.clone()]), spec)
         .unwrap()
         .collect();
@@ -348,7 +399,9 @@ fn an_image_spec_is_recorded_in_the_state_and_its_names_are_claimed() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_parquet(&dir.path().join("s.parquet"), &image_table(&[8], solid), 4);
     let source = || Source::ParquetFiles(vec![path.clone()]);
-    let spec = BatchSpec::new(2).columns(["label"]).image("image", image_spec(3));
+    let spec = BatchSpec::new(2)
+        .columns(["label"])
+        .image("image", image_spec(3));
     let mut loader = batches(source(), spec.clone()).unwrap();
     let _ = loader.next();
     let state = loader.state();

@@ -4,8 +4,8 @@
 //! Python side (their defaults, annotations and summaries), which holds its signatures to them.
 
 use arrow_dlpack_loader::{
-    BatchSpec, ColumnGroup, ImageColumn, LoaderState, OptionDecl, OptionScope, OptionType, OptionValue,
-    PadValue, STATE_VERSION, Sequence, SequenceMode, Side,
+    BatchSpec, ColumnGroup, ImageColumn, LoaderState, OptionDecl, OptionScope, OptionType,
+    OptionValue, PadValue, STATE_VERSION, Sequence, SequenceMode, Side,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyMapping, PyString};
@@ -59,8 +59,12 @@ fn from_python(option: &OptionDecl, value: &Bound<'_, PyAny>) -> PyResult<Option
         OptionType::State => OptionValue::State(
             optional(value, |value| state_from_mapping(name, value))?.map(Box::new),
         ),
-        OptionType::Images => OptionValue::Images(optional(value, |value| images(name, value))?.unwrap_or_default()),
-        OptionType::OptionalText => OptionValue::OptionalText(optional(value, |value| text_or_path(name, value))?),
+        OptionType::Images => {
+            OptionValue::Images(optional(value, |value| images(name, value))?.unwrap_or_default())
+        }
+        OptionType::OptionalText => {
+            OptionValue::OptionalText(optional(value, |value| text_or_path(name, value))?)
+        }
         other => {
             return Err(errors::type_error(format!(
                 "{name} is an option of type {other:?}, which this build cannot take from Python"
@@ -264,7 +268,10 @@ fn images(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<ImageColumn>> {
         let column = string(&format!("a key of {name}"), &column)?;
         let at = format!("{name}[{column:?}]");
         let keys = PyDict::new(value.py());
-        for (key, item) in mapping(&at, &spec, "a dict of image spec keys")?.items()?.extract::<Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)>>()? {
+        for (key, item) in mapping(&at, &spec, "a dict of image spec keys")?
+            .items()?
+            .extract::<Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)>>()?
+        {
             keys.set_item(key, item)?;
         }
         let spec = crate::images::image_spec(&keys).map_err(|error| {
