@@ -135,25 +135,25 @@ options::batch_spec! {
         /// A list column that is loaded and not named here is refused.
         #[option(Sequences, Batch, default = Vec::new())]
         pub sequences: Vec<Sequence>,
-        /// Columns of encoded images, each decoded, resized and cropped by its spec (feature
-        /// `images`).
+        /// Columns of encoded images, each decoded, resized and cropped by its spec.
         ///
-        /// Each entry names a `binary`, `large_binary` or `binary_view` column, or a struct with
-        /// a `bytes` field of one of these and an optional `path` string field (Hugging Face's
-        /// `Image`), and its [`ImageSpec`](arrow_dlpack::images::ImageSpec): a batch holds the
-        /// images as the tensor named after the column and their sizes as decoded as
+        /// (Feature `images`.) Each entry names a `binary`, `large_binary` or `binary_view`
+        /// column, or a struct with a `bytes` field of one of these and an optional `path`
+        /// string field (Hugging Face's `Image`), and its `ImageSpec`: a batch holds the images
+        /// as the tensor named after the column and their sizes as decoded as
         /// `"<column>_sizes"` ([`ImageColumn`]); an image column needs no entry in `columns`.
-        /// The rows of a batch are decoded on [`decode_thread_count`](BatchSpec::decode_threads)
-        /// threads while the consumer works on earlier batches. With `on_error = Skip`, a row that
-        /// is not an image is dropped and the batch filled from the rows that follow (so the
-        /// number of batches is not known in advance); it reads in order (no `shuffle`, no
+        /// The rows of a batch are decoded on [`decode_threads`](BatchSpec::decode_threads)
+        /// threads while the consumer works on earlier batches. With `on_error = Skip`, a row
+        /// that is not an image is dropped and the batch filled from the rows that follow (so
+        /// the number of batches is not known in advance); it reads in order (no `shuffle`, no
         /// `max_tokens` or `bucket_by_length`).
         #[option(Images, Batch, default = Vec::new())]
         pub images: Vec<ImageColumn>,
-        /// The directory, or the object-storage prefix, that relative paths of image rows are
-        /// read from; `None` reads them from the directory of the row's file.
+        /// Where relative paths of image rows are read from: a directory or a prefix.
         ///
-        /// A relative path of a stream or a reader, without a root, is an error naming the row.
+        /// `None` reads them from the directory of the row's file. A relative path of a stream
+        /// or a reader, without a root, is an error naming the row; paths in object storage
+        /// are not read yet (such a row is an error naming it).
         #[option(OptionalText, Batch, default = None)]
         pub image_root: Option<String>,
         /// Cut batches by tokens rather than rows, at most this many tokens a batch.
