@@ -117,7 +117,8 @@ options::batch_spec! {
         pub prefetch: usize,
         /// Threads decoding Parquet row groups in parallel, at most [`MAX_DECODE_THREADS`].
         ///
-        /// 0 chooses the available parallelism, at most 4.
+        /// 0 chooses the available parallelism, at most 4. With [`images`](BatchSpec::images),
+        /// as many threads decode the images of each batch.
         #[option(Usize, Stream, default = 0)]
         pub decode_threads: usize,
         /// Hand out batches whose every tensor is private, writable memory.
