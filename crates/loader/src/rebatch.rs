@@ -216,13 +216,25 @@ fn in_order(spec: &BatchSpec, input: &mut Input<'_>, emit: &mut dyn FnMut(Marked
         queued -= want;
         #[cfg(feature = "images")]
         if spec.skips_images() {
-            let mut queue = Queue {
-                queue: &mut queue,
-                taken: &mut taken,
-                popped: &mut popped,
-                queued: &mut queued,
+            // The hook of `on_error="skip"`: rows that are not images are replaced by the rows
+            // that follow, taken from the queue (reading more record batches as needed).
+            let columns = input.columns().clone();
+            let mut more = |want: usize, pieces: &mut Vec<Piece>, runs: &mut Vec<Run>| {
+                while queued < want {
+                    let Some(batch) = input.next()? else {
+                        break;
+                    };
+                    queued += batch.0.num_rows();
+                    queue.push_back(batch);
+                }
+                let rows = want.min(queued);
+                take_rows(&mut queue, &mut taken, &mut popped, rows, pieces, runs);
+                queued -= rows;
+                Ok(rows)
             };
-            let decoded = match refill(spec, input, &mut queue, &mut pieces, &mut runs) {
+            let filled =
+                crate::assemble::decode_filling(spec, &columns, &mut pieces, &mut runs, &mut more);
+            let decoded = match filled {
                 Ok(decoded) => decoded,
                 Err(error) => {
                     emit(Err(error));
@@ -234,9 +246,8 @@ fn in_order(spec: &BatchSpec, input: &mut Input<'_>, emit: &mut dyn FnMut(Marked
                 // The rows left were all skipped, or too few for a whole batch.
                 return;
             }
-            let mark = mark_of(queue.queue, *queue.taken, *queue.popped);
-            let batch =
-                crate::assemble::assemble_decoded(spec, input.columns(), &mut pieces, decoded);
+            let mark = mark_of(&queue, taken, popped);
+            let batch = crate::assemble::assemble_decoded(spec, &columns, &mut pieces, decoded);
             if !emit(batch.map(|batch| (batch, mark))) {
                 return;
             }
@@ -301,52 +312,6 @@ fn mark_of(
             row: tag.first + rows as u64,
         },
         (None, None) => Mark::Rows { item: 0, row: 0 },
-    }
-}
-
-/// The in-order queue, as [`refill`] takes more rows from it.
-#[cfg(feature = "images")]
-struct Queue<'q> {
-    queue: &'q mut VecDeque<(RecordBatch, RowLengths, Tag)>,
-    taken: &'q mut usize,
-    popped: &'q mut Option<(Tag, usize)>,
-    queued: &'q mut usize,
-}
-
-/// The hook of `on_error="skip"`: decodes the images of `runs`, and while rows were skipped,
-/// takes as many more rows, in order, from the queue (reading more record batches as needed)
-/// and decodes them, until the batch is full or the source ends. A skip depends on a row's
-/// bytes only, so a resumed run skips the same rows.
-#[cfg(feature = "images")]
-fn refill(
-    spec: &BatchSpec,
-    input: &mut Input<'_>,
-    queue: &mut Queue<'_>,
-    pieces: &mut Vec<Piece>,
-    runs: &mut Vec<Run>,
-) -> Result<crate::images::Decoded> {
-    let mut decoded = crate::images::decode_runs(spec, input.columns(), pieces, runs)?;
-    loop {
-        let missing = spec.batch_size - decoded.num_rows().min(spec.batch_size);
-        if missing == 0 {
-            return Ok(decoded);
-        }
-        while *queue.queued < missing {
-            let Some(batch) = input.next()? else {
-                break;
-            };
-            *queue.queued += batch.0.num_rows();
-            queue.queue.push_back(batch);
-        }
-        let more = missing.min(*queue.queued);
-        if more == 0 {
-            return Ok(decoded);
-        }
-        let first = runs.len();
-        take_rows(queue.queue, queue.taken, queue.popped, more, pieces, runs);
-        *queue.queued -= more;
-        let extra = crate::images::decode_runs(spec, input.columns(), pieces, &runs[first..])?;
-        decoded.append(extra)?;
     }
 }
 

@@ -25,10 +25,14 @@ use crate::sequences::tensors::{run_of, sequence_tensors};
 use crate::{BatchSpec, Error, Result, TensorBatch};
 
 mod group_view;
+#[cfg(feature = "images")]
+mod images;
 mod row_copy;
 pub(crate) mod writable;
 
 use group_view::strided_group_view;
+#[cfg(feature = "images")]
+pub(crate) use images::{Decoded, assemble_decoded, decode_filling, decode_runs};
 use row_copy::{copy_bytes, copy_runs, copy_strided};
 
 /// Runs of a group of at least this many rows are written by `write_rows`, whose blocked
@@ -242,31 +246,10 @@ pub(crate) fn assemble(
 ) -> Result<TensorBatch> {
     #[cfg(feature = "images")]
     if !spec.images.is_empty() {
-        let decoded = crate::images::decode_runs(spec, columns, pieces, runs)?;
+        let decoded = decode_runs(spec, columns, pieces, runs)?;
         return assemble_decoded(spec, columns, pieces, decoded);
     }
     assemble_rows(spec, columns, pieces, runs, Vec::new())
-}
-
-/// Makes the batch of the rows that `decoded` kept, its images already decoded.
-#[cfg(feature = "images")]
-pub(crate) fn assemble_decoded(
-    spec: &BatchSpec,
-    columns: &Columns,
-    pieces: &mut [Piece],
-    decoded: crate::images::Decoded,
-) -> Result<TensorBatch> {
-    let runs = decoded.runs;
-    if runs.is_empty() {
-        // Every row was skipped: the views of no rows, which have the dtypes and cell shapes.
-        let empty = [Run {
-            piece: 0,
-            start: 0,
-            len: 0,
-        }];
-        return assemble_rows(spec, columns, pieces, &empty, decoded.tensors);
-    }
-    assemble_rows(spec, columns, pieces, &runs, decoded.tensors)
 }
 
 /// Makes the batch whose rows are `runs`, in order, of `pieces`, with the images (and their

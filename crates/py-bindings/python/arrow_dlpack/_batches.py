@@ -214,7 +214,7 @@ class Batches:
 
     def __len__(self) -> int:
         """The number of batches left; ``TypeError`` when it is not known (a stream that does
-        not say its rows, batches cut by ``max_tokens``)."""
+        not say its rows, batches cut by ``max_tokens``, images with ``on_error="skip"``)."""
         return len(self._inner)
 
     def __length_hint__(self) -> Any:
@@ -346,6 +346,13 @@ def batches(
       instead of a mode sets ``mode`` (default ``"pad"``) and, for ``"pad"``, ``pad_value``,
       ``max_length``, ``pad_to_multiple_of``, ``padding_side``, ``truncation_side``. A list
       column that is loaded must be named here.
+    - ``images``: columns of encoded images (``binary``, or Hugging Face's ``Image`` structs),
+      each with a spec dict of ``ad.decode_images``'s keys (``{"image": {"size": 224,
+      "resize": 256}}``), decoded on the loader's threads into ``name`` ``(B, C, H, W)`` and
+      ``name + "_sizes"`` ``(B, 2)`` int32; rows whose bytes are null are read from their path,
+      under ``image_root`` (default: beside the file). With ``on_error="skip"`` a row that is
+      not an image is dropped and the batch filled from the next rows (in order only, and
+      ``len()`` is unknown). See docs/images.md.
     - ``max_tokens`` cuts batches of whole rows by tokens instead of rows: a batch's largest
       sequence tensor holds at most ``max_tokens`` values (``B * L`` padded, ``N`` packed or
       jagged); ``batch_size`` then bounds the rows, and ``len()`` is unknown.

@@ -14,10 +14,10 @@ use arrow_dlpack::images::{
 use arrow_dlpack_tensor::Tensor;
 use arrow_dlpack_tensor::alloc::PooledVec;
 
-use super::{ImageColumn, RowPlace};
-use crate::assemble::{Piece, Run};
+use super::{Piece, Run};
 use crate::columns::{Columns, Output};
-use crate::{BatchSpec, Error, Result};
+use crate::images::{ImageColumn, RowPlace};
+use crate::{BatchSpec, Error, Result, TensorBatch};
 
 /// The images of one batch: for each image output, in the order of the outputs, its images and
 /// sizes; and the rows kept, as runs of the batch's pieces.
@@ -50,6 +50,53 @@ impl Decoded {
             }
         }
         Ok(())
+    }
+}
+
+/// Makes the batch of the rows that `decoded` kept, its images already decoded.
+pub(crate) fn assemble_decoded(
+    spec: &BatchSpec,
+    columns: &Columns,
+    pieces: &mut [Piece],
+    decoded: Decoded,
+) -> Result<TensorBatch> {
+    let runs = decoded.runs;
+    if runs.is_empty() {
+        // Every row was skipped: the views of no rows, which have the dtypes and cell shapes.
+        let empty = [Run {
+            piece: 0,
+            start: 0,
+            len: 0,
+        }];
+        return super::assemble_rows(spec, columns, pieces, &empty, decoded.tensors);
+    }
+    super::assemble_rows(spec, columns, pieces, &runs, decoded.tensors)
+}
+
+/// The hook of `on_error="skip"`: decodes the images of `runs`, and while rows were skipped,
+/// asks `more` for as many more rows, in order (it appends their pieces and runs and says how
+/// many it found, 0 at the end of the source), and decodes them, until the batch holds
+/// `batch_size` rows or the source ends. A skip depends on a row's bytes only, so a resumed run
+/// skips the same rows.
+pub(crate) fn decode_filling(
+    spec: &BatchSpec,
+    columns: &Columns,
+    pieces: &mut Vec<Piece>,
+    runs: &mut Vec<Run>,
+    more: &mut dyn FnMut(usize, &mut Vec<Piece>, &mut Vec<Run>) -> Result<usize>,
+) -> Result<Decoded> {
+    let mut decoded = decode_runs(spec, columns, pieces, runs)?;
+    loop {
+        let missing = spec.batch_size - decoded.num_rows().min(spec.batch_size);
+        if missing == 0 {
+            return Ok(decoded);
+        }
+        let first = runs.len();
+        if more(missing, pieces, runs)? == 0 {
+            return Ok(decoded);
+        }
+        let extra = decode_runs(spec, columns, pieces, &runs[first..])?;
+        decoded.append(extra)?;
     }
 }
 
@@ -91,7 +138,7 @@ impl Place {
         match (&self.file, self.item) {
             (Some(file), _) => row_key(epoch, file.file, file.row),
             // A stream's unit, offset so that it never meets a file's index.
-            (None, Some(item)) => row_key(epoch, item | 1 << 63, self.unit_row),
+            (None, Some(item)) => row_key(epoch, item | (1 << 63), self.unit_row),
             // Rows collated on their own: their position in the batch.
             (None, None) => row_key(epoch, u64::MAX, position as u64),
         }

@@ -2,10 +2,10 @@
 //! `images`): each named column is decoded, resized and cropped by `arrow_dlpack::images` into
 //! the tensors `name` and `name_sizes` of every batch.
 //!
-//! `mod.rs` is the API: [`ImageColumn`] (what the spec names), where a unit's rows lie in its
-//! file ([`Locate`], for messages, default roots and the keys of random crops); `decode.rs`
-//! decodes the rows of one batch on the loader's threads and keeps, with `on_error="skip"`,
-//! the rows that became images.
+//! This file holds what the spec names ([`ImageColumn`]) and where a unit's rows lie in its file
+//! ([`Locate`], for messages, default roots and the keys of random crops); `assemble/images.rs`
+//! decodes the rows of one batch on the loader's threads and keeps, with `on_error="skip"`, the
+//! rows that became images.
 //!
 //! A row's random crop and flip are drawn from the spec's seed and a key made of the epoch, the
 //! file (its index among the source's files) and the row's index among the file's rows: the
@@ -15,12 +15,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-#[cfg(feature = "images")]
-mod decode;
-
-#[cfg(feature = "images")]
-pub(crate) use decode::{Decoded, decode_runs};
 
 #[cfg(feature = "images")]
 use arrow_dlpack::images::ImageSpec;
