@@ -32,7 +32,7 @@ pub(crate) mod writable;
 
 use group_view::strided_group_view;
 #[cfg(feature = "images")]
-pub(crate) use images::{Decoded, assemble_decoded, decode_filling, decode_runs};
+pub(crate) use images::{assemble_decoded, decode_filling, decode_runs};
 use row_copy::{copy_bytes, copy_runs, copy_strided};
 
 /// Runs of a group of at least this many rows are written by `write_rows`, whose blocked

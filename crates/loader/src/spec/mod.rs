@@ -320,7 +320,7 @@ impl BatchSpec {
     ///
     /// let spec = BatchSpec::new(64)
     ///     .columns(["label"])
-    ///     .image("image", ImageSpec::new(ImageSize::square(224)).resize(Some(256)));
+    ///     .image("image", ImageSpec::new(ImageSize::square(224)).resize(256));
     /// assert_eq!(spec.images[0].column, "image");
     /// assert_eq!(spec.images[0].sizes_name(), "image_sizes");
     /// ```
