@@ -356,7 +356,7 @@ pub enum Error {
         /// for record batches collated on their own.
         item: Option<u64>,
         /// Why: the Arrow layer's error about the image (malformed, too large, unreadable file).
-        source: arrow_dlpack::Error,
+        source: Box<arrow_dlpack::Error>,
     },
 
     /// A path of an image column, relative, where the source is no file to resolve it against
@@ -384,7 +384,7 @@ fn thousands(value: u64) -> String {
     let digits = value.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index) % 3 == 0 {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
             out.push(',');
         }
         out.push(digit);
@@ -728,9 +728,9 @@ mod tests {
                 row: 1234,
                 file: Some(PathBuf::from("train.parquet")),
                 item: Some(0),
-                source: arrow_dlpack::Error::Tensor(arrow_dlpack_tensor::Error::OutOfMemory {
-                    bytes: 1 << 40,
-                }),
+                source: Box::new(arrow_dlpack::Error::Tensor(
+                    arrow_dlpack_tensor::Error::OutOfMemory { bytes: 1 << 40 },
+                )),
             },
             Error::RelativeImagePath {
                 column: "image".to_string(),

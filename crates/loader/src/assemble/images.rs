@@ -73,6 +73,11 @@ pub(crate) fn assemble_decoded(
     super::assemble_rows(spec, columns, pieces, &runs, decoded.tensors)
 }
 
+/// What [`decode_filling`] asks for more rows: given how many rows are missing, it appends the
+/// pieces and runs of at most that many more rows, in order, and says how many it appended.
+pub(crate) type MoreRows<'a> =
+    dyn FnMut(usize, &mut Vec<Piece>, &mut Vec<Run>) -> Result<usize> + 'a;
+
 /// The hook of `on_error="skip"`: decodes the images of `runs`, and while rows were skipped,
 /// asks `more` for as many more rows, in order (it appends their pieces and runs and says how
 /// many it found, 0 at the end of the source), and decodes them, until the batch holds
@@ -83,7 +88,7 @@ pub(crate) fn decode_filling(
     columns: &Columns,
     pieces: &mut Vec<Piece>,
     runs: &mut Vec<Run>,
-    more: &mut dyn FnMut(usize, &mut Vec<Piece>, &mut Vec<Run>) -> Result<usize>,
+    more: &mut MoreRows<'_>,
 ) -> Result<Decoded> {
     let mut decoded = decode_runs(spec, columns, pieces, runs)?;
     loop {
@@ -212,7 +217,7 @@ pub(crate) fn decode_runs(
                     row,
                     file,
                     item,
-                    source: *source,
+                    source,
                 }
             }
             other => Error::column(&image.column, other),
@@ -308,13 +313,13 @@ fn resolve_paths(
                 row,
                 file,
                 item,
-                source: arrow_dlpack::Error::ImageFile {
+                source: Box::new(arrow_dlpack::Error::ImageFile {
                     path: PathBuf::from(&joined),
                     source: std::io::Error::new(
                         std::io::ErrorKind::Unsupported,
                         "image paths in object storage are not read yet; expected a local file",
                     ),
-                },
+                }),
             });
         }
         resolved.push(Some(joined));

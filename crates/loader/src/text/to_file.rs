@@ -175,7 +175,7 @@ impl Layout {
             return Err(Error::UnsupportedColumn {
                 column: options.column.clone(),
                 data_type: data_type.clone(),
-                metadata: schema.field(text).metadata().clone().into(),
+                metadata: schema.field(text).metadata().clone(),
                 as_sequence: false,
                 expected: TEXT_TYPES,
                 every_column: false,

@@ -114,7 +114,7 @@ fn image_columns_load_as_tensors_with_their_sizes() {
         .flat_map(|b| values::<i32>(&b["image_sizes"]))
         .collect();
     let expected: Vec<i32> = (0..10)
-        .flat_map(|row| [6 + (row % 3) as i32, 8 + row as i32])
+        .flat_map(|row: i32| [6 + row % 3, 8 + row])
         .collect();
     assert_eq!(sizes, expected);
     assert_solid_colours(&got, 4);
@@ -166,8 +166,12 @@ fn hugging_face_structs_read_path_rows_from_the_files_directory_or_the_root() {
     let dir = tempfile::tempdir().unwrap();
     write_images(dir.path(), 6, solid);
     let table = hugging_face_table(6);
-    let parquet = write_parquet(&dir.path().join("hf.parquet"), &[table.clone()], 4);
-    let ipc = write_ipc(&dir.path().join("hf.arrow"), &[table.clone()]);
+    let parquet = write_parquet(
+        &dir.path().join("hf.parquet"),
+        std::slice::from_ref(&table),
+        4,
+    );
+    let ipc = write_ipc(&dir.path().join("hf.arrow"), std::slice::from_ref(&table));
     let spec = BatchSpec::new(3)
         .columns(["label"])
         .image("image", image_spec(2));

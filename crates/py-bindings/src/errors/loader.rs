@@ -113,7 +113,7 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         // Python's words (a failed allocation is a MemoryError).
         E::ImageRow { source, .. } => {
             let message = format!("{error}: {}", image_cause(source));
-            if let A::Tensor(inner) = source
+            if let A::Tensor(inner) = source.as_ref()
                 && tensor_kind(inner).is_none()
             {
                 return PyMemoryError::new_err(message);
