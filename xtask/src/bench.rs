@@ -23,6 +23,10 @@ const PYTHON_BENCH: &str = "bench/bench_exchange.py";
 /// The loader benchmark script, relative to the project root.
 const LOADER_BENCH: &str = "bench/bench_loader.py";
 
+/// The images benchmark script, relative to the project root; it splices its own section
+/// (`## Images`) into the page.
+const IMAGES_BENCH: &str = "bench/images.py";
+
 /// The anchors the loader benchmark needs beyond the test requirements.
 const BENCH_REQUIREMENTS: &str = "bench/requirements-bench.txt";
 
@@ -53,7 +57,8 @@ pub(crate) fn help() -> String {
              then the profiling wheel (release with line tables) built and installed, and \
              {PYTHON_BENCH} --output {OUTPUT}; then {BENCH_REQUIREMENTS} installed and \
              {LOADER_BENCH} (about 10 minutes), its section put into {OUTPUT} under \
-             `{LOADER_HEADING}`; then the dist wheel (what pip install builds) built, not \
+             `{LOADER_HEADING}`; then {IMAGES_BENCH} --output {OUTPUT} (its `## Images` \
+             section); then the dist wheel (what pip install builds) built, not \
              installed, and its size printed and put under `{WHEEL_HEADING}`; last, {CHARTS} \
              draws the page's tables as SVG charts in {CHARTS_DIR}/. Arguments after `--` go to \
              both criterion runs."
@@ -123,6 +128,13 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
     fs::write(&page_path, page)
         .map_err(|error| format!("could not write {}: {error}", page_path.display()))?;
     println!("==> put {LOADER_OUTPUT} into {OUTPUT} under `{LOADER_HEADING}`");
+
+    // The images benchmark (about 15 minutes): its section replaces the page's `## Images`.
+    env.command_outside_sources(root)?
+        .arg(root.join(IMAGES_BENCH))
+        .arg("--output")
+        .arg(&page_path)
+        .run()?;
 
     // The wheel users install (the `dist` profile, as `pip install` builds it): built, not
     // installed, and its size printed and put into the page.

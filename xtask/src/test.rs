@@ -21,14 +21,18 @@ const STUBTEST_ALLOWLIST: &str = "crates/py-bindings/stubtest-allowlist.txt";
 /// turn on anyway, named here so that the crate's own tests of it run whatever the bindings do).
 /// Not `--all-features`: the bindings' `extension-module` feature leaves libpython unlinked, so
 /// their test binaries would not link.
-pub(crate) const FEATURES: &[&str] = &["--features", "arrow-dlpack/ndarray,arrow-dlpack/images"];
+pub(crate) const FEATURES: &[&str] = &[
+    "--features",
+    "arrow-dlpack/ndarray,arrow-dlpack/images,arrow-dlpack-loader/images",
+];
 
 /// The stages of `cargo xtask test`, in order: the name printed with its time at the end, and
 /// what it does, for the help. `run` runs them under these names.
 pub(crate) const STAGES: &[(&str, &str)] = &[
     (
         RUST_TESTS,
-        "cargo test --workspace --features arrow-dlpack/ndarray,arrow-dlpack/images, with \
+        "cargo test --workspace --features \
+         arrow-dlpack/ndarray,arrow-dlpack/images,arrow-dlpack-loader/images, with \
          INSTA_UPDATE=no and CI=true (snapshots are never written); it runs the examples of \
          arrow-dlpack and the loader too",
     ),

@@ -12,6 +12,7 @@ use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{DataType, Field, Schema};
 
 use crate::error::{EXTENSION_METADATA_KEY, EXTENSION_NAME_KEY};
+use crate::images::{ImageColumn, Locate};
 use crate::sequences::Sequence;
 use crate::{BatchSpec, Error, NullToNan, Result};
 
@@ -52,6 +53,13 @@ pub(crate) enum Output {
         index: usize,
         sequence: Sequence,
     },
+    /// A column of encoded images, decoded into the tensors `name` and `name_sizes`.
+    #[cfg_attr(not(feature = "images"), allow(dead_code))]
+    Image {
+        name: String,
+        index: usize,
+        image: ImageColumn,
+    },
     /// A group of numeric columns, or a numeric single column whose nulls become NaN (a group of
     /// one whose tensor is 1-D): converted to `dtype` and copied.
     Group {
@@ -75,6 +83,7 @@ impl Output {
             Output::Values { name, .. }
             | Output::Bool { name, .. }
             | Output::Sequence { name, .. }
+            | Output::Image { name, .. }
             | Output::Group { name, .. } => name,
         }
     }
@@ -90,6 +99,9 @@ pub(crate) struct Columns {
     pub(crate) sequences: Vec<(usize, Sequence)>,
     /// The first record batch's columns, to check every later batch against.
     pub(crate) schema: Arc<Schema>,
+    /// Where each unit's rows lie in the source's files, for a source of files: what image
+    /// rows are keyed by, named by, and resolved against.
+    pub(crate) locate: Option<Locate>,
 }
 
 impl Columns {
@@ -106,10 +118,12 @@ impl Columns {
         };
         let source_names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         let mut singles = spec.single_columns(&source_names);
-        // A sequence column needs no entry in `columns`: those without one come after them.
-        for sequence in &spec.sequences {
-            if !singles.contains(&sequence.column.as_str()) {
-                singles.push(&sequence.column);
+        // A sequence or image column needs no entry in `columns`: those without one come
+        // after them.
+        let listed = spec.sequences.iter().map(|sequence| &sequence.column);
+        for column in listed.chain(spec.images.iter().map(|image| &image.column)) {
+            if !singles.contains(&column.as_str()) {
+                singles.push(column);
             }
         }
         let mut outputs = Vec::new();
@@ -125,6 +139,8 @@ impl Columns {
                     index,
                 )?);
                 sequences.push((index, sequence.clone()));
+            } else if let Some(image) = spec.image_of(name) {
+                outputs.push(image_output(image, schema.field(index), index)?);
             } else {
                 outputs.push(single(spec, &schema, batch.column(index), name, index)?);
             }
@@ -167,6 +183,7 @@ impl Columns {
             masks,
             sequences,
             schema,
+            locate: None,
         })
     }
 
@@ -442,6 +459,34 @@ fn sequence_output(
         sequence: sequence.clone(),
     })
 }
+
+/// The output of image column `image`, whose field is `field`.
+fn image_output(image: &ImageColumn, field: &Field, index: usize) -> Result<Output> {
+    #[cfg(feature = "images")]
+    if !arrow_dlpack::images::is_image_column_type(field.data_type()) {
+        return Err(Error::UnsupportedColumn {
+            column: image.column.clone(),
+            data_type: field.data_type().clone(),
+            metadata: field.metadata().clone(),
+            as_sequence: false,
+            expected: IMAGE_TYPES,
+            every_column: false,
+        });
+    }
+    #[cfg(not(feature = "images"))]
+    let _ = field;
+    Ok(Output::Image {
+        name: image.column.clone(),
+        index,
+        image: image.clone(),
+    })
+}
+
+/// The types an image column may have.
+#[cfg(feature = "images")]
+const IMAGE_TYPES: &str = "binary, large_binary or binary_view encoded images, or a struct with \
+                           a bytes field of one of these and an optional path field of text \
+                           (Hugging Face's Image), for an image column";
 
 /// A zero-copy view of `array` (a fixed-shape tensor column when `extension` is set).
 pub(crate) fn view(

@@ -336,6 +336,70 @@ pub enum Error {
         /// The writer's error (Arrow IPC, Parquet or the operating system's).
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+
+    /// A row of an image column ([`BatchSpec::images`](crate::BatchSpec::images)) that could not
+    /// become an image, with errors raised; the reason is the source.
+    #[error(
+        "cannot decode image at row {} of column {column:?} {}",
+        thousands(*row),
+        image_place(file.as_deref(), *item)
+    )]
+    ImageRow {
+        /// The image column.
+        column: String,
+        /// The row, counted among its file's rows where the source is files, else among its
+        /// unit's (its record batch's without a unit).
+        row: u64,
+        /// The file that holds the row, for a source of files.
+        file: Option<PathBuf>,
+        /// The unit holding the row, numbered in the order the shard reads its units; `None`
+        /// for record batches collated on their own.
+        item: Option<u64>,
+        /// Why: the Arrow layer's error about the image (malformed, too large, unreadable file).
+        source: Box<arrow_dlpack::Error>,
+    },
+
+    /// A path of an image column, relative, where the source is no file to resolve it against
+    /// and no [`BatchSpec::image_root`](crate::BatchSpec::image_root) is set.
+    #[error(
+        "cannot read image at row {} of column {column:?} {}: its path {path:?} is relative and \
+         the source has no directory to resolve it against; expected BatchSpec::image_root",
+        thousands(*row),
+        image_place(None, *item)
+    )]
+    RelativeImagePath {
+        /// The image column.
+        column: String,
+        /// The row, counted among its unit's rows.
+        row: u64,
+        /// The unit holding the row, as for [`Error::ImageRow`].
+        item: Option<u64>,
+        /// The path as the row holds it.
+        path: String,
+    },
+}
+
+/// `1,234,567`: a row number as messages print it.
+fn thousands(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// Where a row of an image column is, after its number: `in train.parquet`, `of unit 3 of the
+/// shard (...)`, `of the record batch`.
+fn image_place(file: Option<&std::path::Path>, item: Option<u64>) -> String {
+    match (file, item) {
+        (Some(file), _) => format!("in {}", file.display()),
+        (None, Some(item)) => format!("of unit {item} of the shard (a record batch of the stream)"),
+        (None, None) => "of the record batch".to_string(),
+    }
 }
 
 /// Shorthand for results of this crate.
@@ -523,10 +587,12 @@ mod tests {
             Error::Tokenize { .. } => 27,
             Error::UnsupportedValues { .. } => 28,
             Error::Write { .. } => 29,
+            Error::ImageRow { .. } => 30,
+            Error::RelativeImagePath { .. } => 31,
         }
     }
 
-    const VARIANTS: usize = 30;
+    const VARIANTS: usize = 32;
 
     fn path() -> PathBuf {
         PathBuf::from("/data/t.parquet")
@@ -657,7 +723,34 @@ mod tests {
                 path: path(),
                 source: Box::new(std::io::Error::other("no space left on device")),
             },
+            Error::ImageRow {
+                column: "image".to_string(),
+                row: 1234,
+                file: Some(PathBuf::from("train.parquet")),
+                item: Some(0),
+                source: Box::new(arrow_dlpack::Error::Tensor(
+                    arrow_dlpack_tensor::Error::OutOfMemory { bytes: 1 << 40 },
+                )),
+            },
+            Error::RelativeImagePath {
+                column: "image".to_string(),
+                row: 7,
+                item: Some(2),
+                path: "a/b.jpg".to_string(),
+            },
         ]
+    }
+
+    #[test]
+    fn image_rows_are_named_with_their_file() {
+        let error = &samples()[30];
+        assert_eq!(
+            error.to_string(),
+            "cannot decode image at row 1,234 of column \"image\" in train.parquet"
+        );
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000_000), "1,000,000");
     }
 
     #[test]

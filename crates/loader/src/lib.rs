@@ -17,6 +17,7 @@
 //! | [`LoaderState`], [`Settings`], [`merge_states`] | where a stream stands ([`Batches::state`]), resumed with [`BatchSpec::state`], with the settings and the source's identity it was saved with; the states of every shard joined for a resume with other shards |
 //! | [`ConcatPacker`], [`ConcatPackOptions`], [`ConcatBatch`], [`ConcatCarry`] | token sequences packed into rows of exactly `max_length` tokens for pretraining, with position ids and `cu_seqlens` |
 //! | [`Tokenizer`], [`tokenize_column`], [`tokenize_to_file`] | (feature `tokenizers`) text columns to token ids with Hugging Face's `tokenizers`, ids identical to its Python package's; a source's text tokenized once into an IPC or Parquet file |
+//! | [`ImageColumn`], [`BatchSpec::image`], `ImageSpec` and its choices | (feature `images`) columns of encoded images (binary, or Hugging Face's `Image` structs) decoded, resized and cropped into `(B, C, H, W)` tensors on the loader's threads |
 //! | [`TensorBatch`] | named [`Tensor`](arrow_dlpack::Tensor)s (and validity masks) of one batch, by name with [`TensorBatch::tensor`] or `batch["x"]` |
 //! | [`Error`], [`Result`] | the one error type |
 //!
@@ -87,6 +88,7 @@ mod columns;
 mod digest;
 mod error;
 mod file;
+mod images;
 mod ipc;
 mod loader;
 mod parquet;
@@ -102,9 +104,15 @@ mod spec;
 mod state;
 mod text;
 
+/// The image spec types of `arrow_dlpack::images`, for [`BatchSpec::image`] (feature `images`).
+#[cfg(feature = "images")]
+pub use arrow_dlpack::images::{
+    Crop, ImageDType, ImageSize, ImageSpec, Interpolation, Layout, Mode, OnError,
+};
 pub use batch::{NamedTensor, TensorBatch};
 pub use collate::collate;
 pub use error::{Error, Result};
+pub use images::ImageColumn;
 pub use loader::{Batches, Outline, batches, outline};
 #[cfg(feature = "object-store")]
 pub use remote::{ObjectSource, StopHandle, is_object_url};

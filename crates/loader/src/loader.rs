@@ -144,7 +144,7 @@ impl Batches {
             .clone()
             .unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
         let thread_stop = stop.clone();
-        let (pieces, planned) = (plan.pieces, plan.planned);
+        let (pieces, planned, locate) = (plan.pieces, plan.planned, plan.locate);
         let thread = std::thread::Builder::new()
             .name("arrow-dlpack-loader".to_string())
             .spawn(move || {
@@ -152,6 +152,7 @@ impl Batches {
                     rebatch::run(
                         &spec,
                         pieces,
+                        locate,
                         &start,
                         planned.as_ref(),
                         &sender,

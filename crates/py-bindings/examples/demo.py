@@ -1,8 +1,8 @@
 """Every example of PyArrow's DLPack guide, with arrow_dlpack objects in place of PyArrow's,
 then what arrow_dlpack does beyond PyArrow (booleans, chunks, validity masks, tables, a
-Parquet file turned into torch batches for a training loop, a tokenized Parquet file turned
-into padded and packed batches, a Hugging Face Dataset after map as a source, and a run stopped
-and resumed exactly).
+Parquet file turned into torch batches for a training loop, a Parquet file of JPEGs turned into
+decoded, resized image batches, a tokenized Parquet file turned into padded and packed batches,
+a Hugging Face Dataset after map as a source, and a run stopped and resumed exactly).
 
 Run it with `cargo xtask demo`, or with any Python that has arrow_dlpack, numpy, pyarrow, torch
 and jax installed: `python crates/py-bindings/examples/demo.py`.
@@ -235,6 +235,50 @@ def training_batches():
         np.testing.assert_array_equal(x.numpy()[:, 0], table["f0"].to_numpy()[-len(x):])
 
 
+def image_batches():
+    step("Beyond PyArrow: a Parquet file of JPEGs becomes (B, 3, 224, 224) uint8 image batches")
+    import io
+    import tempfile
+    import time
+
+    import pyarrow.parquet as pq
+
+    torch = optional("torch")
+    pil = optional("PIL")
+    if torch is None or pil is None:
+        return
+    from PIL import Image
+
+    def jpeg(seed):
+        y, x = np.mgrid[0:240, 0:320]
+        pixels = np.stack([x * 255 // 320, y * 255 // 240, (x + y + seed * 40) % 256], axis=-1)
+        out = io.BytesIO()
+        Image.fromarray(pixels.astype(np.uint8)).save(out, "JPEG", quality=90)
+        return out.getvalue()
+
+    rows = 80
+    table = pa.table({"image": pa.array([jpeg(i) for i in range(rows)], pa.binary()), "label": np.arange(rows) % 10})
+    with tempfile.TemporaryDirectory() as directory:
+        path = f"{directory}/images.parquet"
+        pq.write_table(table, path, row_group_size=64)
+        show("pq.read_schema(path)", str(pq.read_schema(path)).split("\n-- schema")[0])
+        code = (
+            'for b in ad.batches(path, 64, images={"image": {"size": 224, "resize": 256}}, '
+            'columns=["label"]):\n'
+            '    x, y = torch.from_dlpack(b["image"]), torch.from_dlpack(b["label"])'
+        )
+        start = time.perf_counter()
+        shapes = []
+        for b in ad.batches(path, 64, images={"image": {"size": 224, "resize": 256}}, columns=["label"]):
+            x, y = torch.from_dlpack(b["image"]), torch.from_dlpack(b["label"])
+            shapes.append(tuple(x.shape))
+        elapsed = time.perf_counter() - start
+        show(code, f"shapes {shapes}; the last: x {x.dtype}, y {tuple(y.shape)} {y.dtype}")
+        show('b["image_sizes"][:2].tolist()  # height, width as decoded', torch.from_dlpack(b["image_sizes"])[:2].tolist())
+        print(f"({rows} JPEGs of 320 x 240 decoded, resized and cropped in {elapsed:.2f} s on the loader's threads)")
+        assert shapes == [(64, 3, 224, 224), (16, 3, 224, 224)]
+
+
 def token_batches():
     step("Beyond PyArrow: a tokenized Parquet file becomes padded and packed torch batches")
     import tempfile
@@ -307,6 +351,7 @@ if __name__ == "__main__":
     consuming()
     beyond_pyarrow()
     training_batches()
+    image_batches()
     token_batches()
     hf_datasets()
     resuming()

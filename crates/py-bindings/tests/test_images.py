@@ -450,3 +450,33 @@ def test_the_guide_example_runs():
     start = text.index("```python\n") + len("```python\n")
     code = text[start : text.index("```", start)]
     exec(compile(code, str(guide), "exec"), {})
+
+
+@pytest.mark.parametrize("name", ["jpeg", "jpeg_progressive"])
+@pytest.mark.parametrize("fraction", [0.3, 0.6, 0.9])
+def test_a_truncated_jpeg_is_refused_as_pil_refuses_it(name, fraction):
+    data = encoded(name)
+    cut = data[: int(len(data) * fraction)]
+    with pytest.raises(OSError, match="truncated"):
+        Image.open(io.BytesIO(cut)).convert("RGB")
+    with pytest.raises(ValueError, match=r"row 0 of column .*truncated"):
+        ad.decode_images(pa.array([cut]), 16, name="image")
+    # Skipped instead of filled with grey; the whole file still decodes.
+    out = ad.decode_images(pa.array([cut, data]), 16, on_error="skip")
+    assert np.from_dlpack(out.rows).tolist() == [1]
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA", "L"])
+def test_transparent_gif_pixels_keep_their_palette_colour_as_pil_gives_them(mode):
+    indices = np.zeros((4, 6), np.uint8)
+    indices[:, 3:] = 1
+    indices[0, 0] = 2
+    image = Image.fromarray(indices, "P")
+    image.putpalette([10, 20, 30, 200, 100, 50, 7, 8, 9] + [0] * 759)
+    data = encode(image, "GIF", transparency=1)
+    expected = np.asarray(Image.open(io.BytesIO(data)).convert(mode))
+    out = ad.decode_images(pa.array([data]), (4, 6), crop="none", mode=mode, layout="NHWC")
+    got = np.from_dlpack(out.images)[0]
+    np.testing.assert_array_equal(got.reshape(expected.shape), expected)
+    # The transparent index's colour, not black.
+    assert expected.reshape(4, 6, -1)[0, 3, 0] != 0

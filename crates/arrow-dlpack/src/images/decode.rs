@@ -49,7 +49,14 @@ pub(crate) fn decode<'b>(
         .ok_or_else(|| Error::UnknownImageFormat {
             start: bytes.iter().take(8).copied().collect(),
         })?;
-    let (width, height, channels, orientation) = if format == ImageFormat::Jpeg {
+    let gif = if format == ImageFormat::Gif {
+        decode_gif(bytes, spec, &mut buffers.decoded)?
+    } else {
+        None
+    };
+    let (width, height, channels, orientation) = if let Some(decoded) = gif {
+        decoded
+    } else if format == ImageFormat::Jpeg {
         decode_jpeg(bytes, spec, &mut buffers.decoded)?
     } else {
         decode_other(bytes, format, spec, &mut buffers.decoded)?
@@ -142,7 +149,11 @@ fn decode_jpeg(
     } else {
         (ColorSpace::RGB, 3)
     };
-    decoder.set_options(options.jpeg_set_out_colorspace(colorspace));
+    decoder.set_options(
+        options
+            .set_strict_mode(true)
+            .jpeg_set_out_colorspace(colorspace),
+    );
     let orientation = decoder
         .exif()
         .and_then(|exif| Orientation::from_exif_chunk(exif))
@@ -160,8 +171,95 @@ fn decode_jpeg(
         });
     }
     resize_buffer(out, len)?;
+    // Strict first: zune-jpeg's lenient mode fills what a truncated file lacks with grey, where
+    // PIL refuses the file ("image file is truncated"). A file refused for its structure only
+    // (stray bytes between markers, an unexpected marker) is decoded again leniently, as
+    // libjpeg (and so PIL) reads it with a warning; one whose data ends early stays refused.
+    let Err(strict) = decoder.decode_into(out) else {
+        return Ok((width, height, channels, orientation));
+    };
+    if is_truncated(&strict) {
+        return Err(Error::ImageCodec {
+            format: "JPEG",
+            source: format!("the data ends before the image does (truncated file): {strict}")
+                .into(),
+        });
+    }
+    let mut decoder = zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(bytes), options);
+    decoder.decode_headers().map_err(codec)?;
+    decoder.set_options(options.jpeg_set_out_colorspace(colorspace));
+    if decoder.output_buffer_size() != Some(len) {
+        return Err(codec(strict));
+    }
     decoder.decode_into(out).map_err(codec)?;
     Ok((width, height, channels, orientation))
+}
+
+/// Whether zune-jpeg's strict error says that the data ended before the image.
+fn is_truncated(error: &zune_jpeg::errors::DecodeErrors) -> bool {
+    use zune_jpeg::errors::DecodeErrors;
+    match error {
+        DecodeErrors::ExhaustedData | DecodeErrors::IoErrors(_) => true,
+        DecodeErrors::FormatStatic(message) => message.starts_with("Premature end"),
+        other => {
+            let message = other.to_string().to_ascii_lowercase();
+            message.contains("premature end") || message.contains("no more bytes")
+        }
+    }
+}
+
+/// GIF whose first frame covers its logical screen: `(width, height, 4, no orientation)` with
+/// RGBA pixels in `out`, each the colour of its palette index, and alpha 0 for the transparent
+/// index, as PIL converts a palette image (`P` with `transparency`) to RGBA; `None` for a first
+/// frame that covers part of the screen, which the `image` crate composes.
+fn decode_gif(
+    bytes: &[u8],
+    spec: &ImageSpec,
+    out: &mut Vec<u8>,
+) -> Result<Option<(u32, u32, usize, Orientation)>> {
+    let codec = |source| Error::ImageCodec {
+        format: "GIF",
+        source: Box::new(source),
+    };
+    let mut options = gif::DecodeOptions::new();
+    options.set_color_output(gif::ColorOutput::Indexed);
+    // The frame's indices, one byte a pixel, bounded by the largest image allowed.
+    let limit =
+        std::num::NonZeroU64::new(spec.max_pixels.max(1)).unwrap_or(std::num::NonZeroU64::MIN);
+    options.set_memory_limit(gif::MemoryLimit::Bytes(limit));
+    let mut decoder = options.read_info(Cursor::new(bytes)).map_err(codec)?;
+    let (width, height) = (u32::from(decoder.width()), u32::from(decoder.height()));
+    check_size(width, height, spec)?;
+    let global: Option<Vec<u8>> = decoder.global_palette().map(<[u8]>::to_vec);
+    let Some(frame) = decoder.read_next_frame().map_err(codec)? else {
+        return Err(Error::ImageCodec {
+            format: "GIF",
+            source: "the file holds no frame".into(),
+        });
+    };
+    let covers = frame.left == 0
+        && frame.top == 0
+        && u32::from(frame.width) == width
+        && u32::from(frame.height) == height;
+    let Some(palette) = frame.palette.as_deref().or(global.as_deref()) else {
+        return Ok(None);
+    };
+    if !covers || frame.buffer.len() != pixel_bytes(width, height, 1)? {
+        return Ok(None);
+    }
+    resize_buffer(out, pixel_bytes(width, height, 4)?)?;
+    for (pixel, &index) in out.chunks_exact_mut(4).zip(frame.buffer.iter()) {
+        let at = usize::from(index) * 3;
+        // An index past the palette's end is black, as PIL's palette (padded with zeros) maps it.
+        let colour = palette.get(at..at + 3).unwrap_or(&[0, 0, 0]);
+        pixel[..3].copy_from_slice(colour);
+        pixel[3] = if frame.transparent == Some(index) {
+            0
+        } else {
+            255
+        };
+    }
+    Ok(Some((width, height, 4, Orientation::NoTransforms)))
 }
 
 /// PNG, WebP, GIF, BMP: `(width, height, channels, orientation)` with 8-bit pixels in `out`.

@@ -25,10 +25,14 @@ use crate::sequences::tensors::{run_of, sequence_tensors};
 use crate::{BatchSpec, Error, Result, TensorBatch};
 
 mod group_view;
+#[cfg(feature = "images")]
+mod images;
 mod row_copy;
 pub(crate) mod writable;
 
 use group_view::strided_group_view;
+#[cfg(feature = "images")]
+pub(crate) use images::{assemble_decoded, decode_filling, decode_runs};
 use row_copy::{copy_bytes, copy_runs, copy_strided};
 
 /// Runs of a group of at least this many rows are written by `write_rows`, whose blocked
@@ -155,10 +159,25 @@ impl Piece {
                     .collect::<Option<Vec<Tensor>>>();
                 Source::Group { arrays, views }
             }
-            Output::Bool { .. } | Output::Sequence { .. } => return Ok(()),
+            Output::Bool { .. } | Output::Sequence { .. } | Output::Image { .. } => {
+                return Ok(());
+            }
         };
         self.sources[at] = Some(source);
         Ok(())
+    }
+
+    /// The record batch.
+    #[cfg_attr(not(feature = "images"), allow(dead_code))]
+    pub(crate) fn batch(&self) -> &RecordBatch {
+        &self.batch
+    }
+
+    /// Where the record batch's rows are: the shard's item and the index of its first row
+    /// among the item's rows (`None` for record batches collated on their own).
+    #[cfg_attr(not(feature = "images"), allow(dead_code))]
+    pub(crate) fn origin(&self) -> Option<(u64, u64)> {
+        self.origin
     }
 
     /// The source of output `at`, after [`resolve`](Piece::resolve).
@@ -211,16 +230,43 @@ fn row_bytes_of(view: &Tensor, start: usize, len: usize, row_bytes: usize) -> &[
     &view.buffer().as_slice()[from..from + len * row_bytes]
 }
 
-/// Makes the batch whose rows are `runs`, in order, of `pieces`.
+/// Makes the batch whose rows are `runs`, in order, of `pieces`; image columns are decoded here
+/// (and with `on_error="skip"`, the rows that are not images are left out of every tensor).
 pub(crate) fn assemble(
     spec: &BatchSpec,
     columns: &Columns,
     pieces: &mut [Piece],
     runs: &[Run],
 ) -> Result<TensorBatch> {
+    #[cfg(feature = "images")]
+    if !spec.images.is_empty() {
+        let decoded = decode_runs(spec, columns, pieces, runs)?;
+        return assemble_decoded(spec, columns, pieces, decoded);
+    }
+    assemble_rows(spec, columns, pieces, runs, Vec::new())
+}
+
+/// Makes the batch whose rows are `runs`, in order, of `pieces`, with the images (and their
+/// sizes) of the image outputs, in their order, from `images`.
+fn assemble_rows(
+    spec: &BatchSpec,
+    columns: &Columns,
+    pieces: &mut [Piece],
+    runs: &[Run],
+    images: Vec<(Tensor, Tensor)>,
+) -> Result<TensorBatch> {
     let num_rows = runs.iter().map(|run| run.len).sum();
-    let mut tensors = Vec::with_capacity(columns.outputs.len());
+    let mut tensors = Vec::with_capacity(columns.outputs.len() + images.len());
+    let mut images = images.into_iter();
     for (at, output) in columns.outputs.iter().enumerate() {
+        if let Output::Image { name, image, .. } = output {
+            let Some((pixels, sizes)) = images.next() else {
+                unreachable!("every image output is decoded before the batch is assembled")
+            };
+            tensors.push((name.clone(), pixels));
+            tensors.push((image.sizes_name(), sizes));
+            continue;
+        }
         if let Output::Sequence {
             name,
             index,
@@ -286,8 +332,8 @@ fn view_output(spec: &BatchSpec, output: &Output, batch: &RecordBatch, run: Run)
             array_to_tensor(slice(*index).as_ref(), options)
                 .map_err(|error| Error::column(name, error))
         }
-        Output::Sequence { .. } => {
-            unreachable!("sequences are assembled by crate::sequences::tensors")
+        Output::Sequence { .. } | Output::Image { .. } => {
+            unreachable!("sequences and images are assembled on their own")
         }
         Output::Group {
             name,
@@ -349,8 +395,8 @@ impl OutputCopy<'_> {
             Output::Values { .. } => self.values(output, pieces, runs),
             Output::Bool { name, index } => self.bools(name, *index, pieces, runs),
             Output::Group { .. } => self.group(output, pieces, runs),
-            Output::Sequence { .. } => {
-                unreachable!("sequences are assembled by crate::sequences::tensors")
+            Output::Sequence { .. } | Output::Image { .. } => {
+                unreachable!("sequences and images are assembled on their own")
             }
         }
     }

@@ -18,6 +18,7 @@ use arrow_array::RecordBatch;
 
 use crate::assemble::{Piece, Run, assemble};
 use crate::columns::Columns;
+use crate::images::Locate;
 use crate::sequences::plan::ShardBatches;
 use crate::sequences::tokens::{Budget, Fit, RowLengths};
 use crate::source::{Pieces, Tagged};
@@ -95,6 +96,8 @@ struct Input<'a> {
     exhausted: bool,
     /// A record batch read ahead and handed back.
     held: Option<(RecordBatch, RowLengths, Tag)>,
+    /// Where the units' rows lie in the source's files, for the columns.
+    locate: Option<Locate>,
     /// Whether the rows' lengths are needed (a budget or buckets cut as the rows are read).
     lengths: bool,
 }
@@ -128,7 +131,11 @@ impl Input<'_> {
             let index = self.count;
             self.count += 1;
             match &self.columns {
-                None => self.columns = Some(Columns::resolve(self.spec, &batch)?),
+                None => {
+                    let mut columns = Columns::resolve(self.spec, &batch)?;
+                    columns.locate = self.locate.take();
+                    self.columns = Some(columns);
+                }
                 Some(columns) => {
                     columns.check_schema(&batch, || format!("record batch {index}"))?
                 }
@@ -157,6 +164,7 @@ impl Input<'_> {
 pub(crate) fn run(
     spec: &BatchSpec,
     pieces: Pieces,
+    locate: Option<Locate>,
     start: &Start,
     planned: Option<&ShardBatches>,
     sender: &SyncSender<Marked>,
@@ -170,6 +178,7 @@ pub(crate) fn run(
         exhausted: false,
         held: None,
         lengths: planned.is_none(),
+        locate,
     };
     let mut emit = |batch: Marked| -> bool {
         let failed = batch.is_err();
@@ -222,44 +231,113 @@ fn in_order(spec: &BatchSpec, input: &mut Input<'_>, emit: &mut dyn FnMut(Marked
         };
         let mut pieces = Vec::new();
         let mut runs = Vec::new();
-        let mut left = want;
-        while left > 0 {
-            let (front, _, tag) = &queue[0];
-            let len = (front.num_rows() - taken).min(left);
-            runs.push(Run {
-                piece: pieces.len(),
-                start: taken,
-                len,
-            });
-            pieces.push(Piece::new(front.clone()).at(tag.item, tag.first));
-            left -= len;
-            taken += len;
-            if taken == front.num_rows() {
-                popped = Some((*tag, taken));
-                queue.pop_front();
-                taken = 0;
-            }
-        }
+        take_rows(
+            &mut queue,
+            &mut taken,
+            &mut popped,
+            want,
+            &mut pieces,
+            &mut runs,
+        );
         queued -= want;
-        let mark = match (queue.front(), popped) {
-            (Some((_, _, tag)), _) => Mark::Rows {
-                item: tag.item,
-                row: tag.first + taken as u64,
-            },
-            (None, Some((tag, _))) if tag.last => Mark::Rows {
-                item: tag.item.saturating_add(1),
-                row: 0,
-            },
-            (None, Some((tag, rows))) => Mark::Rows {
-                item: tag.item,
-                row: tag.first + rows as u64,
-            },
-            (None, None) => Mark::Rows { item: 0, row: 0 },
-        };
+        #[cfg(feature = "images")]
+        if spec.skips_images() {
+            // The hook of `on_error="skip"`: rows that are not images are replaced by the rows
+            // that follow, taken from the queue (reading more record batches as needed).
+            let columns = input.columns().clone();
+            let mut more = |want: usize, pieces: &mut Vec<Piece>, runs: &mut Vec<Run>| {
+                while queued < want {
+                    let Some(batch) = input.next()? else {
+                        break;
+                    };
+                    queued += batch.0.num_rows();
+                    queue.push_back(batch);
+                }
+                let rows = want.min(queued);
+                take_rows(&mut queue, &mut taken, &mut popped, rows, pieces, runs);
+                queued -= rows;
+                Ok(rows)
+            };
+            let filled =
+                crate::assemble::decode_filling(spec, &columns, &mut pieces, &mut runs, &mut more);
+            let decoded = match filled {
+                Ok(decoded) => decoded,
+                Err(error) => {
+                    emit(Err(error));
+                    return;
+                }
+            };
+            let rows = decoded.num_rows();
+            if rows == 0 || (rows < spec.batch_size && spec.drop_last) {
+                // The rows left were all skipped, or too few for a whole batch.
+                return;
+            }
+            let mark = mark_of(&queue, taken, popped);
+            let batch = crate::assemble::assemble_decoded(spec, &columns, &mut pieces, decoded);
+            if !emit(batch.map(|batch| (batch, mark))) {
+                return;
+            }
+            continue;
+        }
+        let mark = mark_of(&queue, taken, popped);
         let batch = assemble(spec, input.columns(), &mut pieces, &runs);
         if !emit(batch.map(|batch| (batch, mark))) {
             return;
         }
+    }
+}
+
+/// Moves `want` rows from the front of `queue` (of which `taken` rows are taken) into runs of
+/// new pieces; `popped` is the last record batch used up.
+fn take_rows(
+    queue: &mut VecDeque<(RecordBatch, RowLengths, Tag)>,
+    taken: &mut usize,
+    popped: &mut Option<(Tag, usize)>,
+    want: usize,
+    pieces: &mut Vec<Piece>,
+    runs: &mut Vec<Run>,
+) {
+    let mut left = want;
+    while left > 0 {
+        let (front, _, tag) = &queue[0];
+        let len = (front.num_rows() - *taken).min(left);
+        runs.push(Run {
+            piece: pieces.len(),
+            start: *taken,
+            len,
+        });
+        pieces.push(Piece::new(front.clone()).at(tag.item, tag.first));
+        left -= len;
+        *taken += len;
+        if *taken == front.num_rows() {
+            *popped = Some((*tag, *taken));
+            queue.pop_front();
+            *taken = 0;
+        }
+    }
+}
+
+/// Where the stream stands when the next row is row `taken` of the queue's front (or, with the
+/// queue empty, after `popped`).
+fn mark_of(
+    queue: &VecDeque<(RecordBatch, RowLengths, Tag)>,
+    taken: usize,
+    popped: Option<(Tag, usize)>,
+) -> Mark {
+    match (queue.front(), popped) {
+        (Some((_, _, tag)), _) => Mark::Rows {
+            item: tag.item,
+            row: tag.first + taken as u64,
+        },
+        (None, Some((tag, _))) if tag.last => Mark::Rows {
+            item: tag.item.saturating_add(1),
+            row: 0,
+        },
+        (None, Some((tag, rows))) => Mark::Rows {
+            item: tag.item,
+            row: tag.first + rows as u64,
+        },
+        (None, None) => Mark::Rows { item: 0, row: 0 },
     }
 }
 

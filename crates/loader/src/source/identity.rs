@@ -40,6 +40,11 @@ pub(super) fn settings(spec: &BatchSpec, source: SourceIdentity) -> Settings {
         buffer_size: spec.buffer_size as u64,
         max_tokens: spec.max_tokens.map(|n| n as u64),
         bucket_by_length: spec.bucket_by_length,
+        images: spec
+            .images
+            .iter()
+            .map(|image| (image.column.clone(), image.spec_value()))
+            .collect(),
     }
 }
 

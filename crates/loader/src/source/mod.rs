@@ -12,6 +12,7 @@ use arrow_schema::SchemaRef;
 
 use crate::columns::{Columns, check_same_columns, needs_null_counts, resolve_null_to_nan};
 use crate::file::{Format, format_of_file};
+use crate::images::Locate;
 use crate::ipc::{self, IpcFile, IpcRecordBatch, StreamInput};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
 use crate::rng::Rng;
@@ -198,6 +199,9 @@ pub(crate) struct Plan {
     /// The spec's [`NullToNan`] made explicit from the source's metadata
     /// ([`resolve_null_to_nan`]), which the loader thread uses in its place.
     pub(crate) null_to_nan: NullToNan,
+    /// Where each item's rows lie in the files, for a source of files (image rows are keyed,
+    /// named and resolved by it).
+    pub(crate) locate: Option<Locate>,
 }
 
 /// The columns the spec reads, or `None` for all.
@@ -207,6 +211,7 @@ fn needed_columns(spec: &BatchSpec) -> Option<Vec<String>> {
         names.extend(group.columns.iter().cloned());
     }
     names.extend(spec.masks.iter().cloned());
+    names.extend(spec.images.iter().map(|image| image.column.clone()));
     names.extend(
         spec.sequences
             .iter()
@@ -355,6 +360,7 @@ fn plan_in_memory(
         stop: None,
         null_to_nan: resolve_null_to_nan(spec, &schema, nulls),
         planned: None,
+        locate: None,
     })
 }
 
@@ -401,6 +407,19 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         .iter()
         .map(|(_, item)| order[item.unit as usize])
         .collect();
+    let locate = if spec.images.is_empty() {
+        None
+    } else {
+        let mut unit_rows: Vec<Vec<u64>> = vec![Vec::new(); paths.len()];
+        for (file, ipc) in files.iter().enumerate() {
+            unit_rows[file] = ipc.rows().iter().map(|&rows| rows as u64).collect();
+        }
+        let located = items.iter().map(|(k, item)| {
+            let unit = order[item.unit as usize];
+            (*k, (unit.file, unit.index), item.rows.clone())
+        });
+        Some(Locate::new(paths, &unit_rows, located))
+    };
     let reads = ipc::read_planned(files, planned);
     let raw: Raw = Box::new(
         items
@@ -417,6 +436,7 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         stop: None,
         planned: batches,
         null_to_nan,
+        locate,
     })
 }
 
@@ -460,6 +480,19 @@ fn plan_parquet_files(
         let items = file_items(&work, spec, &start);
         let num_rows = rows_left(&items, |unit| order[unit as usize].rows, &start, spec)?;
         (items, num_rows, None)
+    };
+    let locate = if spec.images.is_empty() {
+        None
+    } else {
+        let mut unit_rows: Vec<Vec<u64>> = Vec::with_capacity(files.len());
+        for parquet in &files {
+            unit_rows.push(parquet.row_group_rows()?);
+        }
+        let located = items.iter().map(|(k, item)| {
+            let unit = order[item.unit as usize];
+            (*k, (unit.file, unit.row_group), item.rows.clone())
+        });
+        Some(Locate::new(paths, &unit_rows, located))
     };
     let mut planned: Vec<RowGroup> = items
         .iter()
@@ -505,6 +538,7 @@ fn plan_parquet_files(
         stop: None,
         planned: batches,
         null_to_nan,
+        locate,
     })
 }
 
@@ -553,6 +587,7 @@ fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Result<Plan> 
         stop: None,
         planned: None,
         null_to_nan,
+        locate: None,
     })
 }
 

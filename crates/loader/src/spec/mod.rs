@@ -5,6 +5,7 @@
 //! writes its `Default` and the table of options) and its builder methods; `validate.rs` checks
 //! a spec alone and against a schema; `saved.rs` is what a saved state records of it.
 
+use crate::images::ImageColumn;
 use crate::sequences::Sequence;
 use crate::sequences::tokens::Cutting;
 use crate::state::LoaderState;
@@ -120,7 +121,8 @@ options::batch_spec! {
         pub prefetch: usize,
         /// Threads decoding Parquet row groups in parallel, at most [`MAX_DECODE_THREADS`].
         ///
-        /// 0 chooses the available parallelism, at most 4.
+        /// 0 chooses the available parallelism, at most 4. With [`images`](BatchSpec::images),
+        /// as many threads decode the images of each batch.
         #[option(Usize, Stream, default = 0)]
         pub decode_threads: usize,
         /// Hand out batches whose every tensor is private, writable memory.
@@ -138,6 +140,27 @@ options::batch_spec! {
         /// A list column that is loaded and not named here is refused.
         #[option(Sequences, Batch, default = Vec::new())]
         pub sequences: Vec<Sequence>,
+        /// Columns of encoded images, each decoded, resized and cropped by its spec.
+        ///
+        /// (Feature `images`.) Each entry names a `binary`, `large_binary` or `binary_view`
+        /// column, or a struct with a `bytes` field of one of these and an optional `path`
+        /// string field (Hugging Face's `Image`), and its `ImageSpec`: a batch holds the images
+        /// as the tensor named after the column and their sizes as decoded as
+        /// `"<column>_sizes"` ([`ImageColumn`]); an image column needs no entry in `columns`.
+        /// The rows of a batch are decoded on [`decode_threads`](BatchSpec::decode_threads)
+        /// threads while the consumer works on earlier batches. With `on_error = Skip`, a row
+        /// that is not an image is dropped and the batch filled from the rows that follow (so
+        /// the number of batches is not known in advance); it reads in order (no `shuffle`, no
+        /// `max_tokens` or `bucket_by_length`).
+        #[option(Images, Batch, default = Vec::new())]
+        pub images: Vec<ImageColumn>,
+        /// Where relative paths of image rows are read from: a directory or a prefix.
+        ///
+        /// `None` reads them from the directory of the row's file. A relative path of a stream
+        /// or a reader, without a root, is an error naming the row; paths in object storage
+        /// are not read yet (such a row is an error naming it).
+        #[option(OptionalText, Batch, default = None)]
+        pub image_root: Option<String>,
         /// Cut batches by tokens rather than rows, at most this many tokens a batch.
         ///
         /// Each batch takes whole rows, in order, while its largest sequence tensor holds at
@@ -296,6 +319,44 @@ impl BatchSpec {
         self
     }
 
+    /// Adds the image column `column`, decoded as `spec` says, to
+    /// [`images`](BatchSpec::images) (feature `images`).
+    ///
+    /// ```
+    /// use arrow_dlpack_loader::{BatchSpec, ImageSize, ImageSpec};
+    ///
+    /// let spec = BatchSpec::new(64)
+    ///     .columns(["label"])
+    ///     .image("image", ImageSpec::new(ImageSize::square(224)).resize(256));
+    /// assert_eq!(spec.images[0].column, "image");
+    /// assert_eq!(spec.images[0].sizes_name(), "image_sizes");
+    /// ```
+    #[cfg(feature = "images")]
+    pub fn image(
+        mut self,
+        column: impl Into<String>,
+        spec: arrow_dlpack::images::ImageSpec,
+    ) -> Self {
+        self.images.push(ImageColumn::new(column, spec));
+        self
+    }
+
+    /// Sets [`image_root`](BatchSpec::image_root), where relative image paths are read from.
+    pub fn image_root(mut self, root: impl Into<String>) -> Self {
+        self.image_root = Some(root.into());
+        self
+    }
+
+    /// The image spec of `column`, if it is an image column.
+    pub(crate) fn image_of(&self, column: &str) -> Option<&ImageColumn> {
+        self.images.iter().find(|image| image.column == column)
+    }
+
+    /// Whether a row that is not an image is dropped (and its batch refilled).
+    pub(crate) fn skips_images(&self) -> bool {
+        self.images.iter().any(ImageColumn::skips)
+    }
+
     /// Sets [`max_tokens`](BatchSpec::max_tokens): batches cut by tokens.
     pub fn max_tokens(mut self, max_tokens: usize) -> Self {
         self.max_tokens = Some(max_tokens);
@@ -336,8 +397,9 @@ impl BatchSpec {
 
     /// The number of batches that `rows` rows give: `rows / batch_size`, rounded up unless
     /// [`drop_last`](BatchSpec::drop_last); `None` when batches are cut by tokens
-    /// ([`max_tokens`](BatchSpec::max_tokens)) or packed from documents (a sequence in mode
-    /// `"concat"`), whose count only the data tells.
+    /// ([`max_tokens`](BatchSpec::max_tokens)), packed from documents (a sequence in mode
+    /// `"concat"`), or rows that are not images are skipped ([`images`](BatchSpec::images)
+    /// with `on_error = Skip`), whose count only the data tells.
     ///
     /// ```
     /// use arrow_dlpack_loader::BatchSpec;
@@ -346,7 +408,7 @@ impl BatchSpec {
     /// assert_eq!(BatchSpec::new(4).drop_last(true).batches_for(10), Some(2));
     /// ```
     pub fn batches_for(&self, rows: u64) -> Option<usize> {
-        if self.max_tokens.is_some() || self.concat_sequence().is_some() {
+        if self.max_tokens.is_some() || self.concat_sequence().is_some() || self.skips_images() {
             return None;
         }
         let rows = usize::try_from(rows).unwrap_or(usize::MAX);

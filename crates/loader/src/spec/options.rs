@@ -11,6 +11,7 @@ use std::fmt;
 
 use super::{BatchSpec, ColumnGroup, NullToNan};
 use crate::Error;
+use crate::images::ImageColumn;
 use crate::sequences::Sequence;
 use crate::state::LoaderState;
 
@@ -41,6 +42,10 @@ pub enum OptionType {
     Sequences,
     /// A saved position: `Option<LoaderState>`.
     State,
+    /// Image columns: `Vec<ImageColumn>`.
+    Images,
+    /// An optional text (a directory, a prefix): `Option<String>`.
+    OptionalText,
 }
 
 /// What an option is about: what each batch holds, or how the stream is cut, ordered, sharded
@@ -81,6 +86,10 @@ pub enum OptionValue {
     Sequences(Vec<Sequence>),
     /// [`BatchSpec::state`] (boxed: a state holds the epoch's work).
     State(Option<Box<LoaderState>>),
+    /// [`BatchSpec::images`].
+    Images(Vec<ImageColumn>),
+    /// An `Option<String>` field.
+    OptionalText(Option<String>),
 }
 
 /// One option of [`BatchSpec`], as declared: see [`BatchSpec::OPTIONS`].
@@ -161,6 +170,8 @@ option_field!(
     Vec<String> => Names,
     Vec<ColumnGroup> => Groups,
     Vec<Sequence> => Sequences,
+    Vec<ImageColumn> => Images,
+    Option<String> => OptionalText,
 );
 
 impl OptionField for Option<LoaderState> {
@@ -191,6 +202,8 @@ impl OptionType {
                 | (OptionType::Groups, OptionValue::Groups(_))
                 | (OptionType::Sequences, OptionValue::Sequences(_))
                 | (OptionType::State, OptionValue::State(_))
+                | (OptionType::Images, OptionValue::Images(_))
+                | (OptionType::OptionalText, OptionValue::OptionalText(_))
         )
     }
 }
@@ -236,6 +249,8 @@ pub(super) fn value_kind(value: &OptionValue) -> &'static str {
         OptionValue::Groups(_) => "OptionValue::Groups",
         OptionValue::Sequences(_) => "OptionValue::Sequences",
         OptionValue::State(_) => "OptionValue::State",
+        OptionValue::Images(_) => "OptionValue::Images",
+        OptionValue::OptionalText(_) => "OptionValue::OptionalText",
     }
 }
 

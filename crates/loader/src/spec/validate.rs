@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use arrow_schema::Schema;
 
 use super::{BatchSpec, MAX_DECODE_THREADS, MAX_PREFETCH};
+use crate::images::ImageColumn;
 use crate::sequences::{Sequence, SequenceMode};
 use crate::{Error, Result};
 
@@ -56,13 +57,14 @@ impl BatchSpec {
             ));
         }
         self.validate_sequences()?;
+        self.validate_images()?;
         let Some(columns) = &self.columns else {
             // Every column is loaded: the names are claimed against the source's schema.
             return Ok(());
         };
         let mut claims = Claims::default();
         for column in columns {
-            if self.sequence_of(column).is_none() {
+            if self.sequence_of(column).is_none() && self.image_of(column).is_none() {
                 claims.add(column, format!("column {column:?}"));
             }
         }
@@ -71,7 +73,58 @@ impl BatchSpec {
         }
         claims.add_masks(&self.masks);
         claims.add_sequences(&self.sequences, |_| true);
+        claims.add_images(&self.images, |_| true);
         claims.check()
+    }
+
+    /// Checks `images` and `image_root`: each column once, not also a sequence or in a group,
+    /// each spec valid, and rows skipped only where batches are cut in order by rows.
+    fn validate_images(&self) -> Result<()> {
+        for (index, image) in self.images.iter().enumerate() {
+            let column = &image.column;
+            if self.images[..index].iter().any(|i| &i.column == column) {
+                return invalid(format!(
+                    "images names column {column:?} twice; expected each column once"
+                ));
+            }
+            if self.sequence_of(column).is_some() {
+                return invalid(format!(
+                    "column {column:?} is both an image column and a sequence; expected one"
+                ));
+            }
+            if self
+                .groups
+                .iter()
+                .any(|group| group.columns.contains(column))
+            {
+                return invalid(format!(
+                    "image column {column:?} is also in a group; encoded images cannot be \
+                     stacked into a group"
+                ));
+            }
+            image.validate()?;
+        }
+        if self.image_root.as_deref() == Some("") {
+            return invalid("image_root is empty; expected a directory or a prefix".to_string());
+        }
+        if self.skips_images() {
+            // A skipped row is replaced by the next row in order, which a shuffle window's
+            // batches (cut before they are decoded) and a token budget (which counts the rows
+            // it cuts) cannot take.
+            let refused = [
+                ("shuffle", self.shuffle),
+                ("max_tokens", self.max_tokens.is_some()),
+                ("bucket_by_length", self.bucket_by_length),
+            ];
+            if let Some((field, _)) = refused.iter().find(|(_, set)| *set) {
+                return invalid(format!(
+                    "images skips rows that are not images (on_error Skip), which needs batches \
+                     cut in order by rows; {field} is set: expected on_error Raise with {field}, \
+                     or {field} off"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Checks `sequences`, `max_tokens` and `bucket_by_length`.
@@ -221,8 +274,13 @@ impl BatchSpec {
         let singles = self.single_columns(&source_names);
         let grouped = self.groups.iter().flat_map(|group| &group.columns);
         let sequences = self.sequences.iter().map(|s| &s.column);
+        let images = self.images.iter().map(|image| &image.column);
         let masks = self.masks.iter();
-        let named = grouped.chain(sequences).chain(masks).map(String::as_str);
+        let named = grouped
+            .chain(sequences)
+            .chain(images)
+            .chain(masks)
+            .map(String::as_str);
         for name in singles.iter().copied().chain(named) {
             let count = source_names
                 .iter()
@@ -249,6 +307,7 @@ impl BatchSpec {
             claims.add_masks(&self.masks);
             // A sequence column that is a source column claimed its name above.
             claims.add_sequences(&self.sequences, |column| !source_names.contains(&column));
+            claims.add_images(&self.images, |column| !source_names.contains(&column));
             claims.check()?;
         }
         Ok(())
@@ -301,6 +360,18 @@ impl Claims {
             for suffix in sequence.mode.suffixes() {
                 self.add(&format!("{column}{suffix}"), by());
             }
+        }
+    }
+
+    /// An image column claims `"<column>_sizes"`, and its own name where `own_name` says so.
+    fn add_images(&mut self, images: &[ImageColumn], own_name: impl Fn(&str) -> bool) {
+        for image in images {
+            let column = &image.column;
+            let by = || format!("image column {column:?} (images)");
+            if own_name(column) {
+                self.add(column, by());
+            }
+            self.add(&image.sizes_name(), by());
         }
     }
 

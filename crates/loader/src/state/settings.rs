@@ -51,6 +51,11 @@ pub struct Settings {
     pub max_tokens: Option<u64>,
     /// Whether rows are sorted by length within windows.
     pub bucket_by_length: bool,
+    /// The image columns, by column: each spec in its serde form (its random crops and flips,
+    /// and with `on_error` `"skip"` which rows a batch holds, depend on every field). Absent
+    /// from the saved form when there are none, so that a state without images reads as before.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub images: BTreeMap<String, Value>,
 }
 
 /// What a sequence column's settings change in the batches: the tokens a row counts for (its

@@ -119,6 +119,7 @@ pub(super) fn settings() -> Settings {
         buffer_size: 8,
         max_tokens: None,
         bucket_by_length: false,
+        images: Default::default(),
     }
 }
 

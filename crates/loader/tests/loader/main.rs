@@ -10,6 +10,8 @@ mod codecs;
 mod collate;
 mod columns;
 mod files;
+#[cfg(feature = "images")]
+mod images;
 mod ipc_codecs;
 mod lifecycle;
 mod malformed;

@@ -41,6 +41,8 @@ fn every_option_is_declared_with_the_default_of_default() {
             "decode_threads",
             "writable",
             "sequences",
+            "images",
+            "image_root",
             "max_tokens",
             "bucket_by_length",
             "epoch",
@@ -73,6 +75,14 @@ fn every_option_is_declared_with_the_default_of_default() {
         OptionType::U64
     );
     assert!(OptionDecl::find("batchsize").is_none());
+    assert_eq!(
+        OptionDecl::find("images").unwrap().option_type,
+        OptionType::Images
+    );
+    assert_eq!(
+        OptionDecl::find("image_root").map(|option| option.default_value()),
+        Some(OptionValue::OptionalText(None))
+    );
 }
 
 #[test]
@@ -92,7 +102,9 @@ fn the_batch_scope_is_what_collate_reads() {
             "null_to_nan",
             "row_major",
             "writable",
-            "sequences"
+            "sequences",
+            "images",
+            "image_root"
         ]
     );
 }

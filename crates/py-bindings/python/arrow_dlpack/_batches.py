@@ -226,7 +226,7 @@ class Batches:
 
     def __len__(self) -> int:
         """The number of batches left; ``TypeError`` when it is not known (a stream that does
-        not say its rows, batches cut by ``max_tokens``)."""
+        not say its rows, batches cut by ``max_tokens``, images with ``on_error="skip"``)."""
         return len(self._inner)
 
     def __length_hint__(self) -> Any:
@@ -292,6 +292,8 @@ def batches(
     decode_threads: int = 0,
     writable: bool = False,
     sequences: Optional[Mapping[str, Union[str, Mapping[str, Any]]]] = None,
+    images: Optional[Mapping[str, Mapping[str, Any]]] = None,
+    image_root: Optional[str] = None,
     max_tokens: Optional[int] = None,
     bucket_by_length: bool = False,
     epoch: Optional[int] = None,
@@ -372,6 +374,13 @@ def batches(
       for pretraining, with ``bos_token_id``, ``eos_token_id`` and ``split_documents``:
       ``name`` ``(B, max_length)``, ``name + "_position_ids"``, ``name + "_cu_seqlens"``,
       ``name + "_max_seqlen"``; ``batch_size`` then counts these rows.
+    - ``images``: columns of encoded images (``binary``, or Hugging Face's ``Image`` structs),
+      each with a spec dict of ``ad.decode_images``'s keys (``{"image": {"size": 224,
+      "resize": 256}}``), decoded on the loader's threads into ``name`` ``(B, C, H, W)`` and
+      ``name + "_sizes"`` ``(B, 2)`` int32; rows whose bytes are null are read from their path,
+      under ``image_root`` (default: beside the file). With ``on_error="skip"`` a row that is
+      not an image is dropped and the batch filled from the next rows (in order only, and
+      ``len()`` is unknown). See docs/images.md.
     - ``max_tokens`` cuts batches of whole rows by tokens instead of rows: a batch's largest
       sequence tensor holds at most ``max_tokens`` values (``B * L`` padded, ``N`` packed or
       jagged); ``batch_size`` then bounds the rows, and ``len()`` is unknown (but see below).

@@ -120,6 +120,8 @@ class BatchDataset(IterableDataset):
         decode_threads: int = 0,
         writable: bool = False,
         sequences: Optional[Mapping[str, Union[str, Mapping[str, Any]]]] = None,
+        images: Optional[Mapping[str, Mapping[str, Any]]] = None,
+        image_root: Optional[str] = None,
         max_tokens: Optional[int] = None,
         bucket_by_length: bool = False,
         epoch: Optional[int] = None,

@@ -36,6 +36,8 @@ class ArrowCollateFn(ArrowBatchCollateFn):
         row_major: bool = True,
         writable: bool = False,
         sequences: Optional[Mapping[str, Union[str, Mapping[str, Any]]]] = None,
+        images: Optional[Mapping[str, Mapping[str, Any]]] = None,
+        image_root: Optional[str] = None,
         format: str = "torch",
     ) -> None: ...
     def tensors(self, table: Any) -> Dict[str, Tensor]:
@@ -57,6 +59,8 @@ def collate_fn(
     row_major: bool = True,
     writable: bool = False,
     sequences: Optional[Mapping[str, Union[str, Mapping[str, Any]]]] = None,
+    images: Optional[Mapping[str, Mapping[str, Any]]] = None,
+    image_root: Optional[str] = None,
     format: str = "torch",
 ) -> ArrowCollateFn:
     """A collate function for ``Dataset.iter_torch_batches(collate_fn=...)`` (and, with

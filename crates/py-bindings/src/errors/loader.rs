@@ -6,7 +6,7 @@ use arrow_schema::Field;
 use pyo3::exceptions::PyMemoryError;
 use pyo3::prelude::*;
 
-use super::messages::{is_list, python_message, tensor_message};
+use super::messages::{image_cause, is_list, python_message, tensor_message};
 use super::{Kind, Operation, arrow_error, chain, raise, tensor_kind};
 use crate::type_names::{data_type_name, field_type_name};
 
@@ -143,6 +143,36 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
                 format!(
                     "cannot load {column:?}: {place} is null; expected none, or pass \
                      allow_nulls=True to read null rows as empty rows"
+                ),
+            );
+        }
+        // A row of an image column that is not an image: where it is, and the cause in
+        // Python's words (a failed allocation is a MemoryError).
+        E::ImageRow { source, .. } => {
+            let message = format!("{error}: {}", image_cause(source));
+            if let A::Tensor(inner) = source.as_ref()
+                && tensor_kind(inner).is_none()
+            {
+                return PyMemoryError::new_err(message);
+            }
+            return raise(Kind::Value, message);
+        }
+        E::RelativeImagePath {
+            column,
+            row,
+            item,
+            path,
+        } => {
+            let place = match item {
+                Some(item) => format!("of unit {item} of the shard"),
+                None => "of the record batch".to_string(),
+            };
+            return raise(
+                Kind::Value,
+                format!(
+                    "cannot read image at row {row} of column {column:?} {place}: its path \
+                     {path:?} is relative and the source has no directory to resolve it \
+                     against; pass image_root= (a directory or an object-storage prefix)"
                 ),
             );
         }

@@ -159,22 +159,8 @@ pub(super) fn python_message(error: &arrow_dlpack::Error, operation: Operation) 
         // The row and column, then the cause, which is the error's source; the causes that
         // name a remedy name the Python keyword.
         E::ImageRow { source, .. } => {
-            let cause = match source.as_ref() {
-                E::NullImage => "the row is null; expected encoded bytes or a path \
-                                 (on_error=\"skip\" drops such rows)"
-                    .to_string(),
-                E::ImageSize {
-                    width,
-                    height,
-                    max_pixels,
-                } => format!(
-                    "image of {width} x {height} pixels is refused; expected at least 1 and at \
-                     most {max_pixels} pixels (max_pixels=)"
-                ),
-                other => chain(other),
-            };
             let row_and_column = error.to_string();
-            format!("{row_and_column}: {cause}")
+            format!("{row_and_column}: {}", image_cause(source))
         }
         // The spec's keys are the Python keyword names.
         E::InvalidImageSpec { field, reason } => format!("invalid {field}: {reason}"),
@@ -221,5 +207,25 @@ fn nulls_message(null_count: usize, location: impl Display, operation: Operation
             "found {null_count} nulls in {location}; expected none, or pass allow_nulls=True to \
              accept them (null slots then hold unspecified values)"
         ),
+    }
+}
+
+/// Why one image could not be decoded, in Python's words: the causes that name a remedy name
+/// the Python keyword (`on_error="skip"`, `max_pixels=`).
+pub(crate) fn image_cause(source: &arrow_dlpack::Error) -> String {
+    use arrow_dlpack::Error as E;
+    match source {
+        E::NullImage => "the row is null; expected encoded bytes or a path \
+                         (on_error=\"skip\" drops such rows)"
+            .to_string(),
+        E::ImageSize {
+            width,
+            height,
+            max_pixels,
+        } => format!(
+            "image of {width} x {height} pixels is refused; expected at least 1 and at most \
+             {max_pixels} pixels (max_pixels=)"
+        ),
+        other => chain(other),
     }
 }

@@ -4,8 +4,9 @@
 //! Python side (their defaults, annotations and summaries), which holds its signatures to them.
 
 use arrow_dlpack_loader::{
-    BatchSpec, ColumnGroup, LoaderState, NullToNan, OptionDecl, OptionScope, OptionType,
-    OptionValue, PadValue, STATE_VERSION, Sequence, SequenceMode, SequenceTokenizer, Side,
+    BatchSpec, ColumnGroup, ImageColumn, LoaderState, NullToNan, OptionDecl, OptionScope,
+    OptionType, OptionValue, PadValue, STATE_VERSION, Sequence, SequenceMode, SequenceTokenizer,
+    Side,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyMapping, PyString};
@@ -60,6 +61,12 @@ fn from_python(option: &OptionDecl, value: &Bound<'_, PyAny>) -> PyResult<Option
         OptionType::State => OptionValue::State(
             optional(value, |value| state_from_mapping(name, value))?.map(Box::new),
         ),
+        OptionType::Images => {
+            OptionValue::Images(optional(value, |value| images(name, value))?.unwrap_or_default())
+        }
+        OptionType::OptionalText => {
+            OptionValue::OptionalText(optional(value, |value| text_or_path(name, value))?)
+        }
         other => {
             return Err(errors::type_error(format!(
                 "{name} is an option of type {other:?}, which this build cannot take from Python"
@@ -97,6 +104,8 @@ fn python_default<'py>(py: Python<'py>, option: &OptionDecl) -> PyResult<Bound<'
         }
         OptionValue::Groups(groups) if groups.is_empty() => Ok(py.None().into_bound(py)),
         OptionValue::Sequences(sequences) if sequences.is_empty() => Ok(py.None().into_bound(py)),
+        OptionValue::Images(images) if images.is_empty() => Ok(py.None().into_bound(py)),
+        OptionValue::OptionalText(None) => Ok(py.None().into_bound(py)),
         other => Err(errors::value_error(format!(
             "the default of {} is {other:?}, which has no Python spelling here",
             option.name
@@ -115,6 +124,8 @@ fn python_annotation(option_type: OptionType) -> &'static str {
         OptionType::Groups => "Optional[Mapping[str, Sequence[str]]]",
         OptionType::Sequences => "Optional[Mapping[str, Union[str, Mapping[str, Any]]]]",
         OptionType::State => "Optional[Mapping[str, Any]]",
+        OptionType::Images => "Optional[Mapping[str, Mapping[str, Any]]]",
+        OptionType::OptionalText => "Optional[str]",
         _ => "Any",
     }
 }
@@ -263,6 +274,58 @@ fn mapping<'a, 'py>(
     value.cast::<PyMapping>().map_err(|_| {
         errors::type_error(format!("{at} is {}; expected {expected}", type_name(value)))
     })
+}
+
+/// Image columns: a mapping from column name to its spec, a mapping of the keys of
+/// `ad.decode_images` (read by the one conversion of image specs, `images::image_spec`); an error
+/// in a spec names its column.
+fn images(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<ImageColumn>> {
+    let expected = "a dict from column name to an image spec dict";
+    let columns = mapping(name, value, expected)?;
+    let mut out = Vec::new();
+    for item in columns.items()?.try_iter()? {
+        let (column, spec): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract()?;
+        let column = string(&format!("a key of {name}"), &column)?;
+        let at = format!("{name}[{column:?}]");
+        let keys = PyDict::new(value.py());
+        for (key, item) in mapping(&at, &spec, "a dict of image spec keys")?
+            .items()?
+            .extract::<Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)>>()?
+        {
+            keys.set_item(key, item)?;
+        }
+        let spec = crate::images::image_spec(&keys).map_err(|error| {
+            let py = value.py();
+            let message = format!("{at}: {}", error.value(py));
+            if error.is_instance_of::<pyo3::exceptions::PyTypeError>(py) {
+                errors::type_error(message)
+            } else if error.is_instance_of::<pyo3::exceptions::PyValueError>(py) {
+                errors::value_error(message)
+            } else {
+                error
+            }
+        })?;
+        out.push(ImageColumn::new(column, spec));
+    }
+    Ok(out)
+}
+
+/// A text option that may name a directory: a `str`, or an `os.PathLike` (a `pathlib.Path`).
+fn text_or_path(name: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(text) = value.cast::<PyString>() {
+        return Ok(text.to_str()?.to_owned());
+    }
+    let fspath = value
+        .py()
+        .import(pyo3::intern!(value.py(), "os"))?
+        .getattr(pyo3::intern!(value.py(), "fspath"))?;
+    match fspath.call1((value,)) {
+        Ok(path) => string(name, &path),
+        Err(_) => Err(errors::type_error(format!(
+            "{name} is {}; expected str or os.PathLike",
+            type_name(value)
+        ))),
+    }
 }
 
 /// Groups: a mapping from group name to its columns; `None` for none.
