@@ -154,3 +154,42 @@ def test_ctrl_c_interrupts_a_loader_waiting_for_a_server_that_stopped_answering(
             child.kill()
         assert out.strip() == "interrupted", err
         assert child.returncode == 0, err
+
+
+def test_the_repr_of_a_dataset_hides_passwords_and_storage_option_values(tmp_path):
+    _, data = _parquet(tmp_path)
+    with _servers.range_server({"/a.parquet": data}) as (server, base):
+        url = base.replace("http://", "http://alice:s3cr3tpw@") + "/a.parquet"
+        options = {**QUICK, "timeout": "7s"}
+        shown = repr(ad.BatchDataset(url, 64, storage_options=options))
+        assert "s3cr3tpw" not in shown and "alice" not in shown
+        assert repr(base.replace("http://", "http://***@") + "/a.parquet") in shown
+        # Every value hidden, but for known harmless keys.
+        assert "'timeout': '***'" in shown and "7s" not in shown
+        listed = repr(ad.BatchDataset([url, url], 64, storage_options=QUICK))
+        assert "s3cr3tpw" not in listed
+    # The keys shown with their values: the region, and the endpoint without its userinfo.
+    from arrow_dlpack._batches import _redacted_options
+
+    shown = _redacted_options(
+        {
+            "storage_options": {
+                "region": "eu-west-1",
+                "endpoint": "http://bob:endpointpw@127.0.0.1:9",
+                "aws_access_key_id": "AKIAFAKE",
+                "aws_secret_access_key": "SUPERSECRETKEY123",
+                "proxy_url": "http://u:PROXYPASS@127.0.0.1:9",
+            }
+        }
+    )
+    assert shown == repr(
+        {
+            "storage_options": {
+                "region": "eu-west-1",
+                "endpoint": "http://***@127.0.0.1:9",
+                "aws_access_key_id": "***",
+                "aws_secret_access_key": "***",
+                "proxy_url": "***",
+            }
+        }
+    )
