@@ -193,3 +193,20 @@ def test_the_repr_of_a_dataset_hides_passwords_and_storage_option_values(tmp_pat
             }
         }
     )
+
+
+def test_an_object_replaced_after_planning_is_named_with_its_etags_as_the_server_sent_them(tmp_path):
+    _, data = _parquet(tmp_path)
+    # The same size, other bytes: only the ETag tells.
+    replaced = data[:4] + bytes(b ^ 0xFF for b in data[4:104]) + data[104:]
+    with _servers.range_server({"/a.parquet": data}) as (server, base):
+        was = f'"{len(data)}-{hash(data) & 0xFFFF}"'
+        now = f'"{len(replaced)}-{hash(replaced) & 0xFFFF}"'
+        assert was != now
+        loader = ad.batches(f"{base}/a.parquet", 100, storage_options=QUICK)
+        server.files["/a.parquet"] = replaced
+        with pytest.raises(ValueError) as raised:
+            list(loader)
+    message = str(raised.value)
+    assert f"its ETag is {now}, was {was}" in message, message
+    assert "Some(" not in message
