@@ -120,8 +120,8 @@ pub(super) fn check_ipc_stream(data: &[u8]) -> Result<(), String> {
             let (offset, length) = (buffer.offset() as usize, buffer.length() as usize);
             // The format aligns every buffer of the stream to 8 bytes (the reader copies one
             // whose address is not aligned in memory).
-            let aligned = (body_start + offset) % width.min(8) == 0;
-            if length % width != 0 || !aligned {
+            let aligned = (body_start + offset).is_multiple_of(width.min(8));
+            if !length.is_multiple_of(width) || !aligned {
                 return Err(format!(
                     "buffer {index} of a batch, of {length} bytes at offset {offset} of the body, \
                      does not hold whole elements of {width} bytes aligned as the format aligns \
