@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, sync_channel};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::quiet_panic::catch_quietly;
 use crate::rebatch::{Mark, Marked};
@@ -90,6 +91,8 @@ pub struct Outline {
 /// around it.
 pub struct Batches {
     receiver: Option<Receiver<Marked>>,
+    /// An item [`wait`](Batches::wait) received, handed out by the next receive.
+    pending: Option<Marked>,
     thread: Option<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
     num_rows: Option<u64>,
@@ -166,6 +169,7 @@ impl Batches {
             .map_err(|source| Error::Thread { source })?;
         Ok(Batches {
             receiver: Some(receiver),
+            pending: None,
             thread: Some(thread),
             stop,
             num_rows,
@@ -237,13 +241,46 @@ impl Batches {
         self.num_batches
     }
 
+    /// Waits at most `limit` for the background thread's next item; whether
+    /// [`next`](Iterator::next) can now start without waiting for it (an item arrived, the thread
+    /// ended, or the iteration did).
+    /// A binding waits in such slices to look for signals in between; the item is kept for the
+    /// next `next()`, so a wait cut short loses nothing.
+    /// A `"concat"` sequence may need more than one item of the thread for one batch: only the
+    /// first is waited for here.
+    pub fn wait(&mut self, limit: Duration) -> bool {
+        if self.done || self.pending.is_some() {
+            return true;
+        }
+        let Some(receiver) = self.receiver.as_ref() else {
+            return true;
+        };
+        match receiver.recv_timeout(limit) {
+            Ok(item) => {
+                self.pending = Some(item);
+                true
+            }
+            Err(RecvTimeoutError::Timeout) => false,
+            Err(RecvTimeoutError::Disconnected) => true,
+        }
+    }
+
+    /// The next item of the background thread: the one [`wait`](Batches::wait) kept, else the
+    /// channel's, waiting for it; `Err` when the thread has ended.
+    fn recv(&mut self) -> Option<std::result::Result<Marked, ()>> {
+        if let Some(item) = self.pending.take() {
+            return Some(Ok(item));
+        }
+        Some(self.receiver.as_ref()?.recv().map_err(|_| ()))
+    }
+
     /// The next batch of the background thread and where the stream stands after it; `None`
     /// when the thread has ended (at the end of the source), or the error of a panic it could
     /// not report.
     fn receive(&mut self) -> Option<Result<(TensorBatch, Mark)>> {
-        match self.receiver.as_ref()?.recv() {
+        match self.recv()? {
             Ok(item) => Some(item),
-            Err(_) => self.shut_down().map(Err),
+            Err(()) => self.shut_down().map(Err),
         }
     }
 
@@ -252,6 +289,7 @@ impl Batches {
         self.stop.store(true, Ordering::Relaxed);
         // Dropping the receiver wakes the thread if it waits on a full channel.
         self.receiver = None;
+        self.pending = None;
         let thread = self.thread.take()?;
         thread.join().err().map(Error::from_panic)
     }
@@ -279,8 +317,7 @@ impl Iterator for Batches {
                 batch.and_then(|batch| crate::assemble::writable::hand_out(batch, self.writable))
             });
         }
-        let received = self.receiver.as_ref()?.recv();
-        match received {
+        match self.recv()? {
             Ok(Ok((batch, mark))) => {
                 self.yielded += 1;
                 self.mark = Some(mark);

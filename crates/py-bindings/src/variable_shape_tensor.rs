@@ -236,23 +236,41 @@ impl PyVariableShapeTensorArray {
         py: Python<'_>,
         arrays: &Bound<'_, PyAny>,
         dim_names: Option<Vec<String>>,
-        permutation: Option<Vec<i64>>,
-        uniform_shape: Option<Vec<Option<i64>>>,
+        permutation: Option<Vec<Bound<'_, PyAny>>>,
+        uniform_shape: Option<Vec<Option<Bound<'_, PyAny>>>>,
     ) -> PyResult<Py<Self>> {
-        // Read wide, so that a negative or huge entry is a ValueError naming the argument
-        // rather than an OverflowError.
-        let out_of_range = |argument: &str, entry: i64, range: &str| {
+        // Read as Python ints, so that a negative or huge entry (beyond any Rust integer) is a
+        // ValueError naming the argument rather than an OverflowError.
+        let out_of_range = |argument: &str, entry: &dyn std::fmt::Display, range: &str| {
             errors::value_error(format!(
                 "{argument} has entry {entry}; expected integers in {range}"
             ))
+        };
+        let wide = |argument: &str, entry: &Bound<'_, PyAny>, range: &str| -> PyResult<i64> {
+            if entry.is_instance_of::<pyo3::types::PyBool>() {
+                return Err(errors::type_error(format!(
+                    "{argument} has entry {entry}, a bool; expected integers in {range}"
+                )));
+            }
+            match entry.extract::<i64>() {
+                Ok(value) => Ok(value),
+                Err(error) if error.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => {
+                    Err(out_of_range(argument, entry, range))
+                }
+                Err(_) => Err(errors::type_error(format!(
+                    "{argument} has an entry of type {}; expected integers in {range}",
+                    crate::type_names::type_name(entry)
+                ))),
+            }
         };
         let permutation = permutation
             .map(|entries| {
                 entries
                     .into_iter()
                     .map(|entry| {
-                        usize::try_from(entry)
-                            .map_err(|_| out_of_range("permutation", entry, "0.."))
+                        let value = wide("permutation", &entry, "0..")?;
+                        usize::try_from(value)
+                            .map_err(|_| out_of_range("permutation", &value, "0.."))
                     })
                     .collect::<PyResult<Vec<usize>>>()
             })
@@ -264,9 +282,10 @@ impl PyVariableShapeTensorArray {
                     .map(|entry| {
                         entry
                             .map(|extent| {
-                                i32::try_from(extent).map_err(|_| {
-                                    out_of_range("uniform_shape", extent, "0..=2147483647 or None")
-                                })
+                                let range = "0..=2147483647 or None";
+                                let extent = wide("uniform_shape", &extent, range)?;
+                                i32::try_from(extent)
+                                    .map_err(|_| out_of_range("uniform_shape", &extent, range))
                             })
                             .transpose()
                     })

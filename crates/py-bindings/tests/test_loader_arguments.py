@@ -420,3 +420,46 @@ def test_no_hostile_source_or_call_panics(tmp_path):
     with pytest.raises(StopIteration):
         next(loader)
     assert len(loader) == 0
+
+
+@pytest.mark.parametrize(
+    ("call", "kind", "match"),
+    [
+        (lambda path: ad.batches(path, 10, rank=0), ad.ArrowDLPackValueError, "rank and world_size"),
+        (lambda path: ad.batches(path, 10, rank=2, world_size=2), ad.ArrowDLPackValueError, "rank"),
+        (
+            lambda path: ad.batches(path, 10, shuffle=True, rank=0, world_size=2),
+            ad.ArrowDLPackValueError,
+            "seed",
+        ),
+        (lambda path: ad.merge_states([]), ad.ArrowDLPackValueError, "no loader state found"),
+        (
+            lambda path: ad.merge_states(eval("[" * 100 + "]" * 100)),
+            ad.ArrowDLPackValueError,
+            "nest deeper",
+        ),
+        (lambda path: ad.merge_states(5), ad.ArrowDLPackTypeError, "states is int"),
+        (
+            lambda path: ad.BatchDataset(path, 10).set_epoch(-1),
+            ad.ArrowDLPackValueError,
+            "epoch is -1",
+        ),
+        (
+            lambda path: ad.VariableShapeTensorArray.from_numpy_ndarray(
+                [np.ones((2, 3))], permutation=[2**64, 0]
+            ),
+            ad.ArrowDLPackValueError,
+            "permutation has entry 18446744073709551616",
+        ),
+        (
+            lambda path: ad.VariableShapeTensorArray.from_numpy_ndarray(
+                [np.ones((2, 3))], permutation=["0", 1]
+            ),
+            ad.ArrowDLPackTypeError,
+            "permutation has an entry of type str",
+        ),
+    ],
+)
+def test_refusals_of_the_python_layer_are_the_package_classes(units_file, call, kind, match):
+    with pytest.raises(kind, match=match):
+        call(str(units_file))

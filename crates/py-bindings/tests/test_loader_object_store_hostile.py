@@ -154,3 +154,59 @@ def test_ctrl_c_interrupts_a_loader_waiting_for_a_server_that_stopped_answering(
             child.kill()
         assert out.strip() == "interrupted", err
         assert child.returncode == 0, err
+
+
+def test_the_repr_of_a_dataset_hides_passwords_and_storage_option_values(tmp_path):
+    _, data = _parquet(tmp_path)
+    with _servers.range_server({"/a.parquet": data}) as (server, base):
+        url = base.replace("http://", "http://alice:s3cr3tpw@") + "/a.parquet"
+        options = {**QUICK, "timeout": "7s"}
+        shown = repr(ad.BatchDataset(url, 64, storage_options=options))
+        assert "s3cr3tpw" not in shown and "alice" not in shown
+        assert repr(base.replace("http://", "http://***@") + "/a.parquet") in shown
+        # Every value hidden, but for known harmless keys.
+        assert "'timeout': '***'" in shown and "7s" not in shown
+        listed = repr(ad.BatchDataset([url, url], 64, storage_options=QUICK))
+        assert "s3cr3tpw" not in listed
+    # The keys shown with their values: the region, and the endpoint without its userinfo.
+    from arrow_dlpack._batches import _redacted_options
+
+    shown = _redacted_options(
+        {
+            "storage_options": {
+                "region": "eu-west-1",
+                "endpoint": "http://bob:endpointpw@127.0.0.1:9",
+                "aws_access_key_id": "AKIAFAKE",
+                "aws_secret_access_key": "SUPERSECRETKEY123",
+                "proxy_url": "http://u:PROXYPASS@127.0.0.1:9",
+            }
+        }
+    )
+    assert shown == repr(
+        {
+            "storage_options": {
+                "region": "eu-west-1",
+                "endpoint": "http://***@127.0.0.1:9",
+                "aws_access_key_id": "***",
+                "aws_secret_access_key": "***",
+                "proxy_url": "***",
+            }
+        }
+    )
+
+
+def test_an_object_replaced_after_planning_is_named_with_its_etags_as_the_server_sent_them(tmp_path):
+    _, data = _parquet(tmp_path)
+    # The same size, other bytes: only the ETag tells.
+    replaced = data[:4] + bytes(b ^ 0xFF for b in data[4:104]) + data[104:]
+    with _servers.range_server({"/a.parquet": data}) as (server, base):
+        was = f'"{len(data)}-{hash(data) & 0xFFFF}"'
+        now = f'"{len(replaced)}-{hash(replaced) & 0xFFFF}"'
+        assert was != now
+        loader = ad.batches(f"{base}/a.parquet", 100, storage_options=QUICK)
+        server.files["/a.parquet"] = replaced
+        with pytest.raises(ValueError) as raised:
+            list(loader)
+    message = str(raised.value)
+    assert f"its ETag is {now}, was {was}" in message, message
+    assert "Some(" not in message

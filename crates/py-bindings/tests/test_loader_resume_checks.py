@@ -229,3 +229,69 @@ def test_merge_states_refuses_forged_counts_before_allocating_for_them(tmp_path)
     assert growth < 64 * 1024, growth
 
 
+
+
+def _reader_of_50_row_units():
+    table = pa.table({"id": np.arange(200, dtype=np.int64)})
+    return pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=50))
+
+
+def test_a_stream_state_with_a_row_past_its_unit_is_refused_when_the_unit_is_read():
+    loader = ad.batches(_reader_of_50_row_units(), 16)
+    for _ in range(4):
+        next(loader)
+    state = loader.state_dict()
+    loader.close()
+    item = state["position"]["item"]
+    state["position"]["row"] = 2**64 - 1
+    with pytest.raises(
+        ValueError, match=rf"row {2**64 - 1} of item {item}, which has 50 rows"
+    ):
+        list(ad.batches(_reader_of_50_row_units(), 16, state=state))
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("settings", "seed"), 1.5, "state['settings']['seed'] is 1.5 (a float); expected a non-negative int"),
+        (("settings",), 5, "state['settings'] is 5 (an int); expected a dict"),
+        (("epoch",), "3", "state['epoch'] is '3' (a str); expected a non-negative int"),
+        (("shard",), [0], "state['shard'] has length 1; expected a list of 2 items"),
+    ],
+)
+def test_a_forged_state_is_named_by_its_key_in_python_words(path, value, message):
+    table = pa.table({"id": np.arange(200, dtype=np.int64)})
+    options = {"shuffle": True, "seed": 0, "buffer_size": 30}
+    loader = ad.batches(table, 16, **options)
+    next(loader)
+    state = loader.state_dict()
+    loader.close()
+    at = state
+    for key in path[:-1]:
+        at = at[key]
+    at[path[-1]] = value
+    with pytest.raises(ad.ArrowDLPackValueError) as raised:
+        ad.batches(table, 16, state=state, **options)
+    assert str(raised.value).startswith(message), str(raised.value)
+    for rust in ("u64", "struct ", "floating point", "`"):
+        assert rust not in str(raised.value)
+
+
+def test_merge_states_names_the_shards_of_the_states_given():
+    table = pa.Table.from_batches(_reader_of_50_row_units())
+    states = []
+    for rank in range(2):
+        loader = ad.batches(table, 16, rank=rank, world_size=2)
+        next(loader)
+        states.append(loader.state_dict())
+        loader.close()
+    # Copies: the same dict given twice is looked into once.
+    again = json.loads(json.dumps(states[1]))
+    with pytest.raises(
+        ValueError,
+        match=r"the states given number 3, and one is of shard 0 of 2; expected one state of "
+        r"each shard 0\.\.2",
+    ):
+        ad.merge_states(states + [again])
+    with pytest.raises(ValueError, match=r"two states are of shard 1 of 2"):
+        ad.merge_states([states[1], again])

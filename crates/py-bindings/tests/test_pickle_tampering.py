@@ -4,6 +4,8 @@ sound object or raises ValueError or TypeError (an `ArrowDLPackError`), never an
 a panic or a crash."""
 
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -166,3 +168,25 @@ def test_array_data_of_any_other_type_is_refused(value):
     array = unpickle(native._array_from_ipc, [value])
     if array is not None:
         check_array(array)
+
+
+def test_an_offsets_buffer_of_part_of_an_offset_is_refused_before_the_reader_sees_it():
+    # The offsets of a large_list array, 5 offsets of 8 bytes, declared 76 bytes long: arrow's
+    # validation reads them as a slice of i64 and asserts whole elements (a panic that the
+    # unpickling would catch, but only after its message and backtrace reached stderr). In a
+    # child, so that its stderr is the test's to read.
+    script = """
+import struct, pyarrow as pa, arrow_dlpack as ad
+array = ad.array(pa.array([[1, 2, 3], [], None, [4, 5]], pa.large_list(pa.int32())))
+rebuild, (data,) = array.__reduce_ex__(2)[:2]
+declared = struct.pack("<qq", 64, 40)
+assert data.count(declared) == 1
+try:
+    rebuild(data.replace(declared, struct.pack("<qq", 64, 76)))
+except ad.ArrowDLPackValueError as error:
+    print(error)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert "of 76 bytes at offset 64 of the body, does not hold whole elements of 8 bytes" in result.stdout

@@ -71,7 +71,15 @@ impl Stamp {
         let change = if now.size != was.size {
             format!("its size is {} bytes, was {}", now.size, was.size)
         } else if now.e_tag != was.e_tag {
-            format!("its ETag is {:?}, was {:?}", now.e_tag, was.e_tag)
+            let shown = |e_tag: &Option<String>| match e_tag {
+                Some(e_tag) => e_tag.clone(),
+                None => "absent".to_string(),
+            };
+            format!(
+                "its ETag is {}, was {}",
+                shown(&now.e_tag),
+                shown(&was.e_tag)
+            )
         } else if was.e_tag.is_none() && now.last_modified != was.last_modified {
             format!(
                 "its last-modified time is {}, was {}",

@@ -9,7 +9,7 @@ use arrow_array::RecordBatch;
 use super::planned::is_planned;
 use super::{Pieces, Raw, Tagged, total_rows};
 use crate::state::{Item, Resuming, Settings, Start, Work};
-use crate::{BatchSpec, Result};
+use crate::{BatchSpec, Error, Result};
 
 /// Where the shard starts, and the work, from the spec's state (checked against `settings` and
 /// the source's units, `unit_rows` when the metadata tells them) or the epoch's start. Files
@@ -187,8 +187,26 @@ impl Select {
         }
     }
 
+    /// At the end of the current item: refuses a start's row past the item's rows, which a
+    /// stream's metadata could not tell when the state was checked (files refuse it there).
+    fn end_item(&mut self) {
+        if let (Some((item, row)), Some(k)) = (self.skip, self.item)
+            && item == k
+            && self.local < row
+        {
+            self.skip = None;
+            self.out.push_back(Err(Error::InvalidState {
+                reason: format!(
+                    "the state's position is row {row} of item {item}, which has {} rows",
+                    self.local
+                ),
+            }));
+        }
+    }
+
     fn take(&mut self, k: u64, item: &Item, batch: &RecordBatch, last: bool) {
         if self.item != Some(k) {
+            self.end_item();
             self.flush(false);
             self.item = Some(k);
             let from = match self.offset {
@@ -226,6 +244,7 @@ impl Select {
         }
         self.at += n;
         if last {
+            self.end_item();
             self.flush(true);
         }
     }
@@ -241,6 +260,7 @@ impl Iterator for Select {
             }
             match self.raw.next() {
                 None => {
+                    self.end_item();
                     self.flush(false);
                     return self.out.pop_front();
                 }

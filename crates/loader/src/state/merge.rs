@@ -247,10 +247,21 @@ fn check_one_run(states: &[LoaderState]) -> Result<()> {
         let Some([shard, shards]) = state.shard else {
             return bad("a state is already merged; expected the states of the shards".to_string());
         };
-        if shards != num_shards || shard >= num_shards || seen[shard as usize] {
+        if shards != num_shards {
             return bad(format!(
-                "a state is of shard {shard} of {shards}, with {num_shards} states given; \
-                 expected one state of each shard 0..{num_shards}"
+                "the states given number {num_shards}, and one is of shard {shard} of \
+                 {shards}; expected one state of each shard 0..{shards}"
+            ));
+        }
+        if shard >= num_shards {
+            return bad(format!(
+                "a state is of shard {shard} of {shards}; expected a shard below {shards}"
+            ));
+        }
+        if seen[shard as usize] {
+            return bad(format!(
+                "two states are of shard {shard} of {shards}; expected one state of each shard \
+                 0..{shards}"
             ));
         }
         seen[shard as usize] = true;

@@ -8,10 +8,12 @@ This module only works out which shard of the data this process reads, shows pro
 carries the loader's state (``state_dict()``, ``state=``, ``merge_states``).
 """
 
+import atexit
 import os
 import sys
 import time
 import warnings
+import weakref
 from typing import (
     Any,
     Dict,
@@ -24,11 +26,89 @@ from typing import (
     Union,
 )
 
-from arrow_dlpack._arrow_dlpack import Tensor, _Batches, _check_options, _merge_states
+from arrow_dlpack._arrow_dlpack import (
+    ArrowDLPackTypeError,
+    ArrowDLPackValueError,
+    Tensor,
+    _Batches,
+    _check_options,
+    _merge_states,
+)
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
 from arrow_dlpack._sources import as_source
 
 __all__ = ["Batches", "batches", "merge_states"]
+
+# Every loader not yet collected, closed at interpreter exit (below).
+_LIVE: "weakref.WeakSet[_Batches]" = weakref.WeakSet()
+
+
+def _close_live_loaders() -> None:
+    """Closes every loader still open, joining its threads with the GIL released.
+
+    Runs at interpreter exit, before finalization: a loader's thread that reads a Python
+    source (a ``RecordBatchReader`` over a generator) takes the GIL, and a thread that takes it
+    during finalization is ended by CPython with ``pthread_exit``, whose forced unwinding
+    through Rust frames aborts the process. Closed here, no loader thread is left to do so.
+    A loader whose ``next()`` is running in another thread at exit (a daemon thread) cannot be
+    closed from here and is left as it is."""
+    for loader in list(_LIVE):
+        try:
+            loader.close()
+        except Exception:  # noqa: BLE001 - at exit, a loader that cannot close is left as it is
+            pass
+
+
+atexit.register(_close_live_loaders)
+
+# Storage options whose values are shown by a repr (userinfo of a URL redacted); every other
+# value (keys, secrets, tokens, proxies) is shown as "***".
+_SHOWN_STORAGE_OPTIONS = frozenset(
+    {"region", "aws_region", "google_region", "endpoint", "aws_endpoint", "aws_endpoint_url"}
+)
+
+
+def _redact_url(text: str) -> str:
+    """``text`` with the userinfo of a URL (``user:password@``) replaced by ``***@``."""
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        return text
+    authority_end = len(rest)
+    for stop in "/?#":
+        found = rest.find(stop)
+        if found != -1:
+            authority_end = min(authority_end, found)
+    at = rest.rfind("@", 0, authority_end)
+    if at == -1:
+        return text
+    return f"{scheme}://***@{rest[at + 1 :]}"
+
+
+def _redacted_source(source: Any) -> str:
+    """The repr of a source for a repr of its loader: URLs with their userinfo redacted."""
+    if isinstance(source, str):
+        return repr(_redact_url(source))
+    if isinstance(source, (list, tuple)) and all(isinstance(item, str) for item in source):
+        shown = ", ".join(repr(_redact_url(item)) for item in source)
+        return f"[{shown}]" if isinstance(source, list) else f"({shown}{',' if len(source) == 1 else ''})"
+    return repr(source)
+
+
+def _redacted_options(options: Mapping[str, Any]) -> str:
+    """The repr of a loader's options for a repr: the values of ``storage_options`` hidden,
+    but for known harmless keys (the region, the endpoint with its userinfo redacted)."""
+    shown = dict(options)
+    storage = shown.get("storage_options")
+    if isinstance(storage, Mapping):
+        shown["storage_options"] = {
+            key: (
+                _redact_url(value)
+                if str(key).lower() in _SHOWN_STORAGE_OPTIONS and isinstance(value, str)
+                else "***"
+            )
+            for key, value in storage.items()
+        }
+    return repr(shown)
 
 
 def _worker() -> Tuple[int, int]:
@@ -112,7 +192,7 @@ def _shared_seed(seed: Optional[int], shuffle: bool, num_shards: int) -> int:
     # collective call there would wait for ever.
     if not _in_worker() and _distributed()[1] > 1:
         return _broadcast_seed()
-    raise ValueError(
+    raise ArrowDLPackValueError(
         f"shuffle=True over {num_shards} shards needs a seed: without one each shard would draw "
         "its own order and the shards would overlap; pass seed=... (the same in every process)"
     )
@@ -455,6 +535,7 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
         num_shards=num_shards,
         **spec,
     )
+    _LIVE.add(inner)
     return Batches(inner, progress=python.get("progress", False))
 
 
@@ -499,7 +580,7 @@ def _loader_states(found: Any, out: List[Dict[str, Any]], shards: List[Any]) -> 
         if not isinstance(item, (Mapping, list, tuple)):
             continue
         if depth > _MAX_STATE_DEPTH:
-            raise ValueError(
+            raise ArrowDLPackValueError(
                 f"the states nest deeper than {_MAX_STATE_DEPTH} levels of dicts and lists; "
                 "expected the state_dict() of every shard, or dicts and lists that hold them"
             )
@@ -537,15 +618,22 @@ def merge_states(states: Iterable[Any]) -> Optional[Dict[str, Any]]:
     """
     found: List[Dict[str, Any]] = []
     idle: List[Any] = []
-    _loader_states(list(states), found, idle)
+    try:
+        walk = iter(states)
+    except TypeError:
+        raise ArrowDLPackTypeError(
+            f"states is {type(states).__name__}; expected an iterable of the state_dict() of "
+            "every shard"
+        ) from None
+    _loader_states(list(walk), found, idle)
     if not found:
         if idle:
             return None
-        raise ValueError("no loader state found; expected the state_dict() of every shard")
+        raise ArrowDLPackValueError("no loader state found; expected the state_dict() of every shard")
     for placeholder in idle:
         # A worker that gave no batch: the work of the run, from its start.
         shard = placeholder["shard"]
         if not (isinstance(shard, (list, tuple)) and len(shard) == 2):
-            raise ValueError(f"a dataset state has shard {shard!r}; expected [index, count]")
+            raise ArrowDLPackValueError(f"a dataset state has shard {shard!r}; expected [index, count]")
         found.append({**found[0], "shard": list(shard), "position": None})
     return _merge_states(found)

@@ -13,13 +13,15 @@ from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Union
 
 from torch.utils.data import IterableDataset
 
-from arrow_dlpack._arrow_dlpack import _check_options
+from arrow_dlpack._arrow_dlpack import ArrowDLPackTypeError, ArrowDLPackValueError, _check_options
 from arrow_dlpack._batches import (
     _DATASET_KEY,
     Batches,
     _hf_stream,
     _is_ray_dataset,
     _open,
+    _redacted_options,
+    _redacted_source,
     _shard,
     _shared_seed,
 )
@@ -143,7 +145,7 @@ class BatchDataset(IterableDataset):
         _check_options(None, **spec)
         saved_epoch = state.get("epoch") if isinstance(state, Mapping) else None
         if epoch is not None and state is not None and saved_epoch != operator.index(epoch):
-            raise ValueError(
+            raise ArrowDLPackValueError(
                 f"state was saved in epoch {saved_epoch!r} and epoch is {epoch}; a state "
                 "resumes the epoch it was saved in: pass its epoch (or none), or no state"
             )
@@ -200,19 +202,19 @@ class BatchDataset(IterableDataset):
         """Shuffle epoch ``epoch`` anew: its seed is the dataset's plus ``epoch``. Reaches the
         DataLoader's workers, persistent ones too, at their next pass."""
         if isinstance(epoch, bool):
-            raise TypeError("epoch is bool; expected int")
+            raise ArrowDLPackTypeError("epoch is bool; expected int")
         try:
             epoch = operator.index(epoch)
         except TypeError:
-            raise TypeError(f"epoch is {type(epoch).__name__}; expected int") from None
+            raise ArrowDLPackTypeError(f"epoch is {type(epoch).__name__}; expected int") from None
         if epoch < 0:
-            raise ValueError(f"epoch is {epoch}; expected a non-negative int")
+            raise ArrowDLPackValueError(f"epoch is {epoch}; expected a non-negative int")
         self._epoch.value = epoch
 
     def __len__(self) -> int:
         """The number of batches of this rank's pass; ``TypeError`` when it is not known."""
         if self._num_batches is None:
-            raise TypeError(
+            raise ArrowDLPackTypeError(
                 "the number of batches of this dataset is not known in advance: the source does "
                 "not say its rows (a stream, a Ray dataset), or batches are cut by tokens "
                 "(max_tokens)"
@@ -267,16 +269,16 @@ class BatchDataset(IterableDataset):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume the next pass from ``state``, as :meth:`state_dict` gave it."""
         if not isinstance(state, Mapping) or _DATASET_KEY not in state:
-            raise ValueError(
+            raise ArrowDLPackValueError(
                 f"state is {type(state).__name__} without {_DATASET_KEY!r}; expected a "
                 "BatchDataset.state_dict()"
             )
         epoch = state.get("epoch")
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"state['epoch'] is {epoch!r}; expected a non-negative int")
+            raise ArrowDLPackValueError(f"state['epoch'] is {epoch!r}; expected a non-negative int")
         loader = state.get("loader")
         if loader is not None and not isinstance(loader, Mapping):
-            raise ValueError(f"state['loader'] is {type(loader).__name__}; expected a dict or None")
+            raise ArrowDLPackValueError(f"state['loader'] is {type(loader).__name__}; expected a dict or None")
         # The epoch is the dataset's, shared with the workers (which load the same checkpoint).
         self._epoch.value = epoch
         self._resume = dict(loader) if loader is not None else None
@@ -288,7 +290,7 @@ class BatchDataset(IterableDataset):
 
     def __repr__(self) -> str:
         return (
-            f"BatchDataset({self.source!r}, {self.batch_size}, epoch={self.epoch}, "
-            f"options={self.options!r})"
+            f"BatchDataset({_redacted_source(self.source)}, {self.batch_size}, "
+            f"epoch={self.epoch}, options={_redacted_options(self.options)})"
         )
 

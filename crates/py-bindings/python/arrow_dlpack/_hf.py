@@ -16,6 +16,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
+from arrow_dlpack._arrow_dlpack import ArrowDLPackTypeError, ArrowDLPackValueError
+
 __all__ = ["is_hf_source", "hf_stream"]
 
 #: The rows taken from a dataset's table per record batch, through its indices mapping; and the
@@ -57,7 +59,7 @@ def hf_stream(source: Any) -> Any:
     if kind in ("DatasetDict", "IterableDatasetDict"):
         splits = ", ".join(repr(str(name)) for name in source)
         first = next(iter(source), "train")
-        raise TypeError(
+        raise ArrowDLPackTypeError(
             f"a {kind} holds the splits {splits or '(none)'}; pass one of them, "
             f"ds[{str(first)!r}]"
         )
@@ -79,7 +81,7 @@ def _tensor_type(field: pa.Field) -> pa.DataType:
     """The ``arrow.fixed_shape_tensor`` type of an ``ArrayND`` field."""
     shape = tuple(field.type.shape)
     if any(dim is None for dim in shape):
-        raise TypeError(
+        raise ArrowDLPackTypeError(
             f"column {field.name!r} is an array feature of shape {shape} with a variable "
             "dimension; expected a fixed shape (a variable one is a list column for sequences=)"
         )
@@ -103,7 +105,7 @@ def _regular_values(name: str, column: Any, shape: Tuple[int, ...], first_row: i
         if level.null_count:
             first = int(np.flatnonzero(~np.asarray(level.is_valid()))[0])
             what = "null" if depth == 0 else "holds a null"
-            raise ValueError(
+            raise ArrowDLPackValueError(
                 f"row {first_row + first // per_row} of column {name!r} {what}; an array "
                 f"feature needs a "
                 f"value of shape {shape} in every row"
@@ -113,7 +115,7 @@ def _regular_values(name: str, column: Any, shape: Tuple[int, ...], first_row: i
         bad = np.flatnonzero(lengths != dim)
         if bad.size:
             at = int(bad[0])
-            raise ValueError(
+            raise ArrowDLPackValueError(
                 f"row {first_row + at // per_row} of column {name!r} is ragged: a list of "
                 f"{int(lengths[at])} "
                 f"items at depth {depth}; expected {dim} (shape {shape})"
@@ -209,7 +211,7 @@ class _IterableStream:
         if first is None:
             features = getattr(self.dataset, "features", None)
             if features is None:
-                raise ValueError(
+                raise ArrowDLPackValueError(
                     "the IterableDataset is empty and does not declare its features; "
                     "expected at least one row or known features"
                 )

@@ -15,7 +15,7 @@ import inspect
 import operator
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional
 
-from arrow_dlpack._arrow_dlpack import _Batches
+from arrow_dlpack._arrow_dlpack import ArrowDLPackTypeError, ArrowDLPackValueError, _Batches
 
 
 class Option(NamedTuple):
@@ -157,11 +157,11 @@ def _index(name: str, value: Any) -> int:
     """``value`` as an int: a Python ``int`` or anything with ``__index__`` (a numpy integer),
     not a bool."""
     if isinstance(value, bool):
-        raise TypeError(f"{name} is bool; expected int")
+        raise ArrowDLPackTypeError(f"{name} is bool; expected int")
     try:
         return operator.index(value)
     except TypeError:
-        raise TypeError(f"{name} is {type(value).__name__}; expected int") from None
+        raise ArrowDLPackTypeError(f"{name} is {type(value).__name__}; expected int") from None
 
 
 def _flag(name: str, value: Any) -> bool:
@@ -170,7 +170,7 @@ def _flag(name: str, value: Any) -> bool:
         return value
     if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
         return bool(value)
-    raise TypeError(f"{name} is {type(value).__name__}; expected bool")
+    raise ArrowDLPackTypeError(f"{name} is {type(value).__name__}; expected bool")
 
 
 def check_python_options(values: Mapping[str, Any]) -> Dict[str, Any]:
@@ -180,11 +180,11 @@ def check_python_options(values: Mapping[str, Any]) -> Dict[str, Any]:
     out = dict(values)
     rank, world_size = out.get("rank"), out.get("world_size")
     if (rank is None) != (world_size is None):
-        raise ValueError("rank and world_size go together; give both or neither")
+        raise ArrowDLPackValueError("rank and world_size go together; give both or neither")
     if rank is not None:
         rank, world_size = _index("rank", rank), _index("world_size", world_size)
         if world_size < 1 or not 0 <= rank < world_size:
-            raise ValueError(
+            raise ArrowDLPackValueError(
                 f"rank {rank} and world_size {world_size}; expected 0 <= rank < world_size"
             )
         out["rank"], out["world_size"] = rank, world_size
@@ -193,7 +193,7 @@ def check_python_options(values: Mapping[str, Any]) -> Dict[str, Any]:
             out[name] = _flag(name, out[name])
     storage_options = out.get("storage_options")
     if storage_options is not None and not isinstance(storage_options, Mapping):
-        raise TypeError(
+        raise ArrowDLPackTypeError(
             f"storage_options is {type(storage_options).__name__}; expected a dict from str to "
             "str"
         )

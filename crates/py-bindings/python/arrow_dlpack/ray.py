@@ -26,7 +26,13 @@ import pyarrow as pa
 from ray.data.collate_fn import ArrowBatchCollateFn
 from ray.data.extensions import ArrowTensorType, ArrowTensorTypeV2
 
-from arrow_dlpack._arrow_dlpack import Tensor, _check_options, _collate
+from arrow_dlpack._arrow_dlpack import (
+    ArrowDLPackTypeError,
+    ArrowDLPackValueError,
+    Tensor,
+    _check_options,
+    _collate,
+)
 from arrow_dlpack._options import Option, collate_options, signature
 
 __all__ = ["ArrowCollateFn", "arrow_stream", "collate_fn", "fixed_shape_tensors"]
@@ -49,7 +55,7 @@ class ArrowCollateFn(ArrowBatchCollateFn):
         super().__init__()
         if format not in _CONVERTERS:
             expected = ", ".join(map(repr, _CONVERTERS))
-            raise ValueError(f"format is {format!r}; expected one of {expected}")
+            raise ArrowDLPackValueError(f"format is {format!r}; expected one of {expected}")
         self.format = format
         # Every value is checked here, rather than at the first batch on one of Ray's threads;
         # the names need the batch's schema.

@@ -30,9 +30,11 @@ use pyo3::types::{PyDict, PyTuple, PyType};
 
 mod loader;
 mod messages;
+mod state;
 
 pub(crate) use loader::loader_error;
 use messages::{python_message, tensor_message};
+pub(crate) use state::state_message;
 
 /// The exception classes of the package, created once per interpreter.
 struct Classes {

@@ -16,7 +16,7 @@ use arrow_dlpack_loader::Source;
 use pyo3::prelude::*;
 
 /// How often the calling thread looks for a signal.
-const SIGNAL_POLL: Duration = Duration::from_millis(50);
+pub(super) const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
 /// Runs `plan` on `source` so that a signal interrupts it: for a source in object storage on a
 /// thread of its own, polling for signals; for any other source with the GIL released, as

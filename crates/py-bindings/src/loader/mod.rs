@@ -9,7 +9,8 @@
 //! (with `storage_options`), read by the loader's own threads, or objects with
 //! `__arrow_c_stream__` (`source.rs`), read on the loader's thread.
 //! `__next__` waits for the next batch with the GIL released: decoding, re-batching and copies
-//! never hold it.
+//! never hold it; it waits in slices of `interrupt::SIGNAL_POLL`, looking for signals between
+//! them, so that Ctrl-C interrupts it.
 //!
 //! The options are the fields of [`BatchSpec`](arrow_dlpack_loader::BatchSpec), declared there
 //! once (`BatchSpec::OPTIONS`): `_Batches` takes each as a keyword named after its field and
@@ -49,7 +50,7 @@ enum Ended {
 
 /// Batches of exactly `batch_size` rows from an Arrow source, made on background threads; each
 /// is a dict from column (or group) name to `Tensor`.
-#[pyclass(name = "_Batches", module = "arrow_dlpack")]
+#[pyclass(name = "_Batches", module = "arrow_dlpack", weakref)]
 pub(crate) struct PyBatches {
     /// `None` once the iteration ended or `close()` ran: the threads are joined then.
     /// The lock is only ever tried, never waited for with the GIL held.
@@ -205,6 +206,12 @@ impl PyBatches {
         let Some(batches) = guard.as_mut() else {
             return Ok(None);
         };
+        // Waited for in slices, the GIL released, with a look for signals between them: a
+        // Ctrl-C raises `KeyboardInterrupt` here within a slice, and the loader stays as it was
+        // (the item in flight is kept for the next call).
+        while !py.detach(|| batches.wait(interrupt::SIGNAL_POLL)) {
+            py.check_signals()?;
+        }
         let next = py.detach(|| batches.next());
         let batch = match next {
             Some(Ok(batch)) => batch,

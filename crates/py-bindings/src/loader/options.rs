@@ -542,7 +542,32 @@ pub(super) fn state_from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResu
             )));
         }
     }
+    // The state's own reading goes through its version first, and loses the path to a bad
+    // value on the way: its fields are read here first, path tracked, to name where it is.
+    serde_path_to_error::deserialize::<_, StateFields>(&value)
+        .map_err(|error| errors::value_error(errors::state_message(field, &error)))?;
     serde_json::from_value(value).map_err(not_a_state)
+}
+
+/// The fields of a [`LoaderState`] of this build's format, read only to find where a forged
+/// state goes wrong; what this list does not know (an unknown key, a field added to the state)
+/// is left to the state's own reading, after it.
+#[derive(serde::Deserialize)]
+struct StateFields {
+    #[serde(rename = "version")]
+    _version: u32,
+    #[serde(rename = "settings")]
+    _settings: arrow_dlpack_loader::Settings,
+    #[serde(rename = "epoch")]
+    _epoch: u64,
+    #[serde(rename = "shard")]
+    _shard: Option<[u64; 2]>,
+    #[serde(rename = "work")]
+    _work: arrow_dlpack_loader::Work,
+    #[serde(rename = "position")]
+    _position: Option<arrow_dlpack_loader::Position>,
+    #[serde(rename = "concat", default)]
+    _concat: Option<arrow_dlpack_loader::ConcatPosition>,
 }
 
 /// A state as the dict that `state_dict()` gives.

@@ -27,6 +27,8 @@ use pyo3::exceptions::PyMemoryError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PyString, PyTuple};
 
+mod ipc_check;
+
 use crate::column::Column;
 use crate::errors;
 use crate::type_names::{pyarrow_dtype_name, type_name};
@@ -79,7 +81,7 @@ pub(crate) fn column_from_ipc(data: &Bound<'_, PyAny>) -> PyResult<(FieldRef, Ve
         )));
     };
     let data = bytes.as_bytes();
-    check_ipc_stream(data).map_err(|reason| {
+    ipc_check::check_ipc_stream(data).map_err(|reason| {
         errors::value_error(format!(
             "cannot unpickle Array: data is not an Arrow IPC stream of one column: {reason}"
         ))
@@ -108,90 +110,6 @@ pub(crate) fn column_from_ipc(data: &Bound<'_, PyAny>) -> PyResult<(FieldRef, Ve
         }
         Ok((field, chunks))
     })
-}
-
-/// Walks the messages of an IPC stream and checks what arrow-ipc's reader trusts: every
-/// message and body inside the data, and every buffer of a record batch or dictionary batch
-/// inside its body (the reader slices them out of the body and panics on one outside it), every
-/// node's null count within its rows.
-fn check_ipc_stream(data: &[u8]) -> Result<(), String> {
-    let mut at = 0usize;
-    let word = |at: usize| -> Result<[u8; 4], String> {
-        data.get(at..at + 4)
-            .and_then(|bytes| bytes.try_into().ok())
-            .ok_or_else(|| {
-                format!(
-                    "the stream ends at byte {} inside a message prefix",
-                    data.len()
-                )
-            })
-    };
-    while at < data.len() {
-        let mut prefix = word(at)?;
-        at += 4;
-        if prefix == [0xff; 4] {
-            prefix = word(at)?;
-            at += 4;
-        }
-        let meta_len = i32::from_le_bytes(prefix);
-        if meta_len == 0 {
-            return Ok(());
-        }
-        let meta = usize::try_from(meta_len)
-            .ok()
-            .and_then(|len| data.get(at..at.checked_add(len)?))
-            .ok_or_else(|| {
-                format!(
-                    "a message at byte {at} declares {meta_len} bytes of metadata; {} remain",
-                    data.len() - at
-                )
-            })?;
-        at += meta.len();
-        let message = arrow_ipc::root_as_message(meta)
-            .map_err(|error| format!("invalid message at byte {at}: {error}"))?;
-        let body = usize::try_from(message.bodyLength())
-            .ok()
-            .filter(|&body| body <= data.len() - at)
-            .ok_or_else(|| {
-                format!(
-                    "a message declares a body of {} bytes; {} remain",
-                    message.bodyLength(),
-                    data.len() - at
-                )
-            })?;
-        at += body;
-        let batch = match message.header_type() {
-            arrow_ipc::MessageHeader::RecordBatch => message.header_as_record_batch(),
-            arrow_ipc::MessageHeader::DictionaryBatch => message
-                .header_as_dictionary_batch()
-                .and_then(|dictionary| dictionary.data()),
-            _ => None,
-        };
-        let Some(batch) = batch else {
-            continue;
-        };
-        for node in batch.nodes().into_iter().flatten() {
-            if node.length() < 0 || node.null_count() < 0 || node.null_count() > node.length() {
-                return Err(format!(
-                    "a column declares {} nulls in {} rows; expected between 0 and its rows",
-                    node.null_count(),
-                    node.length()
-                ));
-            }
-        }
-        for buffer in batch.buffers().into_iter().flatten() {
-            let end = buffer.offset().checked_add(buffer.length());
-            if buffer.offset() < 0 || buffer.length() < 0 || end.is_none_or(|end| end > body as i64)
-            {
-                return Err(format!(
-                    "a buffer of {} bytes at offset {} lies outside the body of {body} bytes",
-                    buffer.length(),
-                    buffer.offset(),
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The arguments of `_tensor_from_parts` for a host tensor: `(code, bits, shape, dim_names,

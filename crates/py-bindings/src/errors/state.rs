@@ -1,0 +1,129 @@
+//! The Python wording of a saved state that does not read as one: where in the dict (the keys
+//! and indices, as Python subscripts) and what was found there against what was expected, in
+//! Python's type names, where serde's message names Rust types (`u64`, `struct Settings`).
+
+use std::fmt::Write;
+
+use serde_path_to_error::Segment;
+
+/// The message of `error` for the state given as `field`: `state['settings']['seed'] is 1.5
+/// (a float); expected a non-negative int`.
+pub(crate) fn state_message(
+    field: &str,
+    error: &serde_path_to_error::Error<serde_json::Error>,
+) -> String {
+    let mut at = field.to_string();
+    for segment in error.path().iter() {
+        match segment {
+            Segment::Seq { index } => {
+                let _ = write!(at, "[{index}]");
+            }
+            Segment::Map { key } => {
+                let _ = write!(at, "[{key:?}]");
+            }
+            Segment::Enum { .. } | Segment::Unknown => {}
+        }
+    }
+    let at = at.replace('"', "'");
+    format!("{at} {}", python_words(&error.inner().to_string()))
+}
+
+/// serde's message (`invalid type: floating point `1.5`, expected u64`, `missing field `x``) in
+/// Python's words, following what the message names.
+fn python_words(message: &str) -> String {
+    if let Some(rest) = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))
+        && let Some((found, expected)) = rest.split_once(", expected ")
+    {
+        return format!(
+            "is {}; expected {}",
+            found_words(found),
+            expected_words(expected)
+        );
+    }
+    if let Some(name) = message.strip_prefix("missing field ") {
+        return format!("lacks the key {}", quoted(name));
+    }
+    if let Some(rest) = message.strip_prefix("unknown field ") {
+        let name = rest.split_once(',').map_or(rest, |(name, _)| name);
+        return format!("has the unknown key {}", quoted(name));
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ") {
+        let name = rest.split_once(',').map_or(rest, |(name, _)| name);
+        return format!("has the unknown kind {}", quoted(name));
+    }
+    if let Some(rest) = message.strip_prefix("invalid length ") {
+        return match rest.split_once(", expected ") {
+            Some((length, expected)) => {
+                format!("has length {length}; expected {}", expected_words(expected))
+            }
+            None => format!("has length {rest}"),
+        };
+    }
+    format!("is not a loader state: {message}")
+}
+
+/// A name in serde's backquotes, in Python's quotes.
+fn quoted(name: &str) -> String {
+    format!("'{}'", name.trim_matches('`'))
+}
+
+/// What serde found (`floating point `1.5``, `string "3"`, `map`), as Python shows it.
+fn found_words(found: &str) -> String {
+    let value = |prefix: &str| {
+        found
+            .strip_prefix(prefix)
+            .map(|value| value.trim_matches('`').to_string())
+    };
+    if let Some(value) = value("floating point ") {
+        return format!("{value} (a float)");
+    }
+    if let Some(value) = value("integer ") {
+        return format!("{value} (an int)");
+    }
+    if let Some(value) = value("boolean ") {
+        let value = if value == "true" { "True" } else { "False" };
+        return format!("{value} (a bool)");
+    }
+    if let Some(value) = value("string ") {
+        return format!("'{}' (a str)", value.trim_matches('"'));
+    }
+    match found {
+        "null" | "unit value" => "None".to_string(),
+        "map" => "a dict".to_string(),
+        "sequence" => "a list".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// What serde expected (`u64`, `struct Settings`, `a sequence`), as Python names it.
+fn expected_words(expected: &str) -> String {
+    let trimmed = expected.trim();
+    match trimmed {
+        "u8" | "u16" | "u32" | "u64" | "usize" => return "a non-negative int".to_string(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => return "an int".to_string(),
+        "f32" | "f64" => return "a float".to_string(),
+        "a boolean" | "bool" => return "a bool".to_string(),
+        "a string" | "string" => return "a str".to_string(),
+        "a sequence" => return "a list".to_string(),
+        "a map" => return "a dict".to_string(),
+        _ => {}
+    }
+    if trimmed == "variant identifier" {
+        return "the name of a kind (a str)".to_string();
+    }
+    if trimmed.starts_with("struct ")
+        || trimmed.starts_with("enum ")
+        || trimmed.starts_with("internally tagged enum ")
+    {
+        return "a dict".to_string();
+    }
+    if let Some(rest) = trimmed.strip_prefix("an array of length ") {
+        return format!("a list of {rest} items");
+    }
+    if let Some(rest) = trimmed.strip_prefix("a tuple of size ") {
+        return format!("a list of {rest} items");
+    }
+    trimmed.replace("u64", "int").replace('`', "'")
+}

@@ -1,0 +1,98 @@
+"""Ctrl-C while ``next()`` of a loader waits, and interpreter exit with a loader left open: each
+in a child process, since what is tested is a signal's delivery, the exit status and what the
+interpreter prints as it finalizes."""
+
+import subprocess
+import sys
+
+# A loader (batches of BATCH rows) behind a Python generator that yields one record batch of 10
+# rows, then waits up to WAIT seconds, in sleeps of SLICE (so that the test can end the wait),
+# before the next; with INTERRUPT, a SIGINT arrives after half a second.
+_SLOW_SOURCE = """
+import os, signal, threading, time
+import numpy as np, pyarrow as pa, arrow_dlpack as ad
+
+release = threading.Event()
+schema = pa.schema([("x", pa.int64())])
+
+def slow():
+    yield pa.record_batch({"x": np.arange(10)})
+    deadline = time.monotonic() + WAIT
+    while not release.is_set() and time.monotonic() < deadline:
+        time.sleep(SLICE)
+    yield pa.record_batch({"x": np.arange(10, 20)})
+
+loader = ad.batches(pa.RecordBatchReader.from_batches(schema, slow()), BATCH)
+if INTERRUPT:
+    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+"""
+
+
+def _run(script: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_ctrl_c_interrupts_next_waiting_for_a_slow_source_and_the_loader_stays_usable():
+    script = (
+        "WAIT, SLICE, BATCH, INTERRUPT = 60, 0.02, 15, True\n"
+        + _SLOW_SOURCE
+        + """
+try:
+    next(loader)
+except KeyboardInterrupt:
+    # The source still waits: the interrupt did not wait for its batch.
+    print("interrupted while the source waits:", not release.is_set(), flush=True)
+release.set()
+batch = next(loader)
+print("next batch:", np.from_dlpack(batch["x"]).tolist(), flush=True)
+print("rest:", [np.from_dlpack(b["x"]).tolist() for b in loader], flush=True)
+"""
+    )
+    result = _run(script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "interrupted while the source waits: True",
+        f"next batch: {list(range(15))}",
+        f"rest: {[list(range(15, 20))]}",
+    ], result.stderr
+
+
+def test_exit_after_ctrl_c_with_a_loader_left_open_inside_a_python_source_does_not_abort():
+    # The loader's thread is inside the generator (sleeping, the GIL released) when the
+    # interpreter exits; without the loaders closed at exit, it takes the GIL back during
+    # finalization, and CPython's forced unwinding of that thread aborts the process.
+    script = (
+        "WAIT, SLICE, BATCH, INTERRUPT = 3, 3, 15, True\n"
+        + _SLOW_SOURCE
+        + """
+try:
+    next(loader)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+print("exiting", flush=True)
+"""
+    )
+    result = _run(script)
+    assert result.returncode == 0, result.stderr
+    assert "FATAL" not in result.stderr
+    assert result.stdout.splitlines() == ["interrupted", "exiting"], result.stderr
+
+
+def test_exit_with_a_loader_prefetching_from_a_python_source_does_not_abort():
+    script = (
+        "WAIT, SLICE, BATCH, INTERRUPT = 2, 2, 10, False\n"
+        + _SLOW_SOURCE
+        + """
+print("first:", np.from_dlpack(next(loader)["x"]).tolist()[:3], flush=True)
+time.sleep(0.2)
+"""
+    )
+    result = _run(script)
+    assert result.returncode == 0, result.stderr
+    assert "FATAL" not in result.stderr
+    assert result.stdout.splitlines() == ["first: [0, 1, 2]"], result.stderr
