@@ -281,3 +281,29 @@ def test_images_of_a_parquet_file_over_s3_equal_those_of_the_local_file(s3_image
     for a, b in zip(remote, local):
         np.testing.assert_array_equal(np.from_dlpack(a["image"]), np.from_dlpack(b["image"]))
         np.testing.assert_array_equal(np.from_dlpack(a["label"]), np.from_dlpack(b["label"]))
+
+
+def test_a_path_row_that_is_not_a_regular_file_is_refused_without_reading_it(tmp_path):
+    # A FIFO blocked the loader's thread for good (and close() and exit with it); /dev/zero was
+    # read until memory ran out. Run in a child, so that a regression fails one test.
+    root = tmp_path / "root"
+    root.mkdir()
+    os.mkfifo(root / "fifo.png")
+    script = f"""
+import pyarrow as pa, arrow_dlpack as ad
+image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+for path in ["fifo.png", "/dev/zero", "."]:
+    table = pa.table({{"image": pa.array([{{"bytes": None, "path": path}}], image), "label": [0]}})
+    try:
+        next(iter(ad.batches(table, 1, images={{"image": {{"size": 4}}}}, columns=["label"], image_root={str(root)!r})))
+    except ValueError as error:
+        assert "not a regular file" in str(error), error
+    else:
+        raise AssertionError(path)
+print("ok")
+"""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])

@@ -448,9 +448,9 @@ def test_the_progress_line_is_drawn_on_a_terminal_only(bpe, tmp_path, on_termina
         text = run.stderr.decode()
     assert run.returncode == 0, text
     if on_terminal and progress:
-        # A table's stream does not tell its rows ahead; a file's metadata does.
+        # A table tells its rows ahead, so the line counts them against the total.
         expected = sum(map(len, _expected(bpe, ["hello world"] * 1000)))
-        assert f"tokenizing: 1000 rows, {expected} tokens" in text
+        assert f"tokenizing: 1000/1000 rows (100%), {expected} tokens" in text
         assert "tokens/s" in text
     else:
         assert text == ""

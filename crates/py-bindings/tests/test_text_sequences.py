@@ -386,3 +386,11 @@ def test_text_parquet_in_object_storage_is_tokenized_packed_and_resumed(bpe, cor
         assert [r.tolist() for r in rest] == [w.tolist() for w in whole[2:]]
     finally:
         server.stop()
+
+
+def test_a_text_longer_than_the_limit_is_refused_naming_its_row(bpe):
+    # The tokenizers crate holds about 190 bytes per byte of text and aborts when an allocation
+    # fails: a text over 8 MiB is refused before it is encoded.
+    table = pa.table({"text": ["short", "a" * ((8 << 20) + 1)]})
+    with pytest.raises(ValueError, match=r"row 1.*text of 8388609 bytes is longer than the 8388608 bytes"):
+        list(ad.batches(table, 2, sequences=_pack(bpe)))

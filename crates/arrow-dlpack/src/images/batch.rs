@@ -212,8 +212,35 @@ fn read_file(path: &Path, out: &mut Vec<u8>) -> Result<()> {
         source,
     };
     out.clear();
+    // Only a regular file is opened: opening a FIFO blocks until a writer comes, and a device
+    // (`/dev/zero`) never ends.
+    let metadata = std::fs::metadata(path).map_err(file_error)?;
+    if !metadata.is_file() {
+        return Err(file_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
+    let len = metadata.len();
+    if len > MAX_IMAGE_FILE_BYTES {
+        return Err(file_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("the file is {len} bytes; expected at most {MAX_IMAGE_FILE_BYTES}"),
+        )));
+    }
+    // The size read above is reserved fallibly; a file that grew meanwhile is read up to it.
+    out.try_reserve_exact(len as usize).map_err(|_| {
+        file_error(std::io::Error::new(
+            std::io::ErrorKind::OutOfMemory,
+            format!("cannot allocate {len} bytes"),
+        ))
+    })?;
     File::open(path)
-        .and_then(|mut file| file.read_to_end(out))
+        .and_then(|file| file.take(len).read_to_end(out))
         .map_err(file_error)?;
     Ok(())
 }
+
+/// The largest image file read from a path (256 MiB): an encoded image is far smaller, and a
+/// larger file is refused before it is read.
+pub(crate) const MAX_IMAGE_FILE_BYTES: u64 = 256 << 20;

@@ -115,6 +115,21 @@ impl Tokenizer {
         text: &str,
         add_special_tokens: bool,
     ) -> std::result::Result<tokenizers::Encoding, tokenizers::Error> {
+        // The tokenizers crate holds about 190 bytes per byte of text while it encodes, with
+        // allocations it does not check: a longer text is refused before it can abort the
+        // process.
+        if text.len() > MAX_TEXT_BYTES {
+            return Err(format!(
+                "text of {} bytes is longer than the {MAX_TEXT_BYTES} bytes a text may have; \
+                 expected documents split into shorter texts",
+                text.len()
+            )
+            .into());
+        }
         self.inner.encode_fast(text, add_special_tokens)
     }
 }
+
+/// The longest text, in bytes, that is tokenized (8 MiB): the tokenizers crate's working memory
+/// grows to about 190 times a text's length, and it does not report an allocation that fails.
+pub(crate) const MAX_TEXT_BYTES: usize = 8 << 20;

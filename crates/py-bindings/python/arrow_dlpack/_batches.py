@@ -171,7 +171,11 @@ def _shard(
                 UserWarning,
                 stacklevel=4,
             )
-    return rank * workers + worker, world_size * workers
+    # Worker-major: shard `worker * world_size + rank` of `world_size * workers`. Units are dealt
+    # round-robin to the shards, so a rank's workers together read exactly the units of shard
+    # `rank` of `world_size` (what `len()` of a rank counts), and ranks get as many units as an
+    # even deal gives them, whatever the number of workers.
+    return worker * world_size + rank, world_size * workers
 
 
 def _shared_seed(seed: Optional[int], shuffle: bool, num_shards: int) -> int:

@@ -9,6 +9,7 @@ import ctypes
 import multiprocessing
 import multiprocessing.context
 import operator
+import os
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Union
 
 from torch.utils.data import IterableDataset
@@ -235,6 +236,12 @@ class BatchDataset(IterableDataset):
             options["state"] = self._resume
             self._resume = None
         options["epoch"] = epoch
+        if not _files_only(self.source):
+            # torch tensors have no read-only flag: a view of memory that is not the loader's
+            # own (a caller's table, a pyarrow memory map that is mapped read-only, as a Hugging
+            # Face dataset's cache is) would be rewritten by an in-place training step, or crash
+            # it. Over such sources the batches are private copies.
+            options["writable"] = True
         self._pass_epoch = epoch
         loader = _open(self.source, {"batch_size": self.batch_size, **options}, warn_split=False)
         self._live = loader
@@ -294,3 +301,15 @@ class BatchDataset(IterableDataset):
             f"epoch={self.epoch}, options={_redacted_options(self.options)})"
         )
 
+
+def _files_only(source: Any) -> bool:
+    """Whether ``source`` is a path or URL, or a list of them: files the loader maps privately
+    (copy-on-write) or decodes into its own memory, so that a write through a view never reaches
+    another owner's memory."""
+    if isinstance(source, (str, os.PathLike)):
+        return True
+    return (
+        isinstance(source, (list, tuple))
+        and len(source) > 0
+        and all(isinstance(item, (str, os.PathLike)) for item in source)
+    )

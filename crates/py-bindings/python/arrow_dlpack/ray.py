@@ -68,11 +68,13 @@ class ArrowCollateFn(ArrowBatchCollateFn):
     def tensors(self, table: Any) -> Dict[str, Tensor]:
         """The batch of every row of ``table`` (anything with ``__arrow_c_stream__``), as
         :class:`arrow_dlpack.Tensor`s: what :func:`arrow_dlpack.batches` makes of the same rows,
-        made on the calling thread (the GIL released for large batches only). Rows of one record
-        batch are zero-copy views; rows of several are copied once."""
+        made on the calling thread (the GIL released for large batches only). Every tensor is
+        private memory (a copy of Ray's blocks, which torch would otherwise write through)."""
         if isinstance(table, pa.Table) and self._has_ray_tensors(table.schema):
             table = fixed_shape_tensors(table)
-        return _collate(table, **self.options)
+        # Ray's blocks live in its shared, immutable object store, and torch ignores the
+        # read-only flag of a view: the batches are private copies, whatever `writable` says.
+        return _collate(table, **{**self.options, "writable": True})
 
     def _has_ray_tensors(self, schema: pa.Schema) -> bool:
         """Whether ``schema`` has a column of one of Ray's tensor types; the answer for the
@@ -276,12 +278,33 @@ def _as_first(block: Any, schema: pa.Schema, index: int, cast: bool) -> Any:
                 f"its rows: give the dataset one schema, or pass cast=True to arrow_stream for "
                 f"exact casts)"
             )
+        original = block.column(name)
         try:
-            column = block.column(name).cast(wanted, safe=True)
+            column = original.cast(wanted, safe=True)
+            # A safe cast still rounds floats (0.1, 1e300 to float32): exact only if casting
+            # back gives every value again.
+            exact = _same_values(column.cast(found, safe=False), original)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
             raise ValueError(
                 f"block {index} of the Ray dataset has column {name!r} of type {found}, which "
                 f"does not cast exactly to {wanted}, the type of block 0: {error}"
             ) from error
+        if not exact:
+            raise ValueError(
+                f"block {index} of the Ray dataset has column {name!r} of type {found}, which "
+                f"does not cast exactly to {wanted}, the type of block 0: some values change"
+            )
         block = block.set_column(names.index(name), schema.field(name), column)
     return block
+
+
+def _same_values(back: Any, original: Any) -> bool:
+    """Whether ``back`` holds ``original``'s values and nulls (NaN where it has NaN)."""
+    if back.equals(original):
+        return True
+    if not pa.types.is_floating(original.type) or back.null_count != original.null_count:
+        return False
+    import pyarrow.compute as pc
+
+    same = pc.or_kleene(pc.equal(back, original), pc.and_(pc.is_nan(back), pc.is_nan(original)))
+    return pc.all(same).as_py() is not False
