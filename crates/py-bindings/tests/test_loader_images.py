@@ -103,7 +103,7 @@ def test_the_done_when_loop_gives_uint8_batches_close_to_pil(tmp_path, fmt):
 
 
 def test_hugging_face_image_columns_of_a_dataset_written_with_to_parquet(tmp_path):
-    datasets = pytest.importorskip("datasets")
+    import datasets
     images = [Image.fromarray(photo(*sizes(row), seed=row)) for row in range(12)]
     features = datasets.Features({"image": datasets.Image(), "label": datasets.Value("int64")})
     dataset = datasets.Dataset.from_dict({"image": images, "label": list(range(12))}, features=features)

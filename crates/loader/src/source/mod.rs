@@ -25,10 +25,12 @@ mod nulls;
 mod paths;
 mod planned;
 mod start;
+mod streams;
 
 pub(crate) use identity::sequence_settings;
 use nulls::files_null_to_nan;
 use start::{file_items, in_stream, resume, rows_left, select};
+use streams::{plan_in_memory, plan_streams};
 
 /// The streams of the shuffle's generators, so that the unit order and the row order of one seed
 /// are independent.
@@ -333,37 +335,6 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
     }
 }
 
-/// Plans a reader's record batches, or record batches in memory (of `rows` rows in all, and
-/// `nulls` in each column): read in order, dealt round-robin.
-fn plan_in_memory(
-    schema: SchemaRef,
-    batches: impl Iterator<Item = Result<RecordBatch>> + Send + 'static,
-    rows: Option<u64>,
-    nulls: impl Fn(&str) -> Option<u64>,
-    spec: &BatchSpec,
-) -> Result<Plan> {
-    let described = if rows.is_some() {
-        "the record batches"
-    } else {
-        "the reader"
-    };
-    check_spec(spec, &schema, || described.to_string())?;
-    let settings = identity::settings(spec, identity::reader(&schema));
-    let (work, start) = resume(spec, &settings, None)?;
-    let raw = in_stream(batches, &work, spec, &start);
-    Ok(Plan {
-        pieces: select(raw, &start, None),
-        num_rows: rows.and_then(|rows| spec.rows_of_stream(rows)),
-        work,
-        settings,
-        start,
-        stop: None,
-        null_to_nan: resolve_null_to_nan(spec, &schema, nulls),
-        planned: None,
-        locate: None,
-    })
-}
-
 /// Plans the record batches of the opened IPC files `files`, named `paths`.
 fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> Result<Plan> {
     check_file_schemas(
@@ -539,55 +510,6 @@ fn plan_parquet_files(
         planned: batches,
         null_to_nan,
         locate,
-    })
-}
-
-/// Plans the IPC streams `inputs`: read in order (the streams shuffled), record batches dealt
-/// round-robin.
-fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Result<Plan> {
-    let mut schema = None;
-    let mut null_to_nan = spec.null_to_nan.clone();
-    if let Some(first) = inputs.first() {
-        let summary = ipc::stream_summary(first, false)?;
-        check_spec(spec, &summary.schema, || first.name().display().to_string())?;
-        null_to_nan = resolve_null_to_nan(spec, &summary.schema, |_| None);
-        if needs_null_counts(spec, &summary.schema) {
-            // Local streams' record-batch headers tell their nulls (their bodies are skipped);
-            // objects are not read twice, and the schema's nullability decides for them.
-            let summaries = inputs
-                .iter()
-                .map(|input| ipc::stream_summary(input, true))
-                .collect::<Result<Vec<_>>>()?;
-            if summaries
-                .iter()
-                .all(|summary| summary.null_counts.is_some())
-            {
-                null_to_nan = files_null_to_nan(
-                    spec,
-                    summaries.iter().map(|summary| {
-                        let counts = summary.null_counts.clone().unwrap_or_default();
-                        (summary.schema.as_ref(), counts)
-                    }),
-                );
-            }
-        }
-        schema = Some(summary.schema);
-    }
-    let source = identity::ipc_streams(&inputs, schema.as_deref())?;
-    let settings = identity::settings(spec, source);
-    inputs = epoch_order(inputs, spec);
-    let (work, start) = resume(spec, &settings, None)?;
-    let raw = in_stream(ipc::read_streams(inputs), &work, spec, &start);
-    Ok(Plan {
-        pieces: select(raw, &start, None),
-        num_rows: None,
-        work,
-        settings,
-        start,
-        stop: None,
-        planned: None,
-        null_to_nan,
-        locate: None,
     })
 }
 

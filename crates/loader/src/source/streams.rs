@@ -1,0 +1,84 @@
+//! The plans of sources read in order, as they come: readers and record batches in memory, and
+//! IPC streams (the streams shuffled, their record batches dealt round-robin as they are read).
+
+use super::*;
+
+/// Plans a reader's record batches, or record batches in memory (of `rows` rows in all, and
+/// `nulls` in each column): read in order, dealt round-robin.
+pub(super) fn plan_in_memory(
+    schema: SchemaRef,
+    batches: impl Iterator<Item = Result<RecordBatch>> + Send + 'static,
+    rows: Option<u64>,
+    nulls: impl Fn(&str) -> Option<u64>,
+    spec: &BatchSpec,
+) -> Result<Plan> {
+    let described = if rows.is_some() {
+        "the record batches"
+    } else {
+        "the reader"
+    };
+    check_spec(spec, &schema, || described.to_string())?;
+    let settings = identity::settings(spec, identity::reader(&schema));
+    let (work, start) = resume(spec, &settings, None)?;
+    let raw = in_stream(batches, &work, spec, &start);
+    Ok(Plan {
+        pieces: select(raw, &start, None),
+        num_rows: rows.and_then(|rows| spec.rows_of_stream(rows)),
+        work,
+        settings,
+        start,
+        stop: None,
+        null_to_nan: resolve_null_to_nan(spec, &schema, nulls),
+        planned: None,
+        locate: None,
+    })
+}
+
+/// Plans the IPC streams `inputs`: read in order (the streams shuffled), record batches dealt
+/// round-robin.
+pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Result<Plan> {
+    let mut schema = None;
+    let mut null_to_nan = spec.null_to_nan.clone();
+    if let Some(first) = inputs.first() {
+        let summary = ipc::stream_summary(first, false)?;
+        check_spec(spec, &summary.schema, || first.name().display().to_string())?;
+        null_to_nan = resolve_null_to_nan(spec, &summary.schema, |_| None);
+        if needs_null_counts(spec, &summary.schema) {
+            // Local streams' record-batch headers tell their nulls (their bodies are skipped);
+            // objects are not read twice, and the schema's nullability decides for them.
+            let summaries = inputs
+                .iter()
+                .map(|input| ipc::stream_summary(input, true))
+                .collect::<Result<Vec<_>>>()?;
+            if summaries
+                .iter()
+                .all(|summary| summary.null_counts.is_some())
+            {
+                null_to_nan = files_null_to_nan(
+                    spec,
+                    summaries.iter().map(|summary| {
+                        let counts = summary.null_counts.clone().unwrap_or_default();
+                        (summary.schema.as_ref(), counts)
+                    }),
+                );
+            }
+        }
+        schema = Some(summary.schema);
+    }
+    let source = identity::ipc_streams(&inputs, schema.as_deref())?;
+    let settings = identity::settings(spec, source);
+    inputs = epoch_order(inputs, spec);
+    let (work, start) = resume(spec, &settings, None)?;
+    let raw = in_stream(ipc::read_streams(inputs), &work, spec, &start);
+    Ok(Plan {
+        pieces: select(raw, &start, None),
+        num_rows: None,
+        work,
+        settings,
+        start,
+        stop: None,
+        planned: None,
+        null_to_nan,
+        locate: None,
+    })
+}
