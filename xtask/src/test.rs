@@ -166,6 +166,10 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
             // pytest-xdist: one worker per core, at most four (each imports torch and JAX),
             // with each test file kept in one worker so that module fixtures are made once.
             .args(["-n", &pytest_workers().to_string(), "--dist", "loadfile"])
+            // Python's output is captured per test, but not file descriptor 2: what native code
+            // writes there as a worker dies (a Rust abort, an allocator's failure) reaches this
+            // log, where pytest-xdist itself says only "node down: Not properly terminated".
+            .arg("--capture=sys")
             .args(forwarded);
         let display = pytest.display();
         let status = pytest.status();

@@ -482,9 +482,10 @@ fn image_output(image: &ImageColumn, field: &Field, index: usize) -> Result<Outp
     })
 }
 
-/// The types an image column may have.
+/// The types an image column may have: what [`Error::UnsupportedColumn`] of an image column
+/// expects.
 #[cfg(feature = "images")]
-const IMAGE_TYPES: &str = "binary, large_binary or binary_view encoded images, or a struct with \
+pub const IMAGE_TYPES: &str = "binary, large_binary or binary_view encoded images, or a struct with \
                            a bytes field of one of these and an optional path field of text \
                            (Hugging Face's Image), for an image column";
 

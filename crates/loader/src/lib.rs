@@ -111,6 +111,8 @@ pub use arrow_dlpack::images::{
 };
 pub use batch::{NamedTensor, TensorBatch};
 pub use collate::collate;
+#[cfg(feature = "images")]
+pub use columns::IMAGE_TYPES;
 pub use error::{Error, Result};
 pub use images::ImageColumn;
 pub use loader::{Batches, Outline, batches, outline};

@@ -67,9 +67,9 @@ def ids(loader):
         ("batch_size", 0, ValueError, r"batch_size is 0; expected at least 1"),
         ("buffer_size", 0, ValueError, r"buffer_size is 0; expected at least 1"),
         # Negative ints, which pyo3 refused with a bare OverflowError.
-        ("batch_size", -1, ValueError, r"batch_size is -1; expected a non-negative int"),
-        ("prefetch", -2, ValueError, r"prefetch is -2; expected a non-negative int"),
-        ("buffer_size", -3, ValueError, r"buffer_size is -3; expected a non-negative int"),
+        ("batch_size", -1, ValueError, r"batch_size is -1; expected at least 1"),
+        ("prefetch", -2, ValueError, r"prefetch is -2; expected at least 1"),
+        ("buffer_size", -3, ValueError, r"buffer_size is -3; expected at least 1"),
         ("decode_threads", -4, ValueError, r"decode_threads is -4; expected a non-negative int"),
         ("batch_size", 2**70, ValueError, r"batch_size is 1180591620717411303424; expected at most"),
         ("batch_size", 2.5, TypeError, r"batch_size is float; expected int"),

@@ -9,6 +9,7 @@ import textwrap
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 import torch
 from torch.utils.data import DataLoader
 
@@ -55,3 +56,43 @@ def test_writes_into_batches_of_a_dataset_loaded_from_disk_do_not_crash(tmp_path
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])
+
+
+def test_a_dataloader_that_batches_the_batches_again_is_warned_about():
+    import warnings
+
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    table = pa.table({"x": np.arange(10, dtype=np.float32)})
+    dataset = ad.BatchDataset(table, 4)
+    for make in (DataLoader, StatefulDataLoader):
+        # The default batch_size=1 stacks each batch alone: a leading dimension of 1.
+        batched_again = make(dataset)
+        with pytest.warns(UserWarning, match=r"expected DataLoader\(dataset, batch_size=None\)"):
+            first = next(iter(batched_again))
+        assert first["x"].shape == (1, 4)
+        # (StatefulDataLoader's constructor has a deprecation warning of its own.)
+        right = make(dataset, batch_size=None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            shapes = [batch["x"].shape for batch in right]
+        assert shapes == [(4,), (4,), (2,)]
+    # Iterated by hand, nothing is said.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [batch["x"].shape[0] for batch in dataset] == [4, 4, 2]
+
+
+def test_a_dataset_over_a_table_checks_its_columns_when_it_is_made_not_in_a_worker():
+    import polars as pl
+
+    table = pa.table({"x": np.arange(10.0), "s": ["a"] * 10})
+    for source in (table, table.to_batches()[0], pl.from_arrow(table), [table, table], table.to_reader()):
+        with pytest.raises(ad.ArrowDLPackValueError, match=r'column "y" not found; expected one of \["x", "s"\]'):
+            ad.BatchDataset(source, 4, columns=["y"])
+        with pytest.raises(ad.ArrowDLPackTypeError, match='cannot load column "s" of type string'):
+            ad.BatchDataset(source, 4)
+    # Reading a reader's schema does not consume it: the dataset still reads every row.
+    reader = table.to_reader()
+    dataset = ad.BatchDataset(reader, 4, columns=["x"])
+    assert torch.cat(list(batch["x"] for batch in dataset)).tolist() == list(range(10))

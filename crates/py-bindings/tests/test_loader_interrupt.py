@@ -10,6 +10,9 @@ import sys
 # before the next; with INTERRUPT, a SIGINT arrives after half a second.
 _SLOW_SOURCE = """
 import os, signal, threading, time
+# Ctrl-C raises KeyboardInterrupt even where the suite was started with SIGINT ignored (in the
+# background of a shell), which the child inherits.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import numpy as np, pyarrow as pa, arrow_dlpack as ad
 
 release = threading.Event()

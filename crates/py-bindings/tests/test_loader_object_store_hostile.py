@@ -127,6 +127,9 @@ def test_ctrl_c_interrupts_a_loader_waiting_for_a_server_that_stopped_answering(
     with _servers.range_server({"/a.parquet": b"PAR1" * 100}) as (server, base):
         server.stall.set()
         script = (
+            # Ctrl-C raises KeyboardInterrupt even where the suite was started with SIGINT
+            # ignored (in the background of a shell), which the child would inherit.
+            "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "import arrow_dlpack as ad\n"
             "try:\n"
             f"    ad.batches({base + '/a.parquet'!r}, "

@@ -224,7 +224,7 @@ def test_an_unknown_keyword_and_a_bad_value_are_refused_naming_the_argument():
     with pytest.raises(TypeError, match=r"^shuffle is str; expected bool$"):
         _Batches(table, shuffle="yes")
     # A negative int is a ValueError naming the argument, not pyo3's bare OverflowError.
-    with pytest.raises(ValueError, match=r"^batch_size is -1; expected a non-negative int$"):
+    with pytest.raises(ValueError, match=r"^batch_size is -1; expected at least 1$"):
         ad.batches(table, -1)
     with pytest.raises(ValueError, match=r"^epoch is -1; expected a non-negative int$"):
         ad.batches(table, epoch=-1)
@@ -243,8 +243,13 @@ def test_check_options_checks_every_option_without_a_loader(tmp_path):
         _check_options(None, bach_size=3)
     table = pa.table({"x": np.arange(10.0)})
     assert _check_options(table, batch_size=4) == {"num_rows": 10, "num_batches": 3}
-    # A stream is not read: a missing column is found by the loader (streams are read once).
-    assert _check_options(table, columns=["nope"])["num_rows"] == 10
+    # A stream is not read (streams are read once), but the schema it states is checked.
+    with pytest.raises(ValueError, match=r'column "nope" not found; expected one of \["x"\]'):
+        _check_options(table, columns=["nope"])
+    reader = table.to_reader()
+    with pytest.raises(ValueError, match=r'column "nope" not found'):
+        _check_options(reader, columns=["nope"])
+    assert reader.read_all().num_rows == 10
     path = tmp_path / "t.parquet"
     import pyarrow.parquet as pq
 

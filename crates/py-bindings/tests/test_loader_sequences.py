@@ -132,6 +132,30 @@ def test_truncation_padding_side_and_multiple():
     assert np.from_dlpack(batch["input_ids_lengths"]).tolist() == [3, 1, 0]
 
 
+@pytest.mark.parametrize("mode", ["pack", "jagged"])
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_packed_and_jagged_rows_are_cut_to_max_length(source_of, mode, side):
+    # As a tokenizer's truncation=True: each row keeps at most max_length tokens, from the end
+    # that truncation_side does not name, across record batches (chunks of 7) and shuffled.
+    rows = _rows(30, seed=4, longest=12)
+    source = source_of(_table(rows))
+    options = {"mode": mode, "max_length": 4, "truncation_side": side}
+
+    def cut(row):
+        return row[:4] if side == "right" else row[max(len(row) - 4, 0) :]
+
+    ordered = ad.batches(source, 8, sequences={"input_ids": options})
+    got = [row for batch in ordered for row in READ[mode](batch)]
+    assert got == [cut(row) for row in rows]
+    shuffled = ad.batches(source, 8, shuffle=True, seed=1, columns=["id"], sequences={"input_ids": options})
+    for batch in shuffled:
+        ids = np.from_dlpack(batch["id"]).tolist()
+        assert READ[mode](batch) == [cut(rows[i]) for i in ids]
+        if mode == "pack":
+            kept = [len(cut(rows[i])) for i in ids]
+            assert int(np.from_dlpack(batch["input_ids_max_seqlen"])) == max(kept)
+
+
 def test_packed_and_jagged_values_inside_one_record_batch_are_views():
     rows = _rows(20)
     table = _table(rows)
@@ -279,11 +303,12 @@ def test_names_that_a_sequence_adds_may_not_clash():
     [
         ("input_ids", TypeError, "sequences is str"),
         ({"input_ids": "padded"}, ValueError, "expected \"pad\", \"pack\", \"jagged\" or \"concat\""),
-        ({"input_ids": {"mode": "pad", "pad": 1}}, ValueError, "has key \"pad\""),
+        ({"input_ids": {"mode": "pad", "pad": 1}}, TypeError, "unknown sequence key \"pad\""),
         ({"input_ids": {"pad_value": "x"}}, TypeError, "expected int, float or bool"),
         ({"input_ids": {"max_length": 0}}, ValueError, "max_length of sequence"),
         ({"input_ids": {"padding_side": "top"}}, ValueError, "expected \"left\" or \"right\""),
         ({"input_ids": {"mode": "pack", "pad_value": 1}}, ValueError, "mode \"pad\" only"),
+        ({"input_ids": {"mode": "jagged", "pad_to_multiple_of": 8}}, ValueError, "mode \"pad\" only"),
         ({"input_ids": 3}, TypeError, "expected a mode"),
     ],
 )

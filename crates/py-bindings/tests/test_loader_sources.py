@@ -115,6 +115,13 @@ def test_a_dataset_saved_by_hugging_face_datasets_loads_from_its_folder(tmp_path
     ]
     assert any(name.endswith(".json") for name in files)
     assert _ids(tmp_path / "saved")[0] == list(range(ROWS))
+    # The streams' record-batch headers say their rows: len() is known, as for files, and
+    # counts down; BatchDataset (so a DataLoader, tqdm) has a length too.
+    loader = ad.batches(str(tmp_path / "saved"), 64)
+    assert (len(loader), loader.num_rows) == (-(-ROWS // 64), ROWS)
+    next(loader)
+    assert len(loader) == -(-ROWS // 64) - 1
+    assert len(ad.BatchDataset(str(tmp_path / "saved"), 64, drop_last=True)) == ROWS // 64
 
 
 def _parts(root):

@@ -287,12 +287,14 @@ def test_concat_of_a_list_column_and_a_dataset(bpe):
 
     docs = [list(range(i, i + i % 9)) for i in range(60)]
     table = pa.table({"input_ids": pa.array(docs, pa.list_(pa.int32()))})
-    spec = {"input_ids": {"mode": "concat", "max_length": 16, "eos_token_id": -1}}
-    rows, _ = _concat_rows(docs, 16, -1)
+    # An end-of-document id that no document holds.
+    eos = 1000
+    spec = {"input_ids": {"mode": "concat", "max_length": 16, "eos_token_id": eos}}
+    rows, _ = _concat_rows(docs, 16, eos)
     got = np.concatenate([np.from_dlpack(b["input_ids"]) for b in ad.batches(table, 4, sequences=spec)])
     assert got.tolist() == rows
     ds = datasets.Dataset.from_dict({"input_ids": docs}).shuffle(seed=0)
-    rows, _ = _concat_rows(ds["input_ids"][:], 16, -1)
+    rows, _ = _concat_rows(ds["input_ids"][:], 16, eos)
     got = np.concatenate([np.from_dlpack(b["input_ids"]) for b in ad.batches(ds, 4, sequences=spec)])
     assert got.tolist() == rows
 

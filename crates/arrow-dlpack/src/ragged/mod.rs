@@ -15,7 +15,7 @@
 //! | `gather` | the row-copy kernel behind `take`, `concat`, `from_rows` and compaction |
 //! | `from_list` | Arrow list arrays to ragged tensors |
 //! | `to_list` | ragged tensors to Arrow list arrays |
-//! | `pad` | padding, truncation and unpadding |
+//! | `pad` | padding, truncation (`truncate`, and inside the padding kernel) and unpadding |
 //! | `pack` | packing for varlen attention |
 
 mod from_list;

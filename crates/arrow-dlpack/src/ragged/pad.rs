@@ -225,6 +225,57 @@ pub fn pad_pieces(pieces: &[RaggedTensor], options: &PadOptions) -> Result<Tenso
 }
 
 impl RaggedTensor {
+    /// Every row cut to at most `max_length` elements, keeping its start
+    /// ([`Side::Right`] cuts the end off, as padding's truncation does) or its end
+    /// ([`Side::Left`]): the same rows, shared, when none is longer; otherwise one copy of the
+    /// kept values, with offsets of the same width as `self`'s.
+    ///
+    /// ```
+    /// use arrow_dlpack::{RaggedTensor, Side, Tensor};
+    ///
+    /// let ragged = RaggedTensor::from_rows(&[
+    ///     Tensor::from_vec(vec![1i64, 2, 3, 4], vec![4])?,
+    ///     Tensor::from_vec(vec![5i64], vec![1])?,
+    /// ])?;
+    /// let cut = ragged.truncate(2, Side::Right)?;
+    /// assert_eq!(cut.values().as_slice::<i64>()?, &[1, 2, 5]);
+    /// let cut = ragged.truncate(2, Side::Left)?;
+    /// assert_eq!(cut.values().as_slice::<i64>()?, &[3, 4, 5]);
+    /// assert_eq!(cut.offsets().as_slice::<i32>()?, &[0, 2, 3]);
+    /// # Ok::<(), arrow_dlpack::Error>(())
+    /// ```
+    pub fn truncate(&self, max_length: usize, side: Side) -> Result<RaggedTensor> {
+        if self.max_length() <= max_length {
+            return Ok(self.clone());
+        }
+        let offsets = self.offsets_view();
+        // The kept elements of each row: its first or its last `max_length`.
+        let kept = |row: usize| {
+            let (start, end) = offsets.bounds(row);
+            let length = (end - start).min(max_length);
+            match side {
+                Side::Right => (start, start + length),
+                Side::Left => (end - length, end),
+            }
+        };
+        let lengths = (0..self.len()).map(|row| {
+            let (start, end) = kept(row);
+            end - start
+        });
+        let new_offsets =
+            offsets::from_lengths(lengths.clone(), offsets.dtype(), "the truncated rows")?;
+        let total = lengths.sum();
+        let element = element_bytes(self.dtype(), self.inner_shape())?;
+        let source = row_major_bytes(&self.values)?;
+        let source = source.as_slice();
+        let runs = (0..self.len()).map(|row| {
+            let (start, end) = kept(row);
+            &source[start * element..end * element]
+        });
+        let values = gather(self.dtype(), self.inner_shape(), total, runs)?;
+        Ok(RaggedTensor::from_checked(values, new_offsets))
+    }
+
     /// The rows padded into one tensor `(B, L, *inner)`, fresh and writable: [`pad_pieces`] of
     /// this one piece.
     ///

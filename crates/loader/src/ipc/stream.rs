@@ -407,33 +407,41 @@ pub(crate) fn read_streams(
     )
 }
 
-/// What the planning reads of an IPC stream: its schema and, where asked, the nulls of each
-/// top-level column over its record batches (from their headers; a local stream only).
+/// What the planning reads of an IPC stream: its schema and, where asked, its rows and the
+/// nulls of each top-level column over its record batches (from their headers; a local stream
+/// only).
 pub(crate) struct StreamSummary {
     pub(crate) schema: SchemaRef,
+    /// The rows that the record batches' headers declare; `None` when not read (an object, or
+    /// not asked) or past `u64`.
+    pub(crate) rows: Option<u64>,
     /// The nulls of each top-level column, as the record batches' headers declare them;
     /// `None` when not read (an object, or not asked).
     pub(crate) null_counts: Option<Vec<Option<u64>>>,
 }
 
-/// The schema of the IPC stream `input`, from its first message; with `null_counts`, a local
-/// stream's record-batch headers are read too (their bodies skipped) for the nulls of each
-/// column.
-pub(crate) fn stream_summary(input: &StreamInput, null_counts: bool) -> Result<StreamSummary> {
+/// The schema of the IPC stream `input`, from its first message; with `headers`, a local
+/// stream's record-batch headers are read too (their bodies skipped) for its rows and the nulls
+/// of each column.
+pub(crate) fn stream_summary(input: &StreamInput, headers: bool) -> Result<StreamSummary> {
     let (_, _, schema) = input.open()?;
-    let counts = match input {
-        StreamInput::Path(path) if null_counts => Some(scan_null_counts(path, &schema)?),
-        _ => None,
+    let (rows, counts) = match input {
+        StreamInput::Path(path) if headers => {
+            let (rows, counts) = scan_headers(path, &schema)?;
+            (rows, Some(counts))
+        }
+        _ => (None, None),
     };
     Ok(StreamSummary {
         schema,
+        rows,
         null_counts: counts,
     })
 }
 
-/// The nulls of each top-level column of the local stream `path` of schema `schema`, summed
-/// over its record batches' headers; its bodies are skipped, not read.
-fn scan_null_counts(path: &Path, schema: &SchemaRef) -> Result<Vec<Option<u64>>> {
+/// The rows of the local stream `path` of schema `schema` and the nulls of each top-level
+/// column, summed over its record batches' headers; its bodies are skipped, not read.
+fn scan_headers(path: &Path, schema: &SchemaRef) -> Result<(Option<u64>, Vec<Option<u64>>)> {
     let file = file::open(path)?;
     let size = file
         .metadata()
@@ -446,11 +454,13 @@ fn scan_null_counts(path: &Path, schema: &SchemaRef) -> Result<Vec<Option<u64>>>
         index: 0,
     };
     let firsts = first_nodes(schema);
+    let mut rows = Some(0u64);
     let mut counts: Vec<Option<u64>> = vec![Some(0); firsts.len()];
     while let Some(header) = messages.next_header()? {
         let Some(header) = header.batch.filter(|batch| !batch.dictionary) else {
             continue;
         };
+        rows = rows.and_then(|rows| rows.checked_add(header.rows as u64));
         for (count, &first) in counts.iter_mut().zip(&firsts) {
             *count = match (*count, header.node_nulls.get(first)) {
                 (Some(total), Some(&nulls)) => total.checked_add(nulls),
@@ -458,5 +468,5 @@ fn scan_null_counts(path: &Path, schema: &SchemaRef) -> Result<Vec<Option<u64>>>
             };
         }
     }
-    Ok(counts)
+    Ok((rows, counts))
 }

@@ -272,14 +272,13 @@ impl Sequence {
         self.bos_token_id.is_some() || self.eos_token_id.is_some() || !self.split_documents
     }
 
-    /// Whether any padding field differs from its default.
+    /// Whether a field that only padding reads differs from its default (`max_length` and
+    /// `truncation_side` cut the rows of packed and jagged sequences too).
     pub(crate) fn sets_padding(&self) -> bool {
         let default = Sequence::new(self.column.clone(), self.mode);
         self.pad_value != default.pad_value
-            || self.max_length.is_some()
             || self.pad_to_multiple_of.is_some()
             || self.padding_side != default.padding_side
-            || self.truncation_side != default.truncation_side
     }
 
     /// The length a row of `length` values has in the batch: cut to `max_length`.

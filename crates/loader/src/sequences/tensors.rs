@@ -64,6 +64,20 @@ pub(crate) fn sequence_tensors(
     let name = &sequence.column;
     let named = |suffix: &str, tensor: Tensor| (format!("{name}{suffix}"), tensor);
     let in_column = |error: arrow_dlpack::Error| Error::column(name, error);
+    // Packed and jagged rows are cut to `max_length` before they are joined (padding cuts its
+    // own; a concat sequence's `max_length` is the length of its packed rows instead).
+    let truncated;
+    let runs = match (sequence.mode, sequence.max_length) {
+        (SequenceMode::Pack | SequenceMode::Jagged, Some(max_length)) => {
+            truncated = runs
+                .iter()
+                .map(|run| run.truncate(max_length, sequence.truncation_side))
+                .collect::<arrow_dlpack::Result<Vec<_>>>()
+                .map_err(in_column)?;
+            truncated.as_slice()
+        }
+        _ => runs,
+    };
     match sequence.mode {
         SequenceMode::Pad => {
             let padded = pad_pieces(runs, &pad_options(sequence)).map_err(in_column)?;

@@ -539,13 +539,19 @@ fn check_spec(spec: &BatchSpec, schema: &SchemaRef, what: impl FnOnce() -> Strin
         0,
     )?;
     let columns = Columns::resolve(spec, &empty)?;
-    if columns.outputs.is_empty() {
-        return Err(Error::InvalidSpec {
-            reason: format!(
+    if columns.outputs.is_empty() && columns.masks.is_empty() {
+        let reason = if spec.columns.as_ref().is_some_and(Vec::is_empty) {
+            // Nothing selected, rather than nothing in the source.
+            "columns is empty and no group, mask, sequence or image column names a column of \
+             the source; expected at least one column to load"
+                .to_string()
+        } else {
+            format!(
                 "{} has no columns to load; expected at least one column",
                 what()
-            ),
-        });
+            )
+        };
+        return Err(Error::InvalidSpec { reason });
     }
     Ok(())
 }

@@ -39,21 +39,26 @@ pub(super) fn plan_in_memory(
 pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Result<Plan> {
     let mut schema = None;
     let mut null_to_nan = spec.null_to_nan.clone();
+    let mut rows = None;
     if let Some(first) = inputs.first() {
         let summary = ipc::stream_summary(first, false)?;
         check_spec(spec, &summary.schema, || first.name().display().to_string())?;
         null_to_nan = resolve_null_to_nan(spec, &summary.schema, |_| None);
-        if needs_null_counts(spec, &summary.schema) {
-            // Local streams' record-batch headers tell their nulls (their bodies are skipped);
-            // objects are not read twice, and the schema's nullability decides for them.
+        // Local streams' record-batch headers tell their rows (so that the number of batches
+        // is known, as for files) and their nulls; their bodies are skipped. Objects are not
+        // read twice: their rows stay unknown, and the schema's nullability decides for them.
+        if inputs
+            .iter()
+            .all(|input| matches!(input, StreamInput::Path(_)))
+        {
             let summaries = inputs
                 .iter()
                 .map(|input| ipc::stream_summary(input, true))
                 .collect::<Result<Vec<_>>>()?;
-            if summaries
+            rows = summaries
                 .iter()
-                .all(|summary| summary.null_counts.is_some())
-            {
+                .try_fold(0u64, |total, summary| total.checked_add(summary.rows?));
+            if needs_null_counts(spec, &summary.schema) {
                 null_to_nan = files_null_to_nan(
                     spec,
                     summaries.iter().map(|summary| {
@@ -72,7 +77,7 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
     let raw = in_stream(ipc::read_streams(inputs), &work, spec, &start);
     Ok(Plan {
         pieces: select(raw, &start, None),
-        num_rows: None,
+        num_rows: rows.and_then(|rows| spec.rows_of_stream(rows)),
         work,
         settings,
         start,

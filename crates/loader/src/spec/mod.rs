@@ -54,7 +54,7 @@ options::batch_spec! {
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct BatchSpec {
         /// Rows per batch: every batch has exactly this many rows except possibly the last.
-        #[option(Usize, Stream, default = 1024)]
+        #[option(Count, Stream, default = 1024)]
         pub batch_size: usize,
         /// Drop the last batch when it has fewer than `batch_size` rows; otherwise yield it short.
         #[option(Bool, Stream, default = false)]
@@ -104,7 +104,7 @@ options::batch_spec! {
         #[option(Seed, Stream, default = 0)]
         pub seed: u64,
         /// Rows shuffled together when `shuffle` is on; at least 1.
-        #[option(Usize, Stream, default = 65_536)]
+        #[option(Count, Stream, default = 65_536)]
         pub buffer_size: usize,
         /// Which shard this loader reads, in `0..num_shards`.
         #[option(Usize, Stream, default = 0)]
@@ -112,12 +112,12 @@ options::batch_spec! {
         /// How many disjoint shards the source is split into.
         ///
         /// Files and row groups are dealt to the shards round-robin.
-        #[option(Usize, Stream, default = 1)]
+        #[option(Count, Stream, default = 1)]
         pub num_shards: usize,
         /// Batches made ahead of the consumer, from 1 to [`MAX_PREFETCH`].
         ///
         /// It is the bound of the channel between the threads.
-        #[option(Usize, Stream, default = 2)]
+        #[option(Count, Stream, default = 2)]
         pub prefetch: usize,
         /// Threads decoding Parquet row groups in parallel, at most [`MAX_DECODE_THREADS`].
         ///

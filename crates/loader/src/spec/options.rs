@@ -26,6 +26,8 @@ pub enum OptionType {
     NullToNan,
     /// A count or a size: `usize`, from a non-negative integer.
     Usize,
+    /// A count of at least 1: `usize`, from a positive integer (a batch size, a depth).
+    Count,
     /// An optional count: `Option<usize>`.
     OptionalUsize,
     /// A non-negative 64-bit integer: `u64`.
@@ -194,7 +196,7 @@ impl OptionType {
             (self, value),
             (OptionType::Bool, OptionValue::Bool(_))
                 | (OptionType::NullToNan, OptionValue::NullToNan(_))
-                | (OptionType::Usize, OptionValue::Usize(_))
+                | (OptionType::Usize | OptionType::Count, OptionValue::Usize(_))
                 | (OptionType::OptionalUsize, OptionValue::OptionalUsize(_))
                 | (OptionType::U64 | OptionType::Seed, OptionValue::U64(_))
                 | (OptionType::Columns, OptionValue::Columns(_))

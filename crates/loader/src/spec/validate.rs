@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use arrow_schema::Schema;
 
-use super::{BatchSpec, MAX_DECODE_THREADS, MAX_PREFETCH};
+use super::{BatchSpec, MAX_DECODE_THREADS, MAX_PREFETCH, OptionType, OptionValue};
 use crate::images::ImageColumn;
 use crate::sequences::{Sequence, SequenceMode};
 use crate::{Error, Result};
@@ -22,14 +22,13 @@ impl BatchSpec {
     /// options for a mode that does not pad, a token budget without sequences, or an output
     /// name claimed twice.
     pub fn validate(&self) -> Result<()> {
-        let at_least_one = [
-            ("batch_size", self.batch_size),
-            ("buffer_size", self.buffer_size),
-            ("prefetch", self.prefetch),
-            ("num_shards", self.num_shards),
-        ];
-        if let Some((field, _)) = at_least_one.iter().find(|(_, value)| *value == 0) {
-            return invalid(format!("{field} is 0; expected at least 1"));
+        // The options declared as counts of at least 1.
+        for option in Self::OPTIONS {
+            if option.option_type == OptionType::Count
+                && self.option(option.name) == Some(OptionValue::Usize(0))
+            {
+                return invalid(format!("{} is 0; expected at least 1", option.name));
+            }
         }
         if self.prefetch > MAX_PREFETCH {
             return invalid(format!(
@@ -147,8 +146,8 @@ impl BatchSpec {
             } else if sequence.mode != SequenceMode::Pad && sequence.sets_padding() {
                 return invalid(format!(
                     "sequence {column:?} is in mode {:?} and sets padding options; pad_value, \
-                     max_length, pad_to_multiple_of, padding_side and truncation_side apply \
-                     to mode \"pad\" only",
+                     pad_to_multiple_of and padding_side apply to mode \"pad\" only \
+                     (max_length and truncation_side cut the rows of every mode)",
                     sequence.mode.as_str()
                 ));
             }
@@ -227,6 +226,16 @@ impl BatchSpec {
                 "sequence {column:?} is in mode \"concat\" without max_length; expected the \
                  length of its rows"
             ));
+        }
+        for (field, id) in [
+            ("bos_token_id", sequence.bos_token_id),
+            ("eos_token_id", sequence.eos_token_id),
+        ] {
+            if let Some(id) = id.filter(|id| *id < 0) {
+                return invalid(format!(
+                    "{field} of sequence {column:?} is {id}; expected a token id, at least 0"
+                ));
+            }
         }
         let default = Sequence::new(column.clone(), SequenceMode::Concat);
         if sequence.pad_to_multiple_of.is_some()

@@ -385,7 +385,7 @@ fn names_a_sequence_adds_are_refused_when_taken() {
 #[test]
 fn a_spec_with_padding_options_outside_pad_mode_is_refused() {
     let mut spec = sequences(SequenceMode::Pack);
-    spec.sequences[0].max_length = Some(3);
+    spec.sequences[0].pad_to_multiple_of = Some(3);
     let error = batches(reader(table(&[3], false)), spec)
         .err()
         .unwrap()

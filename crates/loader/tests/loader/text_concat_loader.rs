@@ -41,10 +41,11 @@ fn source(docs: &[Vec<i32>], sizes: &[usize]) -> Source {
     reader(out)
 }
 
+// The end-of-document id 999 is held by no document (their ids are 1000 * i + j, j < 7).
 const SIZES: [usize; 4] = [9, 4, 13, 6];
 
 fn concat() -> Sequence {
-    Sequence::concat("tokens", 6).eos_token_id(-1)
+    Sequence::concat("tokens", 6).eos_token_id(999)
 }
 
 fn spec() -> BatchSpec {
@@ -69,7 +70,7 @@ fn batches_equal_those_of_a_concat_packer_fed_the_same_documents() {
         .map(plain)
         .collect();
     let mut options = ConcatPackOptions::new(6, 3);
-    options.eos_token_id = Some(-1);
+    options.eos_token_id = Some(999);
     let mut packer = ConcatPacker::new(options, DType::Int32).unwrap();
     let list: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(
         docs.iter().map(|doc| Some(doc.iter().map(|&t| Some(t)))),
@@ -146,13 +147,13 @@ fn a_state_of_other_concat_options_is_refused_naming_the_option() {
     let mut loader = batches(source(&docs, &[20]), spec()).unwrap();
     loader.next().unwrap().unwrap();
     let state = loader.state();
-    let other = BatchSpec::new(3).sequence(Sequence::concat("tokens", 6).eos_token_id(-2));
+    let other = BatchSpec::new(3).sequence(Sequence::concat("tokens", 6).eos_token_id(998));
     let error = batches(source(&docs, &[20]), other.state(state.clone()))
         .err()
         .expect("another eos_token_id is refused");
     assert_eq!(
         chain(&error),
-        "cannot resume from the state: sequences[\"tokens\"].eos_token_id: saved -1, given -2"
+        "cannot resume from the state: sequences[\"tokens\"].eos_token_id: saved 999, given 998"
     );
     let merged = merge_states(&[state]).unwrap_err();
     assert!(
@@ -169,7 +170,8 @@ fn shards_pack_their_own_documents() {
     for shard in 0..2 {
         for batch in collect(source(&docs, &[10, 10, 10, 10]), spec().shard(shard, 2)) {
             let tokens: Vec<i32> = values(&batch["tokens"]);
-            seen.extend(tokens.into_iter().filter(|&t| t > 0));
+            // Every token but the end-of-document ids (and the padding of a last short row).
+            seen.extend(tokens.into_iter().filter(|&t| t > 0 && t != 999));
         }
     }
     seen.sort_unstable();

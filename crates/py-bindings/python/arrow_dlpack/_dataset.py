@@ -10,6 +10,8 @@ import multiprocessing
 import multiprocessing.context
 import operator
 import os
+import sys
+import warnings
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Union
 
 from torch.utils.data import IterableDataset
@@ -30,6 +32,25 @@ from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
 from arrow_dlpack._sources import as_source
 
 __all__ = ["BatchDataset"]
+
+
+def _warn_if_batched_again(caller: Any) -> None:
+    """Warns when a DataLoader batches the dataset's batches again: with ``batch_size`` other
+    than ``None``, its fetcher takes that many of our batches and stacks them, which adds a
+    leading dimension (``(1, B, ...)`` with the default ``batch_size=1``) without an error.
+    The fetcher is recognised by its class name and ``auto_collation`` flag (torch's, and
+    torchdata's ``StatefulDataLoader``'s); anything else is left alone."""
+    fetcher = caller.f_locals.get("self") if caller is not None else None
+    if type(fetcher).__name__.endswith("IterableDatasetFetcher") and getattr(
+        fetcher, "auto_collation", False
+    ):
+        warnings.warn(
+            "a DataLoader batches the batches of this BatchDataset again, which adds a leading "
+            "dimension to every tensor ((1, B, ...) with its default batch_size=1); "
+            "expected DataLoader(dataset, batch_size=None), since the dataset makes the batches",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 class _SharedEpoch:
@@ -76,9 +97,9 @@ class BatchDataset(IterableDataset):
     batches itself (hence ``batch_size=None``), and each worker reads its own shard. Every
     argument is :func:`arrow_dlpack.batches`'s (but ``progress``), and every one is checked
     when the dataset is made, in the process that makes it: a misspelt keyword is a
-    ``TypeError``, a bad value a ``ValueError`` or ``TypeError`` naming it, and for files (local
-    or in object storage) the columns are checked against their schema (their footers are read;
-    no data is).
+    ``TypeError``, a bad value a ``ValueError`` or ``TypeError`` naming it, and the columns are
+    checked against the source's schema: for files (local or in object storage) their footers
+    are read (no data is); in-memory tables and readers (pyarrow's, polars') state theirs.
 
     Unlike the iterator of :func:`arrow_dlpack.batches`, the dataset is iterated any number of
     times: each ``iter()`` makes a new loader. ``len(dataset)`` is the number of batches of this
@@ -217,14 +238,18 @@ class BatchDataset(IterableDataset):
         if self._num_batches is None:
             raise ArrowDLPackTypeError(
                 "the number of batches of this dataset is not known in advance: the source does "
-                "not say its rows (a stream, a Ray dataset), or batches are cut by tokens "
-                "(max_tokens)"
+                "not say its rows (a reader, a stream in object storage, a Ray dataset), its "
+                "record batches are dealt to several ranks as they come (a stream), or batches "
+                "are cut by tokens (max_tokens)"
             )
         return self._num_batches
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
         from torch import from_dlpack
 
+        # The body runs at the first next(): called by a DataLoader's fetcher, the frame above
+        # is its fetch().
+        _warn_if_batched_again(sys._getframe(1))
         options = dict(self.options)
         epoch = self._epoch.value
         saved = options.get("state")

@@ -2,7 +2,7 @@
 //! builtin file-system exceptions for files, this package's classes for the rest, with the
 //! messages in Python's words where a Rust item or type name would show.
 
-use arrow_schema::Field;
+use arrow_schema::{DataType, Field};
 use pyo3::exceptions::PyMemoryError;
 use pyo3::prelude::*;
 
@@ -46,6 +46,19 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
                 // Nulls refused without `allow_nulls` (as `to_tensor()`), and the rest.
                 _ => Kind::Value,
             };
+            // Nulls in a column: the loader's three keywords that take them, named for it.
+            if let A::Nulls { null_count, .. } | A::TableNulls { null_count, .. } = source {
+                return raise(
+                    kind,
+                    format!(
+                        "cannot load {column:?}: found {null_count} nulls in the column; expected \
+                         none: pass null_to_nan=[{column:?}] for floats with NaN where the nulls \
+                         are, or allow_nulls=True to accept them (null slots then hold \
+                         unspecified values) with masks=[{column:?}] for a \"{column}_mask\" \
+                         tensor that says where they are"
+                    ),
+                );
+            }
             let reason = python_message(source, Operation::ToTensor);
             return raise(kind, format!("cannot load {column:?}: {reason}"));
         }
@@ -76,6 +89,27 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
                 format!(
                     "cannot tokenize column {column:?} of type {}; expected a string, \
                      large_string or string_view column{purpose}",
+                    field_type_name(&field)
+                ),
+            );
+        }
+        // A column named in `images=` that holds no encoded images, in PyArrow's type names.
+        E::UnsupportedColumn {
+            column,
+            data_type,
+            metadata,
+            expected,
+            ..
+        } if *expected == arrow_dlpack_loader::IMAGE_TYPES => {
+            let field = Field::new(column.as_str(), data_type.clone(), true)
+                .with_metadata(metadata.clone());
+            return raise(
+                Kind::Type,
+                format!(
+                    "cannot decode column {column:?} of type {} as images (it is named in \
+                     images=); expected a binary, large_binary or binary_view column of encoded \
+                     images, or a struct with a bytes field of one of these and an optional \
+                     path string field (Hugging Face's Image)",
                     field_type_name(&field)
                 ),
             );
@@ -259,8 +293,43 @@ fn unsupported_column_message(column: &str, field: &Field, as_sequence: bool) ->
             "{single}; an arrow.variable_shape_tensor column is read with \
              ad.array(column), a VariableShapeTensorArray (its rows, to_padded(), to_ragged())"
         )
+    } else if is_binary(field) {
+        format!(
+            "{single}; a column of encoded images (JPEG, PNG, WebP, GIF, BMP) is decoded with \
+             images={{{column:?}: {{\"size\": 224}}}}"
+        )
+    } else if is_text(field.data_type()) {
+        format!(
+            "{single}; a column of text becomes token ids with \
+             sequences={{{column:?}: {{\"mode\": \"pad\", \"tokenizer\": \"tokenizer.json\"}}}}"
+        )
     } else {
         single.to_string()
     };
     format!("cannot load column {column:?} of type {type_name}; expected {expected}")
+}
+
+/// Whether `field` holds encoded bytes as `images=` reads them: a binary column, or a struct with
+/// a binary `bytes` field (Hugging Face's `Image`).
+fn is_binary(field: &Field) -> bool {
+    let binary = |data_type: &DataType| {
+        matches!(
+            data_type,
+            DataType::Binary | DataType::LargeBinary | DataType::BinaryView
+        )
+    };
+    match field.data_type() {
+        DataType::Struct(fields) => fields
+            .iter()
+            .any(|inner| inner.name() == "bytes" && binary(inner.data_type())),
+        other => binary(other),
+    }
+}
+
+/// Whether `data_type` is text, as a tokenizer in `sequences=` reads it.
+fn is_text(data_type: &DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    )
 }

@@ -3,12 +3,12 @@
 //! `ad.merge_states`).
 
 use arrow_array::RecordBatchReader;
-use arrow_dlpack_loader::{OptionScope, collate, outline};
+use arrow_dlpack_loader::{OptionScope, Source, collate, outline};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::options::{self, spec_from_options};
-use super::source::{Input, StreamBatches, source_of, stream_rows};
+use super::source::{Input, StreamBatches, source_of, stated_schema, stream_rows};
 use crate::arrow_ffi::CheckedStream;
 use crate::errors;
 use crate::py_tensor::PyTensor;
@@ -34,7 +34,8 @@ pub(super) fn batch_dict(
 /// ...)` checks before its first batch, without making a loader: every option (as `_Batches`
 /// takes them), and for files and objects in object storage the spec against their schema
 /// (their footers are read; no data is, and no loader thread starts). A stream is not read
-/// (it could be read only once): `source` may then be `None`.
+/// (it could be read only once), but the schema it states is checked: `source` may then be
+/// `None`.
 ///
 /// Returns `{"num_rows": ..., "num_batches": ...}`, each `None` where unknown: from the files'
 /// metadata, or from the rows an in-memory stream says it holds.
@@ -51,6 +52,17 @@ pub(crate) fn check_options<'py>(
     let (mut num_rows, mut num_batches) = (None, None);
     if let Some(source) = source.filter(|source| !source.is_none()) {
         if let Some(rows) = stream_rows(source)? {
+            // A stream is not read here, but the schema it states (a table's, a reader's) is
+            // checked against the spec as the loader checks it: columns, types, names.
+            if let Some(schema) = stated_schema(source)? {
+                let empty = Source::RecordBatches {
+                    schema,
+                    batches: Vec::new(),
+                };
+                errors::no_panic("checking the options against the source's schema", || {
+                    outline(empty, &spec).map_err(errors::loader_error)
+                })?;
+            }
             num_rows = rows.and_then(|rows| spec.rows_of_stream(rows));
             num_batches = num_rows.and_then(|rows| spec.batches_for(rows));
         } else {

@@ -247,7 +247,9 @@ impl PyBatches {
         self.batches_left().ok_or_else(|| {
             pyo3::exceptions::PyTypeError::new_err(
                 "the number of batches is not known in advance: the source does not say its \
-                 rows (a stream), or batches are cut by tokens (max_tokens)",
+                 rows (a reader, a stream in object storage), its record batches are dealt to \
+                 several ranks as they come (a stream), or batches are cut by tokens \
+                 (max_tokens)",
             )
         })
     }

@@ -47,6 +47,7 @@ fn from_python(option: &OptionDecl, value: &Bound<'_, PyAny>) -> PyResult<Option
         OptionType::Bool => OptionValue::Bool(flag(name, value)?),
         OptionType::NullToNan => OptionValue::NullToNan(null_to_nan(name, value)?),
         OptionType::Usize => OptionValue::Usize(count(name, value)?),
+        OptionType::Count => OptionValue::Usize(positive(name, value)?),
         OptionType::OptionalUsize => {
             OptionValue::OptionalUsize(optional(value, |value| count(name, value))?)
         }
@@ -118,7 +119,7 @@ fn python_annotation(option_type: OptionType) -> &'static str {
     match option_type {
         OptionType::Bool => "bool",
         OptionType::NullToNan => "Union[bool, Sequence[str]]",
-        OptionType::Usize | OptionType::U64 | OptionType::Seed => "int",
+        OptionType::Usize | OptionType::Count | OptionType::U64 | OptionType::Seed => "int",
         OptionType::OptionalUsize => "Optional[int]",
         OptionType::Columns | OptionType::Names => "Optional[Sequence[str]]",
         OptionType::Groups => "Optional[Mapping[str, Sequence[str]]]",
@@ -216,6 +217,17 @@ fn count(name: &str, value: &Bound<'_, PyAny>) -> PyResult<usize> {
     int.extract().map_err(|_| {
         errors::value_error(format!("{name} is {int}; expected at most {}", usize::MAX))
     })
+}
+
+/// A count of at least 1: 0 or a negative one is a `ValueError` naming the option.
+fn positive(name: &str, value: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let int = integer(name, value)?;
+    if int.lt(1)? {
+        return Err(errors::value_error(format!(
+            "{name} is {int}; expected at least 1"
+        )));
+    }
+    count(name, value)
 }
 
 /// A non-negative 64-bit integer.
@@ -417,8 +429,11 @@ fn sequences(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<Sequence>> {
                 "padding_side" => sequence.padding_side = side(&here, &value)?,
                 "truncation_side" => sequence.truncation_side = side(&here, &value)?,
                 _ => {
-                    return Err(errors::value_error(format!(
-                        "{at} has key {key:?}; expected keys among {SEQUENCE_KEYS:?}"
+                    // An unknown key is a `TypeError`, as an unknown keyword argument is (and
+                    // an unknown key of an image spec).
+                    return Err(errors::type_error(format!(
+                        "{at}: unknown sequence key {key:?}; expected {}",
+                        SEQUENCE_KEYS.join(", ")
                     )));
                 }
             }

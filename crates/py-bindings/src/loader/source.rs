@@ -149,6 +149,40 @@ fn stream_objects<'py>(
     Ok(objects)
 }
 
+/// The schema that the first object of a stream source (`object`, or the first item of a list
+/// or tuple) states without being read, through its `__arrow_c_schema__` or its `schema`'s (a
+/// pyarrow Table, RecordBatch or RecordBatchReader); `None` for a source of paths, or an object
+/// that states none (a polars DataFrame, whose schema is checked by its first pass). The schema
+/// is checked as every imported schema is.
+pub(super) fn stated_schema(object: &Bound<'_, PyAny>) -> PyResult<Option<SchemaRef>> {
+    if paths_of(object)?.is_some() {
+        return Ok(None);
+    }
+    let Some((first, _)) = stream_objects(object)?.into_iter().next() else {
+        return Ok(None);
+    };
+    // The object's own method, or its `schema`'s (pyarrow's Table, RecordBatch and
+    // RecordBatchReader state theirs so: reading a reader's schema does not consume it).
+    let mut method = crate::protocols::optional_attribute(&first, "__arrow_c_schema__")?;
+    if method.is_none() {
+        if let Some(schema) = crate::protocols::optional_attribute(&first, "schema")? {
+            method = crate::protocols::optional_attribute(&schema, "__arrow_c_schema__")?;
+        }
+    }
+    let Some(method) = method else {
+        return Ok(None);
+    };
+    let field = crate::arrow_ffi::checked_field(&method.call0()?)?;
+    Ok(match field.data_type() {
+        DataType::Struct(fields) => Some(Arc::new(Schema::new_with_metadata(
+            fields.clone(),
+            field.metadata().clone(),
+        ))),
+        // Not a table's schema: the stream is refused when it is read, as before.
+        _ => None,
+    })
+}
+
 /// The rows that every one of `objects` says it holds, summed; `None` when one does not say.
 fn stated_rows(objects: &[(Bound<'_, PyAny>, Bound<'_, PyAny>)]) -> PyResult<Option<u64>> {
     let mut total = Some(0u64);

@@ -1,8 +1,8 @@
-//! `RaggedTensor` itself: checked construction, rows, slices, take, concat, from_rows.
+//! `RaggedTensor` itself: checked construction, rows, slices, take, concat, from_rows, truncate.
 
 use arrow_array::cast::AsArray;
 use arrow_buffer::Buffer;
-use arrow_dlpack::{DType, Error, RaggedTensor, Tensor};
+use arrow_dlpack::{DType, Error, RaggedTensor, Side, Tensor};
 use proptest::prelude::*;
 
 use super::{i32_tensor, rows_i32};
@@ -141,6 +141,42 @@ fn concat_copies_and_keeps_one_piece() {
         RaggedTensor::concat(&[a, floats]),
         Err(Error::MixedRaggedPieces { index: 1, .. })
     ));
+}
+
+#[test]
+fn truncate_keeps_the_start_or_the_end_of_each_long_row() {
+    let ragged = RaggedTensor::new(
+        i32_tensor(vec![1, 2, 3, 4, 5, 6, 7]),
+        Tensor::from_vec(vec![0i64, 4, 4, 5, 7], vec![5]).unwrap(),
+    )
+    .unwrap();
+    let right = ragged.truncate(2, Side::Right).unwrap();
+    assert_eq!(
+        rows_i32(&right),
+        vec![vec![1, 2], vec![], vec![5], vec![6, 7]]
+    );
+    // The offsets keep their width.
+    assert_eq!(right.offsets().dtype(), DType::Int64);
+    let left = ragged.truncate(2, Side::Left).unwrap();
+    assert_eq!(
+        rows_i32(&left),
+        vec![vec![3, 4], vec![], vec![5], vec![6, 7]]
+    );
+    assert_eq!(
+        rows_i32(&ragged.truncate(0, Side::Right).unwrap()),
+        vec![Vec::<i32>::new(); 4]
+    );
+    // No row longer than the limit: the same values, not a copy.
+    let same = ragged.truncate(4, Side::Right).unwrap();
+    assert_eq!(same.values().data_ptr(), ragged.values().data_ptr());
+    // Elements of several values each (an inner shape) are cut whole.
+    let pairs =
+        RaggedTensor::from_rows(&[Tensor::from_vec(vec![1u8, 2, 3, 4, 5, 6], vec![3, 2]).unwrap()])
+            .unwrap()
+            .truncate(1, Side::Left)
+            .unwrap();
+    assert_eq!(pairs.values().as_slice::<u8>().unwrap(), &[5, 6]);
+    assert_eq!(pairs.values().shape(), &[1, 2]);
 }
 
 #[test]

@@ -1,0 +1,108 @@
+"""What the loader says to a user who asks for what it cannot give: each refusal names the
+keyword that gives it (``masks``/``null_to_nan``/``allow_nulls`` for nulls, ``images=`` for
+encoded bytes, a tokenizer in ``sequences=`` for text), in the package's exception classes."""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import arrow_dlpack as ad
+
+
+@pytest.fixture
+def table():
+    return pa.table(
+        {
+            "label": pa.array([1, None, 3], pa.int64()),
+            "text": ["a", "b", "c"],
+            "jpeg": pa.array([b"\xff\xd8", b"\xff\xd8", b"\xff\xd8"]),
+            "image": pa.array(
+                [{"bytes": b"\x89PNG", "path": None}] * 3,
+                pa.struct([("bytes", pa.binary()), ("path", pa.string())]),
+            ),
+            "x": pa.array([1.0, 2.0, 3.0]),
+        }
+    )
+
+
+def test_nulls_in_a_column_name_the_three_keywords_that_take_them(table):
+    with pytest.raises(ad.ArrowDLPackValueError) as caught:
+        next(iter(ad.batches(table, 2, columns=["label"])))
+    message = str(caught.value)
+    assert message.startswith('cannot load "label": found 1 nulls in the column')
+    for keyword in ('masks=["label"]', '"label_mask"', 'null_to_nan=["label"]', "allow_nulls=True"):
+        assert keyword in message
+    # Each keyword it names works.
+    (batch,) = ad.batches(table, 3, columns=["label"], allow_nulls=True, masks=["label"])
+    assert np.from_dlpack(batch["label_mask"]).tolist() == [True, False, True]
+    assert np.from_dlpack(batch["label"])[[0, 2]].tolist() == [1, 3]
+    (batch,) = ad.batches(table, 3, columns=["label"], null_to_nan=["label"])
+    assert np.isnan(np.from_dlpack(batch["label"])[1])
+
+
+@pytest.mark.parametrize("column", ["jpeg", "image"])
+def test_a_column_of_encoded_bytes_points_to_images(table, column):
+    with pytest.raises(ad.ArrowDLPackTypeError) as caught:
+        ad.batches(table, 2, columns=[column])
+    assert f'images={{"{column}": {{"size": 224}}}}' in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_string(), pa.string_view()])
+def test_a_column_of_text_points_to_a_tokenizer(table, kind):
+    table = table.set_column(1, "text", table.column("text").cast(kind))
+    with pytest.raises(ad.ArrowDLPackTypeError) as caught:
+        ad.batches(table, 2, columns=["text"])
+    assert 'sequences={"text": {"mode": "pad", "tokenizer": "tokenizer.json"}}' in str(caught.value)
+
+
+def test_a_numeric_column_gets_no_hint(table):
+    table = table.append_column("when", pa.array([1, 2, 3], pa.timestamp("s")))
+    with pytest.raises(ad.ArrowDLPackTypeError) as caught:
+        ad.batches(table, 2, columns=["when"])
+    assert "images=" not in str(caught.value) and "tokenizer" not in str(caught.value)
+
+
+def test_columns_empty_names_the_selection_not_the_file(table, tmp_path):
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path)
+    for source in (table, str(path)):
+        with pytest.raises(ad.ArrowDLPackValueError) as caught:
+            ad.batches(source, 2, columns=[])
+        message = str(caught.value)
+        assert "columns is empty and no group, mask, sequence or image column names a column" in message
+        assert str(path) not in message
+    # A mask alone is something to load.
+    (batch,) = ad.batches(table, 3, columns=[], masks=["label"])
+    assert list(batch) == ["label_mask"]
+    assert np.from_dlpack(batch["label_mask"]).tolist() == [True, False, True]
+
+
+@pytest.mark.parametrize("option", ["batch_size", "prefetch", "buffer_size"])
+@pytest.mark.parametrize("value", [0, -1])
+def test_counts_say_at_least_one_for_zero_and_negative_values_alike(table, option, value):
+    with pytest.raises(ad.ArrowDLPackValueError, match=rf"^{option} is {value}; expected at least 1$"):
+        ad.batches(table, **{"batch_size": 2, option: value})
+
+
+def test_unknown_keys_of_sequences_and_images_are_type_errors_as_unknown_keywords(table):
+    with pytest.raises(ad.ArrowDLPackTypeError, match='unknown sequence key "lenght"'):
+        ad.batches(table, 2, sequences={"x": {"mode": "pad", "lenght": 3}})
+    with pytest.raises(ad.ArrowDLPackTypeError, match='unknown image spec key "sise"'):
+        ad.batches(table, 2, images={"jpeg": {"size": 4, "sise": 3}})
+
+
+def test_a_column_named_in_images_that_holds_no_images_says_what_images_are(table):
+    with pytest.raises(ad.ArrowDLPackTypeError) as caught:
+        ad.batches(table, 2, columns=[], images={"x": {"size": 4}})
+    message = str(caught.value)
+    assert message.startswith('cannot decode column "x" of type double as images (it is named in images=)')
+    assert "Hugging Face's Image" in message
+
+
+@pytest.mark.parametrize("key", ["bos_token_id", "eos_token_id"])
+def test_a_negative_token_id_for_the_concat_packing_is_refused(key):
+    table = pa.table({"ids": pa.array([[1, 2], [3]], pa.list_(pa.int64()))})
+    spec = {"mode": "concat", "max_length": 4, key: -1}
+    with pytest.raises(ad.ArrowDLPackValueError, match=rf'{key} of sequence "ids" is -1; expected a token id, at least 0'):
+        ad.batches(table, 2, sequences={"ids": spec})
