@@ -218,7 +218,12 @@ fn image_size(value: &Bound<'_, PyAny>) -> PyResult<ImageSize> {
     if value.is_instance_of::<PyInt>() {
         return Ok(ImageSize::square(u32_value("size", value)?));
     }
-    let pair = sequence("size", value)?;
+    let pair = sequence("size", value).map_err(|_| {
+        errors::type_error(format!(
+            "size is {}; expected an int or a (height, width) pair",
+            type_name(value)
+        ))
+    })?;
     match pair.as_slice() {
         [height, width] => Ok(ImageSize::new(
             u32_value("size", height)?,

@@ -58,6 +58,37 @@ def test_writes_into_batches_of_a_dataset_loaded_from_disk_do_not_crash(tmp_path
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])
 
 
+def test_writes_through_batches_of_read_only_mapped_tables_do_not_crash(tmp_path):
+    # ad.batches hands out views, and torch writes through them whatever their read-only flag:
+    # over memory mapped read-only (a saved Hugging Face dataset's cache files, a table read
+    # through pyarrow's memory_map) its batches are private copies; over a table in ordinary
+    # memory they stay views. In a child, so that a regression fails one test.
+    script = textwrap.dedent(
+        f"""
+        import numpy as np, pyarrow as pa, torch, datasets, arrow_dlpack as ad
+        root = {str(tmp_path)!r}
+        datasets.Dataset.from_dict({{"x": np.arange(1000, dtype=np.float32)}}).save_to_disk(root + "/hf")
+        ds = datasets.load_from_disk(root + "/hf")
+        for batch in ad.batches(ds, 100):
+            torch.from_dlpack(batch["x"]).sub_(1.0)
+        assert ds["x"][:3] == [0.0, 1.0, 2.0], ds["x"][:3]
+        with pa.ipc.new_file(root + "/t.arrow", pa.schema([("x", pa.float64())])) as writer:
+            writer.write_table(pa.table({{"x": np.arange(100.0)}}))
+        mapped = pa.ipc.open_file(pa.memory_map(root + "/t.arrow")).read_all()
+        for source in (mapped, mapped.to_batches(), mapped.to_batches()[0]):
+            for batch in ad.batches(source, 10):
+                torch.from_dlpack(batch["x"]).mul_(2.0)
+        assert mapped.column("x").to_pylist() == list(np.arange(100.0))
+        in_memory = pa.table({{"x": np.arange(100.0)}})
+        batch = next(ad.batches(in_memory, 10))
+        assert np.from_dlpack(batch["x"]).ctypes.data == in_memory.column("x").chunks[0].buffers()[1].address
+        print("ok")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])
+
+
 def test_a_dataloader_that_batches_the_batches_again_is_warned_about():
     import warnings
 

@@ -106,3 +106,30 @@ def test_a_negative_token_id_for_the_concat_packing_is_refused(key):
     spec = {"mode": "concat", "max_length": 4, key: -1}
     with pytest.raises(ad.ArrowDLPackValueError, match=rf'{key} of sequence "ids" is -1; expected a token id, at least 0'):
         ad.batches(table, 2, sequences={"ids": spec})
+
+
+def test_a_text_sequence_without_a_tokenizer_points_to_one(table):
+    with pytest.raises(ad.ArrowDLPackTypeError) as caught:
+        ad.batches(table, 2, columns=[], sequences={"text": "pad"})
+    assert '"tokenizer": "tokenizer.json"' in str(caught.value)
+
+
+def test_a_misspelt_image_or_sequence_column_is_named_missing_before_other_columns_are_typed(table):
+    # columns=None loads every other column, and "jpeg" is binary: the typo is what is reported.
+    with pytest.raises(ad.ArrowDLPackValueError, match=r'column "jpg" not found; expected one of \["label", "text", "jpeg", "image", "x"\]'):
+        ad.batches(table, 2, images={"jpg": {"size": 4}})
+    with pytest.raises(ad.ArrowDLPackValueError, match='column "txt" not found'):
+        ad.batches(table, 2, sequences={"txt": "pad"})
+
+
+def test_a_dataloaders_state_dict_given_as_a_loader_state_says_where_each_goes(table):
+    with pytest.raises(ad.ArrowDLPackValueError) as caught:
+        ad.batches(table, 2, columns=["x"], state={"_snapshot": {}, "_steps_since_snapshot": 0})
+    message = str(caught.value)
+    assert "lacks the key 'version'" in message
+    assert "a StatefulDataLoader's state_dict() goes back to its own load_state_dict()" in message
+
+
+def test_an_image_size_that_is_not_an_int_or_a_pair_says_both(table):
+    with pytest.raises(ad.ArrowDLPackTypeError, match=r"size is str; expected an int or a \(height, width\) pair"):
+        ad.batches(table, 2, columns=[], images={"jpeg": {"size": "64"}})

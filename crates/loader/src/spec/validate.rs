@@ -280,6 +280,23 @@ impl BatchSpec {
     /// must be there once, and when every column is loaded, no output name may be claimed twice.
     pub(crate) fn check_schema(&self, schema: &Schema) -> Result<()> {
         let source_names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        // A name the source lacks is reported first, before the types of the columns that
+        // `columns: None` loads: a misspelt image or sequence column is named as missing rather
+        // than leaving its real column to be refused as every other column.
+        let asked = self.columns.iter().flatten();
+        let named_anywhere = asked
+            .chain(self.groups.iter().flat_map(|group| &group.columns))
+            .chain(self.sequences.iter().map(|s| &s.column))
+            .chain(self.images.iter().map(|image| &image.column))
+            .chain(self.masks.iter());
+        for name in named_anywhere {
+            if !source_names.contains(&name.as_str()) {
+                return Err(Error::MissingColumn {
+                    column: name.clone(),
+                    available: source_names.iter().map(|s| s.to_string()).collect(),
+                });
+            }
+        }
         let singles = self.single_columns(&source_names);
         let grouped = self.groups.iter().flat_map(|group| &group.columns);
         let sequences = self.sequences.iter().map(|s| &s.column);

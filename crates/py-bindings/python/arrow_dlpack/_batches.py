@@ -35,6 +35,7 @@ from arrow_dlpack._arrow_dlpack import (
     _merge_states,
 )
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
+from arrow_dlpack._read_only import maps_read_only
 from arrow_dlpack._sources import as_source
 
 __all__ = ["Batches", "batches", "merge_states"]
@@ -512,6 +513,11 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
     _check_options(None, **spec)
     rank, world_size = python.get("rank"), python.get("world_size")
     source = _hf_stream(source)
+    if not spec.get("writable", False) and maps_read_only(source):
+        # Views of memory mapped read-only (a Hugging Face Dataset's cache files, a table read
+        # through pyarrow's memory_map) would kill the process when torch writes through them:
+        # its batches are private copies.
+        spec["writable"] = True
     blocks = _ray_blocks(source)
     if _is_ray_dataset(source):
         # Ray's blocks live in its object store, shared by every reader and immutable: a view

@@ -40,10 +40,15 @@ def _warn_if_batched_again(caller: Any) -> None:
     leading dimension (``(1, B, ...)`` with the default ``batch_size=1``) without an error.
     The fetcher is recognised by its class name and ``auto_collation`` flag (torch's, and
     torchdata's ``StatefulDataLoader``'s); anything else is left alone."""
-    fetcher = caller.f_locals.get("self") if caller is not None else None
-    if type(fetcher).__name__.endswith("IterableDatasetFetcher") and getattr(
-        fetcher, "auto_collation", False
-    ):
+    try:
+        fetcher = caller.f_locals.get("self") if caller is not None else None
+        batched_again = type(fetcher).__name__.endswith("IterableDatasetFetcher") and bool(
+            getattr(fetcher, "auto_collation", False)
+        )
+    except Exception:
+        # Whatever the caller is, a failure to recognise it is no reason to fail the pass.
+        batched_again = False
+    if batched_again:
         warnings.warn(
             "a DataLoader batches the batches of this BatchDataset again, which adds a leading "
             "dimension to every tensor ((1, B, ...) with its default batch_size=1); "

@@ -279,7 +279,14 @@ fn unsupported_column_message(column: &str, field: &Field, as_sequence: bool) ->
     let type_name = field_type_name(field);
     let single = "a numeric or boolean column, a fixed-size list of numbers, or an \
                   arrow.fixed_shape_tensor column";
-    let expected = if as_sequence {
+    let expected = if as_sequence && is_text(field.data_type()) {
+        format!(
+            "a list, large_list, list_view or large_list_view of numbers, booleans, fixed-size \
+             lists or fixed-shape tensors, for a sequence; a column of text is tokenized with a \
+             tokenizer in its entry: sequences={{{column:?}: {{\"mode\": \"pad\", \
+             \"tokenizer\": \"tokenizer.json\"}}}}"
+        )
+    } else if as_sequence {
         "a list, large_list, list_view or large_list_view of numbers, booleans, fixed-size lists \
          or fixed-shape tensors, for a sequence"
             .to_string()

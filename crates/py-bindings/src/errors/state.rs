@@ -25,7 +25,18 @@ pub(crate) fn state_message(
         }
     }
     let at = at.replace('"', "'");
-    format!("{at} {}", python_words(&error.inner().to_string()))
+    let inner = error.inner().to_string();
+    let mut message = format!("{at} {}", python_words(&inner));
+    // A dict that is no loader's state at all (a DataLoader's own state_dict(), a model's):
+    // what a state is, and where the other one goes.
+    if error.path().iter().next().is_none() && inner.starts_with("missing field") {
+        message.push_str(
+            "; expected a loader's state: Batches.state(), ad.merge_states(...), or \
+             BatchDataset.state_dict() (a StatefulDataLoader's state_dict() goes back to its \
+             own load_state_dict())",
+        );
+    }
+    message
 }
 
 /// serde's message (`invalid type: floating point `1.5`, expected u64`, `missing field `x``) in
