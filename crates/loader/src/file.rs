@@ -207,7 +207,7 @@ impl PlannedFile {
     }
 
     /// Refuses `metadata` when it describes a file other than the planned one.
-    fn check(&self, metadata: &Metadata) -> Result<()> {
+    pub(crate) fn check(&self, metadata: &Metadata) -> Result<()> {
         let now = Stamp::of(metadata);
         let change = if now.identity != self.stamp.identity {
             "another file has replaced it".to_string()

@@ -108,6 +108,11 @@ def test_a_dataloader_that_batches_the_batches_again_is_warned_about():
             warnings.simplefilter("error")
             shapes = [batch["x"].shape for batch in right]
         assert shapes == [(4,), (4,), (2,)]
+    # A collate_fn of one's own that unwraps the list is left alone.
+    unwrapping = DataLoader(dataset, batch_size=1, collate_fn=lambda batches: batches[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [batch["x"].shape[0] for batch in unwrapping] == [4, 4, 2]
     # Iterated by hand, nothing is said.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -127,3 +132,23 @@ def test_a_dataset_over_a_table_checks_its_columns_when_it_is_made_not_in_a_work
     reader = table.to_reader()
     dataset = ad.BatchDataset(reader, 4, columns=["x"])
     assert torch.cat(list(batch["x"] for batch in dataset)).tolist() == list(range(10))
+
+
+def test_shards_of_files_that_would_get_different_numbers_of_batches_are_warned_about(tmp_path):
+    import warnings
+
+    one = tmp_path / "one.parquet"
+    pq.write_table(pa.table({"x": np.arange(3000.0)}), one)
+    even = tmp_path / "even.parquet"
+    pq.write_table(pa.table({"x": np.arange(3000.0)}), even, row_group_size=500)
+    # One row group: rank 1 of 2 would get nothing, and a DDP run would hang.
+    for make in (
+        lambda: ad.BatchDataset(str(one), 100, rank=1, world_size=2),
+        lambda: ad.batches(str(one), 100, rank=0, world_size=2, seed=1),
+    ):
+        with pytest.warns(UserWarning, match=r"the 2 shards of this source get \[30, 0\] batches"):
+            make()
+    # Six row groups over two ranks: 15 batches each, nothing said.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(ad.BatchDataset(str(even), 100, rank=1, world_size=2)) == 15

@@ -133,3 +133,10 @@ def test_a_dataloaders_state_dict_given_as_a_loader_state_says_where_each_goes(t
 def test_an_image_size_that_is_not_an_int_or_a_pair_says_both(table):
     with pytest.raises(ad.ArrowDLPackTypeError, match=r"size is str; expected an int or a \(height, width\) pair"):
         ad.batches(table, 2, columns=[], images={"jpeg": {"size": "64"}})
+
+
+def test_a_list_of_tables_whose_types_differ_names_the_types():
+    first = pa.table({"x": pa.array([1.0, 2.0])})
+    second = pa.table({"x": pa.array([1, 2], pa.int64())})
+    with pytest.raises(ValueError, match=r"source 1 of the list has columns \[x: int64\]; expected those of source 0, \[x: double\]"):
+        list(ad.batches([first, second], 2))

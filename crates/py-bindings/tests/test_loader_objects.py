@@ -120,7 +120,7 @@ def test_a_list_of_record_batches_is_read_in_order():
     batches = numbered().to_batches()
     assert ids(ad.batches(batches, 64)) == list(range(ROWS))
     other = pa.record_batch({"other": pa.array([1, 2], pa.int64())})
-    with pytest.raises(ValueError, match=r'source 1 of the list has columns \["other"\]; expected those of source 0, \["id"\]'):
+    with pytest.raises(ValueError, match=r'source 1 of the list has columns \[other: int64\]; expected those of source 0, \[id: int64\]'):
         list(ad.batches([batches[0], other], 64))
     with pytest.raises(TypeError, match=r"a list of sources holds int at 1"):
         ad.batches([batches[0], 5], 64)

@@ -309,6 +309,8 @@ def test_names_that_a_sequence_adds_may_not_clash():
         ({"input_ids": {"padding_side": "top"}}, ValueError, "expected \"left\" or \"right\""),
         ({"input_ids": {"mode": "pack", "pad_value": 1}}, ValueError, "mode \"pad\" only"),
         ({"input_ids": {"mode": "jagged", "pad_to_multiple_of": 8}}, ValueError, "mode \"pad\" only"),
+        # Refused when given, even at its default value.
+        ({"input_ids": {"mode": "pack", "pad_value": 0}}, ValueError, "is in mode \"pack\" and sets pad_value"),
         ({"input_ids": 3}, TypeError, "expected a mode"),
     ],
 )

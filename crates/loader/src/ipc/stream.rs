@@ -21,7 +21,7 @@ use super::message::{
     BatchHeader, CONTINUATION, Refused, batch_header, check_compressed_body, first_nodes,
     message_bytes,
 };
-use crate::file;
+use crate::file::{self, PinnedFile, PlannedFile};
 use crate::quiet_panic::catch_quietly;
 #[cfg(feature = "object-store")]
 use crate::remote::RemoteObject;
@@ -35,6 +35,10 @@ pub(crate) const STREAM_CHUNK: u64 = 8 << 20;
 pub(crate) enum StreamInput {
     /// A local file.
     Path(PathBuf),
+    /// A local file as it was when the loader was planned (its headers read then): reopened by
+    /// path when it is read, and refused if it is then another file, or another length or
+    /// modification time, as a planned IPC file is.
+    Planned(PlannedFile),
     /// An object in object storage.
     #[cfg(feature = "object-store")]
     Remote(RemoteObject),
@@ -45,6 +49,7 @@ impl StreamInput {
     pub(crate) fn name(&self) -> &Path {
         match self {
             StreamInput::Path(path) => path,
+            StreamInput::Planned(planned) => planned.path(),
             #[cfg(feature = "object-store")]
             StreamInput::Remote(object) => object.name(),
         }
@@ -60,6 +65,13 @@ impl StreamInput {
                     .map_err(|error| Error::io(path, error))?
                     .len();
                 (Box::new(BufReader::new(file)), size)
+            }
+            StreamInput::Planned(planned) => {
+                let path = planned.path();
+                let file = file::open(path)?;
+                let metadata = file.metadata().map_err(|error| Error::io(path, error))?;
+                planned.check(&metadata)?;
+                (Box::new(BufReader::new(file)), metadata.len())
             }
             #[cfg(feature = "object-store")]
             StreamInput::Remote(object) => (
@@ -308,6 +320,9 @@ fn try_zeroed(name: &Path, len: usize) -> Result<MutableBuffer> {
     })
 }
 
+/// The end-of-stream marker: the continuation marker and a metadata length of 0.
+const END_OF_STREAM: [u8; 8] = [0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0];
+
 /// Decodes `message` with `decoder`, after checking its compressed body: the record batch it
 /// completes, if any.
 fn decode(
@@ -329,10 +344,26 @@ fn decode(
             ),
         })?;
     }
-    let mut bytes = message.bytes;
+    // arrow-rs's decoder reads a message's body only once more bytes follow its metadata, so a
+    // record batch without body bytes (no rows, or only null-type columns) would be decoded with
+    // the next message's bytes, leaving them over. Such a message is given an end-of-stream
+    // marker after it, which the decoder leaves over instead.
+    let empty_body =
+        message.kind == MessageHeader::RecordBatch && message.bytes.len() == message.meta_len;
+    let mut bytes = if empty_body {
+        let mut padded = MutableBuffer::new(message.bytes.len() + END_OF_STREAM.len());
+        padded.extend_from_slice(message.bytes.as_slice());
+        padded.extend_from_slice(&END_OF_STREAM);
+        Buffer::from(padded)
+    } else {
+        message.bytes
+    };
     let decoded = catch_quietly(|| decoder.decode(&mut bytes))
         .map_err(|payload| Error::decode_panic(name, unit.clone(), payload))?
         .map_err(|error| Error::ipc(name, format!("{unit}: {error}")))?;
+    if empty_body && decoded.is_some() && bytes.as_slice() == END_OF_STREAM {
+        return Ok(decoded);
+    }
     if !bytes.is_empty() {
         return Err(Error::ipc(
             name,
@@ -418,6 +449,8 @@ pub(crate) struct StreamSummary {
     /// The nulls of each top-level column, as the record batches' headers declare them;
     /// `None` when not read (an object, or not asked).
     pub(crate) null_counts: Option<Vec<Option<u64>>>,
+    /// The local file whose headers were read, as it was then; `None` when not read.
+    pub(crate) planned: Option<PlannedFile>,
 }
 
 /// The schema of the IPC stream `input`, from its first message; with `headers`, a local
@@ -425,30 +458,35 @@ pub(crate) struct StreamSummary {
 /// of each column.
 pub(crate) fn stream_summary(input: &StreamInput, headers: bool) -> Result<StreamSummary> {
     let (_, _, schema) = input.open()?;
-    let (rows, counts) = match input {
+    let (rows, counts, planned) = match input {
         StreamInput::Path(path) if headers => {
-            let (rows, counts) = scan_headers(path, &schema)?;
-            (rows, Some(counts))
+            let (rows, counts, planned) = scan_headers(path, &schema)?;
+            (rows, Some(counts), Some(planned))
         }
-        _ => (None, None),
+        StreamInput::Planned(planned) if headers => {
+            let (rows, counts, planned) = scan_headers(planned.path(), &schema)?;
+            (rows, Some(counts), Some(planned))
+        }
+        _ => (None, None, None),
     };
     Ok(StreamSummary {
         schema,
         rows,
         null_counts: counts,
+        planned,
     })
 }
 
 /// The rows of the local stream `path` of schema `schema` and the nulls of each top-level
 /// column, summed over its record batches' headers; its bodies are skipped, not read.
-fn scan_headers(path: &Path, schema: &SchemaRef) -> Result<(Option<u64>, Vec<Option<u64>>)> {
-    let file = file::open(path)?;
-    let size = file
-        .metadata()
-        .map_err(|error| Error::io(path, error))?
-        .len();
+fn scan_headers(
+    path: &Path,
+    schema: &SchemaRef,
+) -> Result<(Option<u64>, Vec<Option<u64>>, PlannedFile)> {
+    let pinned = PinnedFile::open(path)?;
+    let size = pinned.planned().size();
     let mut messages = Messages {
-        reader: BufReader::new(file),
+        reader: BufReader::new(pinned.file()),
         name: path.to_path_buf(),
         left: size,
         index: 0,
@@ -457,10 +495,31 @@ fn scan_headers(path: &Path, schema: &SchemaRef) -> Result<(Option<u64>, Vec<Opt
     let mut rows = Some(0u64);
     let mut counts: Vec<Option<u64>> = vec![Some(0); firsts.len()];
     while let Some(header) = messages.next_header()? {
+        if header.kind == MessageHeader::Schema && messages.index > 1 {
+            return Err(Error::ipc(
+                path,
+                format!(
+                    "message {} is a second schema message; expected one schema, first (two \
+                     streams joined into one file are two files)",
+                    messages.index - 1
+                ),
+            ));
+        }
         let Some(header) = header.batch.filter(|batch| !batch.dictionary) else {
             continue;
         };
-        rows = rows.and_then(|rows| rows.checked_add(header.rows as u64));
+        // Rows are counted as a 64-bit signed integer, as Arrow's lengths are: more in all is
+        // no stream anyone wrote.
+        rows = rows
+            .and_then(|rows| rows.checked_add(header.rows as u64))
+            .filter(|&rows| i64::try_from(rows).is_ok());
+        if rows.is_none() {
+            return Err(Error::ipc(
+                path,
+                "its record batches declare more than 2**63 - 1 rows in all; expected a row \
+                 count that fits in 64 bits",
+            ));
+        }
         for (count, &first) in counts.iter_mut().zip(&firsts) {
             *count = match (*count, header.node_nulls.get(first)) {
                 (Some(total), Some(&nulls)) => total.checked_add(nulls),
@@ -468,5 +527,6 @@ fn scan_headers(path: &Path, schema: &SchemaRef) -> Result<(Option<u64>, Vec<Opt
             };
         }
     }
-    Ok((rows, counts))
+    let planned = pinned.planned().clone();
+    Ok((rows, counts, planned))
 }

@@ -100,6 +100,18 @@ pub(super) fn ipc_files(files: &[IpcFile]) -> SourceIdentity {
     }
 }
 
+/// The identity of the local stream `path` of `size` bytes, modified at `modified`.
+fn local_stream(path: &Path, size: u64, modified: Option<SystemTime>) -> FileIdentity {
+    FileIdentity {
+        name: file_name(path),
+        size,
+        modified_ns: modified.and_then(nanoseconds),
+        e_tag: None,
+        last_modified_ms: None,
+        digest: None,
+    }
+}
+
 /// IPC streams, in the order given, whose first stream has the schema `schema`: a local
 /// stream's size and modification time are read here (streams are read by path later).
 pub(super) fn ipc_streams(
@@ -111,15 +123,14 @@ pub(super) fn ipc_streams(
         .map(|input| match input {
             StreamInput::Path(path) => {
                 let metadata = std::fs::metadata(path).map_err(|error| Error::io(path, error))?;
-                Ok(FileIdentity {
-                    name: file_name(path),
-                    size: metadata.len(),
-                    modified_ns: metadata.modified().ok().and_then(nanoseconds),
-                    e_tag: None,
-                    last_modified_ms: None,
-                    digest: None,
-                })
+                Ok(local_stream(path, metadata.len(), metadata.modified().ok()))
             }
+            // As it was when its headers were read.
+            StreamInput::Planned(planned) => Ok(local_stream(
+                planned.path(),
+                planned.size(),
+                planned.modified(),
+            )),
             #[cfg(feature = "object-store")]
             StreamInput::Remote(object) => Ok(of_object(object, None)),
         })

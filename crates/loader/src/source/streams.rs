@@ -55,6 +55,13 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
                 .iter()
                 .map(|input| ipc::stream_summary(input, true))
                 .collect::<Result<Vec<_>>>()?;
+            // Read later as they were when their headers were read: a stream replaced since
+            // (its rows counted above) is refused, as a replaced IPC file is.
+            for (input, summary) in inputs.iter_mut().zip(&summaries) {
+                if let Some(planned) = &summary.planned {
+                    *input = StreamInput::Planned(planned.clone());
+                }
+            }
             rows = summaries
                 .iter()
                 .try_fold(0u64, |total, summary| total.checked_add(summary.rows?));

@@ -117,8 +117,9 @@ impl BatchSpec {
             ];
             if let Some((field, _)) = refused.iter().find(|(_, set)| *set) {
                 return invalid(format!(
-                    "images skips rows that are not images (on_error Skip), which needs batches \
-                     cut in order by rows; {field} is set: expected on_error Raise with {field}, \
+                    "images skips rows that are not images (on_error \"skip\"), which needs \
+                     batches cut in order by rows; {field} is set: expected on_error \"raise\" \
+                     with {field}, \
                      or {field} off"
                 ));
             }

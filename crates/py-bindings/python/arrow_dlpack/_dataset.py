@@ -27,11 +27,18 @@ from arrow_dlpack._batches import (
     _redacted_source,
     _shard,
     _shared_seed,
+    warn_uneven_shards,
 )
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
 from arrow_dlpack._sources import as_source
 
 __all__ = ["BatchDataset"]
+
+
+def _read_once(source: Any) -> bool:
+    """Whether ``source`` is read once: a reader (pyarrow's ``RecordBatchReader``, or any object
+    with ``read_next_batch``), which its first pass consumes."""
+    return hasattr(source, "read_next_batch") or type(source).__name__ == "RecordBatchReader"
 
 
 def _warn_if_batched_again(caller: Any) -> None:
@@ -42,8 +49,11 @@ def _warn_if_batched_again(caller: Any) -> None:
     torchdata's ``StatefulDataLoader``'s); anything else is left alone."""
     try:
         fetcher = caller.f_locals.get("self") if caller is not None else None
-        batched_again = type(fetcher).__name__.endswith("IterableDatasetFetcher") and bool(
-            getattr(fetcher, "auto_collation", False)
+        batched_again = (
+            type(fetcher).__name__.endswith("IterableDatasetFetcher")
+            and bool(getattr(fetcher, "auto_collation", False))
+            # A collate_fn of the user's own (one that unwraps the list, say) is theirs to judge.
+            and getattr(getattr(fetcher, "collate_fn", None), "__name__", None) == "default_collate"
         )
     except Exception:
         # Whatever the caller is, a failure to recognise it is no reason to fail the pass.
@@ -196,6 +206,9 @@ class BatchDataset(IterableDataset):
         # The loader of the pass in progress (in the process that iterates) and its epoch, and a
         # state to resume the next pass from.
         self._live: Optional[Batches] = None
+        self._live_pid: Optional[int] = None
+        # Whether a pass began, for a source that is read once (a RecordBatchReader).
+        self._passes_begun = False
         self._pass_epoch: Optional[int] = None
         self._resume: Optional[Dict[str, Any]] = None
 
@@ -211,6 +224,10 @@ class BatchDataset(IterableDataset):
             if name not in PYTHON and name != "state" and value is not None
         }
         storage_options = options.get("storage_options")
+        if shard[1] > 1 and options.get("state") is None:
+            warn_uneven_shards(
+                source, spec, shard[1], dict(storage_options) if storage_options else None
+            )
         found = _check_options(
             as_source(_hf_stream(source)),
             storage_options=dict(storage_options) if storage_options is not None else None,
@@ -272,9 +289,18 @@ class BatchDataset(IterableDataset):
             # Face dataset's cache is) would be rewritten by an in-place training step, or crash
             # it. Over such sources the batches are private copies.
             options["writable"] = True
+        if _read_once(self.source):
+            if self._passes_begun:
+                raise ArrowDLPackValueError(
+                    f"the {type(self.source).__name__} of this dataset was read by its first "
+                    "pass, and a reader is read once; pass a table, a dataset or files for a "
+                    "dataset iterated more than once"
+                )
+            self._passes_begun = True
         self._pass_epoch = epoch
         loader = _open(self.source, {"batch_size": self.batch_size, **options}, warn_split=False)
         self._live = loader
+        self._live_pid = os.getpid()
         try:
             for batch in loader:
                 yield {name: from_dlpack(tensor) for name, tensor in batch.items()}
@@ -285,8 +311,11 @@ class BatchDataset(IterableDataset):
         """Where this process's pass stands: ``{"arrow_dlpack_batch_dataset": 1, "epoch": ...,
         "shard": [index, count], "loader": <the loader's state_dict(), or None before the first
         batch>}``."""
-        loader = self._live.state_dict() if self._live is not None else self._resume
-        epoch = self._pass_epoch if self._live is not None else None
+        # A pass of another process (the parent of a forked DataLoader worker) is not this
+        # process's: its loader is the parent's.
+        live = self._live if self._live_pid == os.getpid() else None
+        loader = live.state_dict() if live is not None else self._resume
+        epoch = self._pass_epoch if live is not None else None
         shard = None
         if loader is None:
             shard = list(

@@ -400,10 +400,18 @@ fn sequences(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<Sequence>> {
             &format!("a mode ({modes}) or a dict with keys {SEQUENCE_KEYS:?}"),
         )?;
         let mut add_special_tokens = None;
+        // The padding keys given, even at their defaults: the modes that do not pad refuse them.
+        let mut padding_keys = Vec::new();
         for item in options.items()?.iter() {
             let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
             let key = string(&format!("a key of {at}"), &key)?;
             let here = format!("{at}[{key:?}]");
+            if matches!(
+                key.as_str(),
+                "pad_value" | "pad_to_multiple_of" | "padding_side"
+            ) {
+                padding_keys.push(key.clone());
+            }
             match key.as_str() {
                 "tokenizer" if value.is_none() => sequence.tokenizer = None,
                 "tokenizer" => {
@@ -446,6 +454,17 @@ fn sequences(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<Sequence>> {
                 )));
             };
             sequence.tokenizer = Some(tokenizer.add_special_tokens(add));
+        }
+        if sequence.mode != SequenceMode::Pad
+            && sequence.mode != SequenceMode::Concat
+            && let Some(key) = padding_keys.first()
+        {
+            return Err(errors::value_error(format!(
+                "{at} is in mode {:?} and sets {key}; pad_value, pad_to_multiple_of and \
+                 padding_side apply to mode \"pad\" only (max_length and truncation_side cut \
+                 the rows of every mode)",
+                sequence.mode.as_str()
+            )));
         }
         sequences.push(sequence);
     }

@@ -261,11 +261,11 @@ impl StreamBatches {
                             .map_err(|error| ArrowError::CDataInterface(error.to_string()))?;
                         if schema.fields() != self.schema.fields() {
                             return Err(ArrowError::SchemaError(format!(
-                                "source {} of the list has columns {:?}; expected those of \
-                                 source 0, {:?}",
+                                "source {} of the list has columns {}; expected those of \
+                                 source 0, {}",
                                 self.index,
-                                field_names(&schema),
-                                field_names(&self.schema)
+                                typed_columns(&schema),
+                                typed_columns(&self.schema)
                             )));
                         }
                     }
@@ -276,9 +276,20 @@ impl StreamBatches {
     }
 }
 
-/// The names of `schema`'s columns.
-fn field_names(schema: &Schema) -> Vec<&str> {
-    schema.fields().iter().map(|f| f.name().as_str()).collect()
+/// `schema`'s columns with their types, in PyArrow's names: `[x: double, y: int64]`.
+fn typed_columns(schema: &Schema) -> String {
+    let columns: Vec<String> = schema
+        .fields()
+        .iter()
+        .map(|field| {
+            format!(
+                "{}: {}",
+                field.name(),
+                crate::type_names::field_type_name(field)
+            )
+        })
+        .collect();
+    format!("[{}]", columns.join(", "))
 }
 
 /// The schema of the record batches of `stream`, whose type must be a struct.
