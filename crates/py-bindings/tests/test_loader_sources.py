@@ -7,6 +7,8 @@ Every file is written here by the library named; every batch is compared with th
 reads back from the same file.
 """
 
+import os
+
 import numpy as np
 import pandas as pd
 import polars as pl
@@ -256,3 +258,47 @@ def test_a_batch_dataset_takes_a_pandas_frame_and_refuses_a_lazy_frame():
     assert ids == list(range(ROWS))
     with pytest.raises(TypeError, match=r"\.collect\(\)"):
         ad.BatchDataset(pl.from_arrow(_table()).lazy(), 100)
+
+
+def _stream_of(path, *batches):
+    schema = pa.schema([("x", pa.int64())])
+    with pa.ipc.new_stream(str(path), schema) as writer:
+        for values in batches:
+            writer.write_batch(pa.record_batch([pa.array(values, pa.int64())], schema=schema))
+
+
+def test_a_stream_with_a_record_batch_of_no_rows_is_read(tmp_path):
+    # A record batch without body bytes: arrow-rs's decoder would take the next message's bytes.
+    path = tmp_path / "empty-batch.arrows"
+    _stream_of(path, [1, 2, 3], [], [4, 5])
+    loader = ad.batches(str(path), 2)
+    assert len(loader) == 3
+    assert [np.from_dlpack(b["x"]).tolist() for b in loader] == [[1, 2], [3, 4], [5]]
+
+
+def test_a_local_stream_replaced_after_the_loader_read_its_headers_is_refused(tmp_path):
+    # The second of two streams is replaced while the loader reads the first (with a prefetch
+    # of one batch it cannot have opened the second yet): its rows were counted as they were.
+    (tmp_path / "data").mkdir()
+    first, second = tmp_path / "data" / "a.arrows", tmp_path / "data" / "b.arrows"
+    _stream_of(first, list(range(5000)))
+    _stream_of(second, list(range(300)))
+    loader = ad.batches(str(tmp_path / "data"), 50, prefetch=1)
+    assert len(loader) == 106
+    next(loader)
+    other = tmp_path / "other.arrows"
+    _stream_of(other, list(range(500)))
+    os.replace(other, second)
+    with pytest.raises(ValueError, match="b.arrows changed after the loader read its metadata: another file has replaced it"):
+        list(loader)
+
+
+def test_two_streams_joined_into_one_file_are_refused_when_the_loader_is_made(tmp_path):
+    first, second = tmp_path / "a.arrows", tmp_path / "b.arrows"
+    _stream_of(first, [1, 2])
+    _stream_of(second, [3])
+    joined = tmp_path / "joined.arrows"
+    # Each stream's end-of-stream marker dropped, as a careless `cat` of two streams keeps them.
+    joined.write_bytes(first.read_bytes()[:-8] + second.read_bytes())
+    with pytest.raises(ValueError, match="is a second schema message; expected one schema, first"):
+        ad.batches(str(joined), 2)

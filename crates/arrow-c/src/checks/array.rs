@@ -118,9 +118,6 @@ unsafe fn check_raw_array(
     let layout = BufferLayout::of(data_type, path)?;
     let n_buffers = raw.n_buffers;
     let count_ok = match layout.count {
-        // A null array has no buffers; polars exports one (a validity pointer) for it, which
-        // pyarrow accepts. Nothing is read through it: the layout names no buffer.
-        BufferCount::Exactly(0) if matches!(data_type, DataType::Null) => n_buffers <= 1,
         BufferCount::Exactly(count) => n_buffers == count,
         BufferCount::AtLeast(count) => n_buffers >= count,
     };
