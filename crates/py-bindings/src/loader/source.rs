@@ -164,10 +164,10 @@ pub(super) fn stated_schema(object: &Bound<'_, PyAny>) -> PyResult<Option<Schema
     // The object's own method, or its `schema`'s (pyarrow's Table, RecordBatch and
     // RecordBatchReader state theirs so: reading a reader's schema does not consume it).
     let mut method = crate::protocols::optional_attribute(&first, "__arrow_c_schema__")?;
-    if method.is_none() {
-        if let Some(schema) = crate::protocols::optional_attribute(&first, "schema")? {
-            method = crate::protocols::optional_attribute(&schema, "__arrow_c_schema__")?;
-        }
+    if method.is_none()
+        && let Some(schema) = crate::protocols::optional_attribute(&first, "schema")?
+    {
+        method = crate::protocols::optional_attribute(&schema, "__arrow_c_schema__")?;
     }
     let Some(method) = method else {
         return Ok(None);
