@@ -5,6 +5,7 @@ are read back through the real consumers: ``np.from_dlpack``, ``torch.from_dlpac
 ``jnp.from_dlpack``.
 """
 
+import errno
 import gc
 import os
 import subprocess
@@ -349,7 +350,11 @@ def test_a_missing_file_keeps_the_operating_systems_reason(tmp_path):
     missing = tmp_path / "missing.parquet"
     with pytest.raises(FileNotFoundError) as caught:
         ad.batches(missing, 4)
-    assert str(caught.value) == f"cannot read {missing}: No such file or directory (os error 2)"
+    # As open() raises it: errno, strerror and filename set, the reason in the system's words.
+    error = caught.value
+    assert (error.errno, error.filename) == (errno.ENOENT, str(missing))
+    assert error.strerror == f"cannot read {missing}: No such file or directory"
+    assert str(error) == f"[Errno 2] cannot read {missing}: No such file or directory: '{missing}'"
 
 
 def test_a_corrupt_ipc_file_is_a_clear_error(tmp_path, files):

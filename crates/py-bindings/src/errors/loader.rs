@@ -24,8 +24,22 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
     };
     let kind = match &error {
         // The file system: the builtin exceptions `open()` raises.
-        E::Io { source, .. } => {
+        E::Io { source, path } => {
+            // As `open()` raises them: `errno`, `strerror` (our message, with the operating
+            // system's reason in its words, not Rust's "(os error 2)") and `filename` set.
+            let os_error = |message: String| {
+                let reason = source.raw_os_error().map_or(message.clone(), |code| {
+                    message.replace(&format!(" (os error {code})"), "")
+                });
+                (source.raw_os_error(), reason, path.display().to_string())
+            };
             return match source.kind() {
+                std::io::ErrorKind::NotFound if source.raw_os_error().is_some() => {
+                    PyFileNotFoundError::new_err(os_error(chain(&error)))
+                }
+                std::io::ErrorKind::PermissionDenied if source.raw_os_error().is_some() => {
+                    PyPermissionError::new_err(os_error(chain(&error)))
+                }
                 std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(chain(&error)),
                 std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(chain(&error)),
                 // A buffer for bytes read (an object's range) that could not be allocated.
