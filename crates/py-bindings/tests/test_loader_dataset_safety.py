@@ -152,3 +152,27 @@ def test_shards_of_files_that_would_get_different_numbers_of_batches_are_warned_
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert len(ad.BatchDataset(str(even), 100, rank=1, world_size=2)) == 15
+
+
+def test_a_source_whose_stated_schema_cannot_be_read_is_checked_when_it_is_read():
+    table = pa.table({"x": np.arange(10.0)})
+
+    class Raising:
+        """A stream whose `schema` raises."""
+
+        @property
+        def schema(self):
+            raise RuntimeError("no schema here")
+
+        def __arrow_c_stream__(self, requested_schema=None):
+            return table.__arrow_c_stream__(requested_schema)
+
+    class Garbage(Raising):
+        schema = 42
+
+    for source in (Raising(), Garbage()):
+        dataset = ad.BatchDataset(source, 4, columns=["x"])
+        assert [batch["x"].shape[0] for batch in dataset] == [4, 4, 2]
+        # A missing column is still refused, by the pass.
+        with pytest.raises(ad.ArrowDLPackValueError, match='column "y" not found'):
+            list(ad.BatchDataset(source, 4, columns=["y"]))

@@ -152,8 +152,8 @@ fn stream_objects<'py>(
 /// The schema that the first object of a stream source (`object`, or the first item of a list
 /// or tuple) states without being read, through its `__arrow_c_schema__` or its `schema`'s (a
 /// pyarrow Table, RecordBatch or RecordBatchReader); `None` for a source of paths, or an object
-/// that states none (a polars DataFrame, whose schema is checked by its first pass). The schema
-/// is checked as every imported schema is.
+/// that states none (a polars DataFrame, whose schema is checked by its first pass) or whose
+/// stated schema cannot be read. The schema is checked as every imported schema is.
 pub(super) fn stated_schema(object: &Bound<'_, PyAny>) -> PyResult<Option<SchemaRef>> {
     if paths_of(object)?.is_some() {
         return Ok(None);
@@ -163,24 +163,39 @@ pub(super) fn stated_schema(object: &Bound<'_, PyAny>) -> PyResult<Option<Schema
     };
     // The object's own method, or its `schema`'s (pyarrow's Table, RecordBatch and
     // RecordBatchReader state theirs so: reading a reader's schema does not consume it).
-    let mut method = crate::protocols::optional_attribute(&first, "__arrow_c_schema__")?;
-    if method.is_none()
-        && let Some(schema) = crate::protocols::optional_attribute(&first, "schema")?
-    {
-        method = crate::protocols::optional_attribute(&schema, "__arrow_c_schema__")?;
-    }
-    let Some(method) = method else {
-        return Ok(None);
+    let stated = || -> PyResult<Option<SchemaRef>> {
+        let mut method = crate::protocols::optional_attribute(&first, "__arrow_c_schema__")?;
+        if method.is_none()
+            && let Some(schema) = crate::protocols::optional_attribute(&first, "schema")?
+        {
+            method = crate::protocols::optional_attribute(&schema, "__arrow_c_schema__")?;
+        }
+        let Some(method) = method else {
+            return Ok(None);
+        };
+        let field = crate::arrow_ffi::checked_field(&method.call0()?)?;
+        Ok(match field.data_type() {
+            DataType::Struct(fields) => Some(Arc::new(Schema::new_with_metadata(
+                fields.clone(),
+                field.metadata().clone(),
+            ))),
+            // Not a table's schema: the stream is refused when it is read, as before.
+            _ => None,
+        })
     };
-    let field = crate::arrow_ffi::checked_field(&method.call0()?)?;
-    Ok(match field.data_type() {
-        DataType::Struct(fields) => Some(Arc::new(Schema::new_with_metadata(
-            fields.clone(),
-            field.metadata().clone(),
-        ))),
-        // Not a table's schema: the stream is refused when it is read, as before.
-        _ => None,
-    })
+    match stated() {
+        Ok(schema) => Ok(schema),
+        // Ctrl-C and exit requests go on.
+        Err(error)
+            if error.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(object.py())
+                || error.is_instance_of::<pyo3::exceptions::PySystemExit>(object.py()) =>
+        {
+            Err(error)
+        }
+        // A schema that cannot be read (a `schema` that raises or is not one) is no reason to
+        // refuse a source that may still read: its stream is checked when it is read.
+        Err(_) => Ok(None),
+    }
 }
 
 /// The rows that every one of `objects` says it holds, summed; `None` when one does not say.
