@@ -35,6 +35,13 @@ _register_helper("_arrow_device_ctypes")
 _register_helper("_dlpack_cases")
 _register_helper("_arrow_c_case_builders")
 _register_helper("_arrow_c_cases")
+# The watchdog that ends a test process growing past its memory limit, naming the test.
+_register_helper("_memory_guard")
+
+
+def pytest_configure(config):
+    """Starts the memory guard in every process that runs tests (each pytest-xdist worker)."""
+    sys.modules["_memory_guard"].start()
 
 # DLPack flag bits (dlpack.h 1.3).
 READ_ONLY = 1 << 0

@@ -12,6 +12,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -207,7 +208,12 @@ def test_an_object_replaced_after_planning_is_named_with_its_etags_as_the_server
         now = f'"{len(replaced)}-{hash(replaced) & 0xFFFF}"'
         assert was != now
         loader = ad.batches(f"{base}/a.parquet", 100, storage_options=QUICK)
+        # The loader's threads may ask for the data as soon as the plan is made: every request
+        # after planning waits until the object is replaced, so that none sees the old bytes.
+        replaced_now = threading.Event()
+        server.handler = lambda _request: not replaced_now.wait(30)
         server.files["/a.parquet"] = replaced
+        replaced_now.set()
         with pytest.raises(ValueError) as raised:
             list(loader)
     message = str(raised.value)
