@@ -221,8 +221,9 @@ impl Batches {
 
     /// The batches this loader has left to yield (all of them before the first `next()`), when
     /// [`num_rows`](Batches::num_rows) is known and batches are cut by rows (not by
-    /// [`BatchSpec::max_tokens`]), or the epoch is planned (a token budget or length buckets
-    /// over several shards of files); 0 once the iteration ended.
+    /// [`BatchSpec::max_tokens`]), or the epoch is planned (several shards of files under a
+    /// token budget or length buckets, or whose deal of units would leave their batch counts
+    /// uneven); 0 once the iteration ended.
     pub fn len(&self) -> Option<usize> {
         if self.done {
             return Some(0);

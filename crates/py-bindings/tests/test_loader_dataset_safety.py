@@ -134,24 +134,36 @@ def test_a_dataset_over_a_table_checks_its_columns_when_it_is_made_not_in_a_work
     assert torch.cat(list(batch["x"] for batch in dataset)).tolist() == list(range(10))
 
 
-def test_shards_of_files_that_would_get_different_numbers_of_batches_are_warned_about(tmp_path):
+def test_shards_of_a_file_of_one_row_group_get_the_same_number_of_batches(tmp_path):
+    """A file of one row group dealt by units would give every batch to rank 0, and a DDP run
+    would wait forever for rank 1: the epoch is planned instead, every rank gets as many batches
+    and every row is read once."""
     import warnings
 
     one = tmp_path / "one.parquet"
-    pq.write_table(pa.table({"x": np.arange(3000.0)}), one)
-    even = tmp_path / "even.parquet"
-    pq.write_table(pa.table({"x": np.arange(3000.0)}), even, row_group_size=500)
-    # One row group: rank 1 of 2 would get nothing, and a DDP run would hang.
-    for make in (
-        lambda: ad.BatchDataset(str(one), 100, rank=1, world_size=2),
-        lambda: ad.batches(str(one), 100, rank=0, world_size=2, seed=1),
-    ):
-        with pytest.warns(UserWarning, match=r"the 2 shards of this source get \[30, 0\] batches"):
-            make()
-    # Six row groups over two ranks: 15 batches each, nothing said.
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert len(ad.BatchDataset(str(even), 100, rank=1, world_size=2)) == 15
+    pq.write_table(pa.table({"x": np.arange(3001.0)}), one)
+    for shuffle in (False, True):
+        passes = []
+        for rank in range(2):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                dataset = ad.BatchDataset(
+                    str(one), 100, rank=rank, world_size=2, shuffle=shuffle, seed=5
+                )
+            passes.append([batch["x"] for batch in dataset])
+            assert len(dataset) == len(passes[-1])
+        assert len(passes[0]) == len(passes[1]) == 16
+        rows = torch.cat([x for batches in passes for x in batches])
+        assert sorted(rows.tolist()) == list(range(3001))
+        if not shuffle:
+            # In order, rank 0 takes the first half of the epoch's batches.
+            assert torch.cat(passes[0]).tolist() == list(range(len(torch.cat(passes[0]))))
+    # The same through ad.batches, with drop_last: full batches only, as many per rank.
+    counts = [
+        [b["x"].shape[0] for b in ad.batches(str(one), 100, rank=r, world_size=2, drop_last=True)]
+        for r in range(2)
+    ]
+    assert counts == [[100] * 15, [100] * 15]
 
 
 def test_a_source_whose_stated_schema_cannot_be_read_is_checked_when_it_is_read():

@@ -364,7 +364,10 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
     let (work, start) = resume(spec, &settings, Some(&unit_rows))?;
     let files = Arc::new(files);
     let (items, num_rows, batches) = if let Start::Plan { .. } = start {
-        let lengths = planned::ipc_lengths(&files, &settings.source, spec)?;
+        let source_rows = units.iter().map(|unit| unit.rows as u64);
+        let lengths = planned::lengths(spec, source_rows, || {
+            planned::ipc_lengths(&files, &settings.source, spec)
+        })?;
         let (batches, items) = planned::shard_batches(spec, &work, &start, &source_unit, &lengths)?;
         (items, batches.rows.len() as u64, Some(batches))
     } else {
@@ -444,7 +447,10 @@ fn plan_parquet_files(
     let unit_rows: Vec<u64> = order.iter().map(|unit| unit.rows).collect();
     let (work, start) = resume(spec, &settings, Some(&unit_rows))?;
     let (items, num_rows, batches) = if let Start::Plan { .. } = start {
-        let lengths = planned::parquet_lengths(&files, &settings.source, spec)?;
+        let source_rows = units.iter().map(|unit| unit.rows);
+        let lengths = planned::lengths(spec, source_rows, || {
+            planned::parquet_lengths(&files, &settings.source, spec)
+        })?;
         let (batches, items) = planned::shard_batches(spec, &work, &start, &source_unit, &lengths)?;
         (items, batches.rows.len() as u64, Some(batches))
     } else {

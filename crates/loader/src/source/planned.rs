@@ -1,9 +1,13 @@
-//! Planned epochs of files: the one pass over the sequence columns that reads every row's
-//! length, kept per process by the source's identity, and the shard's batches cut from them (see
-//! [`crate::sequences::plan`]).
+//! Planned epochs of files: when the epoch is planned, the one pass over the sequence columns
+//! that reads every row's length (kept per process by the source's identity), and the shard's
+//! batches cut from them (see [`crate::sequences::plan`]).
 //!
-//! A token budget or length buckets over several shards plan the epoch; one shard, and streams
-//! and readers (which cannot be read twice), cut their batches as they read.
+//! Over several shards of files, the epoch is planned when a token budget or length buckets cut
+//! the batches (their count depends on the rows' lengths), and when batches cut by rows would
+//! come out uneven from the deal of units (a file of one row group gives all its batches to one
+//! shard): then only the units' row counts are needed, which the metadata gives, and no pass is
+//! made. One shard, and streams and readers (which cannot be read twice), cut their batches as
+//! they read.
 //!
 //! The pass reads as little as each format allows. An IPC file's record batch is decoded as views
 //! of its map, so the pass reads the list columns' offsets (and validity) and no values; an IPC
@@ -37,9 +41,56 @@ struct Key {
 /// The lengths kept, the latest last.
 static CACHE: Mutex<Vec<(Key, Arc<SourceLengths>)>> = Mutex::new(Vec::new());
 
-/// Whether `spec` plans its epochs over files.
-pub(super) fn is_planned(spec: &BatchSpec) -> bool {
-    spec.num_shards > 1 && (spec.max_tokens.is_some() || spec.bucket_by_length)
+/// Whether `spec` plans the epoch whose `work` is dealt from units of files with `unit_rows`
+/// rows (in the epoch's order): over several shards, under a token budget or buckets, or when
+/// the deal would give the shards different numbers of batches.
+pub(super) fn is_planned(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
+    spec.num_shards > 1 && (by_lengths(spec) || uneven_deal(spec, work, unit_rows))
+}
+
+/// Whether the plan is cut by the rows' lengths (a token budget or buckets), rather than by
+/// rows alone.
+fn by_lengths(spec: &BatchSpec) -> bool {
+    spec.max_tokens.is_some() || spec.bucket_by_length
+}
+
+/// Whether dealing `work`'s items round-robin gives the shards different numbers of batches,
+/// when the batches are cut by rows (their count follows from the rows: not with documents
+/// packed whole or image rows skipped, whose count only the data tell).
+fn uneven_deal(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
+    // A state of another source is refused when it is checked; its items are not counted.
+    if spec.batches_for(0).is_none() || work.units != Some(unit_rows.len() as u64) {
+        return false;
+    }
+    let shards = spec.num_shards as u64;
+    let mut rows = vec![0u64; spec.num_shards];
+    for w in 0..work.total().unwrap_or(0) {
+        let Some(item) = work.global(w) else { break };
+        let all = usize::try_from(item.unit)
+            .ok()
+            .and_then(|unit| unit_rows.get(unit))
+            .copied()
+            .unwrap_or(0);
+        let shard = &mut rows[(w % shards) as usize];
+        *shard = shard.saturating_add(item.row_count(all));
+    }
+    let mut counts = rows.iter().map(|&rows| spec.batches_for(rows));
+    let first = counts.next().flatten();
+    counts.any(|count| count != first)
+}
+
+/// The lengths a plan is cut by: from `pass` (the sequence columns read) under a token budget
+/// or buckets, else only the rows of the source's units, `source_rows` in the source's order.
+pub(super) fn lengths(
+    spec: &BatchSpec,
+    source_rows: impl Iterator<Item = u64>,
+    pass: impl FnOnce() -> Result<Arc<SourceLengths>>,
+) -> Result<Arc<SourceLengths>> {
+    if by_lengths(spec) {
+        pass()
+    } else {
+        Ok(Arc::new(SourceLengths::of_rows(source_rows)?))
+    }
 }
 
 /// The lengths of `source`'s sequence rows, from the cache or from `read`.
@@ -232,7 +283,12 @@ pub(super) fn shard_batches(
         });
         work_items.push(item);
     }
-    let sequences: Vec<_> = spec.sequences.iter().cloned().enumerate().collect();
+    // Cut by rows alone, the lengths hold no column (see `lengths`).
+    let sequences: Vec<_> = if by_lengths(spec) {
+        spec.sequences.iter().cloned().enumerate().collect()
+    } else {
+        Vec::new()
+    };
     let options = PlanOptions {
         cutting: spec.cutting(),
         sequences: &sequences,

@@ -13,13 +13,17 @@ use crate::{BatchSpec, Error, Result};
 
 /// Where the shard starts, and the work, from the spec's state (checked against `settings` and
 /// the source's units, `unit_rows` when the metadata tells them) or the epoch's start. Files
-/// (whose units are known) plan their epochs when the spec asks for it.
+/// (whose units are known) plan their epochs when [`is_planned`] says so.
 pub(super) fn resume(
     spec: &BatchSpec,
     settings: &Settings,
     unit_rows: Option<&[u64]>,
 ) -> Result<(Work, Start)> {
-    let planned = unit_rows.is_some() && is_planned(spec);
+    let work = match &spec.state {
+        Some(state) => &state.work,
+        None => &Work::all(unit_rows.map(|rows| rows.len() as u64)),
+    };
+    let planned = unit_rows.is_some_and(|rows| is_planned(spec, work, rows));
     match &spec.state {
         Some(state) => {
             let start = state.start_for(&Resuming {
@@ -31,10 +35,7 @@ pub(super) fn resume(
             })?;
             Ok((state.work.clone(), start))
         }
-        None => Ok((
-            Work::all(unit_rows.map(|rows| rows.len() as u64)),
-            Start::beginning(settings, planned),
-        )),
+        None => Ok((work.clone(), Start::beginning(settings, planned))),
     }
 }
 
@@ -74,16 +75,7 @@ pub(super) fn rows_left(
     start: &Start,
     spec: &BatchSpec,
 ) -> Result<u64> {
-    let rows_of = |item: &Item| -> u64 {
-        let all = unit_rows(item.unit);
-        match &item.rows {
-            None => all,
-            Some(ranges) => ranges
-                .iter()
-                .map(|&[a, b]| b.min(all).saturating_sub(a))
-                .sum(),
-        }
-    };
+    let rows_of = |item: &Item| item.row_count(unit_rows(item.unit));
     match start {
         Start::Rows { item, row } => total_rows(items.iter().map(|(k, it)| {
             let rows = rows_of(it);

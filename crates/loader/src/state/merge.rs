@@ -98,9 +98,10 @@ pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
             Some(Position::Plan { batch }) => {
                 return bad(format!(
                     "the state of shard {shard} is {batch} batches into a planned epoch (a token \
-                     budget or length buckets over several shards), whose batches the rows' \
-                     lengths decide, so a merge cannot tell which rows are left; resume with \
-                     the same shards, or start the epoch again"
+                     budget, length buckets, or a deal of units that would have left the \
+                     shards' batch counts uneven), whose batches the shards' plan decides, so \
+                     a merge cannot tell which rows are left; resume with the same shards, or \
+                     start the epoch again"
                 ));
             }
             Some(Position::Rows { item, row }) if *row == 0 => {

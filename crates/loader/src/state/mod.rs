@@ -10,8 +10,9 @@
 //! A shard's [`Position`] is an index into its own items: the next row in order, or, when rows
 //! are shuffled, the window being drawn from (replayed from its generator's state, the rows it
 //! carried over and the batches it already gave), or, when the epoch's batches are planned
-//! from the rows' lengths (a token budget or length buckets over several shards), the number of
-//! the shard's planned batches given.
+//! before reading (several shards under a token budget or length buckets, or whose deal of
+//! units would leave their batch counts uneven), the number of the shard's planned batches
+//! given.
 //!
 //! The files: `settings.rs` holds what fixes the batches ([`Settings`], with the source's
 //! identity) and its comparison; `start.rs` checks a state against the loader that resumes it,
@@ -159,6 +160,19 @@ pub struct Item {
     pub rows: Option<Vec<[u64; 2]>>,
 }
 
+impl Item {
+    /// The rows this item holds of its unit, which has `unit_rows` rows.
+    pub(crate) fn row_count(&self, unit_rows: u64) -> u64 {
+        match &self.rows {
+            None => unit_rows,
+            Some(ranges) => ranges
+                .iter()
+                .map(|&[a, b]| b.min(unit_rows).saturating_sub(a))
+                .sum(),
+        }
+    }
+}
+
 /// Where a shard stands in its items (numbered from 0 in the order it reads them).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -187,8 +201,9 @@ pub enum Position {
         /// The batches of this window already given.
         emitted: u64,
     },
-    /// Batches of a planned epoch (a token budget or length buckets over several shards, whose
-    /// batches every shard works out from the rows' lengths before reading): the next batch
+    /// Batches of a planned epoch (several shards under a token budget or length buckets, or
+    /// whose deal of units would leave their batch counts uneven; every shard works out the
+    /// epoch's batches from the rows' lengths or counts before reading): the next batch
     /// is batch `batch` of the shard's planned batches. The plan itself is not saved: it is
     /// worked out again, the same, from the source, the settings, the epoch and the shards.
     Plan {

@@ -107,14 +107,16 @@ impl LoaderState {
                 Ok(Start::Plan { batch: *batch })
             }
             (Some(Position::Plan { .. }), _) => bad(
-                "the state's position is in a planned epoch (a token budget or length buckets \
-                 over several shards of files); this loader cuts its batches as it reads"
+                "the state's position is in a planned epoch (several shards of files under a \
+                 token budget or length buckets, or whose deal of units was uneven); this loader \
+                 cuts its batches as it reads"
                     .to_string(),
             ),
             (Some(_), _) if loader.planned => bad(
                 "the state's position is of a stream cut as it was read; this loader plans its \
-                 epoch (a token budget or length buckets over several shards of files): start \
-                 the epoch again, or resume with the version that saved the state"
+                 epoch (several shards of files under a token budget or length buckets, or whose \
+                 deal of units would leave their batch counts uneven): start the epoch again, \
+                 or resume with the version that saved the state"
                     .to_string(),
             ),
             (Some(Position::Rows { item, row }), false) => {

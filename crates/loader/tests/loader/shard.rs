@@ -1,6 +1,7 @@
-//! Sharding: the shards of a source are disjoint and together hold every row exactly once.
+//! Sharding: the shards of a source are disjoint and together hold every row exactly once, and
+//! shards of files get as many batches each.
 
-use arrow_dlpack_loader::{BatchSpec, Source};
+use arrow_dlpack_loader::{BatchSpec, LoaderState, Source, batches};
 
 use crate::data::{collect, ids, reader, spec, table, write_ipc, write_parquet};
 
@@ -53,5 +54,118 @@ fn two_and_four_shards_are_disjoint_and_complete_over_files() {
 fn shards_of_a_reader_are_dealt_by_record_batch() {
     for count in [2, 4] {
         check_shards(&|| reader(table(&[5, 6, 7, 8, 9])), 35, count, false);
+    }
+}
+
+/// The batch counts of every shard of `make` with `spec`, and the ids of each shard's rows.
+fn shard_passes(make: &dyn Fn() -> Source, spec: &BatchSpec, count: usize) -> Vec<Vec<Vec<i64>>> {
+    (0..count)
+        .map(|index| {
+            let spec = BatchSpec {
+                shard_index: index,
+                num_shards: count,
+                ..spec.clone()
+            };
+            let loader = batches(make(), spec).unwrap();
+            let len = loader.len();
+            let batches: Vec<Vec<i64>> = loader
+                .map(|batch| ids(std::slice::from_ref(&batch.unwrap())))
+                .collect();
+            assert_eq!(len, Some(batches.len()), "shard {index}: len() before the first batch");
+            batches
+        })
+        .collect()
+}
+
+#[test]
+fn shards_that_a_deal_of_units_would_leave_uneven_get_as_many_batches_each() {
+    let dir = tempfile::tempdir().unwrap();
+    // One row group of 101 rows, and two record batches of 90 and 11 rows: dealt by units, the
+    // first gives shard 1 nothing and the second gives 23 and 3 batches of 4.
+    let data = table(&[90, 11]);
+    let parquet = write_parquet(&dir.path().join("one.parquet"), &data, 1000);
+    let ipc = write_ipc(&dir.path().join("two.arrow"), &data);
+    let sources: [(&str, Box<dyn Fn() -> Source>); 2] = [
+        ("parquet", Box::new(move || Source::ParquetFiles(vec![parquet.clone()]))),
+        ("ipc", Box::new(move || Source::IpcFiles(vec![ipc.clone()]))),
+    ];
+    for (name, make) in &sources {
+        for shuffle in [false, true] {
+            for drop_last in [false, true] {
+                let spec = BatchSpec {
+                    shuffle,
+                    seed: 9,
+                    drop_last,
+                    ..spec(4, &["id"])
+                };
+                let passes = shard_passes(make.as_ref(), &spec, 2);
+                let counts: Vec<usize> = passes.iter().map(Vec::len).collect();
+                let mut rows: Vec<i64> = passes.iter().flatten().flatten().copied().collect();
+                rows.sort_unstable();
+                if drop_last {
+                    // 25 full batches, one dropped to make the count even.
+                    assert_eq!(counts, [12, 12], "{name}, shuffle {shuffle}");
+                    assert!(passes.iter().flatten().all(|batch| batch.len() == 4));
+                    let read = rows.len();
+                    rows.dedup();
+                    assert_eq!((read, rows.len()), (96, 96), "{name}, shuffle {shuffle}");
+                } else {
+                    // 26 batches (the last short): 13 each, every row once.
+                    assert_eq!(counts, [13, 13], "{name}, shuffle {shuffle}");
+                    assert_eq!(rows, (0..101).collect::<Vec<_>>(), "{name}, shuffle {shuffle}");
+                }
+                if !shuffle {
+                    // In order: shard 0 takes the first half of the epoch, shard 1 the rest.
+                    let order: Vec<i64> = passes.iter().flatten().flatten().copied().collect();
+                    let expected: Vec<i64> = (0..order.len() as i64).collect();
+                    assert_eq!(order, expected, "{name}, drop_last {drop_last}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn shards_that_a_deal_of_units_leaves_even_keep_the_deal() {
+    let dir = tempfile::tempdir().unwrap();
+    // Four row groups of 8 rows over two shards: units 0 and 2 to shard 0, 1 and 3 to shard 1.
+    let data = table(&[32]);
+    let parquet = write_parquet(&dir.path().join("four.parquet"), &data, 8);
+    let make = move || Source::ParquetFiles(vec![parquet.clone()]);
+    let passes = shard_passes(&make, &spec(4, &["id"]), 2);
+    let first: Vec<i64> = passes[0].iter().flatten().copied().collect();
+    assert_eq!(first, [(0..8).collect::<Vec<_>>(), (16..24).collect()].concat());
+}
+
+#[test]
+fn a_planned_shard_of_rows_resumes_where_it_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = table(&[101]);
+    let parquet = write_parquet(&dir.path().join("one.parquet"), &data, 1000);
+    let make = move || Source::ParquetFiles(vec![parquet.clone()]);
+    for shuffle in [false, true] {
+        let spec = BatchSpec {
+            shard_index: 1,
+            num_shards: 2,
+            shuffle,
+            seed: 4,
+            ..spec(4, &["id"])
+        };
+        let whole: Vec<Vec<i64>> = batches(make(), spec.clone())
+            .unwrap()
+            .map(|b| ids(std::slice::from_ref(&b.unwrap())))
+            .collect();
+        let mut loader = batches(make(), spec.clone()).unwrap();
+        for _ in 0..5 {
+            loader.next().unwrap().unwrap();
+        }
+        let state = serde_json::to_string(&loader.state()).unwrap();
+        assert!(state.contains(r#""kind":"plan","batch":5"#), "{state}");
+        let state: LoaderState = serde_json::from_str(&state).unwrap();
+        let rest: Vec<Vec<i64>> = batches(make(), spec.clone().state(state))
+            .unwrap()
+            .map(|b| ids(std::slice::from_ref(&b.unwrap())))
+            .collect();
+        assert_eq!(rest, whole[5..], "shuffle {shuffle}");
     }
 }

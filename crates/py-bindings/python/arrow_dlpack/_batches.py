@@ -538,10 +538,6 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
     spec["seed"] = _shared_seed(seed, shuffle, num_shards)
     spec["epoch"] = _epoch(spec.get("epoch"), state)
     storage_options = python.get("storage_options")
-    if warn_split and num_shards > 1 and state is None:
-        warn_uneven_shards(
-            blocks, spec, num_shards, dict(storage_options) if storage_options else None
-        )
     inner = _Batches(
         blocks,
         storage_options=dict(storage_options) if storage_options is not None else None,
@@ -551,54 +547,6 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
     )
     _LIVE.add(inner)
     return Batches(inner, progress=python.get("progress", False))
-
-
-#: The most shards whose batches are counted (each count reads the files' footers again).
-_COUNTED_SHARDS = 64
-
-
-def _is_paths(source: Any) -> bool:
-    """Whether ``source`` names files (a path, or a list of paths)."""
-    items = source if isinstance(source, (list, tuple)) else [source]
-    return bool(items) and all(isinstance(item, (str, os.PathLike)) for item in items)
-
-
-def warn_uneven_shards(
-    source: Any, spec: Dict[str, Any], num_shards: int, storage_options: Optional[Dict[str, Any]]
-) -> None:
-    """Warns when the ``num_shards`` shards of files would get different numbers of batches.
-
-    Shards take whole units (row groups, record batches), so a file of one row group gives all
-    its batches to one rank, and a distributed run whose ranks take different numbers of steps
-    waits at its first collective after the shortest rank ends. Each shard's count is worked out
-    from the files' metadata, as each rank works out its own."""
-    if num_shards > _COUNTED_SHARDS or not _is_paths(source) or spec.get("max_tokens") is not None:
-        return
-    if spec.get("bucket_by_length"):
-        return
-    counted = {name: value for name, value in spec.items() if name != "state" and value is not None}
-    counts = []
-    for shard in range(num_shards):
-        found = _check_options(
-            source,
-            storage_options=storage_options,
-            shard_index=shard,
-            num_shards=num_shards,
-            **counted,
-        )
-        if found["num_batches"] is None:
-            return
-        counts.append(found["num_batches"])
-    if len(set(counts)) > 1:
-        warnings.warn(
-            f"the {num_shards} shards of this source get {counts} batches: shards take whole "
-            "row groups (or record batches), and a distributed run whose ranks take different "
-            "numbers of steps waits forever at the first collective after the shortest ends; "
-            "write the files with more, smaller row groups (pyarrow's row_group_size=, about "
-            "batch_size × world_size rows or fewer), or stop each epoch at the smallest count",
-            UserWarning,
-            stacklevel=4,
-        )
 
 
 def _epoch(epoch: Any, state: Any) -> Any:

@@ -27,7 +27,6 @@ from arrow_dlpack._batches import (
     _redacted_source,
     _shard,
     _shared_seed,
-    warn_uneven_shards,
 )
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
 from arrow_dlpack._sources import as_source
@@ -224,10 +223,6 @@ class BatchDataset(IterableDataset):
             if name not in PYTHON and name != "state" and value is not None
         }
         storage_options = options.get("storage_options")
-        if shard[1] > 1 and options.get("state") is None:
-            warn_uneven_shards(
-                source, spec, shard[1], dict(storage_options) if storage_options else None
-            )
         found = _check_options(
             as_source(_hf_stream(source)),
             storage_options=dict(storage_options) if storage_options is not None else None,

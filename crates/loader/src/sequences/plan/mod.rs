@@ -60,6 +60,17 @@ impl SourceLengths {
         }
     }
 
+    /// The units of `unit_rows` rows each, with no column: a plan cut by rows alone.
+    pub(crate) fn of_rows(unit_rows: impl Iterator<Item = u64>) -> Result<Self> {
+        let mut lengths = SourceLengths::new(0);
+        for rows in unit_rows {
+            let end = lengths.starts.last().copied().unwrap_or(0).saturating_add(rows);
+            reserve(&mut lengths.starts, 1)?;
+            lengths.starts.push(end);
+        }
+        Ok(lengths)
+    }
+
     /// Appends the next unit, whose rows have the lengths `lengths[c]` in column `c` (as many in
     /// every column).
     pub(crate) fn push_unit(&mut self, lengths: &[Vec<usize>]) -> Result<()> {
@@ -263,8 +274,9 @@ fn check_sizes(lengths: &SourceLengths, items: &[PlanItem]) -> Result<()> {
     let too_many = |what: String| {
         Err(Error::InvalidSpec {
             reason: format!(
-                "{what}; a token budget or length buckets over several shards plan at most \
-                 2**32 units of at most 2**32 rows"
+                "{what}; a planned epoch (a token budget, length buckets, or batches that a deal \
+                 of units would leave uneven, over several shards) holds at most 2**32 units of \
+                 at most 2**32 rows"
             ),
         })
     };

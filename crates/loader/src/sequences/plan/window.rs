@@ -1,6 +1,8 @@
 //! One window of a planned epoch: its rows (those carried in, then its items' rows), shuffled
 //! and sorted as the options say, and cut into batches from the end; the rows too few for a
-//! batch are carried into the next window, or make the epoch's last, short batch.
+//! batch are carried into the next window, or make the epoch's last, short batch. Rows in order
+//! and cut by rows alone are cut from the start instead, so that the batches keep the rows'
+//! order across windows (the rows carried are the window's last).
 
 use std::ops::Range;
 
@@ -48,6 +50,10 @@ pub(super) fn cut_window(
     if options.shuffle {
         rng.shuffle(&mut rows);
     }
+    if !options.shuffle && !options.cutting.bucket_by_length && options.cutting.max_tokens.is_none()
+    {
+        return Ok(cut_in_order(rows, options.cutting.batch_size, last));
+    }
     if options.cutting.bucket_by_length {
         // Stable, so that rows of one length keep the shuffled order.
         rows.sort_by_key(|&row| context.longest(row));
@@ -80,4 +86,28 @@ pub(super) fn cut_window(
         batches,
         leftover,
     })
+}
+
+/// Cuts `rows`, in order, into batches of `batch_size` rows from the start; the rows after the
+/// last full batch are carried, or make the last short batch when `last`.
+fn cut_in_order(mut rows: Vec<Row>, batch_size: usize, last: bool) -> WindowCut {
+    let batch_size = batch_size.max(1);
+    let full = rows.len() / batch_size * batch_size;
+    let mut batches: Vec<(Range<usize>, bool)> = (0..full)
+        .step_by(batch_size)
+        .map(|start| (start..start + batch_size, false))
+        .collect();
+    let leftover = if last {
+        if full < rows.len() {
+            batches.push((full..rows.len(), true));
+        }
+        Vec::new()
+    } else {
+        rows.split_off(full)
+    };
+    WindowCut {
+        rows,
+        batches,
+        leftover,
+    }
 }
