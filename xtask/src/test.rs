@@ -166,6 +166,11 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
             // pytest-xdist: one worker per core, at most four (each imports torch and JAX),
             // with each test file kept in one worker so that module fixtures are made once.
             .args(["-n", &pytest_workers().to_string(), "--dist", "loadfile"])
+            // A worker that dies (a crash, or the suite's memory guard ending it) fails the run
+            // naming its test. Replacing it would not help: with `loadfile`, pytest-xdist 3
+            // fails on the replacement (`INTERNALERROR ... KeyError: <WorkerController>`) and
+            // the run could hang instead of ending.
+            .arg("--max-worker-restart=0")
             // Python's output is captured per test, but not file descriptor 2: what native code
             // writes there as a worker dies (a Rust abort, an allocator's failure) reaches this
             // log, where pytest-xdist itself says only "node down: Not properly terminated".

@@ -2,6 +2,8 @@
 ``bucket_by_length`` over several shards of files, 2 and 3 simulated ranks (and ranks x 2
 DataLoader workers) get the same number of batches in every epoch, shuffled and resumed, each
 row once, every batch within its budget; a planned state merges only before its first batch.
+Plain row batches over the same uneven row groups are planned by rows: every rank as many
+batches, and their states merge at any point.
 
 Without the plan, the round-robin deal of these uneven row groups gives one rank several times
 the rows of another, and as many times the batches.
@@ -206,9 +208,52 @@ def test_a_planned_state_merges_only_before_its_first_batch(sources):
     shards = [list(ad.batches(source, 16, rank=rank, world_size=3, state=merged, **options))
               for rank in range(3)]
     _check("merged", options, shards)
-    with pytest.raises(ValueError, match="planned epoch"):
+    with pytest.raises(ValueError, match="epoch planned from its rows' lengths"):
         ad.merge_states([state_after(0, 2), state_after(1, 0)])
     # A planned position given to a loader that cuts as it reads (one rank) is refused.
     state = state_after(1, 2)
     with pytest.raises(ValueError, match="planned epoch"):
         ad.batches(source, 16, state={**state, "shard": [0, 1]}, **options)
+
+
+# Plain row batches: the same row groups, cut by rows alone.
+@pytest.mark.filterwarnings("ignore:Length of IterableDataset")
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_ranks_of_dataloader_workers_get_equal_row_batches_over_uneven_row_groups(sources, shuffle):
+    for world_size in (2, 3):
+        datasets = [ad.BatchDataset(sources["parquet"], 16, columns=ID, shuffle=shuffle, seed=3,
+                                    rank=rank, world_size=world_size)
+                    for rank in range(world_size)]
+        loaders = [DataLoader(d, batch_size=None, num_workers=2) for d in datasets]
+        for epoch in range(2):
+            for dataset in datasets:
+                dataset.set_epoch(epoch)
+            shards = [list(loader) for loader in loaders]
+            counts = [len(batches) for batches in shards]
+            assert len(set(counts)) == 1, (world_size, epoch, counts)
+            seen = sorted(i for batches in shards for b in batches for i in b["id"].tolist())
+            assert seen == list(range(ROWS)), (world_size, epoch)
+            assert all(len(b["id"]) <= 16 for batches in shards for b in batches)
+
+
+def test_states_of_ranks_planned_by_rows_merge_for_another_number_of_ranks(sources):
+    def state_after(rank, k):
+        loader = ad.batches(sources["ipc"], 16, columns=ID, rank=rank, world_size=2,
+                            shuffle=True, seed=8)
+        seen = [i for _ in range(k) for i in _ids(next(loader))]
+        return seen, loader.state_dict()
+
+    (seen0, state0), (seen1, state1) = state_after(0, 3), state_after(1, 5)
+    assert state0["position"]["kind"] == "plan" and len(state0["position"]["unit_rows"]) == 12
+    merged = ad.merge_states([state0, state1])
+    for world_size in (1, 3):
+        rest = [i for rank in range(world_size)
+                for b in ad.batches(sources["ipc"], 16, columns=ID, rank=rank,
+                                    world_size=world_size, shuffle=True, seed=8, state=merged)
+                for i in _ids(b)]
+        assert sorted(seen0 + seen1 + rest) == list(range(ROWS)), world_size
+    # A state whose units' rows were altered is refused when it is resumed.
+    forged = {**state0, "position": {**state0["position"], "unit_rows": [1] * 12}}
+    with pytest.raises(ValueError, match="differ from this source's 12 units"):
+        ad.batches(sources["ipc"], 16, columns=ID, rank=0, world_size=2, shuffle=True, seed=8,
+                   state=forged)

@@ -70,7 +70,10 @@ impl Mark {
                 sizes: record.sizes.clone(),
                 emitted: *emitted,
             },
-            Mark::Plan { batch } => Position::Plan { batch: *batch },
+            Mark::Plan { batch } => Position::Plan {
+                batch: *batch,
+                unit_rows: None,
+            },
         }
     }
 }

@@ -30,7 +30,7 @@ mod streams;
 pub(crate) use identity::sequence_settings;
 use nulls::files_null_to_nan;
 use start::{file_items, in_stream, resume, rows_left, select};
-use streams::{plan_in_memory, plan_streams};
+use streams::{plan_batches_by_rows, plan_in_memory, plan_streams};
 
 /// The streams of the shuffle's generators, so that the unit order and the row order of one seed
 /// are independent.
@@ -198,6 +198,9 @@ pub(crate) struct Plan {
     /// The shard's planned batches, when the epoch is planned (its pieces are then the whole
     /// units of the items these batches read, in the order they first need them).
     pub(crate) planned: Option<ShardBatches>,
+    /// The rows of each unit of the epoch's order, when the epoch is planned by rows alone
+    /// (recorded in the saved state, for [`crate::merge_states`]).
+    pub(crate) plan_rows: Option<Arc<[u64]>>,
     /// The spec's [`NullToNan`] made explicit from the source's metadata
     /// ([`resolve_null_to_nan`]), which the loader thread uses in its place.
     pub(crate) null_to_nan: NullToNan,
@@ -324,13 +327,11 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                 .into_iter()
                 .map(|(name, count)| (name.to_string(), count))
                 .collect();
-            plan_in_memory(
-                schema,
-                batches.into_iter().map(Ok),
-                Some(rows),
-                |name| nulls.get(name).copied(),
-                spec,
-            )
+            let nulls = |name: &str| nulls.get(name).copied();
+            if let Some(plan) = plan_batches_by_rows(&schema, &batches, &nulls, spec)? {
+                return Ok(plan);
+            }
+            plan_in_memory(schema, batches.into_iter().map(Ok), Some(rows), nulls, spec)
         }
     }
 }
@@ -401,6 +402,7 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
             .zip(reads)
             .map(|((k, item), read)| read.map(|batch| (k, item, batch, true))),
     );
+    let plan_rows = planned::rows_plan(spec, &start, &unit_rows);
     Ok(Plan {
         pieces: select(raw, &start, None),
         num_rows: Some(num_rows),
@@ -408,6 +410,7 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         settings,
         start,
         stop: None,
+        plan_rows,
         planned: batches,
         null_to_nan,
         locate,
@@ -506,6 +509,7 @@ fn plan_parquet_files(
             (k, item, batch, last)
         })
     }));
+    let plan_rows = planned::rows_plan(spec, &start, &unit_rows);
     Ok(Plan {
         pieces: select(raw, &start, offset),
         num_rows: Some(num_rows),
@@ -513,6 +517,7 @@ fn plan_parquet_files(
         settings,
         start,
         stop: None,
+        plan_rows,
         planned: batches,
         null_to_nan,
         locate,

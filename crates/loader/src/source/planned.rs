@@ -54,17 +54,20 @@ fn by_lengths(spec: &BatchSpec) -> bool {
     spec.max_tokens.is_some() || spec.bucket_by_length
 }
 
-/// Whether dealing `work`'s items round-robin gives the shards different numbers of batches,
-/// when the batches are cut by rows (their count follows from the rows: not with documents
-/// packed whole or image rows skipped, whose count only the data tell).
+/// Whether dealing `work`'s items round-robin gives the ranks (see [`BatchSpec::num_ranks`])
+/// different numbers of batches, when the batches are cut by rows (their count follows from the
+/// rows: not with documents packed whole or image rows skipped, whose count only the data tell).
 fn uneven_deal(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
     // A state of another source is refused when it is checked; its items are not counted.
     if spec.batches_for(0).is_none() || work.units != Some(unit_rows.len() as u64) {
         return false;
     }
+    let total = work.total().unwrap_or(0);
     let shards = spec.num_shards as u64;
-    let mut rows = vec![0u64; spec.num_shards];
-    for w in 0..work.total().unwrap_or(0) {
+    // Only the shards below `total` get items; the others (and their ranks) get no batch.
+    let dealt = shards.min(total) as usize;
+    let mut rows = vec![0u64; dealt];
+    for w in 0..total {
         let Some(item) = work.global(w) else { break };
         let all = usize::try_from(item.unit)
             .ok()
@@ -74,9 +77,25 @@ fn uneven_deal(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
         let shard = &mut rows[(w % shards) as usize];
         *shard = shard.saturating_add(item.row_count(all));
     }
-    let mut counts = rows.iter().map(|&rows| spec.batches_for(rows));
-    let first = counts.next().flatten();
-    counts.any(|count| count != first)
+    let ranks = match spec.num_ranks {
+        0 => spec.num_shards,
+        ranks => ranks,
+    };
+    let mut counts = vec![0usize; ranks.min(dealt)];
+    for (shard, &rows) in rows.iter().enumerate() {
+        let count = &mut counts[shard % ranks];
+        *count = count.saturating_add(spec.batches_for(rows).unwrap_or(0));
+    }
+    let unserved = ranks > dealt;
+    counts
+        .iter()
+        .any(|&count| count != counts[0] || (unserved && count > 0))
+}
+
+/// The rows of each unit of the epoch's order (`unit_rows`), when the epoch starting at `start`
+/// is planned by rows alone, for the saved state.
+pub(super) fn rows_plan(spec: &BatchSpec, start: &Start, unit_rows: &[u64]) -> Option<Arc<[u64]>> {
+    (matches!(start, Start::Plan { .. }) && !by_lengths(spec)).then(|| Arc::from(unit_rows))
 }
 
 /// The lengths a plan is cut by: from `pass` (the sequence columns read) under a token budget
@@ -89,8 +108,13 @@ pub(super) fn lengths(
     if by_lengths(spec) {
         pass()
     } else {
-        Ok(Arc::new(SourceLengths::of_rows(source_rows)?))
+        row_lengths(source_rows)
     }
+}
+
+/// The units of `unit_rows` rows each, for a plan cut by rows alone.
+pub(super) fn row_lengths(unit_rows: impl Iterator<Item = u64>) -> Result<Arc<SourceLengths>> {
+    Ok(Arc::new(SourceLengths::of_rows(unit_rows)?))
 }
 
 /// The lengths of `source`'s sequence rows, from the cache or from `read`.

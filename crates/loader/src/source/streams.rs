@@ -30,8 +30,68 @@ pub(super) fn plan_in_memory(
         stop: None,
         null_to_nan: resolve_null_to_nan(spec, &schema, nulls),
         planned: None,
+        plan_rows: None,
         locate: None,
     })
+}
+
+/// Plans record batches in memory whose deal over the shards would give the ranks different
+/// numbers of batches (see [`planned::is_planned`]) as an epoch planned by rows, as files are: their
+/// rows are known, and any of them can be read in any order. `None` when the deal is even (or
+/// batches are cut by a budget or buckets, or a state saved by a deal is resumed): the record
+/// batches are then dealt as they come ([`plan_in_memory`]).
+pub(super) fn plan_batches_by_rows(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    nulls: &dyn Fn(&str) -> Option<u64>,
+    spec: &BatchSpec,
+) -> Result<Option<Plan>> {
+    let unit_rows: Vec<u64> = batches
+        .iter()
+        .map(|batch| batch.num_rows() as u64)
+        .collect();
+    let dealt = Work::all(Some(unit_rows.len() as u64));
+    let work = match &spec.state {
+        // A state of a deal (saved without the units' count) resumes as dealt.
+        Some(state) if state.work.units.is_none() => return Ok(None),
+        Some(state) => &state.work,
+        None => &dealt,
+    };
+    if spec.max_tokens.is_some()
+        || spec.bucket_by_length
+        || !planned::is_planned(spec, work, &unit_rows)
+    {
+        return Ok(None);
+    }
+    check_spec(spec, schema, || "the record batches".to_string())?;
+    let settings = identity::settings(spec, identity::reader(schema));
+    let (work, start) = resume(spec, &settings, Some(&unit_rows))?;
+    let lengths = planned::row_lengths(unit_rows.iter().copied())?;
+    let source_unit: Vec<usize> = (0..unit_rows.len()).collect();
+    let (shard_batches, items) =
+        planned::shard_batches(spec, &work, &start, &source_unit, &lengths)?;
+    let units: Vec<RecordBatch> = items
+        .iter()
+        .map(|(_, item)| batches[item.unit as usize].clone())
+        .collect();
+    let raw: Raw = Box::new(
+        items
+            .into_iter()
+            .zip(units)
+            .map(|((k, item), batch)| Ok((k, item, batch, true))),
+    );
+    Ok(Some(Plan {
+        pieces: select(raw, &start, None),
+        num_rows: Some(shard_batches.rows.len() as u64),
+        work,
+        plan_rows: planned::rows_plan(spec, &start, &unit_rows),
+        settings,
+        start,
+        stop: None,
+        null_to_nan: resolve_null_to_nan(spec, schema, nulls),
+        planned: Some(shard_batches),
+        locate: None,
+    }))
 }
 
 /// Plans the IPC streams `inputs`: read in order (the streams shuffled), record batches dealt
@@ -90,6 +150,7 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
         start,
         stop: None,
         planned: None,
+        plan_rows: None,
         null_to_nan,
         locate: None,
     })

@@ -114,6 +114,16 @@ options::batch_spec! {
         /// Files and row groups are dealt to the shards round-robin.
         #[option(Count, Stream, default = 1)]
         pub num_shards: usize,
+        /// The ranks of a distributed run among the shards; 0 for one rank per shard.
+        ///
+        /// Shard `s` is rank `s % num_ranks`'s, its other shards being the rank's DataLoader
+        /// workers (as the Python binding numbers them).
+        ///
+        /// A distributed run waits at every collective for its slowest rank, so its ranks must
+        /// get as many batches each: when a deal of whole units would give them different
+        /// counts, the epoch is planned by rows. A rank's own shards need not be even.
+        #[option(Usize, Stream, default = 0)]
+        pub num_ranks: usize,
         /// Batches made ahead of the consumer, from 1 to [`MAX_PREFETCH`].
         ///
         /// It is the bound of the channel between the threads.
@@ -291,6 +301,13 @@ impl BatchSpec {
     pub fn shard(mut self, shard_index: usize, num_shards: usize) -> Self {
         self.shard_index = shard_index;
         self.num_shards = num_shards;
+        self
+    }
+
+    /// Sets [`num_ranks`](BatchSpec::num_ranks): the ranks of a distributed run among the
+    /// shards, between which the batch counts must be even.
+    pub fn num_ranks(mut self, num_ranks: usize) -> Self {
+        self.num_ranks = num_ranks;
         self
     }
 

@@ -49,6 +49,12 @@ impl BatchSpec {
                 self.shard_index, self.num_shards
             ));
         }
+        if self.num_ranks != 0 && !self.num_shards.is_multiple_of(self.num_ranks) {
+            return invalid(format!(
+                "num_ranks is {}; expected 0 or a divisor of num_shards ({})",
+                self.num_ranks, self.num_shards
+            ));
+        }
         if let Some(group) = self.groups.iter().find(|group| group.columns.is_empty()) {
             return invalid(format!(
                 "group {:?} has no columns; expected at least one",

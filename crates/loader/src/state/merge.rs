@@ -9,20 +9,13 @@
 
 use std::collections::BTreeMap;
 
+use super::bounds::{MAX_MERGED_ENTRIES, MAX_REPLAY_ROWS};
+use super::merge_plan::planned_work_left;
 use super::ranges::{drop_rows, item_len, join_ranges, unit_ranges, unit_row};
 use super::start::{check_carried, check_emitted, check_window_size};
 use super::{Item, LoaderState, Position, STATE_VERSION, Work, bad, check_version};
 use crate::Result;
 use crate::rng::Rng;
-
-/// The most rows of a shuffle window that a merge replays (a state saved inside a window, after
-/// some of its batches): the replay holds one 4-byte index per row. The loader's windows hold
-/// `max(buffer_size, batch_size)` rows plus those of the item that filled them.
-pub const MAX_REPLAY_ROWS: u64 = 1 << 24;
-
-/// The most items and row ranges a merged state lists beyond those its states list: the units
-/// that some shards had passed and others had not, and the rows left of units read in part.
-pub const MAX_MERGED_ENTRIES: u64 = 1 << 20;
 
 /// Joins the states of every shard of a run (`shard` `0..n`, each once, all of one epoch and
 /// one configuration) into one state of the work left: each remaining row once, whatever shard
@@ -31,10 +24,11 @@ pub const MAX_MERGED_ENTRIES: u64 = 1 << 20;
 ///
 /// The rows left in a shuffle window are worked out by replaying the window's shuffle from the
 /// sizes it records; a state saved inside a window whose batches are cut by tokens or sorted by
-/// length (which only the data decide) is refused, and so is a state of a planned epoch after
-/// its first batch (see [`Position::Plan`]). A window of more than [`MAX_REPLAY_ROWS`]
-/// rows, or a merged state of more than [`MAX_MERGED_ENTRIES`] new items and ranges (shards
-/// that far apart), is refused before anything is allocated for it.
+/// length (which only the data decide) is refused, and so is a state of an epoch planned from
+/// its rows' lengths after its first batch (see [`Position::Plan`]); an epoch planned by rows
+/// alone is worked out again from the units' rows its states record. A window of more than
+/// [`MAX_REPLAY_ROWS`] rows, or a merged state of more than [`MAX_MERGED_ENTRIES`] new items and
+/// ranges (shards that far apart), is refused before anything is allocated for it.
 pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
     let Some(first) = states.first() else {
         return bad("there are no states to merge; expected the state of every shard".to_string());
@@ -56,6 +50,9 @@ pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
     let settings = &first.settings;
     if settings.batch_size == 0 {
         return bad("the state's batch_size is 0; expected at least 1".to_string());
+    }
+    if let Some(left) = planned_work_left(states)? {
+        return Ok(merged(first, left));
     }
     let windowed = settings.shuffle || settings.bucket_by_length;
     // The rows left of partly read units, as ranges by unit; the first unstarted global index
@@ -94,16 +91,8 @@ pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
             ));
         }
         let next = match &state.position {
-            None | Some(Position::Plan { batch: 0 }) => 0,
-            Some(Position::Plan { batch }) => {
-                return bad(format!(
-                    "the state of shard {shard} is {batch} batches into a planned epoch (a token \
-                     budget, length buckets, or a deal of units that would have left the \
-                     shards' batch counts uneven), whose batches the shards' plan decides, so \
-                     a merge cannot tell which rows are left; resume with the same shards, or \
-                     start the epoch again"
-                ));
-            }
+            // A plan past its first batch was merged by `planned_work_left` above.
+            None | Some(Position::Plan { .. }) => 0,
             Some(Position::Rows { item, row }) if *row == 0 => {
                 if let Some(len) = shard_len.filter(|&len| *item > len) {
                     return bad(format!(
@@ -201,19 +190,27 @@ pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
     }
     let items: Vec<Item> = items.into_values().collect();
     let rest_from = rest_from.max(items.last().map_or(0, |item| item.unit + 1));
-    Ok(LoaderState {
-        version: STATE_VERSION,
-        settings: first.settings.clone(),
-        epoch: first.epoch,
-        shard: None,
-        work: Work {
+    Ok(merged(
+        first,
+        Work {
             items,
             rest_from,
             units: work.units,
         },
+    ))
+}
+
+/// The merged state of the run of `first`, whose work left is `work`.
+fn merged(first: &LoaderState, work: Work) -> LoaderState {
+    LoaderState {
+        version: STATE_VERSION,
+        settings: first.settings.clone(),
+        epoch: first.epoch,
+        shard: None,
+        work,
         position: None,
         concat: None,
-    })
+    }
 }
 
 /// Refuses states that are not one of each shard of one run: the same format, settings, epoch

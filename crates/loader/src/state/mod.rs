@@ -25,14 +25,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
+mod bounds;
 mod concat;
 mod merge;
+mod merge_plan;
 mod ranges;
 mod settings;
 mod start;
 
+pub use bounds::{MAX_MERGED_ENTRIES, MAX_PLANNED_ROWS, MAX_REPLAY_ROWS};
 pub use concat::{CarriedRow, ConcatCarry, ConcatPosition};
-pub use merge::{MAX_MERGED_ENTRIES, MAX_REPLAY_ROWS, merge_states};
+pub use merge::merge_states;
 pub use settings::{FileIdentity, SequenceSettings, Settings, SourceIdentity, SourceKind};
 pub(crate) use start::{Resuming, Start, WindowStart};
 
@@ -209,6 +212,11 @@ pub enum Position {
     Plan {
         /// The batches of the shard's plan already given.
         batch: u64,
+        /// A plan cut by rows alone (no budget, no buckets) records the rows of each unit of
+        /// the epoch's order, which are all it is cut from: [`merge_states`] works out from
+        /// them which rows each shard was given. Checked against the source on resuming.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unit_rows: Option<Vec<u64>>,
     },
 }
 

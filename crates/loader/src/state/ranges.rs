@@ -1,6 +1,6 @@
 //! The row ranges of work items (`[start, end)` of a unit's rows), as resuming and merging use
-//! them: the rows of an item, an item without its first rows, ranges joined, an item's `n`-th
-//! row in its unit.
+//! them: the rows of an item, an item without its first rows or without some rows, ranges
+//! joined, an item's `n`-th row in its unit.
 
 use super::Item;
 
@@ -12,17 +12,6 @@ pub(crate) fn item_len(item: &Item) -> Option<u64> {
         return None;
     }
     Some(ranges.iter().map(|[a, b]| b - a).sum())
-}
-
-/// The number of rows of `item`, a unit of `unit_rows` rows: its ranges cut to the unit.
-pub(super) fn item_rows(item: &Item, unit_rows: u64) -> u64 {
-    match &item.rows {
-        None => unit_rows,
-        Some(ranges) => ranges
-            .iter()
-            .map(|&[a, b]| b.min(unit_rows).saturating_sub(a))
-            .sum(),
-    }
 }
 
 /// `ranges` without their first `rows` rows.
@@ -37,6 +26,28 @@ pub(super) fn drop_rows(ranges: &[[u64; 2]], rows: u64) -> Vec<[u64; 2]> {
         }
         out.push([start + left, end]);
         left = 0;
+    }
+    out
+}
+
+/// `ranges` (ascending, cut to a unit of `unit_rows` rows) without the rows `given` (sorted).
+pub(super) fn remove_rows(ranges: &[[u64; 2]], unit_rows: u64, given: &[u64]) -> Vec<[u64; 2]> {
+    let mut out = Vec::new();
+    let mut given = given.iter().copied().peekable();
+    for &[start, end] in ranges {
+        let end = end.min(unit_rows);
+        let mut from = start;
+        while let Some(row) = given.next_if(|&row| row < end) {
+            if row >= from {
+                if row > from {
+                    out.push([from, row]);
+                }
+                from = row + 1;
+            }
+        }
+        if from < end {
+            out.push([from, end]);
+        }
     }
     out
 }

@@ -7,7 +7,7 @@
 //! the window was full). Streams, whose counts only reading tells, are read as far as the state
 //! says and end where the stream ends; nothing is allocated by a stream position.
 
-use super::ranges::{item_len, item_rows};
+use super::ranges::item_len;
 use super::{LoaderState, Position, Settings, bad, check_version};
 use crate::Result;
 
@@ -103,7 +103,17 @@ impl LoaderState {
         match (&self.position, windowed) {
             (None, _) => Ok(Start::beginning(loader.settings, loader.planned)),
             // The planned count is checked when the plan is made.
-            (Some(Position::Plan { batch }), _) if loader.planned => {
+            (Some(Position::Plan { batch, unit_rows }), _) if loader.planned => {
+                if let (Some(saved), Some(rows)) = (unit_rows, loader.unit_rows)
+                    && saved.as_slice() != rows
+                {
+                    return bad(format!(
+                        "the state's plan records {} units and their rows, which differ from \
+                         this source's {} units",
+                        saved.len(),
+                        rows.len()
+                    ));
+                }
                 Ok(Start::Plan { batch: *batch })
             }
             (Some(Position::Plan { .. }), _) => bad(
@@ -174,7 +184,7 @@ impl LoaderState {
                     .and_then(|unit| unit_rows.get(unit))
                     .copied()
                     .unwrap_or(0);
-                item_rows(&item, rows)
+                item.row_count(rows)
             })),
             None => item.as_ref().and_then(item_len),
         }

@@ -302,7 +302,10 @@ fn a_planned_state_is_refused_elsewhere_and_merges_only_before_its_first_batch()
     // After it, which rows are left depends on the plan: refused, saying why.
     let error = merge_states(&[state_after(0, 2), state_after(1, 0)]).unwrap_err();
     let message = chain(&error);
-    assert!(message.contains("planned epoch"), "{message}");
+    assert!(
+        message.contains("planned from its rows' lengths"),
+        "{message}"
+    );
     // A planned position given to a loader that cuts as it reads (one shard) is refused.
     let saved = state_after(1, 2);
     let mut one = saved.clone();
@@ -311,7 +314,10 @@ fn a_planned_state_is_refused_elsewhere_and_merges_only_before_its_first_batch()
     assert!(chain(&error).contains("cannot resume"), "{}", chain(&error));
     // A position past the shard's plan is refused.
     let mut past = saved;
-    past.position = Some(arrow_dlpack_loader::Position::Plan { batch: 10_000 });
+    past.position = Some(arrow_dlpack_loader::Position::Plan {
+        batch: 10_000,
+        unit_rows: None,
+    });
     let error = batches(make(), spec.clone().shard(1, 2).state(past))
         .err()
         .unwrap();

@@ -37,6 +37,7 @@ fn every_option_is_declared_with_the_default_of_default() {
             "buffer_size",
             "shard_index",
             "num_shards",
+            "num_ranks",
             "prefetch",
             "decode_threads",
             "writable",

@@ -1,9 +1,9 @@
 //! Sharding: the shards of a source are disjoint and together hold every row exactly once, and
 //! shards of files get as many batches each.
 
-use arrow_dlpack_loader::{BatchSpec, LoaderState, Source, batches};
+use arrow_dlpack_loader::{BatchSpec, LoaderState, Position, Source, batches, merge_states};
 
-use crate::data::{collect, ids, reader, spec, table, write_ipc, write_parquet};
+use crate::data::{chain, collect, ids, reader, spec, table, write_ipc, write_parquet};
 
 fn shard(index: usize, count: usize, shuffle: bool) -> BatchSpec {
     BatchSpec {
@@ -57,6 +57,9 @@ fn shards_of_a_reader_are_dealt_by_record_batch() {
     }
 }
 
+/// Makes a source anew for each loader.
+type MakeSource = dyn Fn() -> Source;
+
 /// The batch counts of every shard of `make` with `spec`, and the ids of each shard's rows.
 fn shard_passes(make: &dyn Fn() -> Source, spec: &BatchSpec, count: usize) -> Vec<Vec<Vec<i64>>> {
     (0..count)
@@ -71,7 +74,11 @@ fn shard_passes(make: &dyn Fn() -> Source, spec: &BatchSpec, count: usize) -> Ve
             let batches: Vec<Vec<i64>> = loader
                 .map(|batch| ids(std::slice::from_ref(&batch.unwrap())))
                 .collect();
-            assert_eq!(len, Some(batches.len()), "shard {index}: len() before the first batch");
+            assert_eq!(
+                len,
+                Some(batches.len()),
+                "shard {index}: len() before the first batch"
+            );
             batches
         })
         .collect()
@@ -85,8 +92,11 @@ fn shards_that_a_deal_of_units_would_leave_uneven_get_as_many_batches_each() {
     let data = table(&[90, 11]);
     let parquet = write_parquet(&dir.path().join("one.parquet"), &data, 1000);
     let ipc = write_ipc(&dir.path().join("two.arrow"), &data);
-    let sources: [(&str, Box<dyn Fn() -> Source>); 2] = [
-        ("parquet", Box::new(move || Source::ParquetFiles(vec![parquet.clone()]))),
+    let sources: [(&str, Box<MakeSource>); 2] = [
+        (
+            "parquet",
+            Box::new(move || Source::ParquetFiles(vec![parquet.clone()])),
+        ),
         ("ipc", Box::new(move || Source::IpcFiles(vec![ipc.clone()]))),
     ];
     for (name, make) in &sources {
@@ -112,7 +122,11 @@ fn shards_that_a_deal_of_units_would_leave_uneven_get_as_many_batches_each() {
                 } else {
                     // 26 batches (the last short): 13 each, every row once.
                     assert_eq!(counts, [13, 13], "{name}, shuffle {shuffle}");
-                    assert_eq!(rows, (0..101).collect::<Vec<_>>(), "{name}, shuffle {shuffle}");
+                    assert_eq!(
+                        rows,
+                        (0..101).collect::<Vec<_>>(),
+                        "{name}, shuffle {shuffle}"
+                    );
                 }
                 if !shuffle {
                     // In order: shard 0 takes the first half of the epoch, shard 1 the rest.
@@ -134,7 +148,10 @@ fn shards_that_a_deal_of_units_leaves_even_keep_the_deal() {
     let make = move || Source::ParquetFiles(vec![parquet.clone()]);
     let passes = shard_passes(&make, &spec(4, &["id"]), 2);
     let first: Vec<i64> = passes[0].iter().flatten().copied().collect();
-    assert_eq!(first, [(0..8).collect::<Vec<_>>(), (16..24).collect()].concat());
+    assert_eq!(
+        first,
+        [(0..8).collect::<Vec<_>>(), (16..24).collect()].concat()
+    );
 }
 
 #[test]
@@ -167,5 +184,156 @@ fn a_planned_shard_of_rows_resumes_where_it_stopped() {
             .map(|b| ids(std::slice::from_ref(&b.unwrap())))
             .collect();
         assert_eq!(rest, whole[5..], "shuffle {shuffle}");
+    }
+}
+
+#[test]
+fn states_of_an_epoch_planned_by_rows_merge_into_the_rows_left() {
+    let dir = tempfile::tempdir().unwrap();
+    // Units of 90 and 11 rows over two shards: planned by rows.
+    let data = table(&[90, 11]);
+    let ipc = write_ipc(&dir.path().join("two.arrow"), &data);
+    let make = move || Source::IpcFiles(vec![ipc.clone()]);
+    for shuffle in [false, true] {
+        let spec = BatchSpec {
+            shuffle,
+            seed: 2,
+            buffer_size: 16,
+            ..spec(4, &["id"])
+        };
+        for stops in [[3, 0], [5, 9], [13, 13]] {
+            let mut seen = Vec::new();
+            let mut states = Vec::new();
+            for (index, stop) in stops.into_iter().enumerate() {
+                let mut loader = batches(make(), spec.clone().shard(index, 2)).unwrap();
+                for batch in loader.by_ref().take(stop) {
+                    seen.extend(ids(&[batch.unwrap()]));
+                }
+                let state = loader.state();
+                let json = serde_json::to_string(&state).unwrap();
+                if stop > 0 {
+                    assert!(json.contains(r#""unit_rows":["#), "{json}");
+                    assert!(json.contains(r#""kind":"plan""#), "{json}");
+                }
+                states.push(state);
+            }
+            let merged = merge_states(&states).unwrap();
+            for new_shards in [1, 3] {
+                let mut all = seen.clone();
+                for index in 0..new_shards {
+                    let spec = spec.clone().shard(index, new_shards).state(merged.clone());
+                    all.extend(ids(&collect(make(), spec)));
+                }
+                all.sort_unstable();
+                assert_eq!(
+                    all,
+                    (0..101).collect::<Vec<_>>(),
+                    "shuffle {shuffle}, stops {stops:?}, {new_shards} new shards"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_planned_state_whose_units_rows_were_altered_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = table(&[90, 11]);
+    let ipc = write_ipc(&dir.path().join("two.arrow"), &data);
+    let make = move || Source::IpcFiles(vec![ipc.clone()]);
+    let spec = spec(4, &["id"]).shard(0, 2);
+    let mut loader = batches(make(), spec.clone()).unwrap();
+    loader.next().unwrap().unwrap();
+    let state = loader.state();
+    let altered = |rows: Vec<u64>| {
+        let mut state = state.clone();
+        state.position = Some(Position::Plan {
+            batch: 1,
+            unit_rows: Some(rows),
+        });
+        state
+    };
+    // On resuming: the source's units are checked against the state's.
+    let error = batches(make(), spec.clone().state(altered(vec![50, 51])))
+        .err()
+        .unwrap();
+    assert!(
+        chain(&error).contains("differ from this source's 2 units"),
+        "{}",
+        chain(&error)
+    );
+    // In a merge, which has no source: rows too many to replay are refused before any work.
+    let other = batches(make(), spec.clone().shard(1, 2)).unwrap().state();
+    for rows in [vec![u64::MAX, 11], vec![1 << 40, 1 << 40], vec![90]] {
+        let error = merge_states(&[altered(rows.clone()), other.clone()]).unwrap_err();
+        let message = chain(&error);
+        assert!(
+            message.contains("replays at most") || message.contains("its work has 2 units"),
+            "{rows:?}: {message}"
+        );
+    }
+}
+
+#[test]
+fn only_the_ranks_need_as_many_batches_not_their_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    // Four units over four shards (two ranks of two workers): shards 0 and 1 get 2 batches,
+    // shards 2 and 3 one; each rank (shards 0 and 2, shards 1 and 3) 3.
+    let data = table(&[8, 8, 4, 4]);
+    let ipc = write_ipc(&dir.path().join("four.arrow"), &data);
+    let make = move || Source::IpcFiles(vec![ipc.clone()]);
+    let dealt = |num_ranks: usize| -> Vec<Vec<Vec<i64>>> {
+        let spec = BatchSpec {
+            num_ranks,
+            ..spec(4, &["id"])
+        };
+        shard_passes(&make, &spec, 4)
+    };
+    // Ranks even: the units as dealt, each shard's own.
+    let passes = dealt(2);
+    let counts: Vec<usize> = passes.iter().map(Vec::len).collect();
+    assert_eq!(counts, [2, 2, 1, 1]);
+    assert_eq!(passes[2], [(16..20).collect::<Vec<_>>()]);
+    // Every shard a rank: planned, as many batches each.
+    let counts: Vec<usize> = dealt(0).iter().map(Vec::len).collect();
+    assert_eq!(counts, [2, 2, 2, 2]);
+    // A count of ranks that does not divide the shards is refused.
+    let spec = BatchSpec {
+        num_ranks: 3,
+        ..spec(4, &["id"]).shard(0, 4)
+    };
+    let error = batches(make(), spec).err().unwrap();
+    assert!(chain(&error).contains("num_ranks is 3; expected 0 or a divisor of num_shards (4)"));
+}
+
+#[test]
+fn record_batches_in_memory_that_deal_unevenly_are_planned_by_rows_too() {
+    let data = table(&[90, 11]);
+    let schema = data[0].schema();
+    let make = || Source::record_batches(schema.clone(), data.clone());
+    for shuffle in [false, true] {
+        let spec = BatchSpec {
+            shuffle,
+            seed: 6,
+            ..spec(4, &["id"])
+        };
+        let passes = shard_passes(&make, &spec, 2);
+        assert_eq!(passes.iter().map(Vec::len).collect::<Vec<_>>(), [13, 13]);
+        let mut rows: Vec<i64> = passes.iter().flatten().flatten().copied().collect();
+        rows.sort_unstable();
+        assert_eq!(rows, (0..101).collect::<Vec<_>>(), "shuffle {shuffle}");
+        // Resumed from a state after 4 batches: the rest of the same shard.
+        let shard = spec.clone().shard(1, 2);
+        let mut loader = batches(make(), shard.clone()).unwrap();
+        for _ in 0..4 {
+            loader.next().unwrap().unwrap();
+        }
+        let rest = collect(make(), shard.state(loader.state()));
+        assert_eq!(
+            rest.iter()
+                .map(|b| ids(std::slice::from_ref(b)))
+                .collect::<Vec<_>>(),
+            passes[1][4..]
+        );
     }
 }

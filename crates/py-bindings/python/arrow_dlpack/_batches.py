@@ -150,9 +150,19 @@ def _shard(
     rank: Optional[int], world_size: Optional[int], split_workers: bool = True,
     warn: bool = False,
 ) -> Tuple[int, int]:
-    """This process's ``(shard_index, num_shards)``: one shard per DataLoader worker of each rank
-    (unless ``split_workers`` is False), so that workers and ranks together read every row
-    exactly once. ``rank`` and ``world_size`` are checked (:func:`check_python_options`).
+    """This process's ``(shard_index, num_shards)`` (see :func:`_layout`)."""
+    shard_index, num_shards, _ = _layout(rank, world_size, split_workers, warn)
+    return shard_index, num_shards
+
+
+def _layout(
+    rank: Optional[int], world_size: Optional[int], split_workers: bool = True,
+    warn: bool = False,
+) -> Tuple[int, int, int]:
+    """This process's ``(shard_index, num_shards, num_ranks)``: one shard per DataLoader worker
+    of each rank (unless ``split_workers`` is False), so that workers and ranks together read
+    every row exactly once, and the number of ranks, between which the batch counts must be
+    even (0 when each shard is a rank). ``rank`` and ``world_size`` are checked (:func:`check_python_options`).
 
     With ``warn``, a loader given ``rank`` and ``world_size`` that splits between DataLoader
     workers warns once per process: the caller may have split the sources per worker already."""
@@ -176,7 +186,8 @@ def _shard(
     # round-robin to the shards, so a rank's workers together read exactly the units of shard
     # `rank` of `world_size` (what `len()` of a rank counts), and ranks get as many units as an
     # even deal gives them, whatever the number of workers.
-    return worker * world_size + rank, world_size * workers
+    # Every shard is a rank of its own (`num_ranks` 0) unless the ranks have several workers.
+    return worker * world_size + rank, world_size * workers, world_size if workers > 1 else 0
 
 
 def _shared_seed(seed: Optional[int], shuffle: bool, num_shards: int) -> int:
@@ -529,7 +540,7 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
             # and Ray Train's workers form a torch.distributed group: sharding by that group
             # again would drop rows.
             rank, world_size = 0, 1
-    shard_index, num_shards = _shard(
+    shard_index, num_shards, num_ranks = _layout(
         rank, world_size, python.get("split_workers", True), warn=warn_split
     )
     state = spec.get("state")
@@ -543,6 +554,7 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
         storage_options=dict(storage_options) if storage_options is not None else None,
         shard_index=shard_index,
         num_shards=num_shards,
+        num_ranks=num_ranks,
         **spec,
     )
     _LIVE.add(inner)

@@ -40,9 +40,9 @@ RUST: Dict[str, Option] = {
     for name, entry in _Batches.OPTIONS.items()
 }
 
-#: Options of the spec that Python works out from others: the shard, from ``rank``,
-#: ``world_size``, ``split_workers`` and the DataLoader worker the loader runs in.
-DERIVED = ("shard_index", "num_shards")
+#: Options of the spec that Python works out from others: the shard and the number of ranks,
+#: from ``rank``, ``world_size``, ``split_workers`` and the DataLoader worker the loader runs in.
+DERIVED = ("shard_index", "num_shards", "num_ranks")
 
 #: Options of the spec whose default in Python is ``None``, meaning "work it out": a seed drawn
 #: (or shared by the process group, or taken from the ``state``), the ``state``'s epoch.

@@ -64,7 +64,12 @@ impl SourceLengths {
     pub(crate) fn of_rows(unit_rows: impl Iterator<Item = u64>) -> Result<Self> {
         let mut lengths = SourceLengths::new(0);
         for rows in unit_rows {
-            let end = lengths.starts.last().copied().unwrap_or(0).saturating_add(rows);
+            let end = lengths
+                .starts
+                .last()
+                .copied()
+                .unwrap_or(0)
+                .saturating_add(rows);
             reserve(&mut lengths.starts, 1)?;
             lengths.starts.push(end);
         }
@@ -242,20 +247,8 @@ pub(crate) fn plan_shard(
     shard: usize,
     from: u64,
 ) -> Result<(ShardBatches, u64)> {
-    check_sizes(lengths, items)?;
-    let context = Context {
-        options,
-        lengths,
-        items,
-    };
-    let windows = first_pass(&context)?;
-    let summaries: Vec<Summary> = windows
-        .iter()
-        .flat_map(|window| window.batches.iter().copied())
-        .collect();
-    let parts = parts(&summaries, options.num_shards, options.drop_last);
-    let count: u64 = parts.iter().map(|&p| u64::from(p)).sum();
-    let per_shard = count / options.num_shards.max(1) as u64;
+    let plan = EpochPlan::new(options, lengths, items)?;
+    let per_shard = plan.per_shard();
     if from > per_shard {
         return Err(Error::InvalidState {
             reason: format!(
@@ -264,9 +257,71 @@ pub(crate) fn plan_shard(
             ),
         });
     }
-    let wanted = shard as u64 * per_shard + from..(shard as u64 + 1) * per_shard;
-    let batches = second_pass(&context, &windows, &parts, wanted, from)?;
-    Ok((batches, per_shard))
+    Ok((plan.batches(shard, from..per_shard)?, per_shard))
+}
+
+/// An epoch's plan after its first pass: every shard's batches can be listed from it.
+pub(crate) struct EpochPlan<'a> {
+    context: Context<'a>,
+    windows: Vec<Window>,
+    parts: Vec<u32>,
+    per_shard: u64,
+}
+
+impl<'a> EpochPlan<'a> {
+    /// Cuts every window of the epoch whose work is `items` and makes the count a multiple of
+    /// the shards.
+    pub(crate) fn new(
+        options: &'a PlanOptions<'a>,
+        lengths: &'a SourceLengths,
+        items: &'a [PlanItem],
+    ) -> Result<Self> {
+        check_sizes(lengths, items)?;
+        let context = Context {
+            options,
+            lengths,
+            items,
+        };
+        let windows = first_pass(&context)?;
+        let summaries: Vec<Summary> = windows
+            .iter()
+            .flat_map(|window| window.batches.iter().copied())
+            .collect();
+        let parts = parts(&summaries, options.num_shards, options.drop_last);
+        let count: u64 = parts.iter().map(|&p| u64::from(p)).sum();
+        let per_shard = count / options.num_shards.max(1) as u64;
+        Ok(EpochPlan {
+            context,
+            windows,
+            parts,
+            per_shard,
+        })
+    }
+
+    /// The number of batches every shard gets.
+    pub(crate) fn per_shard(&self) -> u64 {
+        self.per_shard
+    }
+
+    /// The batches `batches` (indices among the shard's, within [`per_shard`](Self::per_shard))
+    /// of shard `shard`.
+    pub(crate) fn batches(&self, shard: usize, batches: Range<u64>) -> Result<ShardBatches> {
+        let first = shard as u64 * self.per_shard;
+        let wanted = first + batches.start..first + batches.end.min(self.per_shard);
+        second_pass(
+            &self.context,
+            &self.windows,
+            &self.parts,
+            wanted,
+            batches.start,
+        )
+    }
+
+    /// The unit (as the plan's items name it) of a row that [`EpochPlan::batches`] listed in
+    /// `listed`, whose `read` indexes the listing's `reads`.
+    pub(crate) fn unit_of(&self, listed: &ShardBatches, read: u32) -> usize {
+        self.context.items[listed.reads[read as usize] as usize].unit
+    }
 }
 
 /// Refuses a source whose units or items cannot be numbered in 32 bits (a [`Row`]).

@@ -1,0 +1,193 @@
+//! The merge of the states of an epoch planned by rows alone (see [`Position::Plan`]): the plan
+//! is worked out again from the units' rows its states record, the settings, the epoch and the
+//! number of shards, each shard's given batches are listed from it, and the work left is every
+//! row of the epoch not in one of them.
+//!
+//! The replay costs one pass over the epoch's rows (a window at a time) and the rows given; it
+//! is bounded before anything is allocated: every unit and every window of at most
+//! [`MAX_REPLAY_ROWS`] rows, the epoch of at most [`MAX_PLANNED_ROWS`].
+
+use std::collections::BTreeMap;
+
+use super::bounds::{MAX_MERGED_ENTRIES, MAX_PLANNED_ROWS, MAX_REPLAY_ROWS};
+use super::ranges::remove_rows;
+use super::{Item, LoaderState, Position, Work, bad};
+use crate::Result;
+use crate::sequences::plan::{EpochPlan, PlanItem, PlanOptions, SourceLengths};
+use crate::sequences::tokens::Cutting;
+
+/// The work left by `states` (one per shard, checked to be of one run), when a shard is past
+/// the first batch of a planned epoch; `None` when none is (the merge is then the same as
+/// before any batch).
+pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> {
+    let Some(first) = states.first() else {
+        return Ok(None);
+    };
+    let mut unit_rows: Option<&Vec<u64>> = None;
+    let mut started = false;
+    for state in states {
+        let [shard, _] = state.shard.unwrap_or_default();
+        match &state.position {
+            None | Some(Position::Plan { batch: 0, .. }) => {}
+            Some(Position::Plan {
+                batch,
+                unit_rows: None,
+            }) => {
+                return bad(format!(
+                    "the state of shard {shard} is {batch} batches into an epoch planned from \
+                     its rows' lengths (a token budget or length buckets), so a merge cannot \
+                     tell which rows are left; resume with the same shards, or start the epoch \
+                     again"
+                ));
+            }
+            Some(Position::Plan {
+                unit_rows: Some(rows),
+                ..
+            }) => {
+                if unit_rows.is_some_and(|seen| seen != rows) {
+                    return bad(
+                        "the states' plans record different rows of their units; expected the \
+                         states of one run"
+                            .to_string(),
+                    );
+                }
+                unit_rows = Some(rows);
+                started = true;
+            }
+            Some(_) => {}
+        }
+    }
+    let Some(unit_rows) = unit_rows.filter(|_| started) else {
+        return Ok(None);
+    };
+    if let Some(state) = states.iter().find(|state| {
+        matches!(
+            state.position,
+            Some(Position::Rows { .. } | Position::Window { .. })
+        )
+    }) {
+        return bad(format!(
+            "the state of shard {} reads its units as dealt, and another's is in a planned \
+             epoch; expected the states of one run",
+            state.shard.unwrap_or_default()[0]
+        ));
+    }
+    let settings = &first.settings;
+    if settings.max_tokens.is_some() || settings.bucket_by_length {
+        return bad(
+            "a state of an epoch cut by a token budget or length buckets records its units' \
+             rows; expected a plan cut by rows alone"
+                .to_string(),
+        );
+    }
+    let work = &first.work;
+    if work.units != Some(unit_rows.len() as u64) {
+        return bad(format!(
+            "the state's plan records the rows of {} units; its work has {} units",
+            unit_rows.len(),
+            work.units
+                .map_or("no count of".to_string(), |units| units.to_string())
+        ));
+    }
+    check_replay(settings.batch_size.max(settings.buffer_size), unit_rows)?;
+    let usize_of = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
+    let items: Vec<PlanItem> = (0..work.total().unwrap_or(0))
+        .map_while(|w| work.global(w))
+        .map(|item| PlanItem {
+            unit: usize_of(item.unit),
+            rows: item.rows,
+        })
+        .collect();
+    let lengths = SourceLengths::of_rows(unit_rows.iter().copied())?;
+    let options = PlanOptions {
+        cutting: Cutting {
+            max_tokens: None,
+            batch_size: usize_of(settings.batch_size),
+            bucket_by_length: false,
+        },
+        sequences: &[],
+        shuffle: settings.shuffle,
+        seed: settings.seed.wrapping_add(first.epoch),
+        buffer_size: usize_of(settings.buffer_size),
+        drop_last: settings.drop_last,
+        num_shards: states.len(),
+    };
+    let plan = EpochPlan::new(&options, &lengths, &items)?;
+    // The rows given, by unit.
+    let mut given: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+    for state in states {
+        let Some(Position::Plan { batch, .. }) = state.position else {
+            continue;
+        };
+        let [shard, _] = state.shard.unwrap_or_default();
+        if batch > plan.per_shard() {
+            return bad(format!(
+                "the state of shard {shard} is {batch} batches into its plan; the plan gives \
+                 each shard {} batches",
+                plan.per_shard()
+            ));
+        }
+        let listed = plan.batches(usize_of(shard), 0..batch)?;
+        for &(read, row) in &listed.rows {
+            given
+                .entry(plan.unit_of(&listed, read))
+                .or_default()
+                .push(u64::from(row));
+        }
+    }
+    let mut left = Vec::new();
+    let mut entries: u64 = 0;
+    for item in &items {
+        let all = unit_rows[item.unit];
+        let whole = [[0, all]];
+        let ranges = item.rows.as_deref().unwrap_or(&whole);
+        let rows = match given.get_mut(&item.unit) {
+            None => item.rows.clone(),
+            Some(rows) => {
+                rows.sort_unstable();
+                let rest = remove_rows(ranges, all, rows);
+                if rest.is_empty() {
+                    continue;
+                }
+                entries += rest.len() as u64;
+                Some(rest)
+            }
+        };
+        entries += 1;
+        if entries > MAX_MERGED_ENTRIES + work.items.len() as u64 {
+            return bad(format!(
+                "the rows left of the planned epoch take more than {MAX_MERGED_ENTRIES} items \
+                 and ranges beyond the states' own: resume with the same shards instead"
+            ));
+        }
+        left.push(Item {
+            unit: item.unit as u64,
+            rows,
+        });
+    }
+    Ok(Some(Work {
+        items: left,
+        rest_from: work.units.unwrap_or(0),
+        units: work.units,
+    }))
+}
+
+/// Refuses a replay that would hold a window of more than [`MAX_REPLAY_ROWS`] rows, or pass
+/// over more than [`MAX_PLANNED_ROWS`], before anything is allocated for it: `window` rows
+/// (at least) make a window, plus those of the unit that filled it.
+fn check_replay(window: u64, unit_rows: &[u64]) -> Result<()> {
+    let largest = unit_rows.iter().copied().max().unwrap_or(0);
+    let total = unit_rows
+        .iter()
+        .try_fold(0u64, |sum, &rows| sum.checked_add(rows))
+        .unwrap_or(u64::MAX);
+    let held = window.saturating_add(largest).min(total);
+    if held > MAX_REPLAY_ROWS || total > MAX_PLANNED_ROWS {
+        return bad(format!(
+            "the planned epoch's replay would pass over {total} rows in windows of up to \
+             {held}; a merge replays at most {MAX_PLANNED_ROWS} rows in windows of at most \
+             {MAX_REPLAY_ROWS}: resume with the same shards instead"
+        ));
+    }
+    Ok(())
+}
