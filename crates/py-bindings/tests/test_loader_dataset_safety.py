@@ -158,11 +158,14 @@ def test_shards_of_a_file_of_one_row_group_get_the_same_number_of_batches(tmp_pa
         if not shuffle:
             # In order, rank 0 takes the first half of the epoch's batches.
             assert torch.cat(passes[0]).tolist() == list(range(len(torch.cat(passes[0]))))
-    # Tables and Hugging Face datasets in memory (one record batch here) are planned alike.
+    # Tables and Hugging Face datasets in memory (one record batch here), and the folders of
+    # save_to_disk (local IPC streams), are planned alike.
     import datasets
 
     table = pa.table({"x": np.arange(3001.0)})
-    for source in (table, datasets.Dataset.from_dict({"x": np.arange(3001.0)})):
+    saved = tmp_path / "saved"
+    datasets.Dataset.from_dict({"x": np.arange(3001.0)}).save_to_disk(str(saved))
+    for source in (table, datasets.Dataset.from_dict({"x": np.arange(3001.0)}), str(saved)):
         passes = [[b["x"] for b in ad.batches(source, 100, rank=r, world_size=2)] for r in range(2)]
         assert [len(p) for p in passes] == [16, 16]
         assert torch.cat([torch.from_dlpack(x) for p in passes for x in p]).tolist() == list(

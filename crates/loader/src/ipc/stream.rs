@@ -446,6 +446,9 @@ pub(crate) struct StreamSummary {
     /// The rows that the record batches' headers declare; `None` when not read (an object, or
     /// not asked) or past `u64`.
     pub(crate) rows: Option<u64>,
+    /// The rows of each record batch, in order, as their headers declare them; `None` when not
+    /// read.
+    pub(crate) batch_rows: Option<Vec<u64>>,
     /// The nulls of each top-level column, as the record batches' headers declare them;
     /// `None` when not read (an object, or not asked).
     pub(crate) null_counts: Option<Vec<Option<u64>>>,
@@ -458,31 +461,33 @@ pub(crate) struct StreamSummary {
 /// of each column.
 pub(crate) fn stream_summary(input: &StreamInput, headers: bool) -> Result<StreamSummary> {
     let (_, _, schema) = input.open()?;
-    let (rows, counts, planned) = match input {
-        StreamInput::Path(path) if headers => {
-            let (rows, counts, planned) = scan_headers(path, &schema)?;
-            (rows, Some(counts), Some(planned))
-        }
-        StreamInput::Planned(planned) if headers => {
-            let (rows, counts, planned) = scan_headers(planned.path(), &schema)?;
-            (rows, Some(counts), Some(planned))
-        }
-        _ => (None, None, None),
+    let path = match input {
+        StreamInput::Path(path) if headers => Some(path.as_path()),
+        StreamInput::Planned(planned) if headers => Some(planned.path()),
+        _ => None,
     };
+    let Some(path) = path else {
+        return Ok(StreamSummary {
+            schema,
+            rows: None,
+            batch_rows: None,
+            null_counts: None,
+            planned: None,
+        });
+    };
+    let headers = scan_headers(path, &schema)?;
     Ok(StreamSummary {
         schema,
-        rows,
-        null_counts: counts,
-        planned,
+        rows: headers.rows,
+        batch_rows: Some(headers.batch_rows),
+        null_counts: Some(headers.null_counts),
+        planned: Some(headers.planned),
     })
 }
 
 /// The rows of the local stream `path` of schema `schema` and the nulls of each top-level
 /// column, summed over its record batches' headers; its bodies are skipped, not read.
-fn scan_headers(
-    path: &Path,
-    schema: &SchemaRef,
-) -> Result<(Option<u64>, Vec<Option<u64>>, PlannedFile)> {
+fn scan_headers(path: &Path, schema: &SchemaRef) -> Result<Headers> {
     let pinned = PinnedFile::open(path)?;
     let size = pinned.planned().size();
     let mut messages = Messages {
@@ -493,6 +498,7 @@ fn scan_headers(
     };
     let firsts = first_nodes(schema);
     let mut rows = Some(0u64);
+    let mut batch_rows = Vec::new();
     let mut counts: Vec<Option<u64>> = vec![Some(0); firsts.len()];
     while let Some(header) = messages.next_header()? {
         if header.kind == MessageHeader::Schema && messages.index > 1 {
@@ -508,6 +514,7 @@ fn scan_headers(
         let Some(header) = header.batch.filter(|batch| !batch.dictionary) else {
             continue;
         };
+        batch_rows.push(header.rows as u64);
         // Rows are counted as a 64-bit signed integer, as Arrow's lengths are: more in all is
         // no stream anyone wrote.
         rows = rows
@@ -527,6 +534,18 @@ fn scan_headers(
             };
         }
     }
-    let planned = pinned.planned().clone();
-    Ok((rows, counts, planned))
+    Ok(Headers {
+        rows,
+        batch_rows,
+        null_counts: counts,
+        planned: pinned.planned().clone(),
+    })
+}
+
+/// What the record-batch headers of a local stream declare, and the file as it was read.
+struct Headers {
+    rows: Option<u64>,
+    batch_rows: Vec<u64>,
+    null_counts: Vec<Option<u64>>,
+    planned: PlannedFile,
 }

@@ -312,7 +312,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
         Source::Reader(reader) => {
             let schema = reader.schema();
             let batches = reader.map(|batch| batch.map_err(Error::from));
-            plan_in_memory(schema, batches, None, |_| None, spec)
+            plan_in_memory(schema, batches, (None, None), |_| None, spec)
         }
         Source::RecordBatches { schema, batches } => {
             let mut nulls: BTreeMap<&str, u64> = BTreeMap::new();
@@ -331,7 +331,9 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
             if let Some(plan) = plan_batches_by_rows(&schema, &batches, &nulls, spec)? {
                 return Ok(plan);
             }
-            plan_in_memory(schema, batches.into_iter().map(Ok), Some(rows), nulls, spec)
+            let unit_rows: Vec<u64> = batches.iter().map(|b| b.num_rows() as u64).collect();
+            let batches = batches.into_iter().map(Ok);
+            plan_in_memory(schema, batches, (Some(rows), Some(&unit_rows)), nulls, spec)
         }
     }
 }

@@ -98,6 +98,31 @@ pub(super) fn rows_plan(spec: &BatchSpec, start: &Start, unit_rows: &[u64]) -> O
     (matches!(start, Start::Plan { .. }) && !by_lengths(spec)).then(|| Arc::from(unit_rows))
 }
 
+/// `batches` with the items they read renumbered in the order of their units, and the items so
+/// sorted, for a source read in order (a stream): a batch then waits for the units before its
+/// own, which the window it is cut from holds anyway.
+pub(super) fn reads_in_order(
+    mut batches: ShardBatches,
+    items: Vec<(u64, Item)>,
+) -> (ShardBatches, Vec<(u64, Item)>) {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&read| items[read].1.unit);
+    let mut renumbered = vec![0u32; items.len()];
+    for (new, &old) in order.iter().enumerate() {
+        renumbered[old] = new as u32;
+    }
+    batches.reads = order.iter().map(|&old| batches.reads[old]).collect();
+    for row in &mut batches.rows {
+        row.0 = renumbered[row.0 as usize];
+    }
+    let items = order
+        .iter()
+        .enumerate()
+        .map(|(new, &old)| (new as u64, items[old].1.clone()))
+        .collect();
+    (batches, items)
+}
+
 /// The lengths a plan is cut by: from `pass` (the sequence columns read) under a token budget
 /// or buckets, else only the rows of the source's units, `source_rows` in the source's order.
 pub(super) fn lengths(

@@ -3,12 +3,12 @@
 
 use super::*;
 
-/// Plans a reader's record batches, or record batches in memory (of `rows` rows in all, and
-/// `nulls` in each column): read in order, dealt round-robin.
+/// Plans a reader's record batches, or record batches in memory (of `rows` rows in all, each
+/// of `unit_rows`, and `nulls` in each column): read in order, dealt round-robin.
 pub(super) fn plan_in_memory(
     schema: SchemaRef,
     batches: impl Iterator<Item = Result<RecordBatch>> + Send + 'static,
-    rows: Option<u64>,
+    (rows, unit_rows): (Option<u64>, Option<&[u64]>),
     nulls: impl Fn(&str) -> Option<u64>,
     spec: &BatchSpec,
 ) -> Result<Plan> {
@@ -19,7 +19,7 @@ pub(super) fn plan_in_memory(
     };
     check_spec(spec, &schema, || described.to_string())?;
     let settings = identity::settings(spec, identity::reader(&schema));
-    let (work, start) = resume(spec, &settings, None)?;
+    let (work, start) = resume(spec, &settings, counted(spec, unit_rows))?;
     let raw = in_stream(batches, &work, spec, &start);
     Ok(Plan {
         pieces: select(raw, &start, None),
@@ -36,8 +36,8 @@ pub(super) fn plan_in_memory(
 }
 
 /// Plans record batches in memory whose deal over the shards would give the ranks different
-/// numbers of batches (see [`planned::is_planned`]) as an epoch planned by rows, as files are: their
-/// rows are known, and any of them can be read in any order. `None` when the deal is even (or
+/// numbers of batches (see [`planned::is_planned`]) as an epoch planned by rows, as files are:
+/// their rows are known, and any of them can be read in any order. `None` when the deal is even (or
 /// batches are cut by a budget or buckets, or a state saved by a deal is resumed): the record
 /// batches are then dealt as they come ([`plan_in_memory`]).
 pub(super) fn plan_batches_by_rows(
@@ -50,26 +50,12 @@ pub(super) fn plan_batches_by_rows(
         .iter()
         .map(|batch| batch.num_rows() as u64)
         .collect();
-    let dealt = Work::all(Some(unit_rows.len() as u64));
-    let work = match &spec.state {
-        // A state of a deal (saved without the units' count) resumes as dealt.
-        Some(state) if state.work.units.is_none() => return Ok(None),
-        Some(state) => &state.work,
-        None => &dealt,
-    };
-    if spec.max_tokens.is_some()
-        || spec.bucket_by_length
-        || !planned::is_planned(spec, work, &unit_rows)
-    {
+    if !planned_by_rows(spec, &unit_rows) {
         return Ok(None);
     }
     check_spec(spec, schema, || "the record batches".to_string())?;
     let settings = identity::settings(spec, identity::reader(schema));
-    let (work, start) = resume(spec, &settings, Some(&unit_rows))?;
-    let lengths = planned::row_lengths(unit_rows.iter().copied())?;
-    let source_unit: Vec<usize> = (0..unit_rows.len()).collect();
-    let (shard_batches, items) =
-        planned::shard_batches(spec, &work, &start, &source_unit, &lengths)?;
+    let (work, start, shard_batches, items) = rows_plan(spec, &settings, &unit_rows)?;
     let units: Vec<RecordBatch> = items
         .iter()
         .map(|(_, item)| batches[item.unit as usize].clone())
@@ -94,12 +80,54 @@ pub(super) fn plan_batches_by_rows(
     }))
 }
 
+/// The rows of the units (`unit_rows`) that a source read in order resumes with: a dealt
+/// stream's state counts no units, but the state of a planned epoch does, and so does a merge of
+/// such states, which may resume as dealt.
+fn counted<'a>(spec: &BatchSpec, unit_rows: Option<&'a [u64]>) -> Option<&'a [u64]> {
+    unit_rows.filter(|_| {
+        spec.state
+            .as_ref()
+            .is_some_and(|state| state.work.units.is_some())
+    })
+}
+
+/// Whether record batches read in order, of `unit_rows` rows each, are planned by rows: when
+/// their deal would give the ranks different batch counts (see [`planned::is_planned`]), unless
+/// the batches are cut by a budget or buckets (which a stream is not read twice for), or a state
+/// saved by a deal (without the units' count) is resumed.
+fn planned_by_rows(spec: &BatchSpec, unit_rows: &[u64]) -> bool {
+    let dealt = Work::all(Some(unit_rows.len() as u64));
+    let work = match &spec.state {
+        Some(state) if state.work.units.is_none() => return false,
+        Some(state) => &state.work,
+        None => &dealt,
+    };
+    spec.max_tokens.is_none()
+        && !spec.bucket_by_length
+        && planned::is_planned(spec, work, unit_rows)
+}
+
+/// The work, the start, the shard's planned batches and the items they read.
+type RowsPlan = (Work, Start, ShardBatches, Vec<(u64, Item)>);
+
+/// The [`RowsPlan`] of an epoch planned by rows over units of `unit_rows` rows in the order
+/// they are read.
+fn rows_plan(spec: &BatchSpec, settings: &Settings, unit_rows: &[u64]) -> Result<RowsPlan> {
+    let (work, start) = resume(spec, settings, Some(unit_rows))?;
+    let lengths = planned::row_lengths(unit_rows.iter().copied())?;
+    let source_unit: Vec<usize> = (0..unit_rows.len()).collect();
+    let (batches, items) = planned::shard_batches(spec, &work, &start, &source_unit, &lengths)?;
+    Ok((work, start, batches, items))
+}
+
 /// Plans the IPC streams `inputs`: read in order (the streams shuffled), record batches dealt
 /// round-robin.
 pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Result<Plan> {
     let mut schema = None;
     let mut null_to_nan = spec.null_to_nan.clone();
     let mut rows = None;
+    // The rows of each stream's record batches, where their headers were read.
+    let mut batch_rows: Vec<Option<Vec<u64>>> = vec![None; inputs.len()];
     if let Some(first) = inputs.first() {
         let summary = ipc::stream_summary(first, false)?;
         check_spec(spec, &summary.schema, || first.name().display().to_string())?;
@@ -125,6 +153,10 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
             rows = summaries
                 .iter()
                 .try_fold(0u64, |total, summary| total.checked_add(summary.rows?));
+            batch_rows = summaries
+                .iter()
+                .map(|summary| summary.batch_rows.clone())
+                .collect();
             if needs_null_counts(spec, &summary.schema) {
                 null_to_nan = files_null_to_nan(
                     spec,
@@ -139,8 +171,22 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
     }
     let source = identity::ipc_streams(&inputs, schema.as_deref())?;
     let settings = identity::settings(spec, source);
-    inputs = epoch_order(inputs, spec);
-    let (work, start) = resume(spec, &settings, None)?;
+    let (inputs, batch_rows): (Vec<StreamInput>, Vec<Option<Vec<u64>>>) =
+        epoch_order(inputs.into_iter().zip(batch_rows).collect(), spec)
+            .into_iter()
+            .unzip();
+    // The record batches in the epoch's order, when every stream's headers tell them.
+    let unit_rows: Option<Vec<u64>> = batch_rows
+        .into_iter()
+        .collect::<Option<Vec<Vec<u64>>>>()
+        .map(|rows| rows.concat());
+    if let Some(unit_rows) = unit_rows
+        .as_deref()
+        .filter(|unit_rows| planned_by_rows(spec, unit_rows))
+    {
+        return plan_streams_by_rows(inputs, unit_rows, settings, null_to_nan, spec);
+    }
+    let (work, start) = resume(spec, &settings, counted(spec, unit_rows.as_deref()))?;
     let raw = in_stream(ipc::read_streams(inputs), &work, spec, &start);
     Ok(Plan {
         pieces: select(raw, &start, None),
@@ -152,6 +198,45 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
         planned: None,
         plan_rows: None,
         null_to_nan,
+        locate: None,
+    })
+}
+
+/// Plans local IPC streams (`inputs`, in the epoch's order, of record batches of `unit_rows`
+/// rows) whose deal would give the ranks different batch counts as an epoch planned by rows:
+/// the streams are read in order, and the record batches the shard's batches draw from are kept
+/// (the planned batches read their units in the order of the streams).
+fn plan_streams_by_rows(
+    inputs: Vec<StreamInput>,
+    unit_rows: &[u64],
+    settings: Settings,
+    null_to_nan: NullToNan,
+    spec: &BatchSpec,
+) -> Result<Plan> {
+    let (work, start, shard_batches, items) = rows_plan(spec, &settings, unit_rows)?;
+    let (shard_batches, items) = planned::reads_in_order(shard_batches, items);
+    let mut stream = ipc::read_streams(inputs).zip(0u64..);
+    let mut wanted = items.into_iter();
+    let raw: Raw = Box::new(std::iter::from_fn(move || {
+        let (k, item) = wanted.next()?;
+        loop {
+            match stream.next()? {
+                (Ok(batch), unit) if unit == item.unit => return Some(Ok((k, item, batch, true))),
+                (Ok(_), _) => {}
+                (Err(error), _) => return Some(Err(error)),
+            }
+        }
+    }));
+    Ok(Plan {
+        pieces: select(raw, &start, None),
+        num_rows: Some(shard_batches.rows.len() as u64),
+        work,
+        plan_rows: planned::rows_plan(spec, &start, unit_rows),
+        settings,
+        start,
+        stop: None,
+        null_to_nan,
+        planned: Some(shard_batches),
         locate: None,
     })
 }

@@ -3,7 +3,9 @@
 
 use arrow_dlpack_loader::{BatchSpec, LoaderState, Position, Source, batches, merge_states};
 
-use crate::data::{chain, collect, ids, reader, spec, table, write_ipc, write_parquet};
+use crate::data::{
+    chain, collect, ids, reader, spec, table, write_ipc, write_parquet, write_stream,
+};
 
 fn shard(index: usize, count: usize, shuffle: bool) -> BatchSpec {
     BatchSpec {
@@ -307,17 +309,24 @@ fn only_the_ranks_need_as_many_batches_not_their_workers() {
 }
 
 #[test]
-fn record_batches_in_memory_that_deal_unevenly_are_planned_by_rows_too() {
+fn record_batches_in_memory_and_local_streams_that_deal_unevenly_are_planned_by_rows_too() {
+    let dir = tempfile::tempdir().unwrap();
     let data = table(&[90, 11]);
     let schema = data[0].schema();
-    let make = || Source::record_batches(schema.clone(), data.clone());
-    for shuffle in [false, true] {
+    let stream = write_stream(&dir.path().join("s.arrows"), &data);
+    let in_memory = move || Source::record_batches(schema.clone(), data.clone());
+    let streams = move || Source::IpcStreams(vec![stream.clone()]);
+    let sources: [&MakeSource; 2] = [&in_memory, &streams];
+    for (make, shuffle) in sources
+        .into_iter()
+        .flat_map(|make| [(make, false), (make, true)])
+    {
         let spec = BatchSpec {
             shuffle,
             seed: 6,
             ..spec(4, &["id"])
         };
-        let passes = shard_passes(&make, &spec, 2);
+        let passes = shard_passes(make, &spec, 2);
         assert_eq!(passes.iter().map(Vec::len).collect::<Vec<_>>(), [13, 13]);
         let mut rows: Vec<i64> = passes.iter().flatten().flatten().copied().collect();
         rows.sort_unstable();
