@@ -127,9 +127,9 @@ pub use spec::{
     OptionType, OptionValue,
 };
 pub use state::{
-    ConcatPosition, FileIdentity, Item, LoaderState, MAX_MERGED_ENTRIES, MAX_PLANNED_ROWS,
-    MAX_REPLAY_ROWS, Position, STATE_VERSION, SequenceSettings, Settings, SourceIdentity,
-    SourceKind, Work, merge_states,
+    ConcatPosition, FileIdentity, Item, LoaderState, MAX_MERGED_ENTRIES, MAX_PLANNED_BATCHES,
+    MAX_PLANNED_ROWS, MAX_REPLAY_ROWS, Position, STATE_VERSION, SequenceSettings, Settings,
+    SourceIdentity, SourceKind, Work, merge_states,
 };
 pub use text::{
     CarriedRow, ConcatBatch, ConcatCarry, ConcatPackOptions, ConcatPacker, DEFAULT_OPEN_ROWS,

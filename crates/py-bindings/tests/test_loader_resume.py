@@ -347,6 +347,49 @@ def test_a_stateful_data_loader_resumes_mid_epoch_exactly(sources, num_workers):
         assert seen + rest == full, k
 
 
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_set_epoch_wins_over_a_checkpoint_of_another_epoch_with_and_without_workers(sources, num_workers):
+    source = sources["parquet"]
+
+    def epoch_of(epoch):
+        dataset = _dataset(source)
+        dataset.set_epoch(epoch)
+        return [_ids(b) for b in StatefulDataLoader(dataset, batch_size=None, num_workers=num_workers)]
+
+    loader = StatefulDataLoader(_dataset(source), batch_size=None, num_workers=num_workers)
+    iterator = iter(loader)
+    seen = [_ids(next(iterator)) for _ in range(2)]
+    state = loader.state_dict()
+    del iterator, loader
+    # The checkpoint's epoch (0) set again, before or after loading it: the rest of epoch 0.
+    for set_first in (True, False):
+        dataset = _dataset(source)
+        resumed = StatefulDataLoader(dataset, batch_size=None, num_workers=num_workers)
+        if set_first:
+            dataset.set_epoch(0)
+        resumed.load_state_dict(state)
+        if not set_first:
+            dataset.set_epoch(0)
+        assert seen + [_ids(b) for b in resumed] == epoch_of(0), set_first
+    # Another epoch set, before or after loading it (a checkpoint at the end of epoch 0, and
+    # the run goes on with epoch 1): epoch 1 whole, in every worker alike, with a warning.
+    for set_first in (True, False):
+        dataset = _dataset(source)
+        resumed = StatefulDataLoader(dataset, batch_size=None, num_workers=num_workers)
+        if set_first:
+            dataset.set_epoch(1)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            resumed.load_state_dict(state)
+            if not set_first:
+                dataset.set_epoch(1)
+            rest = [_ids(b) for b in resumed]
+        assert rest == epoch_of(1), set_first
+        assert dataset.epoch == 1
+        if num_workers == 0:
+            assert any("is not resumed: set_epoch(1)" in str(w.message) for w in caught), caught
+
+
 def test_each_rank_resumes_identically(sources):
     source = sources["ipc"]
     for rank in (0, 1):

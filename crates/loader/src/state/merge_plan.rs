@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::bounds::{MAX_MERGED_ENTRIES, MAX_PLANNED_ROWS, MAX_REPLAY_ROWS};
+use super::bounds::{MAX_MERGED_ENTRIES, MAX_PLANNED_BATCHES, MAX_PLANNED_ROWS, MAX_REPLAY_ROWS};
 use super::ranges::remove_rows;
 use super::{Item, LoaderState, Position, Work, bad};
 use crate::Result;
@@ -89,7 +89,7 @@ pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> 
                 .map_or("no count of".to_string(), |units| units.to_string())
         ));
     }
-    check_replay(settings.batch_size.max(settings.buffer_size), unit_rows)?;
+    check_replay(settings.batch_size, settings.buffer_size, unit_rows)?;
     let usize_of = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
     let items: Vec<PlanItem> = (0..work.total().unwrap_or(0))
         .map_while(|w| work.global(w))
@@ -172,21 +172,25 @@ pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> 
     }))
 }
 
-/// Refuses a replay that would hold a window of more than [`MAX_REPLAY_ROWS`] rows, or pass
-/// over more than [`MAX_PLANNED_ROWS`], before anything is allocated for it: `window` rows
-/// (at least) make a window, plus those of the unit that filled it.
-fn check_replay(window: u64, unit_rows: &[u64]) -> Result<()> {
+/// Refuses a replay that would hold a window of more than [`MAX_REPLAY_ROWS`] rows, pass over
+/// more than [`MAX_PLANNED_ROWS`], or plan more than [`MAX_PLANNED_BATCHES`] batches of
+/// `batch_size`, before anything is allocated for it: `max(batch_size, buffer_size)` rows (at
+/// least) make a window, plus those of the unit that filled it.
+fn check_replay(batch_size: u64, buffer_size: u64, unit_rows: &[u64]) -> Result<()> {
+    let window = batch_size.max(buffer_size);
     let largest = unit_rows.iter().copied().max().unwrap_or(0);
     let total = unit_rows
         .iter()
         .try_fold(0u64, |sum, &rows| sum.checked_add(rows))
         .unwrap_or(u64::MAX);
     let held = window.saturating_add(largest).min(total);
-    if held > MAX_REPLAY_ROWS || total > MAX_PLANNED_ROWS {
+    let batches = total.div_ceil(batch_size.max(1));
+    if held > MAX_REPLAY_ROWS || total > MAX_PLANNED_ROWS || batches > MAX_PLANNED_BATCHES {
         return bad(format!(
             "the planned epoch's replay would pass over {total} rows in windows of up to \
-             {held}; a merge replays at most {MAX_PLANNED_ROWS} rows in windows of at most \
-             {MAX_REPLAY_ROWS}: resume with the same shards instead"
+             {held}, in {batches} batches; a merge replays at most {MAX_PLANNED_ROWS} rows in \
+             windows of at most {MAX_REPLAY_ROWS}, in at most {MAX_PLANNED_BATCHES} batches: \
+             resume with the same shards instead"
         ));
     }
     Ok(())

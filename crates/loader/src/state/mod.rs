@@ -33,7 +33,7 @@ mod ranges;
 mod settings;
 mod start;
 
-pub use bounds::{MAX_MERGED_ENTRIES, MAX_PLANNED_ROWS, MAX_REPLAY_ROWS};
+pub use bounds::{MAX_MERGED_ENTRIES, MAX_PLANNED_BATCHES, MAX_PLANNED_ROWS, MAX_REPLAY_ROWS};
 pub use concat::{CarriedRow, ConcatCarry, ConcatPosition};
 pub use merge::merge_states;
 pub use settings::{FileIdentity, SequenceSettings, Settings, SourceIdentity, SourceKind};

@@ -266,8 +266,29 @@ fn a_planned_state_whose_units_rows_were_altered_is_refused() {
     );
     // In a merge, which has no source: rows too many to replay are refused before any work.
     let other = batches(make(), spec.clone().shard(1, 2)).unwrap().state();
-    for rows in [vec![u64::MAX, 11], vec![1 << 40, 1 << 40], vec![90]] {
-        let error = merge_states(&[altered(rows.clone()), other.clone()]).unwrap_err();
+    let units_of = |count: usize| {
+        let mut state = other.clone();
+        state.work.units = Some(count as u64);
+        state
+    };
+    // Rows past any real plan's, windows too large, units of another count; and 2^29 rows in
+    // batches of 1 (2^29 batches), and 2^32 rows: refused before the replay, not after minutes.
+    for rows in [
+        vec![u64::MAX, 11],
+        vec![1 << 40, 1 << 40],
+        vec![90],
+        vec![1 << 23; 64],
+        vec![1 << 23; 512],
+    ] {
+        let mut forged = altered(rows.clone());
+        let mut second = other.clone();
+        if rows.len() > 2 {
+            forged.work.units = Some(rows.len() as u64);
+            second = units_of(rows.len());
+            forged.settings.batch_size = 1;
+            second.settings.batch_size = 1;
+        }
+        let error = merge_states(&[forged, second]).unwrap_err();
         let message = chain(&error);
         assert!(
             message.contains("replays at most") || message.contains("its work has 2 units"),

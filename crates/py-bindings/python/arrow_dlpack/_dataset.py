@@ -67,40 +67,65 @@ def _warn_if_batched_again(caller: Any) -> None:
         )
 
 
+def _warn_not_resumed(saved: Any, chosen: int) -> None:
+    """Warns that a state saved in epoch ``saved`` is not resumed in epoch ``chosen``."""
+    warnings.warn(
+        f"the state saved in epoch {saved} is not resumed: set_epoch({chosen}) chose another "
+        f"epoch, which starts from its beginning (call set_epoch({saved}) to resume the saved "
+        "one, or none)",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
 class _SharedEpoch:
     """An epoch that the copies of a dataset in DataLoader workers share with the dataset that
-    made them: a 64-bit integer in shared memory, so that ``set_epoch`` in the main process
-    reaches workers that persist between epochs (``persistent_workers=True``).
+    made them, and whether ``set_epoch`` chose it: two 64-bit integers in shared memory, so
+    that ``set_epoch`` in the main process reaches workers that persist between epochs
+    (``persistent_workers=True``), and a worker that loads a checkpoint knows whether its epoch
+    was chosen.
 
     The memory is inherited by forked workers and handed to spawned (and forkserver) workers
     when they start; a pickle made at any other time (``pickle.dumps(dataset)``) carries the
-    value, and its copy gets memory of its own."""
+    values, and its copy gets memory of its own."""
 
     __slots__ = ("_shared",)
 
-    def __init__(self, epoch: int) -> None:
-        # A ctypes object in shared memory, whose `value` is the epoch.
-        self._shared: Any = multiprocessing.Value(ctypes.c_uint64, epoch, lock=False)
+    def __init__(self, epoch: int, chosen: bool = False) -> None:
+        # Two ctypes integers in shared memory: the epoch, and 1 once set_epoch chose it.
+        self._shared: Any = multiprocessing.Array(ctypes.c_uint64, [epoch, int(chosen)], lock=False)
 
     @property
     def value(self) -> int:
-        return int(self._shared.value)
+        return int(self._shared[0])
 
     @value.setter
     def value(self, epoch: int) -> None:
-        self._shared.value = epoch
+        self._shared[0] = epoch
+
+    @property
+    def chosen(self) -> bool:
+        """Whether ``set_epoch`` set the epoch."""
+        return bool(self._shared[1])
+
+    def choose(self, epoch: int) -> None:
+        self._shared[0] = epoch
+        self._shared[1] = 1
 
     def __getstate__(self) -> Dict[str, Any]:
         if multiprocessing.context.get_spawning_popen() is not None:
             # A worker process being started: it gets the shared memory itself.
             return {"shared": self._shared}
-        return {"epoch": self.value}
+        return {"epoch": self.value, "chosen": self.chosen}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         if "shared" in state:
             self._shared = state["shared"]
         else:
-            self._shared = multiprocessing.Value(ctypes.c_uint64, state["epoch"], lock=False)
+            chosen = int(bool(state.get("chosen", False)))
+            self._shared = multiprocessing.Array(
+                ctypes.c_uint64, [state["epoch"], chosen], lock=False
+            )
 
 
 class BatchDataset(IterableDataset):
@@ -210,6 +235,7 @@ class BatchDataset(IterableDataset):
         self._passes_begun = False
         self._pass_epoch: Optional[int] = None
         self._resume: Optional[Dict[str, Any]] = None
+        self._resume_epoch: Optional[int] = None
 
     @staticmethod
     def _plan(source: Any, options: Dict[str, Any], shard: Any) -> Optional[int]:
@@ -239,7 +265,10 @@ class BatchDataset(IterableDataset):
 
     def set_epoch(self, epoch: int) -> None:
         """Shuffle epoch ``epoch`` anew: its seed is the dataset's plus ``epoch``. Reaches the
-        DataLoader's workers, persistent ones too, at their next pass."""
+        DataLoader's workers, persistent ones too, at their next pass.
+
+        The epoch chosen so wins over a checkpoint's: a state saved in another epoch, loaded
+        before or after, is not resumed (the epoch starts from its beginning, with a warning)."""
         if isinstance(epoch, bool):
             raise ArrowDLPackTypeError("epoch is bool; expected int")
         try:
@@ -248,7 +277,10 @@ class BatchDataset(IterableDataset):
             raise ArrowDLPackTypeError(f"epoch is {type(epoch).__name__}; expected int") from None
         if epoch < 0:
             raise ArrowDLPackValueError(f"epoch is {epoch}; expected a non-negative int")
-        self._epoch.value = epoch
+        self._epoch.choose(epoch)
+        if self._resume is not None and self._resume_epoch != epoch:
+            _warn_not_resumed(self._resume_epoch, epoch)
+            self._resume = None
 
     def __len__(self) -> int:
         """The number of batches of this rank's pass; ``TypeError`` when it is not known."""
@@ -340,10 +372,17 @@ class BatchDataset(IterableDataset):
         loader = state.get("loader")
         if loader is not None and not isinstance(loader, Mapping):
             raise ArrowDLPackValueError(f"state['loader'] is {type(loader).__name__}; expected a dict or None")
+        self._live = None
+        if self._epoch.chosen and epoch != self._epoch.value:
+            # set_epoch chose another epoch (in this process, or in the main process before
+            # the DataLoader's workers loaded the checkpoint): it wins, in every process alike.
+            _warn_not_resumed(epoch, self._epoch.value)
+            self._resume = None
+            return
         # The epoch is the dataset's, shared with the workers (which load the same checkpoint).
         self._epoch.value = epoch
         self._resume = dict(loader) if loader is not None else None
-        self._live = None
+        self._resume_epoch = epoch
 
     def __getstate__(self) -> Dict[str, Any]:
         # A live loader stays in the process that made it.

@@ -282,11 +282,18 @@ impl<'a> EpochPlan<'a> {
             lengths,
             items,
         };
+        reserve_for_batches(&context)?;
         let windows = first_pass(&context)?;
-        let summaries: Vec<Summary> = windows
-            .iter()
-            .flat_map(|window| window.batches.iter().copied())
-            .collect();
+        let mut summaries: Vec<Summary> = Vec::new();
+        reserve(
+            &mut summaries,
+            windows.iter().map(|window| window.batches.len()).sum(),
+        )?;
+        summaries.extend(
+            windows
+                .iter()
+                .flat_map(|window| window.batches.iter().copied()),
+        );
         let parts = parts(&summaries, options.num_shards, options.drop_last);
         let count: u64 = parts.iter().map(|&p| u64::from(p)).sum();
         let per_shard = count / options.num_shards.max(1) as u64;
@@ -347,6 +354,26 @@ fn check_sizes(lengths: &SourceLengths, items: &[PlanItem]) -> Result<()> {
     Ok(())
 }
 
+/// The bytes a plan holds per batch of the epoch, at most, while it is made: the batch's
+/// summary in its window and in the epoch's list, its parts, and the remainder's queue.
+const BYTES_PER_BATCH: usize = 96;
+
+/// Makes sure that the epoch's batches (at least its rows over `batch_size`) can be planned
+/// before planning them: the memory is reserved, then freed for the plan to use. A plan larger
+/// than the process may allocate (an address-space limit, or more than the machine has) is an
+/// out-of-memory error, never an abort midway.
+fn reserve_for_batches(context: &Context<'_>) -> Result<()> {
+    let rows = (0..context.items.len())
+        .map(|item| context.item_rows(item))
+        .fold(0u64, u64::saturating_add);
+    let batches = rows.div_ceil(context.options.cutting.batch_size.max(1) as u64);
+    let bytes = usize::try_from(batches)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(BYTES_PER_BATCH);
+    let mut probe: Vec<u8> = Vec::new();
+    reserve(&mut probe, bytes)
+}
+
 /// Cuts every window in turn, keeping what the second pass needs to cut one again alone.
 fn first_pass(context: &Context<'_>) -> Result<Vec<Window>> {
     let options = context.options;
@@ -366,17 +393,16 @@ fn first_pass(context: &Context<'_>) -> Result<Vec<Window>> {
         }
         let last = next == context.items.len();
         let cut = cut_window(context, windows.len(), &carried, start..next, last)?;
-        let batches = cut
-            .batches
-            .iter()
-            .map(|(range, short)| {
-                Ok(Summary {
-                    rows: range.len() as u64,
-                    weight: weight(context, &cut.rows[range.clone()])?,
-                    short: *short,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let mut batches = Vec::new();
+        reserve(&mut batches, cut.batches.len())?;
+        for (range, short) in &cut.batches {
+            batches.push(Summary {
+                rows: range.len() as u64,
+                weight: weight(context, &cut.rows[range.clone()])?,
+                short: *short,
+            });
+        }
+        reserve(&mut windows, 1)?;
         windows.push(Window {
             items: start..next,
             carried: std::mem::replace(&mut carried, cut.leftover),
