@@ -257,3 +257,42 @@ def test_states_of_ranks_planned_by_rows_merge_for_another_number_of_ranks(sourc
     with pytest.raises(ValueError, match="differ from this source's 12 units"):
         ad.batches(sources["ipc"], 16, columns=ID, rank=0, world_size=2, shuffle=True, seed=8,
                    state=forged)
+
+
+def _table_of(sizes):
+    """The rows 0..sum(sizes) as a table of record batches of `sizes` rows."""
+    out, start = [], 0
+    for size in sizes:
+        out.append(pa.record_batch({"id": pa.array(np.arange(start, start + size, dtype=np.int64))}))
+        start += size
+    return pa.Table.from_batches(out)
+
+
+def _states_after(source, k, **options):
+    seen, states = [], []
+    for rank in range(2):
+        loader = ad.batches(source, 8, rank=rank, world_size=2, columns=ID, **options)
+        seen += [i for _ in range(k) for i in _ids(next(loader))]
+        states.append(loader.state_dict())
+    return seen, states
+
+
+def test_a_merged_plan_state_resumes_as_dealt_and_refuses_other_units(tmp_path):
+    # In memory: the merged work of a planned epoch resumes with one rank (dealt, not planned).
+    seen, states = _states_after(_table_of([90, 11]), 2)
+    merged = ad.merge_states(states)
+    rest = [i for b in ad.batches(_table_of([90, 11]), 8, columns=ID, state=merged) for i in _ids(b)]
+    assert sorted(seen + rest) == list(range(101))
+    # The same rows in other record batches: the merged work's rows would be others, refused.
+    with pytest.raises(ValueError, match="merged from a plan of 2 units whose rows differ"):
+        ad.batches(_table_of([95, 6]), 8, columns=ID, state=merged)
+    # A checkpoint whose plan states were both edited alike: refused when resumed.
+    path = tmp_path / "t.parquet"
+    pq.write_table(_table_of([101]), path, row_group_size=90)
+    _, states = _states_after(str(path), 3, shuffle=True, seed=5, buffer_size=16)
+    for state in states:
+        state["position"]["unit_rows"] = [80, 21]
+    merged = ad.merge_states(states)
+    with pytest.raises(ValueError, match="whose rows differ from this source's"):
+        ad.batches(str(path), 8, columns=ID, rank=0, world_size=3, shuffle=True, seed=5,
+                   buffer_size=16, state=merged)

@@ -79,6 +79,17 @@ def test_writes_through_batches_of_read_only_mapped_tables_do_not_crash(tmp_path
             for batch in ad.batches(source, 10):
                 torch.from_dlpack(batch["x"]).mul_(2.0)
         assert mapped.column("x").to_pylist() == list(np.arange(100.0))
+        # Readers, whose buffers are seen only as they are read: a reader over the mapped
+        # batches, and the IterableDataset of the dataset loaded from disk.
+        readers = (
+            pa.RecordBatchReader.from_batches(mapped.schema, mapped.to_batches()),
+            ds.to_iterable_dataset(),
+        )
+        for source in readers:
+            for batch in ad.batches(source, 10):
+                torch.from_dlpack(batch["x"]).mul_(2.0)
+        assert mapped.column("x").to_pylist() == list(np.arange(100.0))
+        assert ds["x"][:3] == [0.0, 1.0, 2.0], ds["x"][:3]
         in_memory = pa.table({{"x": np.arange(100.0)}})
         batch = next(ad.batches(in_memory, 10))
         assert np.from_dlpack(batch["x"]).ctypes.data == in_memory.column("x").chunks[0].buffers()[1].address
@@ -201,3 +212,93 @@ def test_a_source_whose_stated_schema_cannot_be_read_is_checked_when_it_is_read(
         # A missing column is still refused, by the pass.
         with pytest.raises(ad.ArrowDLPackValueError, match='column "y" not found'):
             list(ad.BatchDataset(source, 4, columns=["y"]))
+
+
+_SPAWNED_RANKS = '''
+import json, os, sys
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.utils.data import DataLoader
+import arrow_dlpack as ad
+
+def run(rank, path, out, port):
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    dataset = ad.BatchDataset(path, 10, columns=["x"])
+    loader = DataLoader(dataset, batch_size=None, num_workers=2, multiprocessing_context="spawn")
+    rows = [int(i) for b in loader for i in b["x"].tolist()]
+    with open(os.path.join(out, f"{rank}.json"), "w") as f:
+        json.dump(rows, f)
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    path, out, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    mp.spawn(run, args=(path, out, port), nprocs=2)
+'''
+
+
+def test_spawned_dataloader_workers_of_a_process_group_read_their_ranks_share(tmp_path):
+    """DataLoader workers started with spawn do not see the process group: they get its rank
+    and world size from the dataset, so that each rank reads its own rows (they read every row,
+    on every rank, before)."""
+    import socket
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": np.arange(100)}), path, row_group_size=10)
+    script = tmp_path / "ranks.py"
+    script.write_text(_SPAWNED_RANKS)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = subprocess.run(
+        [sys.executable, str(script), str(path), str(tmp_path), str(port)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    import json
+
+    ranks = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in range(2)]
+    assert not set(ranks[0]) & set(ranks[1])
+    assert sorted(ranks[0] + ranks[1]) == list(range(100))
+
+
+def test_ranks_of_a_table_dealt_evenly_know_their_length_and_a_reader_over_ranks_is_warned_about(
+    monkeypatch,
+):
+    import arrow_dlpack._batches as batches_module
+
+    table = pa.concat_tables([pa.table({"x": np.arange(50.0)}), pa.table({"x": np.arange(50.0, 100.0)})])
+    assert table.column("x").num_chunks == 2
+    for rank in range(2):
+        dataset = ad.BatchDataset(table, 10, rank=rank, world_size=2)
+        assert len(dataset) == len(list(dataset)) == 5
+        assert len(ad.batches(table, 10, rank=rank, world_size=2)) == 5
+    # A reader's record batches are dealt as they come: its ranks' counts are not known.
+    monkeypatch.setattr(batches_module, "_warned_uneven", False)
+    with pytest.warns(UserWarning, match="the ranks may get different numbers of batches"):
+        ad.batches(table.to_reader(), 10, rank=0, world_size=2)
+
+
+def test_the_length_of_a_dataloader_with_workers_is_the_batches_its_workers_give(tmp_path):
+    """Each worker cuts its own last batch: len(loader) counts the workers' batches, so that a
+    schedule sized by it (OneCycleLR) is stepped exactly as often as there are batches."""
+    import warnings
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": np.arange(1000, dtype=np.float32)}), path, row_group_size=334)
+    for options in ({}, {"drop_last": True}, {"shuffle": True, "seed": 0}):
+        dataset = ad.BatchDataset(str(path), 128, **options)
+        loader = DataLoader(dataset, batch_size=None, num_workers=2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # torch warns when a pass outruns len()
+            sizes = [len(batch["x"]) for batch in loader]
+        assert len(loader) == len(sizes), (options, sizes)
+        # The rank's own count (without workers) is unchanged.
+        assert len(dataset) == len(list(DataLoader(dataset, batch_size=None)))
+    model = torch.nn.Linear(1, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(ad.BatchDataset(str(path), 128), batch_size=None, num_workers=2)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=len(loader) * 2)
+    for _ in range(2):
+        for _ in loader:
+            optimizer.step()
+            schedule.step()

@@ -391,3 +391,39 @@ def test_seeded_corrupt_files_are_refused_or_read_as_pyarrow_reads_them(tmp_path
         f"{unchecked} refused by pyarrow only, "
         f"{time.monotonic() - started:.1f} s"
     )
+
+
+def test_a_local_stream_cut_short_while_it_is_read_is_named_as_changed(tmp_path):
+    path = tmp_path / "t.arrows"
+    table = pa.table({"x": np.arange(200_000.0)})
+    with pa.ipc.new_stream(path, table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=10_000):
+            writer.write_batch(batch)
+    loader = ad.batches(str(path), 10_000, prefetch=1)
+    next(loader)
+    with open(path, "r+b") as handle:
+        handle.truncate(path.stat().st_size // 2)
+    with pytest.raises(ad.ArrowDLPackValueError, match="changed after the loader read its metadata"):
+        for _ in loader:
+            pass
+
+
+def test_streams_whose_rows_add_up_past_2_63_are_refused_naming_the_stream(tmp_path):
+    """Each stream's record-batch headers may declare up to 2**63 - 1 rows; the folder's sum
+    is checked too."""
+    import struct
+
+    paths = []
+    for index in range(2):
+        path = tmp_path / f"s{index}.arrows"
+        with pa.ipc.new_stream(path, pa.schema([("x", pa.int64())])) as writer:
+            writer.write_batch(pa.record_batch({"x": np.arange(333, dtype=np.int64)}))
+        data = path.read_bytes()
+        # The record batch's length and its field node's (333, int64s in its header; the
+        # values are 0..332): declared 2**62 + 333.
+        assert data.count(struct.pack("<q", 333)) == 2
+        path.write_bytes(data.replace(struct.pack("<q", 333), struct.pack("<q", 2**62 + 333)))
+        paths.append(str(path))
+    assert ad.batches(paths[:1], 10).num_rows == 2**62 + 333
+    with pytest.raises(ad.ArrowDLPackValueError, match=r"more than 2\*\*63 - 1 rows in all"):
+        ad.batches(paths, 10)

@@ -140,3 +140,11 @@ def test_a_list_of_tables_whose_types_differ_names_the_types():
     second = pa.table({"x": pa.array([1, 2], pa.int64())})
     with pytest.raises(ValueError, match=r"source 1 of the list has columns \[x: int64\]; expected those of source 0, \[x: double\]"):
         list(ad.batches([first, second], 2))
+
+
+def test_a_dataloader_over_the_batches_iterator_says_to_use_batch_dataset():
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(ad.batches(pa.table({"x": np.arange(10.0)}), 5))
+    with pytest.raises(TypeError, match=r"pass ad\.BatchDataset\(source, batch_size, \.\.\.\)"):
+        next(iter(loader))

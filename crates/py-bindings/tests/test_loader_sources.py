@@ -178,6 +178,11 @@ def test_pandas_data_frames_load_alone_and_in_lists():
     assert dtypes == {"id": np.int64, "x": np.float32, "label": np.int64}
     halves = [frame.iloc[:600].reset_index(drop=True), frame.iloc[600:].reset_index(drop=True)]
     assert _ids(halves)[0] == list(range(ROWS))
+    # A filtered frame's index (the rows' old positions) is not a column of the batches.
+    filtered = frame[frame["id"] % 2 == 1]
+    batch = next(iter(ad.batches(filtered, 10)))
+    assert sorted(batch) == ["id", "label", "x"]
+    assert np.from_dlpack(batch["id"]).tolist() == list(range(1, 20, 2))
 
 
 def test_a_polars_lazy_frame_is_refused_with_what_to_do():

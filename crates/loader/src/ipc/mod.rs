@@ -31,7 +31,7 @@ mod message;
 mod stream;
 
 use message::{BatchHeader, Refused, batch_header, check_compressed_body, first_nodes};
-pub(crate) use stream::{StreamInput, read_streams, stream_summary};
+pub(crate) use stream::{StreamInput, StreamSummary, read_streams, stream_summary};
 
 /// Record batches of an IPC file in object storage fetched ahead of the one decoded.
 #[cfg(feature = "object-store")]

@@ -429,6 +429,13 @@ pub(crate) fn read_streams(
                             }
                         };
                         failed = matches!(next, Some(Err(_)));
+                        // A local stream read as planned that fails because it changed (cut
+                        // short while it is read) is named as changed, as an IPC file is.
+                        if let (Some(Err(_)), StreamInput::Planned(planned)) = (&next, &input)
+                            && let Err(changed) = planned.check_path()
+                        {
+                            return Some(Err(changed));
+                        }
                         next
                     }))
                 }

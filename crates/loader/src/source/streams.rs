@@ -23,7 +23,7 @@ pub(super) fn plan_in_memory(
     let raw = in_stream(batches, &work, spec, &start);
     Ok(Plan {
         pieces: select(raw, &start, None),
-        num_rows: rows.and_then(|rows| spec.rows_of_stream(rows)),
+        num_rows: dealt_rows(spec, unit_rows).or_else(|| rows.and_then(|r| spec.rows_of_stream(r))),
         work,
         settings,
         start,
@@ -78,6 +78,19 @@ pub(super) fn plan_batches_by_rows(
         planned: Some(shard_batches),
         locate: None,
     }))
+}
+
+/// The rows that the deal gives this shard of units of `unit_rows` rows (in the order they are
+/// read), from the epoch's start; `None` when resumed from a state, or the units are unknown.
+fn dealt_rows(spec: &BatchSpec, unit_rows: Option<&[u64]>) -> Option<u64> {
+    if spec.state.is_some() {
+        return None;
+    }
+    unit_rows?
+        .iter()
+        .skip(spec.shard_index)
+        .step_by(spec.num_shards.max(1))
+        .try_fold(0u64, |total, &rows| total.checked_add(rows))
 }
 
 /// The rows of the units (`unit_rows`) that a source read in order resumes with: a dealt
@@ -150,9 +163,7 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
                     *input = StreamInput::Planned(planned.clone());
                 }
             }
-            rows = summaries
-                .iter()
-                .try_fold(0u64, |total, summary| total.checked_add(summary.rows?));
+            rows = Some(total_stream_rows(&inputs, &summaries)?);
             batch_rows = summaries
                 .iter()
                 .map(|summary| summary.batch_rows.clone())
@@ -190,7 +201,8 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
     let raw = in_stream(ipc::read_streams(inputs), &work, spec, &start);
     Ok(Plan {
         pieces: select(raw, &start, None),
-        num_rows: rows.and_then(|rows| spec.rows_of_stream(rows)),
+        num_rows: dealt_rows(spec, unit_rows.as_deref())
+            .or_else(|| rows.and_then(|rows| spec.rows_of_stream(rows))),
         work,
         settings,
         start,
@@ -239,4 +251,24 @@ fn plan_streams_by_rows(
         planned: Some(shard_batches),
         locate: None,
     })
+}
+
+/// The rows that the record-batch headers of the local streams `inputs` declare in all, refused
+/// past 2^63 - 1 (Arrow's lengths are signed 64-bit), naming the stream that passes it.
+fn total_stream_rows(inputs: &[StreamInput], summaries: &[ipc::StreamSummary]) -> Result<u64> {
+    let mut total: u64 = 0;
+    for (input, summary) in inputs.iter().zip(summaries) {
+        let rows = summary.rows.unwrap_or(u64::MAX);
+        total = total
+            .checked_add(rows)
+            .filter(|&total| i64::try_from(total).is_ok())
+            .ok_or_else(|| {
+                Error::ipc(
+                    input.name(),
+                    "its record batches and those of the streams before it declare more than \
+                     2**63 - 1 rows in all; expected a row count that fits in 64 bits",
+                )
+            })?;
+    }
+    Ok(total)
 }

@@ -196,6 +196,7 @@ pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
             items,
             rest_from,
             units: work.units,
+            unit_rows: None,
         },
     ))
 }

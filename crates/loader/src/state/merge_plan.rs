@@ -169,6 +169,7 @@ pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> 
         items: left,
         rest_from: work.units.unwrap_or(0),
         units: work.units,
+        unit_rows: Some(unit_rows.clone()),
     }))
 }
 

@@ -149,6 +149,11 @@ pub struct Work {
     /// The number of units in the epoch when the source's metadata tells (files); `None` for
     /// streams.
     pub units: Option<u64>,
+    /// The rows of each unit of the epoch's order, when the work was worked out from them (a
+    /// merge of the states of an epoch planned by rows): a source whose units hold other rows
+    /// is refused, since the work's rows would be others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit_rows: Option<Vec<u64>>,
 }
 
 /// A unit, or some of its rows.
@@ -227,6 +232,7 @@ impl Work {
             items: Vec::new(),
             rest_from: 0,
             units,
+            unit_rows: None,
         }
     }
 
@@ -265,9 +271,19 @@ impl Work {
     fn check(&self, units: Option<u64>, unit_rows: Option<&[u64]>) -> Result<()> {
         if self.units != units {
             return bad(format!(
-                "the state is of a source of {} units; this source has {}",
+                "the state is of a source of {} units; this source has {} units",
                 show_units(self.units),
                 show_units(units)
+            ));
+        }
+        if let (Some(saved), Some(rows)) = (&self.unit_rows, unit_rows)
+            && saved.as_slice() != rows
+        {
+            return bad(format!(
+                "the state's work was merged from a plan of {} units whose rows differ from \
+                 this source's (the same rows in other record batches, or another source of \
+                 the same schema); expected the source the states were saved with",
+                saved.len()
             ));
         }
         let mut previous: Option<u64> = None;

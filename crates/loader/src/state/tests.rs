@@ -43,6 +43,7 @@ fn work_is_dealt_round_robin_listed_items_first() {
         ],
         rest_from: 4,
         units: Some(7),
+        unit_rows: None,
     };
     let units = |shard| {
         (0..)

@@ -287,6 +287,7 @@ fn window_sizes_carried_rows_ranges_and_batches_past_the_real_ones_are_refused()
                     }],
                     rest_from: 1,
                     units: Some(2),
+                    unit_rows: None,
                 },
                 position: None,
                 ..state.clone()

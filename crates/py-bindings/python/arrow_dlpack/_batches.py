@@ -35,7 +35,7 @@ from arrow_dlpack._arrow_dlpack import (
     _merge_states,
 )
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
-from arrow_dlpack._read_only import maps_read_only
+from arrow_dlpack._read_only import maps_read_only, reads_unseen_buffers
 from arrow_dlpack._sources import as_source
 
 __all__ = ["Batches", "batches", "merge_states"]
@@ -304,6 +304,15 @@ class Batches:
         self._inner = inner
         self._progress = _ProgressLine(stream) if progress else None
 
+    def __getitem__(self, index: Any) -> Any:
+        """Refused: the batches are an iterator, and a ``torch.utils.data.DataLoader`` given
+        one as a (map-style) dataset would index it."""
+        raise TypeError(
+            "ad.batches(...) is an iterator of batches, not indexed; for a "
+            "torch.utils.data.DataLoader, pass ad.BatchDataset(source, batch_size, ...) with "
+            "DataLoader(dataset, batch_size=None), or iterate the batches directly"
+        )
+
     def __iter__(self) -> "Batches":
         iter(self._inner)  # refuses a loader that has ended
         return self
@@ -524,10 +533,13 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
     _check_options(None, **spec)
     rank, world_size = python.get("rank"), python.get("world_size")
     source = _hf_stream(source)
-    if not spec.get("writable", False) and maps_read_only(source):
+    if not spec.get("writable", False) and (
+        maps_read_only(source) or reads_unseen_buffers(source)
+    ):
         # Views of memory mapped read-only (a Hugging Face Dataset's cache files, a table read
         # through pyarrow's memory_map) would kill the process when torch writes through them:
-        # its batches are private copies.
+        # its batches are private copies, and so are a reader's, whose buffers are seen only
+        # as they are read.
         spec["writable"] = True
     blocks = _ray_blocks(source)
     if _is_ray_dataset(source):
@@ -558,7 +570,31 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
         **spec,
     )
     _LIVE.add(inner)
+    if warn_split and (num_ranks or num_shards) > 1 and inner.num_batches is None:
+        warn_uneven_ranks(num_ranks or num_shards)
     return Batches(inner, progress=python.get("progress", False))
+
+
+def warn_uneven_ranks(ranks: int) -> None:
+    """Warns, once per process, that the ``ranks`` ranks of a source whose batches are not
+    counted in advance may get different numbers of batches."""
+    global _warned_uneven
+    if _warned_uneven:
+        return
+    _warned_uneven = True
+    warnings.warn(
+        f"the number of batches of each of the {ranks} ranks is not known in advance (a reader "
+        "or a stream is dealt as it comes, and a token budget cuts a stream by its data), so "
+        "the ranks may get different numbers of batches, and a distributed run waits forever "
+        "at the first collective after the shortest rank ends; pass files, a table or a "
+        "Hugging Face Dataset, whose epochs are planned so that every rank gets as many",
+        UserWarning,
+        stacklevel=4,
+    )
+
+
+#: Whether this process warned already that its ranks may get uneven batches.
+_warned_uneven = False
 
 
 def _epoch(epoch: Any, state: Any) -> Any:

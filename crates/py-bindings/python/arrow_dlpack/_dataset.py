@@ -20,6 +20,7 @@ from arrow_dlpack._arrow_dlpack import ArrowDLPackTypeError, ArrowDLPackValueErr
 from arrow_dlpack._batches import (
     _DATASET_KEY,
     Batches,
+    _distributed,
     _hf_stream,
     _is_ray_dataset,
     _open,
@@ -27,6 +28,7 @@ from arrow_dlpack._batches import (
     _redacted_source,
     _shard,
     _shared_seed,
+    warn_uneven_ranks,
 )
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
 from arrow_dlpack._sources import as_source
@@ -65,6 +67,23 @@ def _warn_if_batched_again(caller: Any) -> None:
             UserWarning,
             stacklevel=3,
         )
+
+
+def _dataloader_workers(caller: Any) -> int:
+    """The worker processes of the DataLoader whose ``__len__`` is ``caller`` (the frame that
+    called ``len(dataset)``), or 0 when the caller is not a DataLoader's ``__len__``."""
+    try:
+        loader = caller.f_locals.get("self") if caller is not None else None
+        if caller.f_code.co_name != "__len__" or type(loader).__module__.split(".")[0] not in (
+            "torch",
+            "torchdata",
+        ):
+            return 0
+        workers = getattr(loader, "num_workers", 0)
+        return workers if isinstance(workers, int) and workers > 0 else 0
+    except Exception:
+        # Whatever the caller is, a failure to recognise it leaves the rank's count as it is.
+        return 0
 
 
 def _warn_not_resumed(saved: Any, chosen: int) -> None:
@@ -221,6 +240,11 @@ class BatchDataset(IterableDataset):
             # or spawned with a copy of the dataset) share one permutation.
             options["seed"] = _shared_seed(None, True, rank_shard[1])
         self._num_batches = self._plan(source, options, rank_shard)
+        self._rank_shard = rank_shard
+        # The batches of a rank's pass by its DataLoader's workers, by their number and epoch.
+        self._worker_batches: Dict[Any, int] = {}
+        if rank_shard[1] > 1 and self._num_batches is None and not _is_ray_dataset(source):
+            warn_uneven_ranks(rank_shard[1])
         del options["epoch"]
         self.source = source
         self.batch_size = batch_size
@@ -283,7 +307,11 @@ class BatchDataset(IterableDataset):
             self._resume = None
 
     def __len__(self) -> int:
-        """The number of batches of this rank's pass; ``TypeError`` when it is not known."""
+        """The number of batches of this rank's pass; ``TypeError`` when it is not known.
+
+        Asked by a DataLoader with worker processes (``len(loader)``), it is the number that
+        those workers give together: each reads its own share of the rank's data and cuts its
+        own last batch."""
         if self._num_batches is None:
             raise ArrowDLPackTypeError(
                 "the number of batches of this dataset is not known in advance: the source does "
@@ -291,7 +319,41 @@ class BatchDataset(IterableDataset):
                 "record batches are dealt to several ranks as they come (a stream), or batches "
                 "are cut by tokens (max_tokens)"
             )
+        workers = _dataloader_workers(sys._getframe(1))
+        if workers > 1 and self.options.get("split_workers", True):
+            return self._batches_by_workers(workers, self._num_batches)
         return self._num_batches
+
+    def _batches_by_workers(self, workers: int, rank_batches: int) -> int:
+        """The batches of this rank's pass read by ``workers`` DataLoader workers: the sum of
+        each worker's shard's (counted once per number of workers and epoch), or
+        ``rank_batches`` where a worker's count is not known."""
+        epoch = self._epoch.value
+        found = self._worker_batches.get((workers, epoch))
+        if found is not None:
+            return found
+        rank, world_size = self._rank_shard
+        options = {
+            name: value
+            for name, value in self.options.items()
+            if name not in PYTHON and name != "state" and value is not None
+        }
+        storage_options = self.options.get("storage_options")
+        total = 0
+        for worker in range(workers):
+            counted = _check_options(
+                as_source(_hf_stream(self.source)),
+                storage_options=dict(storage_options) if storage_options is not None else None,
+                shard_index=worker * world_size + rank,
+                num_shards=workers * world_size,
+                num_ranks=world_size,
+                **{"batch_size": self.batch_size, "epoch": epoch, **options},
+            )["num_batches"]
+            if counted is None:
+                return rank_batches
+            total += counted
+        self._worker_batches[(workers, epoch)] = total
+        return total
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
         from torch import from_dlpack
@@ -386,7 +448,18 @@ class BatchDataset(IterableDataset):
 
     def __getstate__(self) -> Dict[str, Any]:
         # A live loader stays in the process that made it.
-        return {**self.__dict__, "_live": None}
+        state = {**self.__dict__, "_live": None}
+        options = self.options
+        if multiprocessing.context.get_spawning_popen() is not None and (
+            options.get("rank") is None or options.get("world_size") is None
+        ):
+            # A DataLoader worker being spawned (or forkserved) does not see this process's
+            # torch.distributed group: it gets the group's rank and world size, as this process
+            # sees them, so that it reads its rank's share rather than the whole source. (A
+            # forked worker inherits the group itself.)
+            rank, world_size = _distributed()
+            state["options"] = {**options, "rank": rank, "world_size": world_size}
+        return state
 
     def __repr__(self) -> str:
         return (

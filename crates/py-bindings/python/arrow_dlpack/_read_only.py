@@ -72,3 +72,17 @@ def maps_read_only(source: Any) -> bool:
                             return True
                         break
     return False
+
+
+def reads_unseen_buffers(source: Any) -> bool:
+    """Whether ``source`` (or an item of a list of sources) is a reader whose buffers cannot be
+    looked at before it is read: pyarrow's ``RecordBatchReader`` (or any object with
+    ``read_next_batch``), or a Hugging Face ``IterableDataset``'s stream. Their record batches
+    may be views of a read-only mapping (an ``IterableDataset`` of a dataset loaded from disk
+    is), so their batches are private copies."""
+    items = source if isinstance(source, (list, tuple)) else [source]
+    return any(
+        hasattr(item, "read_next_batch")
+        or type(item).__name__ in ("RecordBatchReader", "_IterableStream")
+        for item in items
+    )

@@ -25,8 +25,10 @@ def _is_pandas_frame(obj: Any) -> bool:
 
 
 def _from_pandas(frame: Any) -> Any:
-    """``frame`` as a ``pyarrow.Table``, as ``pandas.DataFrame.__arrow_c_stream__`` converts it
-    (the index a column unless it is a ``RangeIndex``; float NaN become nulls)."""
+    """``frame`` as a ``pyarrow.Table``, its columns as ``pandas.DataFrame.__arrow_c_stream__``
+    converts them (float NaN become nulls), without the index: a filtered or sorted frame's
+    index is the rows' old positions, not data to train on (``reset_index()`` makes it a
+    column)."""
     try:
         pyarrow = importlib.import_module("pyarrow")
     except ImportError as error:
@@ -34,7 +36,7 @@ def _from_pandas(frame: Any) -> Any:
             "a pandas DataFrame is read through pyarrow, which is not installed; install "
             "pyarrow, or pass a pyarrow Table or a polars DataFrame"
         ) from error
-    return pyarrow.Table.from_pandas(frame)
+    return pyarrow.Table.from_pandas(frame, preserve_index=False)
 
 
 def _refuse_lazy(obj: Any) -> None:

@@ -51,7 +51,11 @@ pub(crate) fn check_options<'py>(
     spec.validate().map_err(errors::loader_error)?;
     let (mut num_rows, mut num_batches) = (None, None);
     if let Some(source) = source.filter(|source| !source.is_none()) {
-        if let Some(rows) = stream_rows(source)? {
+        let stream = stream_rows(source)?;
+        // Over several shards, a source in memory (that states its rows) is planned, as the
+        // loader plans it: its record batches (taken without copying) tell each shard's rows.
+        let in_memory_shards = matches!(stream, Some(Some(_))) && spec.num_shards > 1;
+        if let Some(rows) = stream.filter(|_| !in_memory_shards) {
             // A stream is not read here, but the schema it states (a table's, a reader's) is
             // checked against the spec as the loader checks it: columns, types, names.
             if let Some(schema) = stated_schema(source)? {

@@ -34,7 +34,7 @@ mod remainder;
 mod window;
 
 use remainder::{Summary, parts, split, weight};
-use window::cut_window;
+use window::{by_rows, count_by_rows, cut_window};
 
 /// A row of a planned epoch: the index of its item among the plan's items, and its row in the
 /// item's unit.
@@ -203,6 +203,27 @@ impl Context<'_> {
     /// The rows of the items `items`.
     fn rows_in(&self, items: Range<usize>) -> usize {
         items.map(|item| self.item_rows(item) as usize).sum()
+    }
+
+    /// The last `count` rows of item `item` (all of them when it has fewer), in order.
+    fn tail_of_item(&self, item: usize, count: usize) -> Vec<Row> {
+        let PlanItem { unit, rows: ranges } = &self.items[item];
+        let all = self.lengths.unit_rows(*unit);
+        let whole = [[0, all]];
+        let mut tail = Vec::new();
+        for &[a, b] in ranges.as_deref().unwrap_or(&whole).iter().rev() {
+            let mut row = b.min(all);
+            while row > a && tail.len() < count {
+                row -= 1;
+                // Units and items were checked to fit in 32 bits when the plan started.
+                tail.push((item as u32, row as u32));
+            }
+            if tail.len() == count {
+                break;
+            }
+        }
+        tail.reverse();
+        tail
     }
 
     /// Appends the rows of item `item` to `rows`.
@@ -392,20 +413,37 @@ fn first_pass(context: &Context<'_>) -> Result<Vec<Window>> {
             break;
         }
         let last = next == context.items.len();
-        let cut = cut_window(context, windows.len(), &carried, start..next, last)?;
         let mut batches = Vec::new();
-        reserve(&mut batches, cut.batches.len())?;
-        for (range, short) in &cut.batches {
-            batches.push(Summary {
-                rows: range.len() as u64,
-                weight: weight(context, &cut.rows[range.clone()])?,
-                short: *short,
-            });
-        }
+        let leftover = if by_rows(options) {
+            // Cut by rows alone, a window's cut follows from its count of rows: its rows are
+            // listed only when a shard takes its batches (the second pass).
+            let (full, short, leftover) = count_by_rows(context, &carried, start..next, rows, last);
+            let size = options.cutting.batch_size.max(1) as u64;
+            reserve(&mut batches, full + usize::from(short.is_some()))?;
+            let summary = |rows: u64, short: bool| Summary {
+                rows,
+                weight: rows,
+                short,
+            };
+            batches.extend(std::iter::repeat_n(summary(size, false), full));
+            batches.extend(short.map(|rows| summary(rows as u64, true)));
+            leftover
+        } else {
+            let cut = cut_window(context, windows.len(), &carried, start..next, last)?;
+            reserve(&mut batches, cut.batches.len())?;
+            for (range, short) in &cut.batches {
+                batches.push(Summary {
+                    rows: range.len() as u64,
+                    weight: weight(context, &cut.rows[range.clone()])?,
+                    short: *short,
+                });
+            }
+            cut.leftover
+        };
         reserve(&mut windows, 1)?;
         windows.push(Window {
             items: start..next,
-            carried: std::mem::replace(&mut carried, cut.leftover),
+            carried: std::mem::replace(&mut carried, leftover),
             last,
             batches,
         });

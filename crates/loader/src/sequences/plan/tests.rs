@@ -261,3 +261,61 @@ fn items_of_some_rows_plan_only_those_rows() {
         .collect();
     assert_eq!(rows, expected);
 }
+
+#[test]
+fn plans_by_rows_alone_counted_without_listing_rows_give_every_row_once_to_even_shards() {
+    // Units of any size, items of some rows only, windows of every size: the first pass counts
+    // each window's batches and carried rows without listing its rows; the second lists them.
+    let mut draw = Rng::new(11, 1);
+    for case in 0..300u64 {
+        let units: Vec<u64> = (0..1 + draw.below(6))
+            .map(|_| draw.below(40) as u64)
+            .collect();
+        let lengths = SourceLengths::of_rows(units.iter().copied()).unwrap();
+        let items: Vec<PlanItem> = (0..units.len())
+            .map(|unit| PlanItem {
+                unit,
+                rows: (draw.below(3) == 0 && units[unit] > 4)
+                    .then(|| vec![[1, 3], [4, units[unit]]]),
+            })
+            .collect();
+        let wanted: usize = items
+            .iter()
+            .map(|item| match &item.rows {
+                None => units[item.unit] as usize,
+                Some(ranges) => ranges.iter().map(|[a, b]| (b - a) as usize).sum(),
+            })
+            .sum();
+        let batch_size = 1 + draw.below(7);
+        let num_shards = 1 + draw.below(4);
+        let options = PlanOptions {
+            cutting: Cutting {
+                max_tokens: None,
+                batch_size,
+                bucket_by_length: false,
+            },
+            sequences: &[],
+            shuffle: case % 2 == 1,
+            seed: case,
+            buffer_size: 1 + draw.below(20),
+            drop_last: false,
+            num_shards,
+        };
+        let got = shards(&options, &lengths, &items);
+        let counts: BTreeSet<usize> = got.iter().map(Vec::len).collect();
+        assert_eq!(counts.len(), 1, "case {case}: {counts:?}");
+        let rows: Vec<(usize, u32)> = got.into_iter().flatten().flatten().collect();
+        let distinct: BTreeSet<(usize, u32)> = rows.iter().copied().collect();
+        assert_eq!(distinct.len(), rows.len(), "case {case}: a row given twice");
+        // Every row, unless the batches made a multiple of the shards need more rows than
+        // there are (a 1-row batch cannot be split: the remainder's rule drops it).
+        let count = wanted.div_ceil(batch_size);
+        if count.div_ceil(num_shards) * num_shards <= wanted {
+            assert_eq!(
+                rows.len(),
+                wanted,
+                "case {case}: {units:?}, {batch_size}, {num_shards}"
+            );
+        }
+    }
+}

@@ -47,12 +47,12 @@ pub(super) fn cut_window(
         options.seed,
         WINDOW_STREAM ^ ((index as u64).wrapping_add(1) << 16),
     );
+    if by_rows(options) {
+        let rng = options.shuffle.then_some(&mut rng);
+        return Ok(cut_by_rows(rows, options.cutting.batch_size, last, rng));
+    }
     if options.shuffle {
         rng.shuffle(&mut rows);
-    }
-    if !options.shuffle && !options.cutting.bucket_by_length && options.cutting.max_tokens.is_none()
-    {
-        return Ok(cut_in_order(rows, options.cutting.batch_size, last));
     }
     if options.cutting.bucket_by_length {
         // Stable, so that rows of one length keep the shuffled order.
@@ -78,8 +78,11 @@ pub(super) fn cut_window(
         rng.shuffle(&mut batches);
     } else {
         // Cut from the end: reversed, the batches come in the rows' order (shortest first when
-        // sorted by length).
+        // sorted by length), and the epoch's short batch, cut last, last of all.
         batches.reverse();
+        if batches.first().is_some_and(|&(_, short)| short) {
+            batches.rotate_left(1);
+        }
     }
     Ok(WindowCut {
         rows,
@@ -88,26 +91,76 @@ pub(super) fn cut_window(
     })
 }
 
-/// Cuts `rows`, in order, into batches of `batch_size` rows from the start; the rows after the
-/// last full batch are carried, or make the last short batch when `last`.
-fn cut_in_order(mut rows: Vec<Row>, batch_size: usize, last: bool) -> WindowCut {
+/// Whether batches are cut by rows alone (no budget, no buckets): a window's cut then follows
+/// from its number of rows, which the first pass counts without listing them.
+pub(super) fn by_rows(options: &super::PlanOptions<'_>) -> bool {
+    !options.cutting.bucket_by_length && options.cutting.max_tokens.is_none()
+}
+
+/// Cuts `rows` into batches of `batch_size` rows from the start: the rows after the last full
+/// batch (the window's last rows, in order) are carried into the next window, or, when `last`,
+/// make the epoch's short batch, last; the others are shuffled first by `rng`, if given.
+fn cut_by_rows(
+    mut rows: Vec<Row>,
+    batch_size: usize,
+    last: bool,
+    rng: Option<&mut Rng>,
+) -> WindowCut {
     let batch_size = batch_size.max(1);
     let full = rows.len() / batch_size * batch_size;
-    let mut batches: Vec<(Range<usize>, bool)> = (0..full)
-        .step_by(batch_size)
-        .map(|start| (start..start + batch_size, false))
-        .collect();
     let leftover = if last {
-        if full < rows.len() {
-            batches.push((full..rows.len(), true));
-        }
         Vec::new()
     } else {
         rows.split_off(full)
     };
+    if let Some(rng) = rng {
+        rng.shuffle(&mut rows);
+    }
+    let mut batches: Vec<(Range<usize>, bool)> = (0..full)
+        .step_by(batch_size)
+        .map(|start| (start..start + batch_size, false))
+        .collect();
+    if full < rows.len() {
+        batches.push((full..rows.len(), true));
+    }
     WindowCut {
         rows,
         batches,
         leftover,
     }
+}
+
+/// What [`cut_window`] gives a window of `rows` rows cut by rows alone, without listing them:
+/// its number of full batches, the rows of the epoch's short batch (when `last`), and the rows
+/// it carries, its last `rows % batch_size` (none when `last`), which `carried` and the items'
+/// own tails give.
+pub(super) fn count_by_rows(
+    context: &Context<'_>,
+    carried: &[Row],
+    items: Range<usize>,
+    rows: usize,
+    last: bool,
+) -> (usize, Option<usize>, Vec<Row>) {
+    let batch_size = context.options.cutting.batch_size.max(1);
+    let full = rows / batch_size;
+    let left = rows - full * batch_size;
+    if last {
+        return (full, (left > 0).then_some(left), Vec::new());
+    }
+    // The last `left` rows: from the items' ends, then from the end of the rows carried in.
+    let mut tails: Vec<Vec<Row>> = Vec::new();
+    let mut need = left;
+    for item in items.rev() {
+        if need == 0 {
+            break;
+        }
+        let tail = context.tail_of_item(item, need);
+        need -= tail.len();
+        tails.push(tail);
+    }
+    let mut leftover = carried[carried.len().saturating_sub(need)..].to_vec();
+    for tail in tails.into_iter().rev() {
+        leftover.extend(tail);
+    }
+    (full, None, leftover)
 }
