@@ -570,7 +570,7 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
         **spec,
     )
     _LIVE.add(inner)
-    if warn_split and (num_ranks or num_shards) > 1 and inner.num_batches is None:
+    if warn_split and (num_ranks or num_shards) > 1 and state is None and inner.num_batches is None:
         warn_uneven_ranks(num_ranks or num_shards)
     return Batches(inner, progress=python.get("progress", False))
 
