@@ -198,8 +198,8 @@ pub enum Error {
         order: Vec<usize>,
     },
 
-    /// The allocator refused the memory of a copy.
-    #[error("cannot allocate {bytes} bytes for a copy")]
+    /// The allocator refused the memory an operation needed (a copy, a loader's plan).
+    #[error("cannot allocate {bytes} bytes")]
     OutOfMemory {
         /// The size asked for.
         bytes: usize,
