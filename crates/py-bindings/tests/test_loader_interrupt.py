@@ -99,3 +99,31 @@ time.sleep(0.2)
     assert result.returncode == 0, result.stderr
     assert "FATAL" not in result.stderr
     assert result.stdout.splitlines() == ["first: [0, 1, 2]"], result.stderr
+
+
+def test_ctrl_c_interrupts_the_planning_of_a_large_uneven_epoch_of_local_files(tmp_path):
+    """A Parquet file of 33 row groups of 2**23 constant rows (277M rows in 1 MB) over 2 ranks,
+    shuffled: the epoch is planned by rows, and listing the shard's 138M rows takes tens of
+    seconds on the debug build. A SIGINT 2 s in raises KeyboardInterrupt at once."""
+    path = tmp_path / "t.parquet"
+    script = f"""
+import os, signal, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import numpy as np, pyarrow as pa, pyarrow.parquet as pq, arrow_dlpack as ad
+with pq.ParquetWriter({str(path)!r}, pa.schema([("v", pa.int8())]), compression="zstd") as writer:
+    chunk = pa.table({{"v": np.zeros(2**23, dtype=np.int8)}})
+    for _ in range(33):
+        writer.write_table(chunk, row_group_size=2**23)
+threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+started = time.monotonic()
+try:
+    ad.batches({str(path)!r}, 1024, rank=0, world_size=2, columns=["v"], shuffle=True, seed=1)
+    print("planned", flush=True)
+except KeyboardInterrupt:
+    print("interrupted after", round(time.monotonic() - started), flush=True)
+os._exit(0)  # the planning thread, still listing, is not waited for
+"""
+    done = _run(script)
+    assert done.returncode == 0, done.stderr[-2000:]
+    words = done.stdout.split()
+    assert words[:2] == ["interrupted", "after"] and int(words[2]) <= 5, done.stdout

@@ -74,8 +74,11 @@ pub(crate) fn check_options<'py>(
                 source_of(source, storage_options)
             })?;
             let found = errors::no_panic("planning the loader's source", || {
-                super::interrupt::plan_interruptibly(py, source, |source| outline(source, &spec))?
-                    .map_err(errors::loader_error)
+                let spec = spec.clone();
+                super::interrupt::plan_interruptibly(py, source, move |source| {
+                    outline(source, &spec)
+                })?
+                .map_err(errors::loader_error)
             })?;
             (num_rows, num_batches) = (found.num_rows, found.num_batches);
         }
