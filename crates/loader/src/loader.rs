@@ -111,9 +111,6 @@ pub struct Batches {
     mark: Option<Mark>,
     /// The packing of a `"concat"` sequence, over the batches of its documents.
     concat: Option<ConcatStage>,
-    /// The rows of each unit of the epoch's order, when the epoch is planned by rows alone:
-    /// recorded with a planned position (see [`Position::Plan`]).
-    plan_rows: Option<Arc<[u64]>>,
 }
 
 impl Batches {
@@ -140,8 +137,7 @@ impl Batches {
             // A merged state gives no position: each shard starts at the start of its items.
             state.shard.and(state.position.clone())
         });
-        let (settings, work, start, plan_rows) =
-            (plan.settings, plan.work, plan.start, plan.plan_rows);
+        let (settings, work, start) = (plan.settings, plan.work, plan.start);
         let epoch = spec.epoch;
         let shard = [spec.shard_index as u64, spec.num_shards as u64];
         let (sender, receiver) = sync_channel(spec.prefetch);
@@ -188,7 +184,6 @@ impl Batches {
             position,
             mark: None,
             concat,
-            plan_rows,
         })
     }
 
@@ -213,15 +208,7 @@ impl Batches {
             position: match mark {
                 Some(mark) => Some(mark.position()),
                 None => self.position.clone(),
-            }
-            .map(|mut position| {
-                if let (Position::Plan { unit_rows, .. }, Some(rows)) =
-                    (&mut position, &self.plan_rows)
-                {
-                    *unit_rows = Some(rows.to_vec());
-                }
-                position
-            }),
+            },
             concat,
         }
     }

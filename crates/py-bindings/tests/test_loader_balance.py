@@ -244,7 +244,7 @@ def test_states_of_ranks_planned_by_rows_merge_for_another_number_of_ranks(sourc
         return seen, loader.state_dict()
 
     (seen0, state0), (seen1, state1) = state_after(0, 3), state_after(1, 5)
-    assert state0["position"]["kind"] == "plan" and len(state0["position"]["unit_rows"]) == 12
+    assert state0["position"]["kind"] == "plan" and len(state0["work"]["unit_rows"]) == 12
     merged = ad.merge_states([state0, state1])
     for world_size in (1, 3):
         rest = [i for rank in range(world_size)
@@ -253,8 +253,8 @@ def test_states_of_ranks_planned_by_rows_merge_for_another_number_of_ranks(sourc
                 for i in _ids(b)]
         assert sorted(seen0 + seen1 + rest) == list(range(ROWS)), world_size
     # A state whose units' rows were altered is refused when it is resumed.
-    forged = {**state0, "position": {**state0["position"], "unit_rows": [1] * 12}}
-    with pytest.raises(ValueError, match="differ from this source's 12 units"):
+    forged = {**state0, "work": {**state0["work"], "unit_rows": [1] * 12}}
+    with pytest.raises(ValueError, match="planned by the rows of 12 units, which differ"):
         ad.batches(sources["ipc"], 16, columns=ID, rank=0, world_size=2, shuffle=True, seed=8,
                    state=forged)
 
@@ -284,15 +284,15 @@ def test_a_merged_plan_state_resumes_as_dealt_and_refuses_other_units(tmp_path):
     rest = [i for b in ad.batches(_table_of([90, 11]), 8, columns=ID, state=merged) for i in _ids(b)]
     assert sorted(seen + rest) == list(range(101))
     # The same rows in other record batches: the merged work's rows would be others, refused.
-    with pytest.raises(ValueError, match="merged from a plan of 2 units whose rows differ"):
+    with pytest.raises(ValueError, match="planned by the rows of 2 units, which differ"):
         ad.batches(_table_of([95, 6]), 8, columns=ID, state=merged)
     # A checkpoint whose plan states were both edited alike: refused when resumed.
     path = tmp_path / "t.parquet"
     pq.write_table(_table_of([101]), path, row_group_size=90)
     _, states = _states_after(str(path), 3, shuffle=True, seed=5, buffer_size=16)
     for state in states:
-        state["position"]["unit_rows"] = [80, 21]
+        state["work"]["unit_rows"] = [80, 21]
     merged = ad.merge_states(states)
-    with pytest.raises(ValueError, match="whose rows differ from this source's"):
+    with pytest.raises(ValueError, match="which differ from this source's"):
         ad.batches(str(path), 8, columns=ID, rank=0, world_size=3, shuffle=True, seed=5,
                    buffer_size=16, state=merged)

@@ -70,10 +70,7 @@ impl Mark {
                 sizes: record.sizes.clone(),
                 emitted: *emitted,
             },
-            Mark::Plan { batch } => Position::Plan {
-                batch: *batch,
-                unit_rows: None,
-            },
+            Mark::Plan { batch } => Position::Plan { batch: *batch },
         }
     }
 }

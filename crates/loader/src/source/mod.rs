@@ -198,9 +198,6 @@ pub(crate) struct Plan {
     /// The shard's planned batches, when the epoch is planned (its pieces are then the whole
     /// units of the items these batches read, in the order they first need them).
     pub(crate) planned: Option<ShardBatches>,
-    /// The rows of each unit of the epoch's order, when the epoch is planned by rows alone
-    /// (recorded in the saved state, for [`crate::merge_states`]).
-    pub(crate) plan_rows: Option<Arc<[u64]>>,
     /// The spec's [`NullToNan`] made explicit from the source's metadata
     /// ([`resolve_null_to_nan`]), which the loader thread uses in its place.
     pub(crate) null_to_nan: NullToNan,
@@ -404,7 +401,6 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
             .zip(reads)
             .map(|((k, item), read)| read.map(|batch| (k, item, batch, true))),
     );
-    let plan_rows = planned::rows_plan(spec, &start, &unit_rows);
     Ok(Plan {
         pieces: select(raw, &start, None),
         num_rows: Some(num_rows),
@@ -412,7 +408,6 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         settings,
         start,
         stop: None,
-        plan_rows,
         planned: batches,
         null_to_nan,
         locate,
@@ -511,7 +506,6 @@ fn plan_parquet_files(
             (k, item, batch, last)
         })
     }));
-    let plan_rows = planned::rows_plan(spec, &start, &unit_rows);
     Ok(Plan {
         pieces: select(raw, &start, offset),
         num_rows: Some(num_rows),
@@ -519,7 +513,6 @@ fn plan_parquet_files(
         settings,
         start,
         stop: None,
-        plan_rows,
         planned: batches,
         null_to_nan,
         locate,

@@ -50,8 +50,20 @@ pub(super) fn is_planned(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bo
 
 /// Whether the plan is cut by the rows' lengths (a token budget or buckets), rather than by
 /// rows alone.
-fn by_lengths(spec: &BatchSpec) -> bool {
+pub(super) fn by_lengths(spec: &BatchSpec) -> bool {
     spec.max_tokens.is_some() || spec.bucket_by_length
+}
+
+/// Whether a source read in order (record batches in memory, local streams), whose units have
+/// `unit_rows` rows, is planned by rows: a budget or buckets cut a stream by its data, which it
+/// is not read twice for, so only an uneven deal plans it.
+pub(super) fn is_planned_by_rows(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
+    spec.num_shards > 1 && !by_lengths(spec) && uneven_deal(spec, work, unit_rows)
+}
+
+/// The element at `index` (a unit's ordinal from a state) of `values`, if there is one.
+fn at<T: Copy>(values: &[T], index: u64) -> Option<T> {
+    values.get(usize::try_from(index).ok()?).copied()
 }
 
 /// Whether dealing `work`'s items round-robin gives the ranks (see [`BatchSpec::num_ranks`])
@@ -69,11 +81,7 @@ fn uneven_deal(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
     let mut rows = vec![0u64; dealt];
     for w in 0..total {
         let Some(item) = work.global(w) else { break };
-        let all = usize::try_from(item.unit)
-            .ok()
-            .and_then(|unit| unit_rows.get(unit))
-            .copied()
-            .unwrap_or(0);
+        let all = at(unit_rows, item.unit).unwrap_or(0);
         let shard = &mut rows[(w % shards) as usize];
         *shard = shard.saturating_add(item.row_count(all));
     }
@@ -90,12 +98,6 @@ fn uneven_deal(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
     counts
         .iter()
         .any(|&count| count != counts[0] || (unserved && count > 0))
-}
-
-/// The rows of each unit of the epoch's order (`unit_rows`), when the epoch starting at `start`
-/// is planned by rows alone, for the saved state.
-pub(super) fn rows_plan(spec: &BatchSpec, start: &Start, unit_rows: &[u64]) -> Option<Arc<[u64]>> {
-    (matches!(start, Start::Plan { .. }) && !by_lengths(spec)).then(|| Arc::from(unit_rows))
 }
 
 /// `batches` with the items they read renumbered in the order of their units, and the items so
@@ -319,13 +321,9 @@ pub(super) fn shard_batches(
     let mut items = Vec::new();
     for w in 0..total {
         let Some(item) = work.global(w) else { break };
-        let unit = usize::try_from(item.unit)
-            .ok()
-            .and_then(|unit| source_unit.get(unit))
-            .copied()
-            .ok_or_else(|| Error::InvalidState {
-                reason: format!("work item unit {} is past the source's units", item.unit),
-            })?;
+        let unit = at(source_unit, item.unit).ok_or_else(|| Error::InvalidState {
+            reason: format!("work item unit {} is past the source's units", item.unit),
+        })?;
         items.push(PlanItem {
             unit,
             rows: item.rows.clone(),

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use arrow_array::RecordBatch;
 
-use super::planned::is_planned;
+use super::planned::{by_lengths, is_planned};
 use super::{Pieces, Raw, Tagged, total_rows};
 use crate::state::{Item, Resuming, Settings, Start, Work};
 use crate::{BatchSpec, Error, Result};
@@ -24,6 +24,14 @@ pub(super) fn resume(
         None => &Work::all(unit_rows.map(|rows| rows.len() as u64)),
     };
     let planned = unit_rows.is_some_and(|rows| is_planned(spec, work, rows));
+    // A plan cut by rows alone records the units' rows it is cut from, in the epoch's work.
+    let fresh = || {
+        let mut work = work.clone();
+        if planned && !by_lengths(spec) {
+            work.unit_rows = unit_rows.map(<[u64]>::to_vec);
+        }
+        work
+    };
     match &spec.state {
         Some(state) => {
             let start = state.start_for(&Resuming {
@@ -35,7 +43,7 @@ pub(super) fn resume(
             })?;
             Ok((state.work.clone(), start))
         }
-        None => Ok((work.clone(), Start::beginning(settings, planned))),
+        None => Ok((fresh(), Start::beginning(settings, planned))),
     }
 }
 

@@ -30,7 +30,6 @@ pub(super) fn plan_in_memory(
         stop: None,
         null_to_nan: resolve_null_to_nan(spec, &schema, nulls),
         planned: None,
-        plan_rows: None,
         locate: None,
     })
 }
@@ -56,10 +55,19 @@ pub(super) fn plan_batches_by_rows(
     check_spec(spec, schema, || "the record batches".to_string())?;
     let settings = identity::settings(spec, identity::reader(schema));
     let (work, start, shard_batches, items) = rows_plan(spec, &settings, &unit_rows)?;
+    // The items' units were checked against the record batches when the work was.
     let units: Vec<RecordBatch> = items
         .iter()
-        .map(|(_, item)| batches[item.unit as usize].clone())
-        .collect();
+        .map(|(_, item)| {
+            usize::try_from(item.unit)
+                .ok()
+                .and_then(|unit| batches.get(unit))
+                .cloned()
+                .ok_or_else(|| Error::InvalidState {
+                    reason: format!("work item unit {} is past the source's units", item.unit),
+                })
+        })
+        .collect::<Result<_>>()?;
     let raw: Raw = Box::new(
         items
             .into_iter()
@@ -70,7 +78,6 @@ pub(super) fn plan_batches_by_rows(
         pieces: select(raw, &start, None),
         num_rows: Some(shard_batches.rows.len() as u64),
         work,
-        plan_rows: planned::rows_plan(spec, &start, &unit_rows),
         settings,
         start,
         stop: None,
@@ -109,15 +116,9 @@ fn counted<'a>(spec: &BatchSpec, unit_rows: Option<&'a [u64]>) -> Option<&'a [u6
 /// the batches are cut by a budget or buckets (which a stream is not read twice for), or a state
 /// saved by a deal (without the units' count) is resumed.
 fn planned_by_rows(spec: &BatchSpec, unit_rows: &[u64]) -> bool {
-    let dealt = Work::all(Some(unit_rows.len() as u64));
-    let work = match &spec.state {
-        Some(state) if state.work.units.is_none() => return false,
-        Some(state) => &state.work,
-        None => &dealt,
-    };
-    spec.max_tokens.is_none()
-        && !spec.bucket_by_length
-        && planned::is_planned(spec, work, unit_rows)
+    let fresh = Work::all(Some(unit_rows.len() as u64));
+    let work = spec.state.as_ref().map_or(&fresh, |state| &state.work);
+    planned::is_planned_by_rows(spec, work, unit_rows)
 }
 
 /// The work, the start, the shard's planned batches and the items they read.
@@ -208,7 +209,6 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
         start,
         stop: None,
         planned: None,
-        plan_rows: None,
         null_to_nan,
         locate: None,
     })
@@ -243,7 +243,6 @@ fn plan_streams_by_rows(
         pieces: select(raw, &start, None),
         num_rows: Some(shard_batches.rows.len() as u64),
         work,
-        plan_rows: planned::rows_plan(spec, &start, unit_rows),
         settings,
         start,
         stop: None,

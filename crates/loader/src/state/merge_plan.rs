@@ -1,10 +1,9 @@
 //! The merge of the states of an epoch planned by rows alone (see [`Position::Plan`]): the plan
-//! is worked out again from the units' rows its states record, the settings, the epoch and the
-//! number of shards, each shard's given batches are listed from it, and the work left is every
-//! row of the epoch not in one of them.
+//! is worked out again from the units' rows its work records ([`Work::unit_rows`]), the
+//! settings, the epoch and the number of shards, each shard's given batches are listed from it,
+//! and the work left is every row of the epoch not in one of them.
 //!
-//! The replay costs one pass over the epoch's rows (a window at a time) and the rows given; it
-//! is bounded before anything is allocated: every unit and every window of at most
+//! The replay counts every window's rows and lists those of the batches given; it is bounded before anything is allocated: every unit and every window of at most
 //! [`MAX_REPLAY_ROWS`] rows, the epoch of at most [`MAX_PLANNED_ROWS`].
 
 use std::collections::BTreeMap;
@@ -23,42 +22,22 @@ pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> 
     let Some(first) = states.first() else {
         return Ok(None);
     };
-    let mut unit_rows: Option<&Vec<u64>> = None;
-    let mut started = false;
-    for state in states {
-        let [shard, _] = state.shard.unwrap_or_default();
-        match &state.position {
-            None | Some(Position::Plan { batch: 0, .. }) => {}
-            Some(Position::Plan {
-                batch,
-                unit_rows: None,
-            }) => {
-                return bad(format!(
-                    "the state of shard {shard} is {batch} batches into an epoch planned from \
-                     its rows' lengths (a token budget or length buckets), so a merge cannot \
-                     tell which rows are left; resume with the same shards, or start the epoch \
-                     again"
-                ));
-            }
-            Some(Position::Plan {
-                unit_rows: Some(rows),
-                ..
-            }) => {
-                if unit_rows.is_some_and(|seen| seen != rows) {
-                    return bad(
-                        "the states' plans record different rows of their units; expected the \
-                         states of one run"
-                            .to_string(),
-                    );
-                }
-                unit_rows = Some(rows);
-                started = true;
-            }
-            Some(_) => {}
+    // Past the first batch of a planned epoch, a merge needs the plan again; the states are of
+    // one run, so they share one work and its units' rows.
+    let Some((shard, batch)) = states.iter().find_map(|state| match state.position {
+        Some(Position::Plan { batch }) if batch > 0 => {
+            Some((state.shard.unwrap_or_default()[0], batch))
         }
-    }
-    let Some(unit_rows) = unit_rows.filter(|_| started) else {
+        _ => None,
+    }) else {
         return Ok(None);
+    };
+    let Some(unit_rows) = &first.work.unit_rows else {
+        return bad(format!(
+            "the state of shard {shard} is {batch} batches into an epoch planned from its rows' \
+             lengths (a token budget or length buckets), so a merge cannot tell which rows are \
+             left; resume with the same shards, or start the epoch again"
+        ));
     };
     if let Some(state) = states.iter().find(|state| {
         matches!(
@@ -75,7 +54,7 @@ pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> 
     let settings = &first.settings;
     if settings.max_tokens.is_some() || settings.bucket_by_length {
         return bad(
-            "a state of an epoch cut by a token budget or length buckets records its units' \
+            "the state of an epoch cut by a token budget or length buckets records its units' \
              rows; expected a plan cut by rows alone"
                 .to_string(),
         );
@@ -83,7 +62,7 @@ pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> 
     let work = &first.work;
     if work.units != Some(unit_rows.len() as u64) {
         return bad(format!(
-            "the state's plan records the rows of {} units; its work has {} units",
+            "the state's work records the rows of {} units, and has {} units",
             unit_rows.len(),
             work.units
                 .map_or("no count of".to_string(), |units| units.to_string())
@@ -138,7 +117,7 @@ pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> 
     let mut left = Vec::new();
     let mut entries: u64 = 0;
     for item in &items {
-        let all = unit_rows[item.unit];
+        let all = unit_rows.get(item.unit).copied().unwrap_or(0);
         let whole = [[0, all]];
         let ranges = item.rows.as_deref().unwrap_or(&whole);
         let rows = match given.get_mut(&item.unit) {

@@ -149,9 +149,9 @@ pub struct Work {
     /// The number of units in the epoch when the source's metadata tells (files); `None` for
     /// streams.
     pub units: Option<u64>,
-    /// The rows of each unit of the epoch's order, when the work was worked out from them (a
-    /// merge of the states of an epoch planned by rows): a source whose units hold other rows
-    /// is refused, since the work's rows would be others.
+    /// The rows of each unit of the epoch's order, when the epoch is planned by rows alone (no
+    /// budget, no buckets), which are all its plan is cut from: [`merge_states`] works the plan
+    /// out again from them, and a source whose units hold other rows is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit_rows: Option<Vec<u64>>,
 }
@@ -217,11 +217,6 @@ pub enum Position {
     Plan {
         /// The batches of the shard's plan already given.
         batch: u64,
-        /// A plan cut by rows alone (no budget, no buckets) records the rows of each unit of
-        /// the epoch's order, which are all it is cut from: [`merge_states`] works out from
-        /// them which rows each shard was given. Checked against the source on resuming.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        unit_rows: Option<Vec<u64>>,
     },
 }
 
@@ -280,9 +275,9 @@ impl Work {
             && saved.as_slice() != rows
         {
             return bad(format!(
-                "the state's work was merged from a plan of {} units whose rows differ from \
-                 this source's (the same rows in other record batches, or another source of \
-                 the same schema); expected the source the states were saved with",
+                "the state's work was planned by the rows of {} units, which differ from this \
+                 source's (the same rows in other record batches, or another source of the same \
+                 schema); expected the source the state was saved with",
                 saved.len()
             ));
         }

@@ -103,17 +103,7 @@ impl LoaderState {
         match (&self.position, windowed) {
             (None, _) => Ok(Start::beginning(loader.settings, loader.planned)),
             // The planned count is checked when the plan is made.
-            (Some(Position::Plan { batch, unit_rows }), _) if loader.planned => {
-                if let (Some(saved), Some(rows)) = (unit_rows, loader.unit_rows)
-                    && saved.as_slice() != rows
-                {
-                    return bad(format!(
-                        "the state's plan records {} units and their rows, which differ from \
-                         this source's {} units",
-                        saved.len(),
-                        rows.len()
-                    ));
-                }
+            (Some(Position::Plan { batch }), _) if loader.planned => {
                 Ok(Start::Plan { batch: *batch })
             }
             (Some(Position::Plan { .. }), _) => bad(

@@ -314,10 +314,7 @@ fn a_planned_state_is_refused_elsewhere_and_merges_only_before_its_first_batch()
     assert!(chain(&error).contains("cannot resume"), "{}", chain(&error));
     // A position past the shard's plan is refused.
     let mut past = saved;
-    past.position = Some(arrow_dlpack_loader::Position::Plan {
-        batch: 10_000,
-        unit_rows: None,
-    });
+    past.position = Some(arrow_dlpack_loader::Position::Plan { batch: 10_000 });
     let error = batches(make(), spec.clone().shard(1, 2).state(past))
         .err()
         .unwrap();

@@ -215,6 +215,10 @@ fn states_of_an_epoch_planned_by_rows_merge_into_the_rows_left() {
                 let json = serde_json::to_string(&state).unwrap();
                 if stop > 0 {
                     assert!(json.contains(r#""unit_rows":["#), "{json}");
+                    assert!(
+                        json.contains(r#""position":{"kind":"plan","batch":"#),
+                        "{json}"
+                    );
                     assert!(json.contains(r#""kind":"plan""#), "{json}");
                 }
                 states.push(state);
@@ -247,54 +251,50 @@ fn a_planned_state_whose_units_rows_were_altered_is_refused() {
     let mut loader = batches(make(), spec.clone()).unwrap();
     loader.next().unwrap().unwrap();
     let state = loader.state();
+    assert_eq!(state.work.unit_rows, Some(vec![90, 11]));
+    assert_eq!(state.position, Some(Position::Plan { batch: 1 }));
+    let other = batches(make(), spec.clone().shard(1, 2)).unwrap().state();
+    // Both states of the run with the work's units' rows forged alike.
     let altered = |rows: Vec<u64>| {
-        let mut state = state.clone();
-        state.position = Some(Position::Plan {
-            batch: 1,
-            unit_rows: Some(rows),
-        });
-        state
+        let (mut first, mut second) = (state.clone(), other.clone());
+        first.work.units = Some(rows.len() as u64);
+        first.work.unit_rows = Some(rows.clone());
+        if rows.len() > 2 {
+            first.settings.batch_size = 1;
+        }
+        second.work = first.work.clone();
+        second.settings = first.settings.clone();
+        (first, second)
     };
     // On resuming: the source's units are checked against the state's.
-    let error = batches(make(), spec.clone().state(altered(vec![50, 51])))
-        .err()
-        .unwrap();
+    let (forged, _) = altered(vec![50, 51]);
+    let error = batches(make(), spec.clone().state(forged)).err().unwrap();
     assert!(
-        chain(&error).contains("differ from this source's 2 units"),
+        chain(&error).contains("which differ from this source's"),
         "{}",
         chain(&error)
     );
-    // In a merge, which has no source: rows too many to replay are refused before any work.
-    let other = batches(make(), spec.clone().shard(1, 2)).unwrap().state();
-    let units_of = |count: usize| {
-        let mut state = other.clone();
-        state.work.units = Some(count as u64);
-        state
-    };
-    // Rows past any real plan's, windows too large, units of another count; and 2^29 rows in
-    // batches of 1 (2^29 batches), and 2^32 rows: refused before the replay, not after minutes.
+    // In a merge, which has no source: rows past any real plan's, windows too large, units of
+    // another count; 2^29 rows in batches of 1 (2^29 batches), and 2^32 rows: refused before
+    // the replay, not after minutes.
     for rows in [
         vec![u64::MAX, 11],
         vec![1 << 40, 1 << 40],
-        vec![90],
         vec![1 << 23; 64],
         vec![1 << 23; 512],
     ] {
-        let mut forged = altered(rows.clone());
-        let mut second = other.clone();
-        if rows.len() > 2 {
-            forged.work.units = Some(rows.len() as u64);
-            second = units_of(rows.len());
-            forged.settings.batch_size = 1;
-            second.settings.batch_size = 1;
-        }
-        let error = merge_states(&[forged, second]).unwrap_err();
-        let message = chain(&error);
-        assert!(
-            message.contains("replays at most") || message.contains("its work has 2 units"),
-            "{rows:?}: {message}"
-        );
+        let (first, second) = altered(rows.clone());
+        let message = chain(&merge_states(&[first, second]).unwrap_err());
+        assert!(message.contains("replays at most"), "{rows:?}: {message}");
     }
+    let (mut first, mut second) = altered(vec![90]);
+    first.work.units = Some(2);
+    second.work.units = Some(2);
+    let message = chain(&merge_states(&[first, second]).unwrap_err());
+    assert!(
+        message.contains("rows of 1 units, and has 2 units"),
+        "{message}"
+    );
 }
 
 #[test]

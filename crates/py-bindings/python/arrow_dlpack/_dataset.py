@@ -262,9 +262,12 @@ class BatchDataset(IterableDataset):
         self._resume_epoch: Optional[int] = None
 
     @staticmethod
-    def _plan(source: Any, options: Dict[str, Any], shard: Any) -> Optional[int]:
-        """The number of batches of this rank's pass, where it is known: the files' schemas
-        are checked (their footers read) on the way. A Ray source is read only by a pass."""
+    def _plan(
+        source: Any, options: Dict[str, Any], shard: Any, num_ranks: int = 0
+    ) -> Optional[int]:
+        """The number of batches of shard ``shard`` (``(index, count)``, of ``num_ranks`` ranks)
+        where it is known: the files' schemas are checked (their footers read) on the way. A Ray
+        source is read only by a pass."""
         if _is_ray_dataset(source):
             return None
         spec = {
@@ -278,6 +281,7 @@ class BatchDataset(IterableDataset):
             storage_options=dict(storage_options) if storage_options is not None else None,
             shard_index=shard[0],
             num_shards=shard[1],
+            num_ranks=num_ranks,
             **spec,
         )
         return found["num_batches"]
@@ -333,22 +337,11 @@ class BatchDataset(IterableDataset):
         if found is not None:
             return found
         rank, world_size = self._rank_shard
-        options = {
-            name: value
-            for name, value in self.options.items()
-            if name not in PYTHON and name != "state" and value is not None
-        }
-        storage_options = self.options.get("storage_options")
+        options = {**self.options, "batch_size": self.batch_size, "epoch": epoch}
         total = 0
         for worker in range(workers):
-            counted = _check_options(
-                as_source(_hf_stream(self.source)),
-                storage_options=dict(storage_options) if storage_options is not None else None,
-                shard_index=worker * world_size + rank,
-                num_shards=workers * world_size,
-                num_ranks=world_size,
-                **{"batch_size": self.batch_size, "epoch": epoch, **options},
-            )["num_batches"]
+            shard = (worker * world_size + rank, workers * world_size)
+            counted = self._plan(self.source, options, shard, num_ranks=world_size)
             if counted is None:
                 return rank_batches
             total += counted
