@@ -10,9 +10,9 @@ pub const MAX_REPLAY_ROWS: u64 = 1 << 24;
 /// that some shards had passed and others had not, and the rows left of units read in part.
 pub const MAX_MERGED_ENTRIES: u64 = 1 << 20;
 
-/// The most rows of an epoch whose plan a merge works out again (a pass over them all, a
-/// window at a time: about a second per 2^26 rows).
-pub const MAX_PLANNED_ROWS: u64 = 1 << 28;
+/// The most rows of an epoch whose plan a merge works out again: the rows given are listed,
+/// about 24 bytes each (1.5 GiB at this bound), reserved before the replay starts.
+pub const MAX_PLANNED_ROWS: u64 = 1 << 26;
 
 /// The most batches of an epoch whose plan a merge works out again (the plan holds a few dozen
 /// bytes per batch).

@@ -68,7 +68,8 @@ pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> 
                 .map_or("no count of".to_string(), |units| units.to_string())
         ));
     }
-    check_replay(settings.batch_size, settings.buffer_size, unit_rows)?;
+    let total = check_replay(settings.batch_size, settings.buffer_size, unit_rows)?;
+    reserve_for_replay(total)?;
     let usize_of = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
     let items: Vec<PlanItem> = (0..work.total().unwrap_or(0))
         .map_while(|w| work.global(w))
@@ -156,7 +157,7 @@ pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> 
 /// more than [`MAX_PLANNED_ROWS`], or plan more than [`MAX_PLANNED_BATCHES`] batches of
 /// `batch_size`, before anything is allocated for it: `max(batch_size, buffer_size)` rows (at
 /// least) make a window, plus those of the unit that filled it.
-fn check_replay(batch_size: u64, buffer_size: u64, unit_rows: &[u64]) -> Result<()> {
+fn check_replay(batch_size: u64, buffer_size: u64, unit_rows: &[u64]) -> Result<u64> {
     let window = batch_size.max(buffer_size);
     let largest = unit_rows.iter().copied().max().unwrap_or(0);
     let total = unit_rows
@@ -173,5 +174,22 @@ fn check_replay(batch_size: u64, buffer_size: u64, unit_rows: &[u64]) -> Result<
              resume with the same shards instead"
         ));
     }
-    Ok(())
+    Ok(total)
+}
+
+/// The bytes a replay holds per row of the epoch, at most: the row in the listing of the
+/// batches given and among the rows given of its unit, and the rows left.
+const BYTES_PER_ROW: usize = 24;
+
+/// Makes sure that a replay over `rows` rows can hold what it lists, before it starts: the
+/// memory is reserved, then freed for the replay to use, so that a merge larger than the
+/// process may allocate is an out-of-memory error rather than an abort midway.
+fn reserve_for_replay(rows: u64) -> Result<()> {
+    let bytes = usize::try_from(rows)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(BYTES_PER_ROW);
+    let mut probe: Vec<u8> = Vec::new();
+    probe
+        .try_reserve_exact(bytes)
+        .map_err(|_| crate::Error::from(arrow_dlpack_tensor::Error::OutOfMemory { bytes }))
 }
