@@ -257,6 +257,11 @@ def test_states_of_ranks_planned_by_rows_merge_for_another_number_of_ranks(sourc
     with pytest.raises(ValueError, match="planned by the rows of 12 units, which differ"):
         ad.batches(sources["ipc"], 16, columns=ID, rank=0, world_size=2, shuffle=True, seed=8,
                    state=forged)
+    # States whose units' rows were taken out cannot be merged, and the error says what is
+    # missing (not a token budget, which this epoch has not).
+    bare = [{**state, "work": {**state["work"], "unit_rows": None}} for state in (state0, state1)]
+    with pytest.raises(ValueError, match=r"planned by rows, and its work records no rows of its units \(work.unit_rows\)"):
+        ad.merge_states(bare)
 
 
 def _table_of(sizes):

@@ -345,6 +345,9 @@ def test_a_stateful_data_loader_resumes_mid_epoch_exactly(sources, num_workers):
         # Resumed from the dataset's state, not by reading the batches again and dropping them.
         assert not [w for w in caught if "fast-forward" in str(w.message)]
         assert seen + rest == full, k
+        # The loader counts the batches it gave before the checkpoint (as its own progress
+        # does): its length is the whole pass's.
+        assert len(resumed) == len(full)
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
@@ -425,12 +428,46 @@ def test_an_elastic_resume_reads_every_remaining_row_exactly_once(sources, shuff
     resumed = StatefulDataLoader(
         ad.BatchDataset(source, 3, columns=ID, state=merged, rank=0, world_size=1, **options),
         batch_size=None, num_workers=3)
-    rest = [i for b in resumed for i in _ids(b)]
+    left = resumed.dataset.batches_left(num_workers=3)
+    batches = [_ids(b) for b in resumed]
+    rest = [i for b in batches for i in b]
     assert seen and rest
     assert sorted(seen + rest) == list(range(ROWS))
+    assert left == len(batches) < len(resumed)
     # The merged state resumes its own epoch; the next epoch is whole.
     resumed.dataset.set_epoch(1)
     assert sorted(i for b in resumed for i in _ids(b)) == list(range(ROWS))
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_batches_left_counts_what_a_resumed_pass_gives_and_len_a_whole_pass(sources, num_workers):
+    source = sources["ipc"]
+    whole = len(ad.BatchDataset(source, 4, columns=ID))
+    states = [_state_after(source, 2, rank=r, world_size=2) for r in range(2)]
+    for state in (_state_after(source, 3), ad.merge_states(states)):
+        dataset = ad.BatchDataset(source, 4, columns=ID, state=state)
+        loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=num_workers)
+        if num_workers and state.get("shard") is not None:
+            # A state of one shard cannot be resumed by two workers: the count says so, as
+            # the pass would.
+            with pytest.raises(ad.ArrowDLPackValueError, match="merge the states"):
+                dataset.batches_left(num_workers)
+            continue
+        left = dataset.batches_left(num_workers)
+        assert left == len(list(loader)) < whole
+        # len() is a whole pass, before and after the resumed one; the next epoch is whole.
+        assert len(dataset) == whole
+        dataset.set_epoch(1)
+        assert dataset.batches_left(num_workers) == len(list(loader)) == len(loader)
+    # A state loaded into a dataset is counted likewise, until its pass begins.
+    dataset = ad.BatchDataset(source, 4, columns=ID)
+    dataset.load_state_dict({"arrow_dlpack_batch_dataset": 1, "epoch": 0, "shard": None,
+                             "loader": _state_after(source, 3)})
+    assert dataset.batches_left() == whole - 3 == len(list(dataset))
+    assert dataset.batches_left() == len(dataset) == whole
+    for wrong, error in ((-1, ValueError), (True, TypeError), ("2", TypeError)):
+        with pytest.raises(error, match="num_workers"):
+            dataset.batches_left(wrong)
 
 
 def _saved(state):

@@ -257,6 +257,10 @@ def test_a_stream_state_with_a_row_past_its_unit_is_refused_when_the_unit_is_rea
         (("settings",), 5, "state['settings'] is 5 (an int); expected a dict"),
         (("epoch",), "3", "state['epoch'] is '3' (a str); expected a non-negative int"),
         (("shard",), [0], "state['shard'] has length 1; expected a list of 2 items"),
+        # A position is a dict told apart by its "kind": the key inside it is named too.
+        (("position", "emitted"), "1", "state['position']['emitted'] is '1' (a str); expected a non-negative int"),
+        (("position", "start"), 0.5, "state['position']['start'] is 0.5 (a float); expected a non-negative int"),
+        (("position", "sizes"), {"a": 1}, "state['position']['sizes'] is a dict; expected a list"),
     ],
 )
 def test_a_forged_state_is_named_by_its_key_in_python_words(path, value, message):

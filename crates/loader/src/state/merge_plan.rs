@@ -33,10 +33,18 @@ pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> 
         return Ok(None);
     };
     let Some(unit_rows) = &first.work.unit_rows else {
+        let settings = &first.settings;
+        if settings.max_tokens.is_some() || settings.bucket_by_length {
+            return bad(format!(
+                "the state of shard {shard} is {batch} batches into an epoch planned from its \
+                 rows' lengths (a token budget or length buckets), so a merge cannot tell which \
+                 rows are left; resume with the same shards, or start the epoch again"
+            ));
+        }
         return bad(format!(
-            "the state of shard {shard} is {batch} batches into an epoch planned from its rows' \
-             lengths (a token budget or length buckets), so a merge cannot tell which rows are \
-             left; resume with the same shards, or start the epoch again"
+            "the state of shard {shard} is {batch} batches into an epoch planned by rows, and \
+             its work records no rows of its units (work.unit_rows), which a merge needs to tell \
+             which rows are left; expected the states as the loaders gave them"
         ));
     };
     if let Some(state) = states.iter().find(|state| {

@@ -12,7 +12,7 @@ import operator
 import os
 import sys
 import warnings
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 from torch.utils.data import IterableDataset
 
@@ -243,6 +243,8 @@ class BatchDataset(IterableDataset):
         self._rank_shard = rank_shard
         # The batches of a rank's pass by its DataLoader's workers, by their number and epoch.
         self._worker_batches: Dict[Any, int] = {}
+        # The batches left after a state: (the state, workers, epoch, batches).
+        self._counted_left: Optional[Tuple[Any, int, int, int]] = None
         if rank_shard[1] > 1 and self._num_batches is None and not _is_ray_dataset(source):
             warn_uneven_ranks(rank_shard[1])
         del options["epoch"]
@@ -263,11 +265,16 @@ class BatchDataset(IterableDataset):
 
     @staticmethod
     def _plan(
-        source: Any, options: Dict[str, Any], shard: Any, num_ranks: int = 0
+        source: Any,
+        options: Dict[str, Any],
+        shard: Any,
+        num_ranks: int = 0,
+        state: Optional[Mapping[str, Any]] = None,
     ) -> Optional[int]:
         """The number of batches of shard ``shard`` (``(index, count)``, of ``num_ranks`` ranks)
-        where it is known: the files' schemas are checked (their footers read) on the way. A Ray
-        source is read only by a pass."""
+        where it is known: of a whole pass, or what is left of it after ``state`` (checked
+        against the source as a pass checks it). The files' schemas are checked (their footers
+        read) on the way. A Ray source is read only by a pass."""
         if _is_ray_dataset(source):
             return None
         spec = {
@@ -275,6 +282,8 @@ class BatchDataset(IterableDataset):
             for name, value in options.items()
             if name not in PYTHON and name != "state" and value is not None
         }
+        if state is not None:
+            spec["state"] = state
         storage_options = options.get("storage_options")
         found = _check_options(
             as_source(_hf_stream(source)),
@@ -311,11 +320,20 @@ class BatchDataset(IterableDataset):
             self._resume = None
 
     def __len__(self) -> int:
-        """The number of batches of this rank's pass; ``TypeError`` when it is not known.
+        """The number of batches of a whole pass of this rank; ``TypeError`` when it is not
+        known. A pass resumed from a state gives fewer: :meth:`batches_left` counts them.
 
         Asked by a DataLoader with worker processes (``len(loader)``), it is the number that
         those workers give together: each reads its own share of the rank's data and cuts its
         own last batch."""
+        whole = self._whole_pass()
+        workers = _dataloader_workers(sys._getframe(1))
+        if workers > 1 and self.options.get("split_workers", True):
+            return self._batches_by_workers(workers, whole)
+        return whole
+
+    def _whole_pass(self) -> int:
+        """The batches of a whole pass of this rank, or ``TypeError``."""
         if self._num_batches is None:
             raise ArrowDLPackTypeError(
                 "the number of batches of this dataset is not known in advance: the source does "
@@ -323,10 +341,68 @@ class BatchDataset(IterableDataset):
                 "record batches are dealt to several ranks as they come (a stream), or batches "
                 "are cut by tokens (max_tokens)"
             )
-        workers = _dataloader_workers(sys._getframe(1))
-        if workers > 1 and self.options.get("split_workers", True):
-            return self._batches_by_workers(workers, self._num_batches)
         return self._num_batches
+
+    def batches_left(self, num_workers: int = 0) -> int:
+        """The batches that the next pass gives, read by ``num_workers`` DataLoader workers:
+        after a ``state`` (given when the dataset was made, or loaded with
+        :meth:`load_state_dict`) what is left of its epoch, else a whole pass (``len()``);
+        ``TypeError`` when it is not known, and the error the pass would raise when the state
+        cannot resume (a state of one shard resumed by several workers).
+
+        ``len()`` stays the batches of a whole pass, as torch's samplers count an epoch: a
+        schedule sized by it, and the progress that a ``StatefulDataLoader`` restores from its
+        checkpoint, count the batches given before the checkpoint too."""
+        if isinstance(num_workers, bool):
+            raise ArrowDLPackTypeError("num_workers is bool; expected int")
+        try:
+            num_workers = operator.index(num_workers)
+        except TypeError:
+            raise ArrowDLPackTypeError(
+                f"num_workers is {type(num_workers).__name__}; expected int"
+            ) from None
+        if num_workers < 0:
+            raise ArrowDLPackValueError(f"num_workers is {num_workers}; expected a non-negative int")
+        whole = self._whole_pass()
+        workers = num_workers if num_workers > 1 and self.options.get("split_workers", True) else 1
+        state = self._next_state(self._epoch.value)
+        if state is None:
+            return self._batches_by_workers(workers, whole) if workers > 1 else whole
+        return self._batches_left(state, workers)
+
+    def _next_state(self, epoch: int) -> Optional[Mapping[str, Any]]:
+        """The state that the next pass, of epoch ``epoch``, resumes from: one loaded with
+        :meth:`load_state_dict`, else the dataset's ``state`` while its epoch is the pass's."""
+        if self._resume is not None:
+            return self._resume
+        saved = self.options.get("state")
+        if isinstance(saved, Mapping) and saved.get("epoch") == epoch:
+            return saved
+        return None
+
+    def _batches_left(self, state: Mapping[str, Any], workers: int) -> int:
+        """The batches left of this rank's pass resumed from ``state``, by ``workers`` workers
+        that each resume it for their own shard (a merged state; another is refused, as the
+        pass would refuse it)."""
+        epoch = self._epoch.value
+        counted = self._counted_left
+        if counted is not None and counted[0] is state and counted[1:3] == (workers, epoch):
+            return counted[3]
+        rank, world_size = self._rank_shard
+        options = {**self.options, "batch_size": self.batch_size, "epoch": epoch}
+        total = 0
+        for worker in range(workers):
+            shard = (worker * world_size + rank, workers * world_size)
+            left = self._plan(
+                self.source, options, shard, num_ranks=world_size if workers > 1 else 0, state=state
+            )
+            if left is None:
+                raise ArrowDLPackTypeError(
+                    "the number of batches left of this dataset's pass is not known in advance"
+                )
+            total += left
+        self._counted_left = (state, workers, epoch, total)
+        return total
 
     def _batches_by_workers(self, workers: int, rank_batches: int) -> int:
         """The batches of this rank's pass read by ``workers`` DataLoader workers: the sum of
@@ -356,14 +432,10 @@ class BatchDataset(IterableDataset):
         _warn_if_batched_again(sys._getframe(1))
         options = dict(self.options)
         epoch = self._epoch.value
-        saved = options.get("state")
-        if isinstance(saved, Mapping) and saved.get("epoch") != epoch:
-            # A state given when the dataset was made resumes its own epoch; later epochs (after
-            # set_epoch) start afresh.
-            options["state"] = None
-        if self._resume is not None:
-            options["state"] = self._resume
-            self._resume = None
+        # A state given when the dataset was made resumes its own epoch; later epochs (after
+        # set_epoch) start afresh.
+        options["state"] = self._next_state(epoch)
+        self._resume = None
         options["epoch"] = epoch
         if not _files_only(self.source):
             # torch tensors have no read-only flag: a view of memory that is not the loader's

@@ -10,22 +10,40 @@ use serde_path_to_error::Segment;
 /// (a float); expected a non-negative int`.
 pub(crate) fn state_message(
     field: &str,
+    state: &serde_json::Value,
     error: &serde_path_to_error::Error<serde_json::Error>,
 ) -> String {
     let mut at = field.to_string();
+    // The value the path leads to, followed alongside it.
+    let mut reached = Some(state);
     for segment in error.path().iter() {
         match segment {
             Segment::Seq { index } => {
                 let _ = write!(at, "[{index}]");
+                reached = reached.and_then(|value| value.get(index));
             }
             Segment::Map { key } => {
                 let _ = write!(at, "[{key:?}]");
+                reached = reached.and_then(|value| value.get(key));
             }
             Segment::Enum { .. } | Segment::Unknown => {}
         }
     }
-    let at = at.replace('"', "'");
     let inner = error.inner().to_string();
+    // A dict told apart by its "kind" (a position) is read whole before its fields, so the path
+    // stops at it: the key whose value is the one serde found (where one key holds it) goes on.
+    if let Some(serde_json::Value::Object(fields)) = reached
+        && fields.contains_key("kind")
+        && let Some(found) = found_of(&inner)
+    {
+        let mut holding = fields
+            .iter()
+            .filter(|(key, value)| key.as_str() != "kind" && found_matches(found, value));
+        if let (Some((key, _)), None) = (holding.next(), holding.next()) {
+            let _ = write!(at, "[{key:?}]");
+        }
+    }
+    let at = at.replace('"', "'");
     let mut message = format!("{at} {}", python_words(&inner));
     // A dict that is no loader's state at all (a DataLoader's own state_dict(), a model's):
     // what a state is, and where the other one goes.
@@ -73,6 +91,40 @@ fn python_words(message: &str) -> String {
         };
     }
     format!("is not a loader state: {message}")
+}
+
+/// What serde's invalid-type message says it found (`string "3"`, `floating point `1.5``).
+fn found_of(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("invalid type: ")?;
+    rest.split_once(", expected ").map(|(found, _)| found)
+}
+
+/// Whether `value` is what serde described as `found`.
+fn found_matches(found: &str, value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    let shown = |prefix: &str| {
+        found
+            .strip_prefix(prefix)
+            .map(|shown| shown.trim_matches('`'))
+    };
+    match value {
+        Value::String(text) => shown("string ").is_some_and(|shown| {
+            serde_json::from_str::<String>(shown).is_ok_and(|parsed| &parsed == text)
+        }),
+        Value::Bool(flag) => shown("boolean ") == Some(if *flag { "true" } else { "false" }),
+        Value::Number(number) => shown("integer ")
+            .or_else(|| shown("floating point "))
+            .is_some_and(|shown| {
+                number.to_string() == shown
+                    || number
+                        .as_f64()
+                        .zip(shown.parse::<f64>().ok())
+                        .is_some_and(|(a, b)| a == b)
+            }),
+        Value::Null => matches!(found, "null" | "unit value"),
+        Value::Object(_) => found == "map",
+        Value::Array(_) => found == "sequence",
+    }
 }
 
 /// A name in serde's backquotes, in Python's quotes.

@@ -407,7 +407,7 @@ pub(super) fn state_from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResu
     // The state's own reading goes through its version first, and loses the path to a bad
     // value on the way: its fields are read here first, path tracked, to name where it is.
     serde_path_to_error::deserialize::<_, StateFields>(&value)
-        .map_err(|error| errors::value_error(errors::state_message(field, &error)))?;
+        .map_err(|error| errors::value_error(errors::state_message(field, &value, &error)))?;
     serde_json::from_value(value).map_err(not_a_state)
 }
 
