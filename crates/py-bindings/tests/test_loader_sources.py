@@ -307,3 +307,35 @@ def test_two_streams_joined_into_one_file_are_refused_when_the_loader_is_made(tm
     joined.write_bytes(first.read_bytes()[:-8] + second.read_bytes())
     with pytest.raises(ValueError, match="is a second schema message; expected one schema, first"):
         ad.batches(str(joined), 2)
+
+
+def test_a_reader_read_by_an_earlier_loader_is_refused_not_read_as_empty():
+    table = pa.table({"x": np.arange(10, dtype=np.int64)})
+
+    def reader():
+        return pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=3))
+
+    # Read to its end, or only begun (one batch taken, the loader closed): a second loader
+    # would get what is left (nothing, or the rest), so it is refused, alone or in a list.
+    whole, begun = reader(), reader()
+    assert sum(b["x"].shape[0] for b in ad.batches(whole, 4)) == 10
+    loader = ad.batches(begun, 4, prefetch=1)
+    next(loader)
+    state = loader.state_dict()
+    loader.close()
+    for used in (whole, [whole], begun):
+        with pytest.raises(ad.ArrowDLPackValueError, match="was read by an earlier loader"):
+            ad.batches(used, 4)
+    # Not even to resume: the state counts rows from the start of the stream.
+    with pytest.raises(ad.ArrowDLPackValueError, match="read once"):
+        ad.batches(begun, 4, state=state)
+    # A new reader resumes; tables are read again.
+    rest = [int(i) for b in ad.batches(reader(), 4, state=state) for i in np.from_dlpack(b["x"])]
+    assert rest == list(range(4, 10))
+    for _ in range(2):
+        assert sum(b["x"].shape[0] for b in ad.batches(table, 4)) == 10
+    # A loader refused before it read (a bad option) leaves the reader to the next one.
+    fresh = reader()
+    with pytest.raises(ad.ArrowDLPackValueError):
+        ad.batches(fresh, 0)
+    assert sum(b["x"].shape[0] for b in ad.batches(fresh, 4)) == 10

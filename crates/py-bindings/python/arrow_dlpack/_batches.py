@@ -36,7 +36,7 @@ from arrow_dlpack._arrow_dlpack import (
 )
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
 from arrow_dlpack._read_only import maps_read_only, reads_unseen_buffers
-from arrow_dlpack._sources import as_source
+from arrow_dlpack._sources import as_source, refuse_read_again, remember_read
 
 __all__ = ["Batches", "batches", "merge_states"]
 
@@ -532,6 +532,8 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
     }
     _check_options(None, **spec)
     rank, world_size = python.get("rank"), python.get("world_size")
+    refuse_read_again(source)
+    given = source
     source = _hf_stream(source)
     if not spec.get("writable", False) and (
         maps_read_only(source) or reads_unseen_buffers(source)
@@ -570,6 +572,7 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
         **spec,
     )
     _LIVE.add(inner)
+    remember_read(given)
     if warn_split and (num_ranks or num_shards) > 1 and state is None and inner.num_batches is None:
         warn_uneven_ranks(num_ranks or num_shards)
     return Batches(inner, progress=python.get("progress", False))

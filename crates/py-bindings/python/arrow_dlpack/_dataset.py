@@ -31,15 +31,9 @@ from arrow_dlpack._batches import (
     warn_uneven_ranks,
 )
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
-from arrow_dlpack._sources import as_source
+from arrow_dlpack._sources import as_source, read_once
 
 __all__ = ["BatchDataset"]
-
-
-def _read_once(source: Any) -> bool:
-    """Whether ``source`` is read once: a reader (pyarrow's ``RecordBatchReader``, or any object
-    with ``read_next_batch``), which its first pass consumes."""
-    return hasattr(source, "read_next_batch") or type(source).__name__ == "RecordBatchReader"
 
 
 def _warn_if_batched_again(caller: Any) -> None:
@@ -443,7 +437,7 @@ class BatchDataset(IterableDataset):
             # Face dataset's cache is) would be rewritten by an in-place training step, or crash
             # it. Over such sources the batches are private copies.
             options["writable"] = True
-        if _read_once(self.source):
+        if read_once(self.source):
             if self._passes_begun:
                 raise ArrowDLPackValueError(
                     f"the {type(self.source).__name__} of this dataset was read by its first "

@@ -8,7 +8,14 @@ stream says neither); nothing is imported for any other object.
 """
 
 import importlib
+import weakref
 from typing import Any
+
+from arrow_dlpack._arrow_dlpack import ArrowDLPackValueError
+
+#: The readers that a loader began to read: a reader is read once, and what an earlier loader
+#: left of it is not the stream a new loader (or a state saved over the whole stream) expects.
+_READ: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
 def _module(obj: Any) -> str:
@@ -63,3 +70,40 @@ def as_source(source: Any) -> Any:
     if _is_pandas_frame(source):
         return _from_pandas(source)
     return source
+
+
+def read_once(source: Any) -> bool:
+    """Whether ``source`` is read once: a reader (pyarrow's ``RecordBatchReader``, or any object
+    with ``read_next_batch``), which its first pass consumes."""
+    return hasattr(source, "read_next_batch") or type(source).__name__ == "RecordBatchReader"
+
+
+def _readers(source: Any) -> Any:
+    items = source if isinstance(source, (list, tuple)) else (source,)
+    return [item for item in items if read_once(item)]
+
+
+def refuse_read_again(source: Any) -> None:
+    """Raises ``ValueError`` for a reader (alone or in a list) that an earlier loader began to
+    read: it would give what that loader left of it (nothing, once read to its end), silently.
+    A reader that cannot be weakly referenced is not tracked."""
+    for reader in _readers(source):
+        try:
+            seen = reader in _READ
+        except TypeError:
+            continue
+        if seen:
+            raise ArrowDLPackValueError(
+                f"this {type(reader).__name__} was read by an earlier loader, and a reader is "
+                "read once (what is left of it is not the stream): pass a new reader, or a "
+                "table, a dataset or files, which are read again"
+            )
+
+
+def remember_read(source: Any) -> None:
+    """Records that a loader began to read the readers of ``source``."""
+    for reader in _readers(source):
+        try:
+            _READ.add(reader)
+        except TypeError:
+            pass
