@@ -190,6 +190,31 @@ def test_a_ragged_array_row_is_an_error_naming_it():
         list(ad.batches(dataset.select([0, 5, 1]), 2))
 
 
+@pytest.mark.parametrize("slice_rows", [1, 3, 4, 65_536])
+def test_array_rows_are_checked_and_counted_across_the_slices_converted_at_once(monkeypatch, slice_rows):
+    # The table is converted a slice at a time, whatever its record batches: rows are named
+    # in the dataset, and the values are the same, in every slicing.
+    from arrow_dlpack import _hf
+
+    monkeypatch.setattr(_hf, "SLICE_ROWS", slice_rows)
+    good = [[1, 2, 3], [4, 5, 6]]
+    rows = [[[i, 2, 3], [4, 5, 6]] for i in range(5)] + [[[1, 2, 3], [4, 5]]] + [good] * 4
+    dataset = datasets.concatenate_datasets([_raw_array2d(rows[:4]), _raw_array2d(rows[4:])])
+    with pytest.raises(ValueError, match=r"row 5 of column 'm' is ragged: a list of 2 items at depth 1"):
+        list(ad.batches(dataset, 2))
+    nulls = datasets.concatenate_datasets(
+        [_raw_array2d(rows[:4]), _raw_array2d([good, good, None, good])])
+    with pytest.raises(ValueError, match=r"row 6 of column 'm' null"):
+        list(ad.batches(nulls, 2))
+    inner = datasets.concatenate_datasets(
+        [_raw_array2d(rows[:4]), _raw_array2d([good, [[1, 2, 3], None]])])
+    with pytest.raises(ValueError, match=r"row 5 of column 'm' holds a null"):
+        list(ad.batches(inner, 2))
+    fine = datasets.concatenate_datasets([_raw_array2d(rows[:5]), _raw_array2d([good] * 6)])
+    got = np.concatenate([np.from_dlpack(b["m"]) for b in ad.batches(fine, 3)])
+    np.testing.assert_array_equal(got, np.array(rows[:5] + [good] * 6, dtype="float32"))
+
+
 def test_a_null_array_row_is_an_error_naming_it():
     dataset = datasets.Dataset.from_dict(
         {"m": [np.zeros((2, 3)), np.ones((2, 3)), None]},

@@ -12,7 +12,7 @@ columns over the same values, after their offsets are checked to be regular.
 Nothing here imports ``datasets``: its objects are recognised by the names of their classes.
 """
 
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
@@ -20,8 +20,9 @@ from arrow_dlpack._arrow_dlpack import ArrowDLPackTypeError, ArrowDLPackValueErr
 
 __all__ = ["is_hf_source", "hf_stream"]
 
-#: The rows taken from a dataset's table per record batch, through its indices mapping; and the
-#: rows per record batch asked of an ``IterableDataset``.
+#: The rows of a dataset's table converted at once (its array columns viewed as tensors), or
+#: taken through its indices mapping; and the rows per record batch asked of an
+#: ``IterableDataset``.
 SLICE_ROWS = 65_536
 ITERABLE_ROWS = 1_000
 
@@ -91,60 +92,68 @@ def _tensor_type(field: pa.Field) -> pa.DataType:
     return pa.fixed_shape_tensor(storage, list(shape))
 
 
-def _regular_values(name: str, column: Any, shape: Tuple[int, ...], first_row: int) -> Any:
-    """The values of an ``ArrayND`` chunk (nested lists) as one flat array, checked: every
-    list of every level holds exactly its dimension's items. A null or ragged row is a
-    ``ValueError`` naming it (counted from ``first_row``, the chunk's first row in the source)."""
+def _first(mask: Any) -> int:
+    """The index of the first true value of a (chunked) boolean array."""
     import numpy as np
 
-    level = column.storage if isinstance(column, pa.ExtensionArray) else column
-    rows = len(level)
+    return int(np.flatnonzero(np.asarray(mask.to_numpy(zero_copy_only=False)))[0])
+
+
+def _tensor_column(name: str, column: Any, tensor_type: Any, first_row: int) -> Any:
+    """An ``ArrayND`` column (nested lists in storage, a chunked array) as an
+    ``arrow.fixed_shape_tensor`` column over the same values, checked level by level with one
+    pass of Arrow's kernels over every chunk: each list of each level holds exactly its
+    dimension's items. A null or ragged row is a ``ValueError`` naming it (counted from
+    ``first_row``, the column's first row in the source)."""
+    import pyarrow.compute as pc
+
+    shape = tuple(tensor_type.shape)
+    level = column
+    if isinstance(column.type, pa.ExtensionType):
+        level = column.cast(column.type.storage_type)
     # Items of the current level that make one row of the column.
     per_row = 1
     for depth, dim in enumerate(shape):
         if level.null_count:
-            first = int(np.flatnonzero(~np.asarray(level.is_valid()))[0])
             what = "null" if depth == 0 else "holds a null"
+            row = first_row + _first(pc.is_null(level)) // per_row
             raise ArrowDLPackValueError(
-                f"row {first_row + first // per_row} of column {name!r} {what}; an array "
-                f"feature needs a "
-                f"value of shape {shape} in every row"
+                f"row {row} of column {name!r} {what}; an array feature needs a value of shape "
+                f"{shape} in every row"
             )
-        offsets = np.asarray(level.offsets)
-        lengths = np.diff(offsets)
-        bad = np.flatnonzero(lengths != dim)
-        if bad.size:
-            at = int(bad[0])
+        lengths = pc.list_value_length(level)
+        extremes = pc.min_max(lengths)
+        if len(level) and (extremes["min"].as_py(), extremes["max"].as_py()) != (dim, dim):
+            at = _first(pc.not_equal(lengths, dim))
+            found = lengths[at].as_py()
             raise ArrowDLPackValueError(
                 f"row {first_row + at // per_row} of column {name!r} is ragged: a list of "
-                f"{int(lengths[at])} "
-                f"items at depth {depth}; expected {dim} (shape {shape})"
+                f"{found} items at depth {depth}; expected {dim} (shape {shape})"
             )
-        start = int(offsets[0]) if offsets.size else 0
-        level = level.values.slice(start, rows * per_row * dim)
+        level = pc.list_flatten(level)
         per_row *= dim
-    return level
+    # Flattened chunk by chunk, each chunk of values holds whole rows.
+    chunks = [
+        pa.ExtensionArray.from_storage(tensor_type, pa.FixedSizeListArray.from_arrays(values, per_row))
+        for values in level.chunks
+    ]
+    return pa.chunked_array(chunks, tensor_type)
 
 
-def _as_tensors(
-    batch: pa.RecordBatch, columns: List[int], types: Dict[int, Any], schema: Any, first_row: int
-) -> Any:
-    """``batch`` with its ``ArrayND`` columns as ``arrow.fixed_shape_tensor`` columns over the
+def _tensor_table(
+    table: pa.Table, columns: List[int], types: Dict[int, Any], schema: Any, first_row: int
+) -> pa.Table:
+    """``table`` with its ``ArrayND`` columns as ``arrow.fixed_shape_tensor`` columns over the
     same values (no copy); ``types`` and ``schema`` are worked out once per stream, since each
     access to a ``datasets`` extension type deserialises it."""
     if not columns:
-        return batch
-    arrays = list(batch.columns)
+        return table
+    arrays = list(table.columns)
     for index in columns:
-        tensor_type = types[index]
-        shape = tuple(tensor_type.shape)
-        size = 1
-        for dim in shape:
-            size *= dim
-        values = _regular_values(schema.field(index).name, arrays[index], shape, first_row)
-        storage = pa.FixedSizeListArray.from_arrays(values, size)
-        arrays[index] = pa.ExtensionArray.from_storage(tensor_type, storage)
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+        arrays[index] = _tensor_column(
+            schema.field(index).name, arrays[index], types[index], first_row
+        )
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def _tensor_schema(schema: pa.Schema, types: Dict[int, Any]) -> pa.Schema:
@@ -177,17 +186,20 @@ class _DatasetStream:
     def _batches(self) -> Iterator[pa.RecordBatch]:
         indices = self.dataset._indices
         row = 0
+        # Converted a slice at a time: the checks of a slice's array columns are a few passes
+        # of Arrow's kernels, rather than Python work per record batch (a dataset's cache
+        # holds record batches of 1,000 rows).
         if indices is None:
-            for batch in self.table.to_batches():
-                yield _as_tensors(batch, self.columns, self.types, self.schema, row)
-                row += batch.num_rows
+            for start in range(0, self.table.num_rows, SLICE_ROWS):
+                part = self.table.slice(start, SLICE_ROWS)
+                converted = _tensor_table(part, self.columns, self.types, self.schema, start)
+                yield from converted.to_batches()
             return
         mapping = indices.table.column(0) if hasattr(indices, "table") else indices.column(0)
         for start in range(0, len(mapping), SLICE_ROWS):
             taken = self.table.take(mapping.slice(start, SLICE_ROWS))
-            for batch in taken.to_batches():
-                yield _as_tensors(batch, self.columns, self.types, self.schema, row)
-                row += batch.num_rows
+            yield from _tensor_table(taken, self.columns, self.types, self.schema, row).to_batches()
+            row += taken.num_rows
 
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         if not self.columns and self.dataset._indices is None:
@@ -227,9 +239,8 @@ class _IterableStream:
         def batches() -> Iterator[pa.RecordBatch]:
             table, row = first, 0
             while table is not None:
-                for batch in table.to_batches():
-                    yield _as_tensors(batch, columns, types, schema, row)
-                    row += batch.num_rows
+                yield from _tensor_table(table, columns, types, schema, row).to_batches()
+                row += table.num_rows
                 table = next(tables, None)
 
         reader = pa.RecordBatchReader.from_batches(schema, batches())
