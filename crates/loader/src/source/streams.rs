@@ -21,17 +21,47 @@ pub(super) fn plan_in_memory(
     let settings = identity::settings(spec, identity::reader(&schema));
     let (work, start) = resume(spec, &settings, counted(spec, unit_rows))?;
     let raw = in_stream(batches, &work, spec, &start);
-    Ok(Plan {
-        pieces: select(raw, &start, None),
-        num_rows: dealt_rows(spec, unit_rows).or_else(|| rows.and_then(|r| spec.rows_of_stream(r))),
-        work,
-        settings,
-        start,
-        stop: None,
-        null_to_nan: resolve_null_to_nan(spec, &schema, nulls),
-        planned: None,
-        locate: None,
-    })
+    let num_rows = dealt_rows(spec, unit_rows, rows);
+    let null_to_nan = resolve_null_to_nan(spec, &schema, nulls);
+    Ok(Plan::dealt(raw, (work, settings, start), num_rows, null_to_nan))
+}
+
+impl Plan {
+    /// The plan of a source read in order from `raw` and dealt to the shards as it comes (no
+    /// background work to stop, no files to locate rows in): this shard's rows are `num_rows`.
+    fn dealt(
+        raw: Raw,
+        (work, settings, start): (Work, Settings, Start),
+        num_rows: Option<u64>,
+        null_to_nan: NullToNan,
+    ) -> Plan {
+        Plan {
+            pieces: select(raw, &start, None),
+            num_rows,
+            work,
+            settings,
+            start,
+            stop: None,
+            planned: None,
+            null_to_nan,
+            locate: None,
+        }
+    }
+
+    /// The plan of a source read in order from `raw` whose epoch is planned by rows: this
+    /// shard's batches are `shard_batches`, and its rows theirs.
+    fn by_rows(
+        raw: Raw,
+        (work, settings, start): (Work, Settings, Start),
+        shard_batches: ShardBatches,
+        null_to_nan: NullToNan,
+    ) -> Plan {
+        Plan {
+            num_rows: Some(shard_batches.rows.len() as u64),
+            planned: Some(shard_batches),
+            ..Plan::dealt(raw, (work, settings, start), None, null_to_nan)
+        }
+    }
 }
 
 /// Plans record batches in memory whose deal over the shards would give the ranks different
@@ -74,30 +104,22 @@ pub(super) fn plan_batches_by_rows(
             .zip(units)
             .map(|((k, item), batch)| Ok((k, item, batch, true))),
     );
-    Ok(Some(Plan {
-        pieces: select(raw, &start, None),
-        num_rows: Some(shard_batches.rows.len() as u64),
-        work,
-        settings,
-        start,
-        stop: None,
-        null_to_nan: resolve_null_to_nan(spec, schema, nulls),
-        planned: Some(shard_batches),
-        locate: None,
-    }))
+    let null_to_nan = resolve_null_to_nan(spec, schema, nulls);
+    Ok(Some(Plan::by_rows(raw, (work, settings, start), shard_batches, null_to_nan)))
 }
 
-/// The rows that the deal gives this shard of units of `unit_rows` rows (in the order they are
-/// read), from the epoch's start; `None` when resumed from a state, or the units are unknown.
-fn dealt_rows(spec: &BatchSpec, unit_rows: Option<&[u64]>) -> Option<u64> {
-    if spec.state.is_some() {
-        return None;
-    }
-    unit_rows?
-        .iter()
-        .skip(spec.shard_index)
-        .step_by(spec.num_shards.max(1))
-        .try_fold(0u64, |total, &rows| total.checked_add(rows))
+/// The rows that the deal gives this shard of a stream of `rows` rows in all, of units of
+/// `unit_rows` rows (in the order they are read): from the units, at the epoch's start, else
+/// what [`BatchSpec::rows_of_stream`] makes of the total; `None` where neither is known.
+fn dealt_rows(spec: &BatchSpec, unit_rows: Option<&[u64]>, rows: Option<u64>) -> Option<u64> {
+    let from_units = unit_rows.filter(|_| spec.state.is_none()).and_then(|unit_rows| {
+        unit_rows
+            .iter()
+            .skip(spec.shard_index)
+            .step_by(spec.num_shards.max(1))
+            .try_fold(0u64, |total, &rows| total.checked_add(rows))
+    });
+    from_units.or_else(|| rows.and_then(|rows| spec.rows_of_stream(rows)))
 }
 
 /// The rows of the units (`unit_rows`) that a source read in order resumes with: a dealt
@@ -200,18 +222,8 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
     }
     let (work, start) = resume(spec, &settings, counted(spec, unit_rows.as_deref()))?;
     let raw = in_stream(ipc::read_streams(inputs), &work, spec, &start);
-    Ok(Plan {
-        pieces: select(raw, &start, None),
-        num_rows: dealt_rows(spec, unit_rows.as_deref())
-            .or_else(|| rows.and_then(|rows| spec.rows_of_stream(rows))),
-        work,
-        settings,
-        start,
-        stop: None,
-        planned: None,
-        null_to_nan,
-        locate: None,
-    })
+    let num_rows = dealt_rows(spec, unit_rows.as_deref(), rows);
+    Ok(Plan::dealt(raw, (work, settings, start), num_rows, null_to_nan))
 }
 
 /// Plans local IPC streams (`inputs`, in the epoch's order, of record batches of `unit_rows`
@@ -239,17 +251,7 @@ fn plan_streams_by_rows(
             }
         }
     }));
-    Ok(Plan {
-        pieces: select(raw, &start, None),
-        num_rows: Some(shard_batches.rows.len() as u64),
-        work,
-        settings,
-        start,
-        stop: None,
-        null_to_nan,
-        planned: Some(shard_batches),
-        locate: None,
-    })
+    Ok(Plan::by_rows(raw, (work, settings, start), shard_batches, null_to_nan))
 }
 
 /// The rows that the record-batch headers of the local streams `inputs` declare in all, refused
