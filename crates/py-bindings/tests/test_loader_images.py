@@ -211,8 +211,48 @@ def test_skip_keeps_batches_full_and_labels_aligned_with_their_images(tmp_path):
     # Raised instead: the first corrupt row, named in its file.
     with pytest.raises(ValueError, match=rf"cannot decode image at row 3 of column \"image\" in .*corrupt\.parquet: "):
         list(ad.batches(str(path), 8, images={"image": {"size": 32}}, columns=["label"]))
-    with pytest.raises(ValueError, match="shuffle"):
-        ad.batches(str(path), 8, images={"image": spec}, shuffle=True)
+
+
+def _labels(batches):
+    return [np.from_dlpack(b["label"]).tolist() for b in batches]
+
+
+def test_skip_when_shuffled_or_over_ranks_leaves_the_rows_out_of_the_batches_cut_in_advance(tmp_path):
+    data = encoded_rows(40, "PNG")
+    rows = [d[: len(d) // 3] if row in CORRUPT else d for row, d in enumerate(data)]
+    paths = {}
+    for name, images in (("corrupt", rows), ("clean", data)):
+        paths[name] = str(tmp_path / f"{name}.parquet")
+        table = pa.table({"image": pa.array(images, pa.binary()), "label": np.arange(40)})
+        pq.write_table(table, paths[name], row_group_size=7)
+    spec = {"size": 32, "resize": 40, "on_error": "skip"}
+    shuffled = dict(images={"image": spec}, columns=["label"], shuffle=True, seed=3, buffer_size=16)
+    # Shuffled: the batches are those of the same rows all decodable, less the rows skipped;
+    # their number is known in advance, and a resumed run gives the rest exactly.
+    clean = _labels(ad.batches(paths["clean"], 8, **shuffled))
+    loader = ad.batches(paths["corrupt"], 8, **shuffled)
+    assert len(loader) == len(clean) == 5
+    got = _labels(loader)
+    assert got == [[label for label in batch if label not in CORRUPT] for batch in clean]
+    assert any(len(batch) < 8 for batch in got)
+    loader = ad.batches(paths["corrupt"], 8, **shuffled)
+    first = _labels([next(loader), next(loader)])
+    rest = _labels(ad.batches(paths["corrupt"], 8, state=loader.state_dict(), **shuffled))
+    assert first + rest == got
+    for batch in ad.batches(paths["corrupt"], 8, **shuffled):
+        for image, label in zip(np.from_dlpack(batch["image"]), np.from_dlpack(batch["label"])):
+            expected = reference(data[label], size=32, resize=40)
+            assert np.abs(image.astype(int) - expected.astype(int)).mean() <= 3.0
+    # Two ranks, in order: as many batches each (no rank waits for another's last batch), and
+    # every decodable row once.
+    ranks = [
+        _labels(ad.batches(paths["corrupt"], 8, images={"image": spec}, columns=["label"],
+                           rank=rank, world_size=2))
+        for rank in range(2)
+    ]
+    assert len(ranks[0]) == len(ranks[1])
+    assert sorted(label for batches in ranks for b in batches for label in b) == [
+        row for row in range(40) if row not in CORRUPT]
 
 
 def test_bad_image_options_name_the_column_and_the_key():

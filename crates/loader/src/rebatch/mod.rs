@@ -241,9 +241,10 @@ fn in_order(spec: &BatchSpec, input: &mut Input<'_>, emit: &mut dyn FnMut(Marked
         );
         queued -= want;
         #[cfg(feature = "images")]
-        if spec.skips_images() {
-            // The hook of `on_error="skip"`: rows that are not images are replaced by the rows
-            // that follow, taken from the queue (reading more record batches as needed).
+        if spec.fills_skipped_images() {
+            // The hook of `on_error="skip"` read in order by one rank: rows that are not images
+            // are replaced by the rows that follow, taken from the queue (reading more record
+            // batches as needed). Elsewhere `assemble` leaves them out of their batch.
             let columns = input.columns().clone();
             let mut more = |want: usize, pieces: &mut Vec<Piece>, runs: &mut Vec<Run>| {
                 while queued < want {

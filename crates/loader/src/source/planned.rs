@@ -68,7 +68,7 @@ fn at<T: Copy>(values: &[T], index: u64) -> Option<T> {
 
 /// Whether dealing `work`'s items round-robin gives the ranks (see [`BatchSpec::num_ranks`])
 /// different numbers of batches, when the batches are cut by rows (their count follows from the
-/// rows: not with documents packed whole or image rows skipped, whose count only the data tell).
+/// rows: not with documents packed whole, whose count only the data tells).
 fn uneven_deal(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
     // A state of another source is refused when it is checked; its items are not counted.
     if spec.batches_for(0).is_none() || work.units != Some(unit_rows.len() as u64) {
@@ -85,10 +85,7 @@ fn uneven_deal(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
         let shard = &mut rows[(w % shards) as usize];
         *shard = shard.saturating_add(item.row_count(all));
     }
-    let ranks = match spec.num_ranks {
-        0 => spec.num_shards,
-        ranks => ranks,
-    };
+    let ranks = spec.ranks();
     let mut counts = vec![0usize; ranks.min(dealt)];
     for (shard, &rows) in rows.iter().enumerate() {
         let count = &mut counts[shard % ranks];

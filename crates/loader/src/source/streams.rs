@@ -23,7 +23,12 @@ pub(super) fn plan_in_memory(
     let raw = in_stream(batches, &work, spec, &start);
     let num_rows = dealt_rows(spec, unit_rows, rows);
     let null_to_nan = resolve_null_to_nan(spec, &schema, nulls);
-    Ok(Plan::dealt(raw, (work, settings, start), num_rows, null_to_nan))
+    Ok(Plan::dealt(
+        raw,
+        (work, settings, start),
+        num_rows,
+        null_to_nan,
+    ))
 }
 
 impl Plan {
@@ -105,20 +110,27 @@ pub(super) fn plan_batches_by_rows(
             .map(|((k, item), batch)| Ok((k, item, batch, true))),
     );
     let null_to_nan = resolve_null_to_nan(spec, schema, nulls);
-    Ok(Some(Plan::by_rows(raw, (work, settings, start), shard_batches, null_to_nan)))
+    Ok(Some(Plan::by_rows(
+        raw,
+        (work, settings, start),
+        shard_batches,
+        null_to_nan,
+    )))
 }
 
 /// The rows that the deal gives this shard of a stream of `rows` rows in all, of units of
 /// `unit_rows` rows (in the order they are read): from the units, at the epoch's start, else
 /// what [`BatchSpec::rows_of_stream`] makes of the total; `None` where neither is known.
 fn dealt_rows(spec: &BatchSpec, unit_rows: Option<&[u64]>, rows: Option<u64>) -> Option<u64> {
-    let from_units = unit_rows.filter(|_| spec.state.is_none()).and_then(|unit_rows| {
-        unit_rows
-            .iter()
-            .skip(spec.shard_index)
-            .step_by(spec.num_shards.max(1))
-            .try_fold(0u64, |total, &rows| total.checked_add(rows))
-    });
+    let from_units = unit_rows
+        .filter(|_| spec.state.is_none())
+        .and_then(|unit_rows| {
+            unit_rows
+                .iter()
+                .skip(spec.shard_index)
+                .step_by(spec.num_shards.max(1))
+                .try_fold(0u64, |total, &rows| total.checked_add(rows))
+        });
     from_units.or_else(|| rows.and_then(|rows| spec.rows_of_stream(rows)))
 }
 
@@ -223,7 +235,12 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
     let (work, start) = resume(spec, &settings, counted(spec, unit_rows.as_deref()))?;
     let raw = in_stream(ipc::read_streams(inputs), &work, spec, &start);
     let num_rows = dealt_rows(spec, unit_rows.as_deref(), rows);
-    Ok(Plan::dealt(raw, (work, settings, start), num_rows, null_to_nan))
+    Ok(Plan::dealt(
+        raw,
+        (work, settings, start),
+        num_rows,
+        null_to_nan,
+    ))
 }
 
 /// Plans local IPC streams (`inputs`, in the epoch's order, of record batches of `unit_rows`
@@ -251,7 +268,12 @@ fn plan_streams_by_rows(
             }
         }
     }));
-    Ok(Plan::by_rows(raw, (work, settings, start), shard_batches, null_to_nan))
+    Ok(Plan::by_rows(
+        raw,
+        (work, settings, start),
+        shard_batches,
+        null_to_nan,
+    ))
 }
 
 /// The rows that the record-batch headers of the local streams `inputs` declare in all, refused

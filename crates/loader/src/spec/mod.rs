@@ -159,9 +159,11 @@ options::batch_spec! {
         /// `"<column>_sizes"` ([`ImageColumn`]); an image column needs no entry in `columns`.
         /// The rows of a batch are decoded on [`decode_threads`](BatchSpec::decode_threads)
         /// threads while the consumer works on earlier batches. With `on_error = Skip`, a row
-        /// that is not an image is dropped and the batch filled from the rows that follow (so
-        /// the number of batches is not known in advance); it reads in order (no `shuffle`, no
-        /// `max_tokens` or `bucket_by_length`).
+        /// that is not an image is dropped: read in order by one rank, its batch is filled from
+        /// the rows that follow (so the number of batches is not known in advance); shuffled,
+        /// cut by a budget or buckets, or over several ranks, the batch loses the row (it may
+        /// come out short, or empty), so that the batches are those cut in advance, as many on
+        /// every rank.
         #[option(Images, Batch, default = Vec::new())]
         pub images: Vec<ImageColumn>,
         /// Where relative paths of image rows are read from: a directory or a prefix.
@@ -369,9 +371,30 @@ impl BatchSpec {
         self.images.iter().find(|image| image.column == column)
     }
 
-    /// Whether a row that is not an image is dropped (and its batch refilled).
+    /// Whether a row that is not an image is dropped.
     pub(crate) fn skips_images(&self) -> bool {
         self.images.iter().any(ImageColumn::skips)
+    }
+
+    /// Whether a batch whose rows were skipped is filled from the rows that follow: where its
+    /// batches are cut in order by rows for one rank. Elsewhere (a shuffle's windows, a token
+    /// budget, length buckets, several ranks) a batch loses its skipped rows, so that the
+    /// batches stay those cut in advance, as many on every rank, and resume exactly.
+    pub(crate) fn fills_skipped_images(&self) -> bool {
+        self.skips_images()
+            && !self.shuffle
+            && self.max_tokens.is_none()
+            && !self.bucket_by_length
+            && self.ranks() <= 1
+    }
+
+    /// The ranks of a distributed run among the shards: [`num_ranks`](BatchSpec::num_ranks),
+    /// or one per shard when it is 0.
+    pub(crate) fn ranks(&self) -> usize {
+        match self.num_ranks {
+            0 => self.num_shards,
+            ranks => ranks,
+        }
     }
 
     /// Sets [`max_tokens`](BatchSpec::max_tokens): batches cut by tokens.
@@ -415,8 +438,9 @@ impl BatchSpec {
     /// The number of batches that `rows` rows give: `rows / batch_size`, rounded up unless
     /// [`drop_last`](BatchSpec::drop_last); `None` when batches are cut by tokens
     /// ([`max_tokens`](BatchSpec::max_tokens)), packed from documents (a sequence in mode
-    /// `"concat"`), or rows that are not images are skipped ([`images`](BatchSpec::images)
-    /// with `on_error = Skip`), whose count only the data tells.
+    /// `"concat"`), or batches whose rows that are not images were skipped are filled from the
+    /// rows that follow ([`images`](BatchSpec::images) with `on_error = Skip`, read in order
+    /// by one rank), whose count only the data tells.
     ///
     /// ```
     /// use arrow_dlpack_loader::BatchSpec;
@@ -425,7 +449,10 @@ impl BatchSpec {
     /// assert_eq!(BatchSpec::new(4).drop_last(true).batches_for(10), Some(2));
     /// ```
     pub fn batches_for(&self, rows: u64) -> Option<usize> {
-        if self.max_tokens.is_some() || self.concat_sequence().is_some() || self.skips_images() {
+        if self.max_tokens.is_some()
+            || self.concat_sequence().is_some()
+            || self.fills_skipped_images()
+        {
             return None;
         }
         let rows = usize::try_from(rows).unwrap_or(usize::MAX);

@@ -112,24 +112,6 @@ impl BatchSpec {
         if self.image_root.as_deref() == Some("") {
             return invalid("image_root is empty; expected a directory or a prefix".to_string());
         }
-        if self.skips_images() {
-            // A skipped row is replaced by the next row in order, which a shuffle window's
-            // batches (cut before they are decoded) and a token budget (which counts the rows
-            // it cuts) cannot take.
-            let refused = [
-                ("shuffle", self.shuffle),
-                ("max_tokens", self.max_tokens.is_some()),
-                ("bucket_by_length", self.bucket_by_length),
-            ];
-            if let Some((field, _)) = refused.iter().find(|(_, set)| *set) {
-                return invalid(format!(
-                    "images skips rows that are not images (on_error \"skip\"), which needs \
-                     batches cut in order by rows; {field} is set: expected on_error \"raise\" \
-                     with {field}, \
-                     or {field} off"
-                ));
-            }
-        }
         Ok(())
     }
 

@@ -331,7 +331,8 @@ class Batches:
 
     def __len__(self) -> int:
         """The number of batches left; ``TypeError`` when it is not known (a stream that does
-        not say its rows, batches cut by ``max_tokens``, images with ``on_error="skip"``)."""
+        not say its rows, batches cut by ``max_tokens``, images with ``on_error="skip"`` read in
+        order by one rank)."""
         return len(self._inner)
 
     def __length_hint__(self) -> Any:
@@ -484,8 +485,9 @@ def batches(
       "resize": 256}}``), decoded on the loader's threads into ``name`` ``(B, C, H, W)`` and
       ``name + "_sizes"`` ``(B, 2)`` int32; rows whose bytes are null are read from their path,
       under ``image_root`` (default: beside the file). With ``on_error="skip"`` a row that is
-      not an image is dropped and the batch filled from the next rows (in order only, and
-      ``len()`` is unknown). See docs/images.md.
+      not an image is dropped: read in order by one rank, the batch is filled from the next
+      rows (and ``len()`` is unknown); shuffled, cut by tokens or over several ranks, the batch
+      comes out shorter. See docs/images.md.
     - ``max_tokens`` cuts batches of whole rows by tokens instead of rows: a batch's largest
       sequence tensor holds at most ``max_tokens`` values (``B * L`` padded, ``N`` packed or
       jagged); ``batch_size`` then bounds the rows, and ``len()`` is unknown (but see below).
