@@ -126,6 +126,36 @@ def test_a_dataset_saved_by_hugging_face_datasets_loads_from_its_folder(tmp_path
     assert len(ad.BatchDataset(str(tmp_path / "saved"), 64, drop_last=True)) == ROWS // 64
 
 
+def test_a_saved_folder_reads_the_files_its_state_lists_not_the_caches_written_beside_them(tmp_path):
+    import datasets
+
+    datasets.disable_progress_bars()
+    folder = tmp_path / "saved"
+    datasets.Dataset(_table()).save_to_disk(str(folder))
+    # A usual script: the saved dataset loaded and mapped, which caches the result in the
+    # saved folder (as cache-<fingerprint>.arrow).
+    loaded = datasets.load_from_disk(str(folder))
+    mapped = loaded.map(lambda row: {"id": row["id"] + 10_000})
+    loaded.filter(lambda row: row["id"] < 10)
+    caches = [name for name in os.listdir(folder) if name.startswith("cache-")]
+    assert caches and all(str(folder) in f["filename"] for f in mapped.cache_files)
+    loader = ad.batches(str(folder), 64)
+    assert len(loader) == -(-ROWS // 64)
+    assert [i for b in loader for i in np.from_dlpack(b["id"]).tolist()] == list(range(ROWS))
+    # A DatasetDict's folder holds one folder per split, which are not mixed: refused, naming
+    # the splits; one split's folder reads.
+    splits = datasets.DatasetDict({"train": datasets.Dataset(_table()), "test": datasets.Dataset(_table(0, 10))})
+    splits.save_to_disk(str(tmp_path / "dict"))
+    with pytest.raises(ValueError, match=r"DatasetDict .*\(train, test\).*expected one split's folder"):
+        ad.batches(str(tmp_path / "dict"), 64)
+    assert _ids(tmp_path / "dict" / "test")[0] == list(range(10))
+    # A state that names a file outside its folder is refused.
+    state = folder / "state.json"
+    state.write_text(state.read_text().replace("data-00000-of-00001.arrow", "../elsewhere.arrow"))
+    with pytest.raises(ValueError, match="expected a file name in the folder"):
+        ad.batches(str(folder), 64)
+
+
 def _parts(root):
     """Parquet parts under `root` as Spark writes them, with files that a listing skips."""
     (root / "data" / "sub").mkdir(parents=True)

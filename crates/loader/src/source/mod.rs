@@ -24,6 +24,7 @@ mod identity;
 mod nulls;
 mod paths;
 mod planned;
+mod saved_dataset;
 mod start;
 mod streams;
 

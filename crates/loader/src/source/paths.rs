@@ -1,5 +1,6 @@
 //! Local paths as the files they name: a file names itself, a directory every Parquet or Arrow
-//! file under it, and a glob (`data/part-*.parquet`, `data/**/*.parquet`) the files it matches,
+//! file under it (a folder that Hugging Face `datasets` saved, the data files its state lists:
+//! `saved_dataset.rs`), and a glob (`data/part-*.parquet`, `data/**/*.parquet`) the files it matches,
 //! with the same matcher and the same listing rules as globs and prefixes in object storage.
 //!
 //! A listing (a directory's, or a glob's) is walked when the source is made and sorted by path,
@@ -38,7 +39,12 @@ pub(super) fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     for path in paths {
         match fs::metadata(path) {
             Ok(metadata) if metadata.is_dir() => {
-                let found = list(path, path, None)?;
+                // A folder that Hugging Face datasets saved: the files its state lists, not
+                // the cache files its later transforms wrote beside them.
+                let found = match super::saved_dataset::saved_dataset_files(path)? {
+                    Some(saved) => saved,
+                    None => list(path, path, None)?,
+                };
                 if found.is_empty() {
                     return Err(nothing_found(path, "no file to read lies under it"));
                 }
