@@ -166,7 +166,7 @@ impl fmt::Display for Difference {
 
 impl Settings {
     /// The first setting in which `given` differs from these (saved) settings: the source
-    /// first, then the other fields in the order of their names.
+    /// first, then `shuffle`, then the other fields in the order of their names.
     pub(crate) fn difference(&self, given: &Settings) -> Option<Difference> {
         if let Some(difference) = self.source.difference(&given.source) {
             return Some(difference);
@@ -197,7 +197,9 @@ fn first_difference(at: String, saved: &Value, given: &Value, depth: usize) -> O
     }
     if let (Value::Object(saved), Value::Object(given)) = (saved, given) {
         let mut keys: Vec<&String> = saved.keys().chain(given.keys()).collect();
-        keys.sort();
+        // A switch is named before the settings it governs: a state saved shuffled and resumed
+        // unshuffled differs in `shuffle`, whatever its seed.
+        keys.sort_by_key(|key| (depth != 0 || key.as_str() != "shuffle", *key));
         keys.dedup();
         for key in keys {
             let inner = match depth {

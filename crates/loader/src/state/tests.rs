@@ -134,6 +134,12 @@ fn a_setting_that_differs_is_named_with_both_values() {
         saved.difference(&given).unwrap().to_string(),
         "seed: saved 1, given 0"
     );
+    // A state resumed with the shuffle switched: the switch is named, not its seed.
+    given.shuffle = !saved.shuffle;
+    assert_eq!(
+        saved.difference(&given).unwrap().to_string(),
+        format!("shuffle: saved {}, given {}", saved.shuffle, given.shuffle)
+    );
     let mut given = settings();
     given.sequences.get_mut("tok").unwrap().mode = "pack".to_string();
     assert_eq!(
