@@ -120,6 +120,25 @@ pub enum ArrowCError {
         /// The stream's device.
         device: Device,
     },
+    /// A stream's producer failed a call: its callback returned an error code (an errno value,
+    /// as the C Stream Interface has them), with the message of its `get_last_error` when it
+    /// gave one (a Python exception raised in a generator behind a pyarrow reader, an I/O
+    /// error of the producer's own; a `ValueError`).
+    #[error(
+        "the producer of the Arrow stream failed in {call}{} (error {status}){}",
+        .chunk.map(|chunk| format!(" at chunk {chunk}")).unwrap_or_default(),
+        .message.as_deref().map(|message| format!(": {message}")).unwrap_or_default()
+    )]
+    ProducerFailed {
+        /// The callback, `ArrowArrayStream.get_next`.
+        call: &'static str,
+        /// The chunk asked for, for `get_next`.
+        chunk: Option<usize>,
+        /// The code it returned.
+        status: i32,
+        /// What its `get_last_error` said.
+        message: Option<String>,
+    },
     /// The tensor crate refused the tensor a device chunk describes.
     #[error(transparent)]
     Tensor(#[from] arrow_dlpack_tensor::Error),
@@ -192,13 +211,14 @@ mod tests {
             ArrowCError::Nulls { .. } => 6,
             ArrowCError::DeviceNotRowMajor { .. } => 7,
             ArrowCError::DeviceChunks { .. } => 8,
-            ArrowCError::Tensor(_) => 9,
-            ArrowCError::Arrow(_) => 10,
-            ArrowCError::Export { .. } => 11,
+            ArrowCError::ProducerFailed { .. } => 9,
+            ArrowCError::Tensor(_) => 10,
+            ArrowCError::Arrow(_) => 11,
+            ArrowCError::Export { .. } => 12,
         }
     }
 
-    const VARIANTS: usize = 12;
+    const VARIANTS: usize = 13;
 
     const CUDA: Device = Device {
         device_type: 2,
@@ -242,6 +262,12 @@ mod tests {
             ArrowCError::DeviceChunks {
                 chunks: 2,
                 device: CUDA,
+            },
+            ArrowCError::ProducerFailed {
+                call: "ArrowArrayStream.get_next",
+                chunk: Some(1),
+                status: 22,
+                message: Some("Invalid: boom".to_string()),
             },
             ArrowCError::Tensor(arrow_dlpack_tensor::Error::NullShape { ndim: 2 }),
             ArrowCError::Arrow(arrow_dlpack::Error::ZeroDimensional),

@@ -369,3 +369,18 @@ def test_a_reader_read_by_an_earlier_loader_is_refused_not_read_as_empty():
     with pytest.raises(ad.ArrowDLPackValueError):
         ad.batches(fresh, 0)
     assert sum(b["x"].shape[0] for b in ad.batches(fresh, 4)) == 10
+
+
+def test_an_error_raised_by_a_readers_generator_is_named_as_the_producers():
+    schema = pa.schema([("x", pa.int64())])
+
+    def rows():
+        yield pa.record_batch([pa.array(np.arange(5))], schema=schema)
+        raise KeyError("boom in my generator")
+
+    reader = pa.RecordBatchReader.from_batches(schema, rows())
+    with pytest.raises(ad.ArrowDLPackValueError) as raised:
+        list(ad.batches(reader, 2))
+    message = str(raised.value)
+    assert "the producer of the Arrow stream failed in ArrowArrayStream.get_next at chunk 1" in message
+    assert "boom in my generator" in message and "malformed" not in message

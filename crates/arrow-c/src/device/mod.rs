@@ -347,10 +347,12 @@ pub fn import_device_stream(
     // own (and drop, releasing it).
     let status = unsafe { get_schema(&mut stream, &mut schema) };
     if status != 0 {
-        return Err(malformed(
-            "ArrowDeviceArrayStream.get_schema",
-            format!("failed with error {status}{}", last_error(&mut stream)),
-        ));
+        return Err(ArrowCError::ProducerFailed {
+            call: "ArrowDeviceArrayStream.get_schema",
+            chunk: None,
+            status,
+            message: last_error(&mut stream),
+        });
     }
     // SAFETY: filled by the producer; the checks read `release` first.
     let field = unsafe { fields(&schema, "ArrowSchema") }?;
@@ -361,14 +363,12 @@ pub fn import_device_stream(
         // SAFETY: the stream is live and ours; `array` is a released struct for it to fill.
         let status = unsafe { get_next(&mut stream, &mut array) };
         if status != 0 {
-            return Err(malformed(
-                "ArrowDeviceArrayStream.get_next",
-                format!(
-                    "failed with error {status} at chunk \
-                 {index}{}",
-                    last_error(&mut stream)
-                ),
-            ));
+            return Err(ArrowCError::ProducerFailed {
+                call: "ArrowDeviceArrayStream.get_next",
+                chunk: Some(index),
+                status,
+                message: last_error(&mut stream),
+            });
         }
         if array.is_released() {
             break;
@@ -408,19 +408,17 @@ pub fn import_device_stream(
     )?))
 }
 
-/// `": message"` from the stream's `get_last_error`, or nothing.
-fn last_error(stream: &mut ArrowDeviceArrayStream) -> String {
-    let Some(get_last_error) = stream.get_last_error else {
-        return String::new();
-    };
+/// The message of the stream's `get_last_error`, when it has one.
+fn last_error(stream: &mut ArrowDeviceArrayStream) -> Option<String> {
+    let get_last_error = stream.get_last_error?;
     // SAFETY: the stream is live and ours; the message, if any, is a C string valid until the
     // next call on the stream, copied at once.
     let message = unsafe { get_last_error(stream) };
     if message.is_null() {
-        return String::new();
+        return None;
     }
     // SAFETY: non-NULL and NUL-terminated (above).
-    format!(": {}", unsafe { CStr::from_ptr(message) }.to_string_lossy())
+    Some(unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned())
 }
 
 #[cfg(test)]

@@ -185,10 +185,12 @@ fn stream_schema(stream: &mut FFI_ArrowArrayStream, fields: FieldOfSchema) -> Re
     // struct for the callback to fill, and we own what it fills.
     let status = unsafe { get_schema(stream, &mut schema) };
     if status != 0 {
-        return Err(malformed(
-            "ArrowArrayStream.get_schema",
-            format!("failed with error {status}{}", last_error(stream)),
-        ));
+        return Err(ArrowCError::ProducerFailed {
+            call: "ArrowArrayStream.get_schema",
+            chunk: None,
+            status,
+            message: last_error(stream),
+        });
     }
     // SAFETY: `schema` was filled by the producer's `get_schema`; the checks read `release`
     // first and follow no pointer of a released schema.
@@ -214,13 +216,12 @@ fn stream_next<T>(
     // and we own (and drop, releasing it) what it fills.
     let status = unsafe { get_next(stream, &mut array) };
     if status != 0 {
-        return Err(malformed(
-            "ArrowArrayStream.get_next",
-            format!(
-                "failed with error {status} at chunk {index}{}",
-                last_error(stream)
-            ),
-        ));
+        return Err(ArrowCError::ProducerFailed {
+            call: "ArrowArrayStream.get_next",
+            chunk: Some(index),
+            status,
+            message: last_error(stream),
+        });
     }
     if array.is_released() {
         return Ok(None);
@@ -228,18 +229,16 @@ fn stream_next<T>(
     import(array, data_type, &format!("ArrowArray (chunk {index})")).map(Some)
 }
 
-/// `": message"` from the stream's `get_last_error`, or nothing when it has none.
-fn last_error(stream: &mut FFI_ArrowArrayStream) -> String {
-    let Some(get_last_error) = stream.get_last_error() else {
-        return String::new();
-    };
+/// The message of the stream's `get_last_error`, when it has one.
+fn last_error(stream: &mut FFI_ArrowArrayStream) -> Option<String> {
+    let get_last_error = stream.get_last_error()?;
     // SAFETY: the stream is live and ours; the callback returns NULL or a NUL-terminated string
     // valid until the next call on the stream, which is copied at once.
     let message = unsafe { get_last_error(stream) };
     if message.is_null() {
-        return String::new();
+        return None;
     }
     // SAFETY: non-NULL, NUL-terminated and alive until the next call on the stream (above).
     let message = unsafe { CStr::from_ptr(message) };
-    format!(": {}", message.to_string_lossy())
+    Some(message.to_string_lossy().into_owned())
 }

@@ -333,9 +333,10 @@ pub(crate) fn arrow_c_error(error: arrow_dlpack_c::ArrowCError) -> PyErr {
     use arrow_dlpack_c::ArrowCError as E;
     // The message is the whole chain: arrow-rs's finding is the cause of `InvalidValues`.
     match error {
-        E::Malformed { .. } | E::InvalidValues { .. } | E::Export { .. } => {
-            raise(Kind::Value, chain(&error))
-        }
+        E::Malformed { .. }
+        | E::InvalidValues { .. }
+        | E::Export { .. }
+        | E::ProducerFailed { .. } => raise(Kind::Value, chain(&error)),
         E::Unsupported { .. } | E::UnsupportedFormat { .. } | E::Nulls { .. } => {
             raise(Kind::Type, chain(&error))
         }
