@@ -301,3 +301,28 @@ def test_a_merged_plan_state_resumes_as_dealt_and_refuses_other_units(tmp_path):
     with pytest.raises(ValueError, match="which differ from this source's"):
         ad.batches(str(path), 8, columns=ID, rank=0, world_size=3, shuffle=True, seed=5,
                    buffer_size=16, state=merged)
+
+
+def test_a_merged_state_of_a_table_read_by_one_rank_resumes_even_over_two():
+    # A table of one record batch read by one rank (dealt), merged, resumed by two: the rest is
+    # planned by rows, so that no rank waits for the other's batches.
+    table = _table_of([1000])
+    loader = ad.batches(table, 64, columns=ID)
+    seen = [i for _ in range(3) for i in _ids(next(loader))]
+    merged = ad.merge_states([loader.state_dict()])
+    ranks = [[_ids(b) for b in ad.batches(table, 64, columns=ID, rank=r, world_size=2, state=merged)]
+             for r in range(2)]
+    assert len(ranks[0]) == len(ranks[1]) > 0
+    assert sorted(seen + [i for rank in ranks for b in rank for i in b]) == list(range(1000))
+    # The datasets of the two ranks count those batches before their pass; one rank resuming
+    # the merged state of two counts its rows left.
+    for rank in range(2):
+        dataset = ad.BatchDataset(table, 64, columns=ID, rank=rank, world_size=2, state=merged)
+        assert dataset.batches_left() == len(ranks[rank])
+    states = []
+    for rank in range(2):
+        loader = ad.batches(table, 64, columns=ID, rank=rank, world_size=2)
+        next(loader)
+        states.append(loader.state_dict())
+    one = ad.BatchDataset(table, 64, columns=ID, state=ad.merge_states(states))
+    assert one.batches_left() == len(list(one))

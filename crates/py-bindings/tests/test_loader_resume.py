@@ -465,9 +465,28 @@ def test_batches_left_counts_what_a_resumed_pass_gives_and_len_a_whole_pass(sour
                              "loader": _state_after(source, 3)})
     assert dataset.batches_left() == whole - 3 == len(list(dataset))
     assert dataset.batches_left() == len(dataset) == whole
-    for wrong, error in ((-1, ValueError), (True, TypeError), ("2", TypeError)):
+    for wrong, error in ((-1, ValueError), (True, TypeError), ("2", TypeError), (2**31, ValueError)):
         with pytest.raises(error, match="num_workers"):
             dataset.batches_left(wrong)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_state_given_to_a_dataset_resumes_its_first_pass_only(sources, num_workers):
+    # Epochs without set_epoch repeat the same order: the state resumes the first pass (its
+    # workers' shares), and every later pass is whole, with or without persistent workers.
+    source = sources["parquet"]
+    whole = [i for b in ad.BatchDataset(source, 4, columns=ID) for i in _ids(b)]
+    # Merged, so that two workers can resume it.
+    state = ad.merge_states([_state_after(source, 3)])
+    for persistent in ([False, True] if num_workers else [False]):
+        dataset = ad.BatchDataset(source, 4, columns=ID, state=state)
+        loader = torch.utils.data.DataLoader(
+            dataset, batch_size=None, num_workers=num_workers, persistent_workers=persistent)
+        first = sorted(i for b in loader for i in _ids(b))
+        assert first == sorted(whole[12:]), persistent
+        for _ in range(2):
+            assert dataset.batches_left(num_workers) == len(loader)
+            assert sorted(i for b in loader for i in _ids(b)) == sorted(whole), persistent
 
 
 def _saved(state):

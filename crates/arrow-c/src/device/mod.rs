@@ -418,7 +418,11 @@ fn last_error(stream: &mut ArrowDeviceArrayStream) -> Option<String> {
         return None;
     }
     // SAFETY: non-NULL and NUL-terminated (above).
-    Some(unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned())
+    Some(
+        unsafe { CStr::from_ptr(message) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 #[cfg(test)]

@@ -84,6 +84,8 @@ pub(super) fn plan_batches_by_rows(
         .iter()
         .map(|batch| batch.num_rows() as u64)
         .collect();
+    let counted = with_counted_units(spec, &unit_rows);
+    let spec = counted.as_ref().unwrap_or(spec);
     if !planned_by_rows(spec, &unit_rows) {
         return Ok(None);
     }
@@ -118,19 +120,45 @@ pub(super) fn plan_batches_by_rows(
     )))
 }
 
+/// `spec` resuming a merged state of record batches in memory whose work does not count its
+/// units (a dealt stream's does not know them) with the units of `unit_rows` counted and
+/// recorded, as a planned epoch's work records them: their count is known in memory, so that
+/// the merged work can be planned by rows when its deal over the new ranks would be uneven.
+/// `None` for any other spec.
+fn with_counted_units(spec: &BatchSpec, unit_rows: &[u64]) -> Option<BatchSpec> {
+    let state = spec.state.as_ref()?;
+    if state.shard.is_some() || state.work.units.is_some() {
+        return None;
+    }
+    let mut spec = spec.clone();
+    let work = &mut spec.state.as_mut()?.work;
+    work.units = Some(unit_rows.len() as u64);
+    work.unit_rows = Some(unit_rows.to_vec());
+    Some(spec)
+}
+
 /// The rows that the deal gives this shard of a stream of `rows` rows in all, of units of
-/// `unit_rows` rows (in the order they are read): from the units, at the epoch's start, else
-/// what [`BatchSpec::rows_of_stream`] makes of the total; `None` where neither is known.
+/// `unit_rows` rows (in the order they are read): from the units, at the epoch's start or
+/// resumed from a merged state (the rows its work left), else what
+/// [`BatchSpec::rows_of_stream`] makes of the total; `None` where neither is known.
 fn dealt_rows(spec: &BatchSpec, unit_rows: Option<&[u64]>, rows: Option<u64>) -> Option<u64> {
-    let from_units = unit_rows
-        .filter(|_| spec.state.is_none())
-        .and_then(|unit_rows| {
-            unit_rows
-                .iter()
-                .skip(spec.shard_index)
-                .step_by(spec.num_shards.max(1))
-                .try_fold(0u64, |total, &rows| total.checked_add(rows))
-        });
+    let from_units = unit_rows.and_then(|unit_rows| {
+        let shards = spec.num_shards.max(1) as u64;
+        let fresh = Work::all(Some(unit_rows.len() as u64));
+        let work = match &spec.state {
+            None => &fresh,
+            // A merged state starts each shard at the start of its items: its work's rows.
+            Some(state) if state.shard.is_none() => &state.work,
+            Some(_) => return None,
+        };
+        (spec.shard_index as u64..work.total()?)
+            .step_by(shards as usize)
+            .try_fold(0u64, |total, w| {
+                let item = work.global(w)?;
+                let all = unit_rows.get(usize::try_from(item.unit).ok()?)?;
+                total.checked_add(item.row_count(*all))
+            })
+    });
     from_units.or_else(|| rows.and_then(|rows| spec.rows_of_stream(rows)))
 }
 

@@ -105,8 +105,11 @@ class _SharedEpoch:
     __slots__ = ("_shared",)
 
     def __init__(self, epoch: int, chosen: bool = False) -> None:
-        # Two ctypes integers in shared memory: the epoch, and 1 once set_epoch chose it.
-        self._shared: Any = multiprocessing.Array(ctypes.c_uint64, [epoch, int(chosen)], lock=False)
+        # Three ctypes integers in shared memory: the epoch, 1 once set_epoch chose it, and the
+        # round of the passes that resumed the dataset's state (0 before any).
+        self._shared: Any = multiprocessing.Array(
+            ctypes.c_uint64, [epoch, int(chosen), 0], lock=False
+        )
 
     @property
     def value(self) -> int:
@@ -125,20 +128,51 @@ class _SharedEpoch:
         self._shared[0] = epoch
         self._shared[1] = 1
 
+    def resumes(self, round_id: int) -> bool:
+        """Whether a pass of round ``round_id`` resumes the dataset's state: the passes of the
+        first round that began (the DataLoader workers of one iterator, which share a round)
+        do, those of later rounds do not."""
+        taken = int(self._shared[2])
+        return taken in (0, round_id)
+
+    def resumed_by(self, round_id: int) -> None:
+        if int(self._shared[2]) == 0:
+            self._shared[2] = round_id
+
     def __getstate__(self) -> Dict[str, Any]:
         if multiprocessing.context.get_spawning_popen() is not None:
             # A worker process being started: it gets the shared memory itself.
             return {"shared": self._shared}
-        return {"epoch": self.value, "chosen": self.chosen}
+        return {"epoch": self.value, "chosen": self.chosen, "resumed": int(self._shared[2])}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         if "shared" in state:
             self._shared = state["shared"]
         else:
             chosen = int(bool(state.get("chosen", False)))
+            resumed = int(state.get("resumed", 0))
             self._shared = multiprocessing.Array(
-                ctypes.c_uint64, [state["epoch"], chosen], lock=False
+                ctypes.c_uint64, [state["epoch"], chosen, resumed], lock=False
             )
+
+
+#: The most DataLoader workers whose shares ``batches_left`` counts (each is planned).
+_MAX_COUNTED_WORKERS = 1024
+
+#: The round of passes in the process that made a dataset (no DataLoader worker).
+_MAIN_ROUND = 2**64 - 1
+
+
+def _round() -> int:
+    """The round of the pass about to begin: the DataLoader workers of one iterator share it
+    (their base seed, which torch draws anew for each iterator), a pass without workers is the
+    main process's."""
+    from torch.utils.data import get_worker_info
+
+    info = get_worker_info()
+    if info is None:
+        return _MAIN_ROUND
+    return ((int(info.seed) - int(info.id)) % _MAIN_ROUND) or 1
 
 
 class BatchDataset(IterableDataset):
@@ -170,8 +204,8 @@ class BatchDataset(IterableDataset):
     ``StatefulDataLoader`` calls them in each worker, so its ``state_dict()`` checkpoints every
     worker's position and ``load_state_dict()`` resumes each worker exactly. To resume with other
     ranks or workers, make the dataset with ``state=merge_states([...every rank's loader
-    state...])``; a ``state`` resumes the epoch it was saved in, and is refused with another
-    ``epoch``.
+    state...])``; a ``state`` resumes the epoch it was saved in, in the first pass only (later
+    passes are whole), and is refused with another ``epoch``.
     """
 
     def __init__(
@@ -256,6 +290,9 @@ class BatchDataset(IterableDataset):
         self._pass_epoch: Optional[int] = None
         self._resume: Optional[Dict[str, Any]] = None
         self._resume_epoch: Optional[int] = None
+        # Whether a pass of this copy resumed the dataset's state (a persistent worker's next
+        # pass does not).
+        self._state_taken = False
 
     @staticmethod
     def _plan(
@@ -355,8 +392,10 @@ class BatchDataset(IterableDataset):
             raise ArrowDLPackTypeError(
                 f"num_workers is {type(num_workers).__name__}; expected int"
             ) from None
-        if num_workers < 0:
-            raise ArrowDLPackValueError(f"num_workers is {num_workers}; expected a non-negative int")
+        if not 0 <= num_workers <= _MAX_COUNTED_WORKERS:
+            raise ArrowDLPackValueError(
+                f"num_workers is {num_workers}; expected an int from 0 to {_MAX_COUNTED_WORKERS}"
+            )
         whole = self._whole_pass()
         workers = num_workers if num_workers > 1 and self.options.get("split_workers", True) else 1
         state = self._next_state(self._epoch.value)
@@ -364,15 +403,20 @@ class BatchDataset(IterableDataset):
             return self._batches_by_workers(workers, whole) if workers > 1 else whole
         return self._batches_left(state, workers)
 
-    def _next_state(self, epoch: int) -> Optional[Mapping[str, Any]]:
-        """The state that the next pass, of epoch ``epoch``, resumes from: one loaded with
-        :meth:`load_state_dict`, else the dataset's ``state`` while its epoch is the pass's."""
+    def _next_state(self, epoch: int, round_id: Optional[int] = None) -> Optional[Mapping[str, Any]]:
+        """The state that the next pass, of epoch ``epoch`` (and of round ``round_id``, where a
+        pass begins), resumes from: one loaded with :meth:`load_state_dict`, else the dataset's
+        ``state`` for the first pass of its epoch only (the passes of one DataLoader iterator's
+        workers); later passes are whole."""
         if self._resume is not None:
             return self._resume
         saved = self.options.get("state")
-        if isinstance(saved, Mapping) and saved.get("epoch") == epoch:
-            return saved
-        return None
+        if not isinstance(saved, Mapping) or saved.get("epoch") != epoch or self._state_taken:
+            return None
+        if round_id is None:
+            # Asked before a pass (batches_left): whether any pass resumed it yet.
+            return saved if self._epoch.resumes(0) else None
+        return saved if self._epoch.resumes(round_id) else None
 
     def _batches_left(self, state: Mapping[str, Any], workers: int) -> int:
         """The batches left of this rank's pass resumed from ``state``, by ``workers`` workers
@@ -426,9 +470,14 @@ class BatchDataset(IterableDataset):
         _warn_if_batched_again(sys._getframe(1))
         options = dict(self.options)
         epoch = self._epoch.value
-        # A state given when the dataset was made resumes its own epoch; later epochs (after
-        # set_epoch) start afresh.
-        options["state"] = self._next_state(epoch)
+        # A state given when the dataset was made resumes the first pass of its own epoch;
+        # later passes, and later epochs (after set_epoch), start afresh.
+        round_id = _round()
+        state = self._next_state(epoch, round_id)
+        if state is not None and self._resume is None:
+            self._state_taken = True
+            self._epoch.resumed_by(round_id)
+        options["state"] = state
         self._resume = None
         options["epoch"] = epoch
         if not _files_only(self.source):

@@ -52,10 +52,12 @@ pub(crate) fn check_options<'py>(
     let (mut num_rows, mut num_batches) = (None, None);
     if let Some(source) = source.filter(|source| !source.is_none()) {
         let stream = stream_rows(source)?;
-        // Over several shards, a source in memory (that states its rows) is planned, as the
-        // loader plans it: its record batches (taken without copying) tell each shard's rows.
-        let in_memory_shards = matches!(stream, Some(Some(_))) && spec.num_shards > 1;
-        if let Some(rows) = stream.filter(|_| !in_memory_shards) {
+        // Over several shards, or resumed from a state, a source in memory (that states its
+        // rows) is planned, as the loader plans it: its record batches (taken without copying)
+        // tell each shard's rows, and the state is checked against them.
+        let in_memory_planned =
+            matches!(stream, Some(Some(_))) && (spec.num_shards > 1 || spec.state.is_some());
+        if let Some(rows) = stream.filter(|_| !in_memory_planned) {
             // A stream is not read here, but the schema it states (a table's, a reader's) is
             // checked against the spec as the loader checks it: columns, types, names.
             if let Some(schema) = stated_schema(source)? {
