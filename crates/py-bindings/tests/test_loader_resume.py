@@ -470,6 +470,16 @@ def test_batches_left_counts_what_a_resumed_pass_gives_and_len_a_whole_pass(sour
             dataset.batches_left(wrong)
 
 
+def test_a_state_of_other_settings_is_refused_when_the_dataset_is_made(sources):
+    # In the process that makes the dataset, not first in a DataLoader worker.
+    state = _state_after(sources["parquet"], 2, shuffle=True, seed=1)
+    for other, named in ((dict(seed=2), "seed: saved 1, given 2"), (dict(seed=1, batch_size=8), "batch_size: saved 4, given 8")):
+        batch_size = other.pop("batch_size", 4)
+        with pytest.raises(ad.ArrowDLPackValueError, match=named):
+            ad.BatchDataset(sources["parquet"], batch_size, columns=ID, shuffle=True, state=state, **other)
+    assert len(ad.BatchDataset(sources["parquet"], 4, columns=ID, shuffle=True, seed=1, state=state)) > 0
+
+
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_a_state_given_to_a_dataset_resumes_its_first_pass_only(sources, num_workers):
     # Epochs without set_epoch repeat the same order: the state resumes the first pass (its

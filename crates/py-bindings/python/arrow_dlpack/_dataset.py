@@ -268,6 +268,10 @@ class BatchDataset(IterableDataset):
             # or spawned with a copy of the dataset) share one permutation.
             options["seed"] = _shared_seed(None, True, rank_shard[1])
         self._num_batches = self._plan(source, options, rank_shard)
+        if isinstance(state, Mapping) and not read_once(source):
+            # The state is checked against the source and the settings here, in the process
+            # that makes the dataset, rather than first in every DataLoader worker.
+            self._plan(source, {**options, "epoch": first_epoch}, rank_shard, state=state)
         self._rank_shard = rank_shard
         # The batches of a rank's pass by its DataLoader's workers, by their number and epoch.
         self._worker_batches: Dict[Any, int] = {}
