@@ -297,3 +297,50 @@ def test_datasets_is_not_imported_unless_a_dataset_is_passed():
         "assert 'arrow_dlpack._hf' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+CORRUPT_CHILD = """
+import sys, numpy as np, pyarrow as pa, datasets
+import arrow_dlpack as ad
+from datasets.features.features import Array2DExtensionType
+shift, path = int(sys.argv[1]), sys.argv[2]
+inner_offsets = np.arange(0, 25, 3).astype(np.int32)
+inner = pa.ListArray.from_arrays(pa.array(inner_offsets), pa.array(np.arange(24, dtype=np.float32)))
+outer = pa.ListArray.from_arrays(pa.array(np.arange(0, 9, 2).astype(np.int32)), inner)
+table = pa.table({"a": pa.ExtensionArray.from_storage(Array2DExtensionType((2, 3), "float32"), outer)})
+with pa.ipc.new_stream(path, table.schema) as writer:
+    writer.write_table(table)
+raw = bytearray(open(path, "rb").read())
+at = raw.find(inner_offsets.tobytes())
+raw[at:at + inner_offsets.nbytes] = (inner_offsets + shift).tobytes()
+open(path, "wb").write(bytes(raw))
+dataset = datasets.Dataset.from_file(path)
+for source in (dataset, dataset.to_iterable_dataset()):
+    try:
+        list(ad.batches(source, 2))
+        print("accepted")
+    except ValueError as error:
+        print("refused:", str(error).replace("\\n", " "))
+"""
+
+
+@pytest.mark.parametrize("shift", [6, 10**8])
+def test_a_cache_file_with_corrupt_offsets_is_a_value_error_not_an_abort(tmp_path, shift):
+    # datasets maps its cache files without validating them, and Arrow's kernels trust their
+    # input: the column is validated before they run (a child process, in case it aborts).
+    done = subprocess.run(
+        [sys.executable, "-c", CORRUPT_CHILD, str(shift), str(tmp_path / "data-00000-of-00001.arrow")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith("refused:") and "column 'a'" in line for line in lines), lines
+
+
+def test_an_array_feature_of_a_zero_size_dimension_is_refused_not_read_as_no_rows():
+    feature = datasets.Array2D((0, 3), "float32")
+    dataset = datasets.Dataset.from_dict(
+        {"a": [np.zeros((0, 3), "float32")] * 5}, features=datasets.Features({"a": feature}))
+    for source in (dataset, dataset.to_iterable_dataset()):
+        with pytest.raises(TypeError, match=r"shape \(0, 3\), which holds no values"):
+            list(ad.batches(source, 2))

@@ -356,6 +356,11 @@ def test_a_reader_read_by_an_earlier_loader_is_refused_not_read_as_empty():
     for used in (whole, [whole], begun):
         with pytest.raises(ad.ArrowDLPackValueError, match="was read by an earlier loader"):
             ad.batches(used, 4)
+    # Nor twice in one list, whose second place would read what the first left.
+    twice = reader()
+    with pytest.raises(ad.ArrowDLPackValueError, match="names the same RecordBatchReader twice"):
+        ad.batches([twice, twice], 4)
+    assert sum(b["x"].shape[0] for b in ad.batches([twice, reader()], 4)) == 20
     # Not even to resume: the state counts rows from the start of the stream.
     with pytest.raises(ad.ArrowDLPackValueError, match="read once"):
         ad.batches(begun, 4, state=state)

@@ -86,6 +86,11 @@ def _tensor_type(field: pa.Field) -> pa.DataType:
             f"column {field.name!r} is an array feature of shape {shape} with a variable "
             "dimension; expected a fixed shape (a variable one is a list column for sequences=)"
         )
+    if any(dim == 0 for dim in shape):
+        raise ArrowDLPackTypeError(
+            f"column {field.name!r} is an array feature of shape {shape}, which holds no values; "
+            "expected every dimension at least 1"
+        )
     storage = field.type.storage_type
     for _ in shape:
         storage = storage.value_type
@@ -108,6 +113,14 @@ def _tensor_column(name: str, column: Any, tensor_type: Any, first_row: int) -> 
     import pyarrow.compute as pc
 
     shape = tuple(tensor_type.shape)
+    try:
+        # A cache file is not validated when datasets maps it; Arrow's kernels below trust
+        # their input (a corrupt offset aborts the process), so the column is checked first.
+        column.validate(full=True)
+    except (pa.ArrowInvalid, pa.ArrowException) as error:
+        raise ArrowDLPackValueError(
+            f"column {name!r} (rows from {first_row}) is not valid Arrow data: {error}"
+        ) from None
     level = column
     if isinstance(column.type, pa.ExtensionType):
         level = column.cast(column.type.storage_type)

@@ -85,9 +85,16 @@ def _readers(source: Any) -> Any:
 
 def refuse_read_again(source: Any) -> None:
     """Raises ``ValueError`` for a reader (alone or in a list) that an earlier loader began to
-    read: it would give what that loader left of it (nothing, once read to its end), silently.
-    A reader that cannot be weakly referenced is not tracked."""
-    for reader in _readers(source):
+    read, or that a list names twice: it would give what was left of it (nothing, once read to
+    its end), silently. A reader that cannot be weakly referenced is not tracked."""
+    readers = _readers(source)
+    for index, reader in enumerate(readers):
+        if any(other is reader for other in readers[:index]):
+            raise ArrowDLPackValueError(
+                f"the list names the same {type(reader).__name__} twice, and a reader is read "
+                "once (its second place would read what the first left: nothing); pass each "
+                "reader once"
+            )
         try:
             seen = reader in _READ
         except TypeError:
