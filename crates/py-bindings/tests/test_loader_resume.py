@@ -497,6 +497,13 @@ def test_a_state_given_to_a_dataset_resumes_its_first_pass_only(sources, num_wor
         for _ in range(2):
             assert dataset.batches_left(num_workers) == len(loader)
             assert sorted(i for b in loader for i in _ids(b)) == sorted(whole), persistent
+    # A state loaded over the given one resumes the first pass instead; the next is whole.
+    dataset = ad.BatchDataset(source, 4, columns=ID, state=state)
+    dataset.load_state_dict({"arrow_dlpack_batch_dataset": 1, "epoch": 0, "shard": None,
+                             "loader": ad.merge_states([_state_after(source, 5)])})
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=num_workers)
+    assert sorted(i for b in loader for i in _ids(b)) == sorted(whole[20:])
+    assert sorted(i for b in loader for i in _ids(b)) == sorted(whole)
 
 
 def _saved(state):

@@ -261,6 +261,10 @@ def test_a_stream_state_with_a_row_past_its_unit_is_refused_when_the_unit_is_rea
         (("position", "emitted"), "1", "state['position']['emitted'] is '1' (a str); expected a non-negative int"),
         (("position", "start"), 0.5, "state['position']['start'] is 0.5 (a float); expected a non-negative int"),
         (("position", "sizes"), {"a": 1}, "state['position']['sizes'] is a dict; expected a list"),
+        (("position", "sizes"), ["a"], "state['position']['sizes'][0] is 'a' (a str); expected a non-negative int"),
+        (("position", "carried"), [[0, 1, 2]], "state['position']['carried'][0] has length 3; expected a list of 2 items"),
+        (("shard",), [1, 2, 3], "state['shard'] has length 3; expected a list of fewer items"),
+        (("settings", "source", "kind"), 5, "state['settings']['source']['kind'] is 5 (an int); expected a str or a dict"),
     ],
 )
 def test_a_forged_state_is_named_by_its_key_in_python_words(path, value, message):
@@ -299,3 +303,17 @@ def test_merge_states_names_the_shards_of_the_states_given():
         ad.merge_states(states + [again])
     with pytest.raises(ValueError, match=r"two states are of shard 1 of 2"):
         ad.merge_states([states[1], again])
+
+
+@pytest.mark.parametrize("key", ["position", "shard"])
+def test_a_state_without_its_position_or_shard_is_refused_not_restarted(key):
+    # Either may be None (a merged state, a state before its first batch), but a state with
+    # the key deleted would otherwise resume from the start of the epoch.
+    table = pa.table({"id": np.arange(200, dtype=np.int64)})
+    loader = ad.batches(table, 16)
+    next(loader)
+    state = loader.state_dict()
+    loader.close()
+    del state[key]
+    with pytest.raises(ad.ArrowDLPackValueError, match=f"^state lacks the key '{key}'$"):
+        ad.batches(table, 16, state=state)

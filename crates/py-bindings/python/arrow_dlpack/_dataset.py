@@ -139,6 +139,10 @@ class _SharedEpoch:
         if int(self._shared[2]) == 0:
             self._shared[2] = round_id
 
+    def reset_round(self) -> None:
+        """A state was loaded: the next round of passes resumes it."""
+        self._shared[2] = 0
+
     def __getstate__(self) -> Dict[str, Any]:
         if multiprocessing.context.get_spawning_popen() is not None:
             # A worker process being started: it gets the shared memory itself.
@@ -347,8 +351,8 @@ class BatchDataset(IterableDataset):
             epoch = operator.index(epoch)
         except TypeError:
             raise ArrowDLPackTypeError(f"epoch is {type(epoch).__name__}; expected int") from None
-        if epoch < 0:
-            raise ArrowDLPackValueError(f"epoch is {epoch}; expected a non-negative int")
+        if not 0 <= epoch < 2**64:
+            raise ArrowDLPackValueError(f"epoch is {epoch}; expected an int from 0 to 2**64 - 1")
         self._epoch.choose(epoch)
         if self._resume is not None and self._resume_epoch != epoch:
             _warn_not_resumed(self._resume_epoch, epoch)
@@ -412,15 +416,15 @@ class BatchDataset(IterableDataset):
         pass begins), resumes from: one loaded with :meth:`load_state_dict`, else the dataset's
         ``state`` for the first pass of its epoch only (the passes of one DataLoader iterator's
         workers); later passes are whole."""
+        # Asked before a pass (batches_left), without a round: whether any pass began since.
+        if not self._epoch.resumes(0 if round_id is None else round_id):
+            return None
         if self._resume is not None:
             return self._resume
         saved = self.options.get("state")
         if not isinstance(saved, Mapping) or saved.get("epoch") != epoch or self._state_taken:
             return None
-        if round_id is None:
-            # Asked before a pass (batches_left): whether any pass resumed it yet.
-            return saved if self._epoch.resumes(0) else None
-        return saved if self._epoch.resumes(round_id) else None
+        return saved
 
     def _batches_left(self, state: Mapping[str, Any], workers: int) -> int:
         """The batches left of this rank's pass resumed from ``state``, by ``workers`` workers
@@ -478,9 +482,11 @@ class BatchDataset(IterableDataset):
         # later passes, and later epochs (after set_epoch), start afresh.
         round_id = _round()
         state = self._next_state(epoch, round_id)
-        if state is not None and self._resume is None:
-            self._state_taken = True
-            self._epoch.resumed_by(round_id)
+        # The first round of passes (this one and its fellow workers') takes the dataset's
+        # state, or a state loaded over it; later rounds, and later passes of this copy (a
+        # persistent worker's), are whole.
+        self._state_taken = True
+        self._epoch.resumed_by(round_id)
         options["state"] = state
         self._resume = None
         options["epoch"] = epoch
@@ -557,6 +563,9 @@ class BatchDataset(IterableDataset):
         self._epoch.value = epoch
         self._resume = dict(loader) if loader is not None else None
         self._resume_epoch = epoch
+        # The next round of passes resumes this state (the dataset's own is superseded).
+        self._state_taken = True
+        self._epoch.reset_round()
 
     def __getstate__(self) -> Dict[str, Any]:
         # A live loader stays in the process that made it.

@@ -91,6 +91,14 @@ def _tensor_type(field: pa.Field) -> pa.DataType:
             f"column {field.name!r} is an array feature of shape {shape}, which holds no values; "
             "expected every dimension at least 1"
         )
+    size = 1
+    for dim in shape:
+        size *= dim
+    if size >= 2**31:
+        raise ArrowDLPackTypeError(
+            f"column {field.name!r} is an array feature of shape {shape}, of {size} values a "
+            "row; expected fewer than 2**31 (an Arrow fixed-size list's limit)"
+        )
     storage = field.type.storage_type
     for _ in shape:
         storage = storage.value_type

@@ -36,18 +36,22 @@ pub(crate) fn state_message(
         && fields.contains_key("kind")
         && let Some(found) = found_of(&inner)
     {
-        let mut holding = fields
-            .iter()
-            .filter(|(key, value)| key.as_str() != "kind" && found_matches(found, value));
-        if let (Some((key, _)), None) = (holding.next(), holding.next()) {
-            let _ = write!(at, "[{key:?}]");
+        let mut holding = Vec::new();
+        for (key, value) in fields.iter().filter(|(key, _)| key.as_str() != "kind") {
+            holding_paths(found, value, format!("[{key:?}]"), 2, &mut holding);
+        }
+        if let [path] = holding.as_slice() {
+            at.push_str(path);
         }
     }
     let at = at.replace('"', "'");
     let mut message = format!("{at} {}", python_words(&inner));
     // A dict that is no loader's state at all (a DataLoader's own state_dict(), a model's):
     // what a state is, and where the other one goes.
-    if error.path().iter().next().is_none() && inner.starts_with("missing field") {
+    if error.path().iter().next().is_none()
+        && inner.starts_with("missing field")
+        && state.get("version").is_none()
+    {
         message.push_str(
             "; expected a loader's state: Batches.state(), ad.merge_states(...), or \
              BatchDataset.state_dict() (a StatefulDataLoader's state_dict() goes back to its \
@@ -93,10 +97,44 @@ fn python_words(message: &str) -> String {
     format!("is not a loader state: {message}")
 }
 
-/// What serde's invalid-type message says it found (`string "3"`, `floating point `1.5``).
+/// What serde's message says it found: an invalid type (`string "3"`, `floating point
+/// `1.5``) or a sequence of an invalid length (`length 3`).
 fn found_of(message: &str) -> Option<&str> {
+    if let Some(rest) = message.strip_prefix("invalid length ") {
+        return rest.split_once(", expected ").map(|(length, _)| length);
+    }
     let rest = message.strip_prefix("invalid type: ")?;
     rest.split_once(", expected ").map(|(found, _)| found)
+}
+
+/// The paths (as Python subscripts, after `at`) of the values in `value`, down to `depth`
+/// levels of lists and dicts, that are what serde `found`.
+fn holding_paths(
+    found: &str,
+    value: &serde_json::Value,
+    at: String,
+    depth: usize,
+    paths: &mut Vec<String>,
+) {
+    if found_matches(found, value) {
+        paths.push(at.clone());
+    }
+    if depth == 0 {
+        return;
+    }
+    match value {
+        serde_json::Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                holding_paths(found, item, format!("{at}[{index}]"), depth - 1, paths);
+            }
+        }
+        serde_json::Value::Object(fields) => {
+            for (key, item) in fields {
+                holding_paths(found, item, format!("{at}[{key:?}]"), depth - 1, paths);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Whether `value` is what serde described as `found`.
@@ -123,7 +161,12 @@ fn found_matches(found: &str, value: &serde_json::Value) -> bool {
             }),
         Value::Null => matches!(found, "null" | "unit value"),
         Value::Object(_) => found == "map",
-        Value::Array(_) => found == "sequence",
+        Value::Array(items) => {
+            found == "sequence"
+                || found
+                    .parse::<usize>()
+                    .is_ok_and(|length| length == items.len())
+        }
     }
 }
 
@@ -184,6 +227,14 @@ fn expected_words(expected: &str) -> String {
     }
     if let Some(rest) = trimmed.strip_prefix("an array of length ") {
         return format!("a list of {rest} items");
+    }
+    if let Some(count) = trimmed.strip_suffix(" elements in sequence") {
+        return format!("a list of {count} items");
+    }
+    match trimmed {
+        "fewer elements in array" => return "a list of fewer items".to_string(),
+        "string or map" => return "a str or a dict".to_string(),
+        _ => {}
     }
     if let Some(rest) = trimmed.strip_prefix("a tuple of size ") {
         return format!("a list of {rest} items");

@@ -422,14 +422,26 @@ struct StateFields {
     _settings: arrow_dlpack_loader::Settings,
     #[serde(rename = "epoch")]
     _epoch: u64,
-    #[serde(rename = "shard")]
+    // `shard` and `position` may be None (a merged state, a state before the first batch) but
+    // not missing: a state with either key deleted would resume from the start of the epoch.
+    #[serde(rename = "shard", deserialize_with = "present")]
     _shard: Option<[u64; 2]>,
     #[serde(rename = "work")]
     _work: arrow_dlpack_loader::Work,
-    #[serde(rename = "position")]
+    #[serde(rename = "position", deserialize_with = "present")]
     _position: Option<arrow_dlpack_loader::Position>,
     #[serde(rename = "concat", default)]
     _concat: Option<arrow_dlpack_loader::ConcatPosition>,
+}
+
+/// A value that may be None but not missing: a field read with `deserialize_with` is required,
+/// where serde reads a missing `Option` as `None`.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    <Option<T> as serde::Deserialize>::deserialize(deserializer)
 }
 
 /// A state as the dict that `state_dict()` gives.
