@@ -567,3 +567,16 @@ def test_corrupt_states_given_to_merge_states_are_value_errors(sources, kind):
             assert "panicked" not in str(error), (broken, error)
     with pytest.raises(TypeError, match="expected a dict"):
         ad._arrow_dlpack._merge_states(["state"])
+
+
+def test_a_batch_datasets_state_dict_is_taken_as_its_loaders_state(sources):
+    source = sources["parquet"]
+    dataset = ad.BatchDataset(source, 4, columns=ID)
+    iterator = iter(dataset)
+    seen = [i for _ in range(2) for i in _ids(next(iterator))]
+    saved = dataset.state_dict()
+    del iterator
+    rest = [i for b in ad.BatchDataset(source, 4, columns=ID, state=saved) for i in _ids(b)]
+    assert seen + rest == [i for b in ad.BatchDataset(source, 4, columns=ID) for i in _ids(b)]
+    loader = ad.batches(source, 4, columns=ID, state=saved)
+    assert len(loader) == len(rest) // 4 + (len(rest) % 4 > 0)

@@ -264,6 +264,7 @@ def test_a_stream_state_with_a_row_past_its_unit_is_refused_when_the_unit_is_rea
         (("position", "sizes"), ["a"], "state['position']['sizes'][0] is 'a' (a str); expected a non-negative int"),
         (("position", "carried"), [[0, 1, 2]], "state['position']['carried'][0] has length 3; expected a list of 2 items"),
         (("shard",), [1, 2, 3], "state['shard'] has length 3; expected a list of fewer items"),
+        (("position", "emitted"), -1, "state['position']['emitted'] is -1 (an int); expected a non-negative int"),
         (("settings", "source", "kind"), 5, "state['settings']['source']['kind'] is 5 (an int); expected a str or a dict"),
     ],
 )

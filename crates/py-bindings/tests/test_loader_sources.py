@@ -8,6 +8,7 @@ reads back from the same file.
 """
 
 import os
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -389,3 +390,21 @@ def test_an_error_raised_by_a_readers_generator_is_named_as_the_producers():
     message = str(raised.value)
     assert "the producer of the Arrow stream failed in ArrowArrayStream.get_next at chunk 1" in message
     assert "boom in my generator" in message and "malformed" not in message
+
+
+def test_a_shuffled_table_of_more_rows_than_a_window_is_warned_about_once():
+    import arrow_dlpack._batches as batches_module
+
+    table = pa.Table.from_batches(_table(0, 300).to_batches(max_chunksize=100))
+    batches_module._warned_local_shuffle = False
+    with pytest.warns(UserWarning, match=r"shuffled within windows of buffer_size=128 rows, so its 300 rows"):
+        ad.batches(table, 16, shuffle=True, seed=0, buffer_size=128)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ad.batches(table, 16, shuffle=True, seed=0, buffer_size=128)  # once per process
+        batches_module._warned_local_shuffle = False
+        ad.batches(table, 16, shuffle=True, seed=0, buffer_size=300)  # one window holds all
+    # A whole-window shuffle mixes rows across the record batches.
+    ids = [i for b in ad.batches(table, 300, shuffle=True, seed=0, buffer_size=300, columns=["id"])
+           for i in np.from_dlpack(b["id"]).tolist()]
+    assert sorted(ids) == list(range(300)) and max(ids[:100]) >= 200

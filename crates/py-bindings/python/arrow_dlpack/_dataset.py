@@ -23,6 +23,7 @@ from arrow_dlpack._batches import (
     _distributed,
     _hf_stream,
     _is_ray_dataset,
+    loader_state,
     _open,
     _redacted_options,
     _redacted_source,
@@ -55,9 +56,10 @@ def _warn_if_batched_again(caller: Any) -> None:
         batched_again = False
     if batched_again:
         warnings.warn(
-            "a DataLoader batches the batches of this BatchDataset again, which adds a leading "
-            "dimension to every tensor ((1, B, ...) with its default batch_size=1); "
-            "expected DataLoader(dataset, batch_size=None), since the dataset makes the batches",
+            "a DataLoader batches the batches of this BatchDataset again: with batch_size=k it "
+            "stacks k of them, which adds a leading dimension to every tensor ((k, B, ...); "
+            "(1, B, ...) with its default batch_size=1); expected DataLoader(dataset, "
+            "batch_size=None), since the dataset makes the batches",
             UserWarning,
             stacklevel=3,
         )
@@ -245,6 +247,8 @@ class BatchDataset(IterableDataset):
         options = dict(locals())
         del options["self"], options["source"]
         options.pop("__class__", None)
+        # A BatchDataset.state_dict() is taken as the loader's state it holds.
+        state = options["state"] = loader_state(state)
         python = check_python_options({name: options[name] for name in PYTHON if name in options})
         options.update(python)
         spec = {

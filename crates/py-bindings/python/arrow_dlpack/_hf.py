@@ -118,7 +118,7 @@ def _tensor_column(name: str, column: Any, tensor_type: Any, first_row: int) -> 
     pass of Arrow's kernels over every chunk: each list of each level holds exactly its
     dimension's items. A null or ragged row is a ``ValueError`` naming it (counted from
     ``first_row``, the column's first row in the source)."""
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
 
     shape = tuple(tensor_type.shape)
     try:

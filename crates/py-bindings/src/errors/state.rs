@@ -97,13 +97,15 @@ fn python_words(message: &str) -> String {
     format!("is not a loader state: {message}")
 }
 
-/// What serde's message says it found: an invalid type (`string "3"`, `floating point
-/// `1.5``) or a sequence of an invalid length (`length 3`).
+/// What serde's message says it found: an invalid type or value (`string "3"`, `floating
+/// point `1.5``, `integer `-1``) or a sequence of an invalid length (`length 3`).
 fn found_of(message: &str) -> Option<&str> {
     if let Some(rest) = message.strip_prefix("invalid length ") {
         return rest.split_once(", expected ").map(|(length, _)| length);
     }
-    let rest = message.strip_prefix("invalid type: ")?;
+    let rest = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))?;
     rest.split_once(", expected ").map(|(found, _)| found)
 }
 
