@@ -115,7 +115,7 @@ pub use collate::collate;
 pub use columns::IMAGE_TYPES;
 pub use error::{Error, Result};
 pub use images::ImageColumn;
-pub use loader::{Batches, Outline, batches, outline};
+pub use loader::{Batches, Outline, Stopper, batches, outline};
 #[cfg(feature = "object-store")]
 pub use remote::{ObjectSource, StopHandle, is_object_url};
 pub use sequences::{

@@ -90,6 +90,8 @@ pub struct Outline {
 /// [`next`](Iterator::next) only waits on a channel, so a Python binding can release the GIL
 /// around it.
 pub struct Batches {
+    /// Set by the background thread as it ends, after dropping what it held.
+    ended: Arc<AtomicBool>,
     receiver: Option<Receiver<Marked>>,
     /// An item [`wait`](Batches::wait) received, handed out by the next receive.
     pending: Option<Marked>,
@@ -147,6 +149,8 @@ impl Batches {
             .clone()
             .unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
         let thread_stop = stop.clone();
+        let ended = Arc::new(AtomicBool::new(false));
+        let thread_ended = ended.clone();
         let (pieces, planned, locate) = (plan.pieces, plan.planned, plan.locate);
         let thread = std::thread::Builder::new()
             .name("arrow-dlpack-loader".to_string())
@@ -165,9 +169,14 @@ impl Batches {
                 if let Err(payload) = result {
                     let _ = sender.send(Err(Error::from_panic(payload)));
                 }
+                // Everything the thread holds is dropped (the source went with `run`) before it
+                // says that it has ended: a binding may then let the process exit.
+                drop((spec, start, planned, sender, thread_stop));
+                thread_ended.store(true, Ordering::Release);
             })
             .map_err(|source| Error::Thread { source })?;
         Ok(Batches {
+            ended,
             receiver: Some(receiver),
             pending: None,
             thread: Some(thread),
@@ -230,6 +239,16 @@ impl Batches {
         }
         self.num_batches
             .map(|batches| batches.saturating_sub(self.yielded))
+    }
+
+    /// A handle that stops the background thread from another thread and tells when it has
+    /// ended, for a binding that must stop a loader whose owner is busy in `next()` (at
+    /// interpreter exit, a loader iterated by a thread that will not return).
+    pub fn stopper(&self) -> Stopper {
+        Stopper {
+            stop: self.stop.clone(),
+            ended: self.ended.clone(),
+        }
     }
 
     /// Whether the loader is known to yield no more batches.
@@ -347,5 +366,24 @@ impl Iterator for Batches {
 impl Drop for Batches {
     fn drop(&mut self) {
         self.shut_down();
+    }
+}
+
+/// Stops a [`Batches`]' background thread from any thread; see [`Batches::stopper`].
+#[derive(Debug, Clone)]
+pub struct Stopper {
+    stop: Arc<AtomicBool>,
+    ended: Arc<AtomicBool>,
+}
+
+impl Stopper {
+    /// Asks the background thread to stop: it ends after the read or batch it is in.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the background thread has ended, having dropped everything it held.
+    pub fn has_ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
     }
 }

@@ -101,6 +101,32 @@ time.sleep(0.2)
     assert result.stdout.splitlines() == ["first: [0, 1, 2]"], result.stderr
 
 
+DAEMON = """
+import threading, time, pyarrow as pa, arrow_dlpack as ad
+schema = pa.schema([("x", pa.float32())])
+def rows():
+    while True:
+        time.sleep(0.01)
+        yield pa.record_batch([pa.array([1.0] * 10, pa.float32())], schema=schema)
+def read():
+    for batch in ad.batches(pa.RecordBatchReader.from_batches(schema, rows()), 5):
+        pass
+threading.Thread(target=read, daemon=True).start()
+time.sleep(0.5)
+print("main done", flush=True)
+"""
+
+
+def test_exit_while_a_daemon_thread_iterates_a_python_source_does_not_abort():
+    # The loader cannot be closed from the exit hook (its next() runs in the daemon thread):
+    # its background thread is stopped and waited for instead, before CPython finalizes.
+    for _ in range(3):
+        result = subprocess.run([sys.executable, "-c", DAEMON], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "Fatal Python error" not in result.stderr
+        assert result.stdout.splitlines() == ["main done"]
+
+
 def test_ctrl_c_interrupts_the_planning_of_a_large_uneven_epoch_of_local_files(tmp_path):
     """A Parquet file of 33 row groups of 2**23 constant rows (277M rows in 1 MB) over 2 ranks,
     shuffled: the epoch is planned by rows, and listing the shard's 138M rows takes tens of

@@ -786,6 +786,9 @@ class _Batches:
         strings and lists, for ``state=``."""
     def close(self) -> None:
         """Stops the background threads and releases the source now."""
+    def _stop_at_exit(self, timeout: float) -> bool:
+        """At exit, for a loader another thread iterates: stops its background thread and
+        waits at most ``timeout`` seconds for it to end."""
 
 def _check_options(
     source: Any = None,

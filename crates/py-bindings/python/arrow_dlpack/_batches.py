@@ -52,12 +52,20 @@ def _close_live_loaders() -> None:
     during finalization is ended by CPython with ``pthread_exit``, whose forced unwinding
     through Rust frames aborts the process. Closed here, no loader thread is left to do so.
     A loader whose ``next()`` is running in another thread at exit (a daemon thread) cannot be
-    closed from here and is left as it is."""
+    closed from here: its background thread is stopped instead, and waited for (at most
+    ``_EXIT_WAIT`` seconds) to finish the read it is in and drop its source."""
     for loader in list(_LIVE):
         try:
             loader.close()
-        except Exception:  # noqa: BLE001 - at exit, a loader that cannot close is left as it is
-            pass
+        except Exception:  # noqa: BLE001 - at exit, a loader in use is stopped instead
+            try:
+                loader._stop_at_exit(_EXIT_WAIT)
+            except Exception:  # noqa: BLE001 - at exit, nothing more can be done for it
+                pass
+
+
+#: The longest wait at exit for the background thread of a loader in use by another thread.
+_EXIT_WAIT = 30.0
 
 
 atexit.register(_close_live_loaders)

@@ -70,6 +70,9 @@ pub(crate) struct PyBatches {
     /// The process that made the loader: its threads live there only, so a child of `fork()`
     /// must neither wait for them nor join them.
     pid: u32,
+    /// Stops the background thread without the `batches` lock, which a thread busy in
+    /// `next()` holds (at interpreter exit, see `_stop_at_exit`).
+    stopper: arrow_dlpack_loader::Stopper,
 }
 
 impl PyBatches {
@@ -158,6 +161,7 @@ impl PyBatches {
             rows_yielded: AtomicU64::new(0),
             ended: Mutex::new(None),
             final_state: Mutex::new(Some(batches.state())),
+            stopper: batches.stopper(),
             batches: Mutex::new(Some(batches)),
             pid: std::process::id(),
         })
@@ -309,6 +313,31 @@ impl PyBatches {
                 .expect("kept when the loader was made"),
         };
         options::state_to_python(py, &state)
+    }
+
+    /// At interpreter exit, for a loader that another thread is iterating (so that `close()`
+    /// cannot take it): asks the background thread to stop and waits, without the GIL, at most
+    /// `timeout` seconds for it to end, having dropped its source. A loader thread that reads a
+    /// Python source must not be left to take the GIL while the interpreter finalizes (CPython
+    /// ends it with a forced unwinding that aborts the process). Returns whether it ended.
+    #[pyo3(name = "_stop_at_exit")]
+    fn stop_at_exit(&self, py: Python<'_>, timeout: f64) -> bool {
+        if std::process::id() != self.pid {
+            return true;
+        }
+        self.stopper.stop();
+        let stopper = self.stopper.clone();
+        let limit = std::time::Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
+        py.detach(move || {
+            let started = std::time::Instant::now();
+            while !stopper.has_ended() {
+                if started.elapsed() >= limit {
+                    return false;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            true
+        })
     }
 
     /// Stops the background threads and releases the source now, rather than when the iterator
