@@ -289,7 +289,7 @@ def test_a_loader_that_splits_again_although_given_a_rank_warns_once(four_files,
                         multiprocessing_context="fork")
     assert len(rows_of(loader)) == ROWS // 2
     # The warning, seen in this process made to look like worker 0 of 2.
-    import arrow_dlpack._batches as module
+    import arrow_dlpack._shards as module
 
     monkeypatch.setattr(module, "_worker", lambda: (0, 2))
     monkeypatch.setattr(module, "_warned_split", False)

@@ -292,9 +292,9 @@ def test_collate_fn_options_are_those_of_ad_batches_with_their_defaults():
 def test_a_ray_source_is_not_sharded_again_by_the_torch_distributed_group(dataset, monkeypatch):
     # Ray Train's workers form a torch.distributed group and get their shards from Ray: the
     # loader must not split them again by rank.
-    import arrow_dlpack._batches as batches_module
+    import arrow_dlpack._shards as shards_module
 
-    monkeypatch.setattr(batches_module, "_distributed", lambda: (1, 2))
+    monkeypatch.setattr(shards_module, "_distributed", lambda: (1, 2))
     ids = [
         i
         for batch in ad.batches(dataset, 100, columns=["id"])

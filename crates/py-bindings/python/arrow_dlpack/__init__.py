@@ -119,7 +119,8 @@ from arrow_dlpack._arrow_dlpack import (
     set_memory_pool_limit,
     tokenize,
 )
-from arrow_dlpack._batches import Batches, batches, merge_states
+from arrow_dlpack._batches import Batches, batches
+from arrow_dlpack._states import merge_states
 
 if TYPE_CHECKING:
     from arrow_dlpack._dataset import BatchDataset

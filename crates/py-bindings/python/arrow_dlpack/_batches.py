@@ -1,4 +1,4 @@
-"""``batches``, ``Batches`` and ``merge_states``: exact-size batches of tensors from Arrow data,
+"""``batches`` and ``Batches``: exact-size batches of tensors from Arrow data,
 for a training loop (``BatchDataset``, the same for ``torch.utils.data``, is in ``_dataset.py``).
 
 The work happens in Rust (the ``arrow-dlpack-loader`` crate): files are decoded, record batches
@@ -14,31 +14,16 @@ import sys
 import time
 import warnings
 import weakref
-from typing import (
-    Any,
-    Dict,
-    Iterable,
-    List,
-    Mapping,
-    Optional,
-    Sequence,
-    Tuple,
-    Union,
-)
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
-from arrow_dlpack._arrow_dlpack import (
-    ArrowDLPackTypeError,
-    ArrowDLPackValueError,
-    Tensor,
-    _Batches,
-    _check_options,
-    _merge_states,
-)
+from arrow_dlpack._arrow_dlpack import Tensor, _Batches, _check_options
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
 from arrow_dlpack._read_only import maps_read_only, reads_unseen_buffers
+from arrow_dlpack._shards import _layout, _shared_seed
 from arrow_dlpack._sources import as_source, refuse_read_again, remember_read
+from arrow_dlpack._states import _epoch, _saved_seed, loader_state
 
-__all__ = ["Batches", "batches", "merge_states"]
+__all__ = ["Batches", "batches"]
 
 # Every loader not yet collected, closed at interpreter exit (below).
 _LIVE: "weakref.WeakSet[_Batches]" = weakref.WeakSet()
@@ -118,122 +103,6 @@ def _redacted_options(options: Mapping[str, Any]) -> str:
             for key, value in storage.items()
         }
     return repr(shown)
-
-
-def _worker() -> Tuple[int, int]:
-    """``(id, num_workers)`` of the ``torch.utils.data.DataLoader`` worker this runs in, or
-    ``(0, 1)`` outside one. torch is asked only if something already imported it."""
-    data = sys.modules.get("torch.utils.data")
-    info = data.get_worker_info() if data is not None else None
-    if info is None:
-        return 0, 1
-    return int(info.id), int(info.num_workers)
-
-
-def _in_worker() -> bool:
-    """Whether this runs in a ``torch.utils.data.DataLoader`` worker process."""
-    data = sys.modules.get("torch.utils.data")
-    return data is not None and data.get_worker_info() is not None
-
-
-def _distributed() -> Tuple[int, int]:
-    """``(rank, world_size)`` of an initialised ``torch.distributed`` process group, else
-    ``(0, 1)``."""
-    distributed = sys.modules.get("torch.distributed")
-    if (
-        distributed is not None
-        and distributed.is_available()
-        and distributed.is_initialized()
-    ):
-        return int(distributed.get_rank()), int(distributed.get_world_size())
-    return 0, 1
-
-
-#: Whether this process warned already that a loader given ``rank`` and ``world_size`` splits
-#: between DataLoader workers on its own.
-_warned_split = False
-
-
-def _shard(
-    rank: Optional[int], world_size: Optional[int], split_workers: bool = True,
-    warn: bool = False,
-) -> Tuple[int, int]:
-    """This process's ``(shard_index, num_shards)`` (see :func:`_layout`)."""
-    shard_index, num_shards, _ = _layout(rank, world_size, split_workers, warn)
-    return shard_index, num_shards
-
-
-def _layout(
-    rank: Optional[int], world_size: Optional[int], split_workers: bool = True,
-    warn: bool = False,
-) -> Tuple[int, int, int]:
-    """This process's ``(shard_index, num_shards, num_ranks)``: one shard per DataLoader worker
-    of each rank (unless ``split_workers`` is False), so that workers and ranks together read
-    every row exactly once, and the number of ranks, between which the batch counts must be
-    even (0 when each shard is a rank). ``rank`` and ``world_size`` are checked (:func:`check_python_options`).
-
-    With ``warn``, a loader given ``rank`` and ``world_size`` that splits between DataLoader
-    workers warns once per process: the caller may have split the sources per worker already."""
-    explicit = rank is not None
-    if rank is None or world_size is None:
-        rank, world_size = _distributed()
-    worker, workers = _worker() if split_workers else (0, 1)
-    if warn and explicit and workers > 1:
-        global _warned_split
-        if not _warned_split:
-            _warned_split = True
-            warnings.warn(
-                f"ad.batches(rank={rank}, world_size={world_size}) in DataLoader worker {worker} "
-                f"of {workers} reads only this worker's share of rank {rank}'s data (1/{workers} "
-                "of it); if the sources were already split per worker, pass "
-                "split_workers=False",
-                UserWarning,
-                stacklevel=4,
-            )
-    # Worker-major: shard `worker * world_size + rank` of `world_size * workers`. Units are dealt
-    # round-robin to the shards, so a rank's workers together read exactly the units of shard
-    # `rank` of `world_size` (what `len()` of a rank counts), and ranks get as many units as an
-    # even deal gives them, whatever the number of workers.
-    # Every shard is a rank of its own (`num_ranks` 0) unless the ranks have several workers.
-    return worker * world_size + rank, world_size * workers, world_size if workers > 1 else 0
-
-
-def _shared_seed(seed: Optional[int], shuffle: bool, num_shards: int) -> int:
-    """The seed of the shuffle, the same in every shard so that the shards share one
-    permutation of the units and never overlap.
-
-    Without a ``seed``: one loader draws its own; shards of an initialised ``torch.distributed``
-    group take rank 0's, broadcast; other shards (explicit ``rank``/``world_size`` without a
-    group, DataLoader workers of ``ad.batches``) cannot agree on one and are refused.
-    """
-    if seed is not None:
-        return seed
-    if not shuffle:
-        return 0
-    if num_shards == 1:
-        return _fresh_seed()
-    # A DataLoader worker is outside the process group even when it inherited it by fork: a
-    # collective call there would wait for ever.
-    if not _in_worker() and _distributed()[1] > 1:
-        return _broadcast_seed()
-    raise ArrowDLPackValueError(
-        f"shuffle=True over {num_shards} shards needs a seed: without one each shard would draw "
-        "its own order and the shards would overlap; pass seed=... (the same in every process)"
-    )
-
-
-def _fresh_seed() -> int:
-    """A seed from the operating system's randomness."""
-    return int.from_bytes(os.urandom(8), "little")
-
-
-def _broadcast_seed() -> int:
-    """Rank 0's fresh seed, received by every rank of the ``torch.distributed`` group."""
-    distributed = sys.modules["torch.distributed"]
-    # Every rank sends a placeholder of the same type; rank 0's value replaces the others'.
-    box: List[int] = [_fresh_seed() if distributed.get_rank() == 0 else 0]
-    distributed.broadcast_object_list(box, src=0)
-    return int(box[0])
 
 
 def _is_ray_dataset(source: Any) -> bool:
@@ -639,112 +508,3 @@ def warn_uneven_ranks(ranks: int) -> None:
 
 #: Whether this process warned already that its ranks may get uneven batches.
 _warned_uneven = False
-
-
-def _epoch(epoch: Any, state: Any) -> Any:
-    """The epoch to read: ``epoch`` (checked by the loader), else the saved state's, else 0."""
-    if epoch is not None:
-        return epoch
-    saved = state.get("epoch") if isinstance(state, Mapping) else None
-    return saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else 0
-
-
-def _saved_seed(seed: Optional[int], shuffle: bool, state: Any) -> Optional[int]:
-    """Without a ``seed``, a shuffled run resumed from ``state`` takes the seed it was saved
-    with (the state records it), so that the seed drawn by the first run need not be kept."""
-    if seed is not None or not shuffle or not isinstance(state, Mapping):
-        return seed
-    settings = state.get("settings")
-    saved = settings.get("seed") if isinstance(settings, Mapping) else None
-    if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0:
-        return saved
-    return seed
-
-
-#: The key that marks a ``BatchDataset`` state.
-_DATASET_KEY = "arrow_dlpack_batch_dataset"
-
-
-def loader_state(state: Any) -> Any:
-    """``state`` as a loader's state: a ``BatchDataset.state_dict()`` gives its loader's (None
-    before its first batch: the epoch from its start); anything else as it is."""
-    if isinstance(state, Mapping) and _DATASET_KEY in state:
-        loader = state.get("loader")
-        return dict(loader) if isinstance(loader, Mapping) else loader
-    return state
-
-#: The deepest nesting of dicts and lists that :func:`merge_states` looks into for states.
-_MAX_STATE_DEPTH = 64
-
-
-def _loader_states(found: Any, out: List[Dict[str, Any]], shards: List[Any]) -> None:
-    """Collects the loader states in ``found``: a state from ``state_dict()``, a
-    ``BatchDataset`` state, or any dict or list that holds them (a ``StatefulDataLoader``'s
-    state dict); ``shards`` gets the shards of ``BatchDataset`` states that read nothing yet.
-
-    The walk is iterative and bounded: nesting deeper than :data:`_MAX_STATE_DEPTH` levels is a
-    ``ValueError``, and a dict or list met twice (a cycle) is looked into once."""
-    seen = set()
-    stack: List[Tuple[Any, int]] = [(found, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if not isinstance(item, (Mapping, list, tuple)):
-            continue
-        if depth > _MAX_STATE_DEPTH:
-            raise ArrowDLPackValueError(
-                f"the states nest deeper than {_MAX_STATE_DEPTH} levels of dicts and lists; "
-                "expected the state_dict() of every shard, or dicts and lists that hold them"
-            )
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        if isinstance(item, Mapping):
-            if _DATASET_KEY in item:
-                if item.get("loader") is not None:
-                    out.append(dict(item["loader"]))
-                elif item.get("shard") is not None:
-                    shards.append(item)
-                continue
-            # A loader state of any format version (``merge_states`` refuses another format
-            # with its own message).
-            if {"version", "work"} <= set(item):
-                out.append(dict(item))
-                continue
-            children = list(item.values())
-        else:
-            children = list(item)
-        # Reversed, so that the states come out in the order they are held.
-        stack.extend((child, depth + 1) for child in reversed(children))
-
-
-def merge_states(states: Iterable[Any]) -> Optional[Dict[str, Any]]:
-    """One state from the states of every shard of a run, for a resume with another number of
-    ranks or workers: pass it as ``state=`` to ``batches`` (or ``BatchDataset``) in every new
-    rank and worker, and together they read each row the old run had not given exactly once
-    (in an order of their own).
-
-    ``states`` holds, for every shard (rank and DataLoader worker) of the old run, its
-    ``state_dict()``, or anything that holds them: ``BatchDataset`` states, the state dicts of
-    every rank's ``StatefulDataLoader``. None when no shard had read anything (start afresh).
-    """
-    found: List[Dict[str, Any]] = []
-    idle: List[Any] = []
-    try:
-        walk = iter(states)
-    except TypeError:
-        raise ArrowDLPackTypeError(
-            f"states is {type(states).__name__}; expected an iterable of the state_dict() of "
-            "every shard"
-        ) from None
-    _loader_states(list(walk), found, idle)
-    if not found:
-        if idle:
-            return None
-        raise ArrowDLPackValueError("no loader state found; expected the state_dict() of every shard")
-    for placeholder in idle:
-        # A worker that gave no batch: the work of the run, from its start.
-        shard = placeholder["shard"]
-        if not (isinstance(shard, (list, tuple)) and len(shard) == 2):
-            raise ArrowDLPackValueError(f"a dataset state has shard {shard!r}; expected [index, count]")
-        found.append({**found[0], "shard": list(shard), "position": None})
-    return _merge_states(found)

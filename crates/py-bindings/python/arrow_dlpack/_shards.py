@@ -1,0 +1,126 @@
+"""Where a loader stands among the shards: the DataLoader worker it runs in, the
+``torch.distributed`` group, its ``(shard_index, num_shards, num_ranks)``, and the seed every
+shard shares. torch is asked only if something already imported it.
+"""
+
+import os
+import sys
+import warnings
+from typing import List, Optional, Tuple
+
+from arrow_dlpack._arrow_dlpack import ArrowDLPackValueError
+
+def _worker() -> Tuple[int, int]:
+    """``(id, num_workers)`` of the ``torch.utils.data.DataLoader`` worker this runs in, or
+    ``(0, 1)`` outside one. torch is asked only if something already imported it."""
+    data = sys.modules.get("torch.utils.data")
+    info = data.get_worker_info() if data is not None else None
+    if info is None:
+        return 0, 1
+    return int(info.id), int(info.num_workers)
+
+
+def _in_worker() -> bool:
+    """Whether this runs in a ``torch.utils.data.DataLoader`` worker process."""
+    data = sys.modules.get("torch.utils.data")
+    return data is not None and data.get_worker_info() is not None
+
+
+def _distributed() -> Tuple[int, int]:
+    """``(rank, world_size)`` of an initialised ``torch.distributed`` process group, else
+    ``(0, 1)``."""
+    distributed = sys.modules.get("torch.distributed")
+    if (
+        distributed is not None
+        and distributed.is_available()
+        and distributed.is_initialized()
+    ):
+        return int(distributed.get_rank()), int(distributed.get_world_size())
+    return 0, 1
+
+
+#: Whether this process warned already that a loader given ``rank`` and ``world_size`` splits
+#: between DataLoader workers on its own.
+_warned_split = False
+
+
+def _shard(
+    rank: Optional[int], world_size: Optional[int], split_workers: bool = True,
+    warn: bool = False,
+) -> Tuple[int, int]:
+    """This process's ``(shard_index, num_shards)`` (see :func:`_layout`)."""
+    shard_index, num_shards, _ = _layout(rank, world_size, split_workers, warn)
+    return shard_index, num_shards
+
+
+def _layout(
+    rank: Optional[int], world_size: Optional[int], split_workers: bool = True,
+    warn: bool = False,
+) -> Tuple[int, int, int]:
+    """This process's ``(shard_index, num_shards, num_ranks)``: one shard per DataLoader worker
+    of each rank (unless ``split_workers`` is False), so that workers and ranks together read
+    every row exactly once, and the number of ranks, between which the batch counts must be
+    even (0 when each shard is a rank). ``rank`` and ``world_size`` are checked (:func:`check_python_options`).
+
+    With ``warn``, a loader given ``rank`` and ``world_size`` that splits between DataLoader
+    workers warns once per process: the caller may have split the sources per worker already."""
+    explicit = rank is not None
+    if rank is None or world_size is None:
+        rank, world_size = _distributed()
+    worker, workers = _worker() if split_workers else (0, 1)
+    if warn and explicit and workers > 1:
+        global _warned_split
+        if not _warned_split:
+            _warned_split = True
+            warnings.warn(
+                f"ad.batches(rank={rank}, world_size={world_size}) in DataLoader worker {worker} "
+                f"of {workers} reads only this worker's share of rank {rank}'s data (1/{workers} "
+                "of it); if the sources were already split per worker, pass "
+                "split_workers=False",
+                UserWarning,
+                stacklevel=4,
+            )
+    # Worker-major: shard `worker * world_size + rank` of `world_size * workers`. Units are dealt
+    # round-robin to the shards, so a rank's workers together read exactly the units of shard
+    # `rank` of `world_size` (what `len()` of a rank counts), and ranks get as many units as an
+    # even deal gives them, whatever the number of workers.
+    # Every shard is a rank of its own (`num_ranks` 0) unless the ranks have several workers.
+    return worker * world_size + rank, world_size * workers, world_size if workers > 1 else 0
+
+
+def _shared_seed(seed: Optional[int], shuffle: bool, num_shards: int) -> int:
+    """The seed of the shuffle, the same in every shard so that the shards share one
+    permutation of the units and never overlap.
+
+    Without a ``seed``: one loader draws its own; shards of an initialised ``torch.distributed``
+    group take rank 0's, broadcast; other shards (explicit ``rank``/``world_size`` without a
+    group, DataLoader workers of ``ad.batches``) cannot agree on one and are refused.
+    """
+    if seed is not None:
+        return seed
+    if not shuffle:
+        return 0
+    if num_shards == 1:
+        return _fresh_seed()
+    # A DataLoader worker is outside the process group even when it inherited it by fork: a
+    # collective call there would wait for ever.
+    if not _in_worker() and _distributed()[1] > 1:
+        return _broadcast_seed()
+    raise ArrowDLPackValueError(
+        f"shuffle=True over {num_shards} shards needs a seed: without one each shard would draw "
+        "its own order and the shards would overlap; pass seed=... (the same in every process)"
+    )
+
+
+def _fresh_seed() -> int:
+    """A seed from the operating system's randomness."""
+    return int.from_bytes(os.urandom(8), "little")
+
+
+def _broadcast_seed() -> int:
+    """Rank 0's fresh seed, received by every rank of the ``torch.distributed`` group."""
+    distributed = sys.modules["torch.distributed"]
+    # Every rank sends a placeholder of the same type; rank 0's value replaces the others'.
+    box: List[int] = [_fresh_seed() if distributed.get_rank() == 0 else 0]
+    distributed.broadcast_object_list(box, src=0)
+    return int(box[0])

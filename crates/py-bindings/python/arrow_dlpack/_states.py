@@ -1,0 +1,117 @@
+"""Saved states as Python sees them: the epoch and seed a state holds, a
+``BatchDataset.state_dict()`` taken as its loader's state, and ``merge_states``, which finds the
+loader states in whatever holds them (a list, a ``StatefulDataLoader``'s state_dict()) and joins
+them.
+"""
+
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from arrow_dlpack._arrow_dlpack import ArrowDLPackTypeError, ArrowDLPackValueError, _merge_states
+
+def _epoch(epoch: Any, state: Any) -> Any:
+    """The epoch to read: ``epoch`` (checked by the loader), else the saved state's, else 0."""
+    if epoch is not None:
+        return epoch
+    saved = state.get("epoch") if isinstance(state, Mapping) else None
+    return saved if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0 else 0
+
+
+def _saved_seed(seed: Optional[int], shuffle: bool, state: Any) -> Optional[int]:
+    """Without a ``seed``, a shuffled run resumed from ``state`` takes the seed it was saved
+    with (the state records it), so that the seed drawn by the first run need not be kept."""
+    if seed is not None or not shuffle or not isinstance(state, Mapping):
+        return seed
+    settings = state.get("settings")
+    saved = settings.get("seed") if isinstance(settings, Mapping) else None
+    if isinstance(saved, int) and not isinstance(saved, bool) and saved >= 0:
+        return saved
+    return seed
+
+
+#: The key that marks a ``BatchDataset`` state.
+_DATASET_KEY = "arrow_dlpack_batch_dataset"
+
+
+def loader_state(state: Any) -> Any:
+    """``state`` as a loader's state: a ``BatchDataset.state_dict()`` gives its loader's (None
+    before its first batch: the epoch from its start); anything else as it is."""
+    if isinstance(state, Mapping) and _DATASET_KEY in state:
+        loader = state.get("loader")
+        return dict(loader) if isinstance(loader, Mapping) else loader
+    return state
+
+#: The deepest nesting of dicts and lists that :func:`merge_states` looks into for states.
+_MAX_STATE_DEPTH = 64
+
+
+def _loader_states(found: Any, out: List[Dict[str, Any]], shards: List[Any]) -> None:
+    """Collects the loader states in ``found``: a state from ``state_dict()``, a
+    ``BatchDataset`` state, or any dict or list that holds them (a ``StatefulDataLoader``'s
+    state dict); ``shards`` gets the shards of ``BatchDataset`` states that read nothing yet.
+
+    The walk is iterative and bounded: nesting deeper than :data:`_MAX_STATE_DEPTH` levels is a
+    ``ValueError``, and a dict or list met twice (a cycle) is looked into once."""
+    seen = set()
+    stack: List[Tuple[Any, int]] = [(found, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, (Mapping, list, tuple)):
+            continue
+        if depth > _MAX_STATE_DEPTH:
+            raise ArrowDLPackValueError(
+                f"the states nest deeper than {_MAX_STATE_DEPTH} levels of dicts and lists; "
+                "expected the state_dict() of every shard, or dicts and lists that hold them"
+            )
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, Mapping):
+            if _DATASET_KEY in item:
+                if item.get("loader") is not None:
+                    out.append(dict(item["loader"]))
+                elif item.get("shard") is not None:
+                    shards.append(item)
+                continue
+            # A loader state of any format version (``merge_states`` refuses another format
+            # with its own message).
+            if {"version", "work"} <= set(item):
+                out.append(dict(item))
+                continue
+            children = list(item.values())
+        else:
+            children = list(item)
+        # Reversed, so that the states come out in the order they are held.
+        stack.extend((child, depth + 1) for child in reversed(children))
+
+
+def merge_states(states: Iterable[Any]) -> Optional[Dict[str, Any]]:
+    """One state from the states of every shard of a run, for a resume with another number of
+    ranks or workers: pass it as ``state=`` to ``batches`` (or ``BatchDataset``) in every new
+    rank and worker, and together they read each row the old run had not given exactly once
+    (in an order of their own).
+
+    ``states`` holds, for every shard (rank and DataLoader worker) of the old run, its
+    ``state_dict()``, or anything that holds them: ``BatchDataset`` states, the state dicts of
+    every rank's ``StatefulDataLoader``. None when no shard had read anything (start afresh).
+    """
+    found: List[Dict[str, Any]] = []
+    idle: List[Any] = []
+    try:
+        walk = iter(states)
+    except TypeError:
+        raise ArrowDLPackTypeError(
+            f"states is {type(states).__name__}; expected an iterable of the state_dict() of "
+            "every shard"
+        ) from None
+    _loader_states(list(walk), found, idle)
+    if not found:
+        if idle:
+            return None
+        raise ArrowDLPackValueError("no loader state found; expected the state_dict() of every shard")
+    for placeholder in idle:
+        # A worker that gave no batch: the work of the run, from its start.
+        shard = placeholder["shard"]
+        if not (isinstance(shard, (list, tuple)) and len(shard) == 2):
+            raise ArrowDLPackValueError(f"a dataset state has shard {shard!r}; expected [index, count]")
+        found.append({**found[0], "shard": list(shard), "position": None})
+    return _merge_states(found)
