@@ -8,7 +8,6 @@ reads back from the same file.
 """
 
 import os
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -392,19 +391,21 @@ def test_an_error_raised_by_a_readers_generator_is_named_as_the_producers():
     assert "boom in my generator" in message and "malformed" not in message
 
 
-def test_a_shuffled_table_of_more_rows_than_a_window_is_warned_about_once():
-    import arrow_dlpack._batches as batches_module
-
-    table = pa.Table.from_batches(_table(0, 300).to_batches(max_chunksize=100))
-    batches_module._warned_local_shuffle = False
-    with pytest.warns(UserWarning, match=r"shuffled within windows of buffer_size=128 rows, so its 300 rows"):
-        ad.batches(table, 16, shuffle=True, seed=0, buffer_size=128)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        ad.batches(table, 16, shuffle=True, seed=0, buffer_size=128)  # once per process
-        batches_module._warned_local_shuffle = False
-        ad.batches(table, 16, shuffle=True, seed=0, buffer_size=300)  # one window holds all
-    # A whole-window shuffle mixes rows across the record batches.
-    ids = [i for b in ad.batches(table, 300, shuffle=True, seed=0, buffer_size=300, columns=["id"])
-           for i in np.from_dlpack(b["id"]).tolist()]
-    assert sorted(ids) == list(range(300)) and max(ids[:100]) >= 200
+def test_a_shuffled_table_reads_its_record_batches_in_a_shuffled_order(tmp_path):
+    # Record batches in memory are units, as a file's record batches are: shuffled, a sorted
+    # table's first batches are not drawn from its first rows only.
+    table = pa.Table.from_batches(_table(0, 3000).to_batches(max_chunksize=100))
+    firsts = []
+    for seed in range(4):
+        ids = [i for b in ad.batches(table, 50, shuffle=True, seed=seed, buffer_size=200, columns=["id"])
+               for i in np.from_dlpack(b["id"]).tolist()]
+        assert sorted(ids) == list(range(3000))
+        firsts.append(max(ids[:200]))
+    assert max(firsts) > 1000, firsts
+    # The same record batches in an IPC file are shuffled alike: the same batches.
+    path = str(tmp_path / "t.arrow")
+    feather.write_feather(table, path, compression="uncompressed", chunksize=100)
+    options = dict(shuffle=True, seed=1, buffer_size=200, columns=["id"])
+    in_memory = [np.from_dlpack(b["id"]).tolist() for b in ad.batches(table, 50, **options)]
+    in_file = [np.from_dlpack(b["id"]).tolist() for b in ad.batches(path, 50, **options)]
+    assert in_memory == in_file

@@ -313,6 +313,9 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
             plan_in_memory(schema, batches, (None, None), |_| None, spec)
         }
         Source::RecordBatches { schema, batches } => {
+            // Record batches in memory are units as a file's are: shuffled, they are read in the
+            // epoch's order of units, so that a table's rows are not mixed only within windows.
+            let batches = epoch_order(batches, spec);
             let mut nulls: BTreeMap<&str, u64> = BTreeMap::new();
             let mut rows: u64 = 0;
             for batch in &batches {

@@ -456,36 +456,7 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
     remember_read(given)
     if warn_split and (num_ranks or num_shards) > 1 and state is None and inner.num_batches is None:
         warn_uneven_ranks(num_ranks or num_shards)
-    if shuffle and not _paths(given):
-        _warn_local_shuffle(given, inner.num_rows, int(spec.get("buffer_size", 65536)))
     return Batches(inner, progress=python.get("progress", False))
-
-
-_warned_local_shuffle = False
-
-
-def _paths(source: Any) -> bool:
-    """Whether ``source`` is a path or URL, or a list of them: files, whose units are shuffled."""
-    items = source if isinstance(source, (list, tuple)) else [source]
-    return bool(items) and all(isinstance(item, (str, os.PathLike)) for item in items)
-
-
-def _warn_local_shuffle(source: Any, rows: Optional[int], buffer_size: int) -> None:
-    """Warns, once per process, that a shuffled source read in order (a table, a data frame, a
-    dataset, a reader) of more rows than a window is mixed only within windows."""
-    global _warned_local_shuffle
-    if _warned_local_shuffle or rows is None or rows <= buffer_size:
-        return
-    _warned_local_shuffle = True
-    warnings.warn(
-        f"shuffle=True over a {type(source).__name__}: its record batches are read in order, "
-        f"and its rows are shuffled within windows of buffer_size={buffer_size} rows, so its "
-        f"{rows} rows are mixed only locally (sorted data stays nearly sorted); pass "
-        f"buffer_size={rows} or more to shuffle all of them (data in memory costs no more to "
-        "hold in one window), or files, whose row groups are shuffled too",
-        UserWarning,
-        stacklevel=4,
-    )
 
 
 def warn_uneven_ranks(ranks: int) -> None:
