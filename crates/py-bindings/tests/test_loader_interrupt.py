@@ -153,3 +153,29 @@ os._exit(0)  # the planning thread, still listing, is not waited for
     assert done.returncode == 0, done.stderr[-2000:]
     words = done.stdout.split()
     assert words[:2] == ["interrupted", "after"] and int(words[2]) <= 5, done.stdout
+
+
+CLOSE_SLOW = """
+import threading, time, pyarrow as pa, arrow_dlpack as ad
+schema = pa.schema([("x", pa.int64())])
+calls = []
+def rows():
+    while True:
+        calls.append(time.monotonic())
+        time.sleep(0.2)
+        yield pa.record_batch([pa.array([1])], schema=schema)
+loader = ad.batches(pa.RecordBatchReader.from_batches(schema, rows()), 1000)
+time.sleep(1.0)
+closing = len(calls)
+loader.close()
+time.sleep(0.5)
+print(len(calls) - closing)
+"""
+
+
+def test_close_over_a_slow_python_reader_asks_it_for_no_more_rows():
+    # A batch of 1,000 one-row record batches would take the generator 200 s: close() ends the
+    # call in flight and asks for no further record batch (at most the one in flight counts).
+    result = subprocess.run([sys.executable, "-c", CLOSE_SLOW], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert int(result.stdout.strip()) <= 1, result.stdout

@@ -100,6 +100,9 @@ struct Input<'a> {
     locate: Option<Locate>,
     /// Whether the rows' lengths are needed (a budget or buckets cut as the rows are read).
     lengths: bool,
+    /// Set when the loader is stopped: no further record batch is pulled from the source (a
+    /// slow Python reader is not asked for the rest of a batch that nobody will take).
+    stop: &'a AtomicBool,
 }
 
 impl Input<'_> {
@@ -110,6 +113,10 @@ impl Input<'_> {
             return Ok(Some(held));
         }
         while !self.exhausted {
+            if self.stop.load(Ordering::Relaxed) {
+                self.exhausted = true;
+                break;
+            }
             let Some(piece) = self.pieces.next() else {
                 self.exhausted = true;
                 break;
@@ -179,6 +186,7 @@ pub(crate) fn run(
         held: None,
         lengths: planned.is_none(),
         locate,
+        stop,
     };
     let mut emit = |batch: Marked| -> bool {
         let failed = batch.is_err();
