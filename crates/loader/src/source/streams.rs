@@ -132,7 +132,12 @@ fn with_counted_units(spec: &BatchSpec, unit_rows: &[u64]) -> Option<BatchSpec> 
     }
     let mut spec = spec.clone();
     let work = &mut spec.state.as_mut()?.work;
-    work.units = Some(unit_rows.len() as u64);
+    let units = unit_rows.len() as u64;
+    // A merge that did not know the count lists the units a shard would have reached past the
+    // end (a shard that ended names the next one of its deal): they hold no rows.
+    work.items.retain(|item| item.unit < units);
+    work.rest_from = work.rest_from.min(units);
+    work.units = Some(units);
     work.unit_rows = Some(unit_rows.to_vec());
     Some(spec)
 }

@@ -294,8 +294,10 @@ class BatchDataset(IterableDataset):
             raise ArrowDLPackTypeError(
                 "the number of batches of this dataset is not known in advance: the source does "
                 "not say its rows (a reader, a stream in object storage, a Ray dataset), its "
-                "record batches are dealt to several ranks as they come (a stream), or batches "
-                "are cut by tokens (max_tokens)"
+                "record batches are dealt to several ranks as they come (a stream), batches are "
+                "cut by tokens (max_tokens), documents are packed whole (a sequence in mode "
+                '"concat"), or skipped images are replaced by the next rows (on_error="skip", '
+                "read in order)"
             )
         return self._num_batches
 

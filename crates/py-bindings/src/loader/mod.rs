@@ -252,8 +252,9 @@ impl PyBatches {
             pyo3::exceptions::PyTypeError::new_err(
                 "the number of batches is not known in advance: the source does not say its \
                  rows (a reader, a stream in object storage), its record batches are dealt to \
-                 several ranks as they come (a stream), or batches are cut by tokens \
-                 (max_tokens)",
+                 several ranks as they come (a stream), batches are cut by tokens (max_tokens), \
+                 documents are packed whole (a sequence in mode \"concat\"), or skipped images \
+                 are replaced by the next rows (on_error=\"skip\", read in order)",
             )
         })
     }
