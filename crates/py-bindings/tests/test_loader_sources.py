@@ -409,3 +409,15 @@ def test_a_shuffled_table_reads_its_record_batches_in_a_shuffled_order(tmp_path)
     in_memory = [np.from_dlpack(b["id"]).tolist() for b in ad.batches(table, 50, **options)]
     in_file = [np.from_dlpack(b["id"]).tolist() for b in ad.batches(path, 50, **options)]
     assert in_memory == in_file
+
+
+def test_a_categorical_column_is_refused_saying_how_to_load_its_codes():
+    frame = pd.DataFrame({"c": pd.Categorical(["a", "b", "a"]), "x": [1, 2, 3]})
+    with pytest.raises(ad.ArrowDLPackTypeError, match=r'of type dictionary<.*df\["c"\]\.cat\.codes in pandas'):
+        ad.batches(frame, 2, columns=["c"])
+    coded = frame.assign(c=frame["c"].cat.codes)
+    codes = [int(i) for b in ad.batches(coded, 2, columns=["c"]) for i in np.from_dlpack(b["c"])]
+    assert codes == [0, 1, 0]
+    polars_frame = pl.DataFrame({"c": ["a", "b", "a"]}, schema={"c": pl.Categorical})
+    with pytest.raises(ad.ArrowDLPackTypeError, match=r'pl\.col\("c"\)\.to_physical\(\) in polars'):
+        ad.batches(polars_frame, 2)

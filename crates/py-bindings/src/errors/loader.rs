@@ -324,6 +324,12 @@ fn unsupported_column_message(column: &str, field: &Field, as_sequence: bool) ->
             "{single}; a column of text becomes token ids with \
              sequences={{{column:?}: {{\"mode\": \"pad\", \"tokenizer\": \"tokenizer.json\"}}}}"
         )
+    } else if matches!(field.data_type(), DataType::Dictionary(..)) {
+        format!(
+            "{single}; a dictionary column (pandas' category, polars' Categorical) loads as its \
+             integer codes once they are its values: df[{column:?}].cat.codes in pandas, \
+             pl.col({column:?}).to_physical() in polars, the DictionaryArray's indices in pyarrow"
+        )
     } else {
         single.to_string()
     };
