@@ -91,6 +91,7 @@ mod file;
 mod images;
 mod ipc;
 mod loader;
+mod memory;
 mod parquet;
 mod path_pattern;
 mod quiet_panic;

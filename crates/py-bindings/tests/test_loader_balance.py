@@ -344,3 +344,34 @@ def test_merged_states_of_a_shuffled_table_resume_with_other_ranks_exactly():
              for r in range(2)]
     assert len(ranks[0]) == len(ranks[1])
     assert sorted(seen + [i for rank in ranks for b in rank for i in b]) == list(range(777))
+
+
+@pytest.mark.parametrize("kind", ["table", "ipc file"])
+def test_a_merged_deal_resumed_by_uneven_ranks_is_planned_and_merges_again(tmp_path, kind):
+    # Two ranks deal four record batches evenly; their merged work, resumed by three ranks
+    # whose deal is uneven, is planned by rows and records its units' rows, so that the three
+    # ranks' states merge in their turn.
+    table = _table_of([16] * 4)
+    if kind == "ipc file":
+        path = tmp_path / "t.arrow"
+        with pa.ipc.new_file(path, table.schema) as writer:
+            for batch in table.to_batches():
+                writer.write_batch(batch)
+        table = str(path)
+    options = dict(columns=ID, shuffle=True, seed=4)
+    seen, states = [], []
+    for rank in range(2):
+        loader = ad.batches(table, 8, rank=rank, world_size=2, **options)
+        seen += _ids(next(loader))
+        states.append(loader.state_dict())
+        assert states[-1]["position"]["kind"] != "plan"
+    merged = ad.merge_states(states)
+    states = []
+    for rank in range(3):
+        loader = ad.batches(table, 8, rank=rank, world_size=3, state=merged, **options)
+        seen += _ids(next(loader))
+        states.append(loader.state_dict())
+        assert states[-1]["position"]["kind"] == "plan" and states[-1]["work"]["unit_rows"]
+    again = ad.merge_states(states)
+    rest = [i for b in ad.batches(table, 8, state=again, **options) for i in _ids(b)]
+    assert sorted(seen + rest) == list(range(64))

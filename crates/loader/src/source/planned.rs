@@ -61,9 +61,15 @@ pub(super) fn is_planned_by_rows(spec: &BatchSpec, work: &Work, unit_rows: &[u64
     spec.num_shards > 1 && !by_lengths(spec) && uneven_deal(spec, work, unit_rows)
 }
 
-/// The element at `index` (a unit's ordinal from a state) of `values`, if there is one.
-fn at<T: Copy>(values: &[T], index: u64) -> Option<T> {
-    values.get(usize::try_from(index).ok()?).copied()
+/// The element of `values` (one per unit of the source) at `unit`, a unit's ordinal from a
+/// state's work; past the source's units, the error that says so.
+pub(super) fn unit_of<T>(values: &[T], unit: u64) -> Result<&T> {
+    usize::try_from(unit)
+        .ok()
+        .and_then(|index| values.get(index))
+        .ok_or_else(|| Error::InvalidState {
+            reason: format!("work item unit {unit} is past the source's units"),
+        })
 }
 
 /// Whether dealing `work`'s items round-robin gives the ranks (see [`BatchSpec::num_ranks`])
@@ -81,7 +87,7 @@ fn uneven_deal(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
     let mut rows = vec![0u64; dealt];
     for w in 0..total {
         let Some(item) = work.global(w) else { break };
-        let all = at(unit_rows, item.unit).unwrap_or(0);
+        let all = unit_of(unit_rows, item.unit).copied().unwrap_or(0);
         let shard = &mut rows[(w % shards) as usize];
         *shard = shard.saturating_add(item.row_count(all));
     }
@@ -318,9 +324,7 @@ pub(super) fn shard_batches(
     let mut items = Vec::new();
     for w in 0..total {
         let Some(item) = work.global(w) else { break };
-        let unit = at(source_unit, item.unit).ok_or_else(|| Error::InvalidState {
-            reason: format!("work item unit {} is past the source's units", item.unit),
-        })?;
+        let unit = *unit_of(source_unit, item.unit)?;
         items.push(PlanItem {
             unit,
             rows: item.rows.clone(),

@@ -24,27 +24,24 @@ pub(super) fn resume(
         None => &Work::all(unit_rows.map(|rows| rows.len() as u64)),
     };
     let planned = unit_rows.is_some_and(|rows| is_planned(spec, work, rows));
-    // A plan cut by rows alone records the units' rows it is cut from, in the epoch's work.
-    let fresh = || {
-        let mut work = work.clone();
-        if planned && !by_lengths(spec) {
-            work.unit_rows = unit_rows.map(<[u64]>::to_vec);
-        }
-        work
-    };
-    match &spec.state {
-        Some(state) => {
-            let start = state.start_for(&Resuming {
-                settings,
-                epoch: spec.epoch,
-                shard: [spec.shard_index as u64, spec.num_shards as u64],
-                unit_rows,
-                planned,
-            })?;
-            Ok((state.work.clone(), start))
-        }
-        None => Ok((fresh(), Start::beginning(settings, planned))),
+    // A plan cut by rows alone records the units' rows it is cut from in the epoch's work, so
+    // that its states merge; a resumed work that lacks them (a merged one) gets them here, once
+    // the state was checked against the source.
+    let mut work = work.clone();
+    if planned && !by_lengths(spec) && work.unit_rows.is_none() {
+        work.unit_rows = unit_rows.map(<[u64]>::to_vec);
     }
+    let start = match &spec.state {
+        Some(state) => state.start_for(&Resuming {
+            settings,
+            epoch: spec.epoch,
+            shard: [spec.shard_index as u64, spec.num_shards as u64],
+            unit_rows,
+            planned,
+        })?,
+        None => Start::beginning(settings, planned),
+    };
+    Ok((work, start))
 }
 
 /// The items the shard reads from `start` on, in order: for a window, those of the rows it

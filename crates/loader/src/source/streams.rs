@@ -95,15 +95,7 @@ pub(super) fn plan_batches_by_rows(
     // The items' units were checked against the record batches when the work was.
     let units: Vec<RecordBatch> = items
         .iter()
-        .map(|(_, item)| {
-            usize::try_from(item.unit)
-                .ok()
-                .and_then(|unit| batches.get(unit))
-                .cloned()
-                .ok_or_else(|| Error::InvalidState {
-                    reason: format!("work item unit {} is past the source's units", item.unit),
-                })
-        })
+        .map(|(_, item)| planned::unit_of(batches, item.unit).cloned())
         .collect::<Result<_>>()?;
     let raw: Raw = Box::new(
         items
@@ -121,9 +113,9 @@ pub(super) fn plan_batches_by_rows(
 }
 
 /// `spec` resuming a merged state of record batches in memory whose work does not count its
-/// units (a dealt stream's does not know them) with the units of `unit_rows` counted and
-/// recorded, as a planned epoch's work records them: their count is known in memory, so that
-/// the merged work can be planned by rows when its deal over the new ranks would be uneven.
+/// units (a dealt stream's does not know them) with the units of `unit_rows` counted: their
+/// count is known in memory, so that the merged work can be planned by rows when its deal over
+/// the new ranks would be uneven.
 /// `None` for any other spec.
 fn with_counted_units(spec: &BatchSpec, unit_rows: &[u64]) -> Option<BatchSpec> {
     let state = spec.state.as_ref()?;
@@ -138,7 +130,6 @@ fn with_counted_units(spec: &BatchSpec, unit_rows: &[u64]) -> Option<BatchSpec> 
     work.items.retain(|item| item.unit < units);
     work.rest_from = work.rest_from.min(units);
     work.units = Some(units);
-    work.unit_rows = Some(unit_rows.to_vec());
     Some(spec)
 }
 
@@ -160,7 +151,7 @@ fn dealt_rows(spec: &BatchSpec, unit_rows: Option<&[u64]>, rows: Option<u64>) ->
             .step_by(shards as usize)
             .try_fold(0u64, |total, w| {
                 let item = work.global(w)?;
-                let all = unit_rows.get(usize::try_from(item.unit).ok()?)?;
+                let all = planned::unit_of(unit_rows, item.unit).ok()?;
                 total.checked_add(item.row_count(*all))
             })
     });

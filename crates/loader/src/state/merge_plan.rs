@@ -196,8 +196,5 @@ fn reserve_for_replay(rows: u64) -> Result<()> {
     let bytes = usize::try_from(rows)
         .unwrap_or(usize::MAX)
         .saturating_mul(BYTES_PER_ROW);
-    let mut probe: Vec<u8> = Vec::new();
-    probe
-        .try_reserve_exact(bytes)
-        .map_err(|_| crate::Error::from(arrow_dlpack_tensor::Error::OutOfMemory { bytes }))
+    crate::memory::ensure_available(bytes)
 }

@@ -18,6 +18,7 @@ use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field};
 
 use super::Tokenizer;
+use crate::memory::reserve;
 use crate::quiet_panic::catch_quietly;
 use crate::{Error, Result};
 
@@ -283,13 +284,4 @@ where
     let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
     let list = GenericListArray::<O>::try_new(field, offsets, Arc::new(values), None)?;
     Ok(Arc::new(list))
-}
-
-/// Reserves room for `count` more elements, or [`Error::Tensor`]'s out-of-memory error.
-fn reserve<T>(vec: &mut Vec<T>, count: usize) -> Result<()> {
-    vec.try_reserve_exact(count).map_err(|_| {
-        Error::Tensor(arrow_dlpack_tensor::Error::OutOfMemory {
-            bytes: count.saturating_mul(std::mem::size_of::<T>()),
-        })
-    })
 }

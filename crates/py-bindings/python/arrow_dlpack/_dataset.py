@@ -194,10 +194,9 @@ class BatchDataset(IterableDataset):
             # that makes the dataset, rather than first in every DataLoader worker.
             self._plan(source, {**options, "epoch": first_epoch}, rank_shard, state=state)
         self._rank_shard = rank_shard
-        # The batches of a rank's pass by its DataLoader's workers, by their number and epoch.
-        self._worker_batches: Dict[Any, int] = {}
-        # The batches left after a state: (the state, workers, epoch, batches).
-        self._counted_left: Optional[Tuple[Any, int, int, int]] = None
+        # The batches of a rank's pass by its DataLoader's workers, by their number, the epoch
+        # and the state it resumes (held, so that its id is not another's): see _counted.
+        self._counts: Dict[Any, Tuple[Any, int]] = {}
         if rank_shard[1] > 1 and self._num_batches is None and not _is_ray_dataset(source):
             warn_uneven_ranks(rank_shard[1])
         del options["epoch"]
@@ -285,7 +284,8 @@ class BatchDataset(IterableDataset):
         whole = self._whole_pass()
         workers = _dataloader_workers(sys._getframe(1))
         if workers > 1 and self.options.get("split_workers", True):
-            return self._batches_by_workers(workers, whole)
+            counted = self._counted(workers)
+            return whole if counted is None else counted
         return whole
 
     def _whole_pass(self) -> int:
@@ -326,9 +326,16 @@ class BatchDataset(IterableDataset):
         whole = self._whole_pass()
         workers = num_workers if num_workers > 1 and self.options.get("split_workers", True) else 1
         state = self._next_state(self._epoch.value)
+        if state is None and workers == 1:
+            return whole
+        counted = self._counted(workers, state)
+        if counted is not None:
+            return counted
         if state is None:
-            return self._batches_by_workers(workers, whole) if workers > 1 else whole
-        return self._batches_left(state, workers)
+            return whole
+        raise ArrowDLPackTypeError(
+            "the number of batches left of this dataset's pass is not known in advance"
+        )
 
     def _next_state(self, epoch: int, round_id: Optional[int] = None) -> Optional[Mapping[str, Any]]:
         """The state that the next pass, of epoch ``epoch`` (and of round ``round_id``, where a
@@ -345,48 +352,28 @@ class BatchDataset(IterableDataset):
             return None
         return saved
 
-    def _batches_left(self, state: Mapping[str, Any], workers: int) -> int:
-        """The batches left of this rank's pass resumed from ``state``, by ``workers`` workers
-        that each resume it for their own shard (a merged state; another is refused, as the
-        pass would refuse it)."""
+    def _counted(self, workers: int, state: Optional[Mapping[str, Any]] = None) -> Optional[int]:
+        """The batches that ``workers`` DataLoader workers of this rank give together in a pass
+        of the current epoch (each reads its own shard and cuts its own last batch), resumed
+        from ``state`` where one is given (each worker resumes it for its shard: a merged state;
+        another is refused, as the pass would refuse it); None where a count is not known.
+        Counted once per number of workers, epoch and state."""
         epoch = self._epoch.value
-        counted = self._counted_left
-        if counted is not None and counted[0] is state and counted[1:3] == (workers, epoch):
-            return counted[3]
+        key = (workers, epoch, id(state))
+        found = self._counts.get(key)
+        if found is not None and found[0] is state:
+            return found[1]
         rank, world_size = self._rank_shard
         options = {**self.options, "batch_size": self.batch_size, "epoch": epoch}
         total = 0
         for worker in range(workers):
             shard = (worker * world_size + rank, workers * world_size)
-            left = self._plan(
-                self.source, options, shard, num_ranks=world_size if workers > 1 else 0, state=state
-            )
-            if left is None:
-                raise ArrowDLPackTypeError(
-                    "the number of batches left of this dataset's pass is not known in advance"
-                )
-            total += left
-        self._counted_left = (state, workers, epoch, total)
-        return total
-
-    def _batches_by_workers(self, workers: int, rank_batches: int) -> int:
-        """The batches of this rank's pass read by ``workers`` DataLoader workers: the sum of
-        each worker's shard's (counted once per number of workers and epoch), or
-        ``rank_batches`` where a worker's count is not known."""
-        epoch = self._epoch.value
-        found = self._worker_batches.get((workers, epoch))
-        if found is not None:
-            return found
-        rank, world_size = self._rank_shard
-        options = {**self.options, "batch_size": self.batch_size, "epoch": epoch}
-        total = 0
-        for worker in range(workers):
-            shard = (worker * world_size + rank, workers * world_size)
-            counted = self._plan(self.source, options, shard, num_ranks=world_size)
+            num_ranks = world_size if workers > 1 else 0
+            counted = self._plan(self.source, options, shard, num_ranks=num_ranks, state=state)
             if counted is None:
-                return rank_batches
+                return None
             total += counted
-        self._worker_batches[(workers, epoch)] = total
+        self._counts[key] = (state, total)
         return total
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:

@@ -125,7 +125,7 @@ def _tensor_column(name: str, column: Any, tensor_type: Any, first_row: int) -> 
         # A cache file is not validated when datasets maps it; Arrow's kernels below trust
         # their input (a corrupt offset aborts the process), so the column is checked first.
         column.validate(full=True)
-    except (pa.ArrowInvalid, pa.ArrowException) as error:
+    except pa.ArrowException as error:
         raise ArrowDLPackValueError(
             f"column {name!r} (rows from {first_row}) is not valid Arrow data: {error}"
         ) from None

@@ -13,6 +13,8 @@ nothing is found, as before. Duck-typed: nothing is imported.
 import bisect
 from typing import Any, Iterator, List, Tuple
 
+from arrow_dlpack._sources import read_once
+
 
 def _tables(source: Any) -> Iterator[Any]:
     """The pyarrow Tables and RecordBatches of ``source`` (itself, the items of a list or tuple,
@@ -81,8 +83,4 @@ def reads_unseen_buffers(source: Any) -> bool:
     may be views of a read-only mapping (an ``IterableDataset`` of a dataset loaded from disk
     is), so their batches are private copies."""
     items = source if isinstance(source, (list, tuple)) else [source]
-    return any(
-        hasattr(item, "read_next_batch")
-        or type(item).__name__ in ("RecordBatchReader", "_IterableStream")
-        for item in items
-    )
+    return any(read_once(item) or type(item).__name__ == "_IterableStream" for item in items)

@@ -328,7 +328,13 @@ impl PyBatches {
         }
         self.stopper.stop();
         let stopper = self.stopper.clone();
-        let limit = std::time::Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
+        // Not a panic for a NaN or an infinity: no wait for those, at most an hour for others.
+        let seconds = if timeout.is_finite() {
+            timeout.clamp(0.0, 3600.0)
+        } else {
+            0.0
+        };
+        let limit = std::time::Duration::from_secs_f64(seconds);
         py.detach(move || {
             let started = std::time::Instant::now();
             while !stopper.has_ended() {

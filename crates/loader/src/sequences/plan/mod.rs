@@ -26,6 +26,7 @@
 
 use std::ops::Range;
 
+use crate::memory::{ensure_available, reserve};
 use crate::sequences::Sequence;
 use crate::sequences::tokens::Cutting;
 use crate::{Error, Result};
@@ -238,15 +239,6 @@ impl Context<'_> {
     }
 }
 
-/// Reserves room for `more` values in `values`; a refusal is an out-of-memory error.
-pub(super) fn reserve<T>(values: &mut Vec<T>, more: usize) -> Result<()> {
-    values.try_reserve(more).map_err(|_| {
-        Error::from(arrow_dlpack_tensor::Error::OutOfMemory {
-            bytes: more.saturating_mul(std::mem::size_of::<T>()),
-        })
-    })
-}
-
 /// A window as the first pass leaves it: its items, the rows carried into it, and its batches.
 struct Window {
     items: Range<usize>,
@@ -391,8 +383,7 @@ fn reserve_for_batches(context: &Context<'_>) -> Result<()> {
     let bytes = usize::try_from(batches)
         .unwrap_or(usize::MAX)
         .saturating_mul(BYTES_PER_BATCH);
-    let mut probe: Vec<u8> = Vec::new();
-    reserve(&mut probe, bytes)
+    ensure_available(bytes)
 }
 
 /// Cuts every window in turn, keeping what the second pass needs to cut one again alone.

@@ -6,8 +6,9 @@
 
 use std::ops::Range;
 
-use super::{Context, Row, reserve};
+use super::{Context, Row};
 use crate::Result;
+use crate::memory::reserve;
 use crate::rng::Rng;
 use crate::sequences::tokens::cut_from_end_by;
 

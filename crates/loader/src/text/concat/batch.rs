@@ -3,6 +3,7 @@
 use arrow_dlpack_tensor::{DType, Tensor};
 
 use super::{CarriedRow, ConcatPackOptions, Token};
+use crate::memory::reserve;
 use crate::{Error, Result};
 
 /// A batch of packed rows (see [`ConcatPacker`](crate::ConcatPacker) for what each tensor
@@ -90,13 +91,4 @@ fn ids<T: Token>(rows: &[CarriedRow], options: &ConcatPackOptions) -> Result<Ten
         ids.extend(std::iter::repeat_n(pad, max - row.tokens.len()));
     }
     Ok(Tensor::from_vec(ids, vec![rows.len(), max])?)
-}
-
-/// Reserves room for `count` more elements, or the tensor layer's out-of-memory error.
-fn reserve<T>(vec: &mut Vec<T>, count: usize) -> Result<()> {
-    vec.try_reserve_exact(count).map_err(|_| {
-        Error::Tensor(arrow_dlpack_tensor::Error::OutOfMemory {
-            bytes: count.saturating_mul(std::mem::size_of::<T>()),
-        })
-    })
 }
