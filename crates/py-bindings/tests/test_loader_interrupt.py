@@ -179,3 +179,15 @@ def test_close_over_a_slow_python_reader_asks_it_for_no_more_rows():
     result = subprocess.run([sys.executable, "-c", CLOSE_SLOW], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert int(result.stdout.strip()) <= 1, result.stdout
+
+
+def test_the_exit_hooks_stop_takes_any_timeout_without_a_panic():
+    import numpy as np
+    import pyarrow as pa
+
+    import arrow_dlpack as ad
+
+    loader = ad.batches(pa.table({"x": np.arange(10)}), 4)
+    for timeout in (float("nan"), float("inf"), -1.0, 0.0, 1e300):
+        assert loader._inner._stop_at_exit(timeout) in (True, False)
+    loader.close()
