@@ -27,7 +27,7 @@ from arrow_dlpack._batches import (
 )
 from arrow_dlpack._shards import _distributed, _shard, _shared_seed
 from arrow_dlpack._epochs import _round, _SharedEpoch
-from arrow_dlpack._states import _DATASET_KEY, loader_state
+from arrow_dlpack._states import _DATASET_KEY, loader_state, pass_ended
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
 from arrow_dlpack._sources import as_source, read_once
 
@@ -160,8 +160,11 @@ class BatchDataset(IterableDataset):
         options = dict(locals())
         del options["self"], options["source"]
         options.pop("__class__", None)
-        # A BatchDataset.state_dict() is taken as the loader's state it holds.
-        state = options["state"] = loader_state(state)
+        # A BatchDataset.state_dict() is taken as the loader's state it holds; one saved after
+        # its pass ended resumes nothing (the first pass is whole), in the epoch it was saved in.
+        ended = pass_ended(state)
+        ended_epoch = state.get("epoch") if ended else None
+        state = options["state"] = None if ended else loader_state(state)
         python = check_python_options({name: options[name] for name in PYTHON if name in options})
         options.update(python)
         spec = {
@@ -172,7 +175,7 @@ class BatchDataset(IterableDataset):
         # Every value is checked here, in the process that makes the dataset, rather than in
         # a DataLoader worker; the state is checked against the files when a pass starts.
         _check_options(None, **spec)
-        saved_epoch = state.get("epoch") if isinstance(state, Mapping) else None
+        saved_epoch = state.get("epoch") if isinstance(state, Mapping) else ended_epoch
         if epoch is not None and state is not None and saved_epoch != operator.index(epoch):
             raise ArrowDLPackValueError(
                 f"state was saved in epoch {saved_epoch!r} and epoch is {epoch}; a state "
@@ -217,6 +220,8 @@ class BatchDataset(IterableDataset):
         # Whether a pass of this copy resumed the dataset's state (a persistent worker's next
         # pass does not).
         self._state_taken = False
+        # Whether the pass of _live ran to its end (its state then resumes nothing).
+        self._live_ended = False
 
     @staticmethod
     def _plan(
@@ -414,16 +419,20 @@ class BatchDataset(IterableDataset):
         loader = _open(self.source, {"batch_size": self.batch_size, **options}, warn_split=False)
         self._live = loader
         self._live_pid = os.getpid()
+        self._live_ended = False
         try:
             for batch in loader:
                 yield {name: from_dlpack(tensor) for name, tensor in batch.items()}
+            self._live_ended = True
         finally:
             loader.close()
 
     def state_dict(self) -> Dict[str, Any]:
         """Where this process's pass stands: ``{"arrow_dlpack_batch_dataset": 1, "epoch": ...,
         "shard": [index, count], "loader": <the loader's state_dict(), or None before the first
-        batch>}``."""
+        batch>, "ended": <whether the pass ran to its end>}``. A state whose pass ended resumes
+        nothing: the next pass is whole, as torchdata's ``StatefulDataLoader`` begins a new
+        epoch after a checkpoint taken at the end of one."""
         # A pass of another process (the parent of a forked DataLoader worker) is not this
         # process's: its loader is the parent's.
         live = self._live if self._live_pid == os.getpid() else None
@@ -443,6 +452,7 @@ class BatchDataset(IterableDataset):
             "epoch": epoch if epoch is not None else self._epoch.value,
             "shard": shard,
             "loader": loader,
+            "ended": live is not None and self._live_ended,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -458,6 +468,7 @@ class BatchDataset(IterableDataset):
         loader = state.get("loader")
         if loader is not None and not isinstance(loader, Mapping):
             raise ArrowDLPackValueError(f"state['loader'] is {type(loader).__name__}; expected a dict or None")
+        ended = pass_ended(state)
         self._live = None
         if self._epoch.chosen and epoch != self._epoch.value:
             # set_epoch chose another epoch (in this process, or in the main process before
@@ -467,7 +478,8 @@ class BatchDataset(IterableDataset):
             return
         # The epoch is the dataset's, shared with the workers (which load the same checkpoint).
         self._epoch.value = epoch
-        self._resume = dict(loader) if loader is not None else None
+        # A state saved after its pass ended resumes nothing: the next pass is whole.
+        self._resume = dict(loader) if loader is not None and not ended else None
         self._resume_epoch = epoch
         # The next round of passes resumes this state (the dataset's own is superseded).
         self._state_taken = True

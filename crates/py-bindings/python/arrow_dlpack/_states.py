@@ -32,6 +32,18 @@ def _saved_seed(seed: Optional[int], shuffle: bool, state: Any) -> Optional[int]
 _DATASET_KEY = "arrow_dlpack_batch_dataset"
 
 
+def pass_ended(state: Any) -> bool:
+    """Whether ``state`` is a ``BatchDataset`` state saved after its pass ended (the checkpoint
+    that torchdata's ``StatefulDataLoader`` takes at the end of an epoch), which resumes nothing:
+    the next pass is whole."""
+    if not isinstance(state, Mapping) or _DATASET_KEY not in state:
+        return False
+    ended = state.get("ended", False)
+    if not isinstance(ended, bool):
+        raise ArrowDLPackValueError(f"state['ended'] is {ended!r}; expected True or False")
+    return ended
+
+
 def loader_state(state: Any) -> Any:
     """``state`` as a loader's state: a ``BatchDataset.state_dict()`` gives its loader's (None
     before its first batch: the epoch from its start); anything else as it is."""

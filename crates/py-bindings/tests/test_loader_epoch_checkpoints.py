@@ -1,0 +1,87 @@
+"""Checkpoints at the end of an epoch: torchdata's ``StatefulDataLoader`` begins a new epoch
+after a checkpoint taken once its iterator ran out, with or without DataLoader workers, and a
+``BatchDataset`` whose saved pass ended resumes nothing, so that a training loop resumed at its
+next epoch gets a whole pass (not an empty one) however many workers it has. A checkpoint taken
+after the last batch, before the iterator ran out, still resumes the rest of its epoch (nothing).
+"""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+import arrow_dlpack as ad
+
+ROWS = 60
+
+
+@pytest.fixture(scope="module")
+def path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("epochs") / "t.parquet"
+    pq.write_table(pa.table({"id": np.arange(ROWS)}), path, row_group_size=10)
+    return str(path)
+
+
+def _dataset(path, **options):
+    return ad.BatchDataset(path, 8, shuffle=True, seed=4, buffer_size=16, **options)
+
+
+def _ids(loader):
+    return [[int(i) for i in batch["id"]] for batch in loader]
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_checkpoint_at_the_end_of_an_epoch_resumes_to_a_whole_next_pass(path, num_workers):
+    loader = StatefulDataLoader(_dataset(path), batch_size=None, num_workers=num_workers)
+    first = _ids(loader)
+    assert sorted(i for batch in first for i in batch) == list(range(ROWS))
+    checkpoint = loader.state_dict()
+
+    resumed = StatefulDataLoader(_dataset(path), batch_size=None, num_workers=num_workers)
+    resumed.load_state_dict(checkpoint)
+    # The epoch of the checkpoint ended: the next iterator is a whole pass (of the same epoch,
+    # since set_epoch was not called), and so is the one after it.
+    assert _ids(resumed) == first
+    assert _ids(resumed) == first
+
+
+def test_a_checkpoint_after_the_last_batch_before_the_end_resumes_the_empty_rest(path):
+    full = _ids(StatefulDataLoader(_dataset(path), batch_size=None))
+    loader = StatefulDataLoader(_dataset(path), batch_size=None)
+    iterator = iter(loader)
+    seen = [[int(i) for i in next(iterator)["id"]] for _ in full]
+    # Every batch was taken, but the iterator has not said that it ran out: the training loop
+    # is still in this epoch, whose rest is empty.
+    checkpoint = loader.state_dict()
+    resumed = StatefulDataLoader(_dataset(path), batch_size=None)
+    resumed.load_state_dict(checkpoint)
+    assert seen == full
+    assert _ids(resumed) == []
+    assert _ids(resumed) == full
+
+
+def test_a_dataset_state_whose_pass_ended_gives_a_whole_pass_of_its_epoch(path):
+    dataset = _dataset(path)
+    dataset.set_epoch(3)
+    third = _ids(dataset)
+    state = dataset.state_dict()
+    assert state["ended"] is True and state["epoch"] == 3
+
+    made = _dataset(path, state=state)
+    assert made.epoch == 3 and made.batches_left() == len(made)
+    assert _ids(made) == third
+
+    loaded = _dataset(path)
+    loaded.load_state_dict(state)
+    assert loaded.epoch == 3 and loaded.batches_left() == len(loaded)
+    assert _ids(loaded) == third
+
+    # A state of a pass that has not ended says so; a forged mark is refused.
+    partial = _dataset(path)
+    next(iter(partial))
+    assert partial.state_dict()["ended"] is False
+    with pytest.raises(ad.ArrowDLPackValueError, match=r"state\['ended'\] is 'yes'"):
+        _dataset(path).load_state_dict({**state, "ended": "yes"})
+    with pytest.raises(ad.ArrowDLPackValueError, match=r"state\['ended'\] is 1"):
+        _dataset(path, state={**state, "ended": 1})
