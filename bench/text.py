@@ -17,7 +17,10 @@ The methods, each over every document, alternating, ``--repetitions`` times:
   (``ad.batches(path, 32, sequences={"text": {"mode": "pack", "tokenizer": ...}})``);
 - Hugging Face ``datasets``: ``Dataset.from_parquet`` (outside the timing), then
   ``map(tokenize, batched=True)`` writing its cache file, where ``tokenize`` returns
-  ``{"input_ids": [e.ids for e in tokenizer.encode_batch(batch["text"])]}``.
+  ``{"input_ids": [e.ids for e in tokenizer.encode_batch(batch["text"])]}``;
+- the fine-tuning script's epoch: that ``map`` (keeping only ``input_ids``), then a torch
+  ``DataLoader`` over the mapped dataset, batches of 32 documents packed by transformers'
+  ``DataCollatorWithFlattening`` (what our packed batches replace).
 
 Before timing, the ids of every method are compared on the first 2,000 documents.
 
@@ -151,6 +154,36 @@ def datasets_map(path: Path, tokenizer, cache: Path):
     return ds, tokenize, run
 
 
+def map_and_collate(ds, tokenize, cache: Path, rows=None) -> Callable[[], List[int]]:
+    """The epoch of a fine-tuning script: ``map(tokenize)`` writing its cache, then a
+    ``DataLoader`` whose ``DataCollatorWithFlattening`` packs every 32 documents. The run gives
+    the packed ids of ``rows`` documents (all when None) when asked to keep them."""
+    from torch.utils.data import DataLoader
+    from transformers import DataCollatorWithFlattening
+
+    collator = DataCollatorWithFlattening(return_tensors="pt")
+    source = ds if rows is None else ds.select(range(rows))
+
+    def run(keep: bool = False) -> List[int]:
+        name = cache / f"collate-{time.monotonic_ns()}.arrow"
+        mapped = source.map(
+            tokenize,
+            batched=True,
+            cache_file_name=str(name),
+            load_from_cache_file=False,
+            remove_columns=source.column_names,
+        )
+        ids: List[int] = []
+        for batch in DataLoader(mapped, batch_size=32, collate_fn=collator):
+            if keep:
+                ids.extend(batch["input_ids"][0].tolist())
+        del mapped
+        name.unlink(missing_ok=True)
+        return ids
+
+    return run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=100_000)
@@ -182,6 +215,8 @@ def main() -> None:
         assert ours == expected and written == expected and list(mapped) == expected
         packed = packed_ids(table.slice(0, 2_000), tokenizer)
         assert packed == [t for ids in expected for t in ids]
+        assert map_and_collate(ds, tokenize_fn, tmp, 2_000)(keep=True) == packed
+        collate_run = map_and_collate(ds, tokenize_fn, tmp)
         tokens = sum(len(ids) for ids in encode_batch_ids(tokenizer, texts))
 
         out = tmp / "tokens.arrow"
@@ -191,6 +226,7 @@ def main() -> None:
             "tokenizing call": lambda: tokenize_column(column, tokenizer),
             "packed batches": lambda: packed_batches(source, tokenizer),
             "datasets.map": map_run,
+            "map + collator": collate_run,
         }
         times: Dict[str, List[float]] = {name: [] for name in methods}
         for _ in range(args.repetitions):
@@ -218,9 +254,11 @@ def main() -> None:
     ratio_file = rate["ad.tokenize"] / rate["encode_batch"]
     ratio_map = median["datasets.map"] / median["ad.tokenize"]
     ratio_packed = median["packed batches"] / median["encode_batch"]
+    ratio_collate = median["map + collator"] / median["packed batches"]
     verdict = lambda ok: "met" if ok else "**missed**"  # noqa: E731
     import datasets
     import tokenizers
+    import transformers
 
     lines = [
         "## Text",
@@ -231,7 +269,8 @@ def main() -> None:
         f"Parquet file of row groups of {ROW_GROUP:,}; by `bench/text.py`. Median (and range) "
         f"of {args.repetitions} passes, methods alternating, {threads} threads each (the "
         f"machine's cores); the run took {took:.0f} s, load average {load[0]:.1f} at its start. "
-        f"tokenizers {tokenizers.__version__}, datasets {datasets.__version__}, Python "
+        f"tokenizers {tokenizers.__version__}, datasets {datasets.__version__}, transformers "
+        f"{transformers.__version__}, Python "
         f"{platform.python_version()}. The ids of every method were compared on the first "
         "2,000 documents first: identical.",
         "",
@@ -242,6 +281,10 @@ def main() -> None:
         row("ad.tokenize", "**ours**, `ad.tokenize` Parquet to an IPC file"),
         row("packed batches", "**ours**, Parquet to packed batches of 32, tokenized as read"),
         row("datasets.map", "`datasets` `map(tokenize, batched=True)` writing its cache"),
+        row(
+            "map + collator",
+            "`datasets` `map` + a `DataLoader` with `DataCollatorWithFlattening`, batches of 32",
+        ),
         "",
         "| target | measured | target | |",
         "|---|---|---|---|",
@@ -251,6 +294,8 @@ def main() -> None:
         f">= 1.2x | {verdict(ratio_map >= 1.2)} |",
         f"| packed batches time / `encode_batch` time | {ratio_packed:.2f}x | <= 1.1x | "
         f"{verdict(ratio_packed <= 1.1)} |",
+        f"| `map` + `DataCollatorWithFlattening` epoch time / packed batches time | "
+        f"{ratio_collate:.2f}x | >= 1.2x | {verdict(ratio_collate >= 1.2)} |",
         "",
         f"`ad.tokenize`, reading and writing included, runs at {ratio_file:.2f}x the tokens per "
         "second of `encode_batch` alone.",
