@@ -283,7 +283,7 @@ def test_split_workers_false_reads_what_each_worker_was_given(four_files):
 
 
 @forks
-def test_a_loader_that_splits_again_although_given_a_rank_warns_once(four_files, monkeypatch):
+def test_a_loader_that_splits_again_by_default_warns_once(four_files, monkeypatch):
     # In workers, the default splits each worker's files again: half the rows are read.
     loader = DataLoader(FilesPerWorker(four_files), batch_size=None, num_workers=2,
                         multiprocessing_context="fork")
@@ -292,16 +292,28 @@ def test_a_loader_that_splits_again_although_given_a_rank_warns_once(four_files,
     import arrow_dlpack._shards as module
 
     monkeypatch.setattr(module, "_worker", lambda: (0, 2))
-    monkeypatch.setattr(module, "_warned_split", False)
+    for options, call in (
+        (dict(rank=0, world_size=1), "ad.batches(rank=0, world_size=1) in DataLoader worker"),
+        ({}, "ad.batches in DataLoader worker"),
+    ):
+        monkeypatch.setattr(module, "_warned_split", False)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                list(ad.batches(four_files, 50, **options))
+            # Said so, or split on purpose: no warning.
+            list(ad.batches(four_files, 50, split_workers=True, **options))
+            list(ad.BatchDataset(four_files, 50, **options))
+        messages = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+        assert len(messages) == 1, messages
+        assert messages[0].startswith(call + " 0 of 2 reads only this worker's share")
+        assert "pass split_workers=False" in messages[0]
+        assert "split_workers=True splits without this warning" in messages[0]
+    # Asked not to warn again in this process.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for _ in range(3):
-            list(ad.batches(four_files, 50, rank=0, world_size=1))
-        list(ad.batches(four_files, 50))  # no explicit rank: no warning
-        list(ad.BatchDataset(four_files, 50, rank=0, world_size=1))  # it splits on purpose
-    messages = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
-    assert len(messages) == 1
-    assert "pass split_workers=False" in messages[0] and "worker 0 of 2" in messages[0]
+        list(ad.batches(four_files, 50))
+    assert not [w for w in caught if issubclass(w.category, UserWarning)]
 
 
 def order(loader):

@@ -110,7 +110,7 @@ def test_the_python_table_declares_what_only_python_acts_on():
         "rank", "world_size", "split_workers", "progress", "storage_options"
     ]
     assert {name: option.default for name, option in _options.PYTHON.items()} == {
-        "rank": None, "world_size": None, "split_workers": True, "progress": False,
+        "rank": None, "world_size": None, "split_workers": None, "progress": False,
         "storage_options": None,
     }
     assert set(_options.PYTHON).isdisjoint(RUST)

@@ -73,8 +73,9 @@ pub(super) fn unit_of<T>(values: &[T], unit: u64) -> Result<&T> {
 }
 
 /// Whether dealing `work`'s items round-robin gives the ranks (see [`BatchSpec::num_ranks`])
-/// different numbers of batches, when the batches are cut by rows (their count follows from the
-/// rows: not with documents packed whole, whose count only the data tells).
+/// different numbers of batches, or leaves a shard without a unit while others have rows, when
+/// the batches are cut by rows (their count follows from the rows: not with documents packed
+/// whole, whose count only the data tells).
 fn uneven_deal(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
     // A state of another source is refused when it is checked; its items are not counted.
     if spec.batches_for(0).is_none() || work.units != Some(unit_rows.len() as u64) {
@@ -97,7 +98,9 @@ fn uneven_deal(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
         let count = &mut counts[shard % ranks];
         *count = count.saturating_add(spec.batches_for(rows).unwrap_or(0));
     }
-    let unserved = ranks > dealt;
+    // A shard without a unit (a file of one row group read by two DataLoader workers) would
+    // idle while another reads every row: planned by rows, each reads its share.
+    let unserved = ranks.max(spec.num_shards) > dealt;
     counts
         .iter()
         .any(|&count| count != counts[0] || (unserved && count > 0))

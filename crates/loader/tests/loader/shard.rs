@@ -330,6 +330,32 @@ fn only_the_ranks_need_as_many_batches_not_their_workers() {
 }
 
 #[test]
+fn no_worker_of_a_rank_idles_while_another_reads_every_unit() {
+    let dir = tempfile::tempdir().unwrap();
+    // One unit of 100 rows, one rank of two workers: dealt, the second worker would get
+    // nothing; planned by rows, each reads its half of the batches, in order (the count made
+    // a multiple of the workers by splitting the largest batch, as for ranks).
+    let data = table(&[100]);
+    let ipc = write_ipc(&dir.path().join("one.arrow"), &data);
+    let make = move || Source::IpcFiles(vec![ipc.clone()]);
+    let spec = BatchSpec {
+        num_ranks: 1,
+        ..spec(16, &["id"])
+    };
+    let passes = shard_passes(&make, &spec, 2);
+    let sizes = |pass: &Vec<Vec<i64>>| pass.iter().map(Vec::len).collect::<Vec<_>>();
+    assert_eq!(sizes(&passes[0]), [8, 8, 16, 16]);
+    assert_eq!(sizes(&passes[1]), [16, 16, 16, 4]);
+    assert_eq!(passes.concat().concat(), (0..100).collect::<Vec<_>>());
+    // Two units over two workers: dealt as they are (each worker has a unit).
+    let data = table(&[90, 10]);
+    let ipc = write_ipc(&dir.path().join("two.arrow"), &data);
+    let make = move || Source::IpcFiles(vec![ipc.clone()]);
+    let passes = shard_passes(&make, &spec, 2);
+    assert_eq!(passes[1], [(90..100).collect::<Vec<_>>()]);
+}
+
+#[test]
 fn record_batches_in_memory_and_local_streams_that_deal_unevenly_are_planned_by_rows_too() {
     let dir = tempfile::tempdir().unwrap();
     let data = table(&[90, 11]);

@@ -270,7 +270,7 @@ def batches(
     buffer_size: int = 65536,
     rank: Optional[int] = None,
     world_size: Optional[int] = None,
-    split_workers: bool = True,
+    split_workers: Optional[bool] = None,
     prefetch: int = 2,
     decode_threads: int = 0,
     writable: bool = False,
@@ -333,8 +333,8 @@ def batches(
       for a Ray source, which Ray shards itself) split the data between processes, and inside a
       ``torch.utils.data.DataLoader`` worker each worker reads its own share of its rank's, so
       that together they read every row exactly once. ``split_workers=False`` leaves the
-      workers out (for sources already split per worker); a loader that splits between
-      workers although it was given ``rank`` and ``world_size`` warns once.
+      workers out (for sources already split per worker); by default (``None``) a loader that
+      splits between workers warns once per process, which ``split_workers=True`` silences.
     - ``prefetch`` batches wait ready in a bounded queue; memory stays below ``prefetch`` times
       a batch's bytes plus the row groups being decoded.
     - ``prefetch`` is from 1 to 1,024 and ``decode_threads`` at most 64 (0 chooses); a
@@ -436,7 +436,7 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
             # again would drop rows.
             rank, world_size = 0, 1
     shard_index, num_shards, num_ranks = _layout(
-        rank, world_size, python.get("split_workers", True), warn=warn_split
+        rank, world_size, python.get("split_workers"), warn=warn_split
     )
     state = spec.get("state")
     shuffle = bool(spec.get("shuffle", False))

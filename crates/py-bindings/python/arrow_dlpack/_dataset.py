@@ -144,7 +144,7 @@ class BatchDataset(IterableDataset):
         buffer_size: int = 65536,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
-        split_workers: bool = True,
+        split_workers: Optional[bool] = None,
         prefetch: int = 2,
         decode_threads: int = 0,
         writable: bool = False,
@@ -288,7 +288,7 @@ class BatchDataset(IterableDataset):
         own last batch."""
         whole = self._whole_pass()
         workers = _dataloader_workers(sys._getframe(1))
-        if workers > 1 and self.options.get("split_workers", True):
+        if workers > 1 and self.options.get("split_workers") is not False:
             counted = self._counted(workers)
             return whole if counted is None else counted
         return whole
@@ -329,7 +329,8 @@ class BatchDataset(IterableDataset):
                 f"num_workers is {num_workers}; expected an int from 0 to {_MAX_COUNTED_WORKERS}"
             )
         whole = self._whole_pass()
-        workers = num_workers if num_workers > 1 and self.options.get("split_workers", True) else 1
+        split = self.options.get("split_workers") is not False
+        workers = num_workers if num_workers > 1 and split else 1
         state = self._next_state(self._epoch.value)
         if state is None and workers == 1:
             return whole
@@ -444,7 +445,7 @@ class BatchDataset(IterableDataset):
                 _shard(
                     self.options.get("rank"),
                     self.options.get("world_size"),
-                    self.options.get("split_workers", True),
+                    self.options.get("split_workers") is not False,
                 )
             )
         return {

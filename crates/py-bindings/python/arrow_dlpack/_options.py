@@ -72,10 +72,11 @@ PYTHON: Dict[str, Option] = {
         ),
         Option(
             "split_workers",
-            True,
-            "bool",
+            None,
+            "Optional[bool]",
             "python",
-            "Inside a DataLoader worker, read only this worker's share of the rank's data.",
+            "Inside a DataLoader worker, read only this worker's share of the rank's data "
+            "(None: yes, and warn once per process).",
         ),
         Option(
             "progress",
@@ -176,7 +177,7 @@ def _flag(name: str, value: Any) -> bool:
 def check_python_options(values: Mapping[str, Any]) -> Dict[str, Any]:
     """The Python options in ``values`` (the names of :data:`PYTHON` that it has), checked and
     converted: ``rank`` and ``world_size`` ints given together (``0 <= rank < world_size``),
-    ``split_workers`` and ``progress`` bools, ``storage_options`` a mapping or None."""
+    ``split_workers`` a bool or None, ``progress`` a bool, ``storage_options`` a mapping or None."""
     out = dict(values)
     rank, world_size = out.get("rank"), out.get("world_size")
     if (rank is None) != (world_size is None):
@@ -189,7 +190,7 @@ def check_python_options(values: Mapping[str, Any]) -> Dict[str, Any]:
             )
         out["rank"], out["world_size"] = rank, world_size
     for name in ("split_workers", "progress"):
-        if name in out:
+        if name in out and not (name == "split_workers" and out[name] is None):
             out[name] = _flag(name, out[name])
     storage_options = out.get("storage_options")
     if storage_options is not None and not isinstance(storage_options, Mapping):

@@ -39,13 +39,13 @@ def _distributed() -> Tuple[int, int]:
     return 0, 1
 
 
-#: Whether this process warned already that a loader given ``rank`` and ``world_size`` splits
-#: between DataLoader workers on its own.
+#: Whether this process warned already that a loader splits between DataLoader workers on its
+#: own.
 _warned_split = False
 
 
 def _shard(
-    rank: Optional[int], world_size: Optional[int], split_workers: bool = True,
+    rank: Optional[int], world_size: Optional[int], split_workers: Optional[bool] = True,
     warn: bool = False,
 ) -> Tuple[int, int]:
     """This process's ``(shard_index, num_shards)`` (see :func:`_layout`)."""
@@ -54,7 +54,7 @@ def _shard(
 
 
 def _layout(
-    rank: Optional[int], world_size: Optional[int], split_workers: bool = True,
+    rank: Optional[int], world_size: Optional[int], split_workers: Optional[bool] = True,
     warn: bool = False,
 ) -> Tuple[int, int, int]:
     """This process's ``(shard_index, num_shards, num_ranks)``: one shard per DataLoader worker
@@ -62,21 +62,23 @@ def _layout(
     every row exactly once, and the number of ranks, between which the batch counts must be
     even (0 when each shard is a rank). ``rank`` and ``world_size`` are checked (:func:`check_python_options`).
 
-    With ``warn``, a loader given ``rank`` and ``world_size`` that splits between DataLoader
-    workers warns once per process: the caller may have split the sources per worker already."""
+    With ``warn``, a loader that splits between DataLoader workers because ``split_workers``
+    was left at its default (None) warns once per process: a dataset of the caller's own may
+    have given each worker its own sources already, and would then read a share of a share."""
     explicit = rank is not None
     if rank is None or world_size is None:
         rank, world_size = _distributed()
-    worker, workers = _worker() if split_workers else (0, 1)
-    if warn and explicit and workers > 1:
+    worker, workers = _worker() if split_workers is not False else (0, 1)
+    if warn and split_workers is None and workers > 1:
         global _warned_split
         if not _warned_split:
             _warned_split = True
+            call = f"ad.batches(rank={rank}, world_size={world_size})" if explicit else "ad.batches"
             warnings.warn(
-                f"ad.batches(rank={rank}, world_size={world_size}) in DataLoader worker {worker} "
-                f"of {workers} reads only this worker's share of rank {rank}'s data (1/{workers} "
-                "of it); if the sources were already split per worker, pass "
-                "split_workers=False",
+                f"{call} in DataLoader worker {worker} of {workers} reads only this worker's "
+                f"share of rank {rank}'s data (1/{workers} of it), so that the workers together "
+                "read it once; if each worker was given its own sources, pass "
+                "split_workers=False (split_workers=True splits without this warning)",
                 UserWarning,
                 stacklevel=4,
             )
