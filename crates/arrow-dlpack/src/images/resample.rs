@@ -6,8 +6,9 @@
 
 use std::mem::MaybeUninit;
 
-use fast_image_resize::images::{Image, ImageRef};
-use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
+use fast_image_resize::images::{TypedImage, TypedImageRef};
+use fast_image_resize::pixels::{U8x3, U8x4, U8};
+use fast_image_resize::{FilterType, PixelTrait, ResizeAlg, ResizeOptions, Resizer};
 
 use super::convert::Pixels;
 use super::geometry::Plan;
@@ -201,22 +202,35 @@ fn resample<'b>(
         }
         return Ok(&buffers.region);
     }
-    let pixel_type = match channels {
-        1 => PixelType::U8,
-        3 => PixelType::U8x3,
-        _ => PixelType::U8x4,
-    };
-    let resize_error = |reason: String| Error::ImageResize { reason };
-    let input = ImageRef::new(pixels.width, pixels.height, pixels.data, pixel_type)
-        .map_err(|error| resize_error(error.to_string()))?;
-    let mut output = Image::from_slice_u8(width, height, &mut buffers.region, pixel_type)
-        .map_err(|error| resize_error(error.to_string()))?;
     let options = ResizeOptions::new()
         .resize_alg(algorithm(spec.interpolation))
         .crop(source.left, source.top, source.width, source.height);
-    buffers
-        .resizer
-        .resize(&input, &mut output, &options)
-        .map_err(|error| resize_error(error.to_string()))?;
+    let (input, output) = ((pixels.width, pixels.height, pixels.data), &mut buffers.region[..]);
+    let resizer = &mut buffers.resizer;
+    // The three pixel layouts that decoding gives, each resized through its own type: the
+    // resizer's dynamic entry point would compile its convolutions for every pixel type it knows
+    // (16-bit, float, two-channel), most of the extension module's resampling code.
+    match channels {
+        1 => resize_as::<U8>(resizer, input, (width, height, output), &options),
+        3 => resize_as::<U8x3>(resizer, input, (width, height, output), &options),
+        _ => resize_as::<U8x4>(resizer, input, (width, height, output), &options),
+    }
+    .map_err(|reason| Error::ImageResize { reason })?;
     Ok(&buffers.region)
+}
+
+/// `input` (width, height, interleaved bytes) resized into `output` (width, height, bytes) as
+/// pixels of type `P`.
+fn resize_as<P: PixelTrait>(
+    resizer: &mut Resizer,
+    (width, height, data): (u32, u32, &[u8]),
+    (out_width, out_height, out): (u32, u32, &mut [u8]),
+    options: &ResizeOptions,
+) -> std::result::Result<(), String> {
+    let input = TypedImageRef::<P>::from_buffer(width, height, data).map_err(|e| e.to_string())?;
+    let mut output =
+        TypedImage::<P>::from_buffer(out_width, out_height, out).map_err(|e| e.to_string())?;
+    resizer
+        .resize_typed(&input, &mut output, options)
+        .map_err(|e| e.to_string())
 }
