@@ -21,7 +21,7 @@ pub(super) fn plan_in_memory(
     let settings = identity::settings(spec, identity::reader(&schema));
     let (work, start) = resume(spec, &settings, counted(spec, unit_rows))?;
     let raw = in_stream(batches, &work, spec, &start);
-    let num_rows = dealt_rows(spec, unit_rows, rows);
+    let num_rows = dealt_rows(spec, unit_rows, rows, (&work, &start));
     let null_to_nan = resolve_null_to_nan(spec, &schema, nulls);
     Ok(Plan::dealt(
         raw,
@@ -134,10 +134,16 @@ fn with_counted_units(spec: &BatchSpec, unit_rows: &[u64]) -> Option<BatchSpec> 
 }
 
 /// The rows that the deal gives this shard of a stream of `rows` rows in all, of units of
-/// `unit_rows` rows (in the order they are read): from the units, at the epoch's start or
-/// resumed from a merged state (the rows its work left), else what
-/// [`BatchSpec::rows_of_stream`] makes of the total; `None` where neither is known.
-fn dealt_rows(spec: &BatchSpec, unit_rows: Option<&[u64]>, rows: Option<u64>) -> Option<u64> {
+/// `unit_rows` rows (in the order they are read): from the units, at the epoch's start, resumed
+/// from a merged state (the rows its work left) or from a shard's own state (from the position,
+/// `start` in the resumed `work`, it stands at), else what [`BatchSpec::rows_of_stream`] makes
+/// of the total; `None` where neither is known.
+fn dealt_rows(
+    spec: &BatchSpec,
+    unit_rows: Option<&[u64]>,
+    rows: Option<u64>,
+    (resumed, start): (&Work, &Start),
+) -> Option<u64> {
     let from_units = unit_rows.and_then(|unit_rows| {
         let shards = spec.num_shards.max(1) as u64;
         let fresh = Work::all(Some(unit_rows.len() as u64));
@@ -145,7 +151,7 @@ fn dealt_rows(spec: &BatchSpec, unit_rows: Option<&[u64]>, rows: Option<u64>) ->
             None => &fresh,
             // A merged state starts each shard at the start of its items: its work's rows.
             Some(state) if state.shard.is_none() => &state.work,
-            Some(_) => return None,
+            Some(_) => return shard_rows_left(spec, unit_rows, resumed, start),
         };
         (spec.shard_index as u64..work.total()?)
             .step_by(shards as usize)
@@ -156,6 +162,28 @@ fn dealt_rows(spec: &BatchSpec, unit_rows: Option<&[u64]>, rows: Option<u64>) ->
             })
     });
     from_units.or_else(|| rows.and_then(|rows| spec.rows_of_stream(rows)))
+}
+
+/// The rows a shard resuming its own state has left, from its position (`start`) in `work`,
+/// whose units have `unit_rows` rows: a dealt stream's state does not count its units, which
+/// the rows tell.
+fn shard_rows_left(
+    spec: &BatchSpec,
+    unit_rows: &[u64],
+    work: &Work,
+    start: &Start,
+) -> Option<u64> {
+    let units = unit_rows.len() as u64;
+    if work.units.is_some_and(|counted| counted != units) {
+        return None;
+    }
+    let work = Work {
+        units: Some(units),
+        ..work.clone()
+    };
+    let items = file_items(&work, spec, start);
+    let rows = |unit: u64| planned::unit_of(unit_rows, unit).copied().unwrap_or(0);
+    rows_left(&items, rows, start, spec).ok()
 }
 
 /// The rows of the units (`unit_rows`) that a source read in order resumes with: a dealt
@@ -258,7 +286,7 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
     }
     let (work, start) = resume(spec, &settings, counted(spec, unit_rows.as_deref()))?;
     let raw = in_stream(ipc::read_streams(inputs), &work, spec, &start);
-    let num_rows = dealt_rows(spec, unit_rows.as_deref(), rows);
+    let num_rows = dealt_rows(spec, unit_rows.as_deref(), rows, (&work, &start));
     Ok(Plan::dealt(
         raw,
         (work, settings, start),

@@ -141,6 +141,37 @@ fn every_stopping_point_resumes_to_the_same_batches() {
 }
 
 #[test]
+fn a_resumed_loader_knows_how_many_batches_it_has_left_where_the_rows_are_known() {
+    let files = files();
+    let data = table(&[7, 5, 9, 3, 8, 6]);
+    let schema = data[0].schema();
+    let mut makers = sources(&files);
+    makers.retain(|(name, _)| *name != "reader");
+    makers.push((
+        "in memory",
+        Box::new(move || Source::record_batches(schema.clone(), data.clone())),
+    ));
+    for (source_name, make) in &makers {
+        for (spec_name, spec) in specs() {
+            for shard in [spec.clone(), spec.clone().shard(1, 2)] {
+                let full = dump(batches(make(), shard.clone()).unwrap());
+                for k in 0..=full.len() {
+                    let state: LoaderState =
+                        serde_json::from_str(&stop_after(&**make, &shard, k)).unwrap();
+                    let loader = batches(make(), shard.clone().state(state)).unwrap();
+                    assert_eq!(
+                        loader.len(),
+                        Some(full.len() - k),
+                        "{source_name}, {spec_name}, shard {}, after {k}",
+                        shard.shard_index
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn a_resumed_run_saves_the_states_of_the_uninterrupted_run() {
     let files = files();
     let make = || Source::ParquetFiles(vec![files.parquet.clone()]);
