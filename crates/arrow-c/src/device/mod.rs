@@ -18,7 +18,7 @@
 //! NULL sync event, as PyArrow does); a row-major tensor as a primitive array (1-D) or an
 //! `arrow.fixed_shape_tensor` array (n-D) on its own device, with a sync event.
 
-use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
 use std::ptr::NonNull;
 
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
@@ -26,7 +26,7 @@ use arrow_dlpack_tensor::{Device, Tensor};
 use arrow_schema::{DataType, FieldRef};
 
 use crate::error::{ArrowCError, Result, malformed};
-use crate::import::{FieldOfSchema, Imported, import_array};
+use crate::import::{FieldOfSchema, Imported, copied_message, import_array};
 
 mod export;
 mod tensor;
@@ -414,15 +414,8 @@ fn last_error(stream: &mut ArrowDeviceArrayStream) -> Option<String> {
     // SAFETY: the stream is live and ours; the message, if any, is a C string valid until the
     // next call on the stream, copied at once.
     let message = unsafe { get_last_error(stream) };
-    if message.is_null() {
-        return None;
-    }
-    // SAFETY: non-NULL and NUL-terminated (above).
-    Some(
-        unsafe { CStr::from_ptr(message) }
-            .to_string_lossy()
-            .into_owned(),
-    )
+    // SAFETY: NULL or a NUL-terminated string alive until the next call on the stream (above).
+    unsafe { copied_message(message) }
 }
 
 #[cfg(test)]

@@ -235,10 +235,21 @@ fn last_error(stream: &mut FFI_ArrowArrayStream) -> Option<String> {
     // SAFETY: the stream is live and ours; the callback returns NULL or a NUL-terminated string
     // valid until the next call on the stream, which is copied at once.
     let message = unsafe { get_last_error(stream) };
+    // SAFETY: NULL or a NUL-terminated string alive until the next call on the stream (above).
+    unsafe { copied_message(message) }
+}
+
+/// A copy of a stream's `get_last_error` message: `None` for NULL, else its text (invalid UTF-8
+/// replaced).
+///
+/// # Safety
+///
+/// `message` is NULL or points to a NUL-terminated string that stays alive during the call.
+pub(crate) unsafe fn copied_message(message: *const std::ffi::c_char) -> Option<String> {
     if message.is_null() {
         return None;
     }
-    // SAFETY: non-NULL, NUL-terminated and alive until the next call on the stream (above).
+    // SAFETY: non-NULL, NUL-terminated and alive (the caller's contract).
     let message = unsafe { CStr::from_ptr(message) };
     Some(message.to_string_lossy().into_owned())
 }
