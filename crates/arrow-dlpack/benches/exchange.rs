@@ -236,7 +236,7 @@ fn copies(c: &mut Criterion) {
 fn layout(row_major: bool) -> TableToTensorOptions {
     TableToTensorOptions {
         row_major,
-        null_to_nan: false,
+        ..TableToTensorOptions::default()
     }
 }
 

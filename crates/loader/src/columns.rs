@@ -159,6 +159,7 @@ impl Columns {
             let options = TableToTensorOptions {
                 row_major: spec.row_major,
                 null_to_nan,
+                dtype: group.dtype,
             };
             let tensor = columns_to_tensor(&group.columns, &probe, options)
                 .map_err(|error| Error::column(&group.name, error))?;
@@ -272,6 +273,7 @@ fn single(
         let options = TableToTensorOptions {
             row_major: true,
             null_to_nan: true,
+            dtype: None,
         };
         let tensor = columns_to_tensor(&[name], &probe, options)
             .map_err(|error| Error::column(name, error))?;

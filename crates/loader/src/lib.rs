@@ -110,6 +110,8 @@ mod text;
 pub use arrow_dlpack::images::{
     Crop, ImageDType, ImageSize, ImageSpec, Interpolation, Layout, Mode, OnError,
 };
+/// The element type of a tensor, for [`ColumnGroup::dtype`].
+pub use arrow_dlpack_tensor::DType;
 pub use batch::{NamedTensor, TensorBatch};
 pub use collate::collate;
 #[cfg(feature = "images")]

@@ -82,6 +82,7 @@ pub(crate) fn table_to_tensor(
     let options = TableToTensorOptions {
         row_major,
         null_to_nan,
+        dtype: None,
     };
     // Every element is copied, at most 8 bytes each: a large table is copied without the GIL.
     let bytes = chunks

@@ -84,6 +84,13 @@ def ids(loader):
         ("columns", [b"id"], TypeError, r"columns\[0\] is bytes; expected str"),
         ("groups", {"g": "id"}, TypeError, r'groups\["g"\] is str; expected a list of str'),
         ("groups", [("g", ["id"])], TypeError, r"groups is list; expected a dict"),
+        ("groups", {"g": {"columns": ["id"], "dtype": "float128"}}, ValueError,
+         r'groups\["g"\]\["dtype"\] is "float128"; expected one of int8, .*, float64$'),
+        ("groups", {"g": {"columns": ["id"], "dtype": 4}}, TypeError,
+         r'groups\["g"\]\["dtype"\] is int; expected a dtype name'),
+        ("groups", {"g": {"cols": ["id"]}}, TypeError,
+         r"""groups\["g"\] has the key "cols"; expected the keys 'columns' and 'dtype'"""),
+        ("groups", {"g": {"dtype": "float32"}}, TypeError, r"""groups\["g"\] has no key 'columns'"""),
     ],
 )
 def test_a_bad_argument_is_refused_naming_it(option, value, error, message):

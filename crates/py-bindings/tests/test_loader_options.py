@@ -14,6 +14,7 @@ import typing
 import numpy as np
 import pyarrow as pa
 import pytest
+import torch
 
 import arrow_dlpack as ad
 import arrow_dlpack._batches as batches_module
@@ -312,3 +313,27 @@ def test_python_options_are_checked_in_one_place():
     # BatchDataset checks the same, when it is made.
     with pytest.raises(TypeError, match=r"^split_workers is str; expected bool$"):
         ad.BatchDataset(table, split_workers="no")
+
+
+@pytest.mark.parametrize(
+    "dtype", ["float32", np.float32, np.dtype("float32"), torch.float32],
+    ids=["name", "numpy type", "numpy dtype", "torch dtype"],
+)
+def test_a_group_given_a_dtype_converts_its_columns_to_it(dtype):
+    # float32 features beside an int64 count promote to float64; a float32 model asks float32.
+    table = pa.table({"f": np.arange(6, dtype=np.float32) + 0.5, "n": np.arange(6)})
+    plain = ad.batches(table, 3, columns=[], groups={"x": ["f", "n"]})
+    assert [torch.from_dlpack(b["x"]).dtype for b in plain] == [torch.float64] * 2
+    chosen = ad.batches(table, 3, columns=[], groups={"x": {"columns": ["f", "n"], "dtype": dtype}})
+    x = torch.cat([torch.from_dlpack(b["x"]) for b in chosen])
+    assert x.dtype == torch.float32
+    assert x.tolist() == [[i + 0.5, float(i)] for i in range(6)]
+    # The same through BatchDataset, which takes the same option.
+    dataset = ad.BatchDataset(table, 6, columns=[], groups={"x": {"columns": ["n"], "dtype": "int8"}})
+    assert next(iter(dataset))["x"].dtype == torch.int8
+    # With null_to_nan only a float dtype holds the NaN: an int one is refused naming the group.
+    nulls = pa.table({"f": pa.array([1.0, None], pa.float32()), "n": [1, 2]})
+    spec = {"columns": ["f", "n"], "dtype": "int32"}
+    with pytest.raises(ValueError, match=r'cannot load "x": .*null_to_nan writes nulls as NaN'):
+        ad.batches(nulls, 2, columns=[], groups={"x": spec}, null_to_nan=True)
+

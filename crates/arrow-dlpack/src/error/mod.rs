@@ -152,6 +152,16 @@ pub enum Error {
         index: usize,
     },
 
+    /// A dtype asked of a table's tensor ([`TableToTensorOptions::dtype`](crate::TableToTensorOptions::dtype))
+    /// that it cannot have.
+    #[error("a table's tensor cannot have dtype {dtype}: {reason}")]
+    TableDType {
+        /// The dtype asked for.
+        dtype: DType,
+        /// Why not, and what it may be.
+        reason: &'static str,
+    },
+
     /// A dimension too large for an Arrow fixed-size list.
     #[error("fixed-size list size {size} is too large; expected at most {MAX_LIST_SIZE}")]
     ListSizeOverflow {

@@ -40,31 +40,32 @@ fn index(error: &Error) -> usize {
         Error::Arrow(_) => 30,
         Error::InvalidVariableShapeTensor { .. } => 31,
         Error::NullTensor { .. } => 32,
+        Error::TableDType { .. } => 33,
         #[cfg(feature = "images")]
-        Error::InvalidImageSpec { .. } => 33,
+        Error::InvalidImageSpec { .. } => 34,
         #[cfg(feature = "images")]
-        Error::UnsupportedImageColumn { .. } => 34,
+        Error::UnsupportedImageColumn { .. } => 35,
         #[cfg(feature = "images")]
-        Error::ImageRow { .. } => 35,
+        Error::ImageRow { .. } => 36,
         #[cfg(feature = "images")]
-        Error::NullImage => 36,
+        Error::NullImage => 37,
         #[cfg(feature = "images")]
-        Error::UnknownImageFormat { .. } => 37,
+        Error::UnknownImageFormat { .. } => 38,
         #[cfg(feature = "images")]
-        Error::ImageSize { .. } => 38,
+        Error::ImageSize { .. } => 39,
         #[cfg(feature = "images")]
-        Error::ImageCodec { .. } => 39,
+        Error::ImageCodec { .. } => 40,
         #[cfg(feature = "images")]
-        Error::ImageCodecPanicked { .. } => 40,
+        Error::ImageCodecPanicked { .. } => 41,
         #[cfg(feature = "images")]
-        Error::ImageFile { .. } => 41,
+        Error::ImageFile { .. } => 42,
         #[cfg(feature = "images")]
-        Error::ImageResize { .. } => 42,
+        Error::ImageResize { .. } => 43,
     }
 }
 
 /// The variants of the `images` feature come last.
-const VARIANTS: usize = if cfg!(feature = "images") { 43 } else { 33 };
+const VARIANTS: usize = if cfg!(feature = "images") { 44 } else { 34 };
 
 /// One error of every variant of the `images` feature.
 #[cfg(feature = "images")]
@@ -236,6 +237,10 @@ fn samples() -> Vec<Error> {
                 .to_string(),
         },
         Error::NullTensor { index: 1 },
+        Error::TableDType {
+            dtype: DType::Int64,
+            reason: "null_to_nan writes nulls as NaN, which only a float dtype holds",
+        },
     ]
 }
 

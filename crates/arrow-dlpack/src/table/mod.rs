@@ -160,6 +160,12 @@ pub struct TableToTensorOptions {
     /// Write nulls as NaN; the tensor's dtype is then always a float type (an integer result is
     /// promoted, see [`table_to_tensor`]). Otherwise nulls are refused. Default `false`.
     pub null_to_nan: bool,
+    /// The tensor's dtype, each value converted as a Rust `as` cast does (`float32` for
+    /// features of float32 and int64 columns, which promote to float64); `None` (the default)
+    /// for PyArrow's promotion of the columns' types. One of int8..int64, uint8..uint64,
+    /// float16, float32 and float64 ([`Error::TableDType`] otherwise), a float type with
+    /// `null_to_nan`.
+    pub dtype: Option<DType>,
 }
 
 impl Default for TableToTensorOptions {
@@ -167,8 +173,75 @@ impl Default for TableToTensorOptions {
         TableToTensorOptions {
             row_major: true,
             null_to_nan: false,
+            dtype: None,
         }
     }
+}
+
+impl TableToTensorOptions {
+    /// These options with the tensor's dtype `dtype` (see [`TableToTensorOptions::dtype`]).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use arrow_array::{ArrayRef, Float32Array, Int64Array, RecordBatch};
+    /// use arrow_dlpack::{DType, Error, Table, TableToTensorOptions, table_to_tensor};
+    ///
+    /// let batch = RecordBatch::try_from_iter([
+    ///     ("f", Arc::new(Float32Array::from(vec![0.5, 1.5])) as ArrayRef),
+    ///     ("n", Arc::new(Int64Array::from(vec![3, 4])) as ArrayRef),
+    /// ])?;
+    /// let table = Table::from(&batch);
+    /// let promoted = table_to_tensor(&table, TableToTensorOptions::default())?;
+    /// assert_eq!(promoted.dtype(), DType::Float64);
+    /// let options = TableToTensorOptions::default().dtype(DType::Float32);
+    /// let tensor = table_to_tensor(&table, options)?;
+    /// assert_eq!(tensor.as_slice::<f32>()?, &[0.5, 3.0, 1.5, 4.0]);
+    /// let options = TableToTensorOptions { null_to_nan: true, ..TableToTensorOptions::default() };
+    /// let refused = table_to_tensor(&table, options.dtype(DType::Int64));
+    /// assert!(matches!(refused, Err(Error::TableDType { dtype: DType::Int64, .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn dtype(self, dtype: DType) -> Self {
+        TableToTensorOptions {
+            dtype: Some(dtype),
+            ..self
+        }
+    }
+}
+
+/// The dtype of the tensor of columns of `dtypes` with `options`: the one asked for, checked,
+/// else their promotion.
+fn tensor_dtype(dtypes: &[DType], options: TableToTensorOptions) -> Result<DType> {
+    let Some(dtype) = options.dtype else {
+        return Ok(promoted_dtype(dtypes, options.null_to_nan));
+    };
+    let float = matches!(dtype, DType::Float16 | DType::Float32 | DType::Float64);
+    let integer = matches!(
+        dtype,
+        DType::Int8
+            | DType::Int16
+            | DType::Int32
+            | DType::Int64
+            | DType::UInt8
+            | DType::UInt16
+            | DType::UInt32
+            | DType::UInt64
+    );
+    if !float && !integer {
+        return Err(Error::TableDType {
+            dtype,
+            reason: "expected int8, int16, int32, int64, uint8, uint16, uint32, uint64, \
+                     float16, float32 or float64",
+        });
+    }
+    if options.null_to_nan && !float {
+        return Err(Error::TableDType {
+            dtype,
+            reason: "null_to_nan writes nulls as NaN, which only float16, float32 and float64 \
+                     hold",
+        });
+    }
+    Ok(dtype)
 }
 
 /// [`TableToTensorOptions`] under a second name, for code that converts a `RecordBatch` (through
@@ -269,7 +342,7 @@ pub fn table_to_tensor(table: &Table<'_>, options: TableToTensorOptions) -> Resu
         refuse_nulls(table, &columns, 0..num_rows)?;
     }
     let dtypes: Vec<DType> = columns.iter().map(|column| column.dtype).collect();
-    let dtype = promoted_dtype(&dtypes, options.null_to_nan);
+    let dtype = tensor_dtype(&dtypes, options)?;
     copy_columns(&[(columns, num_rows)], dtype, options.row_major)
 }
 
@@ -346,7 +419,7 @@ pub fn tables_to_tensor(tables: &[Table<'_>], options: TableToTensorOptions) -> 
             .flat_map(|(columns, _)| dtypes_of(columns))
             .collect()
     };
-    let dtype = promoted_dtype(&dtypes, options.null_to_nan);
+    let dtype = tensor_dtype(&dtypes, options)?;
     copy_columns(&pieces, dtype, options.row_major)
 }
 
@@ -373,7 +446,7 @@ fn null_count(nulls: &Option<NullBuffer>) -> usize {
 pub fn table_dtype(table: &Table<'_>, options: TableToTensorOptions) -> Result<DType> {
     let (columns, _) = copy_columns_of(table)?;
     let dtypes: Vec<DType> = columns.iter().map(|column| column.dtype).collect();
-    Ok(promoted_dtype(&dtypes, options.null_to_nan))
+    tensor_dtype(&dtypes, options)
 }
 
 /// The checked columns of `table`, ready to be copied, and their common length: numeric columns

@@ -341,10 +341,10 @@ fn view_output(spec: &BatchSpec, output: &Output, batch: &RecordBatch, run: Run)
             name,
             indices,
             column_names,
+            dtype,
             null_to_nan,
             flat,
             view_when_no_nulls,
-            ..
         } => {
             let arrays: Vec<ArrayRef> = indices.iter().map(|&i| slice(i)).collect();
             if *view_when_no_nulls && arrays[0].null_count() == 0 {
@@ -354,12 +354,14 @@ fn view_output(spec: &BatchSpec, output: &Output, batch: &RecordBatch, run: Run)
             if !spec.row_major
                 && !*flat
                 && let Some(tensor) = strided_group_view(&arrays)
+                && tensor.dtype() == *dtype
             {
                 return Ok(tensor);
             }
             let options = TableToTensorOptions {
                 row_major: spec.row_major || *flat,
                 null_to_nan: *null_to_nan,
+                dtype: Some(*dtype),
             };
             let tensor = columns_to_tensor(column_names, &arrays, options)
                 .map_err(|error| Error::column(name, error))?;

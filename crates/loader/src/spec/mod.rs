@@ -5,6 +5,8 @@
 //! writes its `Default` and the table of options) and its builder methods; `validate.rs` checks
 //! a spec alone and against a schema; `saved.rs` is what a saved state records of it.
 
+use arrow_dlpack_tensor::DType;
+
 use crate::images::ImageColumn;
 use crate::sequences::Sequence;
 use crate::sequences::tokens::Cutting;
@@ -19,17 +21,30 @@ pub use options::{OptionDecl, OptionScope, OptionType, OptionValue};
 /// Named numeric columns that become one 2-D tensor of shape `(B, k)`.
 ///
 /// The columns are copied in one pass with PyArrow's type promotion (see
-/// [`arrow_dlpack::columns_to_tensor`]), so a group of float32 and int16 columns gives float32.
+/// [`arrow_dlpack::columns_to_tensor`]), so a group of float32 and int16 columns gives float32,
+/// unless the group names its [`dtype`](ColumnGroup::dtype).
+///
+/// ```
+/// use arrow_dlpack_loader::{ColumnGroup, DType};
+///
+/// // float32 features beside int64 counts: float32, where promotion would give float64.
+/// let group = ColumnGroup::new("x", ["f0", "f1", "count"]).dtype(DType::Float32);
+/// assert_eq!(group.dtype, Some(DType::Float32));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ColumnGroup {
     /// The name of the tensor in the [`TensorBatch`](crate::TensorBatch).
     pub name: String,
     /// The columns, in the order of the tensor's second dimension.
     pub columns: Vec<String>,
+    /// The tensor's dtype, each value converted as a Rust `as` cast does; `None` for the
+    /// promotion of the columns' types (see
+    /// [`TableToTensorOptions::dtype`](arrow_dlpack::TableToTensorOptions::dtype)).
+    pub dtype: Option<DType>,
 }
 
 impl ColumnGroup {
-    /// A group named `name` of `columns`.
+    /// A group named `name` of `columns`, of the promotion of their types.
     pub fn new<S: Into<String>>(
         name: impl Into<String>,
         columns: impl IntoIterator<Item = S>,
@@ -37,6 +52,15 @@ impl ColumnGroup {
         ColumnGroup {
             name: name.into(),
             columns: columns.into_iter().map(Into::into).collect(),
+            dtype: None,
+        }
+    }
+
+    /// This group with the tensor's dtype `dtype`.
+    pub fn dtype(self, dtype: DType) -> Self {
+        ColumnGroup {
+            dtype: Some(dtype),
+            ..self
         }
     }
 }
@@ -69,7 +93,7 @@ options::batch_spec! {
         /// entry here.
         #[option(Columns, Batch, default = None)]
         pub columns: Option<Vec<String>>,
-        /// Column groups that each become one 2-D tensor.
+        /// Column groups that each become one 2-D tensor (of its own dtype, if it names one).
         #[option(Groups, Batch, default = Vec::new())]
         pub groups: Vec<ColumnGroup>,
         /// Columns whose validity is also given, as a bool tensor `(B,)` (1 = valid).

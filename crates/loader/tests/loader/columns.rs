@@ -157,6 +157,75 @@ fn groups_promote_and_lay_out_rows_inside_and_across_record_batches() {
 }
 
 #[test]
+fn a_group_of_its_own_dtype_converts_every_value_in_both_layouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = table(&[4, 3, 3]);
+    let ipc = write_ipc(&dir.path().join("t.arrow"), &data);
+    // int64 and float32 promote to float64; asked for float32 (and int64, which truncates).
+    for (dtype, columns) in [(DType::Float32, ["id", "x"]), (DType::Int64, ["x", "id"])] {
+        for row_major in [true, false] {
+            let spec = BatchSpec {
+                groups: vec![ColumnGroup::new("g", columns).dtype(dtype)],
+                row_major,
+                ..spec(4, &["id"])
+            };
+            let sources = [reader(data.clone()), Source::IpcFiles(vec![ipc.clone()])];
+            for source in sources {
+                for batch in collect(source, spec.clone()) {
+                    let g = batch.get("g").unwrap();
+                    assert_eq!((g.dtype(), g.shape()), (dtype, &[batch.num_rows(), 2][..]));
+                    let ids = values::<i64>(batch.get("id").unwrap());
+                    if dtype == DType::Float32 {
+                        let expected: Vec<f32> =
+                            ids.iter().flat_map(|&i| [i as f32, i as f32 + 0.5]).collect();
+                        assert_eq!(values::<f32>(g), expected);
+                    } else {
+                        let expected: Vec<i64> = ids.iter().flat_map(|&i| [i, i]).collect();
+                        assert_eq!(values::<i64>(g), expected);
+                    }
+                }
+            }
+        }
+    }
+    // Two float32 columns side by side in one allocation, which a column-major group views
+    // without a copy when it keeps their dtype: asked for float64, the values are converted.
+    let values_f32: Vec<f32> = (0..8).map(|i| i as f32).collect();
+    let buffer = arrow_array::Float32Array::from(values_f32);
+    let (a, b) = (buffer.slice(0, 4), buffer.slice(4, 4));
+    let batch = RecordBatch::try_from_iter([("a", Arc::new(a) as ArrayRef), ("b", Arc::new(b))])
+        .unwrap();
+    for dtype in [None, Some(DType::Float64)] {
+        let group = ColumnGroup::new("g", ["a", "b"]);
+        let spec = BatchSpec {
+            groups: vec![dtype.map_or(group.clone(), |dtype| group.dtype(dtype))],
+            row_major: false,
+            ..spec(4, &[])
+        };
+        let batch = &collect(reader(vec![batch.clone()]), spec)[0];
+        let g = batch.get("g").unwrap();
+        assert_eq!(g.dtype(), dtype.unwrap_or(DType::Float32));
+        let as_f64: Vec<f64> = match dtype {
+            None => values::<f32>(g).into_iter().map(f64::from).collect(),
+            Some(_) => values::<f64>(g),
+        };
+        assert_eq!(as_f64, [0.0, 4.0, 1.0, 5.0, 2.0, 6.0, 3.0, 7.0]);
+    }
+    // A dtype that nulls written as NaN cannot go into, or one a table's tensor cannot have.
+    for (dtype, expected) in [
+        (DType::Int32, "null_to_nan writes nulls as NaN"),
+        (DType::Bool, "cannot have dtype bool"),
+    ] {
+        let spec = BatchSpec {
+            groups: vec![ColumnGroup::new("g", ["a", "b"]).dtype(dtype)],
+            null_to_nan: arrow_dlpack_loader::NullToNan::Auto,
+            ..spec(3, &[])
+        };
+        let error = batches(reader(with_nulls()), spec).err().unwrap();
+        assert!(chain(&error).contains(expected), "{}", chain(&error));
+    }
+}
+
+#[test]
 fn all_columns_are_loaded_when_none_are_named() {
     let batches = collect(reader(table(&[3])), BatchSpec::default());
     let names: Vec<&str> = batches[0].names().collect();

@@ -260,7 +260,7 @@ def batches(
     *,
     drop_last: bool = False,
     columns: Optional[Sequence[str]] = None,
-    groups: Optional[Mapping[str, Sequence[str]]] = None,
+    groups: Optional[Mapping[str, Union[Sequence[str], Mapping[str, Any]]]] = None,
     masks: Optional[Sequence[str]] = None,
     allow_nulls: bool = False,
     null_to_nan: Union[bool, Sequence[str]] = False,

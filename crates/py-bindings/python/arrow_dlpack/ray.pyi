@@ -29,7 +29,7 @@ class ArrowCollateFn(ArrowBatchCollateFn):
         self,
         *,
         columns: Optional[Sequence[str]] = None,
-        groups: Optional[Mapping[str, Sequence[str]]] = None,
+        groups: Optional[Mapping[str, Union[Sequence[str], Mapping[str, Any]]]] = None,
         masks: Optional[Sequence[str]] = None,
         allow_nulls: bool = False,
         null_to_nan: Union[bool, Sequence[str]] = False,
@@ -52,7 +52,7 @@ class ArrowCollateFn(ArrowBatchCollateFn):
 def collate_fn(
     *,
     columns: Optional[Sequence[str]] = None,
-    groups: Optional[Mapping[str, Sequence[str]]] = None,
+    groups: Optional[Mapping[str, Union[Sequence[str], Mapping[str, Any]]]] = None,
     masks: Optional[Sequence[str]] = None,
     allow_nulls: bool = False,
     null_to_nan: Union[bool, Sequence[str]] = False,

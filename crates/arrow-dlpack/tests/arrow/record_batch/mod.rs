@@ -347,10 +347,12 @@ fn check_against_reference(
 const ROW_MAJOR: TableToTensorOptions = TableToTensorOptions {
     row_major: true,
     null_to_nan: false,
+    dtype: None,
 };
 const COLUMN_MAJOR: TableToTensorOptions = TableToTensorOptions {
     row_major: false,
     null_to_nan: false,
+    dtype: None,
 };
 
 const NO_NULLS: ColumnTensorOptions = ColumnTensorOptions {

@@ -57,14 +57,14 @@ proptest! {
     fn random_batches_match_the_reference((specs, offset, len) in batch_strategy(), row_major: bool) {
         let batch = batch_of(specs.iter().map(Spec::array).collect()).slice(offset, len);
         let dtypes: Vec<DType> = specs.iter().map(|spec| spec.dtype).collect();
-        let options = with_nan(TableToTensorOptions { row_major, null_to_nan: false });
+        let options = with_nan(TableToTensorOptions { row_major, ..TableToTensorOptions::default() });
         let tensor = table_to_tensor(&Table::from(&batch), options).unwrap();
         check_against_reference(&tensor, &specs, offset, len, reference_dtype(&dtypes, true), options);
 
         let has_nulls = specs
             .iter()
             .any(|spec| (offset..offset + len).any(|row| !spec.is_valid(row)));
-        let options = TableToTensorOptions { row_major, null_to_nan: false };
+        let options = TableToTensorOptions { row_major, ..TableToTensorOptions::default() };
         match table_to_tensor(&Table::from(&batch), options) {
             Ok(tensor) => {
                 prop_assert!(!has_nulls);

@@ -4,7 +4,7 @@
 //! Python side (their defaults, annotations and summaries), which holds its signatures to them.
 
 use arrow_dlpack_loader::{
-    BatchSpec, ColumnGroup, ImageColumn, LoaderState, NullToNan, OptionDecl, OptionScope,
+    BatchSpec, ColumnGroup, DType, ImageColumn, LoaderState, NullToNan, OptionDecl, OptionScope,
     OptionType, OptionValue, PadValue, STATE_VERSION, Sequence, SequenceMode, SequenceTokenizer,
     Side,
 };
@@ -124,7 +124,7 @@ fn python_annotation(option_type: OptionType) -> &'static str {
         OptionType::Usize | OptionType::Count | OptionType::U64 | OptionType::Seed => "int",
         OptionType::OptionalUsize => "Optional[int]",
         OptionType::Columns | OptionType::Names => "Optional[Sequence[str]]",
-        OptionType::Groups => "Optional[Mapping[str, Sequence[str]]]",
+        OptionType::Groups => "Optional[Mapping[str, Union[Sequence[str], Mapping[str, Any]]]]",
         OptionType::Sequences => "Optional[Mapping[str, Union[str, Mapping[str, Any]]]]",
         OptionType::State => "Optional[Mapping[str, Any]]",
         OptionType::Images => "Optional[Mapping[str, Mapping[str, Any]]]",
@@ -342,20 +342,95 @@ fn text_or_path(name: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
     }
 }
 
-/// Groups: a mapping from group name to its columns; `None` for none.
+/// Groups: a mapping from group name to its columns, or to a dict of its `columns` and its
+/// `dtype`; `None` for none.
 fn groups(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<ColumnGroup>> {
     if value.is_none() {
         return Ok(Vec::new());
     }
-    let groups = mapping(name, value, "a dict from group name to its columns")?;
+    let groups = mapping(
+        name,
+        value,
+        "a dict from group name to its columns (or to a dict with keys 'columns' and 'dtype')",
+    )?;
     let mut out = Vec::new();
     for item in groups.items()?.iter() {
-        let (key, columns): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+        let (key, spec): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
         let group = string(&format!("a key of {name}"), &key)?;
-        let columns = names(&format!("{name}[{group:?}]"), &columns)?;
-        out.push(ColumnGroup::new(group, columns));
+        let at = format!("{name}[{group:?}]");
+        let Ok(spec) = spec.cast::<PyMapping>() else {
+            out.push(ColumnGroup::new(group, names(&at, &spec)?));
+            continue;
+        };
+        let (mut columns, mut dtype) = (None, None);
+        for item in spec.items()?.iter() {
+            let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+            let key = string(&format!("a key of {at}"), &key)?;
+            let here = format!("{at}[{key:?}]");
+            match key.as_str() {
+                "columns" => columns = Some(names(&here, &value)?),
+                "dtype" => dtype = optional(&value, |value| group_dtype(&here, value))?,
+                _ => {
+                    return Err(errors::type_error(format!(
+                        "{at} has the key {key:?}; expected the keys 'columns' and 'dtype'"
+                    )));
+                }
+            }
+        }
+        let columns = columns.ok_or_else(|| {
+            errors::type_error(format!("{at} has no key 'columns'; expected its columns there"))
+        })?;
+        let group = ColumnGroup::new(group, columns);
+        out.push(match dtype {
+            Some(dtype) => group.dtype(dtype),
+            None => group,
+        });
     }
     Ok(out)
+}
+
+/// The numeric dtypes a group's tensor may have.
+const GROUP_DTYPES: [DType; 11] = [
+    DType::Int8,
+    DType::Int16,
+    DType::Int32,
+    DType::Int64,
+    DType::UInt8,
+    DType::UInt16,
+    DType::UInt32,
+    DType::UInt64,
+    DType::Float16,
+    DType::Float32,
+    DType::Float64,
+];
+
+/// A group's dtype: its name (`"float32"`), or a numpy or torch dtype (`np.float32`,
+/// `np.dtype("float32")`, `torch.float32`), read by its name.
+fn group_dtype(at: &str, value: &Bound<'_, PyAny>) -> PyResult<DType> {
+    let text = if let Ok(text) = value.cast::<PyString>() {
+        text.to_str()?.to_owned()
+    } else if value.is_instance_of::<pyo3::types::PyType>() {
+        // A numpy scalar type (`np.float32`).
+        value.getattr("__name__")?.extract::<String>()?
+    } else if type_name(value).starts_with("numpy") || type_name(value) == "torch.dtype" {
+        value.str()?.to_str()?.to_owned()
+    } else {
+        return Err(errors::type_error(format!(
+            "{at} is {}; expected a dtype name such as 'float32', or a numpy or torch dtype",
+            type_name(value)
+        )));
+    };
+    let name = text.strip_prefix("torch.").unwrap_or(&text);
+    GROUP_DTYPES
+        .into_iter()
+        .find(|dtype| dtype.name() == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = GROUP_DTYPES.iter().map(|dtype| dtype.name()).collect();
+            errors::value_error(format!(
+                "{at} is {text:?}; expected one of {}",
+                names.join(", ")
+            ))
+        })
 }
 
 /// A saved position: a mapping (the dict from `state_dict()`), read by [`state_from_python`].
