@@ -216,17 +216,7 @@ fn tensor_dtype(dtypes: &[DType], options: TableToTensorOptions) -> Result<DType
         return Ok(promoted_dtype(dtypes, options.null_to_nan));
     };
     let float = matches!(dtype, DType::Float16 | DType::Float32 | DType::Float64);
-    let integer = matches!(
-        dtype,
-        DType::Int8
-            | DType::Int16
-            | DType::Int32
-            | DType::Int64
-            | DType::UInt8
-            | DType::UInt16
-            | DType::UInt32
-            | DType::UInt64
-    );
+    let integer = !float && crate::ARROW_DTYPES.contains(&dtype);
     if !float && !integer {
         return Err(Error::TableDType {
             dtype,

@@ -3,6 +3,7 @@
 //! per type, each naming the option in its errors; `_Batches.OPTIONS` lists the options for the
 //! Python side (their defaults, annotations and summaries), which holds its signatures to them.
 
+use arrow_dlpack::ARROW_DTYPES;
 use arrow_dlpack_loader::{
     BatchSpec, ColumnGroup, DType, ImageColumn, LoaderState, NullToNan, OptionDecl, OptionScope,
     OptionType, OptionValue, PadValue, STATE_VERSION, Sequence, SequenceMode, SequenceTokenizer,
@@ -389,21 +390,6 @@ fn groups(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<ColumnGroup>> {
     Ok(out)
 }
 
-/// The numeric dtypes a group's tensor may have.
-const GROUP_DTYPES: [DType; 11] = [
-    DType::Int8,
-    DType::Int16,
-    DType::Int32,
-    DType::Int64,
-    DType::UInt8,
-    DType::UInt16,
-    DType::UInt32,
-    DType::UInt64,
-    DType::Float16,
-    DType::Float32,
-    DType::Float64,
-];
-
 /// A group's dtype: its name (`"float32"`), or a numpy or torch dtype (`np.float32`,
 /// `np.dtype("float32")`, `torch.float32`), read by its name.
 fn group_dtype(at: &str, value: &Bound<'_, PyAny>) -> PyResult<DType> {
@@ -421,11 +407,11 @@ fn group_dtype(at: &str, value: &Bound<'_, PyAny>) -> PyResult<DType> {
         )));
     };
     let name = text.strip_prefix("torch.").unwrap_or(&text);
-    GROUP_DTYPES
+    ARROW_DTYPES
         .into_iter()
         .find(|dtype| dtype.name() == name)
         .ok_or_else(|| {
-            let names: Vec<&str> = GROUP_DTYPES.iter().map(|dtype| dtype.name()).collect();
+            let names: Vec<&str> = ARROW_DTYPES.iter().map(|dtype| dtype.name()).collect();
             errors::value_error(format!(
                 "{at} is {text:?}; expected one of {}",
                 names.join(", ")
