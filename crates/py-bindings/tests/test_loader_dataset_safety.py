@@ -302,3 +302,22 @@ def test_the_length_of_a_dataloader_with_workers_is_the_batches_its_workers_give
         for _ in loader:
             optimizer.step()
             schedule.step()
+
+
+def test_ranks_that_get_no_batch_are_warned_and_workers_keep_tiny_files_whole(tmp_path):
+    path = tmp_path / "three.parquet"
+    pq.write_table(pa.table({"id": np.arange(3)}), path)
+    # Fewer rows than ranks: every rank gets as many batches, so none; said, not silent.
+    for rank in range(4):
+        import arrow_dlpack._batches as module
+
+        module._warned_no_batch = False
+        with pytest.warns(UserWarning, match=r"this rank gets no batch of the epoch: every one "
+                          r"of the 4 ranks gets as many batches"):
+            assert list(ad.batches(str(path), 2, rank=rank, world_size=4)) == []
+    # One rank's DataLoader workers over a file of one row group too small to give each a
+    # batch, or with drop_last: one worker reads it, nothing is lost.
+    for drop_last, expected in ((False, [0, 1, 2]), (True, [0, 1])):
+        dataset = ad.BatchDataset(str(path), 2, drop_last=drop_last)
+        loader = DataLoader(dataset, batch_size=None, num_workers=2)
+        assert sorted(int(i) for batch in loader for i in batch["id"]) == expected

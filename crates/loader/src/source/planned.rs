@@ -73,8 +73,8 @@ pub(super) fn unit_of<T>(values: &[T], unit: u64) -> Result<&T> {
 }
 
 /// Whether dealing `work`'s items round-robin gives the ranks (see [`BatchSpec::num_ranks`])
-/// different numbers of batches, or leaves a shard without a unit while others have rows, when
-/// the batches are cut by rows (their count follows from the rows: not with documents packed
+/// different numbers of batches, or leaves a shard without a unit while the rows would give
+/// every shard a batch, when the batches are cut by rows (their count follows from the rows: not with documents packed
 /// whole, whose count only the data tells).
 fn uneven_deal(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
     // A state of another source is refused when it is checked; its items are not counted.
@@ -98,12 +98,24 @@ fn uneven_deal(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
         let count = &mut counts[shard % ranks];
         *count = count.saturating_add(spec.batches_for(rows).unwrap_or(0));
     }
-    // A shard without a unit (a file of one row group read by two DataLoader workers) would
-    // idle while another reads every row: planned by rows, each reads its share.
-    let unserved = ranks.max(spec.num_shards) > dealt;
-    counts
+    let unserved = ranks > dealt;
+    let uneven_ranks = counts
         .iter()
-        .any(|&count| count != counts[0] || (unserved && count > 0))
+        .any(|&count| count != counts[0] || (unserved && count > 0));
+    // A worker without a unit (a file of one row group read by two DataLoader workers) would
+    // idle while another reads every row: planned by rows, each reads its share, where the
+    // plan loses nothing for it. A plan gives every shard as many batches, which the epoch's
+    // rows may not fill (fewer batches than shards), and with `drop_last` it drops whole
+    // batches to make them even, which one rank's workers do not need: such a deal is kept.
+    let total_rows = rows
+        .iter()
+        .fold(0u64, |sum, &rows| sum.saturating_add(rows));
+    let idle_worker = spec.num_shards > dealt
+        && !spec.drop_last
+        && spec
+            .batches_for(total_rows)
+            .is_some_and(|batches| batches >= spec.num_shards);
+    uneven_ranks || idle_worker
 }
 
 /// `batches` with the items they read renumbered in the order of their units, and the items so

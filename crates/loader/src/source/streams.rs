@@ -167,12 +167,7 @@ fn dealt_rows(
 /// The rows a shard resuming its own state has left, from its position (`start`) in `work`,
 /// whose units have `unit_rows` rows: a dealt stream's state does not count its units, which
 /// the rows tell.
-fn shard_rows_left(
-    spec: &BatchSpec,
-    unit_rows: &[u64],
-    work: &Work,
-    start: &Start,
-) -> Option<u64> {
+fn shard_rows_left(spec: &BatchSpec, unit_rows: &[u64], work: &Work, start: &Start) -> Option<u64> {
     let units = unit_rows.len() as u64;
     if work.units.is_some_and(|counted| counted != units) {
         return None;

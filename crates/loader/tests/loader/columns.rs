@@ -176,8 +176,10 @@ fn a_group_of_its_own_dtype_converts_every_value_in_both_layouts() {
                     assert_eq!((g.dtype(), g.shape()), (dtype, &[batch.num_rows(), 2][..]));
                     let ids = values::<i64>(batch.get("id").unwrap());
                     if dtype == DType::Float32 {
-                        let expected: Vec<f32> =
-                            ids.iter().flat_map(|&i| [i as f32, i as f32 + 0.5]).collect();
+                        let expected: Vec<f32> = ids
+                            .iter()
+                            .flat_map(|&i| [i as f32, i as f32 + 0.5])
+                            .collect();
                         assert_eq!(values::<f32>(g), expected);
                     } else {
                         let expected: Vec<i64> = ids.iter().flat_map(|&i| [i, i]).collect();
@@ -192,8 +194,8 @@ fn a_group_of_its_own_dtype_converts_every_value_in_both_layouts() {
     let values_f32: Vec<f32> = (0..8).map(|i| i as f32).collect();
     let buffer = arrow_array::Float32Array::from(values_f32);
     let (a, b) = (buffer.slice(0, 4), buffer.slice(4, 4));
-    let batch = RecordBatch::try_from_iter([("a", Arc::new(a) as ArrayRef), ("b", Arc::new(b))])
-        .unwrap();
+    let batch =
+        RecordBatch::try_from_iter([("a", Arc::new(a) as ArrayRef), ("b", Arc::new(b))]).unwrap();
     for dtype in [None, Some(DType::Float64)] {
         let group = ColumnGroup::new("g", ["a", "b"]);
         let spec = BatchSpec {

@@ -347,6 +347,21 @@ fn no_worker_of_a_rank_idles_while_another_reads_every_unit() {
     assert_eq!(sizes(&passes[0]), [8, 8, 16, 16]);
     assert_eq!(sizes(&passes[1]), [16, 16, 16, 4]);
     assert_eq!(passes.concat().concat(), (0..100).collect::<Vec<_>>());
+    // Too few rows to give every worker a batch (3 rows, batches of 16, two workers), or
+    // drop_last, which would drop whole batches to make the workers even: dealt as they are,
+    // one worker reading every row, as one worker would.
+    let data = table(&[3]);
+    let ipc = write_ipc(&dir.path().join("three.arrow"), &data);
+    let make_three = move || Source::IpcFiles(vec![ipc.clone()]);
+    let passes = shard_passes(&make_three, &spec, 2);
+    assert_eq!(passes, [vec![vec![0, 1, 2]], vec![]]);
+    let dropping = spec.clone().drop_last(true);
+    let passes = shard_passes(&make, &dropping, 2);
+    let sizes: Vec<Vec<usize>> = passes
+        .iter()
+        .map(|pass| pass.iter().map(Vec::len).collect())
+        .collect();
+    assert_eq!(sizes, [vec![16; 6], vec![]]);
     // Two units over two workers: dealt as they are (each worker has a unit).
     let data = table(&[90, 10]);
     let ipc = write_ipc(&dir.path().join("two.arrow"), &data);

@@ -454,9 +454,35 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
     )
     _LIVE.add(inner)
     remember_read(given)
-    if warn_split and (num_ranks or num_shards) > 1 and state is None and inner.num_batches is None:
-        warn_uneven_ranks(num_ranks or num_shards)
+    ranks = num_ranks or num_shards
+    if warn_split and ranks > 1 and state is None and inner.num_batches is None:
+        warn_uneven_ranks(ranks)
+    if ranks > 1 and state is None and inner.num_batches == 0:
+        warn_no_batch(ranks)
     return Batches(inner, progress=python.get("progress", False))
+
+
+def warn_no_batch(ranks: int) -> None:
+    """Warns, once per process, that this rank's share of an epoch of ``ranks`` ranks holds no
+    batch."""
+    global _warned_no_batch
+    if _warned_no_batch:
+        return
+    _warned_no_batch = True
+    warnings.warn(
+        f"this rank gets no batch of the epoch: every one of the {ranks} ranks gets as many "
+        "batches (a rank never waits at a collective for another's extra batch), and this "
+        f"source's rows give fewer batches than {ranks} (fewer rows than ranks, or, with "
+        "drop_last, fewer than batch_size x ranks), so each gets none; rows are never repeated "
+        "to fill the ranks, as DistributedSampler's padding does: evaluate a small split on "
+        "one rank",
+        UserWarning,
+        stacklevel=4,
+    )
+
+
+#: Whether this process warned already that a rank got no batch.
+_warned_no_batch = False
 
 
 def warn_uneven_ranks(ranks: int) -> None:
