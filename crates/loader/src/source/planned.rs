@@ -110,11 +110,14 @@ fn uneven_deal(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
     let total_rows = rows
         .iter()
         .fold(0u64, |sum, &rows| sum.saturating_add(rows));
+    // The plan splits batches until every shard has as many, one row at least each.
+    let fills_every_shard = |batches: usize| {
+        let even = batches.div_ceil(spec.num_shards.max(1)) * spec.num_shards;
+        batches >= spec.num_shards && total_rows >= even as u64
+    };
     let idle_worker = spec.num_shards > dealt
         && !spec.drop_last
-        && spec
-            .batches_for(total_rows)
-            .is_some_and(|batches| batches >= spec.num_shards);
+        && spec.batches_for(total_rows).is_some_and(fills_every_shard);
     uneven_ranks || idle_worker
 }
 

@@ -355,6 +355,16 @@ fn no_worker_of_a_rank_idles_while_another_reads_every_unit() {
     let make_three = move || Source::IpcFiles(vec![ipc.clone()]);
     let passes = shard_passes(&make_three, &spec, 2);
     assert_eq!(passes, [vec![vec![0, 1, 2]], vec![]]);
+    // Four rows in batches of one over three workers: 4 batches, which no split makes 6.
+    let ones = BatchSpec {
+        batch_size: 1,
+        ..spec.clone()
+    };
+    let data = table(&[4]);
+    let ipc = write_ipc(&dir.path().join("four.arrow"), &data);
+    let make_four = move || Source::IpcFiles(vec![ipc.clone()]);
+    let passes = shard_passes(&make_four, &ones, 3);
+    assert_eq!(passes.concat().concat(), [0, 1, 2, 3]);
     let dropping = spec.clone().drop_last(true);
     let passes = shard_passes(&make, &dropping, 2);
     let sizes: Vec<Vec<usize>> = passes
