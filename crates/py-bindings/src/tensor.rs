@@ -135,6 +135,26 @@ impl PyTensor {
         pyarrow_dtype_name(self.tensor.dtype())
     }
 
+    /// The element type as numpy and torch name it (`"float32"`, `"int64"`, `"bool"`), a str:
+    /// `np.dtype(t.dtype)` and `getattr(torch, t.dtype)` give theirs.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.tensor.dtype().name()
+    }
+
+    /// The extent of the first dimension, as `len()` of a numpy array or torch tensor; a 0-d
+    /// tensor has none (TypeError, as numpy's).
+    fn __len__(&self) -> PyResult<usize> {
+        self.tensor.shape().first().copied().ok_or_else(|| {
+            pyo3::exceptions::PyTypeError::new_err("len() of a 0-d tensor")
+        })
+    }
+
+    /// The elements as nested Python lists (numpy's `tolist()`), copied through a numpy view.
+    fn tolist<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        Self::to_numpy(slf)?.call_method0("tolist")
+    }
+
     /// The dimension names, or `None`.
     #[getter]
     fn dim_names(&self) -> Option<Vec<String>> {

@@ -209,6 +209,26 @@ def test_tensor_equals_matches_pyarrow(left, right):
     assert ad.Tensor.from_dlpack(left).equals(right) is expected
 
 
+@pytest.mark.parametrize(
+    "x",
+    [np.arange(6, dtype=np.float32).reshape(2, 3), np.arange(5), np.array([True, False]),
+     np.zeros((0, 4), np.int8), np.asfortranarray(np.arange(6.0).reshape(3, 2))],
+    ids=["float32 2-D", "int64", "bool", "empty", "column-major"],
+)
+def test_tensor_dtype_len_and_tolist_are_numpys(x):
+    import torch
+
+    tensor = ad.Tensor.from_dlpack(x)
+    assert tensor.dtype == x.dtype.name and np.dtype(tensor.dtype) == x.dtype
+    assert getattr(torch, tensor.dtype) == torch.from_numpy(x).dtype
+    assert len(tensor) == len(x)
+    assert tensor.tolist() == x.tolist()
+    scalar = ad.Tensor.from_dlpack(np.array(2.5))
+    assert scalar.tolist() == 2.5
+    with pytest.raises(TypeError, match="len\\(\\) of a 0-d tensor"):
+        len(scalar)
+
+
 def test_tensor_equals_ignores_dim_names_like_pyarrow():
     x = np.arange(6, dtype=np.int32).reshape(2, 3)
     theirs = pa.Tensor.from_numpy(x, dim_names=["a", "b"])

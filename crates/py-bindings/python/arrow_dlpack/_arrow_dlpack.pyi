@@ -470,6 +470,14 @@ class Tensor:
     def type(self) -> str:
         """The element type, named as PyArrow names it (``int32``, ``float``, ``double``, ...)."""
     @property
+    def dtype(self) -> str:
+        """The element type as numpy and torch name it (``"float32"``, ``"int64"``, ``"bool"``):
+        ``np.dtype(t.dtype)`` and ``getattr(torch, t.dtype)`` give theirs."""
+    def __len__(self) -> int:
+        """The extent of the first dimension; TypeError for a 0-d tensor, as numpy's."""
+    def tolist(self) -> Any:
+        """The elements as nested Python lists (numpy's ``tolist()``)."""
+    @property
     def dim_names(self) -> Optional[list[str]]:
         """The dimension names, or None."""
     @property
