@@ -15,7 +15,7 @@ use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use crate::file::{KNOWN_EXTENSIONS, extension_of, is_hidden, is_listed};
+use crate::file::{KNOWN_EXTENSIONS, is_hidden, is_listed};
 use crate::path_pattern::{PathPattern, is_pattern};
 use crate::{Error, Result};
 
@@ -51,12 +51,10 @@ pub(super) fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
                 files.extend(found);
             }
             Ok(_) => files.push(path.clone()),
+            // A path that is not there (a file, or a directory: a name without an extension
+            // often is one) is not found, whatever its extension.
             Err(error) if error.kind() == io::ErrorKind::NotFound => match glob(path)? {
                 Some(found) => files.extend(found),
-                // A missing file of an unknown extension would be refused were it there.
-                None if !has_known_extension(path) => {
-                    return Err(Error::UnknownFormat { path: path.clone() });
-                }
                 None => return Err(Error::io(path, error)),
             },
             Err(error) => return Err(Error::io(path, error)),
@@ -205,12 +203,6 @@ fn folder_identity(folder: &Path) -> Result<Option<(u64, u64)>> {
         let _ = folder;
         Ok(None)
     }
-}
-
-/// Whether the file name of `path` has an extension that the loader reads.
-fn has_known_extension(path: &Path) -> bool {
-    path.file_name()
-        .is_some_and(|name| extension_of(&name.to_string_lossy()).is_some())
 }
 
 /// The error of a directory or glob that names no file: not found, naming it.

@@ -91,13 +91,27 @@ fn a_file_that_is_not_arrow_is_refused_by_its_first_bytes() {
         error.to_string().contains("does not start with ARROW1"),
         "{error}"
     );
-    let error = Source::from_paths(["x.csv"]).unwrap_err();
+    let csv = dir.path().join("x.csv");
+    std::fs::write(&csv, b"name,value\na,1\n").unwrap();
+    let error = Source::from_paths([&csv]).unwrap_err();
     assert!(matches!(error, Error::UnknownFormat { .. }));
     assert_eq!(
         error.to_string(),
-        "cannot tell the format of x.csv from its extension; expected .arrow, .feather, .ipc, \
-         .arrows, .parquet or .pq"
+        format!(
+            "cannot tell the format of {} from its extension; expected .arrow, .feather, \
+             .ipc, .arrows, .parquet or .pq",
+            csv.display()
+        )
     );
+    // A path that is not there is not found, whatever its extension (a missing directory has
+    // none).
+    for missing in ["nope.csv", "no_such_dir", "no_such_dir/"] {
+        let error = Source::from_paths([dir.path().join(missing)]).unwrap_err();
+        assert!(
+            matches!(&error, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound),
+            "{missing}: {error:?}"
+        );
+    }
 }
 
 #[test]
