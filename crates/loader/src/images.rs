@@ -152,7 +152,6 @@ impl Locate {
     }
 
     /// Where row `row` (among the item's rows) of item `item` lies.
-    #[cfg_attr(not(feature = "images"), allow(dead_code))]
     pub(crate) fn place(&self, item: u64, row: u64) -> Option<RowPlace> {
         let found = self.items.get(&item)?;
         let mut within = row;

@@ -145,9 +145,11 @@ impl PyTensor {
     /// The extent of the first dimension, as `len()` of a numpy array or torch tensor; a 0-d
     /// tensor has none (TypeError, as numpy's).
     fn __len__(&self) -> PyResult<usize> {
-        self.tensor.shape().first().copied().ok_or_else(|| {
-            pyo3::exceptions::PyTypeError::new_err("len() of a 0-d tensor")
-        })
+        self.tensor
+            .shape()
+            .first()
+            .copied()
+            .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("len() of a 0-d tensor"))
     }
 
     /// The elements as nested Python lists (numpy's `tolist()`), copied through a numpy view.

@@ -79,7 +79,11 @@ def test_an_ipc_stream_named_as_a_file_is_read_as_a_stream(tmp_path):
     assert [np.from_dlpack(b["x"]).tolist() for b in ad.batches(str(path), 2)] == [[1, 2]]
 
 
-def test_a_null_sequence_row_is_placed_in_its_unit_and_allow_nulls_is_the_remedy(tmp_path):
+def _schema_and_batches(table):
+    return table.schema, table.to_batches()
+
+
+def test_a_null_sequence_row_is_placed_in_its_file_and_allow_nulls_is_the_remedy(tmp_path):
     # It was "row 2 of the list array" (a row in the kernel's run) and recommended the Rust
     # kernel's ListToRaggedOptions.
     rows = [[i] for i in range(60)]
@@ -87,6 +91,10 @@ def test_a_null_sequence_row_is_placed_in_its_unit_and_allow_nulls_is_the_remedy
     path = tmp_path / "tokens.parquet"
     pq.write_table(pa.table({"tokens": pa.array(rows, pa.list_(pa.int32()))}), path)
     text = message(lambda: list(ad.batches(str(path), 8, sequences={"tokens": "pad"})))
+    assert f'cannot load "tokens": row 50 of {path} is null' in text
+    # A stream has no file: the row is placed in its record batch, counted as the shard reads.
+    reader = pa.RecordBatchReader.from_batches(*_schema_and_batches(pq.read_table(path)))
+    text = message(lambda: list(ad.batches(reader, 8, sequences={"tokens": "pad"})))
     assert 'cannot load "tokens": row 50 of unit 0 of the shard' in text
     assert "pass allow_nulls=True to read null rows as empty rows" in text
     padded = [b["tokens_lengths"] for b in ad.batches(str(path), 8, sequences={"tokens": "pad"}, allow_nulls=True)]

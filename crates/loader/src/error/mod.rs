@@ -219,18 +219,22 @@ pub enum Error {
 
     /// A null row in a sequence column, when the spec does not allow nulls.
     #[error(
-        "row {row} of {} is null in sequence column {column:?}; expected none, or set \
+        "row {} {} is null in sequence column {column:?}; expected none, or set \
          BatchSpec::allow_nulls to read null rows as empty rows",
-        unit_of(*item)
+        thousands(*row),
+        row_place(file.as_deref(), *item)
     )]
     NullSequenceRow {
         /// The sequence column.
         column: String,
+        /// The file holding the row, for a source of files.
+        file: Option<PathBuf>,
         /// The unit holding the row (a row group, a record batch), numbered in the order the
         /// shard reads its units (as [`Position`](crate::Position) counts them); `None` for
         /// record batches collated on their own.
         item: Option<u64>,
-        /// The row, counted among the unit's rows (among the record batch's without a unit).
+        /// The row, counted in its file (among its unit's rows without a file, among the record
+        /// batch's without a unit).
         row: u64,
     },
 
@@ -342,7 +346,7 @@ pub enum Error {
     #[error(
         "cannot decode image at row {} of column {column:?} {}",
         thousands(*row),
-        image_place(file.as_deref(), *item)
+        row_place(file.as_deref(), *item)
     )]
     ImageRow {
         /// The image column.
@@ -365,7 +369,7 @@ pub enum Error {
         "cannot read image at row {} of column {column:?} {}: its path {path:?} is relative and \
          the source has no directory to resolve it against; expected BatchSpec::image_root",
         thousands(*row),
-        image_place(None, *item)
+        row_place(None, *item)
     )]
     RelativeImagePath {
         /// The image column.
@@ -392,9 +396,9 @@ fn thousands(value: u64) -> String {
     out
 }
 
-/// Where a row of an image column is, after its number: `in train.parquet`, `of unit 3 of the
-/// shard (...)`, `of the record batch`.
-fn image_place(file: Option<&std::path::Path>, item: Option<u64>) -> String {
+/// Where a row is, after its number: `in train.parquet`, `of unit 3 of the shard (...)`, `of the
+/// record batch`.
+fn row_place(file: Option<&std::path::Path>, item: Option<u64>) -> String {
     match (file, item) {
         (Some(file), _) => format!("in {}", file.display()),
         (None, Some(item)) => format!("of unit {item} of the shard (a record batch of the stream)"),
@@ -502,14 +506,6 @@ fn extension_note(metadata: &Metadata) -> String {
         .get(EXTENSION_NAME_KEY)
         .map(|name| format!(" (extension {name})"))
         .unwrap_or_default()
-}
-
-/// The unit of [`Error::NullSequenceRow`], in words.
-fn unit_of(item: Option<u64>) -> String {
-    match item {
-        Some(item) => format!("unit {item} of the shard (a row group or record batch)"),
-        None => "the record batch".to_string(),
-    }
 }
 
 /// `[name: type, ...]`, with an extension type's name and metadata after its storage type.

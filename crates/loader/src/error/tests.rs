@@ -136,6 +136,7 @@ fn samples() -> Vec<Error> {
         },
         Error::NullSequenceRow {
             column: "tokens".to_string(),
+            file: None,
             item: Some(3),
             row: 50,
         },

@@ -48,6 +48,7 @@ pub(crate) fn run_of(
         // The kernel counts the row in the run it was given; the loader's option allows it.
         arrow_dlpack::Error::NullRow { row, .. } => Error::NullSequenceRow {
             column: name.to_string(),
+            file: None,
             item: origin.map(|(item, _)| item),
             row: origin.map_or(0, |(_, first)| first) + (start + row) as u64,
         },

@@ -385,7 +385,7 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         .iter()
         .map(|(_, item)| order[item.unit as usize])
         .collect();
-    let locate = if spec.images.is_empty() {
+    let locate = if spec.images.is_empty() && spec.sequences.is_empty() {
         None
     } else {
         let mut unit_rows: Vec<Vec<u64>> = vec![Vec::new(); paths.len()];
@@ -462,7 +462,7 @@ fn plan_parquet_files(
         let num_rows = rows_left(&items, |unit| order[unit as usize].rows, &start, spec)?;
         (items, num_rows, None)
     };
-    let locate = if spec.images.is_empty() {
+    let locate = if spec.images.is_empty() && spec.sequences.is_empty() {
         None
     } else {
         let mut unit_rows: Vec<Vec<u64>> = Vec::with_capacity(files.len());

@@ -447,23 +447,52 @@ fn a_null_row_is_reported_by_its_row_in_its_unit_with_the_loaders_option() {
         batch_size: 8,
         ..sequences(SequenceMode::Pad)
     };
-    for source in [Source::ParquetFiles(vec![path]), reader(vec![data])] {
-        let error = batches(source, spec.clone())
-            .unwrap()
-            .find_map(Result::err)
-            .unwrap();
-        assert!(
-            matches!(
-                error,
-                Error::NullSequenceRow { ref column, item: Some(0), row: 50 } if column == "tokens"
-            ),
-            "{error:?}"
-        );
+    // A file names the row by the file and its row there; a stream by its unit.
+    let in_file = batches(Source::ParquetFiles(vec![path.clone()]), spec.clone())
+        .unwrap()
+        .find_map(Result::err)
+        .unwrap();
+    assert!(
+        matches!(
+            &in_file,
+            Error::NullSequenceRow { column, file: Some(file), item: Some(0), row: 50 }
+                if column == "tokens" && file == &path
+        ),
+        "{in_file:?}"
+    );
+    let message = in_file.to_string();
+    assert!(
+        message.starts_with(&format!("row 50 in {} is null", path.display())),
+        "{message}"
+    );
+    let in_stream = batches(reader(vec![data.clone()]), spec.clone())
+        .unwrap()
+        .find_map(Result::err)
+        .unwrap();
+    assert!(
+        matches!(
+            &in_stream,
+            Error::NullSequenceRow { column, file: None, item: Some(0), row: 50 } if column == "tokens"
+        ),
+        "{in_stream:?}"
+    );
+    for error in [in_file, in_stream] {
         assert!(
             error.to_string().contains("BatchSpec::allow_nulls"),
             "{error}"
         );
     }
+    // In a file of two row groups of 30 rows, shuffled: the second's row 20, the file's row 50.
+    let path = write_parquet(&dir.path().join("two.parquet"), &[data], 30);
+    let shuffled = spec.clone().shuffle(3);
+    let error = batches(Source::ParquetFiles(vec![path.clone()]), shuffled)
+        .unwrap()
+        .find_map(Result::err)
+        .unwrap();
+    assert!(
+        matches!(&error, Error::NullSequenceRow { row: 50, file: Some(file), .. } if file == &path),
+        "{error:?}"
+    );
 }
 
 /// `table`'s record batches with the token column as a list view (`large`: large_list_view)

@@ -178,13 +178,19 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         E::Tokenizer { .. } | E::Tokenize { .. } => Kind::Value,
         E::Write { .. } => return PyOSError::new_err(chain(&error)),
         // A null row of a sequence column: where it is, and the loader's option.
-        E::NullSequenceRow { column, item, row } => {
-            let place = match item {
-                Some(item) => format!(
+        E::NullSequenceRow {
+            column,
+            file,
+            item,
+            row,
+        } => {
+            let place = match (file, item) {
+                (Some(file), _) => format!("row {row} of {}", file.display()),
+                (None, Some(item)) => format!(
                     "row {row} of unit {item} of the shard (a row group or record batch, counted \
                      in the order the shard reads them)"
                 ),
-                None => format!("row {row} of the record batch"),
+                (None, None) => format!("row {row} of the record batch"),
             };
             return raise(
                 Kind::Value,

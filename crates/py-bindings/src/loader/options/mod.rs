@@ -379,7 +379,9 @@ fn groups(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<ColumnGroup>> {
             }
         }
         let columns = columns.ok_or_else(|| {
-            errors::type_error(format!("{at} has no key 'columns'; expected its columns there"))
+            errors::type_error(format!(
+                "{at} has no key 'columns'; expected its columns there"
+            ))
         })?;
         let group = ColumnGroup::new(group, columns);
         out.push(match dtype {
