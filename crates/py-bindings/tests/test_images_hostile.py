@@ -105,3 +105,41 @@ def test_hostile_files_decode_or_raise_value_errors_naming_the_row(name):
     # The unmutated file decodes; most mutants are refused or decode to something.
     assert sum(outcomes.values()) == len(cases)
     print(name, dict(sorted(outcomes.items())))
+
+
+def test_a_resize_past_what_the_process_may_allocate_is_a_memory_error_not_an_abort():
+    """A target of 300,000,000 x 1 pixels from a 40 x 30 image: its 900 MB output fits a 6 GB
+    address space, but the resizer's coefficients (about 70 bytes per output row) do not, and
+    the resizer allocates them without a way to fail; a probe makes that a MemoryError, through
+    the loader's thread too. A tall target that fits still resizes."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import io, resource
+        import numpy as np, pyarrow as pa
+        from PIL import Image
+        import arrow_dlpack as ad
+        resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+        out = io.BytesIO()
+        Image.fromarray(np.full((30, 40, 3), 128, np.uint8)).save(out, "PNG")
+        column = pa.array([out.getvalue()])
+        print(ad.decode_images(column, (1_000_000, 1), crop="none").images.shape)
+        try:
+            ad.decode_images(column, (300_000_000, 1), crop="none")
+        except MemoryError as error:
+            print("MemoryError")
+        table = pa.table({"image": column, "label": [0]})
+        spec = {"image": {"size": (300_000_000, 1), "crop": "none"}}
+        try:
+            list(ad.batches(table, 1, columns=["label"], images=spec))
+        except MemoryError as error:
+            print("MemoryError")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == ["(1, 3, 1000000, 1)", "MemoryError", "MemoryError"]

@@ -202,6 +202,21 @@ fn resample<'b>(
         }
         return Ok(&buffers.region);
     }
+    // The resizer allocates its working memory without a way to fail: it is probed here, so
+    // that a size past what the process may allocate is a MemoryError rather than an abort.
+    let support = match spec.interpolation {
+        Interpolation::Nearest => 0.5,
+        Interpolation::Bilinear => 1.0,
+        Interpolation::Bicubic => 2.0,
+        Interpolation::Lanczos => 3.0,
+    };
+    let from = (source.width, source.height);
+    let work = resize_work_bytes(from, (width, height), channels, support);
+    let mut probe: Vec<u8> = Vec::new();
+    probe
+        .try_reserve_exact(work)
+        .map_err(|_| arrow_dlpack_tensor::Error::OutOfMemory { bytes: work })?;
+    drop(probe);
     let options = ResizeOptions::new()
         .resize_alg(algorithm(spec.interpolation))
         .crop(source.left, source.top, source.width, source.height);
@@ -217,6 +232,24 @@ fn resample<'b>(
     }
     .map_err(|reason| Error::ImageResize { reason })?;
     Ok(&buffers.region)
+}
+
+/// An upper bound of the bytes `fast_image_resize` allocates to resize a `from` region (width,
+/// height, in source pixels) to `to` pixels of `channels` bytes with a filter of `support`: for
+/// each axis, per output pixel, a window of coefficients (8-byte weights, then 2-byte
+/// fixed-point copies) over the support on each side, widened by the scale when shrinking, and
+/// the window's bounds and chunk (40 bytes); and the image between the horizontal and the
+/// vertical pass (the target's width by the source's height).
+fn resize_work_bytes(from: (f64, f64), to: (u32, u32), channels: usize, support: f64) -> usize {
+    let axis = |source: f64, target: u32| -> f64 {
+        let target = f64::from(target.max(1));
+        let window = 2.0 * (support * (source / target).max(1.0)).ceil() + 1.0;
+        (window * 10.0 + 40.0) * target
+    };
+    let between = f64::from(to.0) * from.1.ceil() * channels as f64;
+    let total = axis(from.0, to.0) + axis(from.1, to.1) + between;
+    // Past usize::MAX the cast saturates, which no allocation reaches.
+    total as usize
 }
 
 /// `input` (width, height, interleaved bytes) resized into `output` (width, height, bytes) as
