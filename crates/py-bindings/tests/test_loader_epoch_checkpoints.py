@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from torch.utils.data import DataLoader
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 import arrow_dlpack as ad
@@ -85,3 +86,46 @@ def test_a_dataset_state_whose_pass_ended_gives_a_whole_pass_of_its_epoch(path):
         _dataset(path).load_state_dict({**state, "ended": "yes"})
     with pytest.raises(ad.ArrowDLPackValueError, match=r"state\['ended'\] is 1"):
         _dataset(path, state={**state, "ended": 1})
+
+
+def test_a_worker_whose_share_ended_before_a_mid_epoch_checkpoint_resumes_nothing(tmp_path):
+    # Two row groups: 8 rows (worker 0's share, one batch) and 40 (worker 1's, five batches).
+    path = tmp_path / "uneven.parquet"
+    with pq.ParquetWriter(path, pa.schema([("id", pa.int64())])) as writer:
+        writer.write_table(pa.table({"id": np.arange(0, 8)}))
+        writer.write_table(pa.table({"id": np.arange(8, 48)}))
+
+    def make():
+        return StatefulDataLoader(ad.BatchDataset(str(path), 8), batch_size=None, num_workers=2)
+
+    loader = make()
+    given = []
+    for index, batch in enumerate(loader):
+        given += [int(i) for i in batch["id"]]
+        if index == 2:
+            # Worker 0 gave its one batch and ended; worker 1 has three batches left.
+            checkpoint = loader.state_dict()
+            break
+    snapshots = checkpoint["_snapshot"]["_worker_snapshots"].values()
+    assert sorted(s["dataset_state"]["ended"] for s in snapshots) == [False, True]
+    resumed = make()
+    resumed.load_state_dict(checkpoint)
+    rest = [i for batch in _ids(resumed) for i in batch]
+    assert sorted(given + rest) == list(range(48))
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_merged_checkpoints_of_an_ended_epoch_begin_a_whole_pass_with_other_workers(path, num_workers):
+    loader = StatefulDataLoader(_dataset(path), batch_size=None, num_workers=num_workers)
+    first = _ids(loader)
+    merged = ad.merge_states([loader.state_dict()])
+    assert merged["ended"] is True and merged["loader"] is not None
+    for workers in (0, 3):
+        dataset = _dataset(path, state=merged)
+        assert dataset.batches_left(workers) == len(DataLoader(dataset, batch_size=None, num_workers=workers))
+        again = _ids(StatefulDataLoader(dataset, batch_size=None, num_workers=workers))
+        assert sorted(i for batch in again for i in batch) == list(range(ROWS))
+        if workers == num_workers == 0:
+            assert again == first
+    # The loader's own state of the rest of that epoch: nothing.
+    assert list(ad.batches(path, 8, shuffle=True, seed=4, buffer_size=16, state=merged)) == []

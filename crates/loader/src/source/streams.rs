@@ -112,9 +112,9 @@ pub(super) fn plan_batches_by_rows(
     )))
 }
 
-/// `spec` resuming a merged state of record batches in memory whose work does not count its
-/// units (a dealt stream's does not know them) with the units of `unit_rows` counted: their
-/// count is known in memory, so that the merged work can be planned by rows when its deal over
+/// `spec` resuming a merged state of record batches in memory or of local streams whose work
+/// does not count its units (a dealt stream's does not know them) with the units of
+/// `unit_rows` counted: their count is known in memory and from the streams' headers, so that the merged work can be planned by rows when its deal over
 /// the new ranks would be uneven.
 /// `None` for any other spec.
 fn with_counted_units(spec: &BatchSpec, unit_rows: &[u64]) -> Option<BatchSpec> {
@@ -273,6 +273,11 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
         .into_iter()
         .collect::<Option<Vec<Vec<u64>>>>()
         .map(|rows| rows.concat());
+    // A merged state of a dealt stream does not count its units; the headers do.
+    let with_units = unit_rows
+        .as_deref()
+        .and_then(|unit_rows| with_counted_units(spec, unit_rows));
+    let spec = with_units.as_ref().unwrap_or(spec);
     if let Some(unit_rows) = unit_rows
         .as_deref()
         .filter(|unit_rows| planned_by_rows(spec, unit_rows))

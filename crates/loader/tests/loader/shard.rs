@@ -418,3 +418,30 @@ fn record_batches_in_memory_and_local_streams_that_deal_unevenly_are_planned_by_
         );
     }
 }
+
+#[test]
+fn a_merged_state_of_a_local_stream_resumed_by_other_ranks_gives_them_as_many_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = table(&[37]);
+    let schema = data[0].schema();
+    let stream = write_stream(&dir.path().join("s.arrows"), &data);
+    let in_memory = move || Source::record_batches(schema.clone(), data.clone());
+    let streams = move || Source::IpcStreams(vec![stream.clone()]);
+    let sources: [&MakeSource; 2] = [&streams, &in_memory];
+    for make in sources {
+        // One shard gives 3 batches of 2 rows; its merged state is resumed by two ranks.
+        let spec = spec(2, &["id"]);
+        let mut loader = batches(make(), spec.clone()).unwrap();
+        let mut given = Vec::new();
+        for _ in 0..3 {
+            given.extend(ids(&[loader.next().unwrap().unwrap()]));
+        }
+        let merged = merge_states(&[loader.state()]).unwrap();
+        drop(loader);
+        let passes = shard_passes(make, &spec.clone().state(merged), 2);
+        assert_eq!(passes[0].len(), passes[1].len(), "{passes:?}");
+        given.extend(passes.iter().flatten().flatten());
+        given.sort_unstable();
+        assert_eq!(given, (0..37).collect::<Vec<_>>());
+    }
+}

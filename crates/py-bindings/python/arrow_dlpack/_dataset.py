@@ -469,7 +469,10 @@ class BatchDataset(IterableDataset):
         loader = state.get("loader")
         if loader is not None and not isinstance(loader, Mapping):
             raise ArrowDLPackValueError(f"state['loader'] is {type(loader).__name__}; expected a dict or None")
-        ended = pass_ended(state)
+        # A pass that ended resumes nothing where it was the whole loader's (no DataLoader
+        # workers: torchdata begins the next epoch after an iterator that ran out). A worker's
+        # pass may end while the others' go on (a checkpoint mid-epoch): it resumes its end.
+        ended = pass_ended(state) and _in_main_process()
         self._live = None
         if self._epoch.chosen and epoch != self._epoch.value:
             # set_epoch chose another epoch (in this process, or in the main process before
@@ -506,6 +509,13 @@ class BatchDataset(IterableDataset):
             f"BatchDataset({_redacted_source(self.source)}, {self.batch_size}, "
             f"epoch={self.epoch}, options={_redacted_options(self.options)})"
         )
+
+
+def _in_main_process() -> bool:
+    """Whether this process is no DataLoader worker."""
+    from torch.utils.data import get_worker_info
+
+    return get_worker_info() is None
 
 
 def _files_only(source: Any) -> bool:

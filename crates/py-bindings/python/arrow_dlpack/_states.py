@@ -56,10 +56,17 @@ def loader_state(state: Any) -> Any:
 _MAX_STATE_DEPTH = 64
 
 
-def _loader_states(found: Any, out: List[Dict[str, Any]], shards: List[Any]) -> None:
+def _loader_states(
+    found: Any,
+    out: List[Dict[str, Any]],
+    shards: List[Any],
+    ended: Optional[Tuple[List[bool], List[bool]]] = None,
+) -> None:
     """Collects the loader states in ``found``: a state from ``state_dict()``, a
     ``BatchDataset`` state, or any dict or list that holds them (a ``StatefulDataLoader``'s
-    state dict); ``shards`` gets the shards of ``BatchDataset`` states that read nothing yet.
+    state dict); ``shards`` gets the shards of ``BatchDataset`` states that read nothing yet,
+    and ``ended`` whether each ``StatefulDataLoader`` iterator found had run out, and whether
+    each ``BatchDataset`` pass had ended.
 
     The walk is iterative and bounded: nesting deeper than :data:`_MAX_STATE_DEPTH` levels is a
     ``ValueError``, and a dict or list met twice (a cycle) is looked into once."""
@@ -78,7 +85,11 @@ def _loader_states(found: Any, out: List[Dict[str, Any]], shards: List[Any]) -> 
             continue
         seen.add(id(item))
         if isinstance(item, Mapping):
+            if ended is not None and isinstance(item.get("_iterator_finished"), bool):
+                ended[0].append(item["_iterator_finished"])
             if _DATASET_KEY in item:
+                if ended is not None:
+                    ended[1].append(item.get("ended") is True)
                 if item.get("loader") is not None:
                     out.append(dict(item["loader"]))
                 elif item.get("shard") is not None:
@@ -105,9 +116,17 @@ def merge_states(states: Iterable[Any]) -> Optional[Dict[str, Any]]:
     ``states`` holds, for every shard (rank and DataLoader worker) of the old run, its
     ``state_dict()``, or anything that holds them: ``BatchDataset`` states, the state dicts of
     every rank's ``StatefulDataLoader``. None when no shard had read anything (start afresh).
+
+    When every ``StatefulDataLoader`` state says that its iterator ran out (a checkpoint at the
+    end of an epoch), or, without them, every ``BatchDataset`` state that its pass ended, the
+    merge is a ``BatchDataset`` state whose pass ended:
+    ``BatchDataset(state=...)`` then begins a whole pass of that epoch, as the checkpoint
+    loaded as it is would (``batches(state=...)`` gives the epoch's rest, nothing).
     """
     found: List[Dict[str, Any]] = []
     idle: List[Any] = []
+    # Whether each StatefulDataLoader iterator had run out, and each BatchDataset pass ended.
+    ended: Tuple[List[bool], List[bool]] = ([], [])
     try:
         walk = iter(states)
     except TypeError:
@@ -115,7 +134,7 @@ def merge_states(states: Iterable[Any]) -> Optional[Dict[str, Any]]:
             f"states is {type(states).__name__}; expected an iterable of the state_dict() of "
             "every shard"
         ) from None
-    _loader_states(list(walk), found, idle)
+    _loader_states(list(walk), found, idle, ended)
     if not found:
         if idle:
             return None
@@ -126,4 +145,12 @@ def merge_states(states: Iterable[Any]) -> Optional[Dict[str, Any]]:
         if not (isinstance(shard, (list, tuple)) and len(shard) == 2):
             raise ArrowDLPackValueError(f"a dataset state has shard {shard!r}; expected [index, count]")
         found.append({**found[0], "shard": list(shard), "position": None})
-    return _merge_states(found)
+    merged = _merge_states(found)
+    # A worker's pass may end before the others' (its flag is then True mid-epoch), and a
+    # worker's last state is sent with its last batch, before its pass ends: where
+    # StatefulDataLoader states say whether their iterators ran out, they decide.
+    iterators, passes = ended
+    if all(iterators or passes) and (iterators or passes):
+        return {_DATASET_KEY: 1, "epoch": merged.get("epoch"), "shard": None, "loader": merged,
+                "ended": True}
+    return merged
