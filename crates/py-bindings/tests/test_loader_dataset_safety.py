@@ -321,3 +321,13 @@ def test_ranks_that_get_no_batch_are_warned_and_workers_keep_tiny_files_whole(tm
         dataset = ad.BatchDataset(str(path), 2, drop_last=drop_last)
         loader = DataLoader(dataset, batch_size=None, num_workers=2)
         assert sorted(int(i) for batch in loader for i in batch["id"]) == expected
+
+
+def test_workers_that_do_not_split_are_counted_as_each_reading_everything(tmp_path):
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"id": np.arange(100)}), path, row_group_size=10)
+    dataset = ad.BatchDataset(str(path), 8, split_workers=False)
+    for workers in (0, 2):
+        loader = DataLoader(dataset, batch_size=None, num_workers=workers)
+        given = sum(1 for _ in loader)
+        assert len(loader) == dataset.batches_left(workers) == given == 13 * max(workers, 1)

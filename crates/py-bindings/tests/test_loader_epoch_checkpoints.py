@@ -129,3 +129,16 @@ def test_merged_checkpoints_of_an_ended_epoch_begin_a_whole_pass_with_other_work
             assert again == first
     # The loader's own state of the rest of that epoch: nothing.
     assert list(ad.batches(path, 8, shuffle=True, seed=4, buffer_size=16, state=merged)) == []
+
+
+def test_a_forged_ended_mark_is_refused_by_every_taker(path):
+    dataset = _dataset(path)
+    next(iter(dataset))
+    state = {**dataset.state_dict(), "ended": "yes"}
+    for take in (
+        lambda: ad.batches(path, 8, shuffle=True, seed=4, buffer_size=16, state=state),
+        lambda: ad.merge_states([state]),
+        lambda: _dataset(path, state=state),
+    ):
+        with pytest.raises(ad.ArrowDLPackValueError, match=r"state\['ended'\] is 'yes'"):
+            take()

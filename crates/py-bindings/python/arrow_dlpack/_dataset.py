@@ -285,13 +285,13 @@ class BatchDataset(IterableDataset):
 
         Asked by a DataLoader with worker processes (``len(loader)``), it is the number that
         those workers give together: each reads its own share of the rank's data and cuts its
-        own last batch."""
+        own last batch (with ``split_workers=False``, each reads the whole of it)."""
         whole = self._whole_pass()
         workers = _dataloader_workers(sys._getframe(1))
         if workers > 1 and self.options.get("split_workers") is not False:
             counted = self._counted(workers)
             return whole if counted is None else counted
-        return whole
+        return whole * max(workers, 1)
 
     def _whole_pass(self) -> int:
         """The batches of a whole pass of this rank, or ``TypeError``."""
@@ -331,12 +331,14 @@ class BatchDataset(IterableDataset):
         whole = self._whole_pass()
         split = self.options.get("split_workers") is not False
         workers = num_workers if num_workers > 1 and split else 1
+        # Workers that do not split each read what one reader would.
+        copies = 1 if split else max(num_workers, 1)
         state = self._next_state(self._epoch.value)
         if state is None and workers == 1:
-            return whole
+            return whole * copies
         counted = self._counted(workers, state)
         if counted is not None:
-            return counted
+            return counted * copies
         if state is None:
             return whole
         raise ArrowDLPackTypeError(

@@ -48,6 +48,7 @@ def loader_state(state: Any) -> Any:
     """``state`` as a loader's state: a ``BatchDataset.state_dict()`` gives its loader's (None
     before its first batch: the epoch from its start); anything else as it is."""
     if isinstance(state, Mapping) and _DATASET_KEY in state:
+        pass_ended(state)  # its mark is checked, though a loader gives the pass's rest either way
         loader = state.get("loader")
         return dict(loader) if isinstance(loader, Mapping) else loader
     return state
@@ -89,7 +90,7 @@ def _loader_states(
                 ended[0].append(item["_iterator_finished"])
             if _DATASET_KEY in item:
                 if ended is not None:
-                    ended[1].append(item.get("ended") is True)
+                    ended[1].append(pass_ended(item))
                 if item.get("loader") is not None:
                     out.append(dict(item["loader"]))
                 elif item.get("shard") is not None:
