@@ -17,6 +17,9 @@ pub(super) fn plan_in_memory(
     } else {
         "the reader"
     };
+    // A merged state of a dealt stream does not count its units; in memory they are known.
+    let with_units = unit_rows.and_then(|unit_rows| with_counted_units(spec, unit_rows));
+    let spec = with_units.as_ref().unwrap_or(spec);
     check_spec(spec, &schema, || described.to_string())?;
     let settings = identity::settings(spec, identity::reader(&schema));
     let (work, start) = resume(spec, &settings, counted(spec, unit_rows))?;

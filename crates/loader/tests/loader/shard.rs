@@ -438,6 +438,9 @@ fn a_merged_state_of_a_local_stream_resumed_by_other_ranks_gives_them_as_many_ba
         }
         let merged = merge_states(&[loader.state()]).unwrap();
         drop(loader);
+        // One reader or two: each knows its length.
+        let one = batches(make(), spec.clone().state(merged.clone())).unwrap();
+        assert_eq!(one.len(), Some(16));
         let passes = shard_passes(make, &spec.clone().state(merged), 2);
         assert_eq!(passes[0].len(), passes[1].len(), "{passes:?}");
         given.extend(passes.iter().flatten().flatten());
