@@ -115,23 +115,28 @@ pub(super) fn plan_batches_by_rows(
     )))
 }
 
-/// `spec` resuming a merged state of record batches in memory or of local streams whose work
-/// does not count its units (a dealt stream's does not know them) with the units of
-/// `unit_rows` counted: their count is known in memory and from the streams' headers, so that the merged work can be planned by rows when its deal over
-/// the new ranks would be uneven.
-/// `None` for any other spec.
+/// `spec` resuming a state (a shard's own, or merged) of record batches in memory or of local
+/// streams whose work does not count its units (a dealt stream's does not know them), with the
+/// units of `unit_rows` counted: their count is known in memory and from the streams' headers,
+/// so that a merged work can be planned by rows when its deal over the new ranks would be
+/// uneven, and a position is checked against the units. `None` for any other spec.
 fn with_counted_units(spec: &BatchSpec, unit_rows: &[u64]) -> Option<BatchSpec> {
     let state = spec.state.as_ref()?;
-    if state.shard.is_some() || state.work.units.is_some() {
+    if state.work.units.is_some() {
         return None;
     }
+    let merged = state.shard.is_none();
     let mut spec = spec.clone();
     let work = &mut spec.state.as_mut()?.work;
     let units = unit_rows.len() as u64;
-    // A merge that did not know the count lists the units a shard would have reached past the
-    // end (a shard that ended names the next one of its deal): they hold no rows.
-    work.items.retain(|item| item.unit < units);
-    work.rest_from = work.rest_from.min(units);
+    if merged {
+        // A merge that did not know the count lists the units a shard would have reached past
+        // the end (a shard that ended names the next one of its deal): they hold no rows.
+        work.items.retain(|item| item.unit < units);
+        work.rest_from = work.rest_from.min(units);
+    }
+    // A shard's own state is then checked against the units, as a file's is: a position past
+    // them is refused rather than read as an empty epoch.
     work.units = Some(units);
     Some(spec)
 }

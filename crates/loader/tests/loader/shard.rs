@@ -448,3 +448,41 @@ fn a_merged_state_of_a_local_stream_resumed_by_other_ranks_gives_them_as_many_ba
         assert_eq!(given, (0..37).collect::<Vec<_>>());
     }
 }
+
+#[test]
+fn forged_positions_past_the_units_of_a_stream_or_record_batches_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = table(&[7, 7, 7]);
+    let schema = data[0].schema();
+    let stream = write_stream(&dir.path().join("s.arrows"), &data);
+    let in_memory = move || Source::record_batches(schema.clone(), data.clone());
+    let streams = move || Source::IpcStreams(vec![stream.clone()]);
+    let sources: [&MakeSource; 2] = [&streams, &in_memory];
+    for make in sources {
+        let spec = spec(2, &["id"]);
+        let mut loader = batches(make(), spec.clone()).unwrap();
+        loader.next().unwrap().unwrap();
+        let state = loader.state();
+        drop(loader);
+        let forgeries: [fn(&mut LoaderState); 3] = [
+            |state| state.position = Some(Position::Rows { item: 100, row: 0 }),
+            |state| {
+                state.position = Some(Position::Rows {
+                    item: 1,
+                    row: 1_000_000,
+                })
+            },
+            |state| state.work.rest_from = u64::MAX,
+        ];
+        for forge in forgeries {
+            let mut forged = state.clone();
+            forge(&mut forged);
+            let error = batches(make(), spec.clone().state(forged)).err().unwrap();
+            assert!(
+                chain(&error).contains("cannot resume from the state"),
+                "{}",
+                chain(&error)
+            );
+        }
+    }
+}
