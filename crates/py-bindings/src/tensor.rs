@@ -135,11 +135,24 @@ impl PyTensor {
         pyarrow_dtype_name(self.tensor.dtype())
     }
 
-    /// The element type as numpy and torch name it (`"float32"`, `"int64"`, `"bool"`), a str:
-    /// `np.dtype(t.dtype)` and `getattr(torch, t.dtype)` give theirs.
+    /// The element type as a numpy dtype (`dtype('float32')`), as array libraries read it next
+    /// to `__array__` (JAX's `jnp.asarray` does); `ml_dtypes`' for bfloat16 and the float8
+    /// types where it is installed, else their name. numpy is imported here, not with the
+    /// package; `str(t.dtype)` is the name torch uses too (`getattr(torch, str(t.dtype))`).
     #[getter]
-    fn dtype(&self) -> &'static str {
-        self.tensor.dtype().name()
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let name = self.tensor.dtype().name();
+        let numpy = py.import("numpy")?;
+        if let Ok(dtype) = numpy.call_method1("dtype", (name,)) {
+            return Ok(dtype);
+        }
+        // numpy has no bfloat16 or float8: ml_dtypes (which JAX brings) registers them.
+        if let Ok(extra) = py.import("ml_dtypes")
+            && let Ok(scalar) = extra.getattr(name)
+        {
+            return numpy.call_method1("dtype", (scalar,));
+        }
+        Ok(pyo3::types::PyString::new(py, name).into_any())
     }
 
     /// The extent of the first dimension, as `len()` of a numpy array or torch tensor; a 0-d

@@ -219,10 +219,20 @@ def test_tensor_dtype_len_and_tolist_are_numpys(x):
     import torch
 
     tensor = ad.Tensor.from_dlpack(x)
-    assert tensor.dtype == x.dtype.name and np.dtype(tensor.dtype) == x.dtype
-    assert getattr(torch, tensor.dtype) == torch.from_numpy(x).dtype
+    assert tensor.dtype == x.dtype and isinstance(tensor.dtype, np.dtype)
+    assert getattr(torch, str(tensor.dtype)) == torch.from_numpy(x).dtype
     assert len(tensor) == len(x)
     assert tensor.tolist() == x.tolist()
+    if x.ndim == 2 and x.dtype == np.float32:
+        # JAX reads the dtype beside __array__.
+        import jax.numpy as jnp
+
+        assert jnp.asarray(tensor).tolist() == x.tolist()
+    # numpy has no bfloat16: ml_dtypes' (which JAX brings) where it is installed.
+    import ml_dtypes
+
+    bf16 = ad.Tensor.from_dlpack(torch.ones(2, dtype=torch.bfloat16))
+    assert bf16.dtype == np.dtype(ml_dtypes.bfloat16)
     scalar = ad.Tensor.from_dlpack(np.array(2.5))
     assert scalar.tolist() == 2.5
     with pytest.raises(TypeError, match="len\\(\\) of a 0-d tensor"):

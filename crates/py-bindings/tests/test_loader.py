@@ -367,8 +367,11 @@ def test_a_corrupt_ipc_file_is_a_clear_error(tmp_path, files):
 
 
 def test_missing_files_and_unknown_formats(tmp_path):
-    with pytest.raises(FileNotFoundError):
-        ad.batches(tmp_path / "missing.parquet", 4)
+    # Not there: not found, whatever the extension (a missing directory has none).
+    for missing in ("missing.parquet", "table.csv", "no_such_dir", "no_such_dir/"):
+        with pytest.raises(FileNotFoundError):
+            ad.batches(str(tmp_path / missing), 4)
+    (tmp_path / "table.csv").write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match="extension"):
         ad.batches(tmp_path / "table.csv", 4)
     with pytest.raises(TypeError, match="__arrow_c_stream__"):

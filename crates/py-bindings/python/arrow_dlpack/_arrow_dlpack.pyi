@@ -470,9 +470,10 @@ class Tensor:
     def type(self) -> str:
         """The element type, named as PyArrow names it (``int32``, ``float``, ``double``, ...)."""
     @property
-    def dtype(self) -> str:
-        """The element type as numpy and torch name it (``"float32"``, ``"int64"``, ``"bool"``):
-        ``np.dtype(t.dtype)`` and ``getattr(torch, t.dtype)`` give theirs."""
+    def dtype(self) -> Any:
+        """The element type as a numpy dtype (``dtype('float32')``), as array libraries read it
+        beside ``__array__``; ``ml_dtypes``' for bfloat16 and float8 where it is installed, else
+        their name. ``str(t.dtype)`` is torch's name too (``getattr(torch, str(t.dtype))``)."""
     def __len__(self) -> int:
         """The extent of the first dimension; TypeError for a 0-d tensor, as numpy's."""
     def tolist(self) -> Any:

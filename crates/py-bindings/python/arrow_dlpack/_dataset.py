@@ -163,7 +163,7 @@ class BatchDataset(IterableDataset):
         # A BatchDataset.state_dict() is taken as the loader's state it holds; one saved after
         # its pass ended resumes nothing (the first pass is whole), in the epoch it was saved in.
         ended = pass_ended(state)
-        ended_epoch = state.get("epoch") if ended else None
+        ended_epoch = state.get("epoch") if ended and isinstance(state, Mapping) else None
         state = options["state"] = None if ended else loader_state(state)
         python = check_python_options({name: options[name] for name in PYTHON if name in options})
         options.update(python)
