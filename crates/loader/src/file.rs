@@ -82,6 +82,9 @@ pub(crate) const IPC_FILE_MAGIC: &[u8; 6] = b"ARROW1";
 /// The magic bytes of the Feather version 1 format, which predates Arrow IPC files.
 const FEATHER_V1_MAGIC: &[u8; 4] = b"FEA1";
 
+/// The first and last bytes of a Parquet file.
+const PARQUET_MAGIC: &[u8; 4] = b"PAR1";
+
 /// The format of an Arrow file (of extension [`Extension::Arrow`]) whose first bytes are
 /// `head`: an IPC file when it starts with `ARROW1`, else an IPC stream (which starts with a
 /// message: a continuation marker and a length). Feather version 1 is refused here, naming it.
@@ -114,7 +117,7 @@ pub(crate) fn arrow_format_of_tail(path: &Path, tail: &[u8]) -> Result<Format> {
 
 /// The format of the local file `path`: its extension tells Parquet from Arrow, and an Arrow
 /// file's first bytes tell an IPC file from a stream (so a stream named `.arrow`, as
-/// `datasets.Dataset.save_to_disk` writes them, is read as a stream).
+/// `datasets.Dataset.save_to_disk` writes them, is read as a stream) or from a Parquet file.
 pub(crate) fn format_of_file(path: &Path) -> Result<Format> {
     let name = path
         .file_name()
@@ -126,6 +129,10 @@ pub(crate) fn format_of_file(path: &Path) -> Result<Format> {
             let mut head = [0u8; IPC_FILE_MAGIC.len()];
             let mut file = open(path)?;
             let read = read_up_to(&mut file, &mut head).map_err(|error| Error::io(path, error))?;
+            // A Parquet file named as an Arrow one: its first bytes say what it is.
+            if head[..read].starts_with(PARQUET_MAGIC) {
+                return Ok(Format::Parquet);
+            }
             arrow_format_of(path, &head[..read])
         }
         None => Err(Error::UnknownFormat {

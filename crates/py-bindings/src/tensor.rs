@@ -165,6 +165,21 @@ impl PyTensor {
             .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("len() of a 0-d tensor"))
     }
 
+    /// `int(t)` of a tensor of one element (the `max_seqlen` of packed sequences), as numpy's.
+    fn __int__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        Self::to_numpy(slf)?.call_method0("__int__")
+    }
+
+    /// `float(t)` of a tensor of one element, as numpy's.
+    fn __float__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        Self::to_numpy(slf)?.call_method0("__float__")
+    }
+
+    /// `operator.index(t)` of a 0-d integer tensor (`range(t)`), as numpy's.
+    fn __index__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        Self::to_numpy(slf)?.call_method0("__index__")
+    }
+
     /// The elements as nested Python lists (numpy's `tolist()`), copied through a numpy view.
     fn tolist<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         Self::to_numpy(slf)?.call_method0("tolist")

@@ -371,6 +371,9 @@ def test_missing_files_and_unknown_formats(tmp_path):
     for missing in ("missing.parquet", "table.csv", "no_such_dir", "no_such_dir/"):
         with pytest.raises(FileNotFoundError):
             ad.batches(str(tmp_path / missing), 4)
+    # A Parquet file named .arrow is read by its first bytes.
+    pq.write_table(pa.table({"x": [1, 2, 3]}), tmp_path / "misnamed.arrow")
+    assert [b["x"].tolist() for b in ad.batches(str(tmp_path / "misnamed.arrow"), 3)] == [[1, 2, 3]]
     (tmp_path / "table.csv").write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match="extension"):
         ad.batches(tmp_path / "table.csv", 4)

@@ -7,7 +7,7 @@
 use std::mem::MaybeUninit;
 
 use fast_image_resize::images::{TypedImage, TypedImageRef};
-use fast_image_resize::pixels::{U8x3, U8x4, U8};
+use fast_image_resize::pixels::{U8, U8x3, U8x4};
 use fast_image_resize::{FilterType, PixelTrait, ResizeAlg, ResizeOptions, Resizer};
 
 use super::convert::Pixels;
@@ -220,7 +220,10 @@ fn resample<'b>(
     let options = ResizeOptions::new()
         .resize_alg(algorithm(spec.interpolation))
         .crop(source.left, source.top, source.width, source.height);
-    let (input, output) = ((pixels.width, pixels.height, pixels.data), &mut buffers.region[..]);
+    let (input, output) = (
+        (pixels.width, pixels.height, pixels.data),
+        &mut buffers.region[..],
+    );
     let resizer = &mut buffers.resizer;
     // The three pixel layouts that decoding gives, each resized through its own type: the
     // resizer's dynamic entry point would compile its convolutions for every pixel type it knows

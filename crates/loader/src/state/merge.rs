@@ -247,9 +247,13 @@ fn check_one_run(states: &[LoaderState]) -> Result<()> {
             return bad("a state is already merged; expected the states of the shards".to_string());
         };
         if shards != num_shards {
+            let given = match num_shards {
+                1 => "1 state was given".to_string(),
+                count => format!("{count} states were given"),
+            };
             return bad(format!(
-                "the states given number {num_shards}, and one is of shard {shard} of \
-                 {shards}; expected one state of each shard 0..{shards}"
+                "{given}, and one is of shard {shard} of {shards}; expected one state of each \
+                 shard 0..{shards}"
             ));
         }
         if shard >= num_shards {

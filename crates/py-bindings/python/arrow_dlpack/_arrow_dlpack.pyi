@@ -478,6 +478,12 @@ class Tensor:
         """The extent of the first dimension; TypeError for a 0-d tensor, as numpy's."""
     def tolist(self) -> Any:
         """The elements as nested Python lists (numpy's ``tolist()``)."""
+    def __int__(self) -> int:
+        """``int(t)`` of a tensor of one element (a packed sequence's ``max_seqlen``)."""
+    def __float__(self) -> float:
+        """``float(t)`` of a tensor of one element."""
+    def __index__(self) -> int:
+        """``operator.index(t)`` of a 0-d integer tensor."""
     @property
     def dim_names(self) -> Optional[list[str]]:
         """The dimension names, or None."""

@@ -74,11 +74,18 @@ def _layout(
         if not _warned_split:
             _warned_split = True
             call = f"ad.batches(rank={rank}, world_size={world_size})" if explicit else "ad.batches"
+            unseen = ""
+            if not explicit and world_size == 1:
+                unseen = (
+                    "; no torch.distributed group is visible in this worker (a spawned worker "
+                    "does not inherit one): under DDP, pass rank= and world_size=, or use "
+                    "ad.BatchDataset, which hands them to its workers"
+                )
             warnings.warn(
                 f"{call} in DataLoader worker {worker} of {workers} reads only this worker's "
                 f"share of rank {rank}'s data (1/{workers} of it), so that the workers together "
                 "read it once; if each worker was given its own sources, pass "
-                "split_workers=False (split_workers=True splits without this warning)",
+                f"split_workers=False (split_workers=True splits without this warning){unseen}",
                 UserWarning,
                 stacklevel=4,
             )

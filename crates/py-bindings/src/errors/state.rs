@@ -53,7 +53,7 @@ pub(crate) fn state_message(
         && state.get("version").is_none()
     {
         message.push_str(
-            "; expected a loader's state: Batches.state(), ad.merge_states(...), or \
+            "; expected a loader's state: ad.batches(...).state_dict(), ad.merge_states(...), or \
              BatchDataset.state_dict() (a StatefulDataLoader's state_dict() goes back to its \
              own load_state_dict())",
         );
