@@ -278,9 +278,13 @@ impl SourceIdentity {
             }
         }
         match (&self.schema, &given.schema) {
-            (Some(a), Some(b)) if a != b => {
-                differ("source.schema", json(a).to_string(), json(b).to_string())
-            }
+            (Some(a), Some(b)) if a != b => differ(
+                // The digest covers the metadata, where a Hugging Face dataset's fingerprint is.
+                "source.schema (the stream's schema and metadata: another dataset, or one \
+                 shuffled, selected, filtered or mapped otherwise)",
+                json(a).to_string(),
+                json(b).to_string(),
+            ),
             _ => None,
         }
     }

@@ -163,7 +163,11 @@ fn readers_and_streams_of_another_schema_are_refused_and_settings_are_named_with
     .unwrap();
     let message = refusal(reader(vec![narrow]), &spec, state.clone());
     assert!(
-        message.starts_with("cannot resume from the state: source.schema: saved \"xxh3-128:"),
+        message.starts_with(
+            "cannot resume from the state: source.schema (the stream's schema and metadata: \
+             another dataset, or one shuffled, selected, filtered or mapped otherwise): saved \
+             \"xxh3-128:"
+        ),
         "{message}"
     );
     assert_eq!(
