@@ -298,7 +298,7 @@ def test_merge_states_names_the_shards_of_the_states_given():
     again = json.loads(json.dumps(states[1]))
     with pytest.raises(
         ValueError,
-        match=r"the states given number 3, and one is of shard 0 of 2; expected one state of "
+        match=r"3 states were given, and one is of shard 0 of 2; expected one state of "
         r"each shard 0\.\.2",
     ):
         ad.merge_states(states + [again])
