@@ -427,3 +427,26 @@ def test_streams_whose_rows_add_up_past_2_63_are_refused_naming_the_stream(tmp_p
     assert ad.batches(paths[:1], 10).num_rows == 2**62 + 333
     with pytest.raises(ad.ArrowDLPackValueError, match=r"more than 2\*\*63 - 1 rows in all"):
         ad.batches(paths, 10)
+
+
+def test_a_page_whose_checksum_does_not_match_is_refused(tmp_path):
+    # A file written with page checksums, one byte of a data page changed (the footer intact):
+    # pyarrow verifies the checksum when asked; the loader always does, where a page has one.
+    path = tmp_path / "checked.parquet"
+    values = np.arange(4096, dtype=np.int64)
+    pq.write_table(pa.table({"x": values}), path, write_page_checksum=True,
+                   compression="none", use_dictionary=False)
+    data = bytearray(path.read_bytes())
+    # The values lie after the first page header; flip a byte in the middle of them.
+    at = data.index(np.int64(2000).tobytes())
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(OSError, match="CRC checksum verification failed"):
+        pq.read_table(path, page_checksum_verification=True)
+    with pytest.raises(ValueError, match="checksum"):
+        list(ad.batches(str(path), 1024))
+    # Without checksums the file is read as pyarrow reads it (the format gives nothing to check).
+    plain = tmp_path / "plain.parquet"
+    pq.write_table(pa.table({"x": values}), plain, compression="none", use_dictionary=False)
+    got = np.concatenate([np.from_dlpack(b["x"]) for b in ad.batches(str(plain), 1024)])
+    assert np.array_equal(got, values)
