@@ -232,33 +232,6 @@ fn row_bytes_of(view: &Tensor, start: usize, len: usize, row_bytes: usize) -> &[
     &view.buffer().as_slice()[from..from + len * row_bytes]
 }
 
-/// `error` with a null row named by its file and its row in the file, where the source is
-/// files.
-fn in_its_file(error: Error, columns: &Columns) -> Error {
-    match error {
-        Error::NullSequenceRow {
-            column,
-            file: None,
-            item: Some(item),
-            row,
-        } => match columns.locate.as_ref().and_then(|at| at.place(item, row)) {
-            Some(place) => Error::NullSequenceRow {
-                column,
-                file: Some(place.name.to_path_buf()),
-                item: Some(item),
-                row: place.row,
-            },
-            None => Error::NullSequenceRow {
-                column,
-                file: None,
-                item: Some(item),
-                row,
-            },
-        },
-        other => other,
-    }
-}
-
 /// Makes the batch whose rows are `runs`, in order, of `pieces`; image columns are decoded here
 /// (and with `on_error="skip"`, the rows that are not images are left out of every tensor).
 pub(crate) fn assemble(
@@ -310,12 +283,11 @@ fn assemble_rows(
                     run_of(
                         name,
                         column,
-                        run.start,
-                        run.len,
+                        (run.start, run.len),
                         spec.allow_nulls,
                         piece.origin,
+                        columns.locate.as_ref(),
                     )
-                    .map_err(|error| in_its_file(error, columns))
                 })
                 .collect::<Result<Vec<_>>>()?;
             tensors.extend(sequence_tensors(sequence, &rows)?);

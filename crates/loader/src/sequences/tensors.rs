@@ -15,6 +15,7 @@ use arrow_dlpack::{
 use arrow_dlpack_tensor::Tensor;
 
 use super::{Sequence, SequenceMode};
+use crate::images::Locate;
 use crate::{Error, Result};
 
 /// Checks that `empty` (zero rows of a sequence column) forms a ragged tensor: its element type
@@ -30,14 +31,15 @@ pub(crate) fn probe(name: &str, empty: &dyn Array) -> Result<()> {
 
 /// The rows `start..start + len` of the list array `column` as a ragged tensor; `origin` is
 /// where the record batch's rows are (the shard's item and the index of its first row among the
-/// item's), so that a null row is reported where it is in its unit.
+/// item's), so that a null row is reported where it is: in its file, where `locate` finds it,
+/// else in its unit.
 pub(crate) fn run_of(
     name: &str,
     column: &dyn Array,
-    start: usize,
-    len: usize,
+    (start, len): (usize, usize),
     allow_nulls: bool,
     origin: Option<(u64, u64)>,
+    locate: Option<&Locate>,
 ) -> Result<RaggedTensor> {
     let options = ListToRaggedOptions {
         allow_nulls,
@@ -46,12 +48,17 @@ pub(crate) fn run_of(
     };
     list_to_ragged(column.slice(start, len).as_ref(), options).map_err(|error| match error {
         // The kernel counts the row in the run it was given; the loader's option allows it.
-        arrow_dlpack::Error::NullRow { row, .. } => Error::NullSequenceRow {
-            column: name.to_string(),
-            file: None,
-            item: origin.map(|(item, _)| item),
-            row: origin.map_or(0, |(_, first)| first) + (start + row) as u64,
-        },
+        arrow_dlpack::Error::NullRow { row, .. } => {
+            let item = origin.map(|(item, _)| item);
+            let row = origin.map_or(0, |(_, first)| first) + (start + row) as u64;
+            let place = item.zip(locate).and_then(|(item, at)| at.place(item, row));
+            Error::NullSequenceRow {
+                column: name.to_string(),
+                file: place.as_ref().map(|place| place.name.to_path_buf()),
+                item,
+                row: place.map_or(row, |place| place.row),
+            }
+        }
         other => Error::column(name, other),
     })
 }

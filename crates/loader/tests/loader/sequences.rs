@@ -448,10 +448,13 @@ fn a_null_row_is_reported_by_its_row_in_its_unit_with_the_loaders_option() {
         ..sequences(SequenceMode::Pad)
     };
     // A file names the row by the file and its row there; a stream by its unit.
-    let in_file = batches(Source::ParquetFiles(vec![path.clone()]), spec.clone())
-        .unwrap()
-        .find_map(Result::err)
-        .unwrap();
+    let first_error = |source: Source, spec: BatchSpec| {
+        batches(source, spec)
+            .unwrap()
+            .find_map(Result::err)
+            .unwrap()
+    };
+    let in_file = first_error(Source::ParquetFiles(vec![path.clone()]), spec.clone());
     assert!(
         matches!(
             &in_file,
@@ -465,10 +468,7 @@ fn a_null_row_is_reported_by_its_row_in_its_unit_with_the_loaders_option() {
         message.starts_with(&format!("row 50 in {} is null", path.display())),
         "{message}"
     );
-    let in_stream = batches(reader(vec![data.clone()]), spec.clone())
-        .unwrap()
-        .find_map(Result::err)
-        .unwrap();
+    let in_stream = first_error(reader(vec![data.clone()]), spec.clone());
     assert!(
         matches!(
             &in_stream,
@@ -485,10 +485,7 @@ fn a_null_row_is_reported_by_its_row_in_its_unit_with_the_loaders_option() {
     // In a file of two row groups of 30 rows, shuffled: the second's row 20, the file's row 50.
     let path = write_parquet(&dir.path().join("two.parquet"), &[data], 30);
     let shuffled = spec.clone().shuffle(3);
-    let error = batches(Source::ParquetFiles(vec![path.clone()]), shuffled)
-        .unwrap()
-        .find_map(Result::err)
-        .unwrap();
+    let error = first_error(Source::ParquetFiles(vec![path.clone()]), shuffled);
     assert!(
         matches!(&error, Error::NullSequenceRow { row: 50, file: Some(file), .. } if file == &path),
         "{error:?}"

@@ -62,6 +62,17 @@ fn shards_of_a_reader_are_dealt_by_record_batch() {
 /// Makes a source anew for each loader.
 type MakeSource = dyn Fn() -> Source;
 
+/// Record batches of `sizes` rows as a local IPC stream in `dir`, and in memory.
+fn streams_and_memory(dir: &std::path::Path, sizes: &[usize]) -> [Box<MakeSource>; 2] {
+    let data = table(sizes);
+    let schema = data[0].schema();
+    let stream = write_stream(&dir.join("s.arrows"), &data);
+    [
+        Box::new(move || Source::IpcStreams(vec![stream.clone()])),
+        Box::new(move || Source::record_batches(schema.clone(), data.clone())),
+    ]
+}
+
 /// The batch counts of every shard of `make` with `spec`, and the ids of each shard's rows.
 fn shard_passes(make: &dyn Fn() -> Source, spec: &BatchSpec, count: usize) -> Vec<Vec<Vec<i64>>> {
     (0..count)
@@ -383,15 +394,10 @@ fn no_worker_of_a_rank_idles_while_another_reads_every_unit() {
 #[test]
 fn record_batches_in_memory_and_local_streams_that_deal_unevenly_are_planned_by_rows_too() {
     let dir = tempfile::tempdir().unwrap();
-    let data = table(&[90, 11]);
-    let schema = data[0].schema();
-    let stream = write_stream(&dir.path().join("s.arrows"), &data);
-    let in_memory = move || Source::record_batches(schema.clone(), data.clone());
-    let streams = move || Source::IpcStreams(vec![stream.clone()]);
-    let sources: [&MakeSource; 2] = [&in_memory, &streams];
+    let sources = streams_and_memory(dir.path(), &[90, 11]);
     for (make, shuffle) in sources
-        .into_iter()
-        .flat_map(|make| [(make, false), (make, true)])
+        .iter()
+        .flat_map(|make| [(make.as_ref(), false), (make.as_ref(), true)])
     {
         let spec = BatchSpec {
             shuffle,
@@ -422,13 +428,7 @@ fn record_batches_in_memory_and_local_streams_that_deal_unevenly_are_planned_by_
 #[test]
 fn a_merged_state_of_a_local_stream_resumed_by_other_ranks_gives_them_as_many_batches() {
     let dir = tempfile::tempdir().unwrap();
-    let data = table(&[37]);
-    let schema = data[0].schema();
-    let stream = write_stream(&dir.path().join("s.arrows"), &data);
-    let in_memory = move || Source::record_batches(schema.clone(), data.clone());
-    let streams = move || Source::IpcStreams(vec![stream.clone()]);
-    let sources: [&MakeSource; 2] = [&streams, &in_memory];
-    for make in sources {
+    for make in streams_and_memory(dir.path(), &[37]) {
         // One shard gives 3 batches of 2 rows; its merged state is resumed by two ranks.
         let spec = spec(2, &["id"]);
         let mut loader = batches(make(), spec.clone()).unwrap();
@@ -441,7 +441,7 @@ fn a_merged_state_of_a_local_stream_resumed_by_other_ranks_gives_them_as_many_ba
         // One reader or two: each knows its length.
         let one = batches(make(), spec.clone().state(merged.clone())).unwrap();
         assert_eq!(one.len(), Some(16));
-        let passes = shard_passes(make, &spec.clone().state(merged), 2);
+        let passes = shard_passes(&*make, &spec.clone().state(merged), 2);
         assert_eq!(passes[0].len(), passes[1].len(), "{passes:?}");
         given.extend(passes.iter().flatten().flatten());
         given.sort_unstable();
@@ -452,13 +452,7 @@ fn a_merged_state_of_a_local_stream_resumed_by_other_ranks_gives_them_as_many_ba
 #[test]
 fn forged_positions_past_the_units_of_a_stream_or_record_batches_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let data = table(&[7, 7, 7]);
-    let schema = data[0].schema();
-    let stream = write_stream(&dir.path().join("s.arrows"), &data);
-    let in_memory = move || Source::record_batches(schema.clone(), data.clone());
-    let streams = move || Source::IpcStreams(vec![stream.clone()]);
-    let sources: [&MakeSource; 2] = [&streams, &in_memory];
-    for make in sources {
+    for make in streams_and_memory(dir.path(), &[7, 7, 7]) {
         let spec = spec(2, &["id"]);
         let mut loader = batches(make(), spec.clone()).unwrap();
         loader.next().unwrap().unwrap();
