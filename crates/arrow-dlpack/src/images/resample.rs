@@ -212,11 +212,14 @@ fn resample<'b>(
     };
     let from = (source.width, source.height);
     let work = resize_work_bytes(from, (width, height), channels, support);
-    let mut probe: Vec<u8> = Vec::new();
-    probe
-        .try_reserve_exact(work)
-        .map_err(|_| arrow_dlpack_tensor::Error::OutOfMemory { bytes: work })?;
-    drop(probe);
+    // Probed only where it is large: an image of training size needs well under a megabyte,
+    // and a probe per image would map and unmap memory on every one.
+    if work > PROBED_WORK_BYTES {
+        let mut probe: Vec<u8> = Vec::new();
+        probe
+            .try_reserve_exact(work)
+            .map_err(|_| arrow_dlpack_tensor::Error::OutOfMemory { bytes: work })?;
+    }
     let options = ResizeOptions::new()
         .resize_alg(algorithm(spec.interpolation))
         .crop(source.left, source.top, source.width, source.height);
@@ -236,6 +239,9 @@ fn resample<'b>(
     .map_err(|reason| Error::ImageResize { reason })?;
     Ok(&buffers.region)
 }
+
+/// The resizer's working memory past which it is probed before the resize (64 MiB).
+const PROBED_WORK_BYTES: usize = 64 << 20;
 
 /// An upper bound of the bytes `fast_image_resize` allocates to resize a `from` region (width,
 /// height, in source pixels) to `to` pixels of `channels` bytes with a filter of `support`: for

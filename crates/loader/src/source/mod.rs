@@ -31,7 +31,7 @@ mod streams;
 pub(crate) use identity::sequence_settings;
 use nulls::files_null_to_nan;
 use start::{file_items, in_stream, resume, rows_left, select};
-use streams::{plan_batches_by_rows, plan_in_memory, plan_streams};
+use streams::{plan_in_memory, plan_record_batches, plan_streams};
 
 /// The streams of the shuffle's generators, so that the unit order and the row order of one seed
 /// are independent.
@@ -317,9 +317,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
             // epoch's order of units, so that a table's rows are not mixed only within windows.
             let batches = epoch_order(batches, spec);
             let mut nulls: BTreeMap<&str, u64> = BTreeMap::new();
-            let mut rows: u64 = 0;
             for batch in &batches {
-                rows = rows.saturating_add(batch.num_rows() as u64);
                 for (field, column) in batch.schema_ref().fields().iter().zip(batch.columns()) {
                     *nulls.entry(field.name().as_str()).or_default() += column.null_count() as u64;
                 }
@@ -329,12 +327,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
                 .map(|(name, count)| (name.to_string(), count))
                 .collect();
             let nulls = |name: &str| nulls.get(name).copied();
-            if let Some(plan) = plan_batches_by_rows(&schema, &batches, &nulls, spec)? {
-                return Ok(plan);
-            }
-            let unit_rows: Vec<u64> = batches.iter().map(|b| b.num_rows() as u64).collect();
-            let batches = batches.into_iter().map(Ok);
-            plan_in_memory(schema, batches, (Some(rows), Some(&unit_rows)), nulls, spec)
+            plan_record_batches(schema, batches, &nulls, spec)
         }
     }
 }

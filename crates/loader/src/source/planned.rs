@@ -74,8 +74,8 @@ pub(super) fn unit_of<T>(values: &[T], unit: u64) -> Result<&T> {
 
 /// Whether dealing `work`'s items round-robin gives the ranks (see [`BatchSpec::num_ranks`])
 /// different numbers of batches, or leaves a shard without a unit while the rows would give
-/// every shard a batch, when the batches are cut by rows (their count follows from the rows: not with documents packed
-/// whole, whose count only the data tells).
+/// every shard a batch, when the batches are cut by rows (their count follows from the rows:
+/// not with documents packed whole, whose count only the data tells).
 fn uneven_deal(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
     // A state of another source is refused when it is checked; its items are not counted.
     if spec.batches_for(0).is_none() || work.units != Some(unit_rows.len() as u64) {

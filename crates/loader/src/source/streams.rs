@@ -17,9 +17,6 @@ pub(super) fn plan_in_memory(
     } else {
         "the reader"
     };
-    // A merged state of a dealt stream does not count its units; in memory they are known.
-    let with_units = unit_rows.and_then(|unit_rows| with_counted_units(spec, unit_rows));
-    let spec = with_units.as_ref().unwrap_or(spec);
     check_spec(spec, &schema, || described.to_string())?;
     let settings = identity::settings(spec, identity::reader(&schema));
     let (work, start) = resume(spec, &settings, counted(spec, unit_rows))?;
@@ -72,33 +69,37 @@ impl Plan {
     }
 }
 
-/// Plans record batches in memory whose deal over the shards would give the ranks different
-/// numbers of batches (see [`planned::is_planned`]) as an epoch planned by rows, as files are:
-/// their rows are known, and any of them can be read in any order. `None` when the deal is even (or
-/// batches are cut by a budget or buckets, or a state saved by a deal is resumed): the record
-/// batches are then dealt as they come ([`plan_in_memory`]).
-pub(super) fn plan_batches_by_rows(
-    schema: &SchemaRef,
-    batches: &[RecordBatch],
+/// Plans record batches in memory (their rows known, their null counts `nulls`): as an epoch
+/// planned by rows, as files are, where their deal over the shards would give the ranks
+/// different numbers of batches (see [`planned::is_planned`]), any of them being readable in any
+/// order; else dealt as they come ([`plan_in_memory`]).
+pub(super) fn plan_record_batches(
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
     nulls: &dyn Fn(&str) -> Option<u64>,
     spec: &BatchSpec,
-) -> Result<Option<Plan>> {
+) -> Result<Plan> {
     let unit_rows: Vec<u64> = batches
         .iter()
         .map(|batch| batch.num_rows() as u64)
         .collect();
+    // A state of a dealt stream does not count its units; in memory they are known.
     let counted = with_counted_units(spec, &unit_rows);
     let spec = counted.as_ref().unwrap_or(spec);
     if !planned_by_rows(spec, &unit_rows) {
-        return Ok(None);
+        let rows = unit_rows
+            .iter()
+            .fold(0u64, |sum, &rows| sum.saturating_add(rows));
+        let batches = batches.into_iter().map(Ok);
+        return plan_in_memory(schema, batches, (Some(rows), Some(&unit_rows)), nulls, spec);
     }
-    check_spec(spec, schema, || "the record batches".to_string())?;
-    let settings = identity::settings(spec, identity::reader(schema));
+    check_spec(spec, &schema, || "the record batches".to_string())?;
+    let settings = identity::settings(spec, identity::reader(&schema));
     let (work, start, shard_batches, items) = rows_plan(spec, &settings, &unit_rows)?;
     // The items' units were checked against the record batches when the work was.
     let units: Vec<RecordBatch> = items
         .iter()
-        .map(|(_, item)| planned::unit_of(batches, item.unit).cloned())
+        .map(|(_, item)| planned::unit_of(&batches, item.unit).cloned())
         .collect::<Result<_>>()?;
     let raw: Raw = Box::new(
         items
@@ -106,13 +107,13 @@ pub(super) fn plan_batches_by_rows(
             .zip(units)
             .map(|((k, item), batch)| Ok((k, item, batch, true))),
     );
-    let null_to_nan = resolve_null_to_nan(spec, schema, nulls);
-    Ok(Some(Plan::by_rows(
+    let null_to_nan = resolve_null_to_nan(spec, &schema, nulls);
+    Ok(Plan::by_rows(
         raw,
         (work, settings, start),
         shard_batches,
         null_to_nan,
-    )))
+    ))
 }
 
 /// `spec` resuming a state (a shard's own, or merged) of record batches in memory or of local
@@ -173,18 +174,13 @@ fn dealt_rows(
 }
 
 /// The rows a shard resuming its own state has left, from its position (`start`) in `work`,
-/// whose units have `unit_rows` rows: a dealt stream's state does not count its units, which
-/// the rows tell.
+/// whose units have `unit_rows` rows.
 fn shard_rows_left(spec: &BatchSpec, unit_rows: &[u64], work: &Work, start: &Start) -> Option<u64> {
-    let units = unit_rows.len() as u64;
-    if work.units.is_some_and(|counted| counted != units) {
+    // The work counts the units (`with_counted_units`), as many as the rows tell.
+    if work.units != Some(unit_rows.len() as u64) {
         return None;
     }
-    let work = Work {
-        units: Some(units),
-        ..work.clone()
-    };
-    let items = file_items(&work, spec, start);
+    let items = file_items(work, spec, start);
     let rows = |unit: u64| planned::unit_of(unit_rows, unit).copied().unwrap_or(0);
     rows_left(&items, rows, start, spec).ok()
 }

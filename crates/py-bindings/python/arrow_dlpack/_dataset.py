@@ -288,10 +288,15 @@ class BatchDataset(IterableDataset):
         own last batch (with ``split_workers=False``, each reads the whole of it)."""
         whole = self._whole_pass()
         workers = _dataloader_workers(sys._getframe(1))
-        if workers > 1 and self.options.get("split_workers") is not False:
+        if workers > 1 and self._splits():
             counted = self._counted(workers)
             return whole if counted is None else counted
         return whole * max(workers, 1)
+
+    def _splits(self) -> bool:
+        """Whether DataLoader workers each read a share of the rank's data (``split_workers``
+        True or None), rather than the whole of it."""
+        return self.options.get("split_workers") is not False
 
     def _whole_pass(self) -> int:
         """The batches of a whole pass of this rank, or ``TypeError``."""
@@ -329,7 +334,7 @@ class BatchDataset(IterableDataset):
                 f"num_workers is {num_workers}; expected an int from 0 to {_MAX_COUNTED_WORKERS}"
             )
         whole = self._whole_pass()
-        split = self.options.get("split_workers") is not False
+        split = self._splits()
         workers = num_workers if num_workers > 1 and split else 1
         # Workers that do not split each read what one reader would.
         copies = 1 if split else max(num_workers, 1)
@@ -340,7 +345,7 @@ class BatchDataset(IterableDataset):
         if counted is not None:
             return counted * copies
         if state is None:
-            return whole
+            return whole * copies
         raise ArrowDLPackTypeError(
             "the number of batches left of this dataset's pass is not known in advance"
         )
@@ -447,7 +452,7 @@ class BatchDataset(IterableDataset):
                 _shard(
                     self.options.get("rank"),
                     self.options.get("world_size"),
-                    self.options.get("split_workers") is not False,
+                    self._splits(),
                 )
             )
         return {

@@ -61,7 +61,7 @@ def _loader_states(
     found: Any,
     out: List[Dict[str, Any]],
     shards: List[Any],
-    ended: Optional[Tuple[List[bool], List[bool]]] = None,
+    ended: Tuple[List[bool], List[bool]],
 ) -> None:
     """Collects the loader states in ``found``: a state from ``state_dict()``, a
     ``BatchDataset`` state, or any dict or list that holds them (a ``StatefulDataLoader``'s
@@ -86,11 +86,10 @@ def _loader_states(
             continue
         seen.add(id(item))
         if isinstance(item, Mapping):
-            if ended is not None and isinstance(item.get("_iterator_finished"), bool):
+            if isinstance(item.get("_iterator_finished"), bool):
                 ended[0].append(item["_iterator_finished"])
             if _DATASET_KEY in item:
-                if ended is not None:
-                    ended[1].append(pass_ended(item))
+                ended[1].append(pass_ended(item))
                 if item.get("loader") is not None:
                     out.append(dict(item["loader"]))
                 elif item.get("shard") is not None:
@@ -151,7 +150,8 @@ def merge_states(states: Iterable[Any]) -> Optional[Dict[str, Any]]:
     # worker's last state is sent with its last batch, before its pass ends: where
     # StatefulDataLoader states say whether their iterators ran out, they decide.
     iterators, passes = ended
-    if all(iterators or passes) and (iterators or passes):
+    decisive = iterators or passes
+    if decisive and all(decisive):
         return {_DATASET_KEY: 1, "epoch": merged.get("epoch"), "shard": None, "loader": merged,
                 "ended": True}
     return merged
