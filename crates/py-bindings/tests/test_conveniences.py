@@ -216,6 +216,8 @@ def test_tensor_equals_matches_pyarrow(left, right):
     ids=["float32 2-D", "int64", "bool", "empty", "column-major"],
 )
 def test_tensor_dtype_len_and_tolist_are_numpys(x):
+    import jax.numpy as jnp
+    import ml_dtypes
     import torch
 
     tensor = ad.Tensor.from_dlpack(x)
@@ -224,13 +226,8 @@ def test_tensor_dtype_len_and_tolist_are_numpys(x):
     assert len(tensor) == len(x)
     assert tensor.tolist() == x.tolist()
     if x.ndim == 2 and x.dtype == np.float32:
-        # JAX reads the dtype beside __array__.
-        import jax.numpy as jnp
-
-        assert jnp.asarray(tensor).tolist() == x.tolist()
+        assert jnp.asarray(tensor).tolist() == x.tolist()  # JAX reads dtype beside __array__
     # numpy has no bfloat16: ml_dtypes' (which JAX brings) where it is installed.
-    import ml_dtypes
-
     bf16 = ad.Tensor.from_dlpack(torch.ones(2, dtype=torch.bfloat16))
     assert bf16.dtype == np.dtype(ml_dtypes.bfloat16)
     scalar = ad.Tensor.from_dlpack(np.array(2.5))
