@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use arrow_dlpack_tensor::Tensor;
+use arrow_dlpack_tensor::{DType, Tensor};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -175,6 +175,12 @@ impl PyTensor {
         Self::to_numpy(slf)?.call_method0("__float__")
     }
 
+    /// `bool(t)` as numpy's: the value of a tensor of one element, else numpy's `ValueError`
+    /// (the truth of several values is ambiguous), never the length.
+    fn __bool__(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        Self::to_numpy(slf)?.is_truthy()
+    }
+
     /// `operator.index(t)` of a 0-d integer tensor (`range(t)`), as numpy's.
     fn __index__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         Self::to_numpy(slf)?.call_method0("__index__")
@@ -224,6 +230,7 @@ impl PyTensor {
             .tensor
             .require_cpu("make a numpy array of it")
             .map_err(errors::tensor_error)?;
+        numpy_has_dtype(&slf.get().tensor)?;
         let read_only = slf.get().tensor.is_read_only();
         numpy::from_dlpack(slf.as_any(), read_only, "Tensor.to_numpy()")
     }
@@ -241,6 +248,7 @@ impl PyTensor {
         tensor
             .require_cpu("make a numpy array of it")
             .map_err(errors::tensor_error)?;
+        numpy_has_dtype(tensor)?;
         let request = numpy::ArrayRequest { dtype, copy };
         numpy::tensor_dunder(
             slf.as_any(),
@@ -352,4 +360,19 @@ pub(crate) fn _tensor_from_parts(
     data: &Bound<'_, PyAny>,
 ) -> PyResult<PyTensor> {
     pickling::tensor_from_parts(code, bits, shape, dim_names, data).map(PyTensor::new)
+}
+
+/// Refuses, in the package's words, a tensor whose element type numpy does not have (bfloat16,
+/// the float8 types, which numpy's DLPack import refuses with a bare `RuntimeError`).
+fn numpy_has_dtype(tensor: &Tensor) -> PyResult<()> {
+    let dtype = tensor.dtype();
+    let numpy_knows = arrow_dlpack::ARROW_DTYPES.contains(&dtype)
+        || matches!(dtype, DType::Bool | DType::Complex64 | DType::Complex128);
+    if numpy_knows {
+        return Ok(());
+    }
+    Err(errors::type_error(format!(
+        "numpy has no {dtype} type, so a tensor of it has no numpy array; convert it first \
+         (torch.from_dlpack(t).float())"
+    )))
 }

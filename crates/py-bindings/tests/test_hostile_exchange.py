@@ -155,3 +155,19 @@ def test_variable_shape_columns_of_any_views_keep_every_row_or_refuse(rows):
     assert [r.shape for r in np.asarray(column)] == [row.shape for row in rows]
     restored = pickle.loads(pickle.dumps(column))
     assert restored == column
+
+
+def test_the_truth_and_the_numpy_values_of_a_tensor_are_numpys_or_refused_in_our_words():
+    import torch
+
+    # bool() is the value of one element (it was the length), ambiguous for several, as numpy's.
+    assert bool(ad.Tensor.from_dlpack(np.array([0.0]))) is False
+    assert bool(ad.Tensor.from_dlpack(np.array(3))) is True
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(ad.Tensor.from_dlpack(np.array([1, 2])))
+    # numpy has no bfloat16 or float8: refused as our TypeError, not numpy's bare RuntimeError.
+    for dtype in (torch.bfloat16, torch.float8_e4m3fn):
+        tensor = ad.Tensor.from_dlpack(torch.ones(2).to(dtype))
+        for convert in (lambda t: t.tolist(), lambda t: t.to_numpy(), np.asarray):
+            with pytest.raises(ad.ArrowDLPackTypeError, match="numpy has no"):
+                convert(tensor)

@@ -19,8 +19,10 @@ pub struct TableToTensorOptions {
     /// Write nulls as NaN; the tensor's dtype is then always a float type (an integer result is
     /// promoted, see [`table_to_tensor`]). Otherwise nulls are refused. Default `false`.
     pub null_to_nan: bool,
-    /// The tensor's dtype, each value converted as a Rust `as` cast does (`float32` for
-    /// features of float32 and int64 columns, which promote to float64); `None` (the default)
+    /// The tensor's dtype, each value converted as a Rust `as` cast does (floats to integers
+    /// truncate, NaN becomes 0 and values past the range the type's limits; integers narrowed
+    /// wrap), for example `float32` for features of float32 and int64 columns, which promote
+    /// to float64; `None` (the default)
     /// for PyArrow's promotion of the columns' types. One of int8..int64, uint8..uint64,
     /// float16, float32 and float64 ([`Error::TableDType`] otherwise), a float type with
     /// `null_to_nan`.

@@ -484,6 +484,8 @@ class Tensor:
         """``float(t)`` of a tensor of one element."""
     def __index__(self) -> int:
         """``operator.index(t)`` of a 0-d integer tensor."""
+    def __bool__(self) -> bool:
+        """``bool(t)`` as numpy's: the value of one element; ValueError for several."""
     @property
     def dim_names(self) -> Optional[list[str]]:
         """The dimension names, or None."""
