@@ -132,7 +132,7 @@ pub use spec::{
 pub use state::{
     ConcatPosition, FileIdentity, Item, LoaderState, MAX_MERGED_ENTRIES, MAX_PLANNED_BATCHES,
     MAX_PLANNED_ROWS, MAX_REPLAY_ROWS, Position, STATE_VERSION, SequenceSettings, Settings,
-    SourceIdentity, SourceKind, Work, merge_states,
+    SourceIdentity, SourceKind, Work, check_state_format, merge_states,
 };
 pub use text::{
     CarriedRow, ConcatBatch, ConcatCarry, ConcatPackOptions, ConcatPacker, DEFAULT_OPEN_ROWS,

@@ -164,6 +164,11 @@ def test_shards_of_a_file_of_one_row_group_get_the_same_number_of_batches(tmp_pa
             passes.append([batch["x"] for batch in dataset])
             assert len(dataset) == len(passes[-1])
         assert len(passes[0]) == len(passes[1]) == 16
+        # Every step holds as many rows on both ranks (to within one): full batches, then each
+        # rank's short last batch, as a DistributedSampler gives, without repeating a row (rank
+        # 1's 1,500 rows make 16 batches only by giving its last batch a row of the one before).
+        sizes = [[len(x) for x in batches] for batches in passes]
+        assert sizes == [[100] * 15 + [1], [100] * 14 + [99, 1]], sizes
         rows = torch.cat([x for batches in passes for x in batches])
         assert sorted(rows.tolist()) == list(range(3001))
         if not shuffle:
@@ -188,6 +193,14 @@ def test_shards_of_a_file_of_one_row_group_get_the_same_number_of_batches(tmp_pa
         for r in range(2)
     ]
     assert counts == [[100] * 15, [100] * 15]
+    # Three ranks: 1,000 rows of one row group in batches of 100 give every rank three full
+    # batches and a last one of 34 or 33 rows (not some ranks batches of 50).
+    ten = tmp_path / "ten.parquet"
+    pq.write_table(pa.table({"x": np.arange(1000)}), ten)
+    counts = [
+        [b["x"].shape[0] for b in ad.batches(str(ten), 100, rank=r, world_size=3)] for r in range(3)
+    ]
+    assert counts == [[100, 100, 100, 34], [100, 100, 100, 33], [100, 100, 100, 33]]
 
 
 def test_a_source_whose_stated_schema_cannot_be_read_is_checked_when_it_is_read():

@@ -22,7 +22,9 @@ use arrow_array::RecordBatch;
 
 use crate::ipc::{self, IpcFile, IpcRecordBatch};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
-use crate::sequences::plan::{PlanItem, PlanOptions, ShardBatches, SourceLengths, plan_shard};
+use crate::sequences::plan::{
+    PlanItem, PlanOptions, RowsDeal, ShardBatches, SourceLengths, plan_shard,
+};
 use crate::sequences::tokens::raw_lengths;
 use crate::state::{Item, SourceIdentity, Start, Work};
 use crate::{BatchSpec, Error, Result};
@@ -110,10 +112,10 @@ fn uneven_deal(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
     let total_rows = rows
         .iter()
         .fold(0u64, |sum, &rows| sum.saturating_add(rows));
-    // The plan splits batches until every shard has as many, one row at least each.
+    // The plan deals the rows so that every shard has as many batches, a row at least each.
     let fills_every_shard = |batches: usize| {
-        let even = batches.div_ceil(spec.num_shards.max(1)) * spec.num_shards;
-        batches >= spec.num_shards && total_rows >= even as u64
+        let deal = RowsDeal::new(total_rows, spec.batch_size, spec.num_shards, false);
+        batches >= spec.num_shards && deal.dropped(total_rows, spec.num_shards) == 0
     };
     let idle_worker = spec.num_shards > dealt
         && !spec.drop_last

@@ -223,7 +223,7 @@ fn check_one_run(states: &[LoaderState]) -> Result<()> {
     let num_shards = states.len() as u64;
     let mut seen = vec![false; states.len()];
     for state in states {
-        if let Err(reason) = check_version(state.version) {
+        if let Err(reason) = check_version(state.version, Some(&state.work)) {
             return bad(reason);
         }
         if let Some(difference) = first.settings.difference(&state.settings) {

@@ -39,14 +39,18 @@ pub use merge::merge_states;
 pub use settings::{FileIdentity, SequenceSettings, Settings, SourceIdentity, SourceKind};
 pub(crate) use start::{Resuming, Start, WindowStart};
 
-/// The format of [`LoaderState`] this build writes and reads; a state of another format is
-/// refused: a newer one because this build cannot know it, an older one because it records the
-/// settings in a form this build no longer reads.
+/// The format of [`LoaderState`] this build writes; it reads this one and, where nothing
+/// changed, the one before. A state of another format is refused: a newer one because this
+/// build cannot know it, an older one because it records the settings in a form this build no
+/// longer reads, or its position in batches this build cuts differently.
 ///
-/// Format 2 records the settings as typed values ([`Settings`]) and the source by the identity
-/// of its files (sizes, modification times or ETags, footer digests); format 1 recorded them
-/// as text.
-pub const STATE_VERSION: u32 = 2;
+/// Format 3 deals an epoch planned by rows alone (shards whose deal of units was uneven) as
+/// runs of rows cut into full batches and a short last one on every shard; format 2 split the
+/// epoch's largest batches, so its states of such an epoch (those whose work records the units'
+/// rows) are refused, and its other states read as format 3. Format 2 records the settings as
+/// typed values ([`Settings`]) and the source by the identity of its files (sizes,
+/// modification times or ETags, footer digests); format 1 recorded them as text.
+pub const STATE_VERSION: u32 = 3;
 
 /// Where a stream of batches stands: enough to continue it, batch for batch and byte for byte,
 /// in a new loader (even in a new process) made with the same source and spec plus this state.
@@ -102,9 +106,10 @@ impl TryFrom<Versioned> for LoaderState {
     type Error = String;
 
     fn try_from(read: Versioned) -> std::result::Result<Self, String> {
-        check_version(read.version)?;
+        check_version(read.version, None)?;
         let fields: Fields = serde_json::from_value(serde_json::Value::Object(read.fields))
             .map_err(|error| error.to_string())?;
+        check_version(read.version, Some(&fields.work))?;
         Ok(LoaderState {
             version: read.version,
             settings: fields.settings,
@@ -117,19 +122,35 @@ impl TryFrom<Versioned> for LoaderState {
     }
 }
 
-/// Refuses a format other than [`STATE_VERSION`], saying what to do.
-fn check_version(version: u32) -> std::result::Result<(), String> {
-    if version > STATE_VERSION {
+/// Refuses a format other than [`STATE_VERSION`], saying what to do, except a format 2 state
+/// whose `work` (when known) planned no epoch by rows.
+fn check_version(version: u32, work: Option<&Work>) -> std::result::Result<(), String> {
+    let planned_by_rows = work.is_some_and(|work| work.unit_rows.is_some());
+    check_state_format(u64::from(version), planned_by_rows)
+        .map_err(|reason| format!("the state {reason}"))
+}
+
+/// Whether this build reads a saved state of format `version` (see [`STATE_VERSION`]), whose
+/// work records its units' rows when `planned_by_rows`; the reason if not, to follow the name of
+/// the state ("is of format version 1, ...").
+pub fn check_state_format(version: u64, planned_by_rows: bool) -> std::result::Result<(), String> {
+    if version > u64::from(STATE_VERSION) {
         Err(format!(
-            "the state is of format version {version}, newer than this build reads \
-             ({STATE_VERSION}); expected a state saved by this version, or resume with the \
-             version that saved it"
+            "is of format version {version}, newer than this build reads ({STATE_VERSION}); \
+             resume with the version of arrow-dlpack that saved it"
         ))
-    } else if version < STATE_VERSION {
+    } else if version == 2 && planned_by_rows {
         Err(format!(
-            "the state is of format version {version}, saved by an older version of the \
-             loader; this build reads format {STATE_VERSION}: start the epoch again, or resume \
-             with the version that saved it"
+            "is of format version 2, saved by an older version of arrow-dlpack in an epoch \
+             planned by rows, whose batches this build (format {STATE_VERSION}) cuts \
+             differently: start the epoch again without it, or resume with the version that \
+             saved it"
+        ))
+    } else if version < 2 {
+        Err(format!(
+            "is of format version {version}, saved by an older version of arrow-dlpack; this \
+             build reads formats 2 and {STATE_VERSION}: start the epoch again without it, or \
+             resume with the version that saved it"
         ))
     } else {
         Ok(())

@@ -74,7 +74,7 @@ impl LoaderState {
     /// Checks this state against the loader about to resume it and returns where the shard
     /// starts.
     pub(crate) fn start_for(&self, loader: &Resuming<'_>) -> Result<Start> {
-        if let Err(reason) = check_version(self.version) {
+        if let Err(reason) = check_version(self.version, Some(&self.work)) {
             return bad(reason);
         }
         if let Some(difference) = self.settings.difference(loader.settings) {

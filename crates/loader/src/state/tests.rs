@@ -208,7 +208,7 @@ fn states_of_other_formats_are_refused_saying_what_to_do() {
         concat: None,
     };
     let text = serde_json::to_string(&state).unwrap();
-    let older = text.replacen("\"version\":2", "\"version\":1", 1).replacen(
+    let older = text.replacen("\"version\":3", "\"version\":1", 1).replacen(
         "\"settings\"",
         "\"config\"",
         1,
@@ -220,11 +220,29 @@ fn states_of_other_formats_are_refused_saying_what_to_do() {
         error.starts_with("the state is of format version 1, saved by an older version"),
         "{error}"
     );
-    let newer = text.replacen("\"version\":2", "\"version\":3,\"checksum\":1", 1);
+    let newer = text.replacen("\"version\":3", "\"version\":4,\"checksum\":1", 1);
     let error = serde_json::from_str::<LoaderState>(&newer)
         .unwrap_err()
         .to_string();
-    assert!(error.contains("newer than this build reads (2)"), "{error}");
-    let missing = text.replacen("\"version\":2,", "", 1);
+    assert!(error.contains("newer than this build reads (3)"), "{error}");
+    let missing = text.replacen("\"version\":3,", "", 1);
     assert!(serde_json::from_str::<LoaderState>(&missing).is_err());
+    // Format 2 is read, except in an epoch planned by rows, which format 3 cuts otherwise.
+    let two = text.replacen("\"version\":3", "\"version\":2", 1);
+    let read: LoaderState = serde_json::from_str(&two).unwrap();
+    assert_eq!((read.version, read.work), (2, state.work.clone()));
+    let mut planned = state.clone();
+    planned.work.unit_rows = Some(vec![10, 10, 10]);
+    let two =
+        serde_json::to_string(&planned)
+            .unwrap()
+            .replacen("\"version\":3", "\"version\":2", 1);
+    let error = serde_json::from_str::<LoaderState>(&two)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with("the state is of format version 2, saved by an older version")
+            && error.contains("planned by rows"),
+        "{error}"
+    );
 }

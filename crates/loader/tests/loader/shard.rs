@@ -344,8 +344,8 @@ fn only_the_ranks_need_as_many_batches_not_their_workers() {
 fn no_worker_of_a_rank_idles_while_another_reads_every_unit() {
     let dir = tempfile::tempdir().unwrap();
     // One unit of 100 rows, one rank of two workers: dealt, the second worker would get
-    // nothing; planned by rows, each reads its half of the batches, in order (the count made
-    // a multiple of the workers by splitting the largest batch, as for ranks).
+    // nothing; planned by rows, each reads its half of the rows, in order, in as many batches
+    // of as many rows (full batches and a short last one, as for ranks).
     let data = table(&[100]);
     let ipc = write_ipc(&dir.path().join("one.arrow"), &data);
     let make = move || Source::IpcFiles(vec![ipc.clone()]);
@@ -355,8 +355,8 @@ fn no_worker_of_a_rank_idles_while_another_reads_every_unit() {
     };
     let passes = shard_passes(&make, &spec, 2);
     let sizes = |pass: &Vec<Vec<i64>>| pass.iter().map(Vec::len).collect::<Vec<_>>();
-    assert_eq!(sizes(&passes[0]), [8, 8, 16, 16]);
-    assert_eq!(sizes(&passes[1]), [16, 16, 16, 4]);
+    assert_eq!(sizes(&passes[0]), [16, 16, 16, 2]);
+    assert_eq!(sizes(&passes[1]), [16, 16, 16, 2]);
     assert_eq!(passes.concat().concat(), (0..100).collect::<Vec<_>>());
     // Too few rows to give every worker a batch (3 rows, batches of 16, two workers), or
     // drop_last, which would drop whole batches to make the workers even: dealt as they are,

@@ -20,6 +20,11 @@
 //!    rather than a part of every window. Only the windows of its batches are cut again to list
 //!    their rows (the first pass keeps each window's carried rows and its batches' sizes).
 //!
+//! Cut by rows alone (no budget, no buckets), steps 2 and 3 are a deal of the epoch's rows
+//! instead (`rows.rs`): shard `s` takes the `s`-th run of `1 / n` of the rows and cuts it into
+//! full batches and a short last one, as many as every other shard, so that every shard's `j`-th
+//! batch holds as many rows, to within one.
+//!
 //! What it costs: the lengths take 4 bytes per row and sequence column (`SourceLengths`); the
 //! first pass holds one window's rows at a time and a few numbers per batch; the shard's batches
 //! list its rows (8 bytes each).
@@ -32,9 +37,11 @@ use crate::sequences::tokens::Cutting;
 use crate::{Error, Result};
 
 mod remainder;
+mod rows;
 mod window;
 
 use remainder::{Summary, parts, split, weight};
+pub(crate) use rows::RowsDeal;
 use window::{by_rows, count_by_rows, cut_window};
 
 /// A row of a planned epoch: the index of its item among the plan's items, and its row in the
@@ -277,6 +284,8 @@ pub(crate) fn plan_shard(
 pub(crate) struct EpochPlan<'a> {
     context: Context<'a>,
     windows: Vec<Window>,
+    /// Cut by rows alone: the deal of the epoch's rows (`parts` is then empty).
+    deal: Option<RowsDeal>,
     parts: Vec<u32>,
     per_shard: u64,
 }
@@ -297,6 +306,26 @@ impl<'a> EpochPlan<'a> {
         };
         reserve_for_batches(&context)?;
         let windows = first_pass(&context)?;
+        if by_rows(options) {
+            let rows = windows
+                .iter()
+                .flat_map(|window| &window.batches)
+                .map(|batch| batch.rows)
+                .sum();
+            let deal = RowsDeal::new(
+                rows,
+                options.cutting.batch_size,
+                options.num_shards,
+                options.drop_last,
+            );
+            return Ok(EpochPlan {
+                context,
+                windows,
+                deal: Some(deal),
+                parts: Vec::new(),
+                per_shard: deal.per_shard(),
+            });
+        }
         let mut summaries: Vec<Summary> = Vec::new();
         reserve(
             &mut summaries,
@@ -313,6 +342,7 @@ impl<'a> EpochPlan<'a> {
         Ok(EpochPlan {
             context,
             windows,
+            deal: None,
             parts,
             per_shard,
         })
@@ -326,6 +356,10 @@ impl<'a> EpochPlan<'a> {
     /// The batches `batches` (indices among the shard's, within [`per_shard`](Self::per_shard))
     /// of shard `shard`.
     pub(crate) fn batches(&self, shard: usize, batches: Range<u64>) -> Result<ShardBatches> {
+        if let Some(deal) = &self.deal {
+            let batches = batches.start.min(self.per_shard)..batches.end.min(self.per_shard);
+            return rows::shard_batches(&self.context, &self.windows, deal, shard as u64, batches);
+        }
         let first = shard as u64 * self.per_shard;
         let wanted = first + batches.start..first + batches.end.min(self.per_shard);
         second_pass(

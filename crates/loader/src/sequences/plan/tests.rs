@@ -304,18 +304,27 @@ fn plans_by_rows_alone_counted_without_listing_rows_give_every_row_once_to_even_
         let got = shards(&options, &lengths, &items);
         let counts: BTreeSet<usize> = got.iter().map(Vec::len).collect();
         assert_eq!(counts.len(), 1, "case {case}: {counts:?}");
+        // Step `j` of every shard holds as many rows, to within one.
+        for step in 0..got[0].len() {
+            let sizes: BTreeSet<usize> = got.iter().map(|shard| shard[step].len()).collect();
+            let (least, most) = (sizes.first().unwrap(), sizes.last().unwrap());
+            assert!(most - least <= 1, "case {case}, step {step}: {sizes:?}");
+            assert!(*least >= 1 && *most <= batch_size, "case {case}: {sizes:?}");
+        }
         let rows: Vec<(usize, u32)> = got.into_iter().flatten().flatten().collect();
         let distinct: BTreeSet<(usize, u32)> = rows.iter().copied().collect();
         assert_eq!(distinct.len(), rows.len(), "case {case}: a row given twice");
-        // Every row, unless the batches made a multiple of the shards need more rows than
-        // there are (a 1-row batch cannot be split: the remainder's rule drops it).
-        let count = wanted.div_ceil(batch_size);
-        if count.div_ceil(num_shards) * num_shards <= wanted {
+        // Every row, unless the shards cannot all get as many batches of a row at least
+        // (fewer rows than shards, or batches of one row: the rows past a multiple of the
+        // shards are dropped).
+        if wanted >= num_shards && (batch_size > 1 || wanted % num_shards == 0) {
             assert_eq!(
                 rows.len(),
                 wanted,
                 "case {case}: {units:?}, {batch_size}, {num_shards}"
             );
+        } else {
+            assert_eq!(rows.len(), wanted / num_shards * num_shards, "case {case}");
         }
     }
 }

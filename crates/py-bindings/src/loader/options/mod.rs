@@ -6,8 +6,8 @@
 use arrow_dlpack::ARROW_DTYPES;
 use arrow_dlpack_loader::{
     BatchSpec, ColumnGroup, DType, ImageColumn, LoaderState, NullToNan, OptionDecl, OptionScope,
-    OptionType, OptionValue, PadValue, STATE_VERSION, Sequence, SequenceMode, SequenceTokenizer,
-    Side,
+    OptionType, OptionValue, PadValue, Sequence, SequenceMode, SequenceTokenizer, Side,
+    check_state_format,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyMapping, PyString};
@@ -453,19 +453,12 @@ pub(super) fn state_from_python(field: &str, value: &Bound<'_, PyAny>) -> PyResu
     let value: serde_json::Value = serde_json::from_str(&text).map_err(not_a_state)?;
     // The version first: another format has fields this build does not read.
     if let Some(version) = value.get("version").and_then(serde_json::Value::as_u64) {
-        if version > u64::from(STATE_VERSION) {
-            return Err(errors::value_error(format!(
-                "{field} is of format version {version}, newer than this build reads \
-                 ({STATE_VERSION}); resume with the version of arrow-dlpack that saved it"
-            )));
-        }
-        if version < u64::from(STATE_VERSION) {
-            return Err(errors::value_error(format!(
-                "{field} was saved by an older version of arrow-dlpack (state format \
-                 {version}; this version reads format {STATE_VERSION}): start the epoch again \
-                 without it, or resume with the version that saved it"
-            )));
-        }
+        let planned_by_rows = value
+            .get("work")
+            .and_then(|work| work.get("unit_rows"))
+            .is_some_and(|rows| !rows.is_null());
+        check_state_format(version, planned_by_rows)
+            .map_err(|reason| errors::value_error(format!("{field} {reason}")))?;
     }
     // The state's own reading goes through its version first, and loses the path to a bad
     // value on the way: its fields are read here first, path tracked, to name where it is.
