@@ -317,7 +317,7 @@ fn plans_by_rows_alone_counted_without_listing_rows_give_every_row_once_to_even_
         // Every row, unless the shards cannot all get as many batches of a row at least
         // (fewer rows than shards, or batches of one row: the rows past a multiple of the
         // shards are dropped).
-        if wanted >= num_shards && (batch_size > 1 || wanted % num_shards == 0) {
+        if wanted >= num_shards && (batch_size > 1 || wanted.is_multiple_of(num_shards)) {
             assert_eq!(
                 rows.len(),
                 wanted,
