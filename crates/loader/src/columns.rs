@@ -12,7 +12,7 @@ use arrow_dlpack_tensor::{DType, Tensor};
 use arrow_schema::{DataType, Field, Schema};
 
 use crate::error::{EXTENSION_METADATA_KEY, EXTENSION_NAME_KEY};
-use crate::images::{ImageColumn, Locate};
+use crate::images::{ImageColumn, Origins};
 use crate::sequences::Sequence;
 use crate::{BatchSpec, Error, NullToNan, Result};
 
@@ -99,9 +99,9 @@ pub(crate) struct Columns {
     pub(crate) sequences: Vec<(usize, Sequence)>,
     /// The first record batch's columns, to check every later batch against.
     pub(crate) schema: Arc<Schema>,
-    /// Where each unit's rows lie in the source's files, for a source of files: what image
-    /// rows are keyed by, named by, and resolved against.
-    pub(crate) locate: Option<Locate>,
+    /// Where each unit's rows lie in the source's files, for a source of files (what image
+    /// rows are keyed by, named by, and resolved against), and the reader of image URLs.
+    pub(crate) origins: Origins,
 }
 
 impl Columns {
@@ -184,7 +184,7 @@ impl Columns {
             masks,
             sequences,
             schema,
-            locate: None,
+            origins: Origins::default(),
         })
     }
 

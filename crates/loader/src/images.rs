@@ -113,6 +113,16 @@ struct ItemFile {
     rows: Option<Vec<[u64; 2]>>,
 }
 
+/// Where the rows of a loader come from, besides their record batches: the place of each row in
+/// its file (for a source of files), and the reader of the objects that image rows name by URL
+/// (with object storage).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Origins {
+    pub(crate) locate: Option<Locate>,
+    #[cfg(all(feature = "images", feature = "object-store"))]
+    pub(crate) urls: Option<Arc<crate::remote::UrlReader>>,
+}
+
 /// The place in its file of each row of a shard of files, by the shard's item and the row's
 /// index among the item's rows.
 #[cfg_attr(not(feature = "images"), allow(dead_code))]

@@ -6,8 +6,11 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, sync_channel};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::images::Origins;
 use crate::quiet_panic::catch_quietly;
 use crate::rebatch::{Mark, Marked};
+#[cfg(all(feature = "images", feature = "object-store"))]
+use crate::remote::UrlReader;
 use crate::source::{Source, plan};
 use crate::state::{LoaderState, Position, STATE_VERSION, Settings, Work};
 use crate::text::concat::stage::ConcatStage;
@@ -124,6 +127,11 @@ impl Batches {
             Some((documents, stage)) => (documents, Some(stage), Some(spec)),
             None => (spec, None, None),
         };
+        #[cfg(all(feature = "images", feature = "object-store"))]
+        let url_options = match &source {
+            Source::Objects(objects) if !spec.images.is_empty() => Some(objects.options.clone()),
+            _ => None,
+        };
         let mut plan = plan(source, &spec)?;
         if let (Some(stage), Some(outer)) = (&concat, &outer) {
             stage.outer_settings(outer, &mut plan.settings);
@@ -151,7 +159,22 @@ impl Batches {
         let thread_stop = stop.clone();
         let ended = Arc::new(AtomicBool::new(false));
         let thread_ended = ended.clone();
-        let (pieces, planned, locate) = (plan.pieces, plan.planned, plan.locate);
+        let origins = Origins {
+            locate: plan.locate,
+            // Image rows that name objects by URL are read with the source's storage options
+            // (the environment's for a local source); the reader starts nothing until then.
+            #[cfg(all(feature = "images", feature = "object-store"))]
+            urls: if spec.images.is_empty() {
+                None
+            } else {
+                let reader = match url_options {
+                    Some(options) => UrlReader::new(options, stop.clone()),
+                    None => UrlReader::from_environment(stop.clone())?,
+                };
+                Some(Arc::new(reader))
+            },
+        };
+        let (pieces, planned) = (plan.pieces, plan.planned);
         let thread = std::thread::Builder::new()
             .name("arrow-dlpack-loader".to_string())
             .spawn(move || {
@@ -159,7 +182,7 @@ impl Batches {
                     rebatch::run(
                         &spec,
                         pieces,
-                        locate,
+                        origins,
                         &start,
                         planned.as_ref(),
                         &sender,

@@ -347,3 +347,38 @@ print("ok")
 
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])
+
+
+def test_path_rows_in_object_storage_are_read_beside_the_file_or_under_image_root(s3_images, monkeypatch, tmp_path):
+    """Hugging Face ``Image`` rows that hold a relative path and no bytes, in a Parquet file in S3:
+    read from beside the file, or under an ``s3://`` image_root for a table in memory; a missing
+    object is the row's error, or its skip."""
+    endpoint, _, data = s3_images
+    for name, value in {"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": "us-east-1",
+                        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(name, value)
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    for row, encoded in enumerate(data[:6]):
+        client.put_object(Bucket="images", Key=f"paths/img/{row}.jpg", Body=encoded)
+    image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    rows = [{"bytes": None, "path": f"img/{row}.jpg"} for row in range(6)]
+    table = pa.table({"image": pa.array(rows, image), "label": np.arange(6)})
+    pq.write_table(table, tmp_path / "paths.parquet")
+    client.upload_file(str(tmp_path / "paths.parquet"), "images", "paths/train.parquet")
+    options = dict(images={"image": SPEC}, columns=["label"])
+    for batches in (
+        ad.batches("s3://images/paths/train.parquet", 4, **options),
+        ad.batches(table, 4, image_root="s3://images/paths/", **options),
+        ad.batches(table, 4, image_root="s3://images/paths", shuffle=True, seed=3, **options),
+    ):
+        labels = []
+        for batch in batches:
+            images, batch_labels = np.from_dlpack(batch["image"]), np.from_dlpack(batch["label"])
+            assert_close_to_pil(images, data, batch_labels)
+            labels.extend(batch_labels.tolist())
+        assert sorted(labels) == list(range(6))
+    missing = table.set_column(0, "image", pa.array(rows[:2] + [{"bytes": None, "path": "img/nope.jpg"}] + rows[3:], image))
+    with pytest.raises(ValueError, match=r'row 2 of column "image".*s3://images/paths/img/nope\.jpg.*not found'):
+        list(ad.batches(missing, 4, image_root="s3://images/paths", **options))
+    skipped = ad.batches(missing, 4, image_root="s3://images/paths", images={"image": {**SPEC, "on_error": "skip"}}, columns=["label"])
+    assert [np.from_dlpack(b["label"]).tolist() for b in skipped] == [[0, 1, 3, 4], [5]]

@@ -243,4 +243,4 @@ fn read_file(path: &Path, out: &mut Vec<u8>) -> Result<()> {
 
 /// The largest image file read from a path (256 MiB): an encoded image is far smaller, and a
 /// larger file is refused before it is read.
-pub(crate) const MAX_IMAGE_FILE_BYTES: u64 = 256 << 20;
+pub const MAX_IMAGE_FILE_BYTES: u64 = 256 << 20;

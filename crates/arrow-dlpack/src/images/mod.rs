@@ -65,6 +65,7 @@ use std::path::PathBuf;
 
 use arrow_array::Array;
 
+pub use batch::MAX_IMAGE_FILE_BYTES;
 pub use column::{ImageSource, image_sources, is_image_column_type};
 pub use random::row_key;
 pub use spec::{

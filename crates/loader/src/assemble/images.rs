@@ -13,6 +13,7 @@ use arrow_dlpack::images::{
 };
 use arrow_dlpack_tensor::Tensor;
 use arrow_dlpack_tensor::alloc::PooledVec;
+use bytes::Bytes;
 
 use super::{Piece, Run};
 use crate::columns::{Columns, Output};
@@ -127,7 +128,7 @@ impl Place {
         let origin = piece.origin();
         let item = origin.map(|(item, _)| item);
         let unit_row = origin.map_or(0, |(_, first)| first) + row as u64;
-        let file = match (&columns.locate, item) {
+        let file = match (&columns.origins.locate, item) {
             (Some(locate), Some(item)) => locate.place(item, unit_row),
             _ => None,
         };
@@ -194,6 +195,7 @@ pub(crate) fn decode_runs(
             );
         }
         let resolved = resolve_paths(spec, image, &sources, &places)?;
+        let mut fetched = read_urls(columns, &resolved)?;
         let image_rows: Vec<ImageRow<'_>> = sources
             .iter()
             .zip(&resolved)
@@ -201,8 +203,14 @@ pub(crate) fn decode_runs(
             .enumerate()
             .map(|(position, ((source, resolved), place))| ImageRow {
                 source: match resolved {
-                    Some(path) => ImageSource::Path(path.as_str()),
-                    None => *source,
+                    Resolved::File(path) => ImageSource::Path(path.as_str()),
+                    // A URL whose read failed is no image: skipped with `on_error="skip"`,
+                    // and otherwise reported with the read's error below.
+                    Resolved::Url(_) => match &fetched[position] {
+                        Some(Ok(bytes)) => ImageSource::Bytes(bytes),
+                        _ => ImageSource::Bytes(&[]),
+                    },
+                    Resolved::Source => *source,
                 },
                 row: position as u64,
                 key: place.key(spec.epoch, position),
@@ -211,6 +219,14 @@ pub(crate) fn decode_runs(
         let result = decode_rows(&image.column, &image_rows, &image.spec, &options);
         let images = result.map_err(|error| match error {
             arrow_dlpack::Error::ImageRow { row, source, .. } => {
+                let read_failed = fetched
+                    .get_mut(row as usize)
+                    .and_then(Option::take)
+                    .and_then(Result::err);
+                let source = match (read_failed, &resolved[row as usize]) {
+                    (Some(failed), Resolved::Url(url)) => Box::new(url_read_error(url, failed)),
+                    _ => source,
+                };
                 let (row, file, item) = places[row as usize].for_error();
                 Error::ImageRow {
                     column: image.column.clone(),
@@ -269,18 +285,29 @@ pub(crate) fn decode_runs(
     })
 }
 
-/// The file of each path row, resolved against [`BatchSpec::image_root`] or the directory of
-/// the row's file (`None` for rows with bytes, and for absolute paths, read as they are).
+/// What an image row is read from.
+enum Resolved {
+    /// Its own bytes (or its null).
+    Source,
+    /// A local file.
+    File(String),
+    /// An object named by URL.
+    Url(String),
+}
+
+/// What each row is read from: its path resolved against [`BatchSpec::image_root`] or the
+/// directory of the row's file, as a local file or an object's URL (an absolute path or a URL
+/// as it is); rows with bytes are read from them.
 fn resolve_paths(
     spec: &BatchSpec,
     image: &ImageColumn,
     sources: &[ImageSource<'_>],
     places: &[Place],
-) -> Result<Vec<Option<String>>> {
+) -> Result<Vec<Resolved>> {
     let mut resolved = Vec::with_capacity(sources.len());
     for (source, place) in sources.iter().zip(places) {
         let ImageSource::Path(path) = source else {
-            resolved.push(None);
+            resolved.push(Resolved::Source);
             continue;
         };
         let root: Option<PathBuf> = match &spec.image_root {
@@ -306,25 +333,76 @@ fn resolve_paths(
                 }
             }
         };
-        if is_url(&joined) {
-            let (row, file, item) = place.for_error();
-            return Err(Error::ImageRow {
-                column: image.column.clone(),
-                row,
-                file,
-                item,
-                source: Box::new(arrow_dlpack::Error::ImageFile {
-                    path: PathBuf::from(&joined),
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::Unsupported,
-                        "image paths in object storage are not read yet; expected a local file",
-                    ),
-                }),
-            });
-        }
-        resolved.push(Some(joined));
+        resolved.push(if is_url(&joined) {
+            Resolved::Url(joined)
+        } else {
+            Resolved::File(joined)
+        });
     }
     Ok(resolved)
+}
+
+/// The bytes of the rows that name a URL (`None` for the others), read by the loader's reader
+/// of image URLs; each row's failure is its own.
+fn read_urls(columns: &Columns, resolved: &[Resolved]) -> Result<Vec<Option<Result<Bytes>>>> {
+    let mut fetched: Vec<Option<Result<Bytes>>> = resolved.iter().map(|_| None).collect();
+    let urls: Vec<(usize, &str)> = resolved
+        .iter()
+        .enumerate()
+        .filter_map(|(at, resolved)| match resolved {
+            Resolved::Url(url) => Some((at, url.as_str())),
+            _ => None,
+        })
+        .collect();
+    if urls.is_empty() {
+        return Ok(fetched);
+    }
+    #[cfg(feature = "object-store")]
+    if let Some(reader) = &columns.origins.urls {
+        let texts: Vec<&str> = urls.iter().map(|&(_, url)| url).collect();
+        let results = reader.read_all(&texts, arrow_dlpack::images::MAX_IMAGE_FILE_BYTES)?;
+        for ((at, _), result) in urls.into_iter().zip(results) {
+            fetched[at] = Some(result);
+        }
+        return Ok(fetched);
+    }
+    let _ = columns;
+    for (at, _) in urls {
+        fetched[at] = Some(Err(Error::Io {
+            path: PathBuf::new(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "image paths in object storage need the object-store feature of \
+                 arrow-dlpack-loader; expected a local file",
+            ),
+        }));
+    }
+    Ok(fetched)
+}
+
+/// The image error of a row whose object at `url` could not be read.
+fn url_read_error(url: &str, failed: Error) -> arrow_dlpack::Error {
+    let (path, source) = match failed {
+        Error::Io { path, source } if !path.as_os_str().is_empty() => (path, source),
+        Error::Io { source, .. } => (PathBuf::from(redacted_url(url)), source),
+        other => (
+            PathBuf::from(redacted_url(url)),
+            std::io::Error::other(other.to_string()),
+        ),
+    };
+    arrow_dlpack::Error::ImageFile { path, source }
+}
+
+/// `url` as errors show it: without its userinfo, where the object-store feature can tell it.
+fn redacted_url(url: &str) -> String {
+    #[cfg(feature = "object-store")]
+    {
+        crate::remote::redacted_text(url)
+    }
+    #[cfg(not(feature = "object-store"))]
+    {
+        url.to_string()
+    }
 }
 
 /// Whether `text` is a URL (`s3://...`), which is joined as text rather than as a path.

@@ -286,7 +286,7 @@ fn assemble_rows(
                         (run.start, run.len),
                         spec.allow_nulls,
                         piece.origin,
-                        columns.locate.as_ref(),
+                        columns.origins.locate.as_ref(),
                     )
                 })
                 .collect::<Result<Vec<_>>>()?;

@@ -18,7 +18,7 @@ use arrow_array::RecordBatch;
 
 use crate::assemble::{Piece, Run, assemble};
 use crate::columns::Columns;
-use crate::images::Locate;
+use crate::images::Origins;
 use crate::sequences::plan::ShardBatches;
 use crate::sequences::tokens::{Budget, Fit, RowLengths};
 use crate::source::{Pieces, Tagged};
@@ -96,8 +96,8 @@ struct Input<'a> {
     exhausted: bool,
     /// A record batch read ahead and handed back.
     held: Option<(RecordBatch, RowLengths, Tag)>,
-    /// Where the units' rows lie in the source's files, for the columns.
-    locate: Option<Locate>,
+    /// Where the rows come from (their files, the reader of image URLs), for the columns.
+    origins: Option<Origins>,
     /// Whether the rows' lengths are needed (a budget or buckets cut as the rows are read).
     lengths: bool,
     /// Set when the loader is stopped: no further record batch is pulled from the source (a
@@ -140,7 +140,7 @@ impl Input<'_> {
             match &self.columns {
                 None => {
                     let mut columns = Columns::resolve(self.spec, &batch)?;
-                    columns.locate = self.locate.take();
+                    columns.origins = self.origins.take().unwrap_or_default();
                     self.columns = Some(columns);
                 }
                 Some(columns) => {
@@ -171,7 +171,7 @@ impl Input<'_> {
 pub(crate) fn run(
     spec: &BatchSpec,
     pieces: Pieces,
-    locate: Option<Locate>,
+    origins: Origins,
     start: &Start,
     planned: Option<&ShardBatches>,
     sender: &SyncSender<Marked>,
@@ -185,7 +185,7 @@ pub(crate) fn run(
         exhausted: false,
         held: None,
         lengths: planned.is_none(),
-        locate,
+        origins: Some(origins),
         stop,
     };
     let mut emit = |batch: Marked| -> bool {

@@ -18,6 +18,7 @@
 //! | [`Remote`] | one loader's runtime, bound on requests in flight, and stop flag |
 //! | [`RemoteObject`] | an object pinned by size, ETag and last-modified time when it is planned |
 //! | [`Fetched`] | byte ranges of an object, read by the Parquet and IPC decoders as a file |
+//! | [`UrlReader`] | whole objects by URL, as image rows name them, for one loader |
 
 mod client;
 mod credentials;
@@ -27,6 +28,8 @@ mod object;
 mod options;
 mod redact;
 mod runtime;
+#[cfg(feature = "images")]
+mod urls;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -42,7 +45,11 @@ use url::Url;
 
 pub(crate) use fetched::{Fetched, coalesce};
 pub(crate) use object::RemoteObject;
+#[cfg(feature = "images")]
+pub(crate) use redact::redacted_text;
 pub(crate) use runtime::{Pending, Remote};
+#[cfg(feature = "images")]
+pub(crate) use urls::UrlReader;
 
 use crate::file::{Extension, Format, arrow_format_of, arrow_format_of_tail, extension_of};
 use crate::{Error, Result};

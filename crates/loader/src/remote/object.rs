@@ -229,7 +229,7 @@ impl FetchTarget {
 }
 
 /// A permit of the loader's bound on requests in flight.
-async fn acquire(requests: &Semaphore) -> Result<tokio::sync::SemaphorePermit<'_>> {
+pub(super) async fn acquire(requests: &Semaphore) -> Result<tokio::sync::SemaphorePermit<'_>> {
     requests.acquire().await.map_err(|_| Error::Panicked {
         message: "the loader's request bound was closed".to_string(),
     })
@@ -239,7 +239,7 @@ async fn acquire(requests: &Semaphore) -> Result<tokio::sync::SemaphorePermit<'_
 /// buffer that grows with them (at most [`FIRST_RESERVE`] reserved before any arrive) and that
 /// an allocation failure refuses instead of aborting; an answer that goes past the range is
 /// refused at its first byte too many, and the connection dropped.
-async fn collect(name: &Path, result: GetResult, range: &Range<u64>) -> Result<Bytes> {
+pub(super) async fn collect(name: &Path, result: GetResult, range: &Range<u64>) -> Result<Bytes> {
     let expected = range.end - range.start;
     let capacity = usize::try_from(expected).map_err(|_| {
         io_error(

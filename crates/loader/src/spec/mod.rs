@@ -193,8 +193,10 @@ options::batch_spec! {
         /// Where relative paths of image rows are read from: a directory or a prefix.
         ///
         /// `None` reads them from the directory of the row's file. A relative path of a stream
-        /// or a reader, without a root, is an error naming the row; paths in object storage
-        /// are not read yet (such a row is an error naming it).
+        /// or a reader, without a root, is an error naming the row. A path that is or resolves
+        /// to a URL of object storage is read whole from its store (with the feature
+        /// `object-store`): with the source's storage options when the source is in object
+        /// storage, else with the environment's.
         #[option(OptionalText, Batch, default = None)]
         pub image_root: Option<String>,
         /// Cut batches by tokens rather than rows, at most this many tokens a batch.
