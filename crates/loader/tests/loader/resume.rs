@@ -9,8 +9,8 @@ use std::sync::Arc;
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, Int64Array, ListArray, RecordBatch};
 use arrow_dlpack_loader::{
-    BatchSpec, Error, LoaderState, Sequence, SequenceMode, Source, TensorBatch, batches,
-    merge_states,
+    BatchSpec, Error, LoaderState, STATE_VERSION, Sequence, SequenceMode, Source, TensorBatch,
+    batches, merge_states,
 };
 
 use crate::data::{chain, ids, reader, spec, table, write_ipc, write_parquet, write_stream};
@@ -434,7 +434,7 @@ fn states_of_other_arguments_are_refused_naming_what_differs() {
     );
     assert!(message.contains("source"), "{message}");
     let newer = LoaderState {
-        version: 3,
+        version: STATE_VERSION + 1,
         ..state.clone()
     };
     assert!(refusal(&make, spec.clone(), newer).contains("newer"));
