@@ -1,9 +1,10 @@
-//! The remainder of a planned epoch: the batches dropped or split so that their number is a
-//! multiple of the number of shards, and the split of a batch into balanced parts.
+//! The remainder of an epoch planned under a budget or buckets: the batches dropped or split so
+//! that their number is a multiple of the number of shards, and the split of a batch into
+//! balanced parts (an epoch cut by rows alone is dealt by `rows.rs` instead).
 //!
 //! With `drop_last`, the epoch's last short batch is dropped, and then the fewest batches that
-//! make the count a multiple of the shards, those of the fewest tokens (rows, when batches are
-//! cut by rows). Without it no row is dropped while the rows suffice: the count is raised to the
+//! make the count a multiple of the shards, those of the fewest tokens (rows, when buckets cut
+//! them without a budget). Without it no row is dropped while the rows suffice: the count is raised to the
 //! next multiple by splitting the batches of the most tokens per part into balanced parts, each
 //! at most as large as the batch (so every part stays within the budget). Only when the epoch
 //! has fewer rows than that multiple of batches are the batches of the fewest tokens dropped, to
