@@ -175,6 +175,11 @@ impl PyTensor {
         Self::to_numpy(slf)?.call_method0("__float__")
     }
 
+    /// `complex(t)` of a tensor of one element, as numpy's.
+    fn __complex__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        Self::to_numpy(slf)?.call_method0("__complex__")
+    }
+
     /// `bool(t)` as numpy's: the value of a tensor of one element, else numpy's `ValueError`
     /// (the truth of several values is ambiguous), never the length.
     fn __bool__(slf: &Bound<'_, Self>) -> PyResult<bool> {

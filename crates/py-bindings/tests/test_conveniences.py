@@ -231,7 +231,8 @@ def test_tensor_dtype_len_and_tolist_are_numpys(x):
     bf16 = ad.Tensor.from_dlpack(torch.ones(2, dtype=torch.bfloat16))
     assert bf16.dtype == np.dtype(ml_dtypes.bfloat16)
     scalar = ad.Tensor.from_dlpack(np.array(2.5))
-    assert scalar.tolist() == 2.5 and float(scalar) == 2.5 and int(scalar) == 2
+    assert scalar.tolist() == 2.5 and float(scalar) == 2.5 and int(scalar) == 2 and complex(scalar) == 2.5
+    assert complex(ad.Tensor.from_dlpack(np.array(1 + 2j, np.complex64))) == 1 + 2j
     seven = ad.Tensor.from_dlpack(np.array(7, np.int32))
     assert int(seven) == 7 and list(range(seven)) == list(range(7))
     with pytest.raises(TypeError, match="len\\(\\) of a 0-d tensor"):

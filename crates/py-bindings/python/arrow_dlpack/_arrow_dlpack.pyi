@@ -482,6 +482,8 @@ class Tensor:
         """``int(t)`` of a tensor of one element (a packed sequence's ``max_seqlen``)."""
     def __float__(self) -> float:
         """``float(t)`` of a tensor of one element."""
+    def __complex__(self) -> complex:
+        """``complex(t)`` of a tensor of one element."""
     def __index__(self) -> int:
         """``operator.index(t)`` of a 0-d integer tensor."""
     def __bool__(self) -> bool:
