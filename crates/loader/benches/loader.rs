@@ -8,6 +8,10 @@
 //! A last pair of benchmarks feeds an adversarial source, 131,072 record batches of one row and
 //! two columns, in order and shuffled: its cost must follow its rows, not its record batches
 //! times the window.
+//! Beside the shuffled passes, `gather_reference/B` is the floor of a shuffled batch: the same
+//! rows (in windows of the default 65,536, shuffled) gathered by a plain loop from the record
+//! batches in memory into fresh row-major buffers, one batch at a time on one thread, the bytes
+//! every shuffled batch must copy.
 //! Run with `cargo bench -p arrow-dlpack-loader`; `LOADER_BENCH_ROWS` shrinks the workload.
 
 use std::fs::File;
@@ -163,6 +167,82 @@ fn one_row_pass(pieces: Vec<RecordBatch>, shuffle: bool) -> usize {
     rows
 }
 
+/// The rows of the window `start..end`, shuffled (Fisher-Yates with a xorshift generator).
+fn shuffled_window(start: usize, end: usize, state: &mut u64) -> Vec<usize> {
+    let mut rows: Vec<usize> = (start..end).collect();
+    for i in (1..rows.len()).rev() {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        rows.swap(i, (*state % (i as u64 + 1)) as usize);
+    }
+    rows
+}
+
+/// The floor of a shuffled pass: every batch's rows gathered from `columns` (the 16 features,
+/// the label and the embedding's values, each one contiguous column) into fresh buffers.
+fn gather_pass(
+    features: &[Vec<f32>],
+    label: &[i64],
+    embedding: &[f32],
+    batch_size: usize,
+) -> usize {
+    const WINDOW: usize = 65_536;
+    let rows = label.len();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut given = 0;
+    for start in (0..rows).step_by(WINDOW) {
+        let order = shuffled_window(start, (start + WINDOW).min(rows), &mut state);
+        for picks in order.chunks(batch_size) {
+            let mut x = Vec::with_capacity(picks.len() * 16);
+            let mut y = Vec::with_capacity(picks.len());
+            let mut e = Vec::with_capacity(picks.len() * 8);
+            for &row in picks {
+                x.extend(features.iter().map(|column| column[row]));
+                y.push(label[row]);
+                e.extend_from_slice(&embedding[row * 8..row * 8 + 8]);
+            }
+            given += std::hint::black_box((x, y, e)).1.len();
+        }
+    }
+    given
+}
+
+/// The workload's columns read into memory, each one contiguous.
+fn columns_in_memory(ipc: &Path) -> (Vec<Vec<f32>>, Vec<i64>, Vec<f32>) {
+    let reader = arrow_ipc::reader::FileReader::try_new(File::open(ipc).unwrap(), None).unwrap();
+    let (mut features, mut label, mut embedding) = (vec![Vec::new(); 16], Vec::new(), Vec::new());
+    for batch in reader {
+        let batch = batch.unwrap();
+        for (f, column) in features.iter_mut().enumerate() {
+            let values = batch
+                .column(f)
+                .as_any()
+                .downcast_ref::<Float32Array>()
+                .unwrap();
+            column.extend_from_slice(values.values());
+        }
+        let labels = batch
+            .column(16)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        label.extend_from_slice(labels.values());
+        let list = batch
+            .column(17)
+            .as_any()
+            .downcast_ref::<FixedSizeListArray>()
+            .unwrap();
+        let values = list
+            .values()
+            .as_any()
+            .downcast_ref::<Float32Array>()
+            .unwrap();
+        embedding.extend_from_slice(values.values());
+    }
+    (features, label, embedding)
+}
+
 fn bench(c: &mut Criterion) {
     let rows = rows();
     let dir = tempfile::tempdir().unwrap();
@@ -172,7 +252,11 @@ fn bench(c: &mut Criterion) {
     group.warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(5));
     group.throughput(Throughput::Elements(rows as u64));
+    let (features, label, embedding) = columns_in_memory(&ipc);
     for batch_size in [1024, 8192] {
+        group.bench_function(format!("gather_reference/{batch_size}"), |b| {
+            b.iter(|| assert_eq!(gather_pass(&features, &label, &embedding, batch_size), rows));
+        });
         for (order, shuffle) in [("", false), ("_shuffled", true)] {
             group.bench_function(format!("ipc_mmap{order}/{batch_size}"), |b| {
                 b.iter(|| {

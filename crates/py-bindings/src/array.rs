@@ -45,6 +45,17 @@ impl PyArray {
         &self.column
     }
 
+    /// What numpy's conversions need to know of the array.
+    fn facts(&self) -> ArrayFacts<'_> {
+        ArrayFacts {
+            data_type: self.column.field.data_type(),
+            len: self.column.len(),
+            null_count: self.null_count(),
+            needs_concat: chunks_need_copy(&self.column.chunks),
+            chunks: &self.column.chunks,
+        }
+    }
+
     /// The array of an imported 1-D tensor, shared; `copy` as in `from_dlpack`.
     pub(crate) fn from_tensor(tensor: &Tensor, copy: Option<bool>) -> PyResult<Self> {
         // Packing a bool tensor into Arrow's bits is the one copy `copy=None` needs; a strided
@@ -344,13 +355,7 @@ impl PyArray {
         zero_copy_only: bool,
         writable: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let this = slf.get();
-        let facts = ArrayFacts {
-            data_type: this.column.field.data_type(),
-            len: this.column.len(),
-            null_count: this.null_count(),
-            needs_concat: chunks_need_copy(&this.column.chunks),
-        };
+        let facts = slf.get().facts();
         numpy::array_to_numpy(slf.as_any(), facts, zero_copy_only, writable)
     }
 
@@ -365,13 +370,7 @@ impl PyArray {
         dtype: Option<&Bound<'py, PyAny>>,
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let this = slf.get();
-        let facts = ArrayFacts {
-            data_type: this.column.field.data_type(),
-            len: this.column.len(),
-            null_count: this.null_count(),
-            needs_concat: chunks_need_copy(&this.column.chunks),
-        };
+        let facts = slf.get().facts();
         numpy::array_dunder(slf.as_any(), facts, ArrayRequest { dtype, copy })
     }
 

@@ -5,6 +5,8 @@
 //! it. This file sees the classes only through their Python methods (`__dlpack__`, `to_tensor`,
 //! `validity`, `to_pylist`), so imports between files run one way.
 
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef};
 use arrow_schema::DataType;
 use pyo3::exceptions::PyImportError;
 use pyo3::prelude::*;
@@ -47,6 +49,8 @@ pub(crate) struct ArrayFacts<'a> {
     pub(crate) null_count: usize,
     /// Whether one array needs its chunks concatenated (a copy).
     pub(crate) needs_concat: bool,
+    /// The chunks, for the nulls inside a fixed-size list's elements.
+    pub(crate) chunks: &'a [ArrayRef],
 }
 
 /// `Array.to_numpy(zero_copy_only=True, writable=False)` with PyArrow's semantics.
@@ -101,7 +105,17 @@ pub(crate) fn array_to_numpy<'py>(
             out.set_item(nulls, np.getattr("nan")?)?;
             out
         } else if matches!(facts.data_type, DataType::FixedSizeList(..)) {
-            let rows = values_with_nulls(array, &np)?.call_method0("copy")?;
+            let mut rows = values_with_nulls(array, &np)?.call_method0("copy")?;
+            if let Some(inner) = inner_nulls(facts.chunks) {
+                // A null inside an element becomes NaN, as PyArrow's: every row then float
+                // (integers as float64), since NaN is the only null a numpy number has.
+                rows = float_rows(&np, &rows)?;
+                let shape = rows.getattr("shape")?;
+                let mask = np
+                    .call_method1("array", (inner,))?
+                    .call_method1("reshape", (shape,))?;
+                rows.set_item(mask, np.getattr("nan")?)?;
+            }
             let valid: Vec<bool> = np
                 .call_method1("from_dlpack", (array.call_method0("validity")?,))?
                 .call_method0("tolist")?
@@ -162,6 +176,57 @@ fn values_with_nulls<'py>(
     kwargs.set_item("allow_nulls", true)?;
     let tensor = array.call_method("to_tensor", (), Some(&kwargs))?;
     np.call_method1("from_dlpack", (tensor,))
+}
+
+/// `values` as a float array: its own dtype when it is one, else `float64`.
+fn float_rows<'py>(
+    np: &Bound<'py, PyModule>,
+    values: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let dtype = values.getattr("dtype")?;
+    let target = if dtype.getattr("kind")?.extract::<String>()? == "f" {
+        dtype
+    } else {
+        np.getattr("float64")?
+    };
+    values.call_method1("astype", (target,))
+}
+
+/// Whether each value of the (nested) fixed-size list chunks is null below the row level: the
+/// value itself, or an inner list that holds it; `None` when none is. Rows that are null
+/// themselves are not marked (they become None).
+fn inner_nulls(chunks: &[ArrayRef]) -> Option<Vec<bool>> {
+    fn inner_null_count(array: &dyn Array) -> usize {
+        match array.as_fixed_size_list_opt() {
+            Some(list) => list.values().null_count() + inner_null_count(list.values().as_ref()),
+            None => 0,
+        }
+    }
+    fn mark(array: &dyn Array, null: bool, out: &mut Vec<bool>) {
+        match array.as_fixed_size_list_opt() {
+            Some(list) => {
+                for i in 0..list.len() {
+                    mark(list.value(i).as_ref(), null || list.is_null(i), out);
+                }
+            }
+            None => out.extend((0..array.len()).map(|i| null || array.is_null(i))),
+        }
+    }
+    if chunks
+        .iter()
+        .all(|chunk| inner_null_count(chunk.as_ref()) == 0)
+    {
+        return None;
+    }
+    let mut out = Vec::new();
+    for chunk in chunks {
+        if let Some(list) = chunk.as_fixed_size_list_opt() {
+            for row in 0..list.len() {
+                mark(list.value(row).as_ref(), false, &mut out);
+            }
+        }
+    }
+    Some(out)
 }
 
 /// `np.empty(len, dtype=object)`: every slot None.

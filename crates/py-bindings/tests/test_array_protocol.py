@@ -24,6 +24,9 @@ COLUMNS = {
     "chunked": lambda: pa.chunked_array([[1, 2], [], [3]], pa.uint8()),
     "sliced": lambda: pa.array(np.arange(10, dtype=np.float64)).slice(2, 5),
     "fixed_size_list": lambda: pa.array([[1, 2], None, [3, 4]], pa.list_(pa.int32(), 2)),
+    # A null inside an element is NaN, the rows float (integers float64), as PyArrow gives them.
+    "fixed_size_list with null values": lambda: pa.array([[1, None], None, [3, 4]], pa.list_(pa.int32(), 2)),
+    "float fixed_size_list with null values": lambda: pa.array([[1.5, None, 3.0], [4.0, 5.0, 6.0]], pa.list_(pa.float32(), 3)),
     "empty": lambda: pa.array([], pa.int32()),
 }
 
@@ -59,6 +62,17 @@ def test_copy_false_raises_value_error_exactly_where_pyarrow_does(name):
         assert isinstance(raised.value, ad.ArrowDLPackValueError)
     else:
         same(np.array(ours, copy=False), expected)
+
+
+def test_nulls_inside_nested_fixed_size_lists_are_nan_in_float_rows():
+    # PyArrow gives object arrays of object arrays here; ours are each row's values, as for one
+    # level, with NaN for a null value and for the values of a null inner list.
+    nested = pa.array([[[1, 2], None], [[3, None], [5, 6]], None], pa.list_(pa.list_(pa.int64(), 2), 2))
+    rows = np.asarray(ad.array(nested))
+    assert rows.dtype == object and rows[2] is None
+    assert rows[0].dtype == np.float64 and rows[0].shape == (2, 2)
+    np.testing.assert_array_equal(rows[0], [[1, 2], [np.nan, np.nan]])
+    np.testing.assert_array_equal(rows[1], [[3, np.nan], [5, 6]])
 
 
 def test_asarray_of_a_numeric_array_is_a_read_only_view_of_the_arrow_buffer():

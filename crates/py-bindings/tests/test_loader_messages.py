@@ -41,6 +41,27 @@ def test_nulls_in_a_column_name_the_three_keywords_that_take_them(table):
     assert np.isnan(np.from_dlpack(batch["label"])[1])
 
 
+def test_nulls_inside_elements_name_only_allow_nulls_and_a_mask_of_them_is_refused():
+    """A null value inside a fixed-size list's or a sequence's element: null_to_nan and masks are
+    about rows, so the message names allow_nulls alone, and a mask (which would call the row
+    valid) is refused rather than handed out."""
+    fsl = pa.table({"e": pa.array([[1.0, None], [2.0, 3.0]], pa.list_(pa.float32(), 2)), "y": [0, 1]})
+    seq = pa.table({"s": pa.array([[1.0, None], [2.0]]), "y": [0, 1]})
+    for source, options in ((fsl, dict(columns=["e"])), (seq, dict(columns=[], sequences={"s": "pad"}))):
+        name = "e" if source is fsl else "s"
+        with pytest.raises(ad.ArrowDLPackValueError) as caught:
+            list(ad.batches(source, 2, **options))
+        message = str(caught.value)
+        assert message.startswith(f'cannot load "{name}": found 1 nulls inside its elements')
+        assert "allow_nulls=True" in message and "null_to_nan=[" not in message
+        with pytest.raises(ad.ArrowDLPackValueError, match=f'masks names "{name}", whose rows hold 1 null values'):
+            list(ad.batches(source, 2, allow_nulls=True, masks=[name], **options))
+    # A null row of a fixed-size list (with null values under it) is the row's, which a mask shows.
+    rows = pa.table({"e": pa.array([[1.0, 2.0], None], pa.list_(pa.float32(), 2))})
+    (batch,) = ad.batches(rows, 2, allow_nulls=True, masks=["e"])
+    assert np.from_dlpack(batch["e_mask"]).tolist() == [True, False]
+
+
 @pytest.mark.parametrize("column", ["jpeg", "image"])
 def test_a_column_of_encoded_bytes_points_to_images(table, column):
     with pytest.raises(ad.ArrowDLPackTypeError) as caught:

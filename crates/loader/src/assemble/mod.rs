@@ -309,7 +309,10 @@ fn assemble_rows(
     }
     let mut masks = Vec::with_capacity(columns.masks.len());
     for (name, index) in &columns.masks {
-        masks.push((name.clone(), copy_mask(pieces, runs, *index, num_rows)?));
+        masks.push((
+            name.clone(),
+            copy_mask(pieces, runs, (name, *index), num_rows)?,
+        ));
     }
     Ok(TensorBatch::new(num_rows, tensors, masks))
 }

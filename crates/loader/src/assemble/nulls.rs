@@ -1,6 +1,7 @@
 //! The nulls of a batch's runs: the validity masks of `masks` columns, written in one pass
 //! across record batches, and the refusal of nulls in a single column.
 
+use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef};
 use arrow_dlpack_tensor::alloc::PooledVec;
 use arrow_dlpack_tensor::{DType, Tensor};
@@ -8,19 +9,32 @@ use arrow_dlpack_tensor::{DType, Tensor};
 use super::{Piece, Run};
 use crate::{Error, Result};
 
-/// The validity of column `index` over `runs`, one byte (1 = valid) per row.
+/// The validity of column `name` (at `index`) over `runs`, one byte (1 = valid) per row.
 ///
 /// Written here rather than with `arrow_dlpack::validity_to_tensor` so that a mask over several
-/// record batches is one pass too.
+/// record batches is one pass too. A mask tells rows apart, so a column with nulls inside the
+/// elements of these rows (a fixed-size list's or a list's values) is refused: its mask would
+/// call such a row valid.
 pub(super) fn copy_mask(
     pieces: &[Piece],
     runs: &[Run],
-    index: usize,
+    (name, index): (&str, usize),
     num_rows: usize,
 ) -> Result<Tensor> {
     let mut out = PooledVec::<u8>::try_with_capacity(num_rows)?;
     for run in runs {
-        match pieces[run.piece].batch.column(index).logical_nulls() {
+        let column = pieces[run.piece].batch.column(index);
+        let inner = inner_nulls(column.as_ref(), run.start, run.len);
+        if inner > 0 {
+            return Err(Error::InvalidSpec {
+                reason: format!(
+                    "masks names {name:?}, whose rows hold {inner} null values inside their \
+                     elements; a mask says which rows are null, not which values of a row: \
+                     leave {name:?} out of masks, or fill its null values before loading"
+                ),
+            });
+        }
+        match column.logical_nulls() {
             None => out.extend(std::iter::repeat_n(1u8, run.len)),
             Some(nulls) => {
                 out.extend((run.start..run.start + run.len).map(|i| u8::from(nulls.is_valid(i))))
@@ -29,6 +43,45 @@ pub(super) fn copy_mask(
     }
     let tensor = Tensor::try_new_row_major(out.into_buffer(), DType::Bool, vec![num_rows])?;
     Ok(tensor.with_read_only(false))
+}
+
+/// The null values inside the elements of the valid rows among `start..start + len` of `array`:
+/// its values' nulls (and theirs, for lists of lists); 0 for a column of scalars. The values
+/// under a null row are not counted (they are that row's, which its mask shows).
+fn inner_nulls(array: &dyn Array, start: usize, len: usize) -> usize {
+    let (values, range): (&ArrayRef, Box<dyn Fn(usize) -> (usize, usize)>) =
+        if let Some(list) = array.as_fixed_size_list_opt() {
+            let size = list.value_length() as usize;
+            (
+                list.values(),
+                Box::new(move |row| (row * size, row * size + size)),
+            )
+        } else if let Some(list) = array.as_list_opt::<i32>() {
+            let offsets = list.value_offsets();
+            let range = move |row: usize| (offsets[row] as usize, offsets[row + 1] as usize);
+            (list.values(), Box::new(range))
+        } else if let Some(list) = array.as_list_opt::<i64>() {
+            let offsets = list.value_offsets();
+            let range = move |row: usize| (offsets[row] as usize, offsets[row + 1] as usize);
+            (list.values(), Box::new(range))
+        } else {
+            return 0;
+        };
+    if values.null_count() == 0 && inner_nulls(values.as_ref(), 0, values.len()) == 0 {
+        return 0;
+    }
+    let nulls = array.logical_nulls();
+    let mut count = 0;
+    for row in start..start + len {
+        if nulls.as_ref().is_some_and(|nulls| nulls.is_null(row)) {
+            continue;
+        }
+        let (from, to) = range(row);
+        let (from, to) = (from.min(values.len()), to.min(values.len()));
+        count += (from..to).filter(|&value| values.is_null(value)).count();
+        count += inner_nulls(values.as_ref(), from, to - from);
+    }
+    count
 }
 
 /// The nulls of `array` within `run`.

@@ -14,6 +14,7 @@ use crate::type_names::{data_type_name, field_type_name};
 /// which names the file, row group or column.
 pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
     use arrow_dlpack::Error as A;
+    use arrow_dlpack::NullLocation;
     use arrow_dlpack_loader::Error as E;
     use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyPermissionError};
     // The loader's own errors never carry this variant (it is what `?` makes of an Arrow-layer
@@ -60,6 +61,29 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
                 // Nulls refused without `allow_nulls` (as `to_tensor()`), and the rest.
                 _ => Kind::Value,
             };
+            // Nulls inside a column's elements (a fixed-size list's or a sequence's values):
+            // `allow_nulls` alone takes them; `null_to_nan` and `masks` are about rows.
+            if let A::Nulls {
+                null_count,
+                location: NullLocation::Array { depth } | NullLocation::Column { depth, .. },
+            }
+            | A::TableNulls {
+                null_count,
+                location: NullLocation::Array { depth } | NullLocation::Column { depth, .. },
+            } = source
+                && *depth > 0
+            {
+                return raise(
+                    kind,
+                    format!(
+                        "cannot load {column:?}: found {null_count} nulls inside its elements \
+                         (values {depth} list level(s) down); expected none: pass \
+                         allow_nulls=True to accept them (the null values then hold \
+                         unspecified values; masks=[...] and null_to_nan apply to whole rows, \
+                         not to the values of an element)"
+                    ),
+                );
+            }
             // Nulls in a column: the loader's three keywords that take them, named for it.
             if let A::Nulls { null_count, .. } | A::TableNulls { null_count, .. } = source {
                 return raise(
@@ -67,7 +91,7 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
                     format!(
                         "cannot load {column:?}: found {null_count} nulls in the column; expected \
                          none: pass null_to_nan=[{column:?}] for floats with NaN where the nulls \
-                         are, or allow_nulls=True to accept them (null slots then hold \
+                         are (a numeric column or a group), or allow_nulls=True to accept them (null slots then hold \
                          unspecified values) with masks=[{column:?}] for a \"{column}_mask\" \
                          tensor that says where they are"
                     ),
@@ -265,12 +289,13 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
                 ),
             );
         }
-        // A bad spec, a malformed, truncated or corrupt file, a file changed after planning,
+        // A bad argument: the reason alone (the spec is the Rust name of the arguments).
+        E::InvalidSpec { reason } => return raise(Kind::Value, reason.clone()),
+        // A malformed, truncated or corrupt file, a file changed after planning,
         // rows that differ from the metadata's count, a column that is not there, batches that
         // disagree, an unknown extension, a URL or storage option that cannot be used, a panic
         // caught on a loader thread.
-        E::InvalidSpec { .. }
-        | E::InvalidState { .. }
+        E::InvalidState { .. }
         | E::Ipc { .. }
         | E::Parquet { .. }
         | E::CorruptParquet { .. }
