@@ -326,6 +326,16 @@ def test_close_releases_a_stream_source_exactly_once():
     iterator.close()
     with pytest.raises(ValueError, match="this loader was closed"):
         list(iterator)
+    # next() of a loader closed before its last batch is an error too (a loop over it, closed
+    # from another thread, must not end as if the epoch were whole); an ended one stops.
+    with pytest.raises(ad.ArrowDLPackValueError, match="closed .* before its last batch"):
+        next(iterator)
+    fresh = ac.Schema("+s", children=[ac.Schema("i", name="id")])
+    ended = ad.batches(ac.StreamProducer(ac.Stream(fresh, [chunk(0)])), 5)
+    assert len(list(ended)) == 1
+    ended.close()
+    with pytest.raises(StopIteration):
+        next(ended)
     assert stream.released == 1
     del iterator, producer
     gc.collect()

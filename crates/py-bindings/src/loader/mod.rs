@@ -208,6 +208,16 @@ impl PyBatches {
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
         };
         let Some(batches) = guard.as_mut() else {
+            // Closed before its last batch (by another thread, or in the loop's body): the
+            // loop must not end as if the epoch were whole, so the next batch is an error, as
+            // reading a closed file is. An ended loader keeps raising StopIteration.
+            if self.ended() == Some(Ended::Closed) {
+                return Err(errors::value_error(
+                    "this loader was closed (close(), or the end of its with block) before its \
+                     last batch: a loop over it stops here rather than end as if the epoch \
+                     were whole; make a new one with ad.batches(...) to read on",
+                ));
+            }
             return Ok(None);
         };
         // Waited for in slices, the GIL released, with a look for signals between them: a
