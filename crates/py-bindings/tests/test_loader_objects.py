@@ -283,12 +283,14 @@ def test_split_workers_false_reads_what_each_worker_was_given(four_files):
 
 
 @forks
-def test_a_loader_that_splits_again_by_default_warns_once(four_files, monkeypatch):
-    # In workers, the default splits each worker's files again: half the rows are read.
+def test_the_default_split_workers_in_a_worker_is_refused_asking_which(four_files, monkeypatch):
+    # A dataset that gave each worker its own files, left at the default, read half the rows
+    # with a warning; now the worker's loader is refused, saying what each choice reads.
     loader = DataLoader(FilesPerWorker(four_files), batch_size=None, num_workers=2,
                         multiprocessing_context="fork")
-    assert len(rows_of(loader)) == ROWS // 2
-    # The warning, seen in this process made to look like worker 0 of 2.
+    with pytest.raises(ad.ArrowDLPackValueError, match="needs split_workers"):
+        rows_of(loader)
+    # The message, seen in this process made to look like worker 0 of 2.
     import arrow_dlpack._shards as module
 
     monkeypatch.setattr(module, "_worker", lambda: (0, 2))
@@ -296,24 +298,19 @@ def test_a_loader_that_splits_again_by_default_warns_once(four_files, monkeypatc
         (dict(rank=0, world_size=1), "ad.batches(rank=0, world_size=1) in DataLoader worker"),
         ({}, "ad.batches in DataLoader worker"),
     ):
-        monkeypatch.setattr(module, "_warned_split", False)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            for _ in range(3):
-                list(ad.batches(four_files, 50, **options))
-            # Said so, or split on purpose: no warning.
-            list(ad.batches(four_files, 50, split_workers=True, **options))
-            list(ad.BatchDataset(four_files, 50, **options))
-        messages = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
-        assert len(messages) == 1, messages
-        assert messages[0].startswith(call + " 0 of 2 reads only this worker's share")
-        assert "pass split_workers=False" in messages[0]
-        assert "split_workers=True splits without this warning" in messages[0]
-    # Asked not to warn again in this process.
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        list(ad.batches(four_files, 50))
-    assert not [w for w in caught if issubclass(w.category, UserWarning)]
+        with pytest.raises(ad.ArrowDLPackValueError) as caught:
+            ad.batches(four_files, 50, **options)
+        message = str(caught.value)
+        assert message.startswith(call + " 0 of 2 needs split_workers: pass split_workers=True")
+        assert "split_workers=False if this worker was given its own sources" in message
+        assert ("no torch.distributed group is visible" in message) == (not options)
+        # Said either way, or split on purpose by BatchDataset: read.
+        def count(batches):
+            return sum(len(batch["id"]) for batch in batches)
+
+        assert count(ad.batches(four_files, 50, split_workers=True, **options)) == ROWS // 2
+        assert count(ad.batches(four_files, 50, split_workers=False, **options)) == ROWS
+        assert count(ad.BatchDataset(four_files, 50, **options)) == ROWS // 2
 
 
 def order(loader):

@@ -333,8 +333,9 @@ def batches(
       for a Ray source, which Ray shards itself) split the data between processes, and inside a
       ``torch.utils.data.DataLoader`` worker each worker reads its own share of its rank's, so
       that together they read every row exactly once. ``split_workers=False`` leaves the
-      workers out (for sources already split per worker); by default (``None``) a loader that
-      splits between workers warns once per process, which ``split_workers=True`` silences.
+      workers out (for sources already split per worker), ``split_workers=True`` splits; the
+      default (``None``) is refused inside a worker, where only the caller knows which it is
+      (``ad.BatchDataset`` splits between its workers on its own).
     - ``prefetch`` batches wait ready in a bounded queue; memory stays below ``prefetch`` times
       a batch's bytes plus the row groups being decoded.
     - ``prefetch`` is from 1 to 1,024 and ``decode_threads`` at most 64 (0 chooses); a
@@ -392,13 +393,14 @@ def batches(
     Every argument is checked before any work, each error naming it.
     """
     options = dict(locals())
-    return _open(options.pop("source"), options, warn_split=True)
+    return _open(options.pop("source"), options, direct=True)
 
 
-def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
+def _open(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
     """The loader of ``source`` with ``options`` (the keywords of :func:`batches`): the Python
     options checked and acted on, the shard, seed and epoch worked out, everything else checked
-    by the native loader."""
+    by the native loader. ``direct`` when the caller's own code called ``ad.batches`` (not
+    ``BatchDataset``, which splits between its workers on purpose)."""
     python = check_python_options(
         {name: options.pop(name) for name in PYTHON if name in options}
     )
@@ -436,7 +438,7 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
             # again would drop rows.
             rank, world_size = 0, 1
     shard_index, num_shards, num_ranks = _layout(
-        rank, world_size, python.get("split_workers"), warn=warn_split
+        rank, world_size, python.get("split_workers"), direct=direct
     )
     state = spec.get("state")
     shuffle = bool(spec.get("shuffle", False))
@@ -455,7 +457,7 @@ def _open(source: Any, options: Dict[str, Any], warn_split: bool) -> Batches:
     _LIVE.add(inner)
     remember_read(given)
     ranks = num_ranks or num_shards
-    if warn_split and ranks > 1 and state is None and inner.num_batches is None:
+    if direct and ranks > 1 and state is None and inner.num_batches is None:
         warn_uneven_ranks(ranks)
     if ranks > 1 and state is None and inner.num_batches == 0:
         warn_no_batch(ranks)

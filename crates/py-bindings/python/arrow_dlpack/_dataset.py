@@ -424,7 +424,7 @@ class BatchDataset(IterableDataset):
                 )
             self._passes_begun = True
         self._pass_epoch = epoch
-        loader = _open(self.source, {"batch_size": self.batch_size, **options}, warn_split=False)
+        loader = _open(self.source, {"batch_size": self.batch_size, **options}, direct=False)
         self._live = loader
         self._live_pid = os.getpid()
         self._live_ended = False

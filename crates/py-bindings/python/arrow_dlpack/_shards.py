@@ -5,7 +5,6 @@ shard shares. torch is asked only if something already imported it.
 
 import os
 import sys
-import warnings
 from typing import List, Optional, Tuple
 
 from arrow_dlpack._arrow_dlpack import ArrowDLPackValueError
@@ -39,56 +38,48 @@ def _distributed() -> Tuple[int, int]:
     return 0, 1
 
 
-#: Whether this process warned already that a loader splits between DataLoader workers on its
-#: own.
-_warned_split = False
-
-
 def _shard(
     rank: Optional[int], world_size: Optional[int], split_workers: Optional[bool] = True,
-    warn: bool = False,
+    direct: bool = False,
 ) -> Tuple[int, int]:
     """This process's ``(shard_index, num_shards)`` (see :func:`_layout`)."""
-    shard_index, num_shards, _ = _layout(rank, world_size, split_workers, warn)
+    shard_index, num_shards, _ = _layout(rank, world_size, split_workers, direct)
     return shard_index, num_shards
 
 
 def _layout(
     rank: Optional[int], world_size: Optional[int], split_workers: Optional[bool] = True,
-    warn: bool = False,
+    direct: bool = False,
 ) -> Tuple[int, int, int]:
     """This process's ``(shard_index, num_shards, num_ranks)``: one shard per DataLoader worker
     of each rank (unless ``split_workers`` is False), so that workers and ranks together read
     every row exactly once, and the number of ranks, between which the batch counts must be
     even (0 when each shard is a rank). ``rank`` and ``world_size`` are checked (:func:`check_python_options`).
 
-    With ``warn``, a loader that splits between DataLoader workers because ``split_workers``
-    was left at its default (None) warns once per process: a dataset of the caller's own may
-    have given each worker its own sources already, and would then read a share of a share."""
+    When ``direct`` (``ad.batches`` called by the caller's own code), ``split_workers`` left at
+    its default (None) inside a DataLoader worker is refused: a dataset of the caller's own
+    that gave each worker its own sources would read a share of a share (half the rows with two
+    workers), and one that did not would read everything in every worker if it were not split,
+    so only the caller can tell."""
     explicit = rank is not None
     if rank is None or world_size is None:
         rank, world_size = _distributed()
     worker, workers = _worker() if split_workers is not False else (0, 1)
-    if warn and split_workers is None and workers > 1:
-        global _warned_split
-        if not _warned_split:
-            _warned_split = True
-            call = f"ad.batches(rank={rank}, world_size={world_size})" if explicit else "ad.batches"
-            unseen = ""
-            if not explicit and world_size == 1:
-                unseen = (
-                    "; no torch.distributed group is visible in this worker (a spawned worker "
-                    "does not inherit one): under DDP, pass rank= and world_size=, or use "
-                    "ad.BatchDataset, which hands them to its workers"
-                )
-            warnings.warn(
-                f"{call} in DataLoader worker {worker} of {workers} reads only this worker's "
-                f"share of rank {rank}'s data (1/{workers} of it), so that the workers together "
-                "read it once; if each worker was given its own sources, pass "
-                f"split_workers=False (split_workers=True splits without this warning){unseen}",
-                UserWarning,
-                stacklevel=4,
+    if direct and split_workers is None and workers > 1:
+        call = f"ad.batches(rank={rank}, world_size={world_size})" if explicit else "ad.batches"
+        unseen = ""
+        if not explicit and world_size == 1:
+            unseen = (
+                "; no torch.distributed group is visible in this worker (a spawned worker "
+                "does not inherit one): under DDP, pass rank= and world_size= too, or use "
+                "ad.BatchDataset, which hands them to its workers"
             )
+        raise ArrowDLPackValueError(
+            f"{call} in DataLoader worker {worker} of {workers} needs split_workers: pass "
+            f"split_workers=True to read only this worker's share of rank {rank}'s data (1/{workers} "
+            "of it, the workers together reading it once), or split_workers=False if this "
+            f"worker was given its own sources (to read all of them){unseen}"
+        )
     # Worker-major: shard `worker * world_size + rank` of `world_size * workers`. Units are dealt
     # round-robin to the shards, so a rank's workers together read exactly the units of shard
     # `rank` of `world_size` (what `len()` of a rank counts), and ranks get as many units as an
