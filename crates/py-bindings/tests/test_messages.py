@@ -95,7 +95,7 @@ def test_a_null_sequence_row_is_placed_in_its_file_and_allow_nulls_is_the_remedy
     # A stream has no file: the row is placed in its record batch, counted as the shard reads.
     reader = pa.RecordBatchReader.from_batches(*_schema_and_batches(pq.read_table(path)))
     text = message(lambda: list(ad.batches(reader, 8, sequences={"tokens": "pad"})))
-    assert 'cannot load "tokens": row 50 of unit 0 of the shard' in text
+    assert 'cannot load "tokens": row 50 of record batch 0 of the stream' in text
     assert "pass allow_nulls=True to read null rows as empty rows" in text
     padded = [b["tokens_lengths"] for b in ad.batches(str(path), 8, sequences={"tokens": "pad"}, allow_nulls=True)]
     assert np.concatenate([np.from_dlpack(lengths) for lengths in padded])[50] == 0

@@ -396,12 +396,14 @@ fn thousands(value: u64) -> String {
     out
 }
 
-/// Where a row is, after its number: `in train.parquet`, `of unit 3 of the shard (...)`, `of the
+/// Where a row is, after its number: `in train.parquet`, `of record batch 3 of the stream (...)`, `of the
 /// record batch`.
 fn row_place(file: Option<&std::path::Path>, item: Option<u64>) -> String {
     match (file, item) {
         (Some(file), _) => format!("in {}", file.display()),
-        (None, Some(item)) => format!("of unit {item} of the shard (a record batch of the stream)"),
+        (None, Some(item)) => {
+            format!("of record batch {item} of the stream (as this shard reads it)")
+        }
         (None, None) => "of the record batch".to_string(),
     }
 }

@@ -253,7 +253,8 @@ fn check_one_run(states: &[LoaderState]) -> Result<()> {
             };
             return bad(format!(
                 "{given}, and one is of shard {shard} of {shards}; expected one state of each \
-                 shard 0..{shards}"
+                 shard 0 to {}",
+                shards.saturating_sub(1)
             ));
         }
         if shard >= num_shards {
@@ -264,7 +265,8 @@ fn check_one_run(states: &[LoaderState]) -> Result<()> {
         if seen[shard as usize] {
             return bad(format!(
                 "two states are of shard {shard} of {shards}; expected one state of each shard \
-                 0..{shards}"
+                 0 to {}",
+                shards.saturating_sub(1)
             ));
         }
         seen[shard as usize] = true;

@@ -291,6 +291,11 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         }
         // A bad argument: the reason alone (the spec is the Rust name of the arguments).
         E::InvalidSpec { reason } => return raise(Kind::Value, reason.clone()),
+        // A source whose parts disagree, as our own readers word it (without arrow-rs's
+        // "Schema error:" prefix).
+        E::Arrow(arrow_schema::ArrowError::SchemaError(message)) => {
+            return raise(Kind::Value, message.clone());
+        }
         // A malformed, truncated or corrupt file, a file changed after planning,
         // rows that differ from the metadata's count, a column that is not there, batches that
         // disagree, an unknown extension, a URL or storage option that cannot be used, a panic

@@ -57,6 +57,14 @@ pub(super) fn python_message(error: &arrow_dlpack::Error, operation: Operation) 
         E::CopyRequired { reason, .. } => {
             format!("{reason} requires a copy, which copy=False forbids")
         }
+        // PyArrow's name of the type, not arrow-rs's (`string`, not `Utf8`).
+        E::UnsupportedImageColumn {
+            data_type,
+            expected,
+        } => format!(
+            "cannot read {} as encoded images; expected {expected}",
+            data_type_name(data_type)
+        ),
         E::UnsupportedType { data_type, reason } => {
             let hint = if is_list(data_type) {
                 "; a column of variable-length lists is an arrow_dlpack.ListArray (ad.array), \
