@@ -254,7 +254,18 @@ EXPLANATIONS: dict[str, str] = {
         "checks 3.8%); the Python object 4.2%, its deallocation 8.2%, the type-table lookup "
         "1.8%. The last 1-2% would need about 20 ns off these fixed costs, none of which can go "
         "without dropping a check or the device probe that keeps CUDA pointers from being read "
-        "on the CPU."
+        "on the CPU. The caches (`cache.rs`) then lost their lock: a lookup takes a `Python` "
+        "token and the GIL serialises it; alternating with main's wheel on a loaded machine "
+        "(load 4-5 on 2 cores), 2.70-2.93 to 2.61-2.92 over ten and six clean runs, within "
+        "the noise. A few runs of either wheel read 4-20 (ours 1.2-11.5 µs, the floor at its "
+        "usual 300 ns in the same alternating batches); the cause was not found, and a whole "
+        "process sampled at 499 Hz did not separate it. Profile after (`perf record "
+        "--call-graph dwarf`, 6 million calls, shares of the loop's samples): PyArrow's "
+        "`__arrow_c_array__` 28.6% and the release of its tuple 6.2%; our import of the structs "
+        "20.1% (schema check and remembered-field lookup 7.5%, of which `check_schema` 3.8%; "
+        "direct build 8.0%; array checks 2.8%), the device probe 6.7%, the Python object 4.3% "
+        "and its deallocation 8.5%, the type-table lookup 1.5%; no lock is left on the path, "
+        "and nothing else of ours is both cheap to take off and not a check."
     ),
     "wrap_fixed_shape": (
         "As `wrap_array`; the `arrow.fixed_shape_tensor` metadata JSON is now parsed once per "
@@ -388,6 +399,12 @@ EXPLANATIONS: dict[str, str] = {
         '1.04 to 0.87 (bench rows, `--only np_`); the exchange beyond the call (numpy\'s work, '
         "our deleter and capsule destructor) was 139 ns against PyArrow's 127 and is now 126 "
         "against 136: no cost of ours is left inside numpy."
+        " The remembered `max_version` tuples (and every other cache, `cache.rs`) are now read "
+        "without a lock, the GIL serialising the lookups: alternating with main's wheel on a "
+        "loaded machine, `x.__dlpack__(max_version=(1, 3))` went from 1.03-1.16 (median 1.12) "
+        "to 0.99-1.07 (median 1.05) of PyArrow's over five and eight runs where PyArrow's call "
+        "kept its usual 115-125 ns; `np.from_dlpack(ad_array)` from 1.08-1.23 to 1.09-1.17, "
+        "within the noise."
     ),
     "torch_array": (
         "torch 2.15's `torch.from_dlpack` is Python code (`torch/utils/dlpack.py`) that calls "
@@ -401,7 +418,9 @@ EXPLANATIONS: dict[str, str] = {
         'tuple made once (29 ns); with the raw `__dlpack__` method of `np_array` the row went '
         "from 1.06 to 0.97 (`Tensor`: 1.03 to 0.95) in alternating runs. torch's own work "
         "(`hasattr`, the keyword dict, `torch._C._from_dlpack`, the tensor's deleter) is about "
-        "1.6 µs of PyArrow's 1.75 µs, so the row's noise is as large as its margin."
+        "1.6 µs of PyArrow's 1.75 µs, so the row's noise is as large as its margin. With the "
+        "caches read without a lock (`cache.rs`): 0.98-1.02 to 0.98-1.03 over ten alternating "
+        "runs each, unchanged."
     ),
     "torch_tensor": (
         "See `torch_array`: the same consumer path, and the same two fixes (the shared CPU "

@@ -57,7 +57,11 @@ impl PyArray {
     }
 
     /// The array of an imported 1-D tensor, shared; `copy` as in `from_dlpack`.
-    pub(crate) fn from_tensor(tensor: &Tensor, copy: Option<bool>) -> PyResult<Self> {
+    pub(crate) fn from_tensor(
+        py: Python<'_>,
+        tensor: &Tensor,
+        copy: Option<bool>,
+    ) -> PyResult<Self> {
         // Packing a bool tensor into Arrow's bits is the one copy `copy=None` needs; a strided
         // tensor is refused unless `copy=True` (which has already compacted it).
         let allow_copy = match copy {
@@ -66,7 +70,7 @@ impl PyArray {
         };
         let array = tensor_to_array(tensor, TensorToArrayOptions { allow_copy })
             .map_err(|error| errors::arrow_error(error, Operation::Import))?;
-        let field = unnamed_field(array.data_type());
+        let field = unnamed_field(py, array.data_type());
         Ok(PyArray::new(Column::new(field, vec![array])))
     }
 }
@@ -74,13 +78,14 @@ impl PyArray {
 /// The unnamed, nullable field of an imported tensor's type, shared for the few types a tensor
 /// gives: a field and its `Arc` made on every import were a tenth of the array's part of
 /// `Array.from_dlpack(np_array)` (perf).
-fn unnamed_field(data_type: &DataType) -> FieldRef {
+fn unnamed_field(py: Python<'_>, data_type: &DataType) -> FieldRef {
     /// A tensor gives one of about a dozen types.
     static FIELDS: Cache<DataType, FieldRef, 32> = Cache::new();
-    if let Some(field) = FIELDS.get(data_type) {
+    if let Some(field) = FIELDS.get(py, data_type) {
         return field;
     }
     FIELDS.insert(
+        py,
         data_type.clone(),
         Arc::new(Field::new("", data_type.clone(), true)),
     )
@@ -95,7 +100,7 @@ pub(crate) fn wrap_column(
     chunks: Vec<ArrayRef>,
 ) -> PyResult<Py<PyAny>> {
     if field.extension_type_name() == Some(EXTENSION_NAME) {
-        let tensor_type = arrow_ffi::tensor_type(&field)
+        let tensor_type = arrow_ffi::tensor_type(py, &field)
             .map_err(|error| errors::arrow_error(error, Operation::Import))?;
         let column = Column::new(field, chunks);
         return Ok(PyFixedShapeTensorArray::create(py, column, tensor_type)?.into_any());
@@ -183,7 +188,7 @@ impl PyArray {
         copy: Option<bool>,
     ) -> PyResult<Self> {
         let tensor = import_tensor(x, device, copy, Devices::Cpu)?;
-        PyArray::from_tensor(&tensor, copy)
+        PyArray::from_tensor(x.py(), &tensor, copy)
     }
 
     // `__dlpack__` is the raw method of `dlpack_method`, installed on the class at import.

@@ -123,7 +123,7 @@ mod max_versions {
 
     /// The pair of a remembered tuple at `value`'s address.
     pub(super) fn known(value: &Bound<'_, PyAny>) -> Option<(u32, u32)> {
-        SEEN.find(|seen, _| seen.is(value))
+        SEEN.find(value.py(), |seen, _| seen.is(value))
     }
 
     /// Remembers that the exact tuple `value` reads as `pair`.
@@ -132,7 +132,7 @@ mod max_versions {
         if unsafe { pyo3::ffi::PyTuple_CheckExact(value.as_ptr()) } == 0 {
             return;
         }
-        SEEN.insert(HeldObject::new(value), pair);
+        SEEN.insert(value.py(), HeldObject::new(value), pair);
     }
 }
 

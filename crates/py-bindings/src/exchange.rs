@@ -113,7 +113,7 @@ macro_rules! exchange_producer {
 
 exchange_producer!(PyArray, |py, tensor| Py::new(
     py,
-    PyArray::from_tensor(&tensor, None)?
+    PyArray::from_tensor(py, &tensor, None)?
 ));
 exchange_producer!(PyTensor, |py, tensor| Py::new(py, PyTensor::new(tensor)));
 exchange_producer!(PyFixedShapeTensorArray, |py, tensor| {

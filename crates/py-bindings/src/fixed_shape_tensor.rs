@@ -72,7 +72,7 @@ impl PyFixedShapeTensorArray {
     }
 
     fn from_array(py: Python<'_>, array: FixedShapeTensorArray) -> PyResult<Py<Self>> {
-        let field = field_of(&array);
+        let field = field_of(py, &array);
         let (tensor_type, storage) = array.into_parts();
         Self::create(py, Column::new(field, vec![Arc::new(storage)]), tensor_type)
     }
@@ -87,16 +87,17 @@ impl PyFixedShapeTensorArray {
 /// The field of an array made from a tensor (unnamed, nullable, the extension metadata in JSON),
 /// made once per type and storage type: serialising the metadata and building its map was a
 /// sixth of `FixedShapeTensorArray.from_dlpack(np_3d)` (perf).
-fn field_of(array: &FixedShapeTensorArray) -> FieldRef {
+fn field_of(py: Python<'_>, array: &FixedShapeTensorArray) -> FieldRef {
     static FIELDS: Cache<(FixedShapeTensorType, DataType), FieldRef, 16> = Cache::new();
     let storage_type = array.storage().data_type();
-    let known = FIELDS.find(|(tensor_type, data_type), _| {
+    let known = FIELDS.find(py, |(tensor_type, data_type), _| {
         tensor_type == array.extension_type() && data_type == storage_type
     });
     if let Some(field) = known {
         return field;
     }
     FIELDS.insert(
+        py,
         (array.extension_type().clone(), storage_type.clone()),
         Arc::new(array.field("")),
     )

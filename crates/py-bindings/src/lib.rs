@@ -74,7 +74,10 @@ mod variable_shape_tensor;
 use pyo3::prelude::*;
 
 /// The native module; `arrow_dlpack/__init__.py` re-exports its public names.
-#[pymodule]
+///
+/// It declares that it relies on the GIL (`gil_used = true`): a free-threaded CPython turns its
+/// GIL on when it imports the module, and the caches (`cache.rs`) are serialised by the GIL alone.
+#[pymodule(gil_used = true)]
 fn _arrow_dlpack(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add_function(wrap_pyfunction!(array::array, module)?)?;

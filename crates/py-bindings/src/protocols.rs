@@ -29,7 +29,9 @@ static LACKING: Cache<(HeldObject, &'static str), (), 64> = Cache::new();
 pub(crate) fn known_absent(object: &Bound<'_, PyAny>, name: &'static str) -> bool {
     let class = object.get_type();
     LACKING
-        .find(|(held, lacking), ()| held.is(class.as_any()) && *lacking == name)
+        .find(object.py(), |(held, lacking), ()| {
+            held.is(class.as_any()) && *lacking == name
+        })
         .is_some()
 }
 
@@ -62,7 +64,7 @@ pub(crate) fn remember_absent(object: &Bound<'_, PyAny>, name: &'static str) {
     if !attributes_fixed_by_type(&class) {
         return;
     }
-    LACKING.insert((HeldObject::new(class.as_any()), name), ());
+    LACKING.insert(object.py(), (HeldObject::new(class.as_any()), name), ());
 }
 
 /// `getattr(object, name)`, or `None` when the attribute is absent; absence on an immutable type

@@ -13,6 +13,7 @@ use std::sync::{Arc, OnceLock};
 use arrow_array::ffi::FFI_ArrowSchema;
 use arrow_dlpack::FixedShapeTensorType;
 use arrow_schema::{Field, FieldRef};
+use pyo3::prelude::*;
 
 use crate::cache::Cache;
 use arrow_dlpack_c::{self as checks, ArrowCError};
@@ -31,12 +32,12 @@ static FIELDS: Cache<Box<[u8]>, Arc<Remembered>, 32> = Cache::new();
 
 thread_local! {
     /// The buffer each schema's key is written into, kept per thread so that a remembered field
-    /// costs no allocation (and no lock besides the cache's).
+    /// costs no allocation (and no lock).
     static KEY: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The field of `schema`, checked first (`check_schema`): a remembered one when an equal schema
-/// was imported before.
+/// [`field_of`] for the readers of streams (`arrow_dlpack_c::FieldOfSchema`, a plain function),
+/// which call it with the GIL held; attaching is then a counter's increment.
 ///
 /// # Safety
 ///
@@ -45,11 +46,26 @@ pub(crate) unsafe fn field_of_schema(
     schema: *const FFI_ArrowSchema,
     path: &str,
 ) -> Result<FieldRef, ArrowCError> {
+    // SAFETY: as the caller guarantees.
+    Python::attach(|py| unsafe { field_of(py, schema, path) })
+}
+
+/// The field of `schema`, checked first (`check_schema`): a remembered one when an equal schema
+/// was imported before.
+///
+/// # Safety
+///
+/// As for `check_schema`: `schema` is NULL or readable as an `ArrowSchema`.
+pub(crate) unsafe fn field_of(
+    py: Python<'_>,
+    schema: *const FFI_ArrowSchema,
+    path: &str,
+) -> Result<FieldRef, ArrowCError> {
     KEY.with_borrow_mut(|key| {
         key.clear();
         // SAFETY: as the caller guarantees.
         unsafe { checks::check_schema(schema, path, key) }?;
-        if let Some(entry) = FIELDS.get(key.as_slice()) {
+        if let Some(entry) = FIELDS.get(py, key.as_slice()) {
             return Ok(entry.field.clone());
         }
         // SAFETY: checked above: live, with valid strings, metadata and child pointers.
@@ -65,7 +81,10 @@ pub(crate) unsafe fn field_of_schema(
                 field: field.clone(),
                 tensor_type: OnceLock::new(),
             });
-            return Ok(FIELDS.insert(key.as_slice().into(), entry).field.clone());
+            return Ok(FIELDS
+                .insert(py, key.as_slice().into(), entry)
+                .field
+                .clone());
         }
         // The buffer of a very wide schema is not kept.
         *key = Vec::new();
@@ -75,10 +94,13 @@ pub(crate) unsafe fn field_of_schema(
 
 /// The `arrow.fixed_shape_tensor` type of `field`: parsed once for a remembered field, each time
 /// for others.
-pub(crate) fn tensor_type(field: &FieldRef) -> arrow_dlpack::Result<FixedShapeTensorType> {
+pub(crate) fn tensor_type(
+    py: Python<'_>,
+    field: &FieldRef,
+) -> arrow_dlpack::Result<FixedShapeTensorType> {
     // The entry is found by the `Arc` itself: the list holds its own reference to each field, so
     // a remembered field's address is never another field's while it is remembered.
-    let entry = FIELDS.find(|_, entry| Arc::ptr_eq(&entry.field, field));
+    let entry = FIELDS.find(py, |_, entry| Arc::ptr_eq(&entry.field, field));
     let parsed = entry.map(|entry| {
         entry
             .tensor_type

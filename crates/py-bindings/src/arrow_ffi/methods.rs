@@ -178,16 +178,16 @@ impl<'a, 'py> Methods<'a, 'py> {
 /// types that are asked through `getattr`.
 fn type_table(object: &Bound<'_, PyAny>) -> Option<Arc<TypeMethods>> {
     let class = object.get_type();
-    if let Some(methods) = TYPES.find(|held, _| held.is(class.as_any())) {
+    if let Some(methods) = TYPES.find(object.py(), |held, _| held.is(class.as_any())) {
         return methods;
     }
     if !protocols::attributes_fixed_by_type(&class) {
         return None;
     }
-    // Built outside the cache's lock: reading the MRO runs Python code, which may import Arrow
+    // Built outside the cache's borrow: reading the MRO runs Python code, which may import Arrow
     // data too.
     let methods = build_table(&class).map(Arc::new);
-    TYPES.insert(HeldObject::new(class.as_any()), methods)
+    TYPES.insert(object.py(), HeldObject::new(class.as_any()), methods)
 }
 
 /// The protocol functions of `class`, found as CPython's attribute lookup finds them (the first

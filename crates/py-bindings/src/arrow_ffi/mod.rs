@@ -135,12 +135,12 @@ fn import_array(schema: &Bound<'_, PyAny>, array: &Bound<'_, PyAny>) -> PyResult
 }
 
 /// The field of an `arrow_schema` capsule, checked; the schema stays in its capsule.
-pub(crate) fn checked_field(schema: &Bound<'_, PyAny>) -> PyResult<FieldRef> {
-    let schema = capsule_pointer::<FFI_ArrowSchema>(schema, ARROW_SCHEMA)?;
+pub(crate) fn checked_field(capsule: &Bound<'_, PyAny>) -> PyResult<FieldRef> {
+    let schema = capsule_pointer::<FFI_ArrowSchema>(capsule, ARROW_SCHEMA)?;
     // SAFETY: an `arrow_schema` capsule holds an `ArrowSchema` (Arrow PyCapsule interface), kept
     // alive by the capsule while we read it; `check_schema` reads `release` before anything else
     // and follows no pointer of a released schema.
-    unsafe { fields::field_of_schema(schema.as_ptr(), "ArrowSchema") }
+    unsafe { fields::field_of(capsule.py(), schema.as_ptr(), "ArrowSchema") }
         .map_err(errors::arrow_c_error)
 }
 
