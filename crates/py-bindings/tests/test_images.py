@@ -332,7 +332,7 @@ def test_options_are_checked_with_the_keyword_names():
             ad.decode_images(column, **options)
     with pytest.raises(TypeError, match="Arrow PyCapsule"):
         ad.decode_images([b"x"], 8)
-    with pytest.raises(TypeError, match=r"cannot read Int64 as encoded images"):
+    with pytest.raises(TypeError, match=r"cannot read int64 as encoded images"):
         ad.decode_images(pa.array([1]), 8)
 
 

@@ -211,8 +211,7 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
             let place = match (file, item) {
                 (Some(file), _) => format!("row {row} of {}", file.display()),
                 (None, Some(item)) => format!(
-                    "row {row} of unit {item} of the shard (a row group or record batch, counted \
-                     in the order the shard reads them)"
+                    "row {row} of record batch {item} of the stream (as this shard reads it)"
                 ),
                 (None, None) => format!("row {row} of the record batch"),
             };
