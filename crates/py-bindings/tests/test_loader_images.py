@@ -382,3 +382,46 @@ def test_path_rows_in_object_storage_are_read_beside_the_file_or_under_image_roo
         list(ad.batches(missing, 4, image_root="s3://images/paths", **options))
     skipped = ad.batches(missing, 4, image_root="s3://images/paths", images={"image": {**SPEC, "on_error": "skip"}}, columns=["label"])
     assert [np.from_dlpack(b["label"]).tolist() for b in skipped] == [[0, 1, 3, 4], [5]]
+
+
+def _servers():
+    """``_object_servers.py`` beside this file, loaded by path (the tests are not a package)."""
+    import importlib.util
+
+    location = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_object_servers.py")
+    spec = importlib.util.spec_from_file_location("_object_servers", location)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_image_urls_are_read_whole_past_16_mib_named_by_path_and_checked_up_front(tmp_path):
+    """An object of 17 MiB (over the client's bound of an answer without a range) is read: an
+    image may be 256 MiB. A row's key with `%` or a space is the key, not an escape; a URL with
+    a query string is refused rather than read as another object; an image_root no row could be
+    read under is refused when the loader is made; paths beside a source whose URL carries
+    credentials are refused rather than sent with the masked credentials."""
+    big = io.BytesIO()
+    Image.fromarray(np.full((2400, 2400, 3), 77, np.uint8)).save(big, "BMP")
+    assert len(big.getvalue()) > 16 << 20
+    # The server answers the path as sent: the key "img/50% off.png" must arrive escaped.
+    files = {"/data/big.bmp": big.getvalue(), "/data/img/50%25%20off.png": encode(photo(40, 30, 1), "PNG")}
+    image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    with _servers().range_server(files) as (server, base):
+        table = pa.table({"image": pa.array([{"bytes": None, "path": "big.bmp"},
+                                             {"bytes": None, "path": "img/50% off.png"}], image),
+                          "label": [0, 1]})
+        (batch,) = ad.batches(table, 2, images={"image": {"size": 8}}, columns=["label"], image_root=f"{base}/data")
+        assert np.from_dlpack(batch["image"])[0].min() == 77
+        queried = table.set_column(0, "image", pa.array([{"bytes": None, "path": f"{base}/data/big.bmp?v=1"}] * 2, image))
+        with pytest.raises(ValueError, match="query string"):
+            list(ad.batches(queried, 2, images={"image": {"size": 8}}, columns=["label"]))
+        pq.write_table(table, tmp_path / "t.parquet")
+        files["/data/t.parquet"] = (tmp_path / "t.parquet").read_bytes()
+        secret = base.replace("http://", "http://alice:hunter2@")
+        with pytest.raises(ValueError, match="carries credentials") as caught:
+            list(ad.batches(f"{secret}/data/t.parquet", 2, images={"image": {"size": 8}}, columns=["label"]))
+        assert "hunter2" not in str(caught.value)
+    for root in ("ftp://host/images", "s3://", "http://[::1/x"):
+        with pytest.raises(ValueError, match="image_root"):
+            ad.batches(table, 2, images={"image": {"size": 8}}, columns=["label"], image_root=root)

@@ -321,6 +321,19 @@ fn resolve_paths(
             path.to_string()
         } else {
             match root {
+                // The source's name shows its URL without its credentials: joined with it, the
+                // images' URLs would carry the mask instead, and be refused (or skipped).
+                Some(root) if spec.image_root.is_none() && has_userinfo(&root) => {
+                    return Err(Error::InvalidSpec {
+                        reason: format!(
+                            "column {:?} holds image paths relative to {}, whose URL carries \
+                             credentials, which are not passed on to other requests; pass \
+                             image_root= with the URL of the images (credentials included)",
+                            image.column,
+                            root.display()
+                        ),
+                    });
+                }
                 Some(root) => join(&root, path),
                 None => {
                     let (row, _, item) = place.for_error();
@@ -362,6 +375,13 @@ fn read_urls(columns: &Columns, resolved: &[Resolved]) -> Result<Vec<Option<Resu
         let texts: Vec<&str> = urls.iter().map(|&(_, url)| url).collect();
         let results = reader.read_all(&texts, arrow_dlpack::images::MAX_IMAGE_FILE_BYTES)?;
         for ((at, _), result) in urls.into_iter().zip(results) {
+            // Memory that could not be had is the loader's failure, not the row's: raised, never
+            // skipped with `on_error="skip"`.
+            if let Err(Error::Io { source, .. }) = &result
+                && source.kind() == std::io::ErrorKind::OutOfMemory
+            {
+                return Err(result.expect_err("matched an error"));
+            }
             fetched[at] = Some(result);
         }
         return Ok(fetched);
@@ -405,6 +425,17 @@ fn redacted_url(url: &str) -> String {
     }
 }
 
+/// Whether `root` is a URL with a user name or password (shown masked in a source's name).
+fn has_userinfo(root: &Path) -> bool {
+    let text = root.to_string_lossy();
+    is_url(&text)
+        && text.split_once("://").is_some_and(|(_, rest)| {
+            rest.split('/')
+                .next()
+                .is_some_and(|host| host.contains('@'))
+        })
+}
+
 /// Whether `text` is a URL (`s3://...`), which is joined as text rather than as a path.
 fn is_url(text: &str) -> bool {
     text.split_once("://").is_some_and(|(scheme, _)| {
@@ -416,7 +447,20 @@ fn is_url(text: &str) -> bool {
 fn join(root: &Path, path: &str) -> String {
     let root = root.to_string_lossy();
     if is_url(&root) {
-        format!("{}/{path}", root.trim_end_matches('/'))
+        // The path is a key's segments, as a local path is a file's: a `%`, `?` or `#` in it is
+        // part of the name, not an escape, a query or a fragment of the URL.
+        let mut joined = root.trim_end_matches('/').to_string();
+        for segment in path.split('/') {
+            joined.push('/');
+            for byte in segment.bytes() {
+                if byte.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&byte) {
+                    joined.push(char::from(byte));
+                } else {
+                    joined.push_str(&format!("%{byte:02X}"));
+                }
+            }
+        }
+        joined
     } else {
         Path::new(root.as_ref())
             .join(path)
@@ -481,6 +525,11 @@ mod tests {
         assert_eq!(
             join(Path::new("s3://bucket/dir/"), "a.jpg"),
             "s3://bucket/dir/a.jpg"
+        );
+        // A key's `%`, `?`, `#` and spaces are its own, escaped in the URL.
+        assert_eq!(
+            join(Path::new("s3://bucket/dir"), "img/%41 b?.jpg#1"),
+            "s3://bucket/dir/img/%2541%20b%3F.jpg%231"
         );
         assert_eq!(join(Path::new("/data"), "a/b.jpg"), "/data/a/b.jpg");
     }

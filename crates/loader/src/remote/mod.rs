@@ -45,7 +45,6 @@ use url::Url;
 
 pub(crate) use fetched::{Fetched, coalesce};
 pub(crate) use object::RemoteObject;
-#[cfg(feature = "images")]
 pub(crate) use redact::redacted_text;
 pub(crate) use runtime::{Pending, Remote};
 #[cfg(feature = "images")]
@@ -188,9 +187,11 @@ pub(crate) fn store_error(name: &Path, error: object_store::Error) -> Error {
         }
         _ => io::ErrorKind::Other,
     };
+    // A server (or a proxy's error page) may echo the request's headers in its body, which
+    // `object_store` quotes: its authorization values are masked.
     Error::Io {
         path: name.to_path_buf(),
-        source: io::Error::new(kind, error),
+        source: io::Error::new(kind, redact::masked_authorization(&error.to_string())),
     }
 }
 

@@ -39,6 +39,34 @@ pub(crate) fn redacted_text(text: &str) -> String {
     }
 }
 
+/// `text` with the value after every `Basic `, `Bearer ` or `AWS4-HMAC-SHA256 ` (an HTTP
+/// authorization a server echoed) masked as `***`, up to the next space, quote or line end.
+pub(crate) fn masked_authorization(text: &str) -> String {
+    const SCHEMES: [&str; 3] = ["Basic ", "Bearer ", "AWS4-HMAC-SHA256 "];
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    loop {
+        let found = SCHEMES
+            .iter()
+            .filter_map(|scheme| {
+                let at = rest.find(scheme)?;
+                Some((at, scheme.len()))
+            })
+            .min();
+        let Some((at, len)) = found else {
+            out.push_str(rest);
+            return out;
+        };
+        out.push_str(&rest[..at + len]);
+        out.push_str("***");
+        let after = &rest[at + len..];
+        let end = after
+            .find(|c: char| c.is_whitespace() || c == '"' || c == '\'' || c == '<')
+            .unwrap_or(after.len());
+        rest = &after[end..];
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +85,18 @@ mod tests {
         );
         assert_eq!(redacted_text("http://host/x@y"), "http://host/x@y");
         assert_eq!(redacted_text("no url"), "no url");
+    }
+
+    #[test]
+    fn echoed_authorizations_are_masked() {
+        assert_eq!(
+            masked_authorization("bad: Authorization: Basic YWxpY2U6aHVudGVyMg== and more"),
+            "bad: Authorization: Basic *** and more"
+        );
+        assert_eq!(
+            masked_authorization("<h>Bearer abc.def</h> Basic x"),
+            "<h>Bearer ***</h> Basic ***"
+        );
+        assert_eq!(masked_authorization("nothing here"), "nothing here");
     }
 }

@@ -21,6 +21,7 @@ use object_store::{GetOptions, ObjectStore, ObjectStoreScheme};
 use tokio::sync::Semaphore;
 use url::Url;
 
+use super::client::WholeBodyLimit;
 use super::object::{acquire, collect};
 use super::options::StorageOptions;
 use super::runtime::{MAX_REQUESTS, Remote};
@@ -140,6 +141,17 @@ impl UrlReader {
             )
         })?;
         let name = display_name(&url);
+        // Object storage names objects by path: a query or a fragment would not be sent, and
+        // another object than the row names would be read.
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(url_error(
+                text,
+                io::ErrorKind::InvalidInput,
+                "it has a query string or a fragment, which object storage does not take (an \
+                 object is named by its path alone); expected the object's URL"
+                    .to_string(),
+            ));
+        }
         self.options.check_for(&url)?;
         let (_, location) = ObjectStoreScheme::parse(&url).map_err(|error| Error::Io {
             path: name.clone(),
@@ -194,8 +206,11 @@ async fn read(
     location: &StorePath,
     max_bytes: u64,
 ) -> Result<Bytes> {
+    // The client bounds an answer without a range at 16 MiB; an image may be up to `max_bytes`.
+    let mut options = GetOptions::default();
+    options.extensions.insert(WholeBodyLimit(max_bytes));
     let result = store
-        .get_opts(location, GetOptions::default())
+        .get_opts(location, options)
         .await
         .map_err(|error| store_error(name, error))?;
     let size = result.meta.size;

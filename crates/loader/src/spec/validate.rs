@@ -112,6 +112,13 @@ impl BatchSpec {
         if self.image_root.as_deref() == Some("") {
             return invalid("image_root is empty; expected a directory or a prefix".to_string());
         }
+        if let Some(root) = self
+            .image_root
+            .as_deref()
+            .filter(|root| root.contains("://"))
+        {
+            check_image_root_url(root)?;
+        }
         Ok(())
     }
 
@@ -402,4 +409,32 @@ impl Claims {
             None => Ok(()),
         }
     }
+}
+
+/// Refuses an `image_root` URL that no row could be read under: an unknown scheme, a URL that
+/// does not parse, a bucket or host missing, or (without the feature `object-store`) any URL,
+/// so that an epoch of `on_error="skip"` does not come out empty.
+fn check_image_root_url(root: &str) -> Result<()> {
+    #[cfg(feature = "object-store")]
+    {
+        let shown = crate::remote::redacted_text(root);
+        if !crate::remote::is_object_url(root) {
+            return invalid(format!(
+                "image_root is {shown:?}, not a URL of object storage; expected a directory, or \
+                 a prefix under s3://, gs://, az://, abfs://, abfss://, http:// or https://"
+            ));
+        }
+        match url::Url::parse(root) {
+            Ok(url) if url.host_str().is_some_and(|host| !host.is_empty()) => Ok(()),
+            Ok(_) => invalid(format!(
+                "image_root is {shown:?}, which names no bucket, container or host"
+            )),
+            Err(error) => invalid(format!("image_root is {shown:?}, not a valid URL: {error}")),
+        }
+    }
+    #[cfg(not(feature = "object-store"))]
+    invalid(format!(
+        "image_root is {root:?}, a URL; reading images from object storage needs the \
+         object-store feature of arrow-dlpack-loader"
+    ))
 }

@@ -143,17 +143,18 @@ pub(super) fn classify(error: reqwest::Error) -> HttpError {
 }
 
 /// The answer `response` to a `method` request, its body bounded: by `range` for a successful
-/// answer to a range request, by [`MAX_UNRANGED_BODY`] for another successful one, by
-/// [`MAX_ERROR_BODY`] for an error.
+/// answer to a range request, by `whole` (the caller's bound of a whole object) or else
+/// [`MAX_UNRANGED_BODY`] for another successful one, by [`MAX_ERROR_BODY`] for an error.
 pub(super) fn answer(
     response: reqwest::Response,
     method: &Method,
     range: Option<u64>,
+    whole: Option<u64>,
 ) -> Result<HttpResponse, HttpError> {
     let limit = match range {
         _ if !response.status().is_success() => MAX_ERROR_BODY,
         Some(length) => length,
-        None => MAX_UNRANGED_BODY,
+        None => whole.unwrap_or(MAX_UNRANGED_BODY),
     };
     if *method != Method::HEAD {
         let announced = response

@@ -39,6 +39,12 @@ mod build;
 /// The most redirects one request follows.
 pub(super) const MAX_REDIRECTS: usize = 10;
 
+/// The most bytes a successful answer to a request without a range may carry, set by the
+/// caller in the request's extensions (`GetOptions::extensions`) where it asks for a whole
+/// object whose size it bounds itself (an image); without it, [`answer::MAX_UNRANGED_BODY`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct WholeBodyLimit(pub(super) u64);
+
 /// Makes the [`HttpClient`]s of a store: one for its requests, others for its credential
 /// providers, each from the [`ClientOptions`] `object_store` hands it.
 #[derive(Debug, Clone, Default)]
@@ -201,6 +207,10 @@ impl Service {
             .map_err(|error| HttpError::new(HttpErrorKind::Request, error))?;
         let origin = asked.origin();
         let range = range_length(&parts.headers);
+        let whole = parts
+            .extensions
+            .get::<WholeBodyLimit>()
+            .map(|limit| limit.0);
         let mut method = parts.method;
         let mut headers = parts.headers;
         if let Some(auth) = &self.basic_auth
@@ -223,7 +233,7 @@ impl Service {
                 .then(|| response.headers().get(LOCATION))
                 .flatten();
             let Some(location) = location else {
-                return answer(response, &method, range);
+                return answer(response, &method, range, whole);
             };
             let from = redacted(&asked);
             let next = location
