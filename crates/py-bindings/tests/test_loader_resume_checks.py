@@ -318,3 +318,31 @@ def test_a_state_without_its_position_or_shard_is_refused_not_restarted(key):
     del state[key]
     with pytest.raises(ad.ArrowDLPackValueError, match=f"^state lacks the key '{key}'$"):
         ad.batches(table, 16, state=state)
+
+
+def test_a_forged_batch_dataset_state_is_refused_by_every_taker(tmp_path):
+    """A BatchDataset state without its 'loader' key resumed a whole pass (batches given twice);
+    an 'epoch' other than its loader's, or a marker other than 1, was taken by state=."""
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(_table(0, 40), path)
+    dataset = ad.BatchDataset(path, 10, columns=["id"])
+    iterator = iter(dataset)
+    next(iterator)
+    saved = dataset.state_dict()
+    forged = [
+        ({k: v for k, v in saved.items() if k != "loader"}, "no 'loader' key"),
+        ({**saved, "epoch": 7}, "its loader's state is of epoch 0"),
+        ({**saved, "epoch": -1}, "expected a non-negative int"),
+        ({**saved, "arrow_dlpack_batch_dataset": "x"}, "expected 1"),
+    ]
+    for state, match in forged:
+        with pytest.raises(ad.ArrowDLPackValueError, match=match):
+            ad.BatchDataset(path, 10, columns=["id"], state=state)
+        with pytest.raises(ad.ArrowDLPackValueError, match=match):
+            ad.BatchDataset(path, 10, columns=["id"]).load_state_dict(state)
+        with pytest.raises(ad.ArrowDLPackValueError, match=match):
+            ad.batches(path, 10, columns=["id"], state=state)
+    assert len(list(ad.BatchDataset(path, 10, columns=["id"], state=saved))) == 3
+    # An int beyond 64 bits reaches the state's reading as a float: said so.
+    with pytest.raises(ad.ArrowDLPackValueError, match=r"state\['version'\] is .* \(an int beyond 64 bits"):
+        ad.batches(path, 10, columns=["id"], state={**saved["loader"], "version": 2**64})

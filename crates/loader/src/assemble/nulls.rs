@@ -45,11 +45,14 @@ pub(super) fn copy_mask(
     Ok(tensor.with_read_only(false))
 }
 
+/// The values of a row of a list column, by the row.
+type ValueRange<'a> = Box<dyn Fn(usize) -> (usize, usize) + 'a>;
+
 /// The null values inside the elements of the valid rows among `start..start + len` of `array`:
 /// its values' nulls (and theirs, for lists of lists); 0 for a column of scalars. The values
 /// under a null row are not counted (they are that row's, which its mask shows).
 fn inner_nulls(array: &dyn Array, start: usize, len: usize) -> usize {
-    let (values, range): (&ArrayRef, Box<dyn Fn(usize) -> (usize, usize)>) =
+    let (values, range): (&ArrayRef, ValueRange<'_>) =
         if let Some(list) = array.as_fixed_size_list_opt() {
             let size = list.value_length() as usize;
             (

@@ -25,7 +25,7 @@ use super::client::WholeBodyLimit;
 use super::object::{acquire, collect};
 use super::options::StorageOptions;
 use super::runtime::{MAX_REQUESTS, Remote};
-use super::{display_name, is_object_url, store_error};
+use super::{MAX_URL_BYTES, display_name, is_object_url, store_error, url_start};
 use crate::{Error, Result};
 
 /// Reads whole objects by URL for one loader; see the module documentation.
@@ -124,6 +124,18 @@ impl UrlReader {
         text: &str,
         started: &mut Option<Started>,
     ) -> Result<(PathBuf, Arc<dyn ObjectStore>, StorePath)> {
+        // HTTP stacks refuse (or, inside `object_store`, panic on) request lines this long; no
+        // object's URL is.
+        if text.len() > MAX_URL_BYTES {
+            return Err(url_error(
+                url_start(text),
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "the URL is {} bytes long; expected at most {MAX_URL_BYTES}",
+                    text.len()
+                ),
+            ));
+        }
         if !is_object_url(text) {
             return Err(url_error(
                 text,
@@ -241,10 +253,12 @@ async fn read(
     collect(name, result, &range).await
 }
 
-/// An I/O error of kind `kind` about the URL `text` (shown without its userinfo).
+/// An I/O error of kind `kind` about the URL `text`, shown without its userinfo, query and
+/// fragment (a pre-signed URL's query holds its signature and token).
 fn url_error(text: &str, kind: io::ErrorKind, message: String) -> Error {
+    let shown = text.split(['?', '#']).next().unwrap_or(text);
     Error::Io {
-        path: PathBuf::from(super::redact::redacted_text(text)),
+        path: PathBuf::from(super::redact::redacted_text(shown)),
         source: io::Error::new(kind, message),
     }
 }

@@ -470,16 +470,12 @@ class BatchDataset(IterableDataset):
                 f"state is {type(state).__name__} without {_DATASET_KEY!r}; expected a "
                 "BatchDataset.state_dict()"
             )
-        epoch = state.get("epoch")
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise ArrowDLPackValueError(f"state['epoch'] is {epoch!r}; expected a non-negative int")
-        loader = state.get("loader")
-        if loader is not None and not isinstance(loader, Mapping):
-            raise ArrowDLPackValueError(f"state['loader'] is {type(loader).__name__}; expected a dict or None")
+        # Its fields are checked here (an epoch, a loader state or None, one epoch in both).
+        ended = pass_ended(state) and _in_main_process()
+        epoch, loader = state["epoch"], state["loader"]
         # A pass that ended resumes nothing where it was the whole loader's (no DataLoader
         # workers: torchdata begins the next epoch after an iterator that ran out). A worker's
         # pass may end while the others' go on (a checkpoint mid-epoch): it resumes its end.
-        ended = pass_ended(state) and _in_main_process()
         self._live = None
         if self._epoch.chosen and epoch != self._epoch.value:
             # set_epoch chose another epoch (in this process, or in the main process before

@@ -32,12 +32,42 @@ def _saved_seed(seed: Optional[int], shuffle: bool, state: Any) -> Optional[int]
 _DATASET_KEY = "arrow_dlpack_batch_dataset"
 
 
+def check_dataset_state(state: Mapping[str, Any]) -> None:
+    """Refuses a ``BatchDataset`` state (one that holds :data:`_DATASET_KEY`) whose own fields
+    are not those ``state_dict()`` writes: the format 1, an ``epoch`` that is a non-negative
+    int and, where its loader's state holds one, the same epoch, and a ``loader`` key that is a
+    dict or None (a state without it would resume a whole pass, its batches given again)."""
+    if state.get(_DATASET_KEY) != 1 or isinstance(state.get(_DATASET_KEY), bool):
+        raise ArrowDLPackValueError(
+            f"state[{_DATASET_KEY!r}] is {state.get(_DATASET_KEY)!r}; expected 1, as "
+            "BatchDataset.state_dict() writes it"
+        )
+    epoch = state.get("epoch")
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ArrowDLPackValueError(f"state['epoch'] is {epoch!r}; expected a non-negative int")
+    if "loader" not in state:
+        raise ArrowDLPackValueError(
+            "state has no 'loader' key; expected a BatchDataset.state_dict() (its 'loader' is "
+            "None before the first batch)"
+        )
+    loader = state["loader"]
+    if loader is not None and not isinstance(loader, Mapping):
+        raise ArrowDLPackValueError(f"state['loader'] is {type(loader).__name__}; expected a dict or None")
+    saved = loader.get("epoch") if isinstance(loader, Mapping) else None
+    if saved is not None and saved != epoch:
+        raise ArrowDLPackValueError(
+            f"state['epoch'] is {epoch!r} and its loader's state is of epoch {saved!r}; expected "
+            "one epoch, as BatchDataset.state_dict() writes them"
+        )
+
+
 def pass_ended(state: Any) -> bool:
     """Whether ``state`` is a ``BatchDataset`` state saved after its pass ended (the checkpoint
     that torchdata's ``StatefulDataLoader`` takes at the end of an epoch), which resumes nothing:
-    the next pass is whole."""
+    the next pass is whole. The state's own fields are checked (:func:`check_dataset_state`)."""
     if not isinstance(state, Mapping) or _DATASET_KEY not in state:
         return False
+    check_dataset_state(state)
     ended = state.get("ended", False)
     if not isinstance(ended, bool):
         raise ArrowDLPackValueError(f"state['ended'] is {ended!r}; expected True or False")

@@ -185,6 +185,14 @@ fn found_words(found: &str) -> String {
             .map(|value| value.trim_matches('`').to_string())
     };
     if let Some(value) = value("floating point ") {
+        // JSON gives an int beyond 64 bits (a forged 2**64) as a float too: a state holds no
+        // float, so a whole one that large is said to be too large.
+        let whole_beyond_64_bits = value
+            .parse::<f64>()
+            .is_ok_and(|number| number.fract() == 0.0 && number.abs() >= 1.8e19);
+        if whole_beyond_64_bits {
+            return format!("{value} (an int beyond 64 bits, or a float)");
+        }
         return format!("{value} (a float)");
     }
     if let Some(value) = value("integer ") {
