@@ -502,7 +502,11 @@ fn decode_units(
                     }
                     let (_, handle) = open.as_ref().expect("opened above");
                     handle.check_unchanged()?;
-                    file.decode(handle, unit.row_group, unit.rows, unit.skip, &mut emit)
+                    let decoded =
+                        file.decode(handle, unit.row_group, unit.rows, unit.skip, &mut emit);
+                    // A file rewritten in place while it was decoded reads as corrupt: where it
+                    // changed, the change is the error.
+                    decoded.map_err(|error| handle.check_unchanged().err().unwrap_or(error))
                 }
                 #[cfg(feature = "object-store")]
                 Location::Remote(_) => {

@@ -215,3 +215,33 @@ fn a_page_declaring_fewer_values_than_its_rows_is_refused_naming_the_column() {
     let got = collect(Source::ParquetFiles(vec![path]), spec(100, &["id"]));
     assert_eq!(ids(&got), (0..1000).collect::<Vec<i64>>());
 }
+
+#[test]
+fn a_parquet_file_written_over_while_it_is_decoded_is_said_to_have_changed() {
+    // Written over from its start (as `pq.write_table` to the same path does), a row group that
+    // a decoder was reading meanwhile held other bytes, and the error read as a corrupt file.
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..5 {
+        let path = dir.path().join(format!("t{round}.parquet"));
+        let path = write_parquet(&path, &table(&[10; 40]), 10);
+        let spec = BatchSpec {
+            prefetch: 1,
+            decode_threads: 1,
+            ..spec(10, &["id"])
+        };
+        let mut loader = batches(Source::from_paths([&path]).unwrap(), spec).unwrap();
+        loader.next().unwrap().unwrap();
+        let length = std::fs::metadata(&path).unwrap().len();
+        let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut file, &vec![0xA5; length as usize / 2]).unwrap();
+        file.set_len(length / 2).unwrap();
+        drop(file);
+        let error = loader
+            .collect::<Result<Vec<_>, _>>()
+            .expect_err("a file written over is an error");
+        assert!(
+            matches!(error, Error::FileChanged { .. }),
+            "round {round}: {error:?}"
+        );
+    }
+}
