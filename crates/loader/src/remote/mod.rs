@@ -213,16 +213,7 @@ pub(crate) fn store_error(name: &Path, error: object_store::Error) -> Error {
     // A server (or a proxy's error page) may echo the request's headers in its body, which
     // `object_store` quotes: its authorization values are masked, in the words of every level
     // of the error (a timeout is said only by its innermost cause).
-    let mut words = error.to_string();
-    let mut cause = std::error::Error::source(&error);
-    while let Some(inner) = cause {
-        let text = inner.to_string();
-        if !words.contains(&text) {
-            words.push_str(": ");
-            words.push_str(&text);
-        }
-        cause = inner.source();
-    }
+    let words = arrow_dlpack::Report::new(&error).to_string();
     Error::Io {
         path: name.to_path_buf(),
         source: io::Error::new(kind, redact::masked_authorization(&words)),

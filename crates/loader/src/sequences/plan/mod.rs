@@ -170,6 +170,17 @@ impl ShardBatches {
         let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
         &self.rows[start..self.ends[index]]
     }
+
+    /// Appends `(item, row)` to the batch being listed, numbering its item among `reads` the
+    /// first time a batch needs it (`read_of[item]`, `u32::MAX` until then).
+    fn push_row(&mut self, read_of: &mut [u32], (item, row): Row) {
+        let read = &mut read_of[item as usize];
+        if *read == u32::MAX {
+            *read = self.reads.len() as u32;
+            self.reads.push(item);
+        }
+        self.rows.push((*read, row));
+    }
 }
 
 /// What the passes share: the options, the lengths and the items.
@@ -252,6 +263,13 @@ struct Window {
     carried: Vec<Row>,
     last: bool,
     batches: Vec<Summary>,
+}
+
+impl Window {
+    /// Cuts this window, the `index`-th, again (the second pass lists its rows).
+    fn cut(&self, context: &Context<'_>, index: usize) -> Result<window::WindowCut> {
+        cut_window(context, index, &self.carried, self.items.clone(), self.last)
+    }
 }
 
 /// The batches of shard `shard` of the epoch whose work is `items`, from its batch `from` on,
@@ -503,13 +521,7 @@ fn second_pass(
             at += count;
             continue;
         }
-        let cut = cut_window(
-            context,
-            index,
-            &window.carried,
-            window.items.clone(),
-            window.last,
-        )?;
+        let cut = window.cut(context, index)?;
         for ((range, _), &p) in cut.batches.iter().zip(&window_parts) {
             if p == 0 {
                 continue;
@@ -518,13 +530,8 @@ fn second_pass(
             for part in split(context, rows, p as usize)? {
                 if wanted.contains(&at) {
                     reserve(&mut out.rows, part.len())?;
-                    for &(item, row) in &rows[part] {
-                        let read = &mut read_of[item as usize];
-                        if *read == u32::MAX {
-                            *read = out.reads.len() as u32;
-                            out.reads.push(item);
-                        }
-                        out.rows.push((*read, row));
+                    for &row in &rows[part] {
+                        out.push_row(&mut read_of, row);
                     }
                     out.ends.push(out.rows.len());
                 }

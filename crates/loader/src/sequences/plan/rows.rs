@@ -19,11 +19,9 @@
 
 use std::ops::Range;
 
-use super::{Context, Row, ShardBatches, Window};
+use super::{Context, ShardBatches, Window};
 use crate::Result;
 use crate::memory::reserve;
-
-use super::window::cut_window;
 
 /// How an epoch of rows cut by rows alone is dealt to its shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,14 +125,6 @@ pub(super) fn shard_batches(
     reserve(&mut out.rows, (wanted.end - wanted.start) as usize)?;
     reserve(&mut out.ends, ends.len())?;
     let mut read_of: Vec<u32> = vec![u32::MAX; context.items.len()];
-    let mut push = |out: &mut ShardBatches, (item, row): Row| {
-        let read = &mut read_of[item as usize];
-        if *read == u32::MAX {
-            *read = out.reads.len() as u32;
-            out.reads.push(item);
-        }
-        out.rows.push((*read, row));
-    };
     let mut ends = ends.into_iter().peekable();
     let mut at: u64 = 0;
     for (index, window) in windows.iter().enumerate() {
@@ -144,17 +134,11 @@ pub(super) fn shard_batches(
         if held.end <= wanted.start || held.start >= wanted.end {
             continue;
         }
-        let cut = cut_window(
-            context,
-            index,
-            &window.carried,
-            window.items.clone(),
-            window.last,
-        )?;
+        let cut = window.cut(context, index)?;
         let from = wanted.start.max(held.start);
         let to = wanted.end.min(held.end);
         for position in from..to {
-            push(&mut out, cut.rows[(position - held.start) as usize]);
+            out.push_row(&mut read_of, cut.rows[(position - held.start) as usize]);
             while ends.next_if(|&end| end == position + 1).is_some() {
                 out.ends.push(out.rows.len());
             }
