@@ -75,8 +75,8 @@ PYTHON: Dict[str, Option] = {
             None,
             "Optional[bool]",
             "python",
-            "Inside a DataLoader worker, read only this worker's share of the rank's data "
-            "(None: yes, and warn once per process).",
+            "Inside a DataLoader worker, True reads only this worker's share of the rank's "
+            "data, False all of it; None (the default) is refused there.",
         ),
         Option(
             "progress",
