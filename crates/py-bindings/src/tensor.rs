@@ -54,7 +54,8 @@ impl PyTensor {
     /// Copies every column of a table, record batch or struct array (anything with
     /// `__arrow_c_stream__` or `__arrow_c_array__` of struct type: pyarrow, polars, ...) into one
     /// writable 2-D tensor of shape `(num_rows, num_columns)`, as PyArrow's
-    /// `RecordBatch.to_tensor` does (same type promotion).
+    /// `RecordBatch.to_tensor` does (same type promotion; booleans, which PyArrow refuses, are 0
+    /// and 1 of the promoted dtype, or a bool tensor alone).
     ///
     /// `row_major=False` lays the columns out one after another (Fortran order).
     /// Nulls are refused with a TypeError unless `null_to_nan=True` (the dtype is then a float

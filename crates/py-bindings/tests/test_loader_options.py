@@ -337,3 +337,50 @@ def test_a_group_given_a_dtype_converts_its_columns_to_it(dtype):
     with pytest.raises(ValueError, match=r'cannot load "x": .*null_to_nan writes nulls as NaN'):
         ad.batches(nulls, 2, columns=[], groups={"x": spec}, null_to_nan=True)
 
+
+
+@pytest.mark.parametrize("shuffle", [False, True], ids=["in order", "shuffled"])
+@pytest.mark.parametrize("row_major", [True, False], ids=["row-major", "column-major"])
+def test_a_group_with_boolean_columns_holds_zero_and_one_as_numpy_stacks_them(shuffle, row_major):
+    # Record batches of 7 rows, so that batches of 5 span two of them, and bits start inside a
+    # byte; shuffled batches copy row by row, ordered ones run by run.
+    rng = np.random.default_rng(0)
+    flags = rng.random(40) < 0.5
+    f = np.arange(40, dtype=np.float32) / 4
+    n = np.arange(40, dtype=np.int8)
+    table = pa.Table.from_batches(
+        pa.table({"flag": flags, "f": f, "n": n, "other": ~flags}).to_batches(max_chunksize=7)
+    )
+    spec = dict(columns=["n"], row_major=row_major, shuffle=shuffle, seed=3)
+    groups = {"x": ["flag", "f"], "y": ["n", "flag"], "both": ["flag", "other"]}
+    seen = {"x": [], "y": [], "both": [], "n": []}
+    for batch in ad.batches(table, 5, groups=groups, **spec):
+        for name in seen:
+            seen[name].append(torch.from_dlpack(batch[name]))
+    got = {name: torch.cat(tensors) for name, tensors in seen.items()}
+    order = got["n"].numpy().astype(np.int64)  # the rows in the order the batches hold them
+    assert sorted(order.tolist()) == list(range(40))
+    assert got["x"].dtype == torch.float32
+    assert np.array_equal(got["x"].numpy(), np.stack([flags, f], axis=1)[order])
+    assert got["y"].dtype == torch.int8
+    assert np.array_equal(got["y"].numpy(), np.stack([n, flags], axis=1)[order])
+    assert got["both"].dtype == torch.bool
+    assert np.array_equal(got["both"].numpy(), np.stack([flags, ~flags], axis=1)[order])
+
+
+def test_boolean_nulls_in_a_group_are_refused_or_nan_and_tables_convert_booleans_too():
+    table = pa.table({"flag": pa.array([True, None, False]), "f": pa.array([1.0, 2.0, 3.0], pa.float32())})
+    with pytest.raises(ValueError, match=r'"flag"'):
+        list(ad.batches(table, 3, columns=[], groups={"x": ["flag", "f"]}))
+    [batch] = ad.batches(table, 3, columns=[], groups={"x": ["flag", "f"]}, null_to_nan=True)
+    x = np.from_dlpack(batch["x"])
+    assert x.dtype == np.float32
+    assert np.array_equal(x, [[1.0, 1.0], [np.nan, 2.0], [0.0, 3.0]], equal_nan=True)
+    # Tensor.from_arrow, where PyArrow's to_tensor refuses booleans, converts them as numpy does.
+    plain = pa.table({"flag": [True, False], "n": pa.array([5, 6], pa.int16())})
+    tensor = np.from_dlpack(ad.Tensor.from_arrow(plain))
+    assert tensor.dtype == np.int16 and tensor.tolist() == [[1, 5], [0, 6]]
+    with pytest.raises(pa.ArrowTypeError):
+        plain.to_tensor()
+    flags_only = np.from_dlpack(ad.Tensor.from_arrow(plain.select(["flag"])))
+    assert flags_only.dtype == np.bool_ and flags_only.tolist() == [[True], [False]]

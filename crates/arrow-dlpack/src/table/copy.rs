@@ -119,15 +119,20 @@ pub(super) fn copy_columns(
     dtype: DType,
     row_major: bool,
 ) -> Result<Tensor> {
+    if dtype == DType::Bool {
+        // Only boolean columns give a bool tensor: each value unpacked into a byte, 0 or 1.
+        return fill::<u8>(pieces, row_major, DType::Bool);
+    }
     macro_rules! fill {
         ($d:ty, $arrow:ty) => {
-            fill::<$d>(pieces, row_major)
+            fill::<$d>(pieces, row_major, <$d as Element>::DTYPE)
         };
     }
     with_element!(dtype, fill)
 }
 
-/// [`write_columns`] into a destination of `dtype` (a numeric Arrow dtype) given as bytes.
+/// [`write_columns`] into a destination of `dtype` (a numeric Arrow dtype, or bool when every
+/// column is boolean) given as bytes.
 ///
 /// # Panics
 ///
@@ -156,6 +161,13 @@ pub(super) fn write_columns_as(
             )
         };
     }
+    if dtype == DType::Bool {
+        assert!(
+            columns.iter().all(|column| column.dtype == DType::Bool),
+            "only boolean columns are written into a bool destination"
+        );
+        return write_as!(u8, UInt8Type);
+    }
     with_element!(dtype, write_as)
 }
 
@@ -183,8 +195,13 @@ fn typed_slots<D: Element>(bytes: &mut [MaybeUninit<u8>]) -> &mut [MaybeUninit<D
     }
 }
 
-/// Copies every piece into a fresh tensor of element type `D`.
-fn fill<D: Element>(pieces: &[(Vec<CopyColumn<'_>>, usize)], row_major: bool) -> Result<Tensor> {
+/// Copies every piece into a fresh tensor of element type `D`, tagged `dtype` (`D::DTYPE`, or
+/// bool for bytes that hold 0 or 1).
+fn fill<D: Element>(
+    pieces: &[(Vec<CopyColumn<'_>>, usize)],
+    row_major: bool,
+    dtype: DType,
+) -> Result<Tensor> {
     let num_columns = pieces.first().map_or(0, |(columns, _)| columns.len());
     let num_rows = pieces
         .iter()
@@ -232,7 +249,7 @@ fn fill<D: Element>(pieces: &[(Vec<CopyColumn<'_>>, usize)], row_major: bool) ->
     } else {
         layout::column_major_strides(&shape)?
     };
-    let tensor = Tensor::try_new(values.into_buffer(), D::DTYPE, shape, strides, 0)?;
+    let tensor = Tensor::try_new(values.into_buffer(), dtype, shape, strides, 0)?;
     Ok(tensor.with_read_only(false))
 }
 
@@ -438,6 +455,17 @@ where
     }
 }
 
+/// Writes the booleans `rows` of `array` (a boolean array) as 0 and 1 of `D`.
+fn write_bool<D: Element>(array: &dyn Array, rows: Range<usize>, run: &mut [MaybeUninit<D>]) {
+    let values = array.as_boolean().values().slice(rows.start, rows.len());
+    // `write_columns` relies on every slot of the run being written.
+    assert_eq!(values.len(), run.len(), "a run has one slot per value");
+    let (zero, one) = (D::usize_as(0), D::usize_as(1));
+    for (slot, value) in run.iter_mut().zip(values.iter()) {
+        slot.write(if value { one } else { zero });
+    }
+}
+
 /// A tensor element type: the numeric Arrow native types.
 pub(super) trait Element: ArrowNativeType {
     /// The Arrow type whose values are this element.
@@ -446,7 +474,8 @@ pub(super) trait Element: ArrowNativeType {
     const DTYPE: DType;
     /// NaN, for the float types.
     const NAN: Option<Self>;
-    /// The contiguous writer that converts a column of dtype `source` into this element type.
+    /// The contiguous writer that converts a column of dtype `source` (a numeric Arrow dtype, or
+    /// bool) into this element type.
     fn writer(source: DType) -> Writer<Self>;
     /// The fused kernel of row-major output of this element type, when this CPU has one: it
     /// reads runs of this type, float32, int32 and int64.
@@ -467,6 +496,9 @@ macro_rules! element {
             const DTYPE: DType = DType::$dtype;
             const NAN: Option<Self> = $nan;
             fn writer(source: DType) -> Writer<Self> {
+                if source == DType::Bool {
+                    return write_bool::<Self>;
+                }
                 macro_rules! from {
                     ($source:ty, $t:ty) => {
                         write::<$t, Self>

@@ -33,7 +33,7 @@ pub use write_rows::{RowsDestination, WriteRowsOptions, write_rows};
 
 /// The element types a column may have in [`table_to_tensor`].
 const NUMERIC_TYPES: &str =
-    "int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32 or float64";
+    "bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32 or float64";
 
 /// The column types [`table_to_tensors`] accepts.
 const TENSOR_TYPES: &str = "int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, \
@@ -156,8 +156,10 @@ impl<'a> From<&'a StructArray> for Table<'a> {
 ///
 /// # Columns
 ///
-/// Every column must be int8..int64, uint8..uint64 or float16/32/64; any other type is refused
-/// with [`Error::UnsupportedColumnType`] naming the column.
+/// Every column must be bool, int8..int64, uint8..uint64 or float16/32/64; any other type is
+/// refused with [`Error::UnsupportedColumnType`] naming the column. Booleans, which PyArrow
+/// refuses, are the numbers 0 and 1 of the tensor's dtype, as in numpy; a table of boolean
+/// columns only gives a `bool` tensor.
 /// A table without columns is refused with [`Error::NoColumns`] (its dtype would be unknown;
 /// PyArrow refuses it too), columns of different lengths with [`Error::ColumnLength`].
 /// A table without rows gives shape `[0, num_columns]`.
@@ -187,7 +189,8 @@ impl<'a> From<&'a StructArray> for Table<'a> {
 /// - an integer and a float: the integer counts as `float16` if it has 8 bits, `float32` if 16,
 ///   `float64` if 32 or 64, and the wider float wins: `int16 + float32 = float32`,
 ///   `int32 + float32 = float64`, `uint8 + float16 = float16`;
-/// - two signed, two unsigned or two float types: the wider.
+/// - two signed, two unsigned or two float types: the wider;
+/// - bool and any type: that type (bool with bool: bool), as numpy's `result_type` gives.
 ///
 /// This differs from numpy's `result_type` for `uint64` with a signed integer (numpy gives
 /// `float64`) and, because the fold goes left to right, depends on the column order in rare
@@ -405,9 +408,13 @@ pub fn columns_to_tensor<S: AsRef<str>>(
     table_to_tensor(&Table::try_from_columns(names, columns)?, options)
 }
 
-/// The tensor dtype of a column, or the error naming it.
+/// The tensor dtype of a column (`bool` for booleans, which the copy unpacks), or the error
+/// naming it.
 fn column_dtype(column: &Column<'_>) -> Result<DType> {
     let data_type = column.array.data_type();
+    if data_type == &DataType::Boolean {
+        return Ok(DType::Bool);
+    }
     dtype_of(data_type).map_err(|_| Error::UnsupportedColumnType {
         column: column.name.to_string(),
         data_type: data_type.clone(),
@@ -419,10 +426,6 @@ fn column_dtype(column: &Column<'_>) -> Result<DType> {
 /// Why a column of `data_type` cannot be copied into a 2-D tensor.
 fn column_reason(data_type: &DataType) -> &'static str {
     match data_type {
-        DataType::Boolean => {
-            "booleans are not numbers (PyArrow's RecordBatch.to_tensor refuses them too); cast \
-             them to an integer type first"
-        }
         DataType::FixedSizeList(_, _) => {
             "a fixed-size list holds several values per row, which one 2-D tensor cannot; convert \
              the column alone (see table_to_tensors)"

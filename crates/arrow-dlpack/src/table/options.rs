@@ -24,8 +24,8 @@ pub struct TableToTensorOptions {
     /// wrap), for example `float32` for features of float32 and int64 columns, which promote
     /// to float64; `None` (the default)
     /// for PyArrow's promotion of the columns' types. One of int8..int64, uint8..uint64,
-    /// float16, float32 and float64 ([`Error::TableDType`] otherwise), a float type with
-    /// `null_to_nan`.
+    /// float16, float32 and float64, or bool for boolean columns alone ([`Error::TableDType`]
+    /// otherwise), a float type with `null_to_nan`.
     pub dtype: Option<DType>,
 }
 
@@ -78,6 +78,16 @@ pub(super) fn tensor_dtype(dtypes: &[DType], options: TableToTensorOptions) -> R
     };
     let float = matches!(dtype, DType::Float16 | DType::Float32 | DType::Float64);
     let integer = !float && crate::ARROW_DTYPES.contains(&dtype);
+    if dtype == DType::Bool && !options.null_to_nan {
+        // The dtype of boolean columns alone, which a caller may ask for again.
+        if dtypes.iter().all(|&column| column == DType::Bool) {
+            return Ok(dtype);
+        }
+        return Err(Error::TableDType {
+            dtype,
+            reason: "a bool tensor holds 0 and 1 only, so only boolean columns may have it",
+        });
+    }
     if !float && !integer {
         return Err(Error::TableDType {
             dtype,

@@ -14,6 +14,7 @@ enum Kind {
 
 fn kind(dtype: DType) -> Kind {
     match dtype {
+        DType::Bool => unreachable!("bool merges before its kind is asked"),
         DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64 => Kind::Signed,
         DType::UInt8 | DType::UInt16 | DType::UInt32 | DType::UInt64 => Kind::Unsigned,
         DType::Float16 | DType::Float32 | DType::Float64 => Kind::Float,
@@ -43,10 +44,14 @@ fn of_width(kind: Kind, bits: usize) -> DType {
 }
 
 /// Arrow's `MaybeMergeNumericTypes` with integer-to-float, integer-sign and numeric-width
-/// promotion (see [`table_to_tensor`](crate::table_to_tensor)).
+/// promotion (see [`table_to_tensor`](crate::table_to_tensor)), and bool, which Arrow does not
+/// merge, giving way to any other type as in numpy.
 fn merge(promoted: DType, other: DType) -> DType {
-    if promoted == other {
+    if promoted == other || other == DType::Bool {
         return promoted;
+    }
+    if promoted == DType::Bool {
+        return other;
     }
     match (kind(promoted), kind(other)) {
         (Kind::Unsigned, Kind::Signed) | (Kind::Signed, Kind::Unsigned) => {
@@ -86,7 +91,7 @@ pub(super) fn promoted_dtype(sources: &[DType], null_to_nan: bool) -> DType {
     let merged = sources[1..]
         .iter()
         .fold(sources[0], |promoted, &other| merge(promoted, other));
-    if null_to_nan && kind(merged) != Kind::Float {
+    if null_to_nan && (merged == DType::Bool || kind(merged) != Kind::Float) {
         merge(merged, DType::Float32)
     } else {
         merged
@@ -106,6 +111,21 @@ mod tests {
                 assert_eq!(merge(a, b), merge(b, a), "{a} + {b}");
             }
         }
+    }
+
+    #[test]
+    fn bool_gives_way_to_every_type_and_to_float32_with_null_to_nan() {
+        for other in ALL {
+            assert_eq!(merge(DType::Bool, other), other, "bool + {other}");
+            assert_eq!(merge(other, DType::Bool), other, "{other} + bool");
+        }
+        assert_eq!(
+            promoted_dtype(&[DType::Bool, DType::Bool], false),
+            DType::Bool
+        );
+        assert_eq!(promoted_dtype(&[DType::Bool], true), DType::Float32);
+        let mixed = [DType::Int8, DType::Bool, DType::UInt8];
+        assert_eq!(promoted_dtype(&mixed, false), DType::Int16);
     }
 
     #[test]

@@ -104,7 +104,7 @@ pub struct WriteRowsOptions {
 /// # Errors
 ///
 /// [`Error::UnsupportedDType`] when the destination's dtype is not int8..int64, uint8..uint64 or
-/// float16/32/64; the column errors above.
+/// float16/32/64, or bool for a table of boolean columns only; the column errors above.
 ///
 /// # Panics
 ///
@@ -142,10 +142,12 @@ pub fn write_rows(
     options: WriteRowsOptions,
 ) -> Result<()> {
     let dtype = destination.dtype;
-    if !crate::ARROW_DTYPES.contains(&dtype) {
+    let (columns, num_rows) = copy_columns_of(table)?;
+    // A bool destination holds 0 and 1 only: it takes boolean columns alone.
+    let all_bool = columns.iter().all(|column| column.dtype == DType::Bool);
+    if !(crate::ARROW_DTYPES.contains(&dtype) || (dtype == DType::Bool && all_bool)) {
         return Err(Error::UnsupportedDType { dtype });
     }
-    let (columns, num_rows) = copy_columns_of(table)?;
     assert!(
         rows.start <= rows.end && rows.end <= num_rows,
         "rows {rows:?} lie outside a table of {num_rows} rows"

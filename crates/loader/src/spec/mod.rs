@@ -18,11 +18,12 @@ mod validate;
 
 pub use nulls::NullToNan;
 pub use options::{OptionDecl, OptionScope, OptionType, OptionValue};
-/// Named numeric columns that become one 2-D tensor of shape `(B, k)`.
+/// Named numeric or boolean columns that become one 2-D tensor of shape `(B, k)`.
 ///
 /// The columns are copied in one pass with PyArrow's type promotion (see
 /// [`arrow_dlpack::columns_to_tensor`]), so a group of float32 and int16 columns gives float32,
-/// unless the group names its [`dtype`](ColumnGroup::dtype).
+/// unless the group names its [`dtype`](ColumnGroup::dtype); booleans are 0 and 1 of that dtype
+/// (a group of booleans alone is bool).
 ///
 /// ```
 /// use arrow_dlpack_loader::{ColumnGroup, DType};

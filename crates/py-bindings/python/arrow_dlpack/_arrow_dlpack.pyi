@@ -410,7 +410,8 @@ class Tensor:
         ``__arrow_c_stream__`` or ``__arrow_c_array__`` of struct type: pyarrow Table and
         RecordBatch, polars DataFrame, ...) into one writable 2-D tensor of shape
         ``(num_rows, num_columns)``, as PyArrow's ``RecordBatch.to_tensor`` does (same type
-        promotion; float16 mixes are converted where PyArrow refuses them).
+        promotion; float16 mixes are converted where PyArrow refuses them, and boolean columns
+        are 0 and 1 of the promoted dtype, as numpy stacks them, or a bool tensor alone).
 
         ``row_major=False`` lays the columns out one after another (Fortran order). The
         record batches of a stream are written into the tensor one after another, in one pass,

@@ -419,6 +419,7 @@ fn error_messages() {
             Arc::new(Float64Array::from(vec![Some(1.0), None])) as ArrayRef,
         ),
         ("flag", Arc::new(BooleanArray::from(vec![true, false]))),
+        ("name", Arc::new(StringArray::from(vec!["a", "b"]))),
     ])
     .unwrap();
     let pair: Vec<ArrayRef> = vec![

@@ -1,5 +1,9 @@
 //! PyArrow's promotion of every pair of column types, and nulls refused or written as NaN.
 
+use std::mem::MaybeUninit;
+
+use arrow_dlpack::{RowsDestination, table_dtype, write_rows};
+
 use super::*;
 
 #[test]
@@ -215,4 +219,107 @@ fn a_slice_starts_at_its_offset_and_ignores_nulls_outside_it() {
         matches!(error, Error::ColumnNulls { null_count: 1, .. }),
         "{error}"
     );
+}
+
+#[test]
+fn boolean_columns_are_zero_and_one_of_the_promoted_type_and_alone_a_bool_tensor() {
+    // 11 rows sliced from 1, so that the bits start inside a byte and run past one.
+    let flags: Vec<bool> = (0..12).map(|i| i % 3 != 1).collect();
+    let flag: ArrayRef = Arc::new(BooleanArray::from(flags.clone()).slice(1, 11));
+    let expected: Vec<f64> = flags[1..].iter().map(|&f| f64::from(u8::from(f))).collect();
+    for (other, promoted) in [
+        (
+            Arc::new(Float32Array::from(vec![0.5; 11])) as ArrayRef,
+            DType::Float32,
+        ),
+        (Arc::new(Int8Array::from(vec![-1; 11])), DType::Int8),
+        (Arc::new(UInt64Array::from(vec![7; 11])), DType::UInt64),
+        (
+            Arc::new(Float16Array::from(vec![f16::ONE; 11])),
+            DType::Float16,
+        ),
+    ] {
+        let columns = [flag.clone(), other];
+        for options in [ROW_MAJOR, COLUMN_MAJOR] {
+            let tensor = columns_to_tensor(&["flag", "x"], &columns, options).unwrap();
+            assert_eq!(tensor.dtype(), promoted);
+            assert_eq!(first_column(&tensor), expected, "{promoted} {options:?}");
+        }
+    }
+    // Boolean columns alone: a bool tensor of bytes 0 and 1, in both layouts.
+    let columns = [flag.clone(), flag.clone()];
+    for options in [ROW_MAJOR, COLUMN_MAJOR] {
+        let tensor = columns_to_tensor(&["a", "b"], &columns, options).unwrap();
+        assert_eq!(
+            (tensor.dtype(), tensor.shape()),
+            (DType::Bool, &[11, 2][..])
+        );
+        let bytes = tensor.to_contiguous().unwrap().row_major_buffer().unwrap();
+        let pairs: Vec<u8> = flags[1..].iter().flat_map(|&f| [u8::from(f); 2]).collect();
+        assert_eq!(bytes.as_slice(), pairs.as_slice());
+        let table = Table::try_from_columns(&["a", "b"], &columns).unwrap();
+        assert_eq!(table_dtype(&table, options).unwrap(), DType::Bool);
+    }
+}
+
+#[test]
+fn boolean_nulls_are_refused_or_nan_and_a_bool_destination_takes_booleans_only() {
+    let flag: ArrayRef = Arc::new(BooleanArray::from(vec![Some(true), None, Some(false)]));
+    let x: ArrayRef = Arc::new(Int16Array::from(vec![1, 2, 3]));
+    let columns = [flag.clone(), x.clone()];
+    let error = columns_to_tensor(&["flag", "x"], &columns, ROW_MAJOR).unwrap_err();
+    assert!(
+        matches!(&error, Error::ColumnNulls { column, null_count: 1 } if column == "flag"),
+        "{error}"
+    );
+    let tensor = columns_to_tensor(&["flag", "x"], &columns, with_nan(ROW_MAJOR)).unwrap();
+    assert_eq!(tensor.dtype(), DType::Float32);
+    let values = tensor.as_slice::<f32>().unwrap();
+    assert_eq!((values[0], values[4]), (1.0, 0.0));
+    assert!(values[2].is_nan());
+    // A bool tensor of 0 and 1 cannot hold another column's values.
+    let mut slots = vec![MaybeUninit::<u8>::uninit(); 6];
+    let mut destination = RowsDestination::from_bytes(&mut slots, DType::Bool, 3, true);
+    let both = [
+        Arc::new(BooleanArray::from(vec![true, false, true])) as ArrayRef,
+        x,
+    ];
+    let table = Table::try_from_columns(&["flag", "x"], &both).unwrap();
+    let refused = write_rows(&table, 0..3, &mut destination, 0, Default::default());
+    assert!(matches!(
+        refused,
+        Err(Error::UnsupportedDType { dtype: DType::Bool })
+    ));
+    let table = Table::try_from_columns(&["flag"], &both[..1]).unwrap();
+    let mut destination = RowsDestination::from_bytes(&mut slots[..3], DType::Bool, 3, true);
+    write_rows(&table, 0..3, &mut destination, 0, Default::default()).unwrap();
+    // SAFETY: write_rows initialised rows 0..3 of the destination, its three bytes.
+    let written: Vec<u8> = slots[..3]
+        .iter()
+        .map(|slot| unsafe { slot.assume_init() })
+        .collect();
+    assert_eq!(written, [1, 0, 1]);
+}
+
+/// The first column of a 2-D tensor of a numeric dtype, as float64.
+fn first_column(tensor: &Tensor) -> Vec<f64> {
+    let buffer = tensor.to_contiguous().unwrap().row_major_buffer().unwrap();
+    let width = tensor.shape()[1];
+    let rows = 0..tensor.shape()[0];
+    let at = |row: usize| row * width;
+    match tensor.dtype() {
+        DType::Float32 => rows
+            .map(|r| f64::from(buffer.typed_data::<f32>()[at(r)]))
+            .collect(),
+        DType::Float16 => rows
+            .map(|r| buffer.typed_data::<f16>()[at(r)].to_f64())
+            .collect(),
+        DType::Int8 => rows
+            .map(|r| f64::from(buffer.typed_data::<i8>()[at(r)]))
+            .collect(),
+        DType::UInt64 => rows
+            .map(|r| buffer.typed_data::<u64>()[at(r)] as f64)
+            .collect(),
+        other => panic!("no reader for {other}"),
+    }
 }
