@@ -19,6 +19,7 @@ import torch
 from moto.server import ThreadedMotoServer
 from PIL import Image
 
+import _object_servers
 import arrow_dlpack as ad
 
 SPEC = {"size": 224, "resize": 256}
@@ -384,16 +385,6 @@ def test_path_rows_in_object_storage_are_read_beside_the_file_or_under_image_roo
     assert [np.from_dlpack(b["label"]).tolist() for b in skipped] == [[0, 1, 3, 4], [5]]
 
 
-def _servers():
-    """``_object_servers.py`` beside this file, loaded by path (the tests are not a package)."""
-    import importlib.util
-
-    location = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_object_servers.py")
-    spec = importlib.util.spec_from_file_location("_object_servers", location)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_image_urls_are_read_whole_past_16_mib_named_by_path_and_checked_up_front(tmp_path):
     """An object of 17 MiB (over the client's bound of an answer without a range) is read: an
@@ -407,7 +398,7 @@ def test_image_urls_are_read_whole_past_16_mib_named_by_path_and_checked_up_fron
     # The server answers the path as sent: the key "img/50% off.png" must arrive escaped.
     files = {"/data/big.bmp": big.getvalue(), "/data/img/50%25%20off.png": encode(photo(40, 30, 1), "PNG")}
     image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-    with _servers().range_server(files) as (server, base):
+    with _object_servers.range_server(files) as (server, base):
         table = pa.table({"image": pa.array([{"bytes": None, "path": "big.bmp"},
                                              {"bytes": None, "path": "img/50% off.png"}], image),
                           "label": [0, 1]})

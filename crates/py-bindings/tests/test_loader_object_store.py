@@ -10,7 +10,6 @@ Every server is started and stopped by these tests, on 127.0.0.1 and a free port
 """
 
 import contextlib
-import importlib.util
 import os
 import pathlib
 import socket
@@ -26,19 +25,9 @@ import pyarrow.parquet as pq
 import pytest
 from moto.server import ThreadedMotoServer
 
+import _object_servers as _servers
 import arrow_dlpack as ad
 
-def _load_servers():
-    """The helper ``_object_servers.py`` beside this file, loaded by path (the tests run with
-    ``--import-mode=importlib`` and are not a package)."""
-    location = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_object_servers.py")
-    spec = importlib.util.spec_from_file_location("_object_servers", location)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_servers = _load_servers()
 
 BUCKET = "train"
 ROWS = 6000

@@ -6,8 +6,6 @@ whose server sends no ETag and no Last-Modified time is refused unless the calle
 Ctrl-C interrupts a loader whose planning waits for a server that stopped answering.
 """
 
-import importlib.util
-import os
 import pickle
 import signal
 import subprocess
@@ -20,20 +18,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import _object_servers as _servers
 import arrow_dlpack as ad
 
 
-def _load_servers():
-    """The helper ``_object_servers.py`` beside this file, loaded by path (the tests run with
-    ``--import-mode=importlib`` and are not a package)."""
-    location = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_object_servers.py")
-    spec = importlib.util.spec_from_file_location("_object_servers", location)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_servers = _load_servers()
 
 #: Options that keep a failing test short.
 QUICK = {"timeout": "5s", "max_retries": 0, "retry_timeout": "5s", "retry_backoff": "10ms"}

@@ -84,16 +84,16 @@ def test_rust_declares_every_field_of_the_spec_with_its_default_and_annotation()
     assert list(RUST) == [
         "batch_size", "drop_last", "columns", "groups", "masks", "allow_nulls", "null_to_nan",
         "row_major", "shuffle", "seed", "buffer_size", "shard_index", "num_shards", "num_ranks",
-        "prefetch", "decode_threads", "writable", "sequences", "images", "image_root",
-        "max_tokens", "bucket_by_length", "epoch", "state",
+        "prefetch", "decode_threads", "cache_dir", "cache_size", "writable", "sequences",
+        "images", "image_root", "max_tokens", "bucket_by_length", "epoch", "state",
     ]
     # Python spells an empty collection, or no state, as None.
     assert _typed({name: entry["default"] for name, entry in RUST.items()}) == _typed({
         "batch_size": 1024, "drop_last": False, "columns": None, "groups": None, "masks": None,
         "allow_nulls": False, "null_to_nan": False, "row_major": True, "shuffle": False,
         "seed": 0, "buffer_size": 65_536, "shard_index": 0, "num_shards": 1, "num_ranks": 0,
-        "prefetch": 2,
-        "decode_threads": 0, "writable": False, "sequences": None, "images": None,
+        "prefetch": 2, "decode_threads": 0, "cache_dir": None, "cache_size": 10 << 30,
+        "writable": False, "sequences": None, "images": None,
         "image_root": None, "max_tokens": None, "bucket_by_length": False, "epoch": 0,
         "state": None,
     })
@@ -201,6 +201,8 @@ def test_batches_hands_every_option_on(handed_on):
         world_size=2,
         prefetch=4,
         decode_threads=3,
+        cache_dir="c",
+        cache_size=5,
         writable=True,
         sequences={"s": "pack"},
         max_tokens=64,
@@ -211,7 +213,8 @@ def test_batches_hands_every_option_on(handed_on):
         "batch_size": 3, "drop_last": True, "columns": ("x",), "groups": {"xy": ("x", "y")},
         "masks": ("y",), "allow_nulls": True, "null_to_nan": True, "row_major": False,
         "shuffle": True, "seed": 5, "buffer_size": 7, "shard_index": 1, "num_shards": 2,
-        "num_ranks": 0, "prefetch": 4, "decode_threads": 3, "writable": True, "sequences": {"s": "pack"},
+        "num_ranks": 0, "prefetch": 4, "decode_threads": 3, "cache_dir": "c", "cache_size": 5,
+        "writable": True, "sequences": {"s": "pack"},
         "images": None, "image_root": None, "max_tokens": 64, "bucket_by_length": True,
         "epoch": 2, "state": None, "storage_options": None,
     })

@@ -18,8 +18,10 @@
 //! | [`Remote`] | one loader's runtime, bound on requests in flight, and stop flag |
 //! | [`RemoteObject`] | an object pinned by size, ETag and last-modified time when it is planned |
 //! | [`Fetched`] | byte ranges of an object, read by the Parquet and IPC decoders as a file |
+//! | [`RangeCache`](cache::RangeCache) | fetched ranges kept on local disk (`cache_dir`) |
 //! | [`UrlReader`] | whole objects by URL, as image rows name them, for one loader |
 
+mod cache;
 mod client;
 mod credentials;
 mod fetched;
@@ -43,6 +45,7 @@ use object_store::ObjectStore;
 use object_store::path::Path as StorePath;
 use url::Url;
 
+pub(crate) use cache::CacheSettings;
 pub(crate) use fetched::{Fetched, coalesce};
 pub(crate) use object::RemoteObject;
 pub(crate) use redact::redacted_text;
@@ -241,8 +244,13 @@ fn label_of(urls: &[Url]) -> PathBuf {
 
 /// Checks the credentials of stores that would ask the instance metadata service, lists the
 /// prefixes and globs of `source`, and opens every object: its metadata and its tail in one
-/// request each, [`OPEN_CONCURRENCY`] at once. The source's [`StopHandle`] ends it.
-pub(crate) fn open(source: ObjectSource) -> Result<Opened> {
+/// request each, [`OPEN_CONCURRENCY`] at once. The source's [`StopHandle`] ends it. With
+/// `cache`, the objects' ranges are read from and kept in that cache on local disk.
+pub(crate) fn open(source: ObjectSource, cache: Option<&CacheSettings>) -> Result<Opened> {
+    let cache = cache
+        .map(cache::RangeCache::open)
+        .transpose()?
+        .map(Arc::new);
     let remote = Remote::start(source.stop.clone(), label_of(&source.urls))?;
     // One store per bucket, container or host, made from the first URL that names it.
     let mut stores: BTreeMap<String, Arc<dyn ObjectStore>> = BTreeMap::new();
@@ -346,6 +354,7 @@ pub(crate) fn open(source: ObjectSource) -> Result<Opened> {
                     location,
                     stamp,
                     remote: remote.clone(),
+                    cache: cache.clone(),
                 },
                 tail,
             )

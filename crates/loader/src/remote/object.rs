@@ -15,6 +15,7 @@ use object_store::path::Path as StorePath;
 use object_store::{GetOptions, GetRange, GetResult, ObjectMeta, ObjectStore};
 use tokio::sync::Semaphore;
 
+use super::cache::{CacheKey, RangeCache};
 use super::fetched::Fetched;
 use super::runtime::Remote;
 use super::store_error;
@@ -65,6 +66,20 @@ impl Stamp {
         }
     }
 
+    /// The key of `range` of the object `name` in a [`RangeCache`]: none for an object without
+    /// validators, whose replacement by another of its size could not be told.
+    fn cache_key(&self, name: &Path, range: &Range<u64>) -> Option<CacheKey> {
+        self.has_validator().then(|| {
+            CacheKey::new(
+                &name.to_string_lossy(),
+                self.meta.size,
+                self.meta.e_tag.as_deref(),
+                self.meta.last_modified.timestamp_millis(),
+                range,
+            )
+        })
+    }
+
     /// Refuses `meta` when it describes an object other than the planned one.
     fn check(&self, name: &Path, meta: &ObjectMeta) -> Result<()> {
         let (was, now) = (&self.meta, meta);
@@ -106,6 +121,8 @@ pub(crate) struct RemoteObject {
     pub(super) location: StorePath,
     pub(super) stamp: Stamp,
     pub(super) remote: Arc<Remote>,
+    /// Where fetched ranges are kept on local disk, when the loader has a `cache_dir`.
+    pub(super) cache: Option<Arc<RangeCache>>,
 }
 
 impl fmt::Debug for RemoteObject {
@@ -199,6 +216,7 @@ struct FetchTarget {
     location: StorePath,
     stamp: Stamp,
     requests: Arc<Semaphore>,
+    cache: Option<Arc<RangeCache>>,
 }
 
 impl FetchTarget {
@@ -209,11 +227,34 @@ impl FetchTarget {
             location: object.location.clone(),
             stamp: object.stamp.clone(),
             requests: object.remote.requests.clone(),
+            cache: object.cache.clone(),
         }
     }
 
-    /// Fetches `range`, pinned to the planned object.
+    /// The bytes of `range`: from the cache when it holds them, else fetched (and then kept
+    /// there). The cache's files are read and written on the runtime's blocking threads.
     async fn get(&self, range: Range<u64>) -> Result<Bytes> {
+        let cached = self.cache.as_ref().and_then(|cache| {
+            let key = self.stamp.cache_key(&self.name, &range)?;
+            Some((cache.clone(), key))
+        });
+        if let Some((cache, key)) = cached.clone() {
+            let hit = tokio::task::spawn_blocking(move || cache.get(&key)).await;
+            if let Ok(Some(bytes)) = hit {
+                return Ok(bytes);
+            }
+        }
+        let bytes = self.fetch(range).await?;
+        if let Some((cache, key)) = cached {
+            let kept = bytes.clone();
+            // A range that cannot be kept is served all the same.
+            let _ = tokio::task::spawn_blocking(move || cache.put(&key, &kept)).await;
+        }
+        Ok(bytes)
+    }
+
+    /// Fetches `range`, pinned to the planned object.
+    async fn fetch(&self, range: Range<u64>) -> Result<Bytes> {
         let _permit = acquire(&self.requests).await?;
         let result = self
             .store

@@ -265,7 +265,14 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
         #[cfg(feature = "object-store")]
         Source::Objects(objects) => {
             use crate::file::Format;
-            let opened = crate::remote::open(objects)?;
+            let cache = spec
+                .cache_dir
+                .as_ref()
+                .map(|dir| crate::remote::CacheSettings {
+                    dir: dir.into(),
+                    limit: spec.cache_size as u64,
+                });
+            let opened = crate::remote::open(objects, cache.as_ref())?;
             let stop = opened.stop.clone();
             let names: Vec<PathBuf> = opened
                 .objects

@@ -160,6 +160,20 @@ options::batch_spec! {
         /// as many threads decode the images of each batch.
         #[option(Usize, Stream, default = 0)]
         pub decode_threads: usize,
+        /// A directory on local disk that keeps the byte ranges fetched from object storage.
+        ///
+        /// (Feature `object-store`.) The next loader with the same `cache_dir` (a later epoch,
+        /// another rank or DataLoader worker on the machine) reads them from there instead of
+        /// the network. Entries are keyed by the object's URL, size, ETag and last-modified
+        /// time and the range, so that a replaced object is fetched again; each is checked
+        /// against its checksum when read, written atomically, and the least recently used
+        /// go when the cache passes [`cache_size`](BatchSpec::cache_size). Local sources read
+        /// their files directly and ignore it. `None` keeps nothing.
+        #[option(OptionalText, Stream, default = None)]
+        pub cache_dir: Option<String>,
+        /// The most bytes the cache of [`cache_dir`](BatchSpec::cache_dir) holds (10 GiB).
+        #[option(Count, Stream, default = 10 << 30)]
+        pub cache_size: usize,
         /// Hand out batches whose every tensor is private, writable memory.
         ///
         /// The zero-copy views of a batch (which share the source's memory, a caller's table

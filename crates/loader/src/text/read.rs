@@ -68,7 +68,7 @@ pub(crate) fn read_source(source: Source, threads: usize) -> Result<SourceBatche
         #[cfg(feature = "object-store")]
         Source::Objects(objects) => {
             use crate::file::Format;
-            let opened = crate::remote::open(objects)?;
+            let opened = crate::remote::open(objects, None)?;
             let stop = opened.stop.clone();
             let names: Vec<PathBuf> = opened
                 .objects

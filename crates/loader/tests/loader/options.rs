@@ -40,6 +40,8 @@ fn every_option_is_declared_with_the_default_of_default() {
             "num_ranks",
             "prefetch",
             "decode_threads",
+            "cache_dir",
+            "cache_size",
             "writable",
             "sequences",
             "images",

@@ -273,6 +273,8 @@ def batches(
     split_workers: Optional[bool] = None,
     prefetch: int = 2,
     decode_threads: int = 0,
+    cache_dir: Optional[str] = None,
+    cache_size: int = 10737418240,
     writable: bool = False,
     sequences: Optional[Mapping[str, Union[str, Mapping[str, Any]]]] = None,
     images: Optional[Mapping[str, Mapping[str, Any]]] = None,
@@ -338,6 +340,10 @@ def batches(
       (``ad.BatchDataset`` splits between its workers on its own).
     - ``prefetch`` batches wait ready in a bounded queue; memory stays below ``prefetch`` times
       a batch's bytes plus the row groups being decoded.
+    - ``cache_dir``: a local directory that keeps the byte ranges fetched from object storage,
+      so that later epochs (and other ranks and workers of the machine) read them from disk;
+      entries are keyed by URL, ETag and range, checked when read, and the least recently used
+      go past ``cache_size`` bytes (10 GiB). Local sources ignore it.
     - ``prefetch`` is from 1 to 1,024 and ``decode_threads`` at most 64 (0 chooses); a
       ``seed`` is any int, taken modulo 2**64. Every integer option takes anything with
       ``__index__`` (a numpy integer), but not a bool.

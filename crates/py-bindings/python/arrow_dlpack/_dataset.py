@@ -147,6 +147,8 @@ class BatchDataset(IterableDataset):
         split_workers: Optional[bool] = None,
         prefetch: int = 2,
         decode_threads: int = 0,
+        cache_dir: Optional[str] = None,
+        cache_size: int = 10737418240,
         writable: bool = False,
         sequences: Optional[Mapping[str, Union[str, Mapping[str, Any]]]] = None,
         images: Optional[Mapping[str, Mapping[str, Any]]] = None,

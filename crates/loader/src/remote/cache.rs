@@ -1,0 +1,321 @@
+//! A cache of fetched byte ranges on local disk ([`RangeCache`]), so that a second epoch over
+//! objects in object storage reads what the first fetched from the machine's own disk.
+//!
+//! An entry is one range of one object, keyed by the object's URL (without userinfo), its size,
+//! its validators (ETag and last-modified time) and the range: an object replaced in its store
+//! has another ETag, size or time, so its old ranges are never read for it; they age out.
+//!
+//! Several processes may share a directory (the ranks and DataLoader workers of one machine):
+//! an entry is written to a file of its own under `tmp/` and renamed into place, which is
+//! atomic, so a reader sees a whole entry or none; two writers of one entry write the same
+//! bytes. Every entry carries its key and an XXH3-128 checksum of its bytes (the `twox-hash`
+//! crate the loader already uses for its digests), checked on every read: a torn,
+//! truncated or altered file, or one of another key under the same name, is a miss, fetched
+//! again and written over. Nothing here fails a read: an entry that cannot be written (a full
+//! disk) is left out, and the range is served from the network.
+//!
+//! The directory holds at most its limit in bytes, give or take the entries written while it is
+//! evicted: when a process's count of the bytes passes the limit, it lists the entries and
+//! removes the least recently used (by modification time, which a hit renews) until the cache
+//! is at 90% of the limit.
+//!
+//! | file | what it is |
+//! |---|---|
+//! | `<dir>/v1/<2 hex digits>/<32 hex digits>` | one entry: the header, then the range's bytes |
+//! | `<dir>/v1/tmp/` | entries being written, renamed into place when whole |
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+
+use crate::{Error, Result};
+
+/// The first bytes of every entry: the format's name and version.
+const MAGIC: &[u8; 8] = b"ADLRC\x001\n";
+
+/// The folder of this format's entries inside the cache directory.
+const VERSION_DIR: &str = "v1";
+
+/// Entries being written; a file left there by a process that died is removed by the next
+/// process that opens the cache once it is older than [`STALE_TMP`].
+const TMP_DIR: &str = "tmp";
+
+/// The age after which a file in `tmp/` belongs to no living writer.
+const STALE_TMP: Duration = Duration::from_secs(3600);
+
+/// The longest key (a URL is at most 8 KiB; the rest is numbers).
+const MAX_KEY_BYTES: usize = 16 << 10;
+
+/// Where the cache lives and how large it may grow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CacheSettings {
+    /// The directory, created if missing.
+    pub(crate) dir: PathBuf,
+    /// The most bytes its entries may hold.
+    pub(crate) limit: u64,
+}
+
+/// What identifies one range of one object as it was planned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CacheKey {
+    text: String,
+    /// The range's length: an entry of another length is not this range's.
+    len: u64,
+}
+
+impl CacheKey {
+    /// The key of `range` of the object at `url` (without userinfo) of `size` bytes, with its
+    /// ETag and last-modified time (milliseconds since the Unix epoch, 0 when unknown).
+    pub(crate) fn new(
+        url: &str,
+        size: u64,
+        e_tag: Option<&str>,
+        last_modified_ms: i64,
+        range: &Range<u64>,
+    ) -> Self {
+        let text = format!(
+            "{url}\nsize={size}\netag={}\nlast-modified={last_modified_ms}\nrange={}-{}",
+            e_tag.unwrap_or(""),
+            range.start,
+            range.end
+        );
+        CacheKey {
+            text,
+            len: range.end - range.start,
+        }
+    }
+
+    /// The entry's file name: the key's XXH3-128 in hex (two keys that shared it would share a
+    /// file, which holds one of them at a time: the key in the file decides).
+    fn file_name(&self) -> String {
+        format!("{:032x}", checksum(self.text.as_bytes()))
+    }
+
+    /// The bytes of the header before the range's bytes: the magic, the key's length and the
+    /// key, the range's length and its checksum.
+    fn header_len(&self) -> usize {
+        MAGIC.len() + 4 + self.text.len() + 8 + 16
+    }
+}
+
+/// Fetched ranges kept on local disk, shared by every loader and process that names the same
+/// directory (see the module documentation).
+#[derive(Debug)]
+pub(crate) struct RangeCache {
+    root: PathBuf,
+    limit: u64,
+    /// The bytes this process counts in the cache: listed when it was opened, grown by each
+    /// entry it writes, listed again by each eviction.
+    used: AtomicU64,
+    /// Held while this process evicts, so that its threads list the directory one at a time.
+    evicting: Mutex<()>,
+    /// Numbers this process's files in `tmp/`.
+    next_tmp: AtomicU64,
+}
+
+impl RangeCache {
+    /// Opens (or creates) the cache of `settings`: its directory must be one this process can
+    /// write, which is checked by writing a file there, so that a wrong path fails when the
+    /// loader is made rather than leaving every range uncached.
+    pub(crate) fn open(settings: &CacheSettings) -> Result<Self> {
+        let root = settings.dir.join(VERSION_DIR);
+        let unusable = |source: io::Error| Error::InvalidSpec {
+            reason: format!(
+                "cache_dir {:?} cannot be used ({source}); expected a directory this process can \
+                 create and write",
+                settings.dir
+            ),
+        };
+        fs::create_dir_all(root.join(TMP_DIR)).map_err(unusable)?;
+        let cache = RangeCache {
+            root,
+            limit: settings.limit,
+            used: AtomicU64::new(0),
+            evicting: Mutex::new(()),
+            next_tmp: AtomicU64::new(0),
+        };
+        let probe = cache.tmp_path();
+        File::create(&probe).map_err(unusable)?;
+        let _ = fs::remove_file(&probe);
+        cache.remove_stale_tmp();
+        cache.evict();
+        Ok(cache)
+    }
+
+    /// The bytes of the range of `key`, when the cache holds a whole, unaltered entry of it.
+    pub(crate) fn get(&self, key: &CacheKey) -> Option<Bytes> {
+        let path = self.entry_path(key);
+        let file = File::open(&path).ok()?;
+        let total = key.header_len() as u64 + key.len;
+        if file.metadata().ok()?.len() != total {
+            return None;
+        }
+        let mut data = Vec::new();
+        data.try_reserve_exact(usize::try_from(total).ok()?).ok()?;
+        (&file).take(total).read_to_end(&mut data).ok()?;
+        let payload = parse(&data, key)?;
+        // A hit renews the entry's place in the eviction order (best effort: a read-only
+        // directory keeps its order).
+        let _ = file_touch(&file);
+        Some(Bytes::from(data).slice(payload))
+    }
+
+    /// Keeps `bytes`, the range of `key`, unless the entry could never fit the cache; a write
+    /// that fails leaves nothing behind.
+    pub(crate) fn put(&self, key: &CacheKey, bytes: &[u8]) {
+        let total = key.header_len() as u64 + bytes.len() as u64;
+        if bytes.len() as u64 != key.len || key.text.len() > MAX_KEY_BYTES || total > self.limit {
+            return;
+        }
+        let tmp = self.tmp_path();
+        let written = write_entry(&tmp, key, bytes).and_then(|()| {
+            let path = self.entry_path(key);
+            if let Some(parent) = path.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            fs::rename(&tmp, &path)
+        });
+        if written.is_err() {
+            let _ = fs::remove_file(&tmp);
+            return;
+        }
+        let used = self.used.fetch_add(total, Ordering::Relaxed) + total;
+        if used > self.limit {
+            self.evict();
+        }
+    }
+
+    fn entry_path(&self, key: &CacheKey) -> PathBuf {
+        let name = key.file_name();
+        self.root.join(&name[..2]).join(name)
+    }
+
+    fn tmp_path(&self) -> PathBuf {
+        let number = self.next_tmp.fetch_add(1, Ordering::Relaxed);
+        self.root
+            .join(TMP_DIR)
+            .join(format!("{}-{number}", std::process::id()))
+    }
+
+    /// Removes files of `tmp/` that no living writer can still be writing.
+    fn remove_stale_tmp(&self) {
+        let Ok(entries) = fs::read_dir(self.root.join(TMP_DIR)) else {
+            return;
+        };
+        let now = SystemTime::now();
+        for entry in entries.flatten() {
+            let stale = entry
+                .metadata()
+                .and_then(|meta| meta.modified())
+                .is_ok_and(|modified| now.duration_since(modified).unwrap_or_default() > STALE_TMP);
+            if stale {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+    }
+
+    /// Lists the entries, and when they hold more than the limit removes the least recently
+    /// used until they hold at most 90% of it; the count of used bytes becomes what is left.
+    fn evict(&self) {
+        let _one_at_a_time = self
+            .evicting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut entries = self.list();
+        let mut total: u64 = entries.iter().map(|entry| entry.1).sum();
+        if total > self.limit {
+            entries.sort_by_key(|entry| entry.0);
+            let target = self.limit / 10 * 9;
+            for (_, size, path) in entries {
+                if total <= target {
+                    break;
+                }
+                // Another process may have removed it first; either way it is gone.
+                let _ = fs::remove_file(&path);
+                total = total.saturating_sub(size);
+            }
+        }
+        self.used.store(total, Ordering::Relaxed);
+    }
+
+    /// Every entry: its modification time, size and path.
+    fn list(&self) -> Vec<(SystemTime, u64, PathBuf)> {
+        let mut entries = Vec::new();
+        let Ok(folders) = fs::read_dir(&self.root) else {
+            return entries;
+        };
+        for folder in folders.flatten() {
+            if folder.file_name() == TMP_DIR {
+                continue;
+            }
+            let Ok(files) = fs::read_dir(folder.path()) else {
+                continue;
+            };
+            for file in files.flatten() {
+                let Ok(meta) = file.metadata() else { continue };
+                if meta.is_file() {
+                    let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                    entries.push((modified, meta.len(), file.path()));
+                }
+            }
+        }
+        entries
+    }
+}
+
+/// Writes the entry of `key` holding `bytes` to `path`, a file of its own.
+fn write_entry(path: &Path, key: &CacheKey, bytes: &[u8]) -> io::Result<()> {
+    let mut file = File::create(path)?;
+    let mut header = Vec::with_capacity(key.header_len());
+    header.extend_from_slice(MAGIC);
+    header.extend_from_slice(&(key.text.len() as u32).to_le_bytes());
+    header.extend_from_slice(key.text.as_bytes());
+    header.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    header.extend_from_slice(&checksum(bytes).to_le_bytes());
+    file.write_all(&header)?;
+    file.write_all(bytes)?;
+    Ok(())
+}
+
+/// Where the range's bytes are in `data`, a whole entry file, when it is an entry of `key` whose
+/// bytes match their checksum.
+fn parse(data: &[u8], key: &CacheKey) -> Option<Range<usize>> {
+    let rest = data.strip_prefix(MAGIC.as_slice())?;
+    let (key_len, rest) = rest.split_first_chunk::<4>()?;
+    let key_len = usize::try_from(u32::from_le_bytes(*key_len)).ok()?;
+    if key_len != key.text.len() {
+        return None;
+    }
+    let (text, rest) = rest.split_at_checked(key_len)?;
+    if text != key.text.as_bytes() {
+        return None;
+    }
+    let (len, rest) = rest.split_first_chunk::<8>()?;
+    let (sum, payload) = rest.split_first_chunk::<16>()?;
+    if u64::from_le_bytes(*len) != key.len || payload.len() as u64 != key.len {
+        return None;
+    }
+    if checksum(payload) != u128::from_le_bytes(*sum) {
+        return None;
+    }
+    Some(data.len() - payload.len()..data.len())
+}
+
+/// XXH3-128 of `bytes`.
+fn checksum(bytes: &[u8]) -> u128 {
+    twox_hash::XxHash3_128::oneshot(bytes)
+}
+
+/// Sets the modification time of `file` to now.
+fn file_touch(file: &File) -> io::Result<()> {
+    file.set_times(fs::FileTimes::new().set_modified(SystemTime::now()))
+}
+
+#[cfg(test)]
+mod tests;

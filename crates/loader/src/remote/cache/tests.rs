@@ -1,0 +1,196 @@
+use std::sync::Arc;
+
+use super::*;
+
+fn settings(dir: &Path, limit: u64) -> CacheSettings {
+    CacheSettings {
+        dir: dir.to_path_buf(),
+        limit,
+    }
+}
+
+fn key(e_tag: &str, range: Range<u64>) -> CacheKey {
+    CacheKey::new("s3://bucket/a.parquet", 1 << 20, Some(e_tag), 7, &range)
+}
+
+fn bytes_of(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// The bytes every entry of the cache at `dir` holds, headers included.
+fn stored(dir: &Path) -> u64 {
+    let cache = RangeCache::open(&settings(dir, u64::MAX)).unwrap();
+    cache.list().iter().map(|entry| entry.1).sum()
+}
+
+#[test]
+fn a_kept_range_is_read_back_for_its_key_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap();
+    let data = bytes_of(5000, 1);
+    let kept = key("\"v1\"", 100..5100);
+    assert_eq!(cache.get(&kept), None);
+    cache.put(&kept, &data);
+    assert_eq!(cache.get(&kept).as_deref(), Some(&data[..]));
+    // Another ETag, range or object is another entry.
+    assert_eq!(cache.get(&key("\"v2\"", 100..5100)), None);
+    assert_eq!(cache.get(&key("\"v1\"", 100..5101)), None);
+    let other = CacheKey::new(
+        "s3://bucket/b.parquet",
+        1 << 20,
+        Some("\"v1\""),
+        7,
+        &(100..5100),
+    );
+    assert_eq!(cache.get(&other), None);
+    // Bytes of the wrong length for the key are not kept.
+    cache.put(&key("\"v1\"", 0..10), &data[..9]);
+    assert_eq!(cache.get(&key("\"v1\"", 0..10)), None);
+    // A second process (here a second handle) reads what the first wrote.
+    let again = RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap();
+    assert_eq!(again.get(&kept).as_deref(), Some(&data[..]));
+}
+
+#[test]
+fn an_altered_truncated_or_foreign_entry_is_a_miss_and_written_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap();
+    let data = bytes_of(4096, 2);
+    let kept = key("\"v1\"", 0..4096);
+    cache.put(&kept, &data);
+    let path = cache.entry_path(&kept);
+    let whole = fs::read(&path).unwrap();
+
+    let mut altered = whole.clone();
+    let last = altered.len() - 1;
+    altered[last] ^= 1;
+    fs::write(&path, &altered).unwrap();
+    assert_eq!(cache.get(&kept), None, "a flipped bit");
+
+    fs::write(&path, &whole[..whole.len() - 1]).unwrap();
+    assert_eq!(cache.get(&kept), None, "a truncated entry");
+
+    // An entry of another key under this key's name (as two keys of one hash would leave).
+    let other = key("\"v9\"", 0..4096);
+    cache.put(&other, &data);
+    fs::copy(cache.entry_path(&other), &path).unwrap();
+    assert_eq!(cache.get(&kept), None, "another key's entry");
+
+    let mut wrong_magic = whole.clone();
+    wrong_magic[0] = b'X';
+    fs::write(&path, &wrong_magic).unwrap();
+    assert_eq!(cache.get(&kept), None, "another format");
+
+    cache.put(&kept, &data);
+    assert_eq!(cache.get(&kept).as_deref(), Some(&data[..]));
+}
+
+#[test]
+fn the_least_recently_used_entries_go_when_the_limit_is_passed() {
+    let dir = tempfile::tempdir().unwrap();
+    let entry = 10_000;
+    // Ranges of as many digits, so that every entry has the same size.
+    let keys: Vec<CacheKey> = (0..12u64)
+        .map(|i| key("\"v1\"", 100_000 + i * entry..100_000 + (i + 1) * entry))
+        .collect();
+    let total_of = |count: u64| count * (keys[0].header_len() as u64 + entry);
+    // Room for ten entries.
+    let cache = RangeCache::open(&settings(dir.path(), total_of(10))).unwrap();
+    let old = SystemTime::now() - Duration::from_secs(1000);
+    for (i, key) in keys[..10].iter().enumerate() {
+        cache.put(key, &bytes_of(entry as usize, i as u8));
+        // Each older than the next, as if written a second apart.
+        let file = File::options()
+            .write(true)
+            .open(cache.entry_path(key))
+            .unwrap();
+        file.set_modified(old + Duration::from_secs(i as u64))
+            .unwrap();
+    }
+    assert_eq!(stored(dir.path()), total_of(10));
+    // A hit renews the oldest entry, which then outlives the next ones.
+    assert!(cache.get(&keys[0]).is_some());
+    cache.put(&keys[10], &bytes_of(entry as usize, 10));
+    // Past the limit: entries go, oldest first, until 90% of it is left.
+    assert!(stored(dir.path()) <= total_of(10) / 10 * 9);
+    assert!(
+        cache.get(&keys[0]).is_some(),
+        "the entry a hit renewed stays"
+    );
+    assert!(cache.get(&keys[10]).is_some(), "the newest entry stays");
+    assert_eq!(
+        cache.get(&keys[1]),
+        None,
+        "the least recently used entry went"
+    );
+    // An entry larger than the whole cache is never written.
+    let huge = key("\"v1\"", 0..total_of(11));
+    cache.put(&huge, &vec![0; total_of(11) as usize]);
+    assert_eq!(cache.get(&huge), None);
+    // A cache opened with a smaller limit evicts at once.
+    drop(cache);
+    RangeCache::open(&settings(dir.path(), total_of(2))).unwrap();
+    assert!(stored(dir.path()) <= total_of(2));
+}
+
+#[test]
+fn threads_writing_and_reading_one_entry_never_see_part_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Arc::new(RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap());
+    let data = Arc::new(bytes_of(1 << 20, 3));
+    let kept = key("\"v1\"", 0..1 << 20);
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let (cache, data, kept) = (cache.clone(), data.clone(), kept.clone());
+            std::thread::spawn(move || {
+                for _ in 0..20 {
+                    match cache.get(&kept) {
+                        Some(read) => assert_eq!(&read[..], &data[..]),
+                        None => cache.put(&kept, &data),
+                    }
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    assert_eq!(cache.get(&kept).as_deref(), Some(&data[..]));
+    // No writer left a file behind in tmp/.
+    let left = fs::read_dir(dir.path().join(VERSION_DIR).join(TMP_DIR))
+        .unwrap()
+        .count();
+    assert_eq!(left, 0);
+}
+
+#[test]
+fn an_unusable_directory_is_refused_and_stale_writes_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    fs::write(&file, b"x").unwrap();
+    let error = RangeCache::open(&settings(&file, 1 << 30)).unwrap_err();
+    assert!(matches!(&error, Error::InvalidSpec { .. }), "{error:?}");
+    let expected = format!("cache_dir {file:?} cannot be used (");
+    assert!(error.to_string().contains(&expected), "{error}");
+
+    let tmp = dir.path().join("cache").join(VERSION_DIR).join(TMP_DIR);
+    fs::create_dir_all(&tmp).unwrap();
+    let (stale, fresh) = (tmp.join("1-0"), tmp.join("2-0"));
+    fs::write(&stale, b"half an entry").unwrap();
+    fs::write(&fresh, b"being written").unwrap();
+    let long_ago = SystemTime::now() - STALE_TMP - Duration::from_secs(60);
+    File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(long_ago)
+        .unwrap();
+    RangeCache::open(&settings(&dir.path().join("cache"), 1 << 30)).unwrap();
+    assert!(
+        !stale.exists(),
+        "a write no process can still finish is removed"
+    );
+    assert!(fresh.exists(), "a write in progress is left alone");
+}
