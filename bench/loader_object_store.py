@@ -11,7 +11,8 @@ labels (B,), embeddings (B, 8):
 - ours, S3: ``ad.batches("s3://bench/workload.parquet", ..., storage_options={"endpoint": ...})``;
 - pyarrow, S3: ``pyarrow.fs.S3FileSystem(endpoint_override=...)``, ``ParquetFile.iter_batches``,
   rebatched, ``to_tensor`` and ``torch.from_dlpack``, as ``loader_methods.by_hand`` does;
-- ours, S3 with ``cache_dir``: a later epoch, whose ranges the warm-up pass left in the cache.
+- ours, S3 with ``cache_dir``: a later epoch, whose ranges the warm-up pass left in the cache
+  (the footer from the per-byte server below).
 
 moto's server reads the whole object for every request, whatever its range, so on it a pass
 measures the number of requests. Both S3 methods therefore run a second time against a server
@@ -56,8 +57,9 @@ BUCKET = "bench"
 KEY = "workload.parquet"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
-# Fetches a decoding thread holds: the row group it decodes and FETCH_AHEAD (1) after it.
-ROW_GROUPS_PER_THREAD = 2
+# The compressed bytes a decoding thread fetches ahead of the row group it decodes: at least one
+# row group, and more while they hold at most this (crates/loader/src/parquet/fetch_ahead.rs).
+FETCH_AHEAD_BYTES = 32 << 20
 # The loader's fixed costs (docs/loader.md), plus the fetch runtime's two threads and its HTTP
 # client (connection pool, TLS-free here).
 FIXED_BYTES = 512 * 1024 + 4 * 1024 * 1024
@@ -74,8 +76,10 @@ class StaticS3Server(http.server.ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, delay: float = 0.0):
         self.root = root
+        #: Seconds every answer waits before its first byte, as a server far away would.
+        self.delay = delay
         super().__init__(("127.0.0.1", 0), _StaticS3Handler)
 
     @property
@@ -91,6 +95,8 @@ class _StaticS3Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def _answer(self, body: bool) -> None:
+        if self.server.delay:
+            time.sleep(self.server.delay)
         bucket, _, key = self.path.lstrip("/").partition("/")
         path = self.server.root / key.split("?")[0]
         if bucket != BUCKET or not path.is_file():
@@ -163,10 +169,11 @@ def _methods(path: Path, endpoint: str, static: str, cache_dir: Path) -> Dict[st
         "ours-local": lambda: count(ours_triple(b) for b in ours(str(path))),
         "ours-s3": lambda: count(ours_triple(b) for b in ours(url, storage_options=_options(endpoint))),
         # The warm-up pass fills the cache; every measured pass is a later epoch, which asks the
-        # server for the footer only.
+        # server (the per-byte one: moto's answer to any request costs a whole read of the
+        # object) for the footer only.
         "ours-cached": lambda: count(
             ours_triple(b)
-            for b in ours(url, storage_options=_options(endpoint), cache_dir=str(cache_dir))
+            for b in ours(url, storage_options=static_options, cache_dir=str(cache_dir))
         ),
         "pyarrow-s3": by_pyarrow(s3),
         "ours-static": lambda: count(ours_triple(b) for b in ours(url, storage_options=static_options)),
@@ -225,11 +232,12 @@ def memory_bound(path: Path, rows: int) -> tuple:
     compressed = path.stat().st_size // groups
     pending = (-(-BATCH // CHUNK) + 1) * group_bytes
     bound = (2 + 2) * batch_bytes + FIXED_BYTES + pending
-    bound += threads * (2 * group_bytes + ROW_GROUPS_PER_THREAD * compressed)
+    ahead = max(compressed, FETCH_AHEAD_BYTES)
+    bound += threads * (2 * group_bytes + compressed + ahead)
     text = (
         f"(2 + 2) × {_mb(batch_bytes)} batches + {_mb(FIXED_BYTES)} fixed + {_mb(pending)} pending "
         f"row groups + {threads} threads × (2 × {_mb(group_bytes)} decoded + "
-        f"{ROW_GROUPS_PER_THREAD} × {_mb(compressed)} fetched row groups)"
+        f"{_mb(compressed)} fetched row group + {_mb(ahead)} fetched ahead)"
     )
     return bound, text
 
@@ -335,7 +343,8 @@ def render(rows, size, times, memory, bound, bound_text, tiny, requests) -> str:
             f"| pyarrow by hand over `S3FileSystem` | {cell('pyarrow-s3')} |",
             f"| **ours**, `s3://` from the per-byte static server | {cell('ours-static')} |",
             f"| **ours**, `ad.batches(\"s3://...\", cache_dir=...)`, a later epoch (the ranges "
-            f"from the local cache, the footer from moto) | {cell('ours-cached')} |",
+            f"from the local cache, the footer from the per-byte static server) "
+            f"| {cell('ours-cached')} |",
             f"| pyarrow by hand over `S3FileSystem(anonymous=True)` from the static server "
             f"| {cell('pyarrow-static')} |",
             "",

@@ -262,13 +262,10 @@ fn single(
             every_column: spec.columns.is_none(),
         });
     }
-    if data_type == &DataType::Boolean {
-        return Ok(Output::Bool {
-            name: name.to_string(),
-            index,
-        });
-    }
-    if data_type.is_numeric() && column_null_to_nan(spec, field) {
+    // A boolean column whose nulls become NaN is a float32 column of 0, 1 and NaN, as an integer
+    // one is promoted.
+    let boolean = data_type == &DataType::Boolean;
+    if (data_type.is_numeric() || boolean) && column_null_to_nan(spec, field) {
         let probe = [array.slice(0, 0)];
         let options = TableToTensorOptions {
             row_major: true,
@@ -285,6 +282,12 @@ fn single(
             null_to_nan: true,
             flat: true,
             view_when_no_nulls: data_type.is_floating(),
+        });
+    }
+    if boolean {
+        return Ok(Output::Bool {
+            name: name.to_string(),
+            index,
         });
     }
     let is_extension = field
@@ -330,7 +333,8 @@ fn group_null_to_nan(spec: &BatchSpec, name: &str) -> bool {
     }
 }
 
-/// Whether the numeric single column `field` writes its nulls as NaN: where named, or, with
+/// Whether the numeric or boolean single column `field` writes its nulls as NaN (a boolean one
+/// then becomes float32): where named, or, with
 /// [`NullToNan::Auto`] and nothing else known, a float column, or one whose field is nullable
 /// (the planning of files turns `Auto` into the names of the columns their metadata says may
 /// hold nulls first: [`resolve_null_to_nan`]).
@@ -379,8 +383,9 @@ fn check_null_to_nan_names(spec: &BatchSpec, outputs: &[Output]) -> Result<()> {
 
 /// [`NullToNan::Auto`] of `spec` made explicit for a source of full schema `schema` whose
 /// metadata gives `nulls` (the null count of each column where it is known): the names of
-/// every group, of every float single column, and of each other numeric single column that may
-/// hold nulls (a known count above 0, or, unknown, a nullable field). Any other value as it is.
+/// every group, of every float single column, and of each other numeric or boolean single column
+/// that may hold nulls (a known count above 0, or, unknown, a nullable field). Any other value as
+/// it is.
 ///
 /// The loader thread then writes NaN in exactly these outputs, so that a column's dtype is
 /// decided once, from the whole source, not from the record batches a batch happens to hold.
@@ -406,7 +411,10 @@ pub(crate) fn resolve_null_to_nan(
             Some(count) => count > 0,
             None => field.is_nullable(),
         };
-        if data_type.is_numeric() && (data_type.is_floating() || may_hold_nulls) {
+        let boolean = data_type == &DataType::Boolean;
+        if (data_type.is_numeric() && (data_type.is_floating() || may_hold_nulls))
+            || (boolean && may_hold_nulls)
+        {
             names.push(column.to_string());
         }
     }
@@ -414,8 +422,8 @@ pub(crate) fn resolve_null_to_nan(
 }
 
 /// Whether the planning needs the null counts of the source's columns to resolve
-/// [`NullToNan::Auto`]: a numeric single column that is not a float and whose field is
-/// nullable (a column the schema says holds no nulls needs no count).
+/// [`NullToNan::Auto`]: a numeric single column that is not a float, or a boolean one, whose
+/// field is nullable (a column the schema says holds no nulls needs no count).
 pub(crate) fn needs_null_counts(spec: &BatchSpec, schema: &Schema) -> bool {
     if spec.null_to_nan != NullToNan::Auto {
         return false;
@@ -424,7 +432,9 @@ pub(crate) fn needs_null_counts(spec: &BatchSpec, schema: &Schema) -> bool {
     spec.single_columns(&source_names).iter().any(|column| {
         schema.field_with_name(column).is_ok_and(|field| {
             let data_type = field.data_type();
-            data_type.is_numeric() && !data_type.is_floating() && field.is_nullable()
+            let counted = (data_type.is_numeric() && !data_type.is_floating())
+                || data_type == &DataType::Boolean;
+            counted && field.is_nullable()
         })
     })
 }

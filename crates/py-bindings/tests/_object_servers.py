@@ -23,6 +23,8 @@ class RangeServer(http.server.ThreadingHTTPServer):
         self.stopping = threading.Event()
         self.requests = 0
         self.validators = True
+        #: Send weak ETags (``W/"..."``), which may stay the same when the bytes change.
+        self.weak_etags = False
         #: Called with the request handler before anything else; returns True when it answered.
         self.handler = None
         #: Every request: (method, path, {lowercase header: value}).
@@ -109,7 +111,8 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
         self.send_response(206 if ranged else 200)
         self.send_header("Content-Length", str(end - start))
         if server.validators:
-            self.send_header("ETag", f'"{len(data)}-{hash(data) & 0xFFFF}"')
+            weak = "W/" if server.weak_etags else ""
+            self.send_header("ETag", f'{weak}"{len(data)}-{hash(data) & 0xFFFF}"')
             self.send_header("Last-Modified", "Tue, 01 Dec 2026 00:00:00 GMT")
         if ranged:
             self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")

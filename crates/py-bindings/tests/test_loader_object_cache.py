@@ -190,6 +190,11 @@ def test_an_unusable_cache_dir_is_refused_when_the_loader_is_made(tmp_path):
             ad.batches(f"{base}/a.parquet", cache_dir=str(tmp_path / "c"), cache_size=0)
         with pytest.raises(TypeError, match=r"cache_dir"):
             ad.batches(f"{base}/a.parquet", cache_dir=3)
+        with pytest.raises(ValueError, match=r"^cache_dir is empty"):
+            ad.batches(f"{base}/a.parquet", columns=["id"], cache_dir="")
+        undecodable = os.fsdecode(b"/tmp/cache-\xff")
+        with pytest.raises(ValueError, match=r"^cache_dir is not valid UTF-8"):
+            ad.batches(f"{base}/a.parquet", columns=["id"], cache_dir=undecodable)
     # A local source reads its files directly: the directory is not even made.
     local = tmp_path / "a.parquet"
     loader = ad.batches(str(local), 100, columns=["id"], cache_dir=str(tmp_path / "unused"))
@@ -198,13 +203,16 @@ def test_an_unusable_cache_dir_is_refused_when_the_loader_is_made(tmp_path):
     assert os.path.exists(local)
 
 
-def test_objects_without_validators_are_never_cached(tmp_path):
-    # Pinned by their size alone, a replacement of the same size could not be told apart.
+@pytest.mark.parametrize("validators", ["none", "weak etag"])
+def test_objects_without_a_strong_etag_are_never_cached(tmp_path, validators):
+    # Pinned by their size alone, or by a weak ETag, which may stay the same when the bytes
+    # change, a replacement could not be told apart across loaders.
     files = {"/a.parquet": _parquet_bytes(tmp_path, "a.parquet", 0, 2000)}
     cache = str(tmp_path / "cache")
     options = {**QUICK, "allow_objects_without_validators": True}
     with _object_servers.range_server(files) as (server, base):
-        server.validators = False
+        server.validators = validators != "none"
+        server.weak_etags = validators == "weak etag"
         url = f"{base}/a.parquet"
         for _ in range(2):
             loader = ad.batches(url, 256, columns=["id"], cache_dir=cache, storage_options=options)

@@ -151,7 +151,10 @@ def test_a_prefix_a_glob_and_a_list_of_urls_name_the_same_objects_in_key_order(a
     expected = _collect(paths, 1000, columns=["id"])
     assert np.concatenate([b["id"] for b in expected]).tolist() == list(range(ROWS))
     urls = [f"s3://{BUCKET}/parquet/part-{index}.parquet" for index in range(3)]
-    for source in [f"s3://{BUCKET}/parquet/", f"s3://{BUCKET}/parquet", urls]:
+    # A `?` is a glob's one character, not the start of a query (it was read as a query, and
+    # the prefix `parquet/part-` listed).
+    question = f"s3://{BUCKET}/parquet/part-?.parquet"
+    for source in [f"s3://{BUCKET}/parquet/", f"s3://{BUCKET}/parquet", urls, question]:
         _assert_same(_collect(source, 1000, columns=["id"]), expected)
     loader = ad.batches(f"s3://{BUCKET}/parquet/", 1000, columns=["id"])
     assert len(loader) == 6 and loader.num_rows == ROWS
@@ -303,6 +306,46 @@ def test_wrong_credentials_are_a_permission_error_naming_the_url(tmp_path):
         wrong = {**base, "access_key_id": "AKIAWRONGWRONGWRONG1", "secret_access_key": "nope"}
         with pytest.raises(PermissionError, match="s3://private/a.parquet"):
             ad.batches(url, 100, storage_options=wrong)
+
+
+def test_an_http_url_with_a_query_is_refused_without_showing_the_query(tmp_path):
+    # The query would not be sent: a pre-signed URL would be read without its signature, and
+    # `?version=2` would read the same object as `?version=1`.
+    files = {"/a.parquet": b"PAR1"}
+    with _servers.range_server(files) as (server, base):
+        for url in (f"{base}/a.parquet?X-Amz-Signature=secret", f"{base}/a.parquet#frag"):
+            with pytest.raises(ValueError, match=r"query string|fragment") as raised:
+                ad.batches(url, storage_options=QUICK)
+            assert "secret" not in str(raised.value)
+        assert server.requests == 0
+
+
+def test_small_row_groups_are_fetched_many_ahead_and_large_ones_one_ahead(tmp_path):
+    """A decoding thread fetches ahead by bytes: row groups of a few kilobytes keep many requests
+    in flight (a round trip each would leave it waiting), row groups larger than the budget
+    (32 MiB) one ahead, as before."""
+    pq.write_table(_table(0, 6000), tmp_path / "small.parquet", row_group_size=200)
+    files = {"/small.parquet": (tmp_path / "small.parquet").read_bytes()}
+    with _servers.range_server(files) as (server, base):
+        state = {"now": 0, "most": 0}
+
+        def slow(handler):
+            # Every answer waits 50 ms, as a server in another region would; the requests in
+            # flight meanwhile are counted.
+            with server.lock:
+                state["now"] += 1
+                state["most"] = max(state["most"], state["now"])
+            time.sleep(0.05)
+            with server.lock:
+                state["now"] -= 1
+            return False
+
+        server.handler = slow
+        loader = ad.batches(f"{base}/small.parquet", 500, columns=["id"], decode_threads=1,
+                            storage_options=QUICK)
+        assert [i for b in loader for i in np.from_dlpack(b["id"]).tolist()] == list(range(6000))
+    # 30 row groups of a few KB each: one thread kept more than its next row group in flight.
+    assert state["most"] > 4, state
 
 
 def test_http_urls_with_retries_of_transient_errors(tmp_path):

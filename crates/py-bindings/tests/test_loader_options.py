@@ -371,6 +371,36 @@ def test_a_group_with_boolean_columns_holds_zero_and_one_as_numpy_stacks_them(sh
     assert np.array_equal(got["both"].numpy(), np.stack([flags, ~flags], axis=1)[order])
 
 
+@pytest.mark.parametrize("shuffle", [False, True], ids=["in order", "shuffled"])
+@pytest.mark.parametrize("other", [pa.int8(), pa.bool_()], ids=["int8", "bool"])
+def test_a_null_in_an_integer_or_boolean_group_is_the_documented_error(shuffle, other):
+    # Shuffled rows are copied one at a time; the rows without the null went into an integer
+    # destination, and the copy asserted that no null could reach one (a panic, not the error).
+    table = pa.table({"g": pa.array([1, None, 3, 4], other) if other == pa.int8()
+                      else pa.array([True, None, False, True]), "n": pa.array([1, 2, 3, 4], pa.int8())})
+    with pytest.raises(ValueError, match=r'found 1 nulls in column "g"'):
+        list(ad.batches(table, 4, columns=[], groups={"x": ["g", "n"]}, shuffle=shuffle, seed=0))
+
+
+def test_boolean_columns_with_nulls_become_float32_where_null_to_nan_applies():
+    table = pa.table({"a": pa.array([True, None, False]), "b": [True, False, True], "id": [0, 1, 2]})
+    with pytest.raises(ValueError, match=r'null_to_nan=\["a"\]'):
+        list(ad.batches(table, 3, columns=["a", "id"]))
+    for null_to_nan in (True, ["a"]):
+        [batch] = ad.batches(table, 3, columns=["a", "b", "id"], null_to_nan=null_to_nan)
+        a = np.from_dlpack(batch["a"])
+        assert a.dtype == np.float32 and np.array_equal(a, [1.0, np.nan, 0.0], equal_nan=True)
+        # A boolean column without nulls (or not named) keeps its dtype.
+        assert np.from_dlpack(batch["b"]).dtype == np.bool_
+    # A group of booleans may name its dtype, bool, as numpy and torch spell it.
+    for dtype in ("bool", np.bool_, torch.bool):
+        spec = {"columns": ["b", "b"], "dtype": dtype}
+        [batch] = ad.batches(table, 3, columns=[], groups={"x": spec})
+        assert torch.from_dlpack(batch["x"]).dtype == torch.bool
+    with pytest.raises(ValueError, match=r"only boolean columns may have it"):
+        list(ad.batches(table, 3, columns=[], groups={"x": {"columns": ["b", "id"], "dtype": "bool"}}))
+
+
 def test_boolean_nulls_in_a_group_are_refused_or_nan_and_tables_convert_booleans_too():
     table = pa.table({"flag": pa.array([True, None, False]), "f": pa.array([1.0, 2.0, 3.0], pa.float32())})
     with pytest.raises(ValueError, match=r'"flag"'):

@@ -369,7 +369,12 @@ pub(super) fn write_columns<D: Element>(
         let Some(nulls) = column.nulls.as_ref().filter(|nulls| nulls.null_count() > 0) else {
             continue;
         };
+        // The column may hold nulls only outside these rows (a run of a shuffled batch), which
+        // an integer target takes.
         let nulls = nulls.slice(rows.start, len);
+        if nulls.null_count() == 0 {
+            continue;
+        }
         let nan = D::NAN.expect("nulls reach the copy only when the target is a float type");
         for row in null_rows(&nulls) {
             let position = if row_major {

@@ -8,8 +8,8 @@
 //!
 //! A Parquet object in object storage is read the same way: its footer is fetched once when it
 //! is planned; a worker fetches the projected column chunks of a row group (ranges less than
-//! a megabyte apart coalesced into one request) [`FETCH_AHEAD`] row groups ahead of the one it
-//! decodes, so that a worker holds the compressed bytes of at most `1 + FETCH_AHEAD` row groups.
+//! a megabyte apart coalesced into one request) ahead of the one it decodes, by a budget of
+//! bytes (`fetch_ahead.rs`), so that a server's latency is hidden whatever the row groups' size.
 
 #[cfg(feature = "object-store")]
 use std::ops::Range;
@@ -34,12 +34,16 @@ use crate::digest;
 use crate::file::{self, PinnedFile, PlannedFile};
 use crate::quiet_panic::catch_quietly;
 #[cfg(feature = "object-store")]
-use crate::remote::{self, Fetched, Pending, RemoteObject};
+use crate::remote::{self, Fetched, RemoteObject};
 use crate::{Error, Result};
 use codecs::check_codecs;
+#[cfg(feature = "object-store")]
+use fetch_ahead::FetchesAhead;
 
 mod bounds;
 mod codecs;
+#[cfg(feature = "object-store")]
+mod fetch_ahead;
 mod thrift;
 
 /// The most rows decoded into one record batch: a whole row group up to this size, so that most
@@ -48,10 +52,6 @@ const MAX_DECODE_ROWS: usize = 1 << 20;
 
 /// The fewest rows asked of the decoder at once, whatever a row group declares.
 const MIN_DECODE_ROWS: usize = 1 << 13;
-
-/// The row groups a worker fetches from object storage ahead of the one it decodes.
-#[cfg(feature = "object-store")]
-pub(crate) const FETCH_AHEAD: usize = 1;
 
 /// Where a Parquet file's bytes are.
 #[derive(Clone)]
@@ -167,11 +167,11 @@ impl ParquetFile {
             .collect()
     }
 
-    /// Starts fetching the projected column chunks of `row_group` of the object `object`.
+    /// The ranges a fetch of the projected column chunks of `row_group` of the object `object`
+    /// asks for: the chunks, those less than a megabyte apart coalesced.
     #[cfg(feature = "object-store")]
-    fn fetch_row_group(&self, object: &RemoteObject, row_group: usize) -> Pending<Fetched> {
-        let ranges = remote::coalesce(self.chunk_ranges(row_group, object.size()));
-        object.remote().spawn(object.fetch_ranges(ranges))
+    fn row_group_ranges(&self, object: &RemoteObject, row_group: usize) -> Vec<Range<u64>> {
+        remote::coalesce(self.chunk_ranges(row_group, object.size()))
     }
 
     /// The same file with its decoding projected onto `columns` instead (names absent from the
@@ -335,45 +335,6 @@ impl ParquetFile {
             });
         }
         Ok(())
-    }
-}
-
-/// The fetches a worker has started for the row groups of objects it decodes next, by the
-/// position of the unit in the worker's own list.
-#[cfg(feature = "object-store")]
-#[derive(Default)]
-struct FetchesAhead {
-    pending: std::collections::VecDeque<(usize, Pending<Fetched>)>,
-    /// The first position not yet considered.
-    next: usize,
-}
-
-#[cfg(feature = "object-store")]
-impl FetchesAhead {
-    /// Starts the fetches of the units at `position` and up to [`FETCH_AHEAD`] after it.
-    fn start(&mut self, files: &[ParquetFile], mine: &[&RowGroup], position: usize) {
-        let end = (position + 1 + FETCH_AHEAD).min(mine.len());
-        while self.next < end {
-            let unit = mine[self.next];
-            let file = &files[unit.file];
-            if let Location::Remote(object) = &file.location {
-                self.pending
-                    .push_back((self.next, file.fetch_row_group(object, unit.row_group)));
-            }
-            self.next += 1;
-        }
-    }
-
-    /// Waits for the fetch of the unit at `position`.
-    fn take(&mut self, position: usize) -> Result<Fetched> {
-        while let Some((at, pending)) = self.pending.pop_front() {
-            if at == position {
-                return pending.wait();
-            }
-        }
-        Err(Error::Panicked {
-            message: format!("no fetch was started for the worker's unit {position}"),
-        })
     }
 }
 

@@ -149,11 +149,16 @@ impl RangeCache {
     }
 
     /// The bytes of the range of `key`, when the cache holds a whole, unaltered entry of it.
+    ///
+    /// Only a regular file is read: the entry is opened without following a symbolic link and
+    /// without waiting (a FIFO put in its place would block a plain open forever), and what was
+    /// opened is checked to be a regular file of the entry's size before a byte is read.
     pub(crate) fn get(&self, key: &CacheKey) -> Option<Bytes> {
         let path = self.entry_path(key);
-        let file = File::open(&path).ok()?;
+        let file = open_entry(&path).ok()?;
         let total = key.header_len() as u64 + key.len;
-        if file.metadata().ok()?.len() != total {
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() || meta.len() != total {
             return None;
         }
         let mut data = Vec::new();
@@ -244,22 +249,27 @@ impl RangeCache {
         self.used.store(total, Ordering::Relaxed);
     }
 
-    /// Every entry: its modification time, size and path.
+    /// Every entry: its modification time, size and path. Only what this cache writes is
+    /// listed (and so ever removed): regular files named as entries, in real folders named as
+    /// its folders; a symbolic link is never followed, so that a link planted in the directory
+    /// cannot make an eviction count or remove files elsewhere.
     fn list(&self) -> Vec<(SystemTime, u64, PathBuf)> {
         let mut entries = Vec::new();
         let Ok(folders) = fs::read_dir(&self.root) else {
             return entries;
         };
         for folder in folders.flatten() {
-            if folder.file_name() == TMP_DIR {
+            let is_dir = folder.file_type().is_ok_and(|kind| kind.is_dir());
+            if !is_dir || !is_hex(&folder.file_name(), 2) {
                 continue;
             }
             let Ok(files) = fs::read_dir(folder.path()) else {
                 continue;
             };
             for file in files.flatten() {
+                // `DirEntry::metadata` does not follow a symbolic link.
                 let Ok(meta) = file.metadata() else { continue };
-                if meta.is_file() {
+                if meta.is_file() && is_hex(&file.file_name(), 32) {
                     let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
                     entries.push((modified, meta.len(), file.path()));
                 }
@@ -267,6 +277,30 @@ impl RangeCache {
         }
         entries
     }
+}
+
+/// Whether `name` is `digits` lowercase hexadecimal digits, as the cache names its folders and
+/// entries.
+fn is_hex(name: &std::ffi::OsStr, digits: usize) -> bool {
+    name.to_str().is_some_and(|name| {
+        name.len() == digits
+            && name
+                .bytes()
+                .all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
+
+/// Opens the entry at `path` for reading, without following a symbolic link and without
+/// blocking on a FIFO (on Unix; elsewhere as `File::open`).
+fn open_entry(path: &Path) -> io::Result<File> {
+    let mut options = File::options();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    options.open(path)
 }
 
 /// Writes the entry of `key` holding `bytes` to `path`, a file of its own.

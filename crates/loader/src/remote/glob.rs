@@ -166,4 +166,33 @@ mod tests {
             matches!(target("s3://b/a%20b/x.parquet"), Target::Object(p) if p.as_ref() == "a b/x.parquet")
         );
     }
+
+    #[test]
+    fn a_question_mark_is_a_glob_wildcard_and_an_http_query_or_a_fragment_is_refused() {
+        // As a source names it: `ObjectSource::new` puts what the parser read as a query back.
+        let source = |url: &str| crate::remote::ObjectSource::new([url], [("a", "b"); 0]);
+        let urls = |url: &str| source(url).unwrap().urls;
+        let target = |url: &str| Target::of(&urls(url)[0]).unwrap();
+        assert!(
+            matches!(target("s3://b/train/part-?.parquet"), Target::Glob { prefix, pattern }
+            if prefix.as_ref() == "train" && pattern == PathPattern::parse(&["part-?.parquet"]))
+        );
+        assert!(
+            matches!(target("gs://b/t/a?/*.arrow"), Target::Glob { prefix, pattern }
+            if prefix.as_ref() == "t" && pattern == PathPattern::parse(&["a?", "*.arrow"]))
+        );
+        for refused in [
+            "https://host/data/a.parquet?X-Amz-Signature=abc",
+            "http://host/a.parquet?v=2",
+            "s3://b/a.parquet#part",
+        ] {
+            let error = source(refused).unwrap_err();
+            assert!(
+                matches!(&error, Error::InvalidSource { reason, .. }
+                    if reason.contains("query string") || reason.contains("fragment")),
+                "{refused}: {error}"
+            );
+            assert!(!error.to_string().contains("abc"), "{error}");
+        }
+    }
 }

@@ -167,9 +167,19 @@ impl ObjectSource {
                             .to_string(),
                     });
                 }
-                Url::parse(text).map_err(|error| Error::InvalidSource {
+                let url = Url::parse(text).map_err(|error| Error::InvalidSource {
                     what,
                     reason: format!("it is not a valid URL: {error}"),
+                })?;
+                glob_query_into_path(url).map_err(|reason| {
+                    // Shown without its query and fragment: a pre-signed URL's query holds its
+                    // signature.
+                    let shown = redact::redacted_text(text);
+                    let cut = shown.find(['?', '#']).unwrap_or(shown.len());
+                    Error::InvalidSource {
+                        what: format!("{:?}", format!("{}...", &shown[..cut])),
+                        reason,
+                    }
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -189,6 +199,37 @@ impl ObjectSource {
     pub fn stop_handle(&self) -> StopHandle {
         StopHandle(self.stop.clone())
     }
+}
+
+/// `url` with what a URL parser reads as its query put back into its path, where a URL of a
+/// bucket or container has it: `s3://bucket/part-?.parquet` is a glob whose `?` matches one
+/// character (the parser would have read `.parquet` as a query, which object storage never
+/// receives, and listed the prefix `part-`). An `http(s)://` URL's query would not be sent
+/// either (the object is named by its path alone, so a pre-signed URL's signature would be
+/// lost), and no URL's fragment would: both are refused, saying why.
+fn glob_query_into_path(mut url: Url) -> std::result::Result<Url, String> {
+    if url.fragment().is_some() {
+        return Err(
+            "it has a fragment (after `#`), which object storage does not take (an \
+                    object is named by its path alone); expected the object's URL"
+                .to_string(),
+        );
+    }
+    let Some(query) = url.query().map(str::to_string) else {
+        return Ok(url);
+    };
+    if matches!(url.scheme(), "http" | "https") {
+        return Err(
+            "it has a query string (after `?`), which the loader does not send (an \
+                    object is named by its path alone, so a pre-signed URL cannot be read); \
+                    expected the object's URL"
+                .to_string(),
+        );
+    }
+    let path = format!("{}?{query}", url.path());
+    url.set_query(None);
+    url.set_path(&path);
+    Ok(url)
 }
 
 /// The name of an object in messages and errors: its URL without its userinfo, as a path (the

@@ -66,10 +66,18 @@ impl Stamp {
         }
     }
 
-    /// The key of `range` of the object `name` in a [`RangeCache`]: none for an object without
-    /// validators, whose replacement by another of its size could not be told.
+    /// The key of `range` of the object `name` in a [`RangeCache`]: only for an object with a
+    /// strong ETag, which names its bytes. A weak ETag (`W/"..."`) may stay the same when the
+    /// bytes change, and a last-modified time has a resolution of a second, so an object
+    /// rewritten within it would read as the old one: such objects are pinned within a loader
+    /// as before, and never cached across loaders.
     fn cache_key(&self, name: &Path, range: &Range<u64>) -> Option<CacheKey> {
-        self.has_validator().then(|| {
+        let strong = self
+            .meta
+            .e_tag
+            .as_deref()
+            .is_some_and(|tag| !tag.starts_with("W/"));
+        strong.then(|| {
             CacheKey::new(
                 &name.to_string_lossy(),
                 self.meta.size,

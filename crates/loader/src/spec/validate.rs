@@ -43,6 +43,11 @@ impl BatchSpec {
                 self.decode_threads
             ));
         }
+        if self.cache_dir.as_deref() == Some("") {
+            return invalid(
+                "cache_dir is empty; expected a directory (None keeps nothing)".to_string(),
+            );
+        }
         if self.shard_index >= self.num_shards {
             return invalid(format!(
                 "shard_index is {}; expected less than num_shards ({})",

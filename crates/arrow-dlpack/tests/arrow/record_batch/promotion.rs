@@ -323,3 +323,43 @@ fn first_column(tensor: &Tensor) -> Vec<f64> {
         other => panic!("no reader for {other}"),
     }
 }
+
+#[test]
+fn rows_without_nulls_of_columns_with_nulls_elsewhere_go_into_any_dtype() {
+    // Row 1 is null; rows 2..4 are not, and an integer or bool destination takes them.
+    let n: ArrayRef = Arc::new(Int8Array::from(vec![Some(1), None, Some(3), Some(4)]));
+    let flag: ArrayRef = Arc::new(BooleanArray::from(vec![
+        Some(true),
+        None,
+        Some(false),
+        Some(true),
+    ]));
+    for row_major in [true, false] {
+        let table = Table::try_from_columns(&["n"], std::slice::from_ref(&n)).unwrap();
+        let mut slots = vec![MaybeUninit::<i16>::uninit(); 2];
+        let mut destination = RowsDestination::new(&mut slots, 2, row_major);
+        let refused = write_rows(&table, 1..3, &mut destination, 0, Default::default());
+        assert!(matches!(
+            refused,
+            Err(Error::ColumnNulls { null_count: 1, .. })
+        ));
+        write_rows(&table, 2..4, &mut destination, 0, Default::default()).unwrap();
+        // SAFETY: write_rows initialised both rows of the one column.
+        let written: Vec<i16> = slots
+            .iter()
+            .map(|slot| unsafe { slot.assume_init() })
+            .collect();
+        assert_eq!(written, [3, 4]);
+
+        let table = Table::try_from_columns(&["flag"], std::slice::from_ref(&flag)).unwrap();
+        let mut bytes = vec![MaybeUninit::<u8>::uninit(); 2];
+        let mut destination = RowsDestination::from_bytes(&mut bytes, DType::Bool, 2, row_major);
+        write_rows(&table, 2..4, &mut destination, 0, Default::default()).unwrap();
+        // SAFETY: as above.
+        let written: Vec<u8> = bytes
+            .iter()
+            .map(|slot| unsafe { slot.assume_init() })
+            .collect();
+        assert_eq!(written, [0, 1]);
+    }
+}

@@ -194,3 +194,47 @@ fn an_unusable_directory_is_refused_and_stale_writes_are_removed() {
     );
     assert!(fresh.exists(), "a write in progress is left alone");
 }
+
+#[cfg(unix)]
+#[test]
+fn links_fifos_and_foreign_files_are_never_read_counted_or_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let precious = outside.path().join("precious");
+    fs::write(&precious, vec![7u8; 50_000]).unwrap();
+    let kept = key("\"v1\"", 0..1000);
+    let data = bytes_of(1000, 5);
+    {
+        let cache = RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap();
+        cache.put(&kept, &data);
+        let entry = cache.entry_path(&kept);
+        // A link in place of the entry, to a copy of it: not followed.
+        let copy = outside.path().join("copy");
+        fs::copy(&entry, &copy).unwrap();
+        fs::remove_file(&entry).unwrap();
+        std::os::unix::fs::symlink(&copy, &entry).unwrap();
+        assert_eq!(cache.get(&kept), None, "a symbolic link");
+        // A FIFO in place of the entry: a miss at once, not a wait for a writer.
+        fs::remove_file(&entry).unwrap();
+        let fifo = std::ffi::CString::new(entry.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `fifo` is a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        assert_eq!(cache.get(&kept), None, "a FIFO");
+        fs::remove_file(&entry).unwrap();
+    }
+    // A link to another directory planted as a folder of the cache, and files not named as
+    // entries: an eviction neither counts nor removes them.
+    let root = dir.path().join(VERSION_DIR);
+    std::os::unix::fs::symlink(outside.path(), root.join("ab")).unwrap();
+    fs::write(root.join("cd-not-an-entry"), vec![0u8; 50_000]).unwrap();
+    let cache = RangeCache::open(&settings(dir.path(), 10_000)).unwrap();
+    assert_eq!(cache.list().len(), 0);
+    cache.put(&kept, &data);
+    cache.evict();
+    assert!(
+        precious.exists(),
+        "a file behind a planted link survives an eviction"
+    );
+    assert!(root.join("cd-not-an-entry").exists());
+    assert_eq!(cache.get(&kept).as_deref(), Some(&data[..]));
+}

@@ -328,7 +328,14 @@ fn images(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<ImageColumn>> {
 /// A text option that may name a directory: a `str`, or an `os.PathLike` (a `pathlib.Path`).
 fn text_or_path(name: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
     if let Ok(text) = value.cast::<PyString>() {
-        return Ok(text.to_str()?.to_owned());
+        // A path of bytes that are not UTF-8 reaches Python as surrogate escapes, which the
+        // loader's text options cannot hold.
+        return text.to_str().map(str::to_owned).map_err(|_| {
+            errors::value_error(format!(
+                "{name} is not valid UTF-8 (a path of other bytes); expected a path of UTF-8 \
+                 characters"
+            ))
+        });
     }
     let fspath = value
         .py()
@@ -392,8 +399,8 @@ fn groups(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<ColumnGroup>> {
     Ok(out)
 }
 
-/// A group's dtype: its name (`"float32"`), or a numpy or torch dtype (`np.float32`,
-/// `np.dtype("float32")`, `torch.float32`), read by its name.
+/// A group's dtype: its name (`"float32"`, `"bool"`), or a numpy or torch dtype (`np.float32`,
+/// `np.dtype("float32")`, `torch.float32`, `torch.bool`), read by its name.
 fn group_dtype(at: &str, value: &Bound<'_, PyAny>) -> PyResult<DType> {
     let text = if let Ok(text) = value.cast::<PyString>() {
         text.to_str()?.to_owned()
@@ -409,16 +416,15 @@ fn group_dtype(at: &str, value: &Bound<'_, PyAny>) -> PyResult<DType> {
         )));
     };
     let name = text.strip_prefix("torch.").unwrap_or(&text);
-    ARROW_DTYPES
-        .into_iter()
-        .find(|dtype| dtype.name() == name)
-        .ok_or_else(|| {
-            let names: Vec<&str> = ARROW_DTYPES.iter().map(|dtype| dtype.name()).collect();
-            errors::value_error(format!(
-                "{at} is {text:?}; expected one of {}",
-                names.join(", ")
-            ))
-        })
+    // The numeric dtypes, and bool, which a group of boolean columns alone may have.
+    let dtypes = || ARROW_DTYPES.into_iter().chain([DType::Bool]);
+    dtypes().find(|dtype| dtype.name() == name).ok_or_else(|| {
+        let names: Vec<&str> = dtypes().map(|dtype| dtype.name()).collect();
+        errors::value_error(format!(
+            "{at} is {text:?}; expected one of {}",
+            names.join(", ")
+        ))
+    })
 }
 
 /// A saved position: a mapping (the dict from `state_dict()`), read by [`state_from_python`].
