@@ -126,6 +126,16 @@ impl Columns {
                 singles.push(column);
             }
         }
+        // The columns named as images or sequences are checked first, so that a wrong one is
+        // reported as itself, not through another column that `columns: None` loads.
+        for image in &spec.images {
+            let index = find(&image.column)?;
+            image_output(image, schema.field(index), index)?;
+        }
+        for sequence in &spec.sequences {
+            let index = find(&sequence.column)?;
+            sequence_output(sequence, schema.field(index), batch.column(index), index)?;
+        }
         let mut outputs = Vec::new();
         let mut sequences = Vec::new();
         for name in singles {

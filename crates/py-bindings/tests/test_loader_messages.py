@@ -169,3 +169,45 @@ def test_a_dataloader_over_the_batches_iterator_says_to_use_batch_dataset():
     loader = DataLoader(ad.batches(pa.table({"x": np.arange(10.0)}), 5))
     with pytest.raises(TypeError, match=r"pass ad\.BatchDataset\(source, batch_size, \.\.\.\)"):
         next(iter(loader))
+
+
+def test_corrupt_files_are_named_in_one_line_without_the_libraries_variant_names(tmp_path):
+    # Bit flips in a Parquet file and an LZ4 Feather file reach the parquet crate's and
+    # arrow-rs's own errors (a thrift footer, a dictionary index, LZ4 blocks, a flatbuffer
+    # verifier whose message carries a trace a line per level); each is a ValueError naming the
+    # file, on one line, without `Parquet error:` and its kind.
+    import pyarrow.feather as feather
+
+    table = pa.table({"idx": np.arange(3000), "s": [f"v{i % 300}" for i in range(3000)]})
+    pq.write_table(table, tmp_path / "a.parquet", row_group_size=1000)
+    feather.write_feather(table, tmp_path / "a.feather")
+    names = ("Parquet error", "Parquet argument error", "Io error", "Parser error", "External")
+    rng = np.random.default_rng(0)
+    seen = 0
+    for name in ("a.parquet", "a.feather"):
+        raw = (tmp_path / name).read_bytes()
+        for _ in range(8):
+            flipped = bytearray(raw)
+            for position in rng.integers(8, len(raw) - 8, 20):
+                flipped[position] ^= 0xFF
+            path = tmp_path / f"flipped-{name}"
+            path.write_bytes(bytes(flipped))
+            try:
+                for _ in ad.batches(str(path), 100, columns=["idx"]):
+                    pass
+            except ValueError as error:
+                message = str(error)
+                seen += 1
+                assert str(path) in message and "\n" not in message, message
+                assert not any(f"{kind}:" in message for kind in names), message
+    assert seen >= 8
+
+
+def test_a_column_named_in_images_or_sequences_is_checked_before_the_other_columns():
+    # With columns=None every other column is loaded too; a wrong images= or sequences= entry is
+    # the error, not the other column it leaves to be loaded as a plain one.
+    table = pa.table({"image": pa.array([b"x"], pa.binary()), "label": [1]})
+    with pytest.raises(TypeError, match=r'column "label" of type int64 as images'):
+        ad.batches(table, 1, images={"label": {"size": 8}})
+    with pytest.raises(TypeError, match=r'"label"'):
+        ad.batches(table, 1, sequences={"label": "pad"})

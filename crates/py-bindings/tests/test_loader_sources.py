@@ -215,6 +215,24 @@ def test_pandas_data_frames_load_alone_and_in_lists():
     assert np.from_dlpack(batch["id"]).tolist() == list(range(1, 20, 2))
 
 
+def test_a_pandas_nan_stays_nan_and_pandas_na_stays_null():
+    frame = pd.DataFrame({
+        "x": np.array([1.0, np.nan, 3.0], np.float32),
+        "y": pd.array([1.5, None, 2.5], dtype="Float64"),
+        "n": pd.array([1, None, 3], dtype="Int64"),
+    })
+    # numpy's NaN is a value: loaded as it is, without null_to_nan.
+    [batch] = ad.batches(frame, 3, columns=["x"])
+    x = np.from_dlpack(batch["x"])
+    assert x.dtype == np.float32 and np.array_equal(x, [1.0, np.nan, 3.0], equal_nan=True)
+    # pandas' missing values are nulls: refused, or NaN with null_to_nan.
+    with pytest.raises(ValueError, match="null"):
+        list(ad.batches(frame, 3, columns=["y"]))
+    [batch] = ad.batches(frame, 3, columns=["y", "n"], null_to_nan=True)
+    assert np.array_equal(np.from_dlpack(batch["y"]), [1.5, np.nan, 2.5], equal_nan=True)
+    assert np.array_equal(np.from_dlpack(batch["n"]), [1.0, np.nan, 3.0], equal_nan=True)
+
+
 def test_a_polars_lazy_frame_is_refused_with_what_to_do():
     lazy = pl.from_arrow(_table()).lazy()
     with pytest.raises(TypeError, match=r"\.collect\(\)"):

@@ -33,9 +33,11 @@ def _is_pandas_frame(obj: Any) -> bool:
 
 def _from_pandas(frame: Any) -> Any:
     """``frame`` as a ``pyarrow.Table``, its columns as ``pandas.DataFrame.__arrow_c_stream__``
-    converts them (float NaN become nulls), without the index: a filtered or sorted frame's
-    index is the rows' old positions, not data to train on (``reset_index()`` makes it a
-    column)."""
+    converts them but for the NaN of numpy float columns, which stay NaN (pyarrow makes them
+    nulls, which the loader refuses by default: a pandas user's NaN is a number, as
+    ``frame.to_numpy()`` gives it; the missing values of pandas' nullable dtypes, ``pd.NA``,
+    stay nulls), without the index: a filtered or sorted frame's index is the rows' old
+    positions, not data to train on (``reset_index()`` makes it a column)."""
     try:
         pyarrow = importlib.import_module("pyarrow")
     except ImportError as error:
@@ -43,7 +45,17 @@ def _from_pandas(frame: Any) -> Any:
             "a pandas DataFrame is read through pyarrow, which is not installed; install "
             "pyarrow, or pass a pyarrow Table or a polars DataFrame"
         ) from error
-    return pyarrow.Table.from_pandas(frame, preserve_index=False)
+    table = pyarrow.Table.from_pandas(frame, preserve_index=False)
+    numpy = importlib.import_module("numpy")
+    for position, dtype in enumerate(frame.dtypes):
+        float_column = isinstance(dtype, numpy.dtype) and dtype.kind == "f"
+        if float_column and table.column(position).null_count:
+            field = table.field(position)
+            values = frame.iloc[:, position].to_numpy()
+            table = table.set_column(
+                position, field, pyarrow.array(values, type=field.type, from_pandas=False)
+            )
+    return table
 
 
 def _refuse_lazy(obj: Any) -> None:

@@ -354,9 +354,58 @@ pub(crate) fn arrow_c_error(error: arrow_dlpack_c::ArrowCError) -> PyErr {
 /// The message of `error` followed by those of its causes, joined by `: `: a Rust error's
 /// message describes its own level only, and a Python exception shows one message.
 /// A cause whose text the message already ends with is left out: some arrow-rs and parquet
-/// errors (`ExternalError`) print their source in their own message too.
+/// errors (`ExternalError`) print their source in their own message too. Each message is put in
+/// Python's words ([`python_words`]).
 fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    arrow_dlpack::Report::new(error).to_string()
+    let mut line = String::new();
+    let mut next = Some(error);
+    while let Some(current) = next {
+        let text = python_words(&current.to_string());
+        if line.is_empty() {
+            line = text;
+        } else if !text.is_empty() && !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        next = current.source();
+    }
+    line
+}
+
+/// The names of error variants that arrow-rs and the parquet crate print before their messages
+/// (`Parquet error: invalid footer`, `Io error: ...`), which say nothing to a Python user.
+const RUST_PREFIXES: &[&str] = &[
+    "Parquet error",
+    "Parquet argument error",
+    "Io error",
+    "External",
+    "External error",
+    "EOF",
+    "NYI",
+    "Not yet implemented",
+    "Invalid argument error",
+    "Parser error",
+    "Compute error",
+    "Schema error",
+    "Ipc error",
+    "Cast error",
+];
+
+/// `message` in Python's words: its first line only (arrow-rs's flatbuffer verifier follows its
+/// message with a trace of where it was, a line per level), without the variant names of
+/// [`RUST_PREFIXES`] where they begin it or one of its `: `-separated parts (a message of ours
+/// may hold a library's message after its own words).
+fn python_words(message: &str) -> String {
+    let first = message.lines().next().unwrap_or_default().trim_end();
+    let parts: Vec<&str> = first.split(": ").collect();
+    let last = parts.len().saturating_sub(1);
+    parts
+        .iter()
+        .enumerate()
+        .filter(|&(index, part)| index == last || !RUST_PREFIXES.contains(part))
+        .map(|(_, part)| *part)
+        .collect::<Vec<_>>()
+        .join(": ")
 }
 
 /// Maps an error of arrow-rs (C data interface import and export, concatenation).

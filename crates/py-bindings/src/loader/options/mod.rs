@@ -217,9 +217,8 @@ fn non_negative_int<'py>(name: &str, value: &Bound<'py, PyAny>) -> PyResult<Boun
 /// bare `OverflowError`.
 fn count(name: &str, value: &Bound<'_, PyAny>) -> PyResult<usize> {
     let int = non_negative_int(name, value)?;
-    int.extract().map_err(|_| {
-        errors::value_error(format!("{name} is {int}; expected at most {}", usize::MAX))
-    })
+    int.extract()
+        .map_err(|_| errors::value_error(format!("{name} is {int}; expected at most 2**64 - 1")))
 }
 
 /// A count of at least 1: 0 or a negative one is a `ValueError` naming the option.
@@ -237,7 +236,7 @@ fn positive(name: &str, value: &Bound<'_, PyAny>) -> PyResult<usize> {
 fn non_negative(name: &str, value: &Bound<'_, PyAny>) -> PyResult<u64> {
     let int = non_negative_int(name, value)?;
     int.extract()
-        .map_err(|_| errors::value_error(format!("{name} is {int}; expected at most {}", u64::MAX)))
+        .map_err(|_| errors::value_error(format!("{name} is {int}; expected at most 2**64 - 1")))
 }
 
 /// A seed: any integer, as `hash()` gives negative ones, taken modulo 2^64, so that -1 is
