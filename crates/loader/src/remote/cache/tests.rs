@@ -1,3 +1,6 @@
+//! The range cache on a real directory: entries read back for their key only, damage and foreign
+//! files as misses, eviction of the least recently used, threads and links.
+
 use std::sync::Arc;
 
 use super::*;
