@@ -85,7 +85,7 @@ def ids(loader):
         ("groups", {"g": "id"}, TypeError, r'groups\["g"\] is str; expected a list of str'),
         ("groups", [("g", ["id"])], TypeError, r"groups is list; expected a dict"),
         ("groups", {"g": {"columns": ["id"], "dtype": "float128"}}, ValueError,
-         r'groups\["g"\]\["dtype"\] is "float128"; expected one of int8, .*, float64$'),
+         r'groups\["g"\]\["dtype"\] is "float128"; expected one of int8, .*, float64, bool$'),
         ("groups", {"g": {"columns": ["id"], "dtype": 4}}, TypeError,
          r'groups\["g"\]\["dtype"\] is int; expected a dtype name'),
         ("groups", {"g": {"cols": ["id"]}}, TypeError,
