@@ -110,9 +110,12 @@ def test_a_dataloader_that_batches_the_batches_again_is_warned_about():
     for make in (DataLoader, StatefulDataLoader):
         # The default batch_size=1 stacks each batch alone: a leading dimension of 1.
         batched_again = make(dataset)
-        with pytest.warns(UserWarning, match=r"expected DataLoader\(dataset, batch_size=None\)"):
+        with pytest.warns(UserWarning, match=r"expected DataLoader\(dataset, batch_size=None\)") as caught:
             first = next(iter(batched_again))
         assert first["x"].shape == (1, 4)
+        # The warning points at the line that iterates the DataLoader, not at torch's fetcher.
+        [ours] = [w for w in caught if "batch_size=None" in str(w.message)]
+        assert ours.filename == __file__, ours.filename
         # (StatefulDataLoader's constructor has a deprecation warning of its own.)
         right = make(dataset, batch_size=None)
         with warnings.catch_warnings():

@@ -58,8 +58,27 @@ def _warn_if_batched_again(caller: Any) -> None:
             "(1, B, ...) with its default batch_size=1); expected DataLoader(dataset, "
             "batch_size=None), since the dataset makes the batches",
             UserWarning,
-            stacklevel=3,
+            stacklevel=_user_stacklevel(),
         )
+
+
+#: The packages whose frames stand between the user's loop and this module's warnings.
+_LIBRARY_PACKAGES = ("arrow_dlpack", "torch", "torchdata")
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning raised by this module's caller at the first
+    frame outside this package, torch and torchdata: the user's ``for batch in loader`` line,
+    rather than torch's fetcher (a DataLoader calls the dataset several frames down)."""
+    level = 2  # the caller of the function that warns
+    frame = sys._getframe(2)
+    while frame is not None:
+        package = str(frame.f_globals.get("__name__", "")).split(".")[0]
+        if package not in _LIBRARY_PACKAGES:
+            return level
+        frame = frame.f_back
+        level += 1
+    return 2
 
 
 def _dataloader_workers(caller: Any) -> int:
