@@ -25,6 +25,7 @@ mod cache;
 mod client;
 mod credentials;
 mod fetched;
+mod gather;
 mod glob;
 mod object;
 mod options;

@@ -16,6 +16,7 @@ use object_store::{GetOptions, GetRange, GetResult, ObjectMeta, ObjectStore};
 use tokio::sync::Semaphore;
 
 use super::cache::{CacheKey, RangeCache};
+use super::gather::Gather;
 use super::fetched::Fetched;
 use super::runtime::Remote;
 use super::store_error;
@@ -25,9 +26,6 @@ use crate::{Error, Result};
 /// footer of this size or less costs one request.
 pub(super) const TAIL_GUESS: u64 = 64 * 1024;
 
-/// The most bytes reserved for a range before its bytes arrive; the buffer then doubles with
-/// the bytes received, up to the range's length.
-const FIRST_RESERVE: usize = 8 << 20;
 
 /// What an object was when it was planned: its size and validators (ETag, last-modified time).
 #[derive(Debug, Clone)]
@@ -285,8 +283,8 @@ pub(super) async fn acquire(requests: &Semaphore) -> Result<tokio::sync::Semapho
 }
 
 /// The bytes of the answer `result` to a request for `range`: gathered as they arrive, in a
-/// buffer that grows with them (at most [`FIRST_RESERVE`] reserved before any arrive) and that
-/// an allocation failure refuses instead of aborting; an answer that goes past the range is
+/// buffer that grows with them ([`Gather`]) and that an allocation failure refuses instead of
+/// aborting; an answer that goes past the range is
 /// refused at its first byte too many, and the connection dropped.
 pub(super) async fn collect(name: &Path, result: GetResult, range: &Range<u64>) -> Result<Bytes> {
     let expected = range.end - range.start;
@@ -303,7 +301,17 @@ pub(super) async fn collect(name: &Path, result: GetResult, range: &Range<u64>) 
     let mut stream = result.into_stream();
     // One part is kept as it came (no copy); a second one starts the buffer.
     let mut first: Option<Bytes> = None;
-    let mut buffer: Vec<u8> = Vec::new();
+    let mut buffer = Gather::new(capacity);
+    let refused = |(target, error): (usize, String)| {
+        io_error(
+            name,
+            io::ErrorKind::OutOfMemory,
+            format!(
+                "cannot allocate {target} bytes for bytes {}..{}: {error}",
+                range.start, range.end
+            ),
+        )
+    };
     let mut received = 0u64;
     while let Some(part) = stream.next().await {
         let part = part.map_err(|error| store_error(name, error))?;
@@ -319,53 +327,20 @@ pub(super) async fn collect(name: &Path, result: GetResult, range: &Range<u64>) 
                 ),
             ));
         }
-        if first.is_none() && buffer.is_empty() {
+        if first.is_none() && buffer.len() == 0 {
             first = Some(part);
             continue;
         }
         if let Some(first) = first.take() {
-            make_room(&mut buffer, first.len(), capacity, name, range)?;
-            buffer.extend_from_slice(&first);
+            buffer.push(&first).map_err(refused)?;
         }
-        make_room(&mut buffer, part.len(), capacity, name, range)?;
-        buffer.extend_from_slice(&part);
+        buffer.push(&part).map_err(refused)?;
     }
-    let bytes = first.unwrap_or_else(|| Bytes::from(buffer));
+    let bytes = first.unwrap_or_else(|| buffer.into_bytes());
     if bytes.len() as u64 != expected {
         return Err(truncated(name, range, bytes.len()));
     }
     Ok(bytes)
-}
-
-/// Makes room in `buffer` for `more` bytes: at least [`FIRST_RESERVE`] (or the whole range when
-/// smaller) at first, then doubling, never past `capacity`; a refused allocation is an error.
-fn make_room(
-    buffer: &mut Vec<u8>,
-    more: usize,
-    capacity: usize,
-    name: &Path,
-    range: &Range<u64>,
-) -> Result<()> {
-    let needed = buffer.len() + more;
-    if needed <= buffer.capacity() {
-        return Ok(());
-    }
-    let target = (buffer.capacity() * 2)
-        .max(FIRST_RESERVE)
-        .max(needed)
-        .min(capacity.max(needed));
-    buffer
-        .try_reserve_exact(target - buffer.len())
-        .map_err(|error| {
-            io_error(
-                name,
-                io::ErrorKind::OutOfMemory,
-                format!(
-                    "cannot allocate {target} bytes for bytes {}..{}: {error}",
-                    range.start, range.end
-                ),
-            )
-        })
 }
 
 /// An I/O error of kind `kind` about the object `name`.
@@ -471,22 +446,6 @@ fn parquet_footer(tail: Bytes) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn room_grows_from_the_first_reserve_by_doubling_up_to_the_range() {
-        let name = Path::new("s3://b/k");
-        let range = 0..100;
-        let mut buffer = Vec::new();
-        make_room(&mut buffer, 10, 100, name, &range).unwrap();
-        assert_eq!(buffer.capacity(), 100);
-        let range = 0..(64 << 20);
-        let mut buffer = Vec::new();
-        make_room(&mut buffer, 10, 64 << 20, name, &range).unwrap();
-        assert_eq!(buffer.capacity(), FIRST_RESERVE);
-        buffer.resize(FIRST_RESERVE, 0);
-        make_room(&mut buffer, 1, 64 << 20, name, &range).unwrap();
-        assert_eq!(buffer.capacity(), 2 * FIRST_RESERVE);
-    }
 
     #[test]
     fn a_parquet_tail_keeps_its_footer_only() {
