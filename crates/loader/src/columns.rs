@@ -474,7 +474,8 @@ fn sequence_output(
             every_column: false,
         });
     }
-    crate::sequences::tensors::probe(name, &array.slice(0, 0))?;
+    let pad = (sequence.mode == crate::SequenceMode::Pad).then_some(sequence.pad_value);
+    crate::sequences::tensors::probe(name, &array.slice(0, 0), pad)?;
     Ok(Output::Sequence {
         name: name.clone(),
         index,

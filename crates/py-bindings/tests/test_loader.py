@@ -186,8 +186,11 @@ def test_all_columns_are_loaded_when_none_are_named(table):
 
 
 def test_nulls_are_refused_at_the_batch_that_holds_them():
+    # A reader says nothing of its nulls before it is read (a table's are refused when the
+    # loader is made: test_loader_messages.py).
     table = _table(nulls=True)
-    iterator = ad.batches(table, 7, columns=["x"])
+    reader = pa.RecordBatchReader.from_batches(table.schema, table.to_batches())
+    iterator = ad.batches(reader, 7, columns=["x"])
     first = next(iterator)  # rows 0..6: no nulls
     assert first["x"].shape == (7,)
     with pytest.raises(ValueError, match="null"):

@@ -211,3 +211,42 @@ def test_a_column_named_in_images_or_sequences_is_checked_before_the_other_colum
         ad.batches(table, 1, images={"label": {"size": 8}})
     with pytest.raises(TypeError, match=r'"label"'):
         ad.batches(table, 1, sequences={"label": "pad"})
+
+
+def test_nulls_the_metadata_declares_are_refused_when_the_loader_is_made(tmp_path):
+    # A column whose Parquet statistics (or a table's record batches) say it holds a null that
+    # its batches would refuse: the loader is refused when it is made, on every rank, rather
+    # than at the batch of the first null, hours in, on the one rank that reads it.
+    x = pa.array([float(i) if i != 700 else None for i in range(1000)], pa.float32())
+    table = pa.table({"x": x, "n": pa.array(range(1000), pa.int64())})
+    path = tmp_path / "nulls.parquet"
+    pq.write_table(table, path, row_group_size=250)
+    for source in (str(path), table):
+        for rank in (0, 1):
+            with pytest.raises(ValueError, match=r'"x".*found 1 nulls'):
+                ad.batches(source, 100, columns=["x"], rank=rank, world_size=2)
+        with pytest.raises(ValueError, match=r'"g".*found 1 nulls in column "x"'):
+            ad.batches(source, 100, columns=[], groups={"g": ["x", "n"]})
+        if isinstance(source, str):
+            # Its footers are read when the dataset is made (a table's batches are not: it is
+            # refused when its loader is made, before a batch).
+            with pytest.raises(ValueError, match=r'"x"'):
+                ad.BatchDataset(source, 100, columns=["x"])
+        else:
+            with pytest.raises(ValueError, match=r'"x"'):
+                next(iter(ad.BatchDataset(source, 100, columns=["x"])))
+        # Where the nulls are taken, the loader is made and reads every row.
+        for options in ({"allow_nulls": True}, {"null_to_nan": True}, {"null_to_nan": ["x"]}):
+            rows = sum(len(b["x"]) for b in ad.batches(source, 100, columns=["x"], **options))
+            assert rows == 1000, options
+        # A column without nulls beside it loads as before.
+        assert sum(len(b["n"]) for b in ad.batches(source, 100, columns=["n"])) == 1000
+
+
+def test_a_pad_value_the_dtype_cannot_hold_is_refused_when_the_loader_is_made():
+    table = pa.table({"t": pa.array([[1, 2], [3]], pa.list_(pa.uint8()))})
+    with pytest.raises(ValueError, match=r'"t".*-100'):
+        ad.batches(table, 2, sequences={"t": {"mode": "pad", "pad_value": -100}})
+    # Packed and jagged sequences pad nothing: the value is not theirs to check.
+    [batch] = ad.batches(table, 2, sequences={"t": {"mode": "pack"}})
+    assert np.from_dlpack(batch["t"]).tolist() == [1, 2, 3]

@@ -268,6 +268,11 @@ def test_bad_tokenizers_columns_and_arguments_are_refused(bpe, tmp_path):
         tokenize_column(pa.array(["a"]), str(broken))
     with pytest.raises(FileNotFoundError, match="missing.json"):
         tokenize_column(pa.array(["a"]), str(tmp_path / "missing.json"))
+    # A file that is not text (not UTF-8) does not parse either: a ValueError, not an OSError.
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe\x00{")
+    with pytest.raises(ad.ArrowDLPackValueError, match="cannot read the tokenizer of .*binary.json"):
+        tokenize_column(pa.array(["a"]), str(binary))
     with pytest.raises(ad.ArrowDLPackTypeError, match="tokenizer is int; expected a path"):
         tokenize_column(pa.array(["a"]), 3)
     with pytest.raises(ad.ArrowDLPackTypeError, match="cannot read values of type int64; expected string, large_string or string_view text$"):

@@ -16,8 +16,8 @@ use object_store::{GetOptions, GetRange, GetResult, ObjectMeta, ObjectStore};
 use tokio::sync::Semaphore;
 
 use super::cache::{CacheKey, RangeCache};
-use super::gather::Gather;
 use super::fetched::Fetched;
+use super::gather::Gather;
 use super::runtime::Remote;
 use super::store_error;
 use crate::{Error, Result};
@@ -25,7 +25,6 @@ use crate::{Error, Result};
 /// The bytes read from the end of an object when it is opened: a Parquet footer or an IPC
 /// footer of this size or less costs one request.
 pub(super) const TAIL_GUESS: u64 = 64 * 1024;
-
 
 /// What an object was when it was planned: its size and validators (ETag, last-modified time).
 #[derive(Debug, Clone)]

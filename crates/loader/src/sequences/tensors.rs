@@ -9,8 +9,8 @@
 
 use arrow_array::Array;
 use arrow_dlpack::{
-    ListToRaggedOptions, PackedTensor, PadOptions, RaggedTensor, list_to_ragged, pack_pieces,
-    pad_pieces,
+    ListToRaggedOptions, PackedTensor, PadOptions, PadValue, RaggedTensor, list_to_ragged,
+    pack_pieces, pad_pieces,
 };
 use arrow_dlpack_tensor::Tensor;
 
@@ -19,13 +19,19 @@ use crate::images::Locate;
 use crate::{Error, Result};
 
 /// Checks that `empty` (zero rows of a sequence column) forms a ragged tensor: its element type
-/// is one the kernels take.
-pub(crate) fn probe(name: &str, empty: &dyn Array) -> Result<()> {
+/// is one the kernels take, and one that `pad` (of a padded sequence) fits.
+pub(crate) fn probe(name: &str, empty: &dyn Array, pad: Option<PadValue>) -> Result<()> {
     let options = ListToRaggedOptions {
         allow_nulls: true,
         allow_copy: true,
     };
-    list_to_ragged(empty, options).map_err(|error| Error::column(name, error))?;
+    let ragged = list_to_ragged(empty, options).map_err(|error| Error::column(name, error))?;
+    // A pad value the values' dtype cannot hold, refused when the loader is made rather than at
+    // its first batch.
+    if let Some(pad) = pad {
+        pad.to_element_bytes(ragged.dtype())
+            .map_err(|error| Error::column(name, error))?;
+    }
     Ok(())
 }
 

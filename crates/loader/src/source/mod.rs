@@ -29,7 +29,7 @@ mod start;
 mod streams;
 
 pub(crate) use identity::sequence_settings;
-use nulls::files_null_to_nan;
+use nulls::{files_null_to_nan, planned_null_to_nan};
 use start::{file_items, in_stream, resume, rows_left, select};
 use streams::{plan_in_memory, plan_record_batches, plan_streams};
 
@@ -362,7 +362,7 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         files
             .iter()
             .map(|file| (file.full_schema().as_ref(), file.null_counts().to_vec())),
-    );
+    )?;
     let (order, source_unit) = epoch_order_indexed(&units, spec);
     let unit_rows: Vec<u64> = order.iter().map(|unit| unit.rows as u64).collect();
     let (work, start) = resume(spec, &settings, Some(&unit_rows))?;
@@ -446,7 +446,7 @@ fn plan_parquet_files(
         files
             .iter()
             .map(|file| (file.full_schema().as_ref(), file.null_counts())),
-    );
+    )?;
     let (order, source_unit) = epoch_order_indexed(&units, spec);
     let unit_rows: Vec<u64> = order.iter().map(|unit| unit.rows).collect();
     let (work, start) = resume(spec, &settings, Some(&unit_rows))?;

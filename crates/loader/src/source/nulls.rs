@@ -1,13 +1,14 @@
 //! Where a plan writes nulls as NaN: [`NullToNan::Auto`] made explicit from the null counts
-//! that files' metadata declares (Parquet statistics, IPC record-batch headers), summed by column
-//! name over every file.
+//! that a source's metadata declares (Parquet statistics, IPC record-batch headers, in-memory
+//! record batches), summed by column name over every file; and the nulls that every batch
+//! holding one would refuse, refused when the loader is made.
 
 use std::collections::BTreeMap;
 
-use arrow_schema::Schema;
+use arrow_schema::{DataType, Schema};
 
 use crate::columns::resolve_null_to_nan;
-use crate::{BatchSpec, NullToNan};
+use crate::{BatchSpec, Error, NullToNan, Result};
 
 /// The null count of each column, by name, over files each of which gives its full schema and
 /// the count of each of its columns: a column's total where every file tells it, else `None`.
@@ -40,18 +41,87 @@ fn null_counts_by_name<'a>(
 }
 
 /// The spec's [`NullToNan`] made explicit for files whose full schemas and per-column null counts
-/// are `files` (the first file's schema decides the columns).
+/// are `files` (the first file's schema decides the columns); a column they say holds nulls
+/// that its batches would refuse is refused here ([`refuse_declared_nulls`]).
 pub(super) fn files_null_to_nan<'a>(
     spec: &BatchSpec,
     mut files: impl Iterator<Item = (&'a Schema, Vec<Option<u64>>)>,
-) -> NullToNan {
-    if spec.null_to_nan != NullToNan::Auto {
-        return spec.null_to_nan.clone();
-    }
+) -> Result<NullToNan> {
     let Some(first) = files.next() else {
-        return spec.null_to_nan.clone();
+        return Ok(spec.null_to_nan.clone());
     };
     let schema = first.0;
     let counts = null_counts_by_name(std::iter::once(first).chain(files));
-    resolve_null_to_nan(spec, schema, |name| counts.get(name).copied().flatten())
+    planned_null_to_nan(spec, schema, |name| counts.get(name).copied().flatten())
+}
+
+/// The spec's [`NullToNan`] made explicit from `nulls`, the null count of each column where the
+/// source's metadata tells it, after [`refuse_declared_nulls`].
+pub(super) fn planned_null_to_nan(
+    spec: &BatchSpec,
+    schema: &Schema,
+    nulls: impl Fn(&str) -> Option<u64>,
+) -> Result<NullToNan> {
+    let resolved = resolve_null_to_nan(spec, schema, &nulls);
+    refuse_declared_nulls(spec, &resolved, schema, &nulls)?;
+    Ok(resolved)
+}
+
+/// Refuses, when the loader is made, a column whose nulls every batch holding one would refuse,
+/// where `nulls` (the source's metadata) says it holds some: a primitive or boolean single
+/// column without `allow_nulls` whose nulls are not written as NaN (`null_to_nan`, as
+/// resolved), and a column of a group whose nulls are not. Without this, a run failed at the
+/// batch that held the first null, hours in, on one rank of many while the others waited at a
+/// collective; now every rank fails at once, with the error that batch would have given (its
+/// count the source's). Lists, fixed-size lists and images are left to their batches: their
+/// statistics count the nulls of their values too.
+pub(super) fn refuse_declared_nulls(
+    spec: &BatchSpec,
+    null_to_nan: &NullToNan,
+    schema: &Schema,
+    nulls: impl Fn(&str) -> Option<u64>,
+) -> Result<()> {
+    let writes_nan = |name: &str| match null_to_nan {
+        NullToNan::Off => false,
+        NullToNan::Auto => true,
+        NullToNan::Columns(names) => names.iter().any(|named| named == name),
+    };
+    let held = |column: &str| {
+        nulls(column)
+            .filter(|&count| count > 0)
+            .map(|count| usize::try_from(count).unwrap_or(usize::MAX))
+    };
+    let source_names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    if !spec.allow_nulls {
+        for column in spec.single_columns(&source_names) {
+            let special = spec.sequence_of(column).is_some() || spec.image_of(column).is_some();
+            let Ok(field) = schema.field_with_name(column) else {
+                continue;
+            };
+            let scalar =
+                field.data_type().is_primitive() || field.data_type() == &DataType::Boolean;
+            if special || !scalar || writes_nan(column) {
+                continue;
+            }
+            if let Some(null_count) = held(column) {
+                let source = arrow_dlpack::Error::Nulls {
+                    null_count,
+                    location: arrow_dlpack::NullLocation::Array { depth: 0 },
+                };
+                return Err(Error::column(column, source));
+            }
+        }
+    }
+    for group in spec.groups.iter().filter(|group| !writes_nan(&group.name)) {
+        for column in &group.columns {
+            if let Some(null_count) = held(column) {
+                let source = arrow_dlpack::Error::ColumnNulls {
+                    column: column.clone(),
+                    null_count,
+                };
+                return Err(Error::column(&group.name, source));
+            }
+        }
+    }
+    Ok(())
 }

@@ -22,7 +22,7 @@ pub(super) fn plan_in_memory(
     let (work, start) = resume(spec, &settings, counted(spec, unit_rows))?;
     let raw = in_stream(batches, &work, spec, &start);
     let num_rows = dealt_rows(spec, unit_rows, rows, (&work, &start));
-    let null_to_nan = resolve_null_to_nan(spec, &schema, nulls);
+    let null_to_nan = planned_null_to_nan(spec, &schema, nulls)?;
     Ok(Plan::dealt(
         raw,
         (work, settings, start),
@@ -107,7 +107,7 @@ pub(super) fn plan_record_batches(
             .zip(units)
             .map(|((k, item), batch)| Ok((k, item, batch, true))),
     );
-    let null_to_nan = resolve_null_to_nan(spec, &schema, nulls);
+    let null_to_nan = planned_null_to_nan(spec, &schema, nulls)?;
     Ok(Plan::by_rows(
         raw,
         (work, settings, start),
@@ -261,7 +261,7 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
                         let counts = summary.null_counts.clone().unwrap_or_default();
                         (summary.schema.as_ref(), counts)
                     }),
-                );
+                )?;
             }
         }
         schema = Some(summary.schema);

@@ -43,7 +43,12 @@ impl Tokenizer {
     /// Reads the tokenizer of the `tokenizer.json` file at `path`.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let json = std::fs::read_to_string(path).map_err(|source| Error::io(path, source))?;
+        let bytes = std::fs::read(path).map_err(|source| Error::io(path, source))?;
+        // A file that is not text is a tokenizer that does not parse, not a failed read.
+        let json = String::from_utf8(bytes).map_err(|error| Error::Tokenizer {
+            what: format!("{}", path.display()),
+            source: Box::new(error.utf8_error()),
+        })?;
         Self::parse(&json, || format!("{}", path.display()))
     }
 
