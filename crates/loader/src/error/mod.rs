@@ -157,6 +157,17 @@ pub enum Error {
     #[error(transparent)]
     Arrow(#[from] arrow_schema::ArrowError),
 
+    /// Nulls that a file's metadata (Parquet statistics, IPC record-batch headers) declares in a
+    /// column whose batches would refuse them ([`Error::Column`], in `source`), refused when the
+    /// loader is made.
+    #[error("the metadata of {} declares nulls that the batches would refuse", path.display())]
+    DeclaredNulls {
+        /// The first file that declares them.
+        path: PathBuf,
+        /// The refusal the batch holding them would have given.
+        source: Box<Error>,
+    },
+
     /// A column or group that could not become a tensor (its type, its nulls, its layout).
     #[error("cannot load {column:?}")]
     Column {

@@ -41,10 +41,11 @@ fn index(error: &Error) -> usize {
         Error::Write { .. } => 29,
         Error::ImageRow { .. } => 30,
         Error::RelativeImagePath { .. } => 31,
+        Error::DeclaredNulls { .. } => 32,
     }
 }
 
-const VARIANTS: usize = 32;
+const VARIANTS: usize = 33;
 
 fn path() -> PathBuf {
     PathBuf::from("/data/t.parquet")
@@ -190,6 +191,16 @@ fn samples() -> Vec<Error> {
             row: 7,
             item: Some(2),
             path: "a/b.jpg".to_string(),
+        },
+        Error::DeclaredNulls {
+            path: path(),
+            source: Box::new(Error::column(
+                "x",
+                arrow_dlpack::Error::Nulls {
+                    null_count: 63,
+                    location: arrow_dlpack::NullLocation::Array { depth: 0 },
+                },
+            )),
         },
     ]
 }

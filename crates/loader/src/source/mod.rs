@@ -357,12 +357,17 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         })
         .collect();
     let settings = identity::settings(spec, identity::ipc_files(&files));
-    let null_to_nan = files_null_to_nan(
-        spec,
-        files
-            .iter()
-            .map(|file| (file.full_schema().as_ref(), file.null_counts().to_vec())),
-    )?;
+    let file_nulls: Vec<nulls::FileNulls<'_>> = files
+        .iter()
+        .map(|file| {
+            (
+                file.path(),
+                file.full_schema().as_ref(),
+                file.null_counts().to_vec(),
+            )
+        })
+        .collect();
+    let null_to_nan = files_null_to_nan(spec, &file_nulls)?;
     let (order, source_unit) = epoch_order_indexed(&units, spec);
     let unit_rows: Vec<u64> = order.iter().map(|unit| unit.rows as u64).collect();
     let (work, start) = resume(spec, &settings, Some(&unit_rows))?;
@@ -441,12 +446,11 @@ fn plan_parquet_files(
         }
     }
     let settings = identity::settings(spec, identity::parquet_files(&files));
-    let null_to_nan = files_null_to_nan(
-        spec,
-        files
-            .iter()
-            .map(|file| (file.full_schema().as_ref(), file.null_counts())),
-    )?;
+    let file_nulls: Vec<nulls::FileNulls<'_>> = files
+        .iter()
+        .map(|file| (file.path(), file.full_schema().as_ref(), file.null_counts()))
+        .collect();
+    let null_to_nan = files_null_to_nan(spec, &file_nulls)?;
     let (order, source_unit) = epoch_order_indexed(&units, spec);
     let unit_rows: Vec<u64> = order.iter().map(|unit| unit.rows).collect();
     let (work, start) = resume(spec, &settings, Some(&unit_rows))?;

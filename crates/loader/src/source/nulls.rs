@@ -4,6 +4,7 @@
 //! holding one would refuse, refused when the loader is made.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use arrow_schema::{DataType, Schema};
 
@@ -13,11 +14,12 @@ use crate::{BatchSpec, Error, NullToNan, Result};
 /// The null count of each column, by name, over files each of which gives its full schema and
 /// the count of each of its columns: a column's total where every file tells it, else `None`.
 fn null_counts_by_name<'a>(
-    files: impl Iterator<Item = (&'a Schema, Vec<Option<u64>>)>,
+    files: impl Iterator<Item = (&'a Schema, &'a [Option<u64>])>,
 ) -> BTreeMap<String, Option<u64>> {
     let mut totals: BTreeMap<String, Option<u64>> = BTreeMap::new();
     let mut first = true;
     for (schema, counts) in files {
+        let counts = counts.iter().copied();
         let mut seen: BTreeMap<&str, Option<u64>> = BTreeMap::new();
         for (field, count) in schema.fields().iter().zip(counts) {
             seen.insert(field.name().as_str(), count);
@@ -40,23 +42,56 @@ fn null_counts_by_name<'a>(
     totals
 }
 
-/// The spec's [`NullToNan`] made explicit for files whose full schemas and per-column null counts
-/// are `files` (the first file's schema decides the columns); a column they say holds nulls
-/// that its batches would refuse is refused here ([`refuse_declared_nulls`]).
-pub(super) fn files_null_to_nan<'a>(
-    spec: &BatchSpec,
-    mut files: impl Iterator<Item = (&'a Schema, Vec<Option<u64>>)>,
-) -> Result<NullToNan> {
-    let Some(first) = files.next() else {
+/// One file as [`files_null_to_nan`] reads it: its path, full schema, and the null count of
+/// each of its columns where its metadata tells it.
+pub(super) type FileNulls<'a> = (&'a Path, &'a Schema, Vec<Option<u64>>);
+
+/// The spec's [`NullToNan`] made explicit for `files` (the first file's schema decides the
+/// columns); a column they say holds nulls that its batches would refuse is refused here
+/// ([`refuse_declared_nulls`]), naming the first file that declares them.
+pub(super) fn files_null_to_nan(spec: &BatchSpec, files: &[FileNulls<'_>]) -> Result<NullToNan> {
+    let Some(&(_, schema, _)) = files.first() else {
         return Ok(spec.null_to_nan.clone());
     };
-    let schema = first.0;
-    let counts = null_counts_by_name(std::iter::once(first).chain(files));
-    planned_null_to_nan(spec, schema, |name| counts.get(name).copied().flatten())
+    let counts = null_counts_by_name(
+        files
+            .iter()
+            .map(|(_, schema, counts)| (*schema, &counts[..])),
+    );
+    let declaring = |column: &str| -> Option<PathBuf> {
+        files.iter().find_map(|(path, schema, counts)| {
+            let index = schema.index_of(column).ok()?;
+            counts
+                .get(index)
+                .copied()
+                .flatten()
+                .filter(|&count| count > 0)
+                .map(|_| path.to_path_buf())
+        })
+    };
+    let nulls = |name: &str| counts.get(name).copied().flatten();
+    let resolved = resolve_null_to_nan(spec, schema, nulls);
+    refuse_declared_nulls(spec, &resolved, schema, nulls).map_err(|error| {
+        let column = match &error {
+            Error::Column { column, source } => match source {
+                arrow_dlpack::Error::ColumnNulls { column, .. } => column.clone(),
+                _ => column.clone(),
+            },
+            _ => return error,
+        };
+        match declaring(&column) {
+            Some(path) => Error::DeclaredNulls {
+                path,
+                source: Box::new(error),
+            },
+            None => error,
+        }
+    })?;
+    Ok(resolved)
 }
 
 /// The spec's [`NullToNan`] made explicit from `nulls`, the null count of each column where the
-/// source's metadata tells it, after [`refuse_declared_nulls`].
+/// source (in memory) tells it, after [`refuse_declared_nulls`].
 pub(super) fn planned_null_to_nan(
     spec: &BatchSpec,
     schema: &Schema,

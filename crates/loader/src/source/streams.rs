@@ -255,13 +255,15 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
                 .map(|summary| summary.batch_rows.clone())
                 .collect();
             if needs_null_counts(spec, &summary.schema) {
-                null_to_nan = files_null_to_nan(
-                    spec,
-                    summaries.iter().map(|summary| {
+                let file_nulls: Vec<nulls::FileNulls<'_>> = inputs
+                    .iter()
+                    .zip(&summaries)
+                    .map(|(input, summary)| {
                         let counts = summary.null_counts.clone().unwrap_or_default();
-                        (summary.schema.as_ref(), counts)
-                    }),
-                )?;
+                        (input.name(), summary.schema.as_ref(), counts)
+                    })
+                    .collect();
+                null_to_nan = files_null_to_nan(spec, &file_nulls)?;
             }
         }
         schema = Some(summary.schema);

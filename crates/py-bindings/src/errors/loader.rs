@@ -14,7 +14,6 @@ use crate::type_names::{data_type_name, field_type_name};
 /// which names the file, row group or column.
 pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
     use arrow_dlpack::Error as A;
-    use arrow_dlpack::NullLocation;
     use arrow_dlpack_loader::Error as E;
     use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyPermissionError};
     // The loader's own errors never carry this variant (it is what `?` makes of an Arrow-layer
@@ -52,53 +51,27 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         // A column whose data cannot become the tensor asked for; the Arrow layer's reason in
         // Python's words (`allow_nulls=True`, not the Rust options struct).
         E::Column { column, source } => {
-            let kind = match source {
-                A::UnsupportedType { .. } | A::UnsupportedColumnType { .. } => Kind::Type,
-                A::Tensor(inner) => match tensor_kind(inner) {
-                    Some(kind) => kind,
-                    None => return PyMemoryError::new_err(chain(&error)),
-                },
-                // Nulls refused without `allow_nulls` (as `to_tensor()`), and the rest.
-                _ => Kind::Value,
-            };
-            // Nulls inside a column's elements (a fixed-size list's or a sequence's values):
-            // `allow_nulls` alone takes them; `null_to_nan` and `masks` are about rows.
-            if let A::Nulls {
-                null_count,
-                location: NullLocation::Array { depth } | NullLocation::Column { depth, .. },
-            }
-            | A::TableNulls {
-                null_count,
-                location: NullLocation::Array { depth } | NullLocation::Column { depth, .. },
-            } = source
-                && *depth > 0
+            if let A::Tensor(inner) = source
+                && tensor_kind(inner).is_none()
             {
+                return PyMemoryError::new_err(chain(&error));
+            }
+            let (kind, message) = column_message(column, source);
+            return raise(kind, message);
+        }
+        // Nulls a file's metadata declares: the refusal the batch would have given, and where.
+        E::DeclaredNulls { path, source } => {
+            if let E::Column { column, source } = source.as_ref() {
+                let (kind, message) = column_message(column, source);
                 return raise(
                     kind,
                     format!(
-                        "cannot load {column:?}: found {null_count} nulls inside its elements \
-                         (values {depth} list level(s) down); expected none: pass \
-                         allow_nulls=True to accept them (the null values then hold \
-                         unspecified values; masks=[...] and null_to_nan apply to whole rows, \
-                         not to the values of an element)"
+                        "{message} (declared by the metadata of {}, refused before a row is read)",
+                        path.display()
                     ),
                 );
             }
-            // Nulls in a column: the loader's three keywords that take them, named for it.
-            if let A::Nulls { null_count, .. } | A::TableNulls { null_count, .. } = source {
-                return raise(
-                    kind,
-                    format!(
-                        "cannot load {column:?}: found {null_count} nulls in the column; expected \
-                         none: pass null_to_nan=[{column:?}] for floats with NaN where the nulls \
-                         are (a numeric column or a group), or allow_nulls=True to accept them (null slots then hold \
-                         unspecified values) with masks=[{column:?}] for a \"{column}_mask\" \
-                         tensor that says where they are"
-                    ),
-                );
-            }
-            let reason = python_message(source, Operation::ToTensor);
-            return raise(kind, format!("cannot load {column:?}: {reason}"));
+            Kind::Value
         }
         E::Tensor(inner) => match tensor_kind(inner) {
             Some(kind) => return raise(kind, tensor_message(inner)),
@@ -319,6 +292,57 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         _ => Kind::Value,
     };
     raise(kind, chain(&error))
+}
+
+/// The class and message of [`Error::Column`](arrow_dlpack_loader::Error::Column): the Arrow
+/// layer's reason in Python's words (`allow_nulls=True`, not the Rust options struct), and for
+/// nulls the loader's keywords that take them, named for the column.
+fn column_message(column: &str, source: &arrow_dlpack::Error) -> (Kind, String) {
+    use arrow_dlpack::Error as A;
+    use arrow_dlpack::NullLocation;
+    let kind = match source {
+        A::UnsupportedType { .. } | A::UnsupportedColumnType { .. } => Kind::Type,
+        A::Tensor(inner) => tensor_kind(inner).unwrap_or(Kind::Value),
+        // Nulls refused without `allow_nulls` (as `to_tensor()`), and the rest.
+        _ => Kind::Value,
+    };
+    // Nulls inside a column's elements (a fixed-size list's or a sequence's values):
+    // `allow_nulls` alone takes them; `null_to_nan` and `masks` are about rows.
+    if let A::Nulls {
+        null_count,
+        location: NullLocation::Array { depth } | NullLocation::Column { depth, .. },
+    }
+    | A::TableNulls {
+        null_count,
+        location: NullLocation::Array { depth } | NullLocation::Column { depth, .. },
+    } = source
+        && *depth > 0
+    {
+        return (
+            kind,
+            format!(
+                "cannot load {column:?}: found {null_count} nulls inside its elements (values \
+                 {depth} list level(s) down); expected none: pass allow_nulls=True to accept \
+                 them (the null values then hold unspecified values; masks=[...] and null_to_nan \
+                 apply to whole rows, not to the values of an element)"
+            ),
+        );
+    }
+    // Nulls in a column: the loader's three keywords that take them, named for it.
+    if let A::Nulls { null_count, .. } | A::TableNulls { null_count, .. } = source {
+        return (
+            kind,
+            format!(
+                "cannot load {column:?}: found {null_count} nulls in the column; expected none: \
+                 pass null_to_nan=[{column:?}] for floats with NaN where the nulls are (a numeric \
+                 column or a group), or allow_nulls=True to accept them (null slots then hold \
+                 unspecified values) with masks=[{column:?}] for a \"{column}_mask\" tensor that \
+                 says where they are"
+            ),
+        );
+    }
+    let reason = python_message(source, Operation::ToTensor);
+    (kind, format!("cannot load {column:?}: {reason}"))
 }
 
 /// The loader's refusal of a column's type, in Python's words: PyArrow's name of the type (an

@@ -293,6 +293,17 @@ pub(crate) fn arrow_error(error: arrow_dlpack::Error, operation: Operation) -> P
 /// The imports check their input before arrow-rs reads it, so this is the net under those checks,
 /// not a replacement for them.
 pub(crate) fn no_panic<T>(doing: &str, call: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    no_panic_saying(
+        |message| format!("malformed input while {doing}: {message}"),
+        call,
+    )
+}
+
+/// [`no_panic`], the `ValueError`'s message made by `saying` from the panic's.
+pub(crate) fn no_panic_saying<T>(
+    saying: impl FnOnce(&str) -> String,
+    call: impl FnOnce() -> PyResult<T>,
+) -> PyResult<T> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
         Ok(result) => result,
         Err(payload) => {
@@ -301,10 +312,7 @@ pub(crate) fn no_panic<T>(doing: &str, call: impl FnOnce() -> PyResult<T>) -> Py
                 .map(|message| message.to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "no message".to_string());
-            Err(raise(
-                Kind::Value,
-                format!("malformed input while {doing}: {message}"),
-            ))
+            Err(raise(Kind::Value, saying(&message)))
         }
     }
 }

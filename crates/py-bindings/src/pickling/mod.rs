@@ -86,7 +86,12 @@ pub(crate) fn column_from_ipc(data: &Bound<'_, PyAny>) -> PyResult<(FieldRef, Ve
             "cannot unpickle Array: data is not an Arrow IPC stream of one column: {reason}"
         ))
     })?;
-    errors::no_panic("unpickling an array", || {
+    // Malformed data that arrow's reader meets past the checks above (it asserts on some) is
+    // refused as every other malformed pickle is.
+    let malformed = |message: &str| {
+        format!("cannot unpickle Array: data is not an Arrow IPC stream of one column: {message}")
+    };
+    errors::no_panic_saying(malformed, || {
         let bad = |error: arrow_schema::ArrowError| {
             errors::value_error(format!(
                 "cannot unpickle Array: data is not an Arrow IPC stream of one column: {error}"
