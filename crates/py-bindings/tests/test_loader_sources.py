@@ -233,6 +233,12 @@ def test_a_pandas_nan_stays_nan_and_pandas_na_stays_null():
     assert np.array_equal(np.from_dlpack(batch["n"]), [1.0, np.nan, 3.0], equal_nan=True)
 
 
+def test_a_pandas_frame_pyarrow_cannot_convert_is_this_packages_value_error():
+    frame = pd.DataFrame([[1.0, 2.0, 3.0]], columns=["a", "a", "b"])
+    with pytest.raises(ad.ArrowDLPackValueError, match=r"cannot read the pandas DataFrame: .*[Dd]uplicate"):
+        ad.batches(frame, 1, columns=["b"])
+
+
 def test_a_polars_lazy_frame_is_refused_with_what_to_do():
     lazy = pl.from_arrow(_table()).lazy()
     with pytest.raises(TypeError, match=r"\.collect\(\)"):

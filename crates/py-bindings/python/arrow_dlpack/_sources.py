@@ -45,7 +45,11 @@ def _from_pandas(frame: Any) -> Any:
             "a pandas DataFrame is read through pyarrow, which is not installed; install "
             "pyarrow, or pass a pyarrow Table or a polars DataFrame"
         ) from error
-    table = pyarrow.Table.from_pandas(frame, preserve_index=False)
+    try:
+        table = pyarrow.Table.from_pandas(frame, preserve_index=False)
+    except ValueError as error:
+        # pyarrow's refusal (duplicate column names, say), as this package's class.
+        raise ArrowDLPackValueError(f"cannot read the pandas DataFrame: {error}") from error
     numpy = importlib.import_module("numpy")
     for position, dtype in enumerate(frame.dtypes):
         float_column = isinstance(dtype, numpy.dtype) and dtype.kind == "f"
