@@ -11,6 +11,7 @@ import operator
 import os
 import sys
 import warnings
+from types import FrameType
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 from torch.utils.data import IterableDataset
@@ -71,7 +72,7 @@ def _user_stacklevel() -> int:
     frame outside this package, torch and torchdata: the user's ``for batch in loader`` line,
     rather than torch's fetcher (a DataLoader calls the dataset several frames down)."""
     level = 2  # the caller of the function that warns
-    frame = sys._getframe(2)
+    frame: Optional[FrameType] = sys._getframe(2)
     while frame is not None:
         package = str(frame.f_globals.get("__name__", "")).split(".")[0]
         if package not in _LIBRARY_PACKAGES:
