@@ -152,7 +152,7 @@ pub use arrow_buffer::{Buffer, ScalarBuffer};
 pub use arrow_dlpack_tensor as tensor;
 pub use arrow_dlpack_tensor::{
     DType, Device, ExportOptions, ImportOptions, MAX_NDIM, Managed, NativeDType, Report, Tensor,
-    check_error_chain, error_messages,
+    check_error_chain, error_messages, join_messages,
 };
 /// The raw DLPack C ABI (`DLManagedTensorVersioned`, `DLDataType`, ...), to name the structs that
 /// [`Managed`] holds and to hand them to C.

@@ -126,33 +126,35 @@ impl Columns {
                 singles.push(column);
             }
         }
-        // The columns named as images or sequences are checked first, so that a wrong one is
-        // reported as itself, not through another column that `columns: None` loads.
+        // The outputs of the columns named as images or sequences are made first, so that a
+        // wrong one is reported as itself, not through another column that `columns: None`
+        // loads; they take their places among the single columns below.
+        let mut named: std::collections::BTreeMap<&str, Output> = std::collections::BTreeMap::new();
         for image in &spec.images {
             let index = find(&image.column)?;
-            image_output(image, schema.field(index), index)?;
+            named.insert(
+                &image.column,
+                image_output(image, schema.field(index), index)?,
+            );
         }
+        let mut sequences = Vec::new();
         for sequence in &spec.sequences {
             let index = find(&sequence.column)?;
-            sequence_output(sequence, schema.field(index), batch.column(index), index)?;
+            let output =
+                sequence_output(sequence, schema.field(index), batch.column(index), index)?;
+            named.insert(&sequence.column, output);
         }
         let mut outputs = Vec::new();
-        let mut sequences = Vec::new();
         for name in singles {
             let index = find(name)?;
-            if let Some(sequence) = spec.sequence_of(name) {
-                let field = schema.field(index);
-                outputs.push(sequence_output(
-                    sequence,
-                    field,
-                    batch.column(index),
-                    index,
-                )?);
-                sequences.push((index, sequence.clone()));
-            } else if let Some(image) = spec.image_of(name) {
-                outputs.push(image_output(image, schema.field(index), index)?);
-            } else {
-                outputs.push(single(spec, &schema, batch.column(index), name, index)?);
+            match named.remove(name) {
+                Some(output) => {
+                    if let Some(sequence) = spec.sequence_of(name) {
+                        sequences.push((index, sequence.clone()));
+                    }
+                    outputs.push(output);
+                }
+                None => outputs.push(single(spec, &schema, batch.column(index), name, index)?),
             }
         }
         for group in &spec.groups {

@@ -62,7 +62,7 @@ mod values;
 
 pub use device::Device;
 pub use dtype::DType;
-pub use error::{Error, Report, Result, check_error_chain, error_messages};
+pub use error::{Error, Report, Result, check_error_chain, error_messages, join_messages};
 pub use export::ExportOptions;
 pub use import::ImportOptions;
 pub use native::NativeDType;

@@ -78,8 +78,9 @@ pub(super) fn tensor_dtype(dtypes: &[DType], options: TableToTensorOptions) -> R
     };
     let float = matches!(dtype, DType::Float16 | DType::Float32 | DType::Float64);
     let integer = !float && crate::ARROW_DTYPES.contains(&dtype);
+    // The dtype of boolean columns alone, which a caller may ask for again (without NaN, which
+    // the checks below refuse for it).
     if dtype == DType::Bool && !options.null_to_nan {
-        // The dtype of boolean columns alone, which a caller may ask for again.
         if dtypes.iter().all(|&column| column == DType::Bool) {
             return Ok(dtype);
         }
@@ -88,11 +89,11 @@ pub(super) fn tensor_dtype(dtypes: &[DType], options: TableToTensorOptions) -> R
             reason: "a bool tensor holds 0 and 1 only, so only boolean columns may have it",
         });
     }
-    if !float && !integer {
+    if !float && !integer && dtype != DType::Bool {
         return Err(Error::TableDType {
             dtype,
             reason: "expected int8, int16, int32, int64, uint8, uint16, uint32, uint64, \
-                     float16, float32 or float64",
+                     float16, float32 or float64 (or bool, for boolean columns alone)",
         });
     }
     if options.null_to_nan && !float {

@@ -25,7 +25,7 @@
 //! | `<dir>/v1/tmp/` | entries being written, renamed into place when whole |
 
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -115,9 +115,11 @@ pub(crate) struct RangeCache {
     used: AtomicU64,
     /// Held while this process evicts, so that its threads list the directory one at a time.
     evicting: Mutex<()>,
-    /// Numbers this process's files in `tmp/`.
-    next_tmp: AtomicU64,
 }
+
+/// Numbers this process's files in `tmp/`, across every cache it opens (two loaders of one
+/// process may write into one directory at once).
+static NEXT_TMP: AtomicU64 = AtomicU64::new(0);
 
 impl RangeCache {
     /// Opens (or creates) the cache of `settings`: its directory must be one this process can
@@ -138,7 +140,6 @@ impl RangeCache {
             limit: settings.limit,
             used: AtomicU64::new(0),
             evicting: Mutex::new(()),
-            next_tmp: AtomicU64::new(0),
         };
         let probe = cache.tmp_path();
         File::create(&probe).map_err(unusable)?;
@@ -161,14 +162,13 @@ impl RangeCache {
         if !meta.is_file() || meta.len() != total {
             return None;
         }
-        let mut data = Vec::new();
-        data.try_reserve_exact(usize::try_from(total).ok()?).ok()?;
-        (&file).take(total).read_to_end(&mut data).ok()?;
+        // Gathered as a fetched range is, so that large entries live in mappings of their own.
+        let data = super::gather::read_exact(&mut &file, usize::try_from(total).ok()?).ok()?;
         let payload = parse(&data, key)?;
         // A hit renews the entry's place in the eviction order (best effort: a read-only
         // directory keeps its order).
         let _ = file_touch(&file);
-        Some(Bytes::from(data).slice(payload))
+        Some(data.slice(payload))
     }
 
     /// Keeps `bytes`, the range of `key`, unless the entry could never fit the cache; a write
@@ -202,7 +202,7 @@ impl RangeCache {
     }
 
     fn tmp_path(&self) -> PathBuf {
-        let number = self.next_tmp.fetch_add(1, Ordering::Relaxed);
+        let number = NEXT_TMP.fetch_add(1, Ordering::Relaxed);
         self.root
             .join(TMP_DIR)
             .join(format!("{}-{number}", std::process::id()))

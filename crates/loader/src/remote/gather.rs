@@ -12,6 +12,8 @@
 //! them across one another, and the arenas kept tens of megabytes the loader no longer held
 //! (measured in docs/benchmarks.md, "Object storage").
 
+use std::io::{self, Read};
+
 use bytes::Bytes;
 use memmap2::MmapMut;
 
@@ -95,10 +97,10 @@ impl Gather {
             .max(FIRST_RESERVE)
             .max(needed)
             .min(self.limit.max(needed));
-        if target < MAPPED_MIN {
-            let Storage::Heap(vec) = &mut self.storage else {
-                unreachable!("a mapping is at least MAPPED_MIN bytes, more than the target");
-            };
+        // A mapping holds at least MAPPED_MIN bytes, so a smaller target is the heap's.
+        if let Storage::Heap(vec) = &mut self.storage
+            && target < MAPPED_MIN
+        {
             return vec
                 .try_reserve_exact(target - vec.len())
                 .map_err(|error| (target, error.to_string()));
@@ -120,6 +122,23 @@ impl Gather {
             Storage::Mapped(map) => Bytes::from_owner(MappedPrefix { map, len: self.len }),
         }
     }
+}
+
+/// Exactly `len` bytes of `reader` (a local file's, whose length is known, not declared by a
+/// server), in a buffer of [`Gather`]'s kind: a mapping of its own from [`MAPPED_MIN`] bytes
+/// on, allocated whole; an allocation that fails, or a reader that ends first, is an error.
+pub(super) fn read_exact(reader: &mut impl Read, len: usize) -> io::Result<Bytes> {
+    if len < MAPPED_MIN {
+        let mut vec = Vec::new();
+        vec.try_reserve_exact(len)
+            .map_err(|error| io::Error::new(io::ErrorKind::OutOfMemory, error.to_string()))?;
+        vec.resize(len, 0);
+        reader.read_exact(&mut vec)?;
+        return Ok(Bytes::from(vec));
+    }
+    let mut map = MmapMut::map_anon(len)?;
+    reader.read_exact(&mut map[..])?;
+    Ok(Bytes::from_owner(MappedPrefix { map, len }))
 }
 
 #[cfg(test)]
@@ -151,5 +170,16 @@ mod tests {
         assert!(matches!(&exact.storage, Storage::Mapped(map) if map.len() == 9 << 20));
         assert_eq!(exact.len(), 9 << 20);
         assert!(exact.into_bytes().iter().all(|&byte| byte == 5));
+    }
+
+    #[test]
+    fn a_read_of_a_known_length_is_whole_or_an_error() {
+        for len in [10, MAPPED_MIN + 3] {
+            let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let bytes = read_exact(&mut &data[..], len).unwrap();
+            assert_eq!(&bytes[..], &data[..]);
+            let short = read_exact(&mut &data[..len - 1], len).unwrap_err();
+            assert_eq!(short.kind(), io::ErrorKind::UnexpectedEof);
+        }
     }
 }

@@ -70,24 +70,24 @@ pub(super) fn files_null_to_nan(spec: &BatchSpec, files: &[FileNulls<'_>]) -> Re
         })
     };
     let nulls = |name: &str| counts.get(name).copied().flatten();
-    let resolved = resolve_null_to_nan(spec, schema, nulls);
-    refuse_declared_nulls(spec, &resolved, schema, nulls).map_err(|error| {
+    planned_null_to_nan(spec, schema, nulls).map_err(|error| {
+        // The column that holds them: a group's, or the single column itself.
         let column = match &error {
-            Error::Column { column, source } => match source {
-                arrow_dlpack::Error::ColumnNulls { column, .. } => column.clone(),
-                _ => column.clone(),
-            },
+            Error::Column {
+                source: arrow_dlpack::Error::ColumnNulls { column, .. },
+                ..
+            }
+            | Error::Column { column, .. } => column,
             _ => return error,
         };
-        match declaring(&column) {
+        match declaring(column) {
             Some(path) => Error::DeclaredNulls {
                 path,
                 source: Box::new(error),
             },
             None => error,
         }
-    })?;
-    Ok(resolved)
+    })
 }
 
 /// The spec's [`NullToNan`] made explicit from `nulls`, the null count of each column where the

@@ -365,19 +365,8 @@ pub(crate) fn arrow_c_error(error: arrow_dlpack_c::ArrowCError) -> PyErr {
 /// errors (`ExternalError`) print their source in their own message too. Each message is put in
 /// Python's words ([`python_words`]).
 fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = String::new();
-    let mut next = Some(error);
-    while let Some(current) = next {
-        let text = python_words(&current.to_string());
-        if line.is_empty() {
-            line = text;
-        } else if !text.is_empty() && !line.ends_with(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        next = current.source();
-    }
-    line
+    let messages = arrow_dlpack::error_messages(error);
+    arrow_dlpack::join_messages(messages.iter().map(|message| python_words(message)))
 }
 
 /// The names of error variants that arrow-rs and the parquet crate print before their messages

@@ -104,18 +104,31 @@ impl<'a> Report<'a> {
 
 impl fmt::Display for Report<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut line = self.error.to_string();
-        let mut cause = self.error.source();
-        while let Some(inner) = cause {
-            let text = inner.to_string();
-            if !line.ends_with(&text) {
-                line.push_str(": ");
-                line.push_str(&text);
-            }
-            cause = inner.source();
-        }
-        f.write_str(&line)
+        f.write_str(&join_messages(error_messages(self.error)))
     }
+}
+
+/// The messages of a chain, outermost first, on one line as [`Report`] prints them: joined by
+/// `: `, a message that the line so far already ends with left out. For a caller that words
+/// each level first (a binding that puts messages in its language's words).
+///
+/// ```
+/// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; }
+/// use arrow_dlpack::join_messages;
+///
+/// let messages = ["cannot read a.parquet: disk full", "disk full"].map(String::from);
+/// assert_eq!(join_messages(messages), "cannot read a.parquet: disk full");
+/// ```
+pub fn join_messages(messages: impl IntoIterator<Item = String>) -> String {
+    let mut messages = messages.into_iter();
+    let mut line = messages.next().unwrap_or_default();
+    for text in messages {
+        if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
 }
 
 impl fmt::Debug for Report<'_> {

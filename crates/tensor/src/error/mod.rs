@@ -318,4 +318,6 @@ mod chain;
 #[cfg(test)]
 mod tests;
 
-pub use chain::{Report, assert_every_variant_chains, check_error_chain, error_messages};
+pub use chain::{
+    Report, assert_every_variant_chains, check_error_chain, error_messages, join_messages,
+};

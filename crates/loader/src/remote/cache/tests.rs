@@ -241,3 +241,30 @@ fn links_fifos_and_foreign_files_are_never_read_counted_or_removed() {
     assert!(root.join("cd-not-an-entry").exists());
     assert_eq!(cache.get(&kept).as_deref(), Some(&data[..]));
 }
+
+#[test]
+fn two_caches_of_one_process_writing_one_directory_keep_every_entry_whole() {
+    // Two loaders of one process open the same directory: their files in `tmp/` must not share
+    // a name, or one write would cut the other's short.
+    let dir = tempfile::tempdir().unwrap();
+    let caches: Vec<Arc<RangeCache>> = (0..2)
+        .map(|_| Arc::new(RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap()))
+        .collect();
+    let threads: Vec<_> = (0..8u64)
+        .map(|i| {
+            let cache = caches[i as usize % 2].clone();
+            std::thread::spawn(move || {
+                let kept = key("\"v1\"", i << 20..(i + 1) << 20);
+                cache.put(&kept, &bytes_of(1 << 20, i as u8));
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    for i in 0..8u64 {
+        let kept = key("\"v1\"", i << 20..(i + 1) << 20);
+        let read = caches[0].get(&kept).expect("every entry whole");
+        assert_eq!(&read[..], &bytes_of(1 << 20, i as u8)[..]);
+    }
+}
