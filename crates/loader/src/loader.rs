@@ -109,6 +109,8 @@ pub struct Batches {
     settings: Settings,
     epoch: u64,
     shard: [u64; 2],
+    /// The ranks among the shards ([`BatchSpec::num_ranks`], resolved).
+    ranks: u64,
     work: Work,
     /// Where the stream stands after the last batch handed out (before the first: where it
     /// started).
@@ -150,6 +152,7 @@ impl Batches {
         let (settings, work, start) = (plan.settings, plan.work, plan.start);
         let epoch = spec.epoch;
         let shard = [spec.shard_index as u64, spec.num_shards as u64];
+        let ranks = spec.ranks() as u64;
         let (sender, receiver) = sync_channel(spec.prefetch);
         // The source's own flag, when it has one, is the loader's: setting it stops both.
         let stop = plan
@@ -212,6 +215,7 @@ impl Batches {
             settings,
             epoch,
             shard,
+            ranks,
             work,
             position,
             mark: None,
@@ -236,6 +240,7 @@ impl Batches {
             settings: self.settings.clone(),
             epoch: self.epoch,
             shard: Some(self.shard),
+            ranks: Some(self.ranks),
             work: self.work.clone(),
             position: match mark {
                 Some(mark) => Some(mark.position()),

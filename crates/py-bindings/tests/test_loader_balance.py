@@ -213,7 +213,7 @@ def test_a_planned_state_merges_only_before_its_first_batch(sources):
     # A planned position given to a loader that cuts as it reads (one rank) is refused.
     state = state_after(1, 2)
     with pytest.raises(ValueError, match="planned epoch"):
-        ad.batches(source, 16, state={**state, "shard": [0, 1]}, **options)
+        ad.batches(source, 16, state={**state, "shard": [0, 1], "ranks": 1}, **options)
 
 
 # Plain row batches: the same row groups, cut by rows alone.

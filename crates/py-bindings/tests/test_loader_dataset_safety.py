@@ -295,8 +295,8 @@ def test_ranks_of_a_table_dealt_evenly_know_their_length_and_a_reader_over_ranks
 
 
 def test_the_length_of_a_dataloader_with_workers_is_the_batches_its_workers_give(tmp_path):
-    """Each worker cuts its own last batch: len(loader) counts the workers' batches, so that a
-    schedule sized by it (OneCycleLR) is stepped exactly as often as there are batches."""
+    """len(loader) counts the batches the workers give, so that a schedule sized by it
+    (OneCycleLR) is stepped exactly as often as there are batches."""
     import warnings
 
     path = tmp_path / "t.parquet"
@@ -320,6 +320,48 @@ def test_the_length_of_a_dataloader_with_workers_is_the_batches_its_workers_give
             schedule.step()
 
 
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_dataloader_workers_give_the_batches_of_one_loader_of_the_rank(tmp_path, shuffle):
+    """A rank's batches are dealt to its workers in runs: the DataLoader gives the rank's rows
+    in as many batches as without workers, in order the same batches (interleaved), only the
+    last one short, and drop_last drops only the rank's remainder."""
+    path = tmp_path / "t.parquet"
+    for rows, groups in ((1000, 250), (1003, 1003), (1003, 97)):
+        pq.write_table(pa.table({"id": np.arange(rows)}), path, row_group_size=groups)
+        for drop_last in (False, True):
+            seen = []
+            for rank in range(2):
+                def passes(workers):
+                    dataset = ad.BatchDataset(str(path), 100, rank=rank, world_size=2, shuffle=shuffle,
+                                              seed=4, drop_last=drop_last)
+                    loader = DataLoader(dataset, batch_size=None, num_workers=workers)
+                    batches = [tuple(batch["id"].tolist()) for batch in loader]
+                    assert len(loader) == len(batches), (workers, len(loader), len(batches))
+                    return batches
+
+                alone = passes(0)
+                for workers in (2, 3):
+                    batches = passes(workers)
+                    case = (rows, groups, drop_last, rank, workers)
+                    if shuffle:
+                        # The same rows in as many batches of the same sizes, shuffled by the plan.
+                        flat = sorted(i for batch in batches for i in batch)
+                        assert flat == sorted(i for batch in alone for i in batch), case
+                        assert sorted(map(len, batches)) == sorted(map(len, alone)), case
+                    else:
+                        assert sorted(batches) == sorted(alone), case
+                    sizes = [len(batch) for batch in batches]
+                    # Full batches, and only the DataLoader's last one short.
+                    assert all(size == 100 for size in sizes[:-1]), (case, sizes)
+                seen += [i for batch in alone for i in batch]
+            # Each rank's remainder at most is dropped: 2 ranks of 2 workers at 100 rows a
+            # batch keep every row of 1,000 (each worker dropping its own lost 200).
+            kept = sorted(seen)
+            assert len(set(kept)) == len(kept)
+            dropped = rows - len(kept)
+            assert dropped == 0 if not drop_last else dropped < 2 * 100, (rows, drop_last, dropped)
+
+
 def test_ranks_that_get_no_batch_are_warned_and_workers_keep_tiny_files_whole(tmp_path):
     path = tmp_path / "three.parquet"
     pq.write_table(pa.table({"id": np.arange(3)}), path)
@@ -332,7 +374,7 @@ def test_ranks_that_get_no_batch_are_warned_and_workers_keep_tiny_files_whole(tm
                           r"of the 4 ranks gets as many batches"):
             assert list(ad.batches(str(path), 2, rank=rank, world_size=4)) == []
     # One rank's DataLoader workers over a file of one row group too small to give each a
-    # batch, or with drop_last: one worker reads it, nothing is lost.
+    # batch: the rank's batches, one worker taking them, nothing lost.
     for drop_last, expected in ((False, [0, 1, 2]), (True, [0, 1])):
         dataset = ad.BatchDataset(str(path), 2, drop_last=drop_last)
         loader = DataLoader(dataset, batch_size=None, num_workers=2)

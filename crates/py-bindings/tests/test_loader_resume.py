@@ -258,7 +258,7 @@ def test_states_of_other_arguments_are_refused_naming_what_differs(sources):
     # Also when the newer format has fields this build does not know.
     with pytest.raises(ValueError, match="newer than this build"):
         ad.batches(sources["parquet"], 4, columns=ID, shuffle=True, seed=1, buffer_size=8,
-                   state={**state, "version": 4, "checksum": "abc"})
+                   state={**state, "version": 5, "checksum": "abc"})
 
 
 def _hostile(state):

@@ -3,10 +3,11 @@
 //! batches cut from them (see [`crate::sequences::plan`]).
 //!
 //! Over several shards of files, the epoch is planned when a token budget or length buckets cut
-//! the batches (their count depends on the rows' lengths), and when batches cut by rows would
-//! come out uneven from the deal of units (a file of one row group gives all its batches to one
-//! shard): then only the units' row counts are needed, which the metadata gives, and no pass is
-//! made. One shard, and streams and readers (which cannot be read twice), cut their batches as
+//! the batches (their count depends on the rows' lengths), and, cut by rows, when the ranks
+//! have DataLoader workers (each rank's batches are then dealt to its workers in runs) or the
+//! deal of units would give the ranks uneven counts (a file of one row group gives all its
+//! batches to one rank): then only the units' row counts are needed, which the metadata gives,
+//! and no pass is made. One shard, and streams and readers (which cannot be read twice), cut their batches as
 //! they read.
 //!
 //! The pass reads as little as each format allows. An IPC file's record batch is decoded as views
@@ -23,7 +24,7 @@ use arrow_array::RecordBatch;
 use crate::ipc::{self, IpcFile, IpcRecordBatch};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
 use crate::sequences::plan::{
-    PlanItem, PlanOptions, RowsDeal, ShardBatches, SourceLengths, plan_shard,
+    PlanItem, PlanOptions, ShardBatches, SourceLengths, plan_shard, rank_items, uneven_ranks,
 };
 use crate::sequences::tokens::raw_lengths;
 use crate::state::{Item, SourceIdentity, Start, Work};
@@ -44,10 +45,12 @@ struct Key {
 static CACHE: Mutex<Vec<(Key, Arc<SourceLengths>)>> = Mutex::new(Vec::new());
 
 /// Whether `spec` plans the epoch whose `work` is dealt from units of files with `unit_rows`
-/// rows (in the epoch's order): over several shards, under a token budget or buckets, or when
-/// the deal would give the shards different numbers of batches.
+/// rows (in the epoch's order): over several shards, under a token budget or buckets, when the
+/// ranks have DataLoader workers, or when the deal would give the ranks different numbers of
+/// batches.
 pub(super) fn is_planned(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
-    spec.num_shards > 1 && (by_lengths(spec) || uneven_deal(spec, work, unit_rows))
+    spec.num_shards > 1
+        && (by_lengths(spec) || dealt_to_workers(spec) || uneven_deal(spec, work, unit_rows))
 }
 
 /// Whether the plan is cut by the rows' lengths (a token budget or buckets), rather than by
@@ -58,9 +61,20 @@ pub(super) fn by_lengths(spec: &BatchSpec) -> bool {
 
 /// Whether a source read in order (record batches in memory, local streams), whose units have
 /// `unit_rows` rows, is planned by rows: a budget or buckets cut a stream by its data, which it
-/// is not read twice for, so only an uneven deal plans it.
+/// is not read twice for, so only DataLoader workers or an uneven deal plan it.
 pub(super) fn is_planned_by_rows(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
-    spec.num_shards > 1 && !by_lengths(spec) && uneven_deal(spec, work, unit_rows)
+    spec.num_shards > 1
+        && !by_lengths(spec)
+        && (dealt_to_workers(spec) || uneven_deal(spec, work, unit_rows))
+}
+
+/// Whether the ranks have DataLoader workers and the batches are cut by rows (their count
+/// follows from the rows: not with documents packed whole, whose count only the data tells):
+/// then the rank's batches are planned and dealt to its workers in runs, so that the
+/// DataLoader gives the batches one loader of the rank would, and only the rank's last batch
+/// is short, rather than each worker cutting (or, with `drop_last`, dropping) its own.
+fn dealt_to_workers(spec: &BatchSpec) -> bool {
+    spec.ranks() < spec.num_shards && spec.batches_for(0).is_some()
 }
 
 /// The element of `values` (one per unit of the source) at `unit`, a unit's ordinal from a
@@ -75,52 +89,33 @@ pub(super) fn unit_of<T>(values: &[T], unit: u64) -> Result<&T> {
 }
 
 /// Whether dealing `work`'s items round-robin gives the ranks (see [`BatchSpec::num_ranks`])
-/// different numbers of batches, or leaves a shard without a unit while the rows would give
-/// every shard a batch, when the batches are cut by rows (their count follows from the rows:
-/// not with documents packed whole, whose count only the data tells).
+/// different numbers of batches, when the batches are cut by rows (their count follows from the
+/// rows: not with documents packed whole, whose count only the data tells).
 fn uneven_deal(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
     // A state of another source is refused when it is checked; its items are not counted.
     if spec.batches_for(0).is_none() || work.units != Some(unit_rows.len() as u64) {
         return false;
     }
-    let total = work.total().unwrap_or(0);
-    let shards = spec.num_shards as u64;
-    // Only the shards below `total` get items; the others (and their ranks) get no batch.
-    let dealt = shards.min(total) as usize;
-    let mut rows = vec![0u64; dealt];
-    for w in 0..total {
-        let Some(item) = work.global(w) else { break };
-        let all = unit_of(unit_rows, item.unit).copied().unwrap_or(0);
-        let shard = &mut rows[(w % shards) as usize];
-        *shard = shard.saturating_add(item.row_count(all));
-    }
-    let ranks = spec.ranks();
-    let mut counts = vec![0usize; ranks.min(dealt)];
-    for (shard, &rows) in rows.iter().enumerate() {
-        let count = &mut counts[shard % ranks];
-        *count = count.saturating_add(spec.batches_for(rows).unwrap_or(0));
-    }
-    let unserved = ranks > dealt;
-    let uneven_ranks = counts
-        .iter()
-        .any(|&count| count != counts[0] || (unserved && count > 0));
-    // A worker without a unit (a file of one row group read by two DataLoader workers) would
-    // idle while another reads every row: planned by rows, each reads its share, where the
-    // plan loses nothing for it. A plan gives every shard as many batches, which the epoch's
-    // rows may not fill (fewer batches than shards), and with `drop_last` it drops whole
-    // batches to make them even, which one rank's workers do not need: such a deal is kept.
-    let total_rows = rows
-        .iter()
-        .fold(0u64, |sum, &rows| sum.saturating_add(rows));
-    // The plan deals the rows so that every shard has as many batches, a row at least each.
-    let fills_every_shard = |batches: usize| {
-        let deal = RowsDeal::new(total_rows, spec.batch_size, spec.num_shards, false);
-        batches >= spec.num_shards && deal.dropped(total_rows, spec.num_shards) == 0
-    };
-    let idle_worker = spec.num_shards > dealt
-        && !spec.drop_last
-        && spec.batches_for(total_rows).is_some_and(fills_every_shard);
-    uneven_ranks || idle_worker
+    let item_rows = work_rows(work, |unit| unit_of(unit_rows, unit).copied().unwrap_or(0));
+    uneven_ranks(&item_rows, spec.ranks(), |rows| {
+        spec.batches_for(rows).unwrap_or(0)
+    })
+}
+
+/// The rows of each of `work`'s items, in the epoch's order, whose units have `unit_rows(unit)`.
+fn work_rows(work: &Work, unit_rows: impl Fn(u64) -> u64) -> Vec<u64> {
+    (0..work.total().unwrap_or(0))
+        .map_while(|w| work.global(w))
+        .map(|item| item.row_count(unit_rows(item.unit)))
+        .collect()
+}
+
+/// Whether a planned epoch of rows is planned per rank: the ranks' deal of units is even, so
+/// each rank's batches are the ones it cuts from its own units (as without DataLoader workers),
+/// planned from them alone and dealt to its workers in runs. Otherwise (an uneven deal, a
+/// budget, buckets) one plan of the epoch gives every rank as many batches.
+fn per_rank(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
+    !by_lengths(spec) && dealt_to_workers(spec) && !uneven_deal(spec, work, unit_rows)
 }
 
 /// `batches` with the items they read renumbered in the order of their units, and the items so
@@ -339,18 +334,33 @@ pub(super) fn shard_batches(
         Start::Plan { batch } => *batch,
         _ => 0,
     };
-    let total = work.total().unwrap_or(0);
+    let unit_rows: Vec<u64> = source_unit
+        .iter()
+        .map(|&unit| lengths.unit_rows(unit))
+        .collect();
+    let by_rank = per_rank(spec, work, &unit_rows);
+    let ranks = spec.ranks();
     let mut work_items = Vec::new();
-    let mut items = Vec::new();
-    for w in 0..total {
+    for w in 0..work.total().unwrap_or(0) {
         let Some(item) = work.global(w) else { break };
-        let unit = *unit_of(source_unit, item.unit)?;
-        items.push(PlanItem {
-            unit,
-            rows: item.rows.clone(),
-        });
         work_items.push(item);
     }
+    // Planned per rank, the plan is of the rank's items, over its workers.
+    let (shard, num_shards, num_ranks) = if by_rank {
+        work_items = rank_items(&work_items, spec.shard_index % ranks, ranks);
+        (spec.shard_index / ranks, spec.num_shards / ranks, 1)
+    } else {
+        (spec.shard_index, spec.num_shards, ranks)
+    };
+    let items = work_items
+        .iter()
+        .map(|item| {
+            Ok(PlanItem {
+                unit: *unit_of(source_unit, item.unit)?,
+                rows: item.rows.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
     // Cut by rows alone, the lengths hold no column (see `lengths`).
     let sequences: Vec<_> = if by_lengths(spec) {
         spec.sequences.iter().cloned().enumerate().collect()
@@ -364,9 +374,10 @@ pub(super) fn shard_batches(
         seed: spec.epoch_seed(),
         buffer_size: spec.buffer_size,
         drop_last: spec.drop_last,
-        num_shards: spec.num_shards,
+        num_shards,
+        num_ranks,
     };
-    let (batches, _) = plan_shard(&options, lengths, &items, spec.shard_index, from)?;
+    let (batches, _) = plan_shard(&options, lengths, &items, shard, from)?;
     let reads = batches
         .reads
         .iter()

@@ -36,6 +36,7 @@ pub(super) fn resume(
             settings,
             epoch: spec.epoch,
             shard: [spec.shard_index as u64, spec.num_shards as u64],
+            ranks: spec.ranks() as u64,
             unit_rows,
             planned,
         })?,

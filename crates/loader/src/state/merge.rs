@@ -208,14 +208,15 @@ fn merged(first: &LoaderState, work: Work) -> LoaderState {
         settings: first.settings.clone(),
         epoch: first.epoch,
         shard: None,
+        ranks: None,
         work,
         position: None,
         concat: None,
     }
 }
 
-/// Refuses states that are not one of each shard of one run: the same format, settings, epoch
-/// and work, shards `0..n` once each.
+/// Refuses states that are not one of each shard of one run: the same format, settings, epoch,
+/// work and ranks, shards `0..n` once each.
 fn check_one_run(states: &[LoaderState]) -> Result<()> {
     let Some(first) = states.first() else {
         return Ok(());
@@ -270,6 +271,13 @@ fn check_one_run(states: &[LoaderState]) -> Result<()> {
             ));
         }
         seen[shard as usize] = true;
+        if state.layout_ranks()? != first.layout_ranks()? {
+            return bad(format!(
+                "the states are of {} and {} ranks; expected the states of one run",
+                first.layout_ranks()?.unwrap_or_default(),
+                state.layout_ranks()?.unwrap_or_default()
+            ));
+        }
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! The merge of the states of an epoch planned by rows alone (see [`Position::Plan`]): the plan
 //! is worked out again from the units' rows its work records ([`Work::unit_rows`]), the
-//! settings, the epoch and the number of shards, each shard's given batches are listed from it,
+//! settings, the epoch and the numbers of shards and ranks, each shard's given batches are listed from it,
 //! and the work left is every row of the epoch not in one of them.
 //!
 //! The replay counts every window's rows and lists those of the batches given; it is bounded before anything is allocated: every unit and every window of at most
@@ -12,7 +12,9 @@ use super::bounds::{MAX_MERGED_ENTRIES, MAX_PLANNED_BATCHES, MAX_PLANNED_ROWS, M
 use super::ranges::remove_rows;
 use super::{Item, LoaderState, Position, Work, bad};
 use crate::Result;
-use crate::sequences::plan::{EpochPlan, PlanItem, PlanOptions, SourceLengths};
+use crate::sequences::plan::{
+    EpochPlan, PlanItem, PlanOptions, SourceLengths, rank_items, uneven_ranks,
+};
 use crate::sequences::tokens::Cutting;
 
 /// The work left by `states` (one per shard, checked to be of one run), when a shard is past
@@ -79,15 +81,35 @@ pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> 
     let total = check_replay(settings.batch_size, settings.buffer_size, unit_rows)?;
     reserve_for_replay(total)?;
     let usize_of = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
-    let items: Vec<PlanItem> = (0..work.total().unwrap_or(0))
+    let work_items: Vec<Item> = (0..work.total().unwrap_or(0))
         .map_while(|w| work.global(w))
+        .collect();
+    let item_rows: Vec<u64> = work_items
+        .iter()
+        .map(|item| item.row_count(unit_rows.get(usize_of(item.unit)).copied().unwrap_or(0)))
+        .collect();
+    let items: Vec<PlanItem> = work_items
+        .into_iter()
         .map(|item| PlanItem {
             unit: usize_of(item.unit),
             rows: item.rows,
         })
         .collect();
     let lengths = SourceLengths::of_rows(unit_rows.iter().copied())?;
-    let options = PlanOptions {
+    let shards = states.len();
+    let ranks = usize_of(first.layout_ranks()?.unwrap_or_default()).max(1);
+    // As the loaders planned it (see the source's `per_rank`): with DataLoader workers over an
+    // even deal of units to the ranks, each rank's plan is of its own items, over its workers.
+    let batch_size = settings.batch_size.max(1);
+    let per_rank = shards > ranks
+        && !uneven_ranks(&item_rows, ranks, |rows| {
+            usize_of(if settings.drop_last {
+                rows / batch_size
+            } else {
+                rows.div_ceil(batch_size)
+            })
+        });
+    let options = |num_shards, num_ranks| PlanOptions {
         cutting: Cutting {
             max_tokens: None,
             batch_size: usize_of(settings.batch_size),
@@ -98,9 +120,21 @@ pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> 
         seed: settings.seed.wrapping_add(first.epoch),
         buffer_size: usize_of(settings.buffer_size),
         drop_last: settings.drop_last,
-        num_shards: states.len(),
+        num_shards,
+        num_ranks,
     };
-    let plan = EpochPlan::new(&options, &lengths, &items)?;
+    let (global, by_rank) = (options(shards, ranks), options(shards / ranks, 1));
+    let rank_items: Vec<Vec<PlanItem>> = if per_rank {
+        (0..ranks)
+            .map(|rank| rank_items(&items, rank, ranks))
+            .collect()
+    } else {
+        vec![items.clone()]
+    };
+    let plans = rank_items
+        .iter()
+        .map(|items| EpochPlan::new(if per_rank { &by_rank } else { &global }, &lengths, items))
+        .collect::<Result<Vec<_>>>()?;
     // The rows given, by unit.
     let mut given: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
     for state in states {
@@ -108,14 +142,18 @@ pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> 
             continue;
         };
         let [shard, _] = state.shard.unwrap_or_default();
-        if batch > plan.per_shard() {
+        let (plan, shard_of_plan) = match per_rank {
+            true => (&plans[usize_of(shard) % ranks], usize_of(shard) / ranks),
+            false => (&plans[0], usize_of(shard)),
+        };
+        let count = plan.shard_count(shard_of_plan);
+        if batch > count {
             return bad(format!(
                 "the state of shard {shard} is {batch} batches into its plan; the plan gives \
-                 each shard {} batches",
-                plan.per_shard()
+                 the shard {count} batches"
             ));
         }
-        let listed = plan.batches(usize_of(shard), 0..batch)?;
+        let listed = plan.batches(shard_of_plan, 0..batch)?;
         for &(read, row) in &listed.rows {
             given
                 .entry(plan.unit_of(&listed, read))

@@ -44,13 +44,18 @@ pub(crate) use start::{Resuming, Start, WindowStart};
 /// build cannot know it, an older one because it records the settings in a form this build no
 /// longer reads, or its position in batches this build cuts differently.
 ///
+/// Format 4 records the ranks among the shards ([`LoaderState::ranks`]): a planned epoch gives
+/// every rank as many batches and deals each rank's batches to its DataLoader workers in runs,
+/// where format 3 gave every shard as many. A format 3 state reads as format 4 of one rank per
+/// shard, which is what its plan was.
+///
 /// Format 3 deals an epoch planned by rows alone (shards whose deal of units was uneven) as
 /// runs of rows cut into full batches and a short last one on every shard; format 2 split the
 /// epoch's largest batches, so its states of such an epoch (those whose work records the units'
 /// rows) are refused, and its other states read as format 3. Format 2 records the settings as
 /// typed values ([`Settings`]) and the source by the identity of its files (sizes,
 /// modification times or ETags, footer digests); format 1 recorded them as text.
-pub const STATE_VERSION: u32 = 3;
+pub const STATE_VERSION: u32 = 4;
 
 /// Where a stream of batches stands: enough to continue it, batch for batch and byte for byte,
 /// in a new loader (even in a new process) made with the same source and spec plus this state.
@@ -72,6 +77,12 @@ pub struct LoaderState {
     /// `[shard_index, num_shards]` of the loader that saved it; `None` for a state made by
     /// [`merge_states`], which any layout of shards resumes from.
     pub shard: Option<[u64; 2]>,
+    /// The ranks of a distributed run among the shards of the loader that saved it (see
+    /// [`BatchSpec::num_ranks`](crate::BatchSpec::num_ranks)), each rank's other shards being
+    /// its DataLoader workers; `None` for a merged state, and for a state of format 3, whose
+    /// every shard was a rank of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<u64>,
     /// The work of the epoch that the shards share out.
     pub work: Work,
     /// Where this shard stands in its items; `None` at the start.
@@ -96,6 +107,8 @@ struct Fields {
     settings: Settings,
     epoch: u64,
     shard: Option<[u64; 2]>,
+    #[serde(default)]
+    ranks: Option<u64>,
     work: Work,
     position: Option<Position>,
     #[serde(default)]
@@ -115,6 +128,7 @@ impl TryFrom<Versioned> for LoaderState {
             settings: fields.settings,
             epoch: fields.epoch,
             shard: fields.shard,
+            ranks: fields.ranks,
             work: fields.work,
             position: fields.position,
             concat: fields.concat,
@@ -149,7 +163,7 @@ pub fn check_state_format(version: u64, planned_by_rows: bool) -> std::result::R
     } else if version < 2 {
         Err(format!(
             "is of format version {version}, saved by an older version of arrow-dlpack; this \
-             build reads formats 2 and {STATE_VERSION}: start the epoch again without it, or \
+             build reads formats 2 to {STATE_VERSION}: start the epoch again without it, or \
              resume with the version that saved it"
         ))
     } else {

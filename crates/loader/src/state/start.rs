@@ -63,6 +63,8 @@ pub(crate) struct Resuming<'a> {
     pub(crate) epoch: u64,
     /// `[shard_index, num_shards]`.
     pub(crate) shard: [u64; 2],
+    /// The ranks among the shards.
+    pub(crate) ranks: u64,
     /// The rows of each unit in the epoch's order when the source's metadata tells (files);
     /// `None` for streams.
     pub(crate) unit_rows: Option<&'a [u64]>,
@@ -71,6 +73,22 @@ pub(crate) struct Resuming<'a> {
 }
 
 impl LoaderState {
+    /// The ranks among the shards of the loader that saved this state (one per shard where the
+    /// state does not say, as format 3 did not); `None` for a merged state. A number that
+    /// does not divide the shards is refused.
+    pub(crate) fn layout_ranks(&self) -> Result<Option<u64>> {
+        let Some([_, shards]) = self.shard else {
+            return Ok(None);
+        };
+        let ranks = self.ranks.unwrap_or(shards);
+        if ranks == 0 || ranks > shards || shards % ranks != 0 {
+            return bad(format!(
+                "the state's ranks is {ranks}; expected a divisor of its {shards} shards"
+            ));
+        }
+        Ok(Some(ranks))
+    }
+
     /// Checks this state against the loader about to resume it and returns where the shard
     /// starts.
     pub(crate) fn start_for(&self, loader: &Resuming<'_>) -> Result<Start> {
@@ -94,6 +112,16 @@ impl LoaderState {
                 "the state was saved by shard {saved_shard} of {saved_shards}; this loader is \
                  shard {shard} of {num_shards} (to resume with another number of shards, merge \
                  the states of every shard with merge_states)"
+            ));
+        }
+        if let Some(saved) = self.layout_ranks()?
+            && saved != loader.ranks
+        {
+            return bad(format!(
+                "the state was saved by shard {shard} of {num_shards} in {saved} ranks; this \
+                 loader is shard {shard} of {num_shards} in {} ranks (to resume with other ranks \
+                 or DataLoader workers, merge the states of every shard with merge_states)",
+                loader.ranks
             ));
         }
         let unit_rows = loader.unit_rows;

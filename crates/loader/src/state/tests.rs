@@ -64,6 +64,7 @@ fn a_state_round_trips_through_json_and_unknown_keys_are_refused() {
         settings: settings(),
         epoch: 2,
         shard: Some([1, 2]),
+        ranks: Some(1),
         work: Work::all(Some(3)),
         position: Some(Position::Window {
             rng: u64::MAX,
@@ -203,12 +204,13 @@ fn states_of_other_formats_are_refused_saying_what_to_do() {
         settings: settings(),
         epoch: 0,
         shard: None,
+        ranks: None,
         work: Work::all(Some(3)),
         position: None,
         concat: None,
     };
     let text = serde_json::to_string(&state).unwrap();
-    let older = text.replacen("\"version\":3", "\"version\":1", 1).replacen(
+    let older = text.replacen("\"version\":4", "\"version\":1", 1).replacen(
         "\"settings\"",
         "\"config\"",
         1,
@@ -220,15 +222,15 @@ fn states_of_other_formats_are_refused_saying_what_to_do() {
         error.starts_with("the state is of format version 1, saved by an older version"),
         "{error}"
     );
-    let newer = text.replacen("\"version\":3", "\"version\":4,\"checksum\":1", 1);
+    let newer = text.replacen("\"version\":4", "\"version\":5,\"checksum\":1", 1);
     let error = serde_json::from_str::<LoaderState>(&newer)
         .unwrap_err()
         .to_string();
-    assert!(error.contains("newer than this build reads (3)"), "{error}");
-    let missing = text.replacen("\"version\":3,", "", 1);
+    assert!(error.contains("newer than this build reads (4)"), "{error}");
+    let missing = text.replacen("\"version\":4,", "", 1);
     assert!(serde_json::from_str::<LoaderState>(&missing).is_err());
     // Format 2 is read, except in an epoch planned by rows, which format 3 cuts otherwise.
-    let two = text.replacen("\"version\":3", "\"version\":2", 1);
+    let two = text.replacen("\"version\":4", "\"version\":2", 1);
     let read: LoaderState = serde_json::from_str(&two).unwrap();
     assert_eq!((read.version, read.work), (2, state.work.clone()));
     let mut planned = state.clone();
@@ -236,13 +238,43 @@ fn states_of_other_formats_are_refused_saying_what_to_do() {
     let two =
         serde_json::to_string(&planned)
             .unwrap()
-            .replacen("\"version\":3", "\"version\":2", 1);
+            .replacen("\"version\":4", "\"version\":2", 1);
     let error = serde_json::from_str::<LoaderState>(&two)
         .unwrap_err()
         .to_string();
     assert!(
         error.starts_with("the state is of format version 2, saved by an older version")
             && error.contains("planned by rows"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_state_of_format_3_reads_as_one_rank_per_shard() {
+    let mut state = LoaderState {
+        version: STATE_VERSION,
+        settings: settings(),
+        epoch: 0,
+        shard: Some([1, 4]),
+        ranks: Some(2),
+        work: Work::all(Some(3)),
+        position: None,
+        concat: None,
+    };
+    assert_eq!(state.layout_ranks().unwrap(), Some(2));
+    let text = serde_json::to_string(&state).unwrap();
+    assert!(text.contains("\"ranks\":2"), "{text}");
+    let three = text
+        .replacen("\"version\":4", "\"version\":3", 1)
+        .replacen(",\"ranks\":2", "", 1);
+    let read: LoaderState = serde_json::from_str(&three).unwrap();
+    assert_eq!((read.version, read.ranks), (3, None));
+    assert_eq!(read.layout_ranks().unwrap(), Some(4));
+    // Ranks that do not divide the shards are refused, by name.
+    state.ranks = Some(3);
+    let error = state.layout_ranks().unwrap_err().to_string();
+    assert!(
+        error.contains("the state's ranks is 3; expected a divisor of its 4 shards"),
         "{error}"
     );
 }

@@ -253,6 +253,76 @@ fn states_of_an_epoch_planned_by_rows_merge_into_the_rows_left() {
 }
 
 #[test]
+fn states_of_ranks_with_workers_resume_in_their_layout_or_merge_into_another() {
+    let dir = tempfile::tempdir().unwrap();
+    // Units that the ranks' deal leaves uneven (one plan of the epoch) and even (each rank
+    // plans its own units).
+    for (name, sizes) in [("uneven", &[90, 11][..]), ("even", &[25, 25, 25, 26][..])] {
+        let data = table(sizes);
+        let ipc = write_ipc(&dir.path().join(format!("{name}.arrow")), &data);
+        let make = move || Source::IpcFiles(vec![ipc.clone()]);
+        for shuffle in [false, true] {
+            // Two ranks of two workers: shard `worker * 2 + rank`.
+            let spec = BatchSpec {
+                shuffle,
+                seed: 5,
+                buffer_size: 16,
+                num_ranks: 2,
+                ..spec(4, &["id"])
+            };
+            let mut seen = Vec::new();
+            let mut states = Vec::new();
+            for (index, stop) in [2, 0, 5, 1].into_iter().enumerate() {
+                let shard = spec.clone().shard(index, 4);
+                let whole = collect(make(), shard.clone());
+                let mut loader = batches(make(), shard.clone()).unwrap();
+                for batch in loader.by_ref().take(stop) {
+                    seen.extend(ids(&[batch.unwrap()]));
+                }
+                let state = loader.state();
+                assert_eq!(state.ranks, Some(2));
+                // The same layout resumes the rest of the shard.
+                let rest = collect(make(), shard.clone().state(state.clone()));
+                let given: usize = whole.iter().map(|b| b.num_rows()).sum::<usize>();
+                let left: usize = rest.iter().map(|b| b.num_rows()).sum();
+                assert_eq!(ids(&rest), ids(&whole)[given - left..], "shard {index}");
+                // The same shards in another number of ranks are refused, naming both.
+                let other = BatchSpec {
+                    num_ranks: 4,
+                    ..shard.clone()
+                };
+                let error = batches(make(), other.state(state.clone())).err().unwrap();
+                assert!(
+                    chain(&error).contains("in 2 ranks; this loader is shard"),
+                    "{}",
+                    chain(&error)
+                );
+                states.push(state);
+            }
+            // Merged, the rows left are read once by any other layout: 1 rank of 3 workers.
+            let merged = merge_states(&states).unwrap();
+            let mut all = seen.clone();
+            for index in 0..3 {
+                let new = BatchSpec {
+                    num_ranks: 1,
+                    ..spec.clone()
+                };
+                all.extend(ids(&collect(
+                    make(),
+                    new.shard(index, 3).state(merged.clone()),
+                )));
+            }
+            all.sort_unstable();
+            assert_eq!(
+                all,
+                (0..101).collect::<Vec<_>>(),
+                "{name}, shuffle {shuffle}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_planned_state_whose_units_rows_were_altered_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let data = table(&[90, 11]);
@@ -309,86 +379,91 @@ fn a_planned_state_whose_units_rows_were_altered_is_refused() {
 }
 
 #[test]
-fn only_the_ranks_need_as_many_batches_not_their_workers() {
+fn a_ranks_workers_take_runs_of_its_batches_and_only_its_last_is_short() {
     let dir = tempfile::tempdir().unwrap();
-    // Four units over four shards (two ranks of two workers): shards 0 and 1 get 2 batches,
-    // shards 2 and 3 one; each rank (shards 0 and 2, shards 1 and 3) 3.
+    let sizes = |passes: &[Vec<Vec<i64>>]| -> Vec<Vec<usize>> {
+        passes
+            .iter()
+            .map(|pass| pass.iter().map(Vec::len).collect())
+            .collect()
+    };
+    // Four units over two ranks of two workers (shard `worker * 2 + rank`): each rank takes
+    // the units dealt to it (0 and 2, 1 and 3), 12 rows in 3 batches, the batches it cuts
+    // without workers, and its workers take runs of them, the longer run last.
     let data = table(&[8, 8, 4, 4]);
     let ipc = write_ipc(&dir.path().join("four.arrow"), &data);
     let make = move || Source::IpcFiles(vec![ipc.clone()]);
-    let dealt = |num_ranks: usize| -> Vec<Vec<Vec<i64>>> {
-        let spec = BatchSpec {
-            num_ranks,
-            ..spec(4, &["id"])
-        };
-        shard_passes(&make, &spec, 4)
+    let ranked = |num_ranks: usize| BatchSpec {
+        num_ranks,
+        ..spec(4, &["id"])
     };
-    // Ranks even: the units as dealt, each shard's own.
-    let passes = dealt(2);
-    let counts: Vec<usize> = passes.iter().map(Vec::len).collect();
-    assert_eq!(counts, [2, 2, 1, 1]);
-    assert_eq!(passes[2], [(16..20).collect::<Vec<_>>()]);
-    // Every shard a rank: planned, as many batches each.
-    let counts: Vec<usize> = dealt(0).iter().map(Vec::len).collect();
+    let passes = shard_passes(&make, &ranked(2), 4);
+    let rows = |range: std::ops::Range<i64>| range.collect::<Vec<_>>();
+    assert_eq!(passes[0], [rows(0..4)]);
+    assert_eq!(passes[2], [rows(4..8), rows(16..20)]);
+    assert_eq!(passes[1], [rows(8..12)]);
+    assert_eq!(passes[3], [rows(12..16), rows(20..24)]);
+    let alone = shard_passes(&make, &ranked(0), 2);
+    for rank in 0..2 {
+        assert_eq!(
+            [passes[rank].clone(), passes[rank + 2].clone()].concat(),
+            alone[rank]
+        );
+    }
+    // Every shard a rank: as many batches each.
+    let counts: Vec<usize> = shard_passes(&make, &ranked(0), 4)
+        .iter()
+        .map(Vec::len)
+        .collect();
     assert_eq!(counts, [2, 2, 2, 2]);
     // A count of ranks that does not divide the shards is refused.
-    let spec = BatchSpec {
+    let spec3 = BatchSpec {
         num_ranks: 3,
         ..spec(4, &["id"]).shard(0, 4)
     };
-    let error = batches(make(), spec).err().unwrap();
+    let error = batches(make(), spec3).err().unwrap();
     assert!(chain(&error).contains("num_ranks is 3; expected 0 or a divisor of num_shards (4)"));
-}
 
-#[test]
-fn no_worker_of_a_rank_idles_while_another_reads_every_unit() {
-    let dir = tempfile::tempdir().unwrap();
-    // One unit of 100 rows, one rank of two workers: dealt, the second worker would get
-    // nothing; planned by rows, each reads its half of the rows, in order, in as many batches
-    // of as many rows (full batches and a short last one, as for ranks).
+    // One unit of 100 rows, one rank of two workers: the rank's 7 batches, the short one last
+    // (a DataLoader takes batches 0, 3, 1, 4, 2, 5, 6).
     let data = table(&[100]);
     let ipc = write_ipc(&dir.path().join("one.arrow"), &data);
     let make = move || Source::IpcFiles(vec![ipc.clone()]);
-    let spec = BatchSpec {
+    let one_rank = BatchSpec {
         num_ranks: 1,
         ..spec(16, &["id"])
     };
-    let passes = shard_passes(&make, &spec, 2);
-    let sizes = |pass: &Vec<Vec<i64>>| pass.iter().map(Vec::len).collect::<Vec<_>>();
-    assert_eq!(sizes(&passes[0]), [16, 16, 16, 2]);
-    assert_eq!(sizes(&passes[1]), [16, 16, 16, 2]);
-    assert_eq!(passes.concat().concat(), (0..100).collect::<Vec<_>>());
-    // Too few rows to give every worker a batch (3 rows, batches of 16, two workers), or
-    // drop_last, which would drop whole batches to make the workers even: dealt as they are,
-    // one worker reading every row, as one worker would.
+    let passes = shard_passes(&make, &one_rank, 2);
+    assert_eq!(sizes(&passes), [vec![16; 3], vec![16, 16, 16, 4]]);
+    assert_eq!(passes.concat().concat(), rows(0..100));
+    // With drop_last only the rank's remainder is dropped (4 rows, not each worker's).
+    let passes = shard_passes(&make, &one_rank.clone().drop_last(true), 2);
+    assert_eq!(sizes(&passes), [vec![16; 3], vec![16; 3]]);
+    assert_eq!(passes.concat().concat(), rows(0..96));
+    // Shuffled, the same: runs of the rank's batches, every row once.
+    let shuffled = BatchSpec {
+        shuffle: true,
+        seed: 3,
+        buffer_size: 40,
+        ..one_rank.clone()
+    };
+    let passes = shard_passes(&make, &shuffled, 2);
+    assert_eq!(sizes(&passes), [vec![16; 3], vec![16, 16, 16, 4]]);
+    let mut all = passes.concat().concat();
+    all.sort_unstable();
+    assert_eq!(all, rows(0..100));
+    // Fewer batches than workers: the last workers take them.
     let data = table(&[3]);
     let ipc = write_ipc(&dir.path().join("three.arrow"), &data);
     let make_three = move || Source::IpcFiles(vec![ipc.clone()]);
-    let passes = shard_passes(&make_three, &spec, 2);
-    assert_eq!(passes, [vec![vec![0, 1, 2]], vec![]]);
-    // Four rows in batches of one over three workers: 4 batches, which no split makes 6.
-    let ones = BatchSpec {
-        batch_size: 1,
-        ..spec.clone()
-    };
-    let data = table(&[4]);
-    let ipc = write_ipc(&dir.path().join("four.arrow"), &data);
-    let make_four = move || Source::IpcFiles(vec![ipc.clone()]);
-    let passes = shard_passes(&make_four, &ones, 3);
-    assert_eq!(passes.concat().concat(), [0, 1, 2, 3]);
-    let dropping = spec.clone().drop_last(true);
-    let passes = shard_passes(&make, &dropping, 2);
-    let sizes: Vec<Vec<usize>> = passes
-        .iter()
-        .map(|pass| pass.iter().map(Vec::len).collect())
-        .collect();
-    assert_eq!(sizes, [vec![16; 6], vec![]]);
-    // Two units over two workers: dealt as they are (each worker has a unit).
+    let passes = shard_passes(&make_three, &one_rank, 2);
+    assert_eq!(passes, [vec![], vec![vec![0, 1, 2]]]);
+    // Two units of 90 and 10 rows over two workers: the rank's batches, not a unit each.
     let data = table(&[90, 10]);
     let ipc = write_ipc(&dir.path().join("two.arrow"), &data);
     let make = move || Source::IpcFiles(vec![ipc.clone()]);
-    let passes = shard_passes(&make, &spec, 2);
-    assert_eq!(passes[1], [(90..100).collect::<Vec<_>>()]);
+    let passes = shard_passes(&make, &one_rank, 2);
+    assert_eq!(passes[1].concat(), rows(48..100));
 }
 
 #[test]

@@ -465,7 +465,10 @@ def _open(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
     ranks = num_ranks or num_shards
     if direct and ranks > 1 and state is None and inner.num_batches is None:
         warn_uneven_ranks(ranks)
-    if ranks > 1 and state is None and inner.num_batches == 0:
+    # A rank's last worker takes the most of its batches (the longer runs go last), so it has
+    # none only when the rank has none.
+    last_worker = shard_index // ranks == num_shards // ranks - 1
+    if ranks > 1 and state is None and inner.num_batches == 0 and last_worker:
         warn_no_batch(ranks)
     return Batches(inner, progress=python.get("progress", False))
 

@@ -129,8 +129,9 @@ class BatchDataset(IterableDataset):
     Unlike the iterator of :func:`arrow_dlpack.batches`, the dataset is iterated any number of
     times: each ``iter()`` makes a new loader. ``len(dataset)`` is the number of batches of this
     rank's pass where it is known (files, and in-memory tables that say their rows, with batches
-    cut by rows); with DataLoader workers, each worker cuts its own last short batch, so a pass
-    may give up to ``num_workers - 1`` batches more (fewer with ``drop_last``).
+    cut by rows). DataLoader workers do not change the batches: the rank's batches are planned
+    and each worker takes a run of them, so the DataLoader gives the batches of one loader of
+    the rank (in an interleaved order), with only the rank's last batch short.
 
     With ``shuffle=True`` and no ``seed``, the dataset draws one seed when it is made (rank 0's,
     broadcast, in an initialised ``torch.distributed`` group), which its DataLoader workers
@@ -306,8 +307,8 @@ class BatchDataset(IterableDataset):
         known. A pass resumed from a state gives fewer: :meth:`batches_left` counts them.
 
         Asked by a DataLoader with worker processes (``len(loader)``), it is the number that
-        those workers give together: each reads its own share of the rank's data and cuts its
-        own last batch (with ``split_workers=False``, each reads the whole of it)."""
+        those workers give together: the rank's batches, each worker taking a run of them (with
+        ``split_workers=False``, each reads the whole of the rank's data)."""
         whole = self._whole_pass()
         workers = _dataloader_workers(sys._getframe(1))
         if workers > 1 and self._splits():
@@ -389,7 +390,7 @@ class BatchDataset(IterableDataset):
 
     def _counted(self, workers: int, state: Optional[Mapping[str, Any]] = None) -> Optional[int]:
         """The batches that ``workers`` DataLoader workers of this rank give together in a pass
-        of the current epoch (each reads its own shard and cuts its own last batch), resumed
+        of the current epoch (each planning its own run of the rank's batches), resumed
         from ``state`` where one is given (each worker resumes it for its shard: a merged state;
         another is refused, as the pass would refuse it); None where a count is not known.
         Counted once per number of workers, epoch and state."""

@@ -25,6 +25,10 @@
 //! full batches and a short last one, as many as every other shard, so that every shard's `j`-th
 //! batch holds as many rows, to within one.
 //!
+//! The shards of the plan are the ranks ([`PlanOptions::num_ranks`]): what must be even is each
+//! rank's count. A rank's DataLoader workers then deal its batches in runs (`workers.rs`), so
+//! that the DataLoader gives the rank's batches, whole, and only the rank's last batch is short.
+//!
 //! What it costs: the lengths take 4 bytes per row and sequence column (`SourceLengths`); the
 //! first pass holds one window's rows at a time and a few numbers per batch; the shard's batches
 //! list its rows (8 bytes each).
@@ -39,10 +43,13 @@ use crate::{Error, Result};
 mod remainder;
 mod rows;
 mod window;
+mod workers;
 
 use remainder::{Summary, parts, split, weight};
-pub(crate) use rows::RowsDeal;
+use rows::RowsDeal;
 use window::{by_rows, count_by_rows, cut_window};
+use workers::worker_run;
+pub(crate) use workers::{rank_items, uneven_ranks};
 
 /// A row of a planned epoch: the index of its item among the plan's items, and its row in the
 /// item's unit.
@@ -133,6 +140,26 @@ pub(crate) struct PlanOptions<'a> {
     pub(crate) drop_last: bool,
     /// The shards.
     pub(crate) num_shards: usize,
+    /// The ranks among the shards (a divisor of `num_shards`; shard `s` is rank
+    /// `s % num_ranks`'s, its `s / num_ranks`-th worker), 0 for one per shard: the plan gives
+    /// every rank as many batches, and each rank's workers take runs of them.
+    pub(crate) num_ranks: usize,
+}
+
+impl PlanOptions<'_> {
+    /// The ranks, at least one and at most one per shard.
+    fn ranks(&self) -> usize {
+        let shards = self.num_shards.max(1);
+        match self.num_ranks {
+            0 => shards,
+            ranks => ranks.min(shards),
+        }
+    }
+
+    /// The workers of each rank.
+    fn workers(&self) -> u64 {
+        (self.num_shards.max(1) / self.ranks()) as u64
+    }
 }
 
 /// One item of the epoch's work: the unit whose lengths it reads (its index in
@@ -273,11 +300,11 @@ impl Window {
 }
 
 /// The batches of shard `shard` of the epoch whose work is `items`, from its batch `from` on,
-/// and the number of batches every shard gets.
+/// and the number of batches the shard gets.
 ///
 /// Every shard that calls this with the same options, lengths and items gets its own part of
 /// one plan: the shards' batches are disjoint, each row is in at most one of them (in exactly
-/// one unless the remainder dropped it), and every shard has as many.
+/// one unless the remainder dropped it), and every rank has as many.
 pub(crate) fn plan_shard(
     options: &PlanOptions<'_>,
     lengths: &SourceLengths,
@@ -286,16 +313,16 @@ pub(crate) fn plan_shard(
     from: u64,
 ) -> Result<(ShardBatches, u64)> {
     let plan = EpochPlan::new(options, lengths, items)?;
-    let per_shard = plan.per_shard();
-    if from > per_shard {
+    let count = plan.shard_count(shard);
+    if from > count {
         return Err(Error::InvalidState {
             reason: format!(
-                "the state's position is batch {from} of its shard; the shard has {per_shard} \
+                "the state's position is batch {from} of its shard; the shard has {count} \
                  batches in this epoch's plan"
             ),
         });
     }
-    Ok((plan.batches(shard, from..per_shard)?, per_shard))
+    Ok((plan.batches(shard, from..count)?, count))
 }
 
 /// An epoch's plan after its first pass: every shard's batches can be listed from it.
@@ -305,7 +332,8 @@ pub(crate) struct EpochPlan<'a> {
     /// Cut by rows alone: the deal of the epoch's rows (`parts` is then empty).
     deal: Option<RowsDeal>,
     parts: Vec<u32>,
-    per_shard: u64,
+    /// The batches of every rank.
+    per_rank: u64,
 }
 
 impl<'a> EpochPlan<'a> {
@@ -333,7 +361,7 @@ impl<'a> EpochPlan<'a> {
             let deal = RowsDeal::new(
                 rows,
                 options.cutting.batch_size,
-                options.num_shards,
+                options.ranks(),
                 options.drop_last,
             );
             return Ok(EpochPlan {
@@ -341,7 +369,7 @@ impl<'a> EpochPlan<'a> {
                 windows,
                 deal: Some(deal),
                 parts: Vec::new(),
-                per_shard: deal.per_shard(),
+                per_rank: deal.per_shard(),
             });
         }
         let mut summaries: Vec<Summary> = Vec::new();
@@ -354,39 +382,53 @@ impl<'a> EpochPlan<'a> {
                 .iter()
                 .flat_map(|window| window.batches.iter().copied()),
         );
-        let parts = parts(&summaries, options.num_shards, options.drop_last);
+        let parts = parts(&summaries, options.ranks(), options.drop_last);
         let count: u64 = parts.iter().map(|&p| u64::from(p)).sum();
-        let per_shard = count / options.num_shards.max(1) as u64;
+        let per_rank = count / options.ranks() as u64;
         Ok(EpochPlan {
             context,
             windows,
             deal: None,
             parts,
-            per_shard,
+            per_rank,
         })
     }
 
-    /// The number of batches every shard gets.
-    pub(crate) fn per_shard(&self) -> u64 {
-        self.per_shard
+    /// The rank of shard `shard`, and its batches among the rank's.
+    fn run_of(&self, shard: usize) -> (u64, Range<u64>) {
+        let options = self.context.options;
+        let ranks = options.ranks();
+        let run = worker_run(self.per_rank, options.workers(), (shard / ranks) as u64);
+        ((shard % ranks) as u64, run)
     }
 
-    /// The batches `batches` (indices among the shard's, within [`per_shard`](Self::per_shard))
-    /// of shard `shard`.
+    /// The number of batches shard `shard` gets: every rank's count, dealt to its workers.
+    pub(crate) fn shard_count(&self, shard: usize) -> u64 {
+        let (_, run) = self.run_of(shard);
+        run.end - run.start
+    }
+
+    /// The batches `batches` (indices among the shard's, within
+    /// [`shard_count`](Self::shard_count)) of shard `shard`.
     pub(crate) fn batches(&self, shard: usize, batches: Range<u64>) -> Result<ShardBatches> {
-        if let Some(deal) = &self.deal {
-            let batches = batches.start.min(self.per_shard)..batches.end.min(self.per_shard);
-            return rows::shard_batches(&self.context, &self.windows, deal, shard as u64, batches);
-        }
-        let first = shard as u64 * self.per_shard;
-        let wanted = first + batches.start..first + batches.end.min(self.per_shard);
-        second_pass(
-            &self.context,
-            &self.windows,
-            &self.parts,
-            wanted,
-            batches.start,
-        )
+        let (rank, run) = self.run_of(shard);
+        let count = run.end - run.start;
+        let from = batches.start.min(count);
+        let wanted = run.start + from..run.start + batches.end.clamp(from, count);
+        let mut listed = match &self.deal {
+            Some(deal) => rows::shard_batches(&self.context, &self.windows, deal, rank, wanted)?,
+            None => {
+                let first = rank * self.per_rank;
+                second_pass(
+                    &self.context,
+                    &self.windows,
+                    &self.parts,
+                    first + wanted.start..first + wanted.end,
+                )?
+            }
+        };
+        listed.first = from;
+        Ok(listed)
     }
 
     /// The unit (as the plan's items name it) of a row that [`EpochPlan::batches`] listed in
@@ -498,19 +540,14 @@ fn first_pass(context: &Context<'_>) -> Result<Vec<Window>> {
 }
 
 /// Lists the rows of the batches `wanted` (indices into the whole list, after the remainder)
-/// from the windows that hold them, numbering the items as the batches first need them; `from`
-/// is the shard's index of the first.
+/// from the windows that hold them, numbering the items as the batches first need them.
 fn second_pass(
     context: &Context<'_>,
     windows: &[Window],
     parts: &[u32],
     wanted: Range<u64>,
-    from: u64,
 ) -> Result<ShardBatches> {
-    let mut out = ShardBatches {
-        first: from,
-        ..ShardBatches::default()
-    };
+    let mut out = ShardBatches::default();
     let mut read_of: Vec<u32> = vec![u32::MAX; context.items.len()];
     let mut at: u64 = 0;
     let mut parts = parts.iter().copied();

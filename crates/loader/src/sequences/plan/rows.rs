@@ -70,7 +70,8 @@ impl RowsDeal {
     }
 
     /// The rows the deal leaves out of `rows` (the epoch's last).
-    pub(crate) fn dropped(&self, rows: u64, shards: usize) -> u64 {
+    #[cfg(test)]
+    fn dropped(&self, rows: u64, shards: usize) -> u64 {
         rows - (self.rows * shards.max(1) as u64 + self.longer)
     }
 
@@ -99,9 +100,9 @@ impl RowsDeal {
     }
 }
 
-/// Lists the rows of batches `batches` of shard `shard` under `deal`, from the windows that
-/// hold them (a batch may start in one window and end in the next), numbering the items as the
-/// batches first need them.
+/// Lists the rows of batches `batches` of shard `shard` under `deal` (its batches among the
+/// shard's), from the windows that hold them (a batch may start in one window and end in the
+/// next), numbering the items as the batches first need them.
 pub(super) fn shard_batches(
     context: &Context<'_>,
     windows: &[Window],
@@ -109,10 +110,7 @@ pub(super) fn shard_batches(
     shard: u64,
     batches: Range<u64>,
 ) -> Result<ShardBatches> {
-    let mut out = ShardBatches {
-        first: batches.start,
-        ..ShardBatches::default()
-    };
+    let mut out = ShardBatches::default();
     let base = deal.shard_rows(shard).start;
     // The end of each batch wanted, as a position in the epoch's rows.
     let ends: Vec<u64> = (batches.start..batches.end)

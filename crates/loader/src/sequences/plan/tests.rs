@@ -95,6 +95,7 @@ fn every_shard_gets_as_many_batches_each_row_at_most_once_within_the_budget() {
                             buffer_size: 100,
                             drop_last,
                             num_shards,
+                            num_ranks: 0,
                         };
                         let case = format!(
                             "{mode} tokens {max_tokens:?} bucket {bucket} shuffle {shuffle} \
@@ -147,6 +148,7 @@ fn the_plan_depends_on_the_seed_and_is_the_same_for_every_caller() {
         buffer_size: 120,
         drop_last: false,
         num_shards: 3,
+        num_ranks: 0,
     };
     let a = shards(&options(1), &lengths, &items);
     assert_eq!(a, shards(&options(1), &lengths, &items));
@@ -170,6 +172,7 @@ fn a_shard_resumed_at_a_batch_lists_the_batches_from_there() {
         buffer_size: 50,
         drop_last: false,
         num_shards: 2,
+        num_ranks: 0,
     };
     let rows_of = |from: u64| -> Vec<Vec<(usize, u32)>> {
         let (batches, _) = plan_shard(&options, &lengths, &items, 1, from).unwrap();
@@ -208,6 +211,7 @@ fn balanced_batches_of_bucketed_rows_are_within_a_few_percent_of_each_other() {
             buffer_size: 4000,
             drop_last: false,
             num_shards: 3,
+            num_ranks: 0,
         };
         let got = shards(&options, &lengths, &items);
         let all: Vec<usize> = got
@@ -247,6 +251,7 @@ fn items_of_some_rows_plan_only_those_rows() {
         buffer_size: 8,
         drop_last: false,
         num_shards: 2,
+        num_ranks: 0,
     };
     let mut rows: Vec<(usize, u32)> = shards(&options, &lengths, &items)
         .into_iter()
@@ -300,6 +305,7 @@ fn plans_by_rows_alone_counted_without_listing_rows_give_every_row_once_to_even_
             buffer_size: 1 + draw.below(20),
             drop_last: false,
             num_shards,
+            num_ranks: 0,
         };
         let got = shards(&options, &lengths, &items);
         let counts: BTreeSet<usize> = got.iter().map(Vec::len).collect();
@@ -325,6 +331,51 @@ fn plans_by_rows_alone_counted_without_listing_rows_give_every_row_once_to_even_
             );
         } else {
             assert_eq!(rows.len(), wanted / num_shards * num_shards, "case {case}");
+        }
+    }
+}
+
+#[test]
+fn a_ranks_workers_take_runs_of_the_ranks_batches_whole() {
+    // Cut by rows and by a budget: the batches of a rank's workers, one run after another, are
+    // the rank's batches in a plan without workers.
+    let lengths = lengths(&[37, 5, 120, 64, 1, 90, 33, 70, 12, 48], 60, 6);
+    let items = whole(&lengths);
+    let sequences = [(0, Sequence::pack("t"))];
+    for budget in [None, Some(300)] {
+        for (ranks, workers) in [(1, 2), (2, 2), (3, 4), (2, 5)] {
+            let options = |num_shards, num_ranks| PlanOptions {
+                cutting: Cutting {
+                    max_tokens: budget,
+                    batch_size: 16,
+                    bucket_by_length: false,
+                },
+                sequences: if budget.is_some() { &sequences } else { &[] },
+                shuffle: true,
+                seed: 9,
+                buffer_size: 40,
+                drop_last: false,
+                num_shards,
+                num_ranks,
+            };
+            let alone = shards(&options(ranks, 0), &lengths, &items);
+            let dealt = shards(&options(ranks * workers, ranks), &lengths, &items);
+            for rank in 0..ranks {
+                let runs: Vec<_> = (0..workers)
+                    .flat_map(|worker| dealt[worker * ranks + rank].clone())
+                    .collect();
+                assert_eq!(
+                    runs, alone[rank],
+                    "{budget:?} {ranks} x {workers}, rank {rank}"
+                );
+                let counts: Vec<usize> = (0..workers)
+                    .map(|worker| dealt[worker * ranks + rank].len())
+                    .collect();
+                assert!(
+                    counts.windows(2).all(|c| c[0] <= c[1] && c[1] <= c[0] + 1),
+                    "{counts:?}"
+                );
+            }
         }
     }
 }
