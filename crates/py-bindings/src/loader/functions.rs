@@ -51,15 +51,12 @@ pub(crate) fn check_options<'py>(
     spec.validate().map_err(errors::loader_error)?;
     let (mut num_rows, mut num_batches) = (None, None);
     if let Some(source) = source.filter(|source| !source.is_none()) {
-        let stream = stream_rows(source)?;
-        // Over several shards, or resumed from a state, a source in memory (that states its
-        // rows) is planned, as the loader plans it: its record batches (taken without copying)
-        // tell each shard's rows, and the state is checked against them.
-        let in_memory_planned =
-            matches!(stream, Some(Some(_))) && (spec.num_shards > 1 || spec.state.is_some());
-        if let Some(rows) = stream.filter(|_| !in_memory_planned) {
-            // A stream is not read here, but the schema it states (a table's, a reader's) is
-            // checked against the spec as the loader checks it: columns, types, names.
+        // A reader (a stream that does not state its rows) is not read here, but the schema it
+        // states is checked against the spec as the loader checks it: columns, types, names.
+        // Everything else is outlined as the loader outlines it; a table's record batches
+        // (taken without copying) tell each shard's rows and the nulls they declare, which are
+        // refused here as the loader refuses them, and a state is checked against them.
+        if let Some(None) = stream_rows(source)? {
             if let Some(schema) = stated_schema(source)? {
                 let empty = Source::RecordBatches {
                     schema,
@@ -69,8 +66,6 @@ pub(crate) fn check_options<'py>(
                     outline(empty, &spec).map_err(errors::loader_error)
                 })?;
             }
-            num_rows = rows.and_then(|rows| spec.rows_of_stream(rows));
-            num_batches = num_rows.and_then(|rows| spec.batches_for(rows));
         } else {
             let Input { source, .. } = errors::no_panic("reading an Arrow source", || {
                 source_of(source, storage_options)
