@@ -140,6 +140,7 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
 /// The Python suites run under memcheck, relative to the Python test directory.
 const PYTHON_SUITES: &[&str] = &[
     "test_hostile_producers.py",
+    "test_valid_producers.py",
     "test_hostile_devices.py",
     "test_hostile_arrow_c.py",
 ];

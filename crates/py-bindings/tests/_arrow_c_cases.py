@@ -1,17 +1,13 @@
-"""The hostile Arrow C Data Interface case tables, shared by `test_hostile_arrow_c.py` and
+"""The hostile Arrow C Data Interface case table, shared by `test_hostile_arrow_c.py` and
 `test_no_panics.py` (which runs every case once more and fails on any `BaseException` that is not
 an `Exception`).
 
 - :data:`ARROW_C_CASES` (:class:`ArrowCase`): malformed schemas, arrays and streams, each with the
   exception, the field path its message must name and the release counts it must leave.
-- :data:`GOOD_ARROW_C_CASES` (:class:`GoodCase`): valid hand-built data and the values pyarrow
-  reads from it, to prove the helper right.
 
 The tests are not a package, so `conftest.py` loads this module by path, after `_arrow_c_ctypes` and
 `_arrow_c_case_builders` (the records and the builders of valid pairs that the cases spoil).
 """
-
-from typing import Callable, NamedTuple
 
 import _arrow_c_ctypes as ac
 from _arrow_c_case_builders import (
@@ -533,81 +529,3 @@ ARROW_C_CASES: list[ArrowCase] = [
 ]
 
 assert len({case.id for case in ARROW_C_CASES}) == len(ARROW_C_CASES), "duplicate case ids"
-
-
-# --- Valid hand-built Arrow data, to prove the helper right against pyarrow ----------------------
-
-
-class GoodCase(NamedTuple):
-    """Valid hand-built Arrow data and the values pyarrow must read from it."""
-
-    id: str
-    build: Callable[[], tuple[ac.Schema, ac.Array]]
-    values: list
-
-
-GOOD_ARROW_C_CASES: list[GoodCase] = [
-    GoodCase(
-        "int32_with_nulls_and_an_offset",
-        lambda: (
-            ac.Schema("i", name="x", metadata={"origin": "hand-built"}),
-            ac.Array(
-                4,
-                [ac.validity([1, 0, 1, 1, 1]), ac.packed("i", [9, 8, 2, 3, 4])],
-                offset=1,
-                null_count=1,
-            ),
-        ),
-        [None, 2, 3, 4],
-    ),
-    GoodCase(
-        "int32_with_an_unknown_null_count",
-        lambda: (
-            ac.Schema("i"),
-            ac.Array(3, [ac.validity([1, 0, 1]), ac.packed("i", [1, 0, 3])], null_count=-1),
-        ),
-        [1, None, 3],
-    ),
-    GoodCase(
-        "empty_int32_with_null_buffers",
-        lambda: (ac.Schema("i"), ac.Array(0, [None, None])),
-        [],
-    ),
-    GoodCase(
-        "float64_without_validity",
-        lambda: (ac.Schema("g"), ac.Array(3, [None, ac.packed("d", [0.5, -1.0, 2.25])])),
-        [0.5, -1.0, 2.25],
-    ),
-    GoodCase(
-        "boolean",
-        lambda: (
-            ac.Schema("b"),
-            ac.Array(
-                4, [ac.validity([1, 1, 0, 1]), ac.validity([1, 0, 0, 1])], null_count=1
-            ),
-        ),
-        [True, False, None, True],
-    ),
-    GoodCase(
-        "utf8_with_nulls",
-        lambda: (ac.Schema("u"), ac.utf8_array(["a", None, "ccc", ""])),
-        ["a", None, "ccc", ""],
-    ),
-    GoodCase(
-        "string_view_inline_and_out_of_line",
-        lambda: (
-            ac.Schema("vu"),
-            ac.string_view_array(["short", "longer than twelve bytes", ""]),
-        ),
-        ["short", "longer than twelve bytes", ""],
-    ),
-    GoodCase(
-        "struct_of_int32_and_utf8",
-        lambda: struct_pair(),
-        [{"a": 1, "b": "x"}, {"a": None, "b": "yy"}, {"a": 3, "b": None}],
-    ),
-    GoodCase("fixed_size_list_of_int32", lambda: fixed_size_list_pair(), [[1, 2], [3, 4], [5, 6]]),
-    GoodCase("list_of_int64", lambda: list_pair(), [[1, 2], [3]]),
-    GoodCase("run_end_encoded", lambda: run_end_encoded_pair(), [1.5, 1.5, 2.5]),
-    GoodCase("dictionary_of_utf8", lambda: dictionary_pair(), ["b", "a", "b"]),
-]

@@ -12,6 +12,15 @@ import numpy as np
 
 import _dlpack_ctypes as dl
 
+import arrow_dlpack as ad
+
+#: The three import entry points; each validates the tensor before anything else.
+ENTRY_POINTS = {
+    "Tensor": ad.Tensor.from_dlpack,
+    "Array": ad.Array.from_dlpack,
+    "FixedShapeTensorArray": ad.FixedShapeTensorArray.from_dlpack,
+}
+
 I64_MAX = 2**63 - 1
 U64_MAX = 2**64 - 1
 

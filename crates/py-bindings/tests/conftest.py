@@ -35,6 +35,7 @@ _register_helper("_arrow_device_ctypes")
 _register_helper("_dlpack_cases")
 _register_helper("_arrow_c_case_builders")
 _register_helper("_arrow_c_cases")
+_register_helper("_arrow_c_good_cases")
 # The HTTP server with byte ranges of the object-storage tests.
 _register_helper("_object_servers")
 # The watchdog that ends a test process growing past its memory limit, naming the test.

@@ -32,7 +32,8 @@ import arrow_dlpack as ad
 
 # `conftest.py` loads the helpers by path and registers them (the tests are not a package).
 import _arrow_c_ctypes as ac  # noqa: E402
-from _arrow_c_cases import ARROW_C_CASES, CHUNK, GOOD_ARROW_C_CASES  # noqa: E402
+from _arrow_c_cases import ARROW_C_CASES, CHUNK  # noqa: E402
+from _arrow_c_good_cases import GOOD_ARROW_C_CASES  # noqa: E402
 
 # The entry points that import Arrow C data; all go through the same import and its checks.
 ENTRY_POINTS = {
