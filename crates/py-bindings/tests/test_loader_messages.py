@@ -2,6 +2,8 @@
 keyword that gives it (``masks``/``null_to_nan``/``allow_nulls`` for nulls, ``images=`` for
 encoded bytes, a tokenizer in ``sequences=`` for text), in the package's exception classes."""
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -240,6 +242,32 @@ def test_nulls_the_metadata_declares_are_refused_when_the_loader_is_made(tmp_pat
             assert rows == 1000, options
         # A column without nulls beside it loads as before.
         assert sum(len(b["n"]) for b in ad.batches(source, 100, columns=["n"])) == 1000
+
+
+def test_a_null_no_metadata_declared_is_refused_at_its_batch_naming_its_file_and_row(tmp_path):
+    # Without statistics the loader cannot know of the null before its batch; the batch's
+    # refusal then says where the first null is, in the file, whatever the batch's order.
+    x = pa.array([float(i) if i != 700 else None for i in range(1000)], pa.float32())
+    table = pa.table({"x": x, "n": pa.array(range(1000), pa.int64())})
+    path = tmp_path / "quiet.parquet"
+    pq.write_table(table, path, row_group_size=250, write_statistics=False)
+    ipc = tmp_path / "quiet.arrow"
+    with pa.ipc.new_file(ipc, table.schema) as writer:
+        writer.write_table(table, max_chunksize=250)
+    cases = [
+        (str(path), {}),
+        (str(path), {"shuffle": True, "seed": 1}),
+        (str(path), {"columns": [], "groups": {"g": ["x", "n"]}}),
+        (str(path), {"rank": 0, "world_size": 2}),
+    ]
+    for source, options in cases:
+        options = {"columns": ["x"], **options}
+        loader = ad.batches(source, 100, **options)
+        with pytest.raises(ValueError, match=rf"the first at row 700 of {re.escape(source)}\)"):
+            list(loader)
+    # An IPC file's record batches say their nulls: refused when the loader is made, as before.
+    with pytest.raises(ValueError, match="declared by the metadata"):
+        ad.batches(str(ipc), 100, columns=["x"])
 
 
 def test_a_pad_value_the_dtype_cannot_hold_is_refused_when_the_loader_is_made():

@@ -23,7 +23,7 @@ use arrow_dlpack_tensor::{DType, Tensor};
 use crate::columns::{Columns, Output, view};
 use crate::sequences::tensors::{run_of, sequence_tensors};
 use crate::{BatchSpec, Error, Result, TensorBatch};
-use nulls::{check_no_nulls, copy_mask};
+use nulls::{check_no_nulls, copy_mask, place_nulls};
 
 mod group_view;
 #[cfg(feature = "images")]
@@ -294,7 +294,7 @@ fn assemble_rows(
             continue;
         }
         let tensor = match runs {
-            [run] => view_output(spec, output, &pieces[run.piece].batch, *run)?,
+            [run] => view_output(spec, output, &pieces[run.piece].batch, *run),
             _ => {
                 let copy = OutputCopy {
                     spec,
@@ -302,9 +302,12 @@ fn assemble_rows(
                     outputs: columns.outputs.len(),
                     num_rows,
                 };
-                copy.output(output, pieces, runs)?
+                copy.output(output, pieces, runs)
             }
-        };
+        }
+        .map_err(|error| {
+            place_nulls(error, output, pieces, runs, columns.origins.locate.as_ref())
+        })?;
         tensors.push((output.name().to_string(), tensor));
     }
     let mut masks = Vec::with_capacity(columns.masks.len());

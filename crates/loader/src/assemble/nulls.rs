@@ -1,5 +1,6 @@
 //! The nulls of a batch's runs: the validity masks of `masks` columns, written in one pass
-//! across record batches, and the refusal of nulls in a single column.
+//! across record batches, the refusal of nulls in a single column, and where in its file a
+//! refused null is.
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef};
@@ -7,6 +8,8 @@ use arrow_dlpack_tensor::alloc::PooledVec;
 use arrow_dlpack_tensor::{DType, Tensor};
 
 use super::{Piece, Run};
+use crate::columns::Output;
+use crate::images::Locate;
 use crate::{Error, Result};
 
 /// The validity of column `name` (at `index`) over `runs`, one byte (1 = valid) per row.
@@ -106,4 +109,50 @@ pub(super) fn check_no_nulls(name: &str, array: &ArrayRef, run: Run) -> Result<(
         location: arrow_dlpack::NullLocation::Array { depth: 0 },
     };
     Err(Error::column(name, source))
+}
+
+/// `error` placed in its file: where a column or group refused the nulls of a batch of a
+/// source of files, the first null row of `output`'s columns among `runs`, in its file
+/// ([`Error::NullInFile`]). Other errors, and rows `locate` cannot place (record batches in
+/// memory, nulls inside a row's elements), are left as they are.
+pub(super) fn place_nulls(
+    error: Error,
+    output: &Output,
+    pieces: &[Piece],
+    runs: &[Run],
+    locate: Option<&Locate>,
+) -> Error {
+    let refused_nulls = matches!(
+        &error,
+        Error::Column {
+            source: arrow_dlpack::Error::Nulls { .. } | arrow_dlpack::Error::ColumnNulls { .. },
+            ..
+        }
+    );
+    let indices: &[usize] = match output {
+        Output::Values { index, .. } | Output::Bool { index, .. } => std::slice::from_ref(index),
+        Output::Group { indices, .. } => indices,
+        _ => &[],
+    };
+    let Some(locate) = locate.filter(|_| refused_nulls) else {
+        return error;
+    };
+    let first_null = runs.iter().find_map(|run| {
+        let piece = &pieces[run.piece];
+        let (item, first) = piece.origin()?;
+        let row = (run.start..run.start + run.len).find(|&row| {
+            indices
+                .iter()
+                .any(|&index| piece.batch.column(index).is_null(row))
+        })?;
+        locate.place(item, first + row as u64)
+    });
+    match first_null {
+        Some(place) => Error::NullInFile {
+            path: place.name.to_path_buf(),
+            row: place.row,
+            source: Box::new(error),
+        },
+        None => error,
+    }
 }

@@ -168,6 +168,18 @@ pub enum Error {
         source: Box<Error>,
     },
 
+    /// A batch that holds a null its column (or group) refuses, in a file the source's metadata
+    /// did not say held one: where the first is.
+    #[error("row {} of {} is null", thousands(*row), path.display())]
+    NullInFile {
+        /// The file holding the row.
+        path: PathBuf,
+        /// The row, counted in its file.
+        row: u64,
+        /// The refusal of the column or group.
+        source: Box<Error>,
+    },
+
     /// A column or group that could not become a tensor (its type, its nulls, its layout).
     #[error("cannot load {column:?}")]
     Column {

@@ -42,10 +42,11 @@ fn index(error: &Error) -> usize {
         Error::ImageRow { .. } => 30,
         Error::RelativeImagePath { .. } => 31,
         Error::DeclaredNulls { .. } => 32,
+        Error::NullInFile { .. } => 33,
     }
 }
 
-const VARIANTS: usize = 33;
+const VARIANTS: usize = 34;
 
 fn path() -> PathBuf {
     PathBuf::from("/data/t.parquet")
@@ -198,6 +199,17 @@ fn samples() -> Vec<Error> {
                 "x",
                 arrow_dlpack::Error::Nulls {
                     null_count: 63,
+                    location: arrow_dlpack::NullLocation::Array { depth: 0 },
+                },
+            )),
+        },
+        Error::NullInFile {
+            path: path(),
+            row: 1_234,
+            source: Box::new(Error::column(
+                "x",
+                arrow_dlpack::Error::Nulls {
+                    null_count: 1,
                     location: arrow_dlpack::NullLocation::Array { depth: 0 },
                 },
             )),

@@ -390,9 +390,8 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         .iter()
         .map(|(_, item)| order[item.unit as usize])
         .collect();
-    let locate = if spec.images.is_empty() && spec.sequences.is_empty() {
-        None
-    } else {
+    // Where each row is in its file, for the messages of rows that are refused.
+    let locate = {
         let mut unit_rows: Vec<Vec<u64>> = vec![Vec::new(); paths.len()];
         for (file, ipc) in files.iter().enumerate() {
             unit_rows[file] = ipc.rows().iter().map(|&rows| rows as u64).collect();
@@ -466,9 +465,8 @@ fn plan_parquet_files(
         let num_rows = rows_left(&items, |unit| order[unit as usize].rows, &start, spec)?;
         (items, num_rows, None)
     };
-    let locate = if spec.images.is_empty() && spec.sequences.is_empty() {
-        None
-    } else {
+    // Where each row is in its file, for the messages of rows that are refused.
+    let locate = {
         let mut unit_rows: Vec<Vec<u64>> = Vec::with_capacity(files.len());
         for parquet in &files {
             unit_rows.push(parquet.row_group_rows()?);

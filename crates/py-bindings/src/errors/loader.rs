@@ -73,6 +73,18 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
             }
             Kind::Value
         }
+        // Nulls a batch refused where the metadata did not declare them: the refusal, and
+        // where the first is.
+        E::NullInFile { path, row, source } => {
+            if let E::Column { column, source } = source.as_ref() {
+                let (kind, message) = column_message(column, source);
+                return raise(
+                    kind,
+                    format!("{message} (the first at row {row} of {})", path.display()),
+                );
+            }
+            Kind::Value
+        }
         E::Tensor(inner) => match tensor_kind(inner) {
             Some(kind) => return raise(kind, tensor_message(inner)),
             None => return PyMemoryError::new_err(chain(&error)),
