@@ -266,6 +266,11 @@ def test_a_stream_state_with_a_row_past_its_unit_is_refused_when_the_unit_is_rea
         (("shard",), [1, 2, 3], "state['shard'] has length 3; expected a list of fewer items"),
         (("position", "emitted"), -1, "state['position']['emitted'] is -1 (an int); expected a non-negative int"),
         (("settings", "source", "kind"), 5, "state['settings']['source']['kind'] is 5 (an int); expected a str or a dict"),
+        (("ranks",), -1, "state['ranks'] is -1 (an int); expected a non-negative int"),
+        (("ranks",), "2", "state['ranks'] is '2' (a str); expected a non-negative int"),
+        (("ranks",), 2.0, "state['ranks'] is 2.0 (a float); expected a non-negative int"),
+        (("ranks",), None, "state is not a loader state: the state of a shard lacks the key \"ranks\""),
+        (("ranks",), 0, "cannot resume from the state: the state's ranks is 0; expected a divisor of its 1 shards"),
     ],
 )
 def test_a_forged_state_is_named_by_its_key_in_python_words(path, value, message):

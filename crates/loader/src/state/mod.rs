@@ -123,6 +123,15 @@ impl TryFrom<Versioned> for LoaderState {
         let fields: Fields = serde_json::from_value(serde_json::Value::Object(read.fields))
             .map_err(|error| error.to_string())?;
         check_version(read.version, Some(&fields.work))?;
+        // Format 3 recorded no ranks (one per shard); a later state of a shard must say them,
+        // or a merge would replay another plan than the one its batches came from.
+        if read.version > 3 && fields.shard.is_some() && fields.ranks.is_none() {
+            return Err(format!(
+                "the state of a shard lacks the key \"ranks\" (the ranks among its shards), \
+                 which format {} records; expected the state as the loader gave it",
+                read.version
+            ));
+        }
         Ok(LoaderState {
             version: read.version,
             settings: fields.settings,

@@ -270,6 +270,16 @@ fn a_state_of_format_3_reads_as_one_rank_per_shard() {
     let read: LoaderState = serde_json::from_str(&three).unwrap();
     assert_eq!((read.version, read.ranks), (3, None));
     assert_eq!(read.layout_ranks().unwrap(), Some(4));
+    // A later state of a shard without its ranks is refused: a merge would replay another plan.
+    for forged in [
+        text.replacen(",\"ranks\":2", "", 1),
+        text.replacen("\"ranks\":2", "\"ranks\":null", 1),
+    ] {
+        let error = serde_json::from_str::<LoaderState>(&forged)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("lacks the key \"ranks\""), "{error}");
+    }
     // Ranks that do not divide the shards are refused, by name.
     state.ranks = Some(3);
     let error = state.layout_ranks().unwrap_err().to_string();

@@ -487,6 +487,8 @@ struct StateFields {
     // not missing: a state with either key deleted would resume from the start of the epoch.
     #[serde(rename = "shard", deserialize_with = "present")]
     _shard: Option<[u64; 2]>,
+    #[serde(rename = "ranks", default)]
+    _ranks: Option<u64>,
     #[serde(rename = "work")]
     _work: arrow_dlpack_loader::Work,
     #[serde(rename = "position", deserialize_with = "present")]
