@@ -413,6 +413,9 @@ def test_an_error_raised_by_a_readers_generator_is_named_as_the_producers():
     message = str(raised.value)
     assert "the producer of the Arrow stream failed in ArrowArrayStream.get_next at chunk 1" in message
     assert "boom in my generator" in message and "malformed" not in message
+    # The exception itself is named, as the traceback's last line says it; no traceback header.
+    assert message.endswith("(the Python exception KeyError: 'boom in my generator')"), message
+    assert "Traceback" not in message and "Detail:" not in message
 
 
 def test_a_shuffled_table_reads_its_record_batches_in_a_shuffled_order(tmp_path):

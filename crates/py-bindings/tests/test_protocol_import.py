@@ -245,10 +245,12 @@ def test_rejects_array_import_of_multidimensional_tensor_with_value_error():
 
 
 def test_rejects_array_import_of_strided_tensor_with_value_error():
-    with pytest.raises(ad.ArrowDLPackValueError, match="contiguous"):
+    with pytest.raises(ad.ArrowDLPackValueError, match="contiguous.*pass copy=True"):
         ad.Array.from_dlpack(np.arange(10, dtype=np.int32)[::2])
     with pytest.raises(ValueError, match="contiguous"):
         ad.Array.from_dlpack(np.arange(10, dtype=np.int32)[::-1])
+    # The copy the message offers.
+    assert ad.Array.from_dlpack(np.arange(10, dtype=np.int32)[::2], copy=True).to_pylist() == [0, 2, 4, 6, 8]
 
 
 def test_rejects_fixed_shape_tensor_import_of_non_first_major_tensor_with_value_error():

@@ -252,9 +252,18 @@ fn check_one_run(states: &[LoaderState]) -> Result<()> {
                 1 => "1 state was given".to_string(),
                 count => format!("{count} states were given"),
             };
+            // Shards of several ranks with workers: say so, since a user counts ranks.
+            let layout = match state.layout_ranks() {
+                Ok(Some(ranks)) if ranks < shards => format!(
+                    " ({ranks} ranks of {} DataLoader workers each: every rank's states are \
+                     needed, with each of its workers')",
+                    shards / ranks
+                ),
+                _ => String::new(),
+            };
             return bad(format!(
                 "{given}, and one is of shard {shard} of {shards}; expected one state of each \
-                 shard 0 to {}",
+                 shard 0 to {}{layout}",
                 shards.saturating_sub(1)
             ));
         }

@@ -125,6 +125,13 @@ impl TryFrom<Versioned> for LoaderState {
         check_version(read.version, Some(&fields.work))?;
         // Format 3 recorded no ranks (one per shard); a later state of a shard must say them,
         // or a merge would replay another plan than the one its batches came from.
+        if read.version == 3 && fields.ranks.is_some() {
+            return Err(
+                "the state of format 3 has the key \"ranks\", which format 3 does not record; \
+                 expected the state as the loader gave it"
+                    .to_string(),
+            );
+        }
         if read.version > 3 && fields.shard.is_some() && fields.ranks.is_none() {
             return Err(format!(
                 "the state of a shard lacks the key \"ranks\" (the ranks among its shards), \

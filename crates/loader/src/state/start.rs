@@ -117,10 +117,15 @@ impl LoaderState {
         if let Some(saved) = self.layout_ranks()?
             && saved != loader.ranks
         {
+            // Format 3 recorded no ranks: its plans were of one rank per shard.
+            let saved_in = match self.ranks {
+                Some(_) => format!("in {saved} ranks"),
+                None => format!("in format 3, which planned each of its {saved} shards as a rank"),
+            };
             return bad(format!(
-                "the state was saved by shard {shard} of {num_shards} in {saved} ranks; this \
-                 loader is shard {shard} of {num_shards} in {} ranks (to resume with other ranks \
-                 or DataLoader workers, merge the states of every shard with merge_states)",
+                "the state was saved by shard {shard} of {num_shards} {saved_in}; this loader is \
+                 shard {shard} of {num_shards} in {} ranks (to resume with other ranks or \
+                 DataLoader workers, merge the states of every shard with merge_states)",
                 loader.ranks
             ));
         }

@@ -269,6 +269,12 @@ fn a_state_of_format_3_reads_as_one_rank_per_shard() {
         .replacen(",\"ranks\":2", "", 1);
     let read: LoaderState = serde_json::from_str(&three).unwrap();
     assert_eq!((read.version, read.ranks), (3, None));
+    // A format 3 state with ranks is forged: format 3 never wrote them.
+    let forged = text.replacen("\"version\":4", "\"version\":3", 1);
+    let error = serde_json::from_str::<LoaderState>(&forged)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("format 3 does not record"), "{error}");
     assert_eq!(read.layout_ranks().unwrap(), Some(4));
     // A later state of a shard without its ranks is refused: a merge would replay another plan.
     for forged in [

@@ -299,6 +299,13 @@ fn states_of_ranks_with_workers_resume_in_their_layout_or_merge_into_another() {
                 );
                 states.push(state);
             }
+            // One rank's states alone (its two workers') are not the run's: said in ranks.
+            let error = merge_states(&[states[0].clone(), states[2].clone()]).unwrap_err();
+            assert!(
+                chain(&error).contains("(2 ranks of 2 DataLoader workers each: every rank's"),
+                "{}",
+                chain(&error)
+            );
             // Merged, the rows left are read once by any other layout: 1 rank of 3 workers.
             let merged = merge_states(&states).unwrap();
             let mut all = seen.clone();

@@ -57,6 +57,10 @@ pub(super) fn python_message(error: &arrow_dlpack::Error, operation: Operation) 
         E::CopyRequired { reason, .. } => {
             format!("{reason} requires a copy, which copy=False forbids")
         }
+        // `Array.from_dlpack` takes the producer's memory as it is: the copy that makes it fit.
+        E::NotRowMajor { .. } if operation == Operation::Import => {
+            format!("{error}; pass copy=True to import a copy in that layout")
+        }
         // PyArrow's name of the type, not arrow-rs's (`string`, not `Utf8`).
         E::UnsupportedImageColumn {
             data_type,

@@ -388,12 +388,38 @@ const RUST_PREFIXES: &[&str] = &[
     "Cast error",
 ];
 
+/// What a producer's message says before a Python traceback: PyArrow's reader over a Python
+/// generator reports the exception it raised so, the exception itself on the traceback's last
+/// line.
+const PYTHON_TRACEBACK: &str = "Detail: Python exception: Traceback (most recent call last):";
+
 /// `message` in Python's words: its first line only (arrow-rs's flatbuffer verifier follows its
 /// message with a trace of where it was, a line per level), without the variant names of
 /// [`RUST_PREFIXES`] where they begin it or one of its `: `-separated parts (a message of ours
-/// may hold a library's message after its own words).
+/// may hold a library's message after its own words). A Python traceback that a producer's
+/// message carries is given by its last line, the exception raised (`Boom: out of data`).
 fn python_words(message: &str) -> String {
-    let first = message.lines().next().unwrap_or_default().trim_end();
+    let mut first = message
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_end()
+        .to_string();
+    if let Some(at) = first.find(PYTHON_TRACEBACK) {
+        let raised = message
+            .lines()
+            .rev()
+            .map(str::trim)
+            .find(|line| !line.is_empty() && !line.ends_with(PYTHON_TRACEBACK))
+            .unwrap_or_default();
+        first.truncate(at);
+        let first_words = first.trim_end().trim_end_matches('.').to_string();
+        first = match raised {
+            "" => first_words,
+            raised => format!("{first_words} (the Python exception {raised})"),
+        };
+    }
+    let first = first.as_str();
     let parts: Vec<&str> = first.split(": ").collect();
     let last = parts.len().saturating_sub(1);
     parts
