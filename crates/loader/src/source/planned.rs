@@ -7,8 +7,8 @@
 //! have DataLoader workers (each rank's batches are then dealt to its workers in runs) or the
 //! deal of units would give the ranks uneven counts (a file of one row group gives all its
 //! batches to one rank): then only the units' row counts are needed, which the metadata gives,
-//! and no pass is made. One shard, and streams and readers (which cannot be read twice), cut their batches as
-//! they read.
+//! and no pass is made. One shard, and streams and readers (which cannot be read twice), cut
+//! their batches as they read.
 //!
 //! The pass reads as little as each format allows. An IPC file's record batch is decoded as views
 //! of its map, so the pass reads the list columns' offsets (and validity) and no values; an IPC

@@ -1,10 +1,12 @@
 //! The merge of the states of an epoch planned by rows alone (see [`Position::Plan`]): the plan
 //! is worked out again from the units' rows its work records ([`Work::unit_rows`]), the
-//! settings, the epoch and the numbers of shards and ranks, each shard's given batches are listed from it,
-//! and the work left is every row of the epoch not in one of them.
+//! settings, the epoch and the numbers of shards and ranks (per rank, where the loaders planned
+//! each rank's own units for its DataLoader workers), each shard's given batches are listed from
+//! it, and the work left is every row of the epoch not in one of them.
 //!
-//! The replay counts every window's rows and lists those of the batches given; it is bounded before anything is allocated: every unit and every window of at most
-//! [`MAX_REPLAY_ROWS`] rows, the epoch of at most [`MAX_PLANNED_ROWS`].
+//! The replay counts every window's rows and lists those of the batches given; it is bounded
+//! before anything is allocated: every unit and every window of at most [`MAX_REPLAY_ROWS`]
+//! rows, the epoch of at most [`MAX_PLANNED_ROWS`].
 
 use std::collections::BTreeMap;
 
