@@ -100,7 +100,9 @@ class Pair(NamedTuple):
 
 
 def int64_array(n: int) -> pa.Array:
-    return pa.array(np.arange(n, dtype=np.int64))
+    """An int64 array of n elements in 64-byte-aligned memory, as Arrow allocates (JAX shares
+    only aligned memory: over numpy's 16-byte-aligned buffer it copied for both sides)."""
+    return pa.array(aligned(np.arange(n, dtype=np.int64)))
 
 
 def aligned(values: np.ndarray) -> np.ndarray:
@@ -151,7 +153,9 @@ def torch_cube(n: int) -> Any:
 
 # The consumers, None when their framework is missing (their rows are left out then).
 TORCH_FROM_DLPACK = torch.from_dlpack if torch is not None else None
-JNP_FROM_DLPACK = jnp.from_dlpack if jnp is not None else None
+# JAX imports asynchronously: the call returns before a copy it makes is done, so that calls
+# timed in a loop pay for the copies of the calls before them. Each JAX call waits for its array.
+JNP_FROM_DLPACK = (lambda x: jnp.from_dlpack(x).block_until_ready()) if jnp is not None else None
 
 
 def consume(consumer: Optional[Callable[[Any], Any]]) -> dict[str, Callable[[Pair], Call]]:
