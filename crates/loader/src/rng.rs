@@ -2,6 +2,14 @@
 //! "Fast splittable pseudorandom number generators", 2014), the same on every platform and
 //! every version of this crate, which a dependency's generator does not promise.
 
+/// The stream of the generator that shuffles the rows of shard `shard`'s windows (a loader's,
+/// and a plan's that cuts a rank's windows as its loader would).
+pub(crate) fn row_stream(shard: u64) -> u64 {
+    // The stream of rows, apart from the streams of units and of planned windows.
+    const ROWS: u64 = 2;
+    ROWS ^ (shard << 8)
+}
+
 /// A SplitMix64 generator.
 #[derive(Debug, Clone)]
 pub(crate) struct Rng {

@@ -28,9 +28,6 @@ use crate::{BatchSpec, Result, TensorBatch};
 mod planned;
 mod window;
 
-/// The stream of the row shuffle's generator, mixed with the shard index.
-const ROW_STREAM: u64 = 2;
-
 /// Where the stream stands after a batch: what [`Position`] it becomes when the consumer asks.
 #[derive(Debug, Clone)]
 pub(crate) enum Mark {

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 
-use super::{Input, Mark, Marked, ROW_STREAM, Tag, WindowRecord, coalesce};
+use super::{Input, Mark, Marked, Tag, WindowRecord, coalesce};
 use crate::assemble::{Piece, assemble};
-use crate::rng::Rng;
+use crate::rng::{Rng, row_stream};
 use crate::sequences::tokens::{RowLengths, cut_from_end};
 use crate::state::WindowStart;
 use crate::{BatchSpec, Error, Result};
@@ -26,10 +26,7 @@ pub(super) fn shuffled(
 ) {
     let mut rng = match start.rng {
         Some(state) => Rng::from_state(state),
-        None => Rng::new(
-            spec.epoch_seed(),
-            ROW_STREAM ^ ((spec.shard_index as u64) << 8),
-        ),
+        None => Rng::new(spec.epoch_seed(), row_stream(spec.shard_index as u64)),
     };
     let window = spec.buffer_size.max(spec.batch_size);
     // The record batches of the window, each with the views that copies from it need, worked

@@ -23,6 +23,7 @@ use arrow_array::RecordBatch;
 
 use crate::ipc::{self, IpcFile, IpcRecordBatch};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
+use crate::rng::row_stream;
 use crate::sequences::plan::{
     PlanItem, PlanOptions, ShardBatches, SourceLengths, plan_shard, rank_items, uneven_ranks,
 };
@@ -346,11 +347,14 @@ pub(super) fn shard_batches(
         work_items.push(item);
     }
     // Planned per rank, the plan is of the rank's items, over its workers.
-    let (shard, num_shards, num_ranks) = if by_rank {
-        work_items = rank_items(&work_items, spec.shard_index % ranks, ranks);
-        (spec.shard_index / ranks, spec.num_shards / ranks, 1)
+    // Shuffled, the rank's windows are cut as the rank's loader without workers cuts them.
+    let rank = spec.shard_index % ranks;
+    let (shard, num_shards, num_ranks, loader_stream) = if by_rank {
+        work_items = rank_items(&work_items, rank, ranks);
+        let stream = spec.shuffle.then(|| row_stream(rank as u64));
+        (spec.shard_index / ranks, spec.num_shards / ranks, 1, stream)
     } else {
-        (spec.shard_index, spec.num_shards, ranks)
+        (spec.shard_index, spec.num_shards, ranks, None)
     };
     let items = work_items
         .iter()
@@ -375,6 +379,7 @@ pub(super) fn shard_batches(
         buffer_size: spec.buffer_size,
         drop_last: spec.drop_last,
         num_shards,
+        loader_stream,
         num_ranks,
     };
     let (batches, _) = plan_shard(&options, lengths, &items, shard, from)?;

@@ -14,6 +14,7 @@ use super::bounds::{MAX_MERGED_ENTRIES, MAX_PLANNED_BATCHES, MAX_PLANNED_ROWS, M
 use super::ranges::remove_rows;
 use super::{Item, LoaderState, Position, Work, bad};
 use crate::Result;
+use crate::rng::row_stream;
 use crate::sequences::plan::{
     EpochPlan, PlanItem, PlanOptions, SourceLengths, rank_items, uneven_ranks,
 };
@@ -111,7 +112,7 @@ pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> 
                 rows.div_ceil(batch_size)
             })
         });
-    let options = |num_shards, num_ranks| PlanOptions {
+    let options = |num_shards, num_ranks, loader_stream| PlanOptions {
         cutting: Cutting {
             max_tokens: None,
             batch_size: usize_of(settings.batch_size),
@@ -123,19 +124,27 @@ pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> 
         buffer_size: usize_of(settings.buffer_size),
         drop_last: settings.drop_last,
         num_shards,
+        loader_stream,
         num_ranks,
     };
-    let (global, by_rank) = (options(shards, ranks), options(shards / ranks, 1));
-    let rank_items: Vec<Vec<PlanItem>> = if per_rank {
+    // Per rank, shuffled, each rank's windows are cut as its loader cuts them (its stream).
+    let (option_sets, rank_items): (Vec<PlanOptions<'_>>, Vec<Vec<PlanItem>>) = if per_rank {
         (0..ranks)
-            .map(|rank| rank_items(&items, rank, ranks))
-            .collect()
+            .map(|rank| {
+                let stream = settings.shuffle.then(|| row_stream(rank as u64));
+                (
+                    options(shards / ranks, 1, stream),
+                    rank_items(&items, rank, ranks),
+                )
+            })
+            .unzip()
     } else {
-        vec![items.clone()]
+        (vec![options(shards, ranks, None)], vec![items.clone()])
     };
-    let plans = rank_items
+    let plans = option_sets
         .iter()
-        .map(|items| EpochPlan::new(if per_rank { &by_rank } else { &global }, &lengths, items))
+        .zip(&rank_items)
+        .map(|(options, items)| EpochPlan::new(options, &lengths, items))
         .collect::<Result<Vec<_>>>()?;
     // The rows given, by unit.
     let mut given: BTreeMap<usize, Vec<u64>> = BTreeMap::new();

@@ -417,6 +417,34 @@ fn a_ranks_workers_take_runs_of_its_batches_and_only_its_last_is_short() {
             alone[rank]
         );
     }
+    // Shuffled too: the rank's windows are cut as its loader without workers cuts them, so
+    // its workers' runs are its batches (many small units, windows of several).
+    let data = table(&[5; 40]);
+    let ipc = write_ipc(&dir.path().join("forty.arrow"), &data);
+    let make_forty = move || Source::IpcFiles(vec![ipc.clone()]);
+    for (drop_last, buffer_size) in [(false, 12), (true, 12), (false, 4), (false, 1000)] {
+        let shuffled = |num_ranks: usize| BatchSpec {
+            shuffle: true,
+            seed: 11,
+            drop_last,
+            buffer_size,
+            num_ranks,
+            ..spec(4, &["id"])
+        };
+        let alone = shard_passes(&make_forty, &shuffled(0), 2);
+        for workers in [2, 3] {
+            let passes = shard_passes(&make_forty, &shuffled(2), 2 * workers);
+            for rank in 0..2 {
+                let runs: Vec<Vec<i64>> = (0..workers)
+                    .flat_map(|worker| passes[worker * 2 + rank].clone())
+                    .collect();
+                assert_eq!(
+                    runs, alone[rank],
+                    "drop_last {drop_last}, buffer {buffer_size}"
+                );
+            }
+        }
+    }
     // Every shard a rank: as many batches each.
     let counts: Vec<usize> = shard_passes(&make, &ranked(0), 4)
         .iter()

@@ -36,15 +36,20 @@
 use std::ops::Range;
 
 use crate::memory::{ensure_available, reserve};
+use crate::rng::Rng;
 use crate::sequences::Sequence;
 use crate::sequences::tokens::Cutting;
 use crate::{Error, Result};
 
+mod lengths;
+mod loader_window;
 mod remainder;
 mod rows;
 mod window;
 mod workers;
 
+pub(crate) use lengths::SourceLengths;
+use loader_window::cut_like_loader;
 use remainder::{Summary, parts, split, weight};
 use rows::RowsDeal;
 use window::{by_rows, count_by_rows, cut_window};
@@ -54,75 +59,6 @@ pub(crate) use workers::{rank_items, uneven_ranks};
 /// A row of a planned epoch: the index of its item among the plan's items, and its row in the
 /// item's unit.
 pub(crate) type Row = (u32, u32);
-
-/// The lengths of the rows of a source's units before truncation, per sequence column (in the
-/// order of [`BatchSpec::sequences`](crate::BatchSpec)), 0 for a null row; lengths beyond
-/// `u32::MAX` are kept as `u32::MAX`, more than any budget.
-#[derive(Debug, Default)]
-pub(crate) struct SourceLengths {
-    /// The first row of each unit among all the rows, then the number of rows.
-    starts: Vec<u64>,
-    /// `columns[c][row]`: the length of each row of the source, units one after another.
-    columns: Vec<Vec<u32>>,
-}
-
-impl SourceLengths {
-    /// No units yet, of `columns` sequence columns.
-    pub(crate) fn new(columns: usize) -> Self {
-        SourceLengths {
-            starts: vec![0],
-            columns: vec![Vec::new(); columns],
-        }
-    }
-
-    /// The units of `unit_rows` rows each, with no column: a plan cut by rows alone.
-    pub(crate) fn of_rows(unit_rows: impl Iterator<Item = u64>) -> Result<Self> {
-        let mut lengths = SourceLengths::new(0);
-        for rows in unit_rows {
-            let end = lengths
-                .starts
-                .last()
-                .copied()
-                .unwrap_or(0)
-                .saturating_add(rows);
-            reserve(&mut lengths.starts, 1)?;
-            lengths.starts.push(end);
-        }
-        Ok(lengths)
-    }
-
-    /// Appends the next unit, whose rows have the lengths `lengths[c]` in column `c` (as many in
-    /// every column).
-    pub(crate) fn push_unit(&mut self, lengths: &[Vec<usize>]) -> Result<()> {
-        let rows = lengths.first().map_or(0, Vec::len);
-        for (column, unit) in self.columns.iter_mut().zip(lengths) {
-            reserve(column, unit.len())?;
-            column.extend(
-                unit.iter()
-                    .map(|&length| u32::try_from(length).unwrap_or(u32::MAX)),
-            );
-        }
-        let end = self.starts.last().copied().unwrap_or(0) + rows as u64;
-        reserve(&mut self.starts, 1)?;
-        self.starts.push(end);
-        Ok(())
-    }
-
-    /// The number of units.
-    pub(crate) fn units(&self) -> usize {
-        self.starts.len() - 1
-    }
-
-    /// The rows of unit `unit`.
-    pub(crate) fn unit_rows(&self, unit: usize) -> u64 {
-        self.starts[unit + 1] - self.starts[unit]
-    }
-
-    /// The length of row `row` of unit `unit` in column `column`.
-    fn get(&self, unit: usize, row: u32, column: usize) -> usize {
-        self.columns[column][(self.starts[unit] + u64::from(row)) as usize] as usize
-    }
-}
 
 /// What a plan is cut by: the spec's options, with the epoch's seed.
 pub(crate) struct PlanOptions<'a> {
@@ -140,6 +76,10 @@ pub(crate) struct PlanOptions<'a> {
     pub(crate) drop_last: bool,
     /// The shards.
     pub(crate) num_shards: usize,
+    /// With `shuffle`, cut by rows: the stream of the generator of one loader whose windows
+    /// the plan's windows are cut as (`loader_window.rs`; a rank's own units planned for its
+    /// DataLoader workers), or `None` for the plan's own windows.
+    pub(crate) loader_stream: Option<u64>,
     /// The ranks among the shards (a divisor of `num_shards`; shard `s` is rank
     /// `s % num_ranks`'s, its `s / num_ranks`-th worker), 0 for one per shard: the plan gives
     /// every rank as many batches, and each rank's workers take runs of them.
@@ -290,12 +230,23 @@ struct Window {
     carried: Vec<Row>,
     last: bool,
     batches: Vec<Summary>,
+    /// Cut as a loader cuts its windows: the generator's state when the window starts.
+    rng: Option<u64>,
 }
 
 impl Window {
     /// Cuts this window, the `index`-th, again (the second pass lists its rows).
     fn cut(&self, context: &Context<'_>, index: usize) -> Result<window::WindowCut> {
-        cut_window(context, index, &self.carried, self.items.clone(), self.last)
+        match self.rng {
+            Some(state) => cut_like_loader(
+                context,
+                &self.carried,
+                self.items.clone(),
+                self.last,
+                &mut Rng::from_state(state),
+            ),
+            None => cut_window(context, index, &self.carried, self.items.clone(), self.last),
+        }
     }
 }
 
@@ -487,6 +438,11 @@ fn first_pass(context: &Context<'_>) -> Result<Vec<Window>> {
     let mut windows = Vec::new();
     let mut carried: Vec<Row> = Vec::new();
     let mut next = 0;
+    // Shuffled as one loader shuffles: its generator, through every window.
+    let mut loader = options
+        .loader_stream
+        .filter(|_| options.shuffle && by_rows(options))
+        .map(|stream| Rng::new(options.seed, stream));
     loop {
         let start = next;
         let mut rows = carried.len();
@@ -497,9 +453,26 @@ fn first_pass(context: &Context<'_>) -> Result<Vec<Window>> {
         if rows == 0 {
             break;
         }
-        let last = next == context.items.len();
+        // A loader's window is its last when filling it found the end of the items.
+        let last = match loader {
+            Some(_) => rows < size,
+            None => next == context.items.len(),
+        };
+        let rng = loader.as_ref().map(Rng::state);
         let mut batches = Vec::new();
-        let leftover = if by_rows(options) {
+        let leftover = if let Some(loader) = loader.as_mut() {
+            let cut = cut_like_loader(context, &carried, start..next, last, loader)?;
+            reserve(&mut batches, cut.batches.len())?;
+            for (range, short) in &cut.batches {
+                let rows = range.len() as u64;
+                batches.push(Summary {
+                    rows,
+                    weight: rows,
+                    short: *short,
+                });
+            }
+            cut.leftover
+        } else if by_rows(options) {
             // Cut by rows alone, a window's cut follows from its count of rows: its rows are
             // listed only when a shard takes its batches (the second pass).
             let (full, short, leftover) = count_by_rows(context, &carried, start..next, rows, last);
@@ -531,6 +504,7 @@ fn first_pass(context: &Context<'_>) -> Result<Vec<Window>> {
             carried: std::mem::replace(&mut carried, leftover),
             last,
             batches,
+            rng,
         });
         if last {
             break;

@@ -95,6 +95,7 @@ fn every_shard_gets_as_many_batches_each_row_at_most_once_within_the_budget() {
                             buffer_size: 100,
                             drop_last,
                             num_shards,
+                            loader_stream: None,
                             num_ranks: 0,
                         };
                         let case = format!(
@@ -148,6 +149,7 @@ fn the_plan_depends_on_the_seed_and_is_the_same_for_every_caller() {
         buffer_size: 120,
         drop_last: false,
         num_shards: 3,
+        loader_stream: None,
         num_ranks: 0,
     };
     let a = shards(&options(1), &lengths, &items);
@@ -172,6 +174,7 @@ fn a_shard_resumed_at_a_batch_lists_the_batches_from_there() {
         buffer_size: 50,
         drop_last: false,
         num_shards: 2,
+        loader_stream: None,
         num_ranks: 0,
     };
     let rows_of = |from: u64| -> Vec<Vec<(usize, u32)>> {
@@ -211,6 +214,7 @@ fn balanced_batches_of_bucketed_rows_are_within_a_few_percent_of_each_other() {
             buffer_size: 4000,
             drop_last: false,
             num_shards: 3,
+            loader_stream: None,
             num_ranks: 0,
         };
         let got = shards(&options, &lengths, &items);
@@ -251,6 +255,7 @@ fn items_of_some_rows_plan_only_those_rows() {
         buffer_size: 8,
         drop_last: false,
         num_shards: 2,
+        loader_stream: None,
         num_ranks: 0,
     };
     let mut rows: Vec<(usize, u32)> = shards(&options, &lengths, &items)
@@ -305,6 +310,7 @@ fn plans_by_rows_alone_counted_without_listing_rows_give_every_row_once_to_even_
             buffer_size: 1 + draw.below(20),
             drop_last: false,
             num_shards,
+            loader_stream: None,
             num_ranks: 0,
         };
         let got = shards(&options, &lengths, &items);
@@ -356,6 +362,7 @@ fn a_ranks_workers_take_runs_of_the_ranks_batches_whole() {
                 buffer_size: 40,
                 drop_last: false,
                 num_shards,
+                loader_stream: None,
                 num_ranks,
             };
             let alone = shards(&options(ranks, 0), &lengths, &items);
