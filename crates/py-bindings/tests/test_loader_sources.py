@@ -414,8 +414,31 @@ def test_an_error_raised_by_a_readers_generator_is_named_as_the_producers():
     assert "the producer of the Arrow stream failed in ArrowArrayStream.get_next at chunk 1" in message
     assert "boom in my generator" in message and "malformed" not in message
     # The exception itself is named, as the traceback's last line says it; no traceback header.
-    assert message.endswith("(the Python exception KeyError: 'boom in my generator')"), message
+    assert message.endswith("(error 22): the Python exception KeyError: 'boom in my generator'"), message
     assert "Traceback" not in message and "Detail:" not in message
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.float64, np.uint64])
+def test_a_readers_batch_of_other_types_than_its_schema_is_refused_not_misread(dtype):
+    # pyarrow's from_batches does not check its batches against the schema, and a stream's
+    # chunk is read with the stream's schema: an int8 batch read as int64 read past its buffer
+    # (a crash), a float64 one gave its bits as integers. Each batch is checked before export.
+    schema = pa.schema([("x", pa.int64())])
+
+    def rows():
+        yield pa.record_batch({"x": np.arange(5, dtype=np.int64)})
+        yield pa.record_batch({"x": np.arange(1_000_000, dtype=dtype)})
+
+    for source in (lambda r: r, lambda r: [r]):
+        reader = pa.RecordBatchReader.from_batches(schema, rows())
+        with pytest.raises(ad.ArrowDLPackValueError) as raised:
+            list(ad.batches(source(reader), 4096))
+        message = str(raised.value)
+        assert "record batch 1 of the RecordBatchReader has column 'x' of type" in message, message
+        assert "the reader's schema declares int64" in message, message
+    # A reader whose batches are of its schema reads as before.
+    reader = pa.RecordBatchReader.from_batches(schema, (pa.record_batch({"x": np.arange(10)}) for _ in range(3)))
+    assert sum(len(b["x"]) for b in ad.batches(reader, 4)) == 30
 
 
 def test_a_shuffled_table_reads_its_record_batches_in_a_shuffled_order(tmp_path):

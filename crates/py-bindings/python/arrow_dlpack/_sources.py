@@ -1,6 +1,7 @@
 """The in-memory objects that ``ad.batches`` takes beside paths and Arrow streams: a pandas
 DataFrame (as pyarrow converts it, which is what pandas' own ``__arrow_c_stream__`` does), a list
-of them, and a polars LazyFrame refused with what to do instead.
+of them, a pyarrow ``RecordBatchReader`` (its batches checked against its schema), and a polars
+LazyFrame refused with what to do instead.
 
 A pandas DataFrame becomes a ``pyarrow.Table`` here rather than being read through its stream,
 so that the loader knows its rows and the null counts of its columns when it is planned (a
@@ -11,7 +12,7 @@ import importlib
 import weakref
 from typing import Any
 
-from arrow_dlpack._arrow_dlpack import ArrowDLPackValueError
+from arrow_dlpack._arrow_dlpack import ArrowDLPackTypeError, ArrowDLPackValueError
 
 #: The readers that a loader began to read: a reader is read once, and what an earlier loader
 #: left of it is not the stream a new loader (or a state saved over the whole stream) expects.
@@ -72,20 +73,70 @@ def _refuse_lazy(obj: Any) -> None:
             )
 
 
+def _is_pyarrow_reader(obj: Any) -> bool:
+    return _module(obj) == "pyarrow" and type(obj).__name__ == "RecordBatchReader"
+
+
+def _checked_reader(reader: Any) -> Any:
+    """``reader`` (a ``pyarrow.RecordBatchReader``) as a reader whose every record batch is
+    checked against its schema before it is exported.
+
+    The Arrow C stream interface exports a chunk without its type: the consumer reads it with
+    the schema the stream declared. pyarrow's ``RecordBatchReader.from_batches(schema, batches)``
+    does not check its batches against ``schema``, so a generator's batch of other types was
+    read with the declared ones: a float column's bits as integers, and narrower values read
+    past their buffer's end (a crash). ``reader.read_all()`` refuses such a batch; so does this
+    reader, naming the batch and the column."""
+    pyarrow = importlib.import_module("pyarrow")
+    schema = reader.schema
+
+    def batches() -> Any:
+        for index, batch in enumerate(reader):
+            if not batch.schema.equals(schema, check_metadata=False):
+                raise ArrowDLPackTypeError(_schema_difference(index, batch.schema, schema))
+            yield batch
+
+    return pyarrow.RecordBatchReader.from_batches(schema, batches())
+
+
+def _schema_difference(index: int, got: Any, declared: Any) -> str:
+    """What makes record batch ``index``'s schema ``got`` other than the reader's ``declared``."""
+    where = f"record batch {index} of the RecordBatchReader"
+    if got.names != declared.names:
+        return f"{where} has the columns {got.names}; the reader's schema declares {declared.names}"
+    for got_field, field in zip(got, declared):
+        if not got_field.equals(field):
+            return (
+                f"{where} has column {field.name!r} of type {got_field.type}"
+                f"{'' if got_field.nullable else ' not null'}; the reader's schema declares "
+                f"{field.type}{'' if field.nullable else ' not null'} (a reader's chunks are read "
+                "with its schema: make the batches of that schema, or declare theirs)"
+            )
+    return f"{where} has another schema than the reader declares"
+
+
+def _as_read(item: Any) -> Any:
+    """One object of a source as the native loader reads it (see :func:`as_source`)."""
+    _refuse_lazy(item)
+    if _is_pandas_frame(item):
+        return _from_pandas(item)
+    if _is_pyarrow_reader(item):
+        return _checked_reader(item)
+    return item
+
+
 def as_source(source: Any) -> Any:
     """``source`` as the native loader reads it: a pandas DataFrame (or a list or tuple of them,
-    alone or among other objects) as pyarrow Tables; a polars LazyFrame refused; anything else
-    as it is."""
+    alone or among other objects) as pyarrow Tables; a pyarrow ``RecordBatchReader`` as one
+    whose batches are checked against its schema; a polars LazyFrame refused; anything else as
+    it is."""
     if isinstance(source, (list, tuple)):
-        if not any(_is_pandas_frame(item) or _module(item) == "polars" for item in source):
+        if not any(
+            _is_pandas_frame(item) or _module(item) in ("polars", "pyarrow") for item in source
+        ):
             return source
-        for item in source:
-            _refuse_lazy(item)
-        return [_from_pandas(item) if _is_pandas_frame(item) else item for item in source]
-    _refuse_lazy(source)
-    if _is_pandas_frame(source):
-        return _from_pandas(source)
-    return source
+        return [_as_read(item) for item in source]
+    return _as_read(source)
 
 
 def read_once(source: Any) -> bool:

@@ -347,9 +347,9 @@ fn column_message(column: &str, source: &arrow_dlpack::Error) -> (Kind, String) 
             format!(
                 "cannot load {column:?}: found {null_count} nulls in the column; expected none: \
                  pass null_to_nan=[{column:?}] for floats with NaN where the nulls are (a numeric \
-                 column or a group), or allow_nulls=True to accept them (null slots then hold \
-                 unspecified values) with masks=[{column:?}] for a \"{column}_mask\" tensor that \
-                 says where they are"
+                 column or a group, not a fixed-size list or tensor), or allow_nulls=True to \
+                 accept them (null slots then hold unspecified values) with masks=[{column:?}] for \
+                 a \"{column}_mask\" tensor that says where they are"
             ),
         );
     }

@@ -413,10 +413,13 @@ fn python_words(message: &str) -> String {
             .find(|line| !line.is_empty() && !line.ends_with(PYTHON_TRACEBACK))
             .unwrap_or_default();
         first.truncate(at);
-        let first_words = first.trim_end().trim_end_matches('.').to_string();
-        first = match raised {
-            "" => first_words,
-            raised => format!("{first_words} (the Python exception {raised})"),
+        let head = first.trim_end().trim_end_matches('.');
+        // The producer's status words (`Unknown error: boom`) repeat the exception's message:
+        // the exception, with its class, takes their place after the producer's error code.
+        first = match (raised, head.rfind("): ")) {
+            ("", _) => head.to_string(),
+            (raised, Some(code)) => format!("{}the Python exception {raised}", &head[..code + 3]),
+            (raised, None) => format!("{head} (the Python exception {raised})"),
         };
     }
     let first = first.as_str();
