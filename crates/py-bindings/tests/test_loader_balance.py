@@ -375,3 +375,23 @@ def test_a_merged_deal_resumed_by_uneven_ranks_is_planned_and_merges_again(tmp_p
     again = ad.merge_states(states)
     rest = [i for b in ad.batches(table, 8, state=again, **options) for i in _ids(b)]
     assert sorted(seen + rest) == list(range(64))
+
+
+@pytest.mark.parametrize("options", [{"max_tokens": 12}, {"bucket_by_length": True}])
+def test_record_batches_in_memory_under_a_budget_over_ranks_resume_as_they_were_cut(options):
+    # Record batches in memory under a budget or buckets are cut as they are read, not planned;
+    # a resume read the state's position as a planned epoch's and refused it.
+    table = pa.Table.from_batches([
+        pa.record_batch({"id": list(range(s, s + n)),
+                         "tok": pa.array([[1] * (1 + i % 5) for i in range(n)], pa.list_(pa.int32()))})
+        for s, n in [(0, 40), (40, 3), (43, 16), (59, 7), (66, 40)]
+    ])
+    kwargs = dict(columns=["id"], sequences={"tok": "pad"}, rank=0, world_size=2, **options)
+    whole = [np.from_dlpack(b["id"]).tolist() for b in ad.batches(table, 4, **kwargs)]
+    loader = ad.batches(table, 4, **kwargs)
+    for _ in range(3):
+        next(loader)
+    state = loader.state_dict()
+    loader.close()
+    rest = [np.from_dlpack(b["id"]).tolist() for b in ad.batches(table, 4, state=state, **kwargs)]
+    assert rest == whole[3:]

@@ -30,7 +30,7 @@ mod streams;
 
 pub(crate) use identity::sequence_settings;
 use nulls::{files_null_to_nan, planned_null_to_nan};
-use start::{file_items, in_stream, resume, rows_left, select};
+use start::{file_items, in_stream, never_planned, resume, rows_left, select};
 use streams::{plan_in_memory, plan_record_batches, plan_streams};
 
 /// The streams of the shuffle's generators, so that the unit order and the row order of one seed
@@ -370,7 +370,7 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
     let null_to_nan = files_null_to_nan(spec, &file_nulls)?;
     let (order, source_unit) = epoch_order_indexed(&units, spec);
     let unit_rows: Vec<u64> = order.iter().map(|unit| unit.rows as u64).collect();
-    let (work, start) = resume(spec, &settings, Some(&unit_rows))?;
+    let (work, start) = resume(spec, &settings, Some(&unit_rows), planned::is_planned)?;
     let files = Arc::new(files);
     let (items, num_rows, batches) = if let Start::Plan { .. } = start {
         let source_rows = units.iter().map(|unit| unit.rows as u64);
@@ -452,7 +452,7 @@ fn plan_parquet_files(
     let null_to_nan = files_null_to_nan(spec, &file_nulls)?;
     let (order, source_unit) = epoch_order_indexed(&units, spec);
     let unit_rows: Vec<u64> = order.iter().map(|unit| unit.rows).collect();
-    let (work, start) = resume(spec, &settings, Some(&unit_rows))?;
+    let (work, start) = resume(spec, &settings, Some(&unit_rows), planned::is_planned)?;
     let (items, num_rows, batches) = if let Start::Plan { .. } = start {
         let source_rows = units.iter().map(|unit| unit.rows);
         let lengths = planned::lengths(spec, source_rows, || {

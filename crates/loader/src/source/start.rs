@@ -6,24 +6,36 @@ use std::collections::VecDeque;
 
 use arrow_array::RecordBatch;
 
-use super::planned::{by_lengths, is_planned};
+use super::planned::by_lengths;
 use super::{Pieces, Raw, Tagged, total_rows};
 use crate::state::{Item, Resuming, Settings, Start, Work};
 use crate::{BatchSpec, Error, Result};
 
+/// Whether a source plans its epoch, from the spec, the epoch's work and its units' rows: files
+/// by [`is_planned`](super::planned::is_planned), record batches read in order by their own
+/// rule.
+pub(super) type PlansBy = fn(&BatchSpec, &Work, &[u64]) -> bool;
+
+/// A source that plans no epoch (record batches dealt as they are read).
+pub(super) fn never_planned(_: &BatchSpec, _: &Work, _: &[u64]) -> bool {
+    false
+}
+
 /// Where the shard starts, and the work, from the spec's state (checked against `settings` and
-/// the source's units, `unit_rows` when the metadata tells them) or the epoch's start. Files
-/// (whose units are known) plan their epochs when [`is_planned`] says so.
+/// the source's units, `unit_rows` when the metadata tells them) or the epoch's start. A source
+/// whose units are known plans its epoch when `plans_by` says so
+/// ([`is_planned`](super::planned::is_planned) for files).
 pub(super) fn resume(
     spec: &BatchSpec,
     settings: &Settings,
     unit_rows: Option<&[u64]>,
+    plans_by: PlansBy,
 ) -> Result<(Work, Start)> {
     let work = match &spec.state {
         Some(state) => &state.work,
         None => &Work::all(unit_rows.map(|rows| rows.len() as u64)),
     };
-    let planned = unit_rows.is_some_and(|rows| is_planned(spec, work, rows));
+    let planned = unit_rows.is_some_and(|rows| plans_by(spec, work, rows));
     // A plan cut by rows alone records the units' rows it is cut from in the epoch's work, so
     // that its states merge; a resumed work that lacks them (a merged one) gets them here, once
     // the state was checked against the source.

@@ -19,7 +19,7 @@ pub(super) fn plan_in_memory(
     };
     check_spec(spec, &schema, || described.to_string())?;
     let settings = identity::settings(spec, identity::reader(&schema));
-    let (work, start) = resume(spec, &settings, counted(spec, unit_rows))?;
+    let (work, start) = resume(spec, &settings, counted(spec, unit_rows), never_planned)?;
     let raw = in_stream(batches, &work, spec, &start);
     let num_rows = dealt_rows(spec, unit_rows, rows, (&work, &start));
     let null_to_nan = planned_null_to_nan(spec, &schema, nulls)?;
@@ -212,7 +212,7 @@ type RowsPlan = (Work, Start, ShardBatches, Vec<(u64, Item)>);
 /// The [`RowsPlan`] of an epoch planned by rows over units of `unit_rows` rows in the order
 /// they are read.
 fn rows_plan(spec: &BatchSpec, settings: &Settings, unit_rows: &[u64]) -> Result<RowsPlan> {
-    let (work, start) = resume(spec, settings, Some(unit_rows))?;
+    let (work, start) = resume(spec, settings, Some(unit_rows), planned::is_planned_by_rows)?;
     let lengths = planned::row_lengths(unit_rows.iter().copied())?;
     let source_unit: Vec<usize> = (0..unit_rows.len()).collect();
     let (batches, items) = planned::shard_batches(spec, &work, &start, &source_unit, &lengths)?;
@@ -290,7 +290,12 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
     {
         return plan_streams_by_rows(inputs, unit_rows, settings, null_to_nan, spec);
     }
-    let (work, start) = resume(spec, &settings, counted(spec, unit_rows.as_deref()))?;
+    let (work, start) = resume(
+        spec,
+        &settings,
+        counted(spec, unit_rows.as_deref()),
+        never_planned,
+    )?;
     let raw = in_stream(ipc::read_streams(inputs), &work, spec, &start);
     let num_rows = dealt_rows(spec, unit_rows.as_deref(), rows, (&work, &start));
     Ok(Plan::dealt(
