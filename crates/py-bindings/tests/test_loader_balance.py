@@ -395,3 +395,27 @@ def test_record_batches_in_memory_under_a_budget_over_ranks_resume_as_they_were_
     loader.close()
     rest = [np.from_dlpack(b["id"]).tolist() for b in ad.batches(table, 4, state=state, **kwargs)]
     assert rest == whole[3:]
+
+
+def test_the_length_of_a_dataset_follows_set_epoch():
+    # Record batches in memory sorted by length over two ranks are dealt as units, which each
+    # epoch permutes: a rank's count changes with the epoch, and len() said epoch 0's.
+    sizes = [100, 3, 40, 7, 1, 16, 100, 11]
+    table = pa.Table.from_batches([
+        pa.record_batch({"id": list(range(sum(sizes[:i]), sum(sizes[:i]) + n)),
+                         "tok": pa.array([[1] * (1 + j % 7) for j in range(n)], pa.list_(pa.int32()))})
+        for i, n in enumerate(sizes)
+    ])
+    counts = set()
+    for epoch in (0, 1, 3):
+        for rank in range(2):
+            dataset = ad.BatchDataset(table, 8, columns=["id"], sequences={"tok": "pad"},
+                                      bucket_by_length=True, shuffle=True, seed=155, buffer_size=16,
+                                      rank=rank, world_size=2)
+            dataset.set_epoch(epoch)
+            loader = DataLoader(dataset, batch_size=None)
+            given = sum(1 for _ in loader)
+            assert len(loader) == len(dataset) == given, (epoch, rank, len(loader), given)
+            counts.add(given)
+    assert len(counts) > 1, "the case must change the count with the epoch"
+

@@ -322,7 +322,8 @@ class BatchDataset(IterableDataset):
         return self.options.get("split_workers") is not False
 
     def _whole_pass(self) -> int:
-        """The batches of a whole pass of this rank, or ``TypeError``."""
+        """The batches of a whole pass of this rank in the current epoch (``set_epoch`` may
+        deal other units to the rank, whose rows differ), or ``TypeError``."""
         if self._num_batches is None:
             raise ArrowDLPackTypeError(
                 "the number of batches of this dataset is not known in advance: the source does "
@@ -332,7 +333,8 @@ class BatchDataset(IterableDataset):
                 '"concat"), or skipped images are replaced by the next rows (on_error="skip", '
                 "read in order)"
             )
-        return self._num_batches
+        counted = self._counted(1)
+        return self._num_batches if counted is None else counted
 
     def batches_left(self, num_workers: int = 0) -> int:
         """The batches that the next pass gives, read by ``num_workers`` DataLoader workers:
