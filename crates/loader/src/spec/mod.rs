@@ -9,6 +9,7 @@ use arrow_dlpack_tensor::DType;
 
 use crate::images::ImageColumn;
 use crate::sequences::Sequence;
+use crate::sequences::plan::row_batches;
 use crate::sequences::tokens::Cutting;
 use crate::state::LoaderState;
 
@@ -496,13 +497,7 @@ impl BatchSpec {
         {
             return None;
         }
-        let rows = usize::try_from(rows).unwrap_or(usize::MAX);
-        let batch_size = self.batch_size.max(1);
-        Some(if self.drop_last {
-            rows / batch_size
-        } else {
-            rows.div_ceil(batch_size)
-        })
+        Some(row_batches(rows, self.batch_size, self.drop_last))
     }
 
     /// The rows a loader of this spec yields from a stream (a reader) of `total` rows, where

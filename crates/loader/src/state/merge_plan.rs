@@ -16,7 +16,7 @@ use super::{Item, LoaderState, Position, Work, bad};
 use crate::Result;
 use crate::rng::row_stream;
 use crate::sequences::plan::{
-    EpochPlan, PlanItem, PlanOptions, SourceLengths, rank_items, uneven_ranks,
+    EpochPlan, PlanItem, PlanOptions, SourceLengths, rank_items, row_batches, uneven_ranks,
 };
 use crate::sequences::tokens::Cutting;
 
@@ -103,19 +103,15 @@ pub(super) fn planned_work_left(states: &[LoaderState]) -> Result<Option<Work>> 
     let ranks = usize_of(first.layout_ranks()?.unwrap_or_default()).max(1);
     // As the loaders planned it (see the source's `per_rank`): with DataLoader workers over an
     // even deal of units to the ranks, each rank's plan is of its own items, over its workers.
-    let batch_size = settings.batch_size.max(1);
+    let batch_size = usize_of(settings.batch_size);
     let per_rank = shards > ranks
         && !uneven_ranks(&item_rows, ranks, |rows| {
-            usize_of(if settings.drop_last {
-                rows / batch_size
-            } else {
-                rows.div_ceil(batch_size)
-            })
+            row_batches(rows, batch_size, settings.drop_last)
         });
     let options = |num_shards, num_ranks, loader_stream| PlanOptions {
         cutting: Cutting {
             max_tokens: None,
-            batch_size: usize_of(settings.batch_size),
+            batch_size,
             bucket_by_length: false,
         },
         sequences: &[],

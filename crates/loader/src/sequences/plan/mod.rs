@@ -52,6 +52,7 @@ pub(crate) use lengths::SourceLengths;
 use loader_window::cut_like_loader;
 use remainder::{Summary, parts, split, weight};
 use rows::RowsDeal;
+pub(crate) use rows::row_batches;
 use window::{by_rows, count_by_rows, cut_window};
 use workers::worker_run;
 pub(crate) use workers::{rank_items, uneven_ranks};

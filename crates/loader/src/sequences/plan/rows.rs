@@ -23,6 +23,18 @@ use super::{Context, ShardBatches, Window};
 use crate::Result;
 use crate::memory::reserve;
 
+/// The batches of `rows` rows cut by rows alone into batches of `batch_size`: full batches, and
+/// a short last one unless `drop_last`.
+pub(crate) fn row_batches(rows: u64, batch_size: usize, drop_last: bool) -> usize {
+    let rows = usize::try_from(rows).unwrap_or(usize::MAX);
+    let batch_size = batch_size.max(1);
+    if drop_last {
+        rows / batch_size
+    } else {
+        rows.div_ceil(batch_size)
+    }
+}
+
 /// How an epoch of rows cut by rows alone is dealt to its shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RowsDeal {
