@@ -1,6 +1,6 @@
 //! What the file sources (Arrow IPC files and streams, Parquet files) share: their formats (the
 //! extension tells Parquet from Arrow, an Arrow file's first bytes tell an IPC file from a
-//! stream), which names a listing keeps, opening a path with an error that names it, files
+//! stream, and a file of no known extension is told by its first bytes alone), which names a listing keeps, opening a path with an error that names it, files
 //! pinned when the loader is planned, and the projection of a file's schema onto the requested
 //! columns.
 
@@ -135,9 +135,34 @@ pub(crate) fn format_of_file(path: &Path) -> Result<Format> {
             }
             arrow_format_of(path, &head[..read])
         }
-        None => Err(Error::UnknownFormat {
+        None => format_of_unnamed(path),
+    }
+}
+
+/// The continuation marker that opens every message of an Arrow IPC stream (since format
+/// version 0.15).
+const IPC_CONTINUATION: &[u8; 4] = &[0xFF; 4];
+
+/// The format of a local file given by a name of no known extension (`data`, `part-0.bin`), as
+/// its first bytes tell it: `PAR1` opens a Parquet file, `ARROW1` an Arrow IPC file, a
+/// continuation marker an Arrow IPC stream. Anything else is [`Error::UnknownFormat`].
+fn format_of_unnamed(path: &Path) -> Result<Format> {
+    let mut head = [0u8; IPC_FILE_MAGIC.len()];
+    let mut file = open(path)?;
+    let read = read_up_to(&mut file, &mut head).map_err(|error| Error::io(path, error))?;
+    let head = &head[..read];
+    if head.starts_with(PARQUET_MAGIC) {
+        Ok(Format::Parquet)
+    } else if head.starts_with(IPC_FILE_MAGIC)
+        || head.starts_with(FEATHER_V1_MAGIC)
+        || head.starts_with(IPC_CONTINUATION)
+    {
+        arrow_format_of(path, head)
+    } else {
+        Err(Error::UnknownFormat {
             path: path.to_path_buf(),
-        }),
+            read: true,
+        })
     }
 }
 

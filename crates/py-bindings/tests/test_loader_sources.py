@@ -103,6 +103,19 @@ def test_the_first_bytes_tell_a_stream_from_a_file_whatever_the_extension(tmp_pa
         ad.batches([stream, file], 10)
 
 
+def test_a_file_named_without_a_known_extension_is_told_by_its_first_bytes(tmp_path):
+    parquet = tmp_path / "train-data"
+    pq.write_table(_table(), parquet)
+    stream = tmp_path / "cache.bin"
+    _write_ipc(stream, _table(ROWS), None, stream=True)
+    assert _ids(parquet)[0] == list(range(ROWS))
+    assert _ids(stream)[0] == list(range(ROWS, 2 * ROWS))
+    text = tmp_path / "notes.txt"
+    text.write_text("id,value\n1,2\n")
+    with pytest.raises(ad.ArrowDLPackValueError, match="from its extension or its first bytes"):
+        ad.batches(text, 10)
+
+
 def test_a_dataset_saved_by_hugging_face_datasets_loads_from_its_folder(tmp_path):
     import datasets
 

@@ -290,15 +290,19 @@ pub enum Error {
         expected: Fields,
     },
 
-    /// A source given by path whose kind cannot be told from its extension.
+    /// A source given by path whose kind cannot be told from its extension, nor (for a local
+    /// file read) from its first bytes.
     #[error(
-        "cannot tell the format of {} from its extension; expected .arrow, .feather, .ipc, \
+        "cannot tell the format of {} from its extension{}; expected .arrow, .feather, .ipc, \
          .arrows, .parquet or .pq",
-        path.display()
+        path.display(),
+        if *read { " or its first bytes (not PAR1, ARROW1 or an arrow ipc stream's)" } else { "" }
     )]
     UnknownFormat {
         /// The file.
         path: PathBuf,
+        /// Whether its first bytes were read, and told nothing either.
+        read: bool,
     },
 
     /// A background thread panicked; the panic's message is kept.

@@ -153,6 +153,7 @@ fn samples() -> Vec<Error> {
         },
         Error::UnknownFormat {
             path: PathBuf::from("t.csv"),
+            read: true,
         },
         Error::Panicked {
             message: "a panic without a message".to_string(),

@@ -333,7 +333,10 @@ pub(crate) fn open(source: ObjectSource, cache: Option<&CacheSettings>) -> Resul
     for (url, _, location) in &listed {
         let name = display_name(&object_url(url, location));
         let Some(kind) = extension_of(location.as_ref()) else {
-            return Err(Error::UnknownFormat { path: name });
+            return Err(Error::UnknownFormat {
+                path: name,
+                read: false,
+            });
         };
         match format {
             None => format = Some((kind, name)),

@@ -102,12 +102,15 @@ impl Source {
     /// The extension tells Parquet (`.parquet`, `.pq`) from Arrow (`.arrow`, `.feather`,
     /// `.ipc`, `.arrows`); an Arrow file's first bytes tell an IPC file (which starts with
     /// `ARROW1`: [`Source::IpcFiles`]) from an IPC stream ([`Source::IpcStreams`]), so that the
-    /// `.arrow` streams that Hugging Face `datasets` writes are read as streams.
+    /// `.arrow` streams that Hugging Face `datasets` writes are read as streams. A file named
+    /// without a known extension is told by its first bytes alone (`PAR1`, `ARROW1`, or a
+    /// stream's continuation marker); listings keep only files of a known extension.
     ///
     /// # Errors
     ///
     /// An empty list; a path, directory or glob that names no file ([`Error::Io`] of kind
-    /// `NotFound`, naming it); a file of an unknown extension; files of different formats.
+    /// `NotFound`, naming it); a file that neither its extension nor its first bytes name a format
+    /// of; files of different formats.
     pub fn from_paths<P: AsRef<Path>>(paths: impl IntoIterator<Item = P>) -> Result<Self> {
         let given: Vec<PathBuf> = paths
             .into_iter()

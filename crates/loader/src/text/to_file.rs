@@ -91,6 +91,7 @@ pub fn tokenize_to_file(
         .and_then(output_format)
         .ok_or_else(|| Error::UnknownFormat {
             path: out_path.to_path_buf(),
+            read: false,
         })?;
     let threads = options.tokenize.thread_count();
     let mut read = read_source(source, threads)?;

@@ -2,7 +2,7 @@
 
 use arrow_dlpack_loader::{Error, Source, TensorBatch, batches};
 
-use crate::data::{chain, spec, table, write_ipc, write_parquet};
+use crate::data::{chain, collect, ids, spec, table, write_ipc, write_parquet, write_stream};
 
 /// Every batch of `source` and the first error, whether at planning or while reading.
 fn load(source: Source) -> Result<Vec<TensorBatch>, Error> {
@@ -94,12 +94,13 @@ fn a_file_that_is_not_arrow_is_refused_by_its_first_bytes() {
     let csv = dir.path().join("x.csv");
     std::fs::write(&csv, b"name,value\na,1\n").unwrap();
     let error = Source::from_paths([&csv]).unwrap_err();
-    assert!(matches!(error, Error::UnknownFormat { .. }));
+    assert!(matches!(error, Error::UnknownFormat { read: true, .. }));
     assert_eq!(
         error.to_string(),
         format!(
-            "cannot tell the format of {} from its extension; expected .arrow, .feather, \
-             .ipc, .arrows, .parquet or .pq",
+            "cannot tell the format of {} from its extension or its first bytes (not PAR1, \
+             ARROW1 or an arrow ipc stream's); expected .arrow, .feather, .ipc, .arrows, \
+             .parquet or .pq",
             csv.display()
         )
     );
@@ -122,5 +123,39 @@ fn a_missing_file_is_an_io_error_naming_it() {
     assert!(
         chain(&error).starts_with("cannot read /nonexistent/t.parquet: No such file"),
         "{error}"
+    );
+}
+
+#[test]
+fn a_file_named_without_a_known_extension_is_read_by_its_first_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = table(&[30, 20]);
+    let files = [
+        write_parquet(&dir.path().join("data"), &data, 16),
+        write_ipc(&dir.path().join("part-0.bin"), &data),
+        write_stream(&dir.path().join("cache-00000-of-00001.dat"), &data),
+    ];
+    for path in &files {
+        let batches = collect(Source::from_paths([path]).unwrap(), spec(8, &["id"]));
+        assert_eq!(
+            ids(&batches),
+            (0..50).collect::<Vec<_>>(),
+            "{}",
+            path.display()
+        );
+    }
+    // Files of one format given by names that say nothing are still one format.
+    let error = Source::from_paths([&files[0], &files[1]]).unwrap_err();
+    assert!(
+        error.to_string().contains("is a parquet file and"),
+        "{error}"
+    );
+    // An empty file says nothing either.
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    let error = Source::from_paths([&empty]).unwrap_err();
+    assert!(
+        matches!(error, Error::UnknownFormat { read: true, .. }),
+        "{error:?}"
     );
 }
