@@ -52,6 +52,12 @@ mod device_sync;
 mod dlpack_export;
 mod dlpack_import;
 mod dlpack_method;
+/// Every allocation of the extension module's Rust code; the large ones (4 MiB and more: a
+/// Parquet decoder's buffers, decompressed IPC bodies, image batches) come from the warm-page
+/// pool that `memory_pool_stats()` describes, and keep their pages mapped for the next one.
+#[global_allocator]
+static ALLOCATOR: arrow_dlpack_tensor::alloc::WarmPages = arrow_dlpack_tensor::alloc::WarmPages;
+
 mod errors;
 mod exchange;
 mod fixed_shape_tensor;

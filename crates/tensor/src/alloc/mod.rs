@@ -15,10 +15,14 @@
 //! keeps its pages mapped for the next one, as PyArrow's memory pool does, so that a repeated
 //! copy faults nothing at all. [`UninitBuffer`] (bytes) and [`PooledVec`] (typed) allocate there.
 //!
+//! [`WarmPages`] is a global allocator that serves a whole program's large allocations from the
+//! same pool (the Python extension module installs it).
+//!
 //! Copies into outputs of [`STREAM_THRESHOLD`] bytes and more, which cannot stay in the cache,
 //! write their long runs with non-temporal stores ([`copy_to_uninit`]), skipping the read of
 //! each destination line that a plain store into uncached memory makes.
 
+mod global;
 pub mod pool;
 mod pooled_vec;
 mod stream;
@@ -31,6 +35,7 @@ pub use pool::{
     BLOCK_ALIGN, DECAY_VARIABLE, DEFAULT_DECAY, DEFAULT_LIMIT, LIMIT_VARIABLE, POOL_THRESHOLD,
     PoolStats, release_unused, set_decay, set_limit, stats,
 };
+pub use global::WarmPages;
 pub use pooled_vec::PooledVec;
 pub use stream::{STREAM_MIN_RUN, STREAM_THRESHOLD, copy_to_uninit};
 

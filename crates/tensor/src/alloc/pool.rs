@@ -23,7 +23,7 @@
 //! it locked, and the child empties its inherited cache (copy-on-write pages, which would fault
 //! again, copied, on their first write) and never caches a block allocated before the fork.
 
-use std::alloc::Layout;
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -82,28 +82,28 @@ pub struct PoolStats {
 }
 
 /// A cached block, unused since `freed_at`.
-struct Cached {
-    ptr: NonNull<u8>,
-    capacity: usize,
-    freed_at: Instant,
+pub(super) struct Cached {
+    pub(super) ptr: NonNull<u8>,
+    pub(super) capacity: usize,
+    pub(super) freed_at: Instant,
 }
 
 // SAFETY: a cached block is memory that only the pool references (its buffer is gone); moving
 // the pointer between threads moves that sole ownership.
 unsafe impl Send for Cached {}
 
-struct State {
+pub(super) struct State {
     configured: bool,
-    limit: usize,
+    pub(super) limit: usize,
     decay: Duration,
     /// Oldest first.
-    cached: Vec<Cached>,
-    cached_bytes: usize,
-    in_use_bytes: usize,
-    hits: u64,
-    misses: u64,
-    returns: u64,
-    released: u64,
+    pub(super) cached: Vec<Cached>,
+    pub(super) cached_bytes: usize,
+    pub(super) in_use_bytes: usize,
+    pub(super) hits: u64,
+    pub(super) misses: u64,
+    pub(super) returns: u64,
+    pub(super) released: u64,
 }
 
 static POOL: Mutex<State> = Mutex::new(State {
@@ -125,7 +125,7 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// The pool, configured from the environment on first use. Nothing under the lock panics, so a
 /// poisoned lock (a panic elsewhere on a thread holding it cannot happen) is taken as is.
-fn lock() -> MutexGuard<'static, State> {
+pub(super) fn lock() -> MutexGuard<'static, State> {
     let mut state = POOL.lock().unwrap_or_else(PoisonError::into_inner);
     if !state.configured {
         state.configured = true;
@@ -144,7 +144,7 @@ fn lock() -> MutexGuard<'static, State> {
 impl State {
     /// Takes out the blocks unused for longer than the decay time and, oldest first, those over
     /// the limit, into `out` (released by the caller once the lock is dropped).
-    fn trim(&mut self, now: Instant, out: &mut Vec<Cached>) {
+    pub(super) fn trim(&mut self, now: Instant, out: &mut Vec<Cached>) {
         let decayed = self
             .cached
             .iter()
@@ -181,16 +181,19 @@ impl State {
 }
 
 /// Gives blocks back to the system; called without the lock.
-fn release(blocks: Vec<Cached>) {
+pub(super) fn release(blocks: Vec<Cached>) {
     for block in blocks {
-        // SAFETY: every block was allocated by `allocate` with this capacity and alignment, and
-        // is owned by the pool alone (its buffer is gone).
-        unsafe { std::alloc::dealloc(block.ptr.as_ptr(), block_layout(block.capacity)) };
+        // SAFETY: every block was allocated from `System` with this capacity and alignment (by
+        // `allocate` or by the global allocator, [`super::WarmPages`]), and is owned by the pool
+        // alone (its buffer is gone).
+        unsafe { System.dealloc(block.ptr.as_ptr(), block_layout(block.capacity)) };
     }
 }
 
-fn block_layout(capacity: usize) -> Layout {
-    Layout::from_size_align(capacity, BLOCK_ALIGN).expect("capacity checked by Block::take")
+/// The layout of a block of `capacity` bytes (a multiple of [`BLOCK_ALIGN`], checked valid by
+/// whoever rounded it).
+pub(super) fn block_layout(capacity: usize) -> Layout {
+    Layout::from_size_align(capacity, BLOCK_ALIGN).expect("capacity checked when rounded")
 }
 
 /// A block of the pool, writable for its capacity; it returns to the pool when dropped.
@@ -291,8 +294,9 @@ impl Block {
 
 fn allocate(capacity: usize) -> Option<NonNull<u8>> {
     // SAFETY: `capacity` is non-zero (a request of at least one byte rounded up) and the layout
-    // was checked valid in `Block::take`.
-    NonNull::new(unsafe { std::alloc::alloc(block_layout(capacity)) })
+    // was checked valid in `Block::take`. From `System`, not the global allocator: where
+    // [`super::WarmPages`] is that, a block must not be counted by the pool twice.
+    NonNull::new(unsafe { System.alloc(block_layout(capacity)) })
 }
 
 impl Drop for Block {

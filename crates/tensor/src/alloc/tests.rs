@@ -286,3 +286,99 @@ fn a_pooled_vector_refuses_to_overflow() {
     let mut values = PooledVec::<u8>::try_with_capacity(2).unwrap();
     values.extend([1, 2, 3]);
 }
+
+/// The global allocator, called directly (this test binary keeps the system allocator).
+mod global {
+    use std::alloc::{GlobalAlloc, Layout};
+
+    use super::*;
+
+    fn layout(size: usize) -> Layout {
+        Layout::from_size_align(size, 64).unwrap()
+    }
+
+    #[test]
+    fn a_large_allocation_is_a_block_reused_by_its_size_class() {
+        let _pool = pool_test();
+        let before = stats();
+        // SAFETY: layouts of non-zero size; every pointer is freed once with its layout.
+        unsafe {
+            let first = WarmPages.alloc(layout(5 * MIB));
+            assert_eq!(first.align_offset(BLOCK_ALIGN), 0);
+            first.write_bytes(3, 5 * MIB);
+            assert_eq!(stats().in_use_bytes - before.in_use_bytes, 6 * MIB, "rounded up");
+            WarmPages.dealloc(first, layout(5 * MIB));
+            assert_eq!(stats().cached_bytes, 6 * MIB);
+            // Another request of the same class takes the block; zeroed, it is zero.
+            let second = WarmPages.alloc_zeroed(layout(6 * MIB - 1));
+            assert_eq!(second, first);
+            assert!(std::slice::from_raw_parts(second, 6 * MIB - 1).iter().all(|&b| b == 0));
+            // A request of another class does not.
+            let third = WarmPages.alloc(layout(7 * MIB));
+            assert_ne!(third, first);
+            WarmPages.dealloc(second, layout(6 * MIB - 1));
+            WarmPages.dealloc(third, layout(7 * MIB));
+        }
+        let after = stats();
+        assert_eq!((after.hits - before.hits, after.misses - before.misses), (1, 2));
+        assert_eq!(after.returns - before.returns, 3);
+        assert_eq!(after.in_use_bytes, before.in_use_bytes);
+        assert_eq!(after.cached_bytes, 14 * MIB);
+    }
+
+    #[test]
+    fn realloc_keeps_a_block_within_its_class_and_moves_the_bytes_across_classes() {
+        let _pool = pool_test();
+        // SAFETY: as above; each pointer is reallocated or freed with the layout it has now.
+        unsafe {
+            let small = WarmPages.alloc(layout(1000));
+            small.write_bytes(7, 1000);
+            // Small to large: the bytes move into a block.
+            let large = WarmPages.realloc(small, layout(1000), 4 * MIB + 1);
+            assert_eq!(large.align_offset(BLOCK_ALIGN), 0);
+            large.add(1000).write_bytes(8, 4 * MIB + 1 - 1000);
+            // Within the class (6 MiB): the same block.
+            let grown = WarmPages.realloc(large, layout(4 * MIB + 1), 6 * MIB);
+            assert_eq!(grown, large);
+            // Across classes: a new block with every byte.
+            let moved = WarmPages.realloc(grown, layout(6 * MIB), 9 * MIB);
+            assert_ne!(moved, grown);
+            let bytes = std::slice::from_raw_parts(moved, 6 * MIB);
+            assert!(bytes[..1000].iter().all(|&b| b == 7));
+            assert!(bytes[1000..4 * MIB + 1].iter().all(|&b| b == 8));
+            // Back down to a small allocation.
+            let shrunk = WarmPages.realloc(moved, layout(9 * MIB), 100);
+            assert!(std::slice::from_raw_parts(shrunk, 100).iter().all(|&b| b == 7));
+            WarmPages.dealloc(shrunk, layout(100));
+        }
+        assert_eq!(stats().in_use_bytes, 0);
+    }
+
+    #[test]
+    fn with_the_pool_off_blocks_go_back_to_the_system() {
+        let _pool = pool_test();
+        set_limit(0);
+        let before = stats();
+        // SAFETY: as above.
+        unsafe {
+            let block = WarmPages.alloc(layout(8 * MIB));
+            assert!(!block.is_null());
+            block.write_bytes(1, 8 * MIB);
+            WarmPages.dealloc(block, layout(8 * MIB));
+        }
+        let after = stats();
+        assert_eq!(after.cached_bytes, 0);
+        assert_eq!((after.hits, after.misses), (before.hits, before.misses));
+        assert_eq!(after.in_use_bytes, before.in_use_bytes);
+    }
+
+    #[test]
+    fn a_request_larger_than_the_address_space_is_refused_not_aborted() {
+        let _pool = pool_test();
+        let huge = Layout::from_size_align(isize::MAX as usize - (4 << 20), 64).unwrap();
+        // SAFETY: a non-zero layout; a null answer is the refusal.
+        let ptr = unsafe { WarmPages.alloc(huge) };
+        assert!(ptr.is_null());
+        assert_eq!(stats().in_use_bytes, 0);
+    }
+}
