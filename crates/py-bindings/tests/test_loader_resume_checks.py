@@ -309,6 +309,27 @@ def test_merge_states_names_the_shards_of_the_states_given():
         ad.merge_states(states + [again])
     with pytest.raises(ValueError, match=r"two states are of shard 1 of 2"):
         ad.merge_states([states[1], again])
+    # The same object twice is not a cycle to look into once but a shard given twice.
+    with pytest.raises(ValueError, match=r"^the same state is given twice; expected the state_dict"):
+        ad.merge_states([states[0], states[0]])
+    with pytest.raises(ValueError, match=r"^the same state is given twice"):
+        ad.merge_states([{"rank0": states[0]}, [states[0]]])
+
+
+def test_a_merged_state_given_to_load_state_dict_says_to_pass_it_as_state():
+    table = pa.Table.from_batches(_reader_of_50_row_units())
+    states = []
+    for rank in range(2):
+        loader = ad.batches(table, 16, rank=rank, world_size=2)
+        next(loader)
+        states.append(loader.state_dict())
+        loader.close()
+    merged = ad.merge_states(states)
+    dataset = ad.BatchDataset(table, 16)
+    with pytest.raises(ad.ArrowDLPackValueError, match=r"pass it as BatchDataset\(\.\.\., state=state\)"):
+        dataset.load_state_dict(merged)
+    resumed = ad.BatchDataset(table, 16, state=merged)
+    assert sum(len(batch["id"]) for batch in resumed) == table.num_rows - 32
 
 
 @pytest.mark.parametrize("key", ["position", "shard"])

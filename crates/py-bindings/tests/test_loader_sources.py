@@ -413,20 +413,38 @@ def test_a_reader_read_by_an_earlier_loader_is_refused_not_read_as_empty():
     assert sum(b["x"].shape[0] for b in ad.batches(fresh, 4)) == 10
 
 
-def test_an_error_raised_by_a_readers_generator_is_named_as_the_producers():
+def test_an_error_raised_by_a_readers_generator_is_raised_as_it_was():
     schema = pa.schema([("x", pa.int64())])
 
     def rows():
         yield pa.record_batch([pa.array(np.arange(5))], schema=schema)
         raise KeyError("boom in my generator")
 
-    reader = pa.RecordBatchReader.from_batches(schema, rows())
+    # A pyarrow reader's exception is the loader's: its type, its traceback, and a note.
+    loader = ad.batches(pa.RecordBatchReader.from_batches(schema, rows()), 2)
+    with pytest.raises(KeyError, match="boom in my generator") as raised:
+        list(loader)
+    assert raised.value.__notes__ == [
+        "(raised while the loader read record batch 1 of a RecordBatchReader)"
+    ]
+    assert any(entry.name == "rows" for entry in raised.traceback), "the generator's own frame"
+    with pytest.raises(ValueError, match="is iterated once"):
+        list(loader)
+
+    # Another producer's stream carries only the message: the exception is named in it, as the
+    # traceback's last line says it, without the traceback's header.
+    class Stream:
+        def __init__(self, reader):
+            self.reader = reader
+
+        def __arrow_c_stream__(self, requested_schema=None):
+            return self.reader.__arrow_c_stream__(requested_schema)
+
     with pytest.raises(ad.ArrowDLPackValueError) as raised:
-        list(ad.batches(reader, 2))
+        list(ad.batches(Stream(pa.RecordBatchReader.from_batches(schema, rows())), 2))
     message = str(raised.value)
     assert "the producer of the Arrow stream failed in ArrowArrayStream.get_next at chunk 1" in message
     assert "boom in my generator" in message and "malformed" not in message
-    # The exception itself is named, as the traceback's last line says it; no traceback header.
     assert message.endswith("(error 22): the Python exception KeyError: 'boom in my generator'"), message
     assert "Traceback" not in message and "Detail:" not in message
 
@@ -444,7 +462,7 @@ def test_a_readers_batch_of_other_types_than_its_schema_is_refused_not_misread(d
 
     for source in (lambda r: r, lambda r: [r]):
         reader = pa.RecordBatchReader.from_batches(schema, rows())
-        with pytest.raises(ad.ArrowDLPackValueError) as raised:
+        with pytest.raises(ad.ArrowDLPackTypeError) as raised:
             list(ad.batches(source(reader), 4096))
         message = str(raised.value)
         assert "record batch 1 of the RecordBatchReader has column 'x' of type" in message, message

@@ -16,11 +16,11 @@ import warnings
 import weakref
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
-from arrow_dlpack._arrow_dlpack import Tensor, _Batches, _check_options
+from arrow_dlpack._arrow_dlpack import ArrowDLPackValueError, Tensor, _Batches, _check_options
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
 from arrow_dlpack._read_only import maps_read_only, reads_unseen_buffers
 from arrow_dlpack._shards import _layout, _shared_seed
-from arrow_dlpack._sources import as_source, refuse_read_again, remember_read
+from arrow_dlpack._sources import ReaderFailures, as_source, refuse_read_again, remember_read
 from arrow_dlpack._states import _epoch, _saved_seed, loader_state
 
 __all__ = ["Batches", "batches"]
@@ -115,14 +115,15 @@ def _is_ray_dataset(source: Any) -> bool:
     return bool(ray.is_dataset(source))
 
 
-def _ray_blocks(source: Any) -> Any:
+def _ray_blocks(source: Any, failures: ReaderFailures) -> Any:
     """A ``ray.data.Dataset`` or ``DataIterator`` as the Arrow stream of its blocks; a pandas
-    DataFrame as a pyarrow Table (``_sources.as_source``); any other source as it is."""
+    DataFrame as a pyarrow Table (``_sources.as_source``, a reader's first exception kept in
+    ``failures``); any other source as it is."""
     if _is_ray_dataset(source):
         from arrow_dlpack import ray
 
         return ray.arrow_stream(source)
-    return as_source(source)
+    return as_source(source, failures)
 
 
 def _hf_stream(source: Any) -> Any:
@@ -175,11 +176,18 @@ class Batches:
     Made by :func:`batches`, not by hand.
     """
 
-    __slots__ = ("_inner", "_progress")
+    __slots__ = ("_inner", "_progress", "_failures")
 
-    def __init__(self, inner: _Batches, progress: bool = False, stream: Any = None) -> None:
+    def __init__(
+        self,
+        inner: _Batches,
+        progress: bool = False,
+        stream: Any = None,
+        failures: Optional[ReaderFailures] = None,
+    ) -> None:
         self._inner = inner
         self._progress = _ProgressLine(stream) if progress else None
+        self._failures = failures
 
     def __getitem__(self, index: Any) -> Any:
         """Refused: the batches are an iterator, and a ``torch.utils.data.DataLoader`` given
@@ -202,6 +210,14 @@ class Batches:
                 self._progress.end(self)
                 self._progress = None
             raise
+        except ArrowDLPackValueError:
+            # A pyarrow reader's own exception (its generator's, or a batch of other types than
+            # its schema) reached the loader as a message only: it is raised as it was, with
+            # its traceback and a note of where the loader met it.
+            original = self._failures.raised() if self._failures is not None else None
+            if original is None:
+                raise
+            raise original from None
         if self._progress is not None:
             self._progress.batch(self)
         return batch
@@ -432,7 +448,8 @@ def _open(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
         # its batches are private copies, and so are a reader's, whose buffers are seen only
         # as they are read.
         spec["writable"] = True
-    blocks = _ray_blocks(source)
+    failures = ReaderFailures()
+    blocks = _ray_blocks(source, failures)
     if _is_ray_dataset(source):
         # Ray's blocks live in its object store, shared by every reader and immutable: a view
         # handed out and written in place (`torch.from_dlpack(b["x"]).mul_(-1)`) would change
@@ -452,14 +469,20 @@ def _open(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
     spec["seed"] = _shared_seed(seed, shuffle, num_shards)
     spec["epoch"] = _epoch(spec.get("epoch"), state)
     storage_options = python.get("storage_options")
-    inner = _Batches(
-        blocks,
-        storage_options=dict(storage_options) if storage_options is not None else None,
-        shard_index=shard_index,
-        num_shards=num_shards,
-        num_ranks=num_ranks,
-        **spec,
-    )
+    try:
+        inner = _Batches(
+            blocks,
+            storage_options=dict(storage_options) if storage_options is not None else None,
+            shard_index=shard_index,
+            num_shards=num_shards,
+            num_ranks=num_ranks,
+            **spec,
+        )
+    except ArrowDLPackValueError:
+        original = failures.raised()
+        if original is None:
+            raise
+        raise original from None
     _LIVE.add(inner)
     remember_read(given)
     ranks = num_ranks or num_shards
@@ -470,7 +493,7 @@ def _open(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
     last_worker = shard_index // ranks == num_shards // ranks - 1
     if ranks > 1 and state is None and inner.num_batches == 0 and last_worker:
         warn_no_batch(ranks)
-    return Batches(inner, progress=python.get("progress", False))
+    return Batches(inner, progress=python.get("progress", False), failures=failures)
 
 
 def warn_no_batch(ranks: int) -> None:

@@ -491,6 +491,12 @@ class BatchDataset(IterableDataset):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume the next pass from ``state``, as :meth:`state_dict` gave it."""
         if not isinstance(state, Mapping) or _DATASET_KEY not in state:
+            if isinstance(state, Mapping) and {"version", "work"} <= set(state):
+                raise ArrowDLPackValueError(
+                    "state is a loader's state (from merge_states or batches().state_dict()), "
+                    f"without {_DATASET_KEY!r}; pass it as BatchDataset(..., state=state) to "
+                    "resume from it (load_state_dict takes a BatchDataset.state_dict())"
+                )
             raise ArrowDLPackValueError(
                 f"state is {type(state).__name__} without {_DATASET_KEY!r}; expected a "
                 "BatchDataset.state_dict()"

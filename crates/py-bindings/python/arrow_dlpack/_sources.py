@@ -10,7 +10,7 @@ stream says neither); nothing is imported for any other object.
 
 import importlib
 import weakref
-from typing import Any
+from typing import Any, Optional
 
 from arrow_dlpack._arrow_dlpack import ArrowDLPackTypeError, ArrowDLPackValueError
 
@@ -77,7 +77,30 @@ def _is_pyarrow_reader(obj: Any) -> bool:
     return _module(obj) == "pyarrow" and type(obj).__name__ == "RecordBatchReader"
 
 
-def _checked_reader(reader: Any) -> Any:
+class ReaderFailures:
+    """The first exception that a wrapped pyarrow ``RecordBatchReader`` of a source raised (its
+    generator's, or a batch refused by its schema check), kept so that the loader can raise it
+    as it was, where the Arrow C stream interface carries only its message."""
+
+    __slots__ = ("error", "chunk")
+
+    def __init__(self) -> None:
+        self.error: Optional[BaseException] = None
+        self.chunk = 0
+
+    def raised(self) -> Optional[BaseException]:
+        """The exception kept, with a note that says where the loader met it; None if none."""
+        error = self.error
+        if error is None:
+            return None
+        self.error = None  # raised once; the loader has ended with it
+        error.add_note(
+            f"(raised while the loader read record batch {self.chunk} of a RecordBatchReader)"
+        )
+        return error
+
+
+def _checked_reader(reader: Any, failures: Optional[ReaderFailures] = None) -> Any:
     """``reader`` (a ``pyarrow.RecordBatchReader``) as a reader whose every record batch is
     checked against its schema before it is exported.
 
@@ -86,15 +109,25 @@ def _checked_reader(reader: Any) -> Any:
     does not check its batches against ``schema``, so a generator's batch of other types was
     read with the declared ones: a float column's bits as integers, and narrower values read
     past their buffer's end (a crash). ``reader.read_all()`` refuses such a batch; so does this
-    reader, naming the batch and the column."""
+    reader, naming the batch and the column. The first exception raised while it is read is
+    kept in ``failures``, for the loader to raise as it was."""
     pyarrow = importlib.import_module("pyarrow")
     schema = reader.schema
 
     def batches() -> Any:
-        for index, batch in enumerate(reader):
-            if not batch.schema.equals(schema, check_metadata=False):
-                raise ArrowDLPackTypeError(_schema_difference(index, batch.schema, schema))
-            yield batch
+        read = 0  # the batches given, and so the index of the one being read
+        try:
+            for batch in reader:
+                if not batch.schema.equals(schema, check_metadata=False):
+                    raise ArrowDLPackTypeError(_schema_difference(read, batch.schema, schema))
+                yield batch
+                read += 1
+        except BaseException as error:
+            if failures is not None and failures.error is None and not isinstance(
+                error, GeneratorExit
+            ):
+                failures.error, failures.chunk = error, read
+            raise
 
     return pyarrow.RecordBatchReader.from_batches(schema, batches())
 
@@ -115,28 +148,28 @@ def _schema_difference(index: int, got: Any, declared: Any) -> str:
     return f"{where} has another schema than the reader declares"
 
 
-def _as_read(item: Any) -> Any:
+def _as_read(item: Any, failures: Optional[ReaderFailures]) -> Any:
     """One object of a source as the native loader reads it (see :func:`as_source`)."""
     _refuse_lazy(item)
     if _is_pandas_frame(item):
         return _from_pandas(item)
     if _is_pyarrow_reader(item):
-        return _checked_reader(item)
+        return _checked_reader(item, failures)
     return item
 
 
-def as_source(source: Any) -> Any:
+def as_source(source: Any, failures: Optional[ReaderFailures] = None) -> Any:
     """``source`` as the native loader reads it: a pandas DataFrame (or a list or tuple of them,
     alone or among other objects) as pyarrow Tables; a pyarrow ``RecordBatchReader`` as one
-    whose batches are checked against its schema; a polars LazyFrame refused; anything else as
-    it is."""
+    whose batches are checked against its schema, its first exception kept in ``failures``; a
+    polars LazyFrame refused; anything else as it is."""
     if isinstance(source, (list, tuple)):
         if not any(
             _is_pandas_frame(item) or _module(item) in ("polars", "pyarrow") for item in source
         ):
             return source
-        return [_as_read(item) for item in source]
-    return _as_read(source)
+        return [_as_read(item, failures) for item in source]
+    return _as_read(source, failures)
 
 
 def read_once(source: Any) -> bool:

@@ -100,7 +100,8 @@ def _loader_states(
     each ``BatchDataset`` pass had ended.
 
     The walk is iterative and bounded: nesting deeper than :data:`_MAX_STATE_DEPTH` levels is a
-    ``ValueError``, and a dict or list met twice (a cycle) is looked into once."""
+    ``ValueError``, a dict or list met twice (a cycle) is looked into once, and a state met
+    twice (the same object given twice) is a ``ValueError``."""
     seen = set()
     stack: List[Tuple[Any, int]] = [(found, 0)]
     while stack:
@@ -113,6 +114,14 @@ def _loader_states(
                 "expected the state_dict() of every shard, or dicts and lists that hold them"
             )
         if id(item) in seen:
+            if isinstance(item, Mapping) and (
+                _DATASET_KEY in item or {"version", "work"} <= set(item)
+            ):
+                # Not a cycle but one shard's state given twice: its rows would be counted once.
+                raise ArrowDLPackValueError(
+                    "the same state is given twice; expected the state_dict() of every shard "
+                    "once"
+                )
             continue
         seen.add(id(item))
         if isinstance(item, Mapping):
