@@ -307,6 +307,17 @@ impl PyTensor {
             python_tuple(&self.tensor.byte_strides()),
         )
     }
+
+    /// `print(t)`: the `repr` (PyArrow's) and then the values as numpy prints them (summarised
+    /// when long), for a tensor in host memory of a type numpy has; the `repr` alone otherwise
+    /// (device memory is never read to print it).
+    fn __str__(slf: &Bound<'_, Self>) -> String {
+        let header = slf.get().__repr__();
+        match Self::to_numpy(slf).and_then(|array| array.str()) {
+            Ok(values) => format!("{header}\n{values}"),
+            Err(_) => header,
+        }
+    }
 }
 
 impl PyTensor {

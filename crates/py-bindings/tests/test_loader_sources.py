@@ -116,6 +116,15 @@ def test_a_file_named_without_a_known_extension_is_told_by_its_first_bytes(tmp_p
         ad.batches(text, 10)
 
 
+def test_a_fifo_is_refused_not_opened(tmp_path):
+    # Opening a FIFO blocks until a writer comes; the loader reads a file's first bytes (and a
+    # Parquet file's footer) when it is made.
+    for name in ("data", "x.arrow", "x.parquet"):
+        os.mkfifo(tmp_path / name)
+        with pytest.raises(OSError, match="not a regular file"):
+            ad.batches(tmp_path / name, 10)
+
+
 def test_a_dataset_saved_by_hugging_face_datasets_loads_from_its_folder(tmp_path):
     import datasets
 

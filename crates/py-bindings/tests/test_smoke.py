@@ -48,6 +48,10 @@ def test_numpy_to_array_tensor_and_fixed_shape_tensor_array():
     assert array.to_pylist() == [2, 0, 2, 4]
     tensor = ad.Tensor.from_dlpack(np.array([[2, 0], [2, 4]], np.int32))
     assert repr(tensor) == "<arrow_dlpack.Tensor>\ntype: int32\nshape: (2, 2)\nstrides: (8, 4)"
+    # print() adds the values as numpy prints them; a long tensor is summarised.
+    assert str(tensor) == repr(tensor) + "\n[[2 0]\n [2 4]]"
+    long = ad.Tensor.from_dlpack(np.arange(100_000, dtype=np.float32))
+    assert str(long).endswith("[0.0000e+00 1.0000e+00 2.0000e+00 ... 9.9997e+04 9.9998e+04 9.9999e+04]")
     tensors = ad.FixedShapeTensorArray.from_dlpack(np.arange(12, dtype=np.int32).reshape(3, 2, 2))
     assert len(tensors) == 3
     assert tensors.shape == [2, 2]

@@ -66,7 +66,27 @@ pub(super) fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
             ));
         }
     }
+    for file in &files {
+        refuse_irregular(file)?;
+    }
     Ok(files)
+}
+
+/// Refuses a path that is not a regular file (after links): opening a FIFO blocks until a
+/// writer comes, and a device (`/dev/zero`) never ends, where the loader reads a file's first
+/// or last bytes when it is made.
+fn refuse_irregular(path: &Path) -> Result<()> {
+    let metadata = fs::metadata(path).map_err(|error| Error::io(path, error))?;
+    if metadata.is_file() {
+        return Ok(());
+    }
+    Err(Error::io(
+        path,
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, a socket or a device); expected a file",
+        ),
+    ))
 }
 
 /// The files the glob `path` matches, sorted; `None` when `path` holds no glob character (a

@@ -159,3 +159,25 @@ fn a_file_named_without_a_known_extension_is_read_by_its_first_bytes() {
         "{error:?}"
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_refused_not_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["data", "x.arrow", "x.parquet"] {
+        let path = dir.path().join(name);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // Opening a FIFO blocks until a writer comes: the loader must not.
+        let error = Source::from_paths([&path]).unwrap_err();
+        assert!(matches!(error, Error::Io { .. }), "{error:?}");
+        assert!(
+            chain(&error).contains("not a regular file (a FIFO, a socket or a device)"),
+            "{}",
+            chain(&error)
+        );
+    }
+}

@@ -510,6 +510,10 @@ class Tensor:
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any:
         """numpy's array protocol (``np.asarray``, ``jnp.asarray``): a zero-copy view, read-only
         when the tensor is, cast to ``dtype``; ``copy=True`` always copies."""
+    def __str__(self) -> str:
+        """``print(t)``: the ``repr`` (PyArrow's: type, shape, strides) and then the values as
+        numpy prints them, summarised when long; the ``repr`` alone for device memory or a type
+        numpy lacks."""
     def __eq__(self, value: object, /) -> Any:
         """``equals(other)`` for a :class:`Tensor` or a ``pyarrow.Tensor`` (a bool, as PyArrow's
         ``==``); NotImplemented otherwise, so numpy compares element by element."""

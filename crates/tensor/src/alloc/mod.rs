@@ -31,11 +31,11 @@ use std::sync::Arc;
 
 use arrow_buffer::Buffer;
 
+pub use global::WarmPages;
 pub use pool::{
     BLOCK_ALIGN, DECAY_VARIABLE, DEFAULT_DECAY, DEFAULT_LIMIT, LIMIT_VARIABLE, POOL_THRESHOLD,
     PoolStats, release_unused, set_decay, set_limit, stats,
 };
-pub use global::WarmPages;
 pub use pooled_vec::PooledVec;
 pub use stream::{STREAM_MIN_RUN, STREAM_THRESHOLD, copy_to_uninit};
 

@@ -306,13 +306,21 @@ mod global {
             let first = WarmPages.alloc(layout(5 * MIB));
             assert_eq!(first.align_offset(BLOCK_ALIGN), 0);
             first.write_bytes(3, 5 * MIB);
-            assert_eq!(stats().in_use_bytes - before.in_use_bytes, 6 * MIB, "rounded up");
+            assert_eq!(
+                stats().in_use_bytes - before.in_use_bytes,
+                6 * MIB,
+                "rounded up"
+            );
             WarmPages.dealloc(first, layout(5 * MIB));
             assert_eq!(stats().cached_bytes, 6 * MIB);
             // Another request of the same class takes the block; zeroed, it is zero.
             let second = WarmPages.alloc_zeroed(layout(6 * MIB - 1));
             assert_eq!(second, first);
-            assert!(std::slice::from_raw_parts(second, 6 * MIB - 1).iter().all(|&b| b == 0));
+            assert!(
+                std::slice::from_raw_parts(second, 6 * MIB - 1)
+                    .iter()
+                    .all(|&b| b == 0)
+            );
             // A request of another class does not.
             let third = WarmPages.alloc(layout(7 * MIB));
             assert_ne!(third, first);
@@ -320,7 +328,10 @@ mod global {
             WarmPages.dealloc(third, layout(7 * MIB));
         }
         let after = stats();
-        assert_eq!((after.hits - before.hits, after.misses - before.misses), (1, 2));
+        assert_eq!(
+            (after.hits - before.hits, after.misses - before.misses),
+            (1, 2)
+        );
         assert_eq!(after.returns - before.returns, 3);
         assert_eq!(after.in_use_bytes, before.in_use_bytes);
         assert_eq!(after.cached_bytes, 14 * MIB);
@@ -348,7 +359,11 @@ mod global {
             assert!(bytes[1000..4 * MIB + 1].iter().all(|&b| b == 8));
             // Back down to a small allocation.
             let shrunk = WarmPages.realloc(moved, layout(9 * MIB), 100);
-            assert!(std::slice::from_raw_parts(shrunk, 100).iter().all(|&b| b == 7));
+            assert!(
+                std::slice::from_raw_parts(shrunk, 100)
+                    .iter()
+                    .all(|&b| b == 7)
+            );
             WarmPages.dealloc(shrunk, layout(100));
         }
         assert_eq!(stats().in_use_bytes, 0);
