@@ -521,6 +521,8 @@ def test_merge_states_joins_iterator_states_and_refuses_what_does_not_fit(source
             for i in np.from_dlpack(b["id"]).tolist()]
     assert len(rest) == ROWS - 2 * 4 and len(set(rest)) == len(rest)
     with pytest.raises(ValueError, match="one state of each shard"):
+        ad.merge_states(states[:1])
+    with pytest.raises(ValueError, match="the same state is given twice"):
         ad.merge_states(states[:1] + states[:1])
     with pytest.raises(ValueError, match="different"):
         ad.merge_states([states[0], _state_after(source, 1, rank=1, world_size=2, shuffle=True, seed=1)])
