@@ -7,6 +7,7 @@ Every file is written here by the library named; every batch is compared with th
 reads back from the same file.
 """
 
+import errno
 import os
 
 import numpy as np
@@ -121,8 +122,24 @@ def test_a_fifo_is_refused_not_opened(tmp_path):
     # Parquet file's footer) when it is made.
     for name in ("data", "x.arrow", "x.parquet"):
         os.mkfifo(tmp_path / name)
-        with pytest.raises(OSError, match="not a regular file"):
+        with pytest.raises(OSError, match="not a regular file") as raised:
             ad.batches(tmp_path / name, 10)
+        # Its attributes as open() sets them: an errno (EINVAL) and the path.
+        assert raised.value.errno == errno.EINVAL
+        assert raised.value.filename == str(tmp_path / name)
+    # An error of the operating system keeps its errno: a symbolic-link loop's ELOOP.
+    os.symlink("loop.parquet", tmp_path / "loop.parquet")
+    with pytest.raises(OSError) as raised:
+        ad.batches(tmp_path / "loop.parquet", 10)
+    assert raised.value.errno == errno.ELOOP
+    assert raised.value.filename == str(tmp_path / "loop.parquet")
+
+
+def test_a_truncated_ipc_file_says_so(tmp_path):
+    path = tmp_path / "cut"
+    path.write_bytes(b"ARROW1\0\0")
+    with pytest.raises(ad.ArrowDLPackValueError, match="starts with ARROW1 but is too short"):
+        ad.batches(path, 10)
 
 
 def test_a_dataset_saved_by_hugging_face_datasets_loads_from_its_folder(tmp_path):
@@ -439,6 +456,19 @@ def test_an_error_raised_by_a_readers_generator_is_raised_as_it_was():
     assert any(entry.name == "rows" for entry in raised.traceback), "the generator's own frame"
     with pytest.raises(ValueError, match="is iterated once"):
         list(loader)
+
+    # An exception that takes no note (its __notes__ is not a list) is raised as it was too.
+    class Odd(Exception):
+        pass
+
+    def odd_rows():
+        yield pa.record_batch([pa.array(np.arange(5))], schema=schema)
+        error = Odd("odd")
+        error.__notes__ = "not a list"
+        raise error
+
+    with pytest.raises(Odd, match="odd"):
+        list(ad.batches(pa.RecordBatchReader.from_batches(schema, odd_rows()), 2))
 
     # Another producer's stream carries only the message: the exception is named in it, as the
     # traceback's last line says it, without the traceback's header.

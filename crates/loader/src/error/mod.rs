@@ -261,18 +261,25 @@ pub enum Error {
         row: u64,
     },
 
-    /// A file read as an Arrow IPC file that does not start as one: an IPC stream, or another
-    /// format.
+    /// A file read as an Arrow IPC file that does not start as one (an IPC stream, or another
+    /// format), or that starts as one but is too short to hold its footer.
     #[error(
-        "cannot read arrow ipc {}: the file is {len} bytes and does not start with ARROW1; \
-         expected an arrow ipc file (an ipc stream is read as Source::IpcStreams)",
-        path.display()
+        "cannot read arrow ipc {}: the file is {len} bytes and {}; expected an arrow ipc file \
+         (an ipc stream is read as Source::IpcStreams)",
+        path.display(),
+        if *truncated {
+            "too short for one (ARROW1, a footer and ARROW1 again)"
+        } else {
+            "does not start with ARROW1"
+        }
     )]
     NotIpcFile {
         /// The file.
         path: PathBuf,
         /// Its length in bytes.
         len: usize,
+        /// Whether it starts with `ARROW1` but is too short to be a whole file.
+        truncated: bool,
     },
 
     /// A record batch (or file) whose columns differ from those of the first one.

@@ -145,6 +145,7 @@ fn samples() -> Vec<Error> {
         Error::NotIpcFile {
             path: PathBuf::from("data.arrow"),
             len: 528,
+            truncated: false,
         },
         Error::SchemaMismatch {
             what: "file b.parquet".to_string(),

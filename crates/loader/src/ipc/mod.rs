@@ -112,10 +112,12 @@ impl IpcFile {
             .map_err(|error| Error::io(path, error))?;
         let buffer = Buffer::from(bytes::Bytes::from_owner(map));
         let len = buffer.len();
-        if len < 2 * MAGIC.len() + 4 || &buffer[..MAGIC.len()] != MAGIC {
+        let starts = buffer.get(..MAGIC.len()) == Some(&MAGIC[..]);
+        if len < 2 * MAGIC.len() + 4 || !starts {
             return Err(Error::NotIpcFile {
                 path: path.to_path_buf(),
                 len,
+                truncated: starts,
             });
         }
         Self::from_data(

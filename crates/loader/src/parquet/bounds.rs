@@ -190,18 +190,21 @@ const DATA_PAGE: i64 = 0;
 const DICTIONARY_PAGE: i64 = 2;
 const DATA_PAGE_V2: i64 = 3;
 
-/// Checks row group `row_group` of `file`'s `metadata` before it is decoded: its row count, and for every
-/// column of `mask`, its byte range against the file and every page header against the chunk.
-/// `path` names the file in errors.
+/// Checks row group `row_group` of `file`'s `metadata` before it is decoded: its row count, and
+/// for every column of `mask`, its byte range against the file and every page header against the
+/// chunk; then that a record batch of `decode_rows` of its rows can be allocated. `path` names
+/// the file in errors.
 pub(crate) fn check_row_group(
     path: &Path,
     file: &impl ChunkReader,
     metadata: &ParquetMetaData,
     row_group: usize,
     mask: &ProjectionMask,
+    decode_rows: usize,
 ) -> Result<()> {
     let group = metadata.row_group(row_group);
     let rows = group.num_rows();
+    let mut decoded: u64 = 0;
     for (leaf, column) in group.columns().iter().enumerate() {
         if !mask.leaf_included(leaf) {
             continue;
@@ -212,8 +215,39 @@ pub(crate) fn check_row_group(
             column: column.column_path().string(),
             reason,
         })?;
+        decoded = decoded.saturating_add(decoded_bytes(column));
+    }
+    // The crate's allocations while it decodes cannot fail but abort: a record batch of
+    // `decode_rows` rows larger than the memory the process may have (an honest row group of
+    // highly compressed zeros, under an address-space limit) is refused as out of memory
+    // instead, its decoded size reserved and freed first. Smaller batches are not probed.
+    let rows = u64::try_from(rows).unwrap_or(0).max(1);
+    let batch = decoded.saturating_mul(rows.min(decode_rows as u64)) / rows;
+    if batch >= PROBED_DECODE_BYTES {
+        crate::memory::ensure_available(usize::try_from(batch).unwrap_or(usize::MAX))?;
     }
     Ok(())
+}
+
+/// Record batches whose decoded columns take this many bytes and more are reserved before they
+/// are decoded (see [`check_row_group`]).
+const PROBED_DECODE_BYTES: u64 = 64 << 20;
+
+/// About the bytes that decoding `column` holds at once: its values (each of its fixed size, or
+/// the uncompressed pages' bytes for byte arrays) and its repetition and definition levels (two
+/// bytes a value each, where the column has them).
+fn decoded_bytes(column: &ColumnChunkMetaData) -> u64 {
+    let values = u64::try_from(column.num_values()).unwrap_or(0);
+    let (bits, fixed) = value_bits(column);
+    let value_bytes = if fixed {
+        values.saturating_mul(bits.max(0) as u64) / 8
+    } else {
+        u64::try_from(column.uncompressed_size()).unwrap_or(0)
+    };
+    let descriptor = column.column_descr();
+    let level_kinds =
+        u64::from(descriptor.max_rep_level() > 0) + u64::from(descriptor.max_def_level() > 0);
+    value_bytes.saturating_add(values.saturating_mul(2 * level_kinds))
 }
 
 /// The bits of one value of `column`, and whether every value has that size.

@@ -287,13 +287,21 @@ impl ParquetFile {
         emit: &mut dyn FnMut(RecordBatch) -> bool,
     ) -> Result<()> {
         let path = self.path();
-        bounds::check_row_group(path, file, self.metadata.metadata(), row_group, &self.mask)?;
         // The batch size is not taken from the declared rows alone, so that a row group that
         // declares few rows and holds many is still decoded in large batches (and refused by the
         // count below).
         let batch_size = usize::try_from(rows)
             .unwrap_or(MAX_DECODE_ROWS)
             .clamp(MIN_DECODE_ROWS, MAX_DECODE_ROWS);
+        let mask = &self.mask;
+        bounds::check_row_group(
+            path,
+            file,
+            self.metadata.metadata(),
+            row_group,
+            mask,
+            batch_size,
+        )?;
         let skip = skip.min(rows);
         let mut builder =
             ParquetRecordBatchReaderBuilder::new_with_metadata(file.clone(), self.metadata.clone())

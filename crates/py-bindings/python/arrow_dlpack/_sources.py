@@ -94,9 +94,12 @@ class ReaderFailures:
         if error is None:
             return None
         self.error = None  # raised once; the loader has ended with it
-        error.add_note(
-            f"(raised while the loader read record batch {self.chunk} of a RecordBatchReader)"
-        )
+        try:
+            error.add_note(
+                f"(raised while the loader read record batch {self.chunk} of a RecordBatchReader)"
+            )
+        except Exception:  # noqa: BLE001 - a `__notes__` that is not a list, or a frozen class
+            pass  # the exception goes on as it was, without the note
         return error
 
 

@@ -10,6 +10,9 @@ use super::messages::{image_cause, is_list, python_message, tensor_message};
 use super::{Kind, Operation, arrow_error, chain, raise, tensor_kind};
 use crate::type_names::{data_type_name, field_type_name};
 
+/// `EINVAL`, "invalid argument".
+const EINVAL: i32 = 22;
+
 /// Maps an error of the loader (`ad.batches`), variant by variant; the message is the loader's,
 /// which names the file, row group or column.
 pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
@@ -44,6 +47,16 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
                 std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(chain(&error)),
                 // A buffer for bytes read (an object's range) that could not be allocated.
                 std::io::ErrorKind::OutOfMemory => PyMemoryError::new_err(chain(&error)),
+                // Any other error of the operating system (a symbolic-link loop's ELOOP, EISDIR)
+                // with its `errno` and `filename`, as `open()` raises it (OSError picks the
+                // subclass of the errno).
+                _ if source.raw_os_error().is_some() => PyOSError::new_err(os_error(chain(&error))),
+                // A path the loader refuses itself (a FIFO, a socket or a device): EINVAL (22
+                // on Linux, macOS and the BSDs), with the path as `filename`, so that the
+                // attributes are set as for the others.
+                std::io::ErrorKind::InvalidInput => {
+                    PyOSError::new_err((EINVAL, chain(&error), path.display().to_string()))
+                }
                 _ => PyOSError::new_err(chain(&error)),
             };
         }
@@ -239,14 +252,24 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
             );
         }
         // An IPC stream given where an IPC file was expected (by its extension).
-        E::NotIpcFile { path, len } => {
+        E::NotIpcFile {
+            path,
+            len,
+            truncated,
+        } => {
+            // From Python a path's first bytes tell a file from a stream, so this is a file that
+            // starts as an IPC file and is cut short (or was replaced meanwhile).
+            let what = if *truncated {
+                "starts with ARROW1 but is too short for an Arrow IPC file (ARROW1, a footer and \
+                 ARROW1 again): a truncated file"
+            } else {
+                "does not start with ARROW1"
+            };
             return raise(
                 Kind::Value,
                 format!(
-                    "cannot read arrow ipc {}: the file is {len} bytes and does not start with \
-                     ARROW1; expected an Arrow IPC file (.arrow, .feather, .ipc); an Arrow IPC \
-                     stream is read from a path ending in .arrows, or from \
-                     pyarrow.ipc.open_stream(path)",
+                    "cannot read arrow ipc {}: the file is {len} bytes and {what}; expected an \
+                     Arrow IPC file, or a stream (which starts with FF FF FF FF)",
                     path.display()
                 ),
             );
