@@ -31,8 +31,14 @@ use std::time::Instant;
 use super::advise_huge_pages;
 use super::pool::{BLOCK_ALIGN, Cached, POOL_THRESHOLD, block_layout, lock, release};
 
-/// The global allocator that serves large allocations from the warm-page pool; see the
-/// [module](self).
+/// The global allocator that serves large allocations from the warm-page [`pool`](super::pool):
+/// requests of [`POOL_THRESHOLD`] bytes and more are blocks of their size class (the request
+/// rounded up to 2 MiB, 2 MiB-aligned), taken from the pool's cache when one of that class is
+/// there and given back to it when freed, under the pool's limit and decay; a `realloc` within a
+/// class keeps its block. Smaller requests go to [`System`]. With the pool off (a limit of 0),
+/// blocks come from and go back to the system. Installed, it keeps the pages of a program's
+/// large buffers mapped from one use to the next (a Parquet decoder's, one set per row group),
+/// as PyArrow's jemalloc pool does.
 ///
 /// ```
 /// # mod arrow_dlpack { pub use arrow_dlpack_tensor::*; pub use arrow_dlpack_tensor as tensor; }
