@@ -14,8 +14,9 @@ row, and one renderer (`render_page`) writes the page.
 The script is the entry point and the renderer; beside it, `exchange_common.py` holds the peers,
 the clocks and the alternating timing loop, `exchange_cases.py` the rows (`CASES`),
 `exchange_runs.py` the references and the loop over the rows, `exchange_criterion.py` the Rust
-section, and `exchange_notes.py` the targets, each target's ratio before the work (`BEFORE`) and
-the hand-written text of the page (`EXPLANATIONS` of misses, `REMAINS`); the page's last section,
+section, `exchange_notes.py` the targets, each target's ratio before the work (`BEFORE`) and
+the hand-written text of the page (`REMAINS`), and `exchange_explanations.py` the `EXPLANATIONS`
+of misses; the page's last section,
 the measurements behind the copy kernels, is the hand-written `kernel_notes.md`, copied as it is.
 
 Every row times our call and its anchor in the same process, alternating batch by batch and
