@@ -100,7 +100,7 @@ def test_writes_through_batches_of_read_only_mapped_tables_do_not_crash(tmp_path
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])
 
 
-def test_a_dataloader_that_batches_the_batches_again_is_warned_about():
+def test_a_dataloader_that_batches_the_batches_again_is_refused():
     import warnings
 
     from torchdata.stateful_dataloader import StatefulDataLoader
@@ -108,14 +108,12 @@ def test_a_dataloader_that_batches_the_batches_again_is_warned_about():
     table = pa.table({"x": np.arange(10, dtype=np.float32)})
     dataset = ad.BatchDataset(table, 4)
     for make in (DataLoader, StatefulDataLoader):
-        # The default batch_size=1 stacks each batch alone: a leading dimension of 1.
-        batched_again = make(dataset)
-        with pytest.warns(UserWarning, match=r"expected DataLoader\(dataset, batch_size=None\)") as caught:
-            first = next(iter(batched_again))
-        assert first["x"].shape == (1, 4)
-        # The warning points at the line that iterates the DataLoader, not at torch's fetcher.
-        [ours] = [w for w in caught if "batch_size=None" in str(w.message)]
-        assert ours.filename == __file__, ours.filename
+        # The default batch_size=1 would stack each batch alone, a leading dimension of 1 that a
+        # model then trains on: the pass stops at its first batch instead.
+        for workers in (0, 2):
+            batched_again = make(dataset, num_workers=workers)
+            with pytest.raises(TypeError, match=r"expected DataLoader\(dataset, batch_size=None\)"):
+                next(iter(batched_again))
         # (StatefulDataLoader's constructor has a deprecation warning of its own.)
         right = make(dataset, batch_size=None)
         with warnings.catch_warnings():

@@ -145,3 +145,26 @@ def test_a_forged_ended_mark_is_refused_by_every_taker(path):
     ):
         with pytest.raises(ad.ArrowDLPackValueError, match=r"state\['ended'\] is 'yes'"):
             take()
+
+
+def test_a_state_given_when_the_dataset_is_made_and_another_epoch_chosen_is_said_not_resumed(path):
+    import warnings
+
+    dataset = _dataset(path)
+    dataset.set_epoch(0)
+    passing = iter(dataset)
+    next(passing)
+    state = dataset.state_dict()
+    # set_epoch of another epoch before any pass: the state is not resumed, and it is said, as
+    # for a state loaded with load_state_dict.
+    other = _dataset(path, state=state)
+    with pytest.warns(UserWarning, match=r"the state saved in epoch 0 is not resumed: set_epoch\(1\)"):
+        other.set_epoch(1)
+    assert sum(len(batch) for batch in _ids(other)) == ROWS
+    # The same epoch resumes it; a later epoch, after its pass, says nothing.
+    same = _dataset(path, state=state)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same.set_epoch(0)
+        assert sum(len(batch) for batch in _ids(same)) == ROWS - 8
+        same.set_epoch(1)

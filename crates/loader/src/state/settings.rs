@@ -158,9 +158,18 @@ impl fmt::Display for Difference {
                 f,
                 "{}: {field} saved {}, given {}",
                 self.at, self.saved, self.given
-            ),
-            None => write!(f, "{}: saved {}, given {}", self.at, self.saved, self.given),
+            )?,
+            None => write!(f, "{}: saved {}, given {}", self.at, self.saved, self.given)?,
         }
+        if self.field == Some("modified_ns") {
+            // The size and footer agree: the file was written again, or copied without its
+            // time (a plain `cp`), since the state was saved.
+            f.write_str(
+                " (the file was modified since the state was saved, or copied without its \
+                 modification time: a copy made with cp -p, rsync -t or touch -r keeps it)",
+            )?;
+        }
+        Ok(())
     }
 }
 

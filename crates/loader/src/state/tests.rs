@@ -182,7 +182,9 @@ fn a_file_is_told_by_size_digest_and_time_not_by_name() {
     given.source.files[0].modified_ns = Some(1);
     assert_eq!(
         saved.difference(&given).unwrap().to_string(),
-        "t.parquet: modified_ns saved 1700000000000000000, given 1"
+        "t.parquet: modified_ns saved 1700000000000000000, given 1 (the file was modified \
+         since the state was saved, or copied without its modification time: a copy made with \
+         cp -p, rsync -t or touch -r keeps it)"
     );
     // An object without a modification time, of the same size and footer: the same data.
     let mut given = settings();

@@ -35,10 +35,11 @@ from arrow_dlpack._sources import as_source, read_once
 __all__ = ["BatchDataset"]
 
 
-def _warn_if_batched_again(caller: Any) -> None:
-    """Warns when a DataLoader batches the dataset's batches again: with ``batch_size`` other
+def _refuse_if_batched_again(caller: Any) -> None:
+    """Refuses (``TypeError``) a DataLoader that batches the dataset's batches again: with ``batch_size`` other
     than ``None``, its fetcher takes that many of our batches and stacks them, which adds a
-    leading dimension (``(1, B, ...)`` with the default ``batch_size=1``) without an error.
+    leading dimension (``(1, B, ...)`` with the default ``batch_size=1``): a model trained on
+    those shapes trains wrongly, so the pass stops at its first batch.
     The fetcher is recognised by its class name and ``auto_collation`` flag (torch's, and
     torchdata's ``StatefulDataLoader``'s); anything else is left alone."""
     try:
@@ -53,33 +54,13 @@ def _warn_if_batched_again(caller: Any) -> None:
         # Whatever the caller is, a failure to recognise it is no reason to fail the pass.
         batched_again = False
     if batched_again:
-        warnings.warn(
+        raise ArrowDLPackTypeError(
             "a DataLoader batches the batches of this BatchDataset again: with batch_size=k it "
             "stacks k of them, which adds a leading dimension to every tensor ((k, B, ...); "
             "(1, B, ...) with its default batch_size=1); expected DataLoader(dataset, "
-            "batch_size=None), since the dataset makes the batches",
-            UserWarning,
-            stacklevel=_user_stacklevel(),
+            "batch_size=None), since the dataset makes the batches (a collate_fn of your own "
+            "is left to you)"
         )
-
-
-#: The packages whose frames stand between the user's loop and this module's warnings.
-_LIBRARY_PACKAGES = ("arrow_dlpack", "torch", "torchdata")
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` that points a warning raised by this module's caller at the first
-    frame outside this package, torch and torchdata: the user's ``for batch in loader`` line,
-    rather than torch's fetcher (a DataLoader calls the dataset several frames down)."""
-    level = 2  # the caller of the function that warns
-    frame: Optional[FrameType] = sys._getframe(2)
-    while frame is not None:
-        package = str(frame.f_globals.get("__name__", "")).split(".")[0]
-        if package not in _LIBRARY_PACKAGES:
-            return level
-        frame = frame.f_back
-        level += 1
-    return 2
 
 
 def _dataloader_workers(caller: Any) -> int:
@@ -297,10 +278,21 @@ class BatchDataset(IterableDataset):
             raise ArrowDLPackTypeError(f"epoch is {type(epoch).__name__}; expected int") from None
         if not 0 <= epoch < 2**64:
             raise ArrowDLPackValueError(f"epoch is {epoch}; expected an int from 0 to 2**64 - 1")
+        # The dataset's own state (state=), not yet resumed by any pass, of another epoch: it
+        # is not resumed either, and is said so as a loaded one is.
+        saved = self.options.get("state")
+        pending = (
+            self._resume is None
+            and not self._state_taken
+            and isinstance(saved, Mapping)
+            and self._epoch.resumes(0)
+        )
         self._epoch.choose(epoch)
         if self._resume is not None and self._resume_epoch != epoch:
             _warn_not_resumed(self._resume_epoch, epoch)
             self._resume = None
+        elif pending and isinstance(saved, Mapping) and saved.get("epoch") not in (None, epoch):
+            _warn_not_resumed(saved.get("epoch"), epoch)
 
     def __len__(self) -> int:
         """The number of batches of a whole pass of this rank; ``TypeError`` when it is not
@@ -419,7 +411,7 @@ class BatchDataset(IterableDataset):
 
         # The body runs at the first next(): called by a DataLoader's fetcher, the frame above
         # is its fetch().
-        _warn_if_batched_again(sys._getframe(1))
+        _refuse_if_batched_again(sys._getframe(1))
         options = dict(self.options)
         epoch = self._epoch.value
         # A state given when the dataset was made resumes the first pass of its own epoch;
