@@ -371,6 +371,37 @@ def test_views_of_a_callers_table_are_read_only_and_writable_makes_private_copie
     ]
 
 
+def test_format_hands_out_torch_tensors_in_private_memory_or_read_only_numpy_arrays(tmp_path):
+    import torch
+
+    table = chunked(12, 6)
+    expected = table.column("id").to_pylist()
+    # torch: tensors of their own over a caller's table (torch ignores the read-only flag, so an
+    # in-place step would otherwise rewrite the table).
+    tensors = list(ad.batches(table, 3, format="torch"))
+    assert all(isinstance(batch["id"], torch.Tensor) for batch in tensors)
+    for batch in tensors:
+        batch["id"].mul_(-1)
+    assert table.column("id").to_pylist() == expected
+    assert [v for batch in tensors for v in batch["id"].tolist()] == [-v for v in expected]
+    # numpy: the same views, read-only.
+    arrays = list(ad.batches(table, 3, format="numpy"))
+    assert all(isinstance(batch["id"], np.ndarray) for batch in arrays)
+    assert not any(batch["id"].flags.writeable for batch in arrays)
+    assert [v for batch in arrays for v in batch["id"].tolist()] == expected
+    # Over files the loader's views are its own pages: torch tensors of them, no copy asked.
+    path = tmp_path / "t.arrow"
+    with pa.ipc.new_file(path, table.schema) as writer:
+        writer.write_table(table)
+    from_file = [batch["id"].tolist() for batch in ad.batches(str(path), 3, format="torch")]
+    assert [v for ids in from_file for v in ids] == expected
+    # The default is the package's own tensors.
+    assert all(isinstance(batch["id"], ad.Tensor) for batch in ad.batches(table, 3))
+    for wrong in ("pytorch", None, 1):
+        with pytest.raises(ValueError, match=r"^format is .*; expected one of 'torch', 'numpy', 'dlpack'$"):
+            ad.batches(table, 3, format=wrong)
+
+
 def test_writable_keeps_the_layout_of_a_column_major_group_view(tmp_path):
     import pyarrow.feather as feather
 

@@ -108,11 +108,11 @@ def test_rust_declares_every_field_of_the_spec_with_its_default_and_annotation()
 
 def test_the_python_table_declares_what_only_python_acts_on():
     assert list(_options.PYTHON) == [
-        "rank", "world_size", "split_workers", "progress", "storage_options"
+        "rank", "world_size", "split_workers", "format", "progress", "storage_options"
     ]
     assert {name: option.default for name, option in _options.PYTHON.items()} == {
-        "rank": None, "world_size": None, "split_workers": None, "progress": False,
-        "storage_options": None,
+        "rank": None, "world_size": None, "split_workers": None, "format": "dlpack",
+        "progress": False, "storage_options": None,
     }
     assert set(_options.PYTHON).isdisjoint(RUST)
     assert set(_options.PYTHON_DEFAULTS) <= set(RUST)
@@ -129,14 +129,13 @@ def test_the_signature_of_batches_is_the_declaration():
 def test_the_signature_of_batch_dataset_is_the_declaration():
     _runtime(ad.BatchDataset, _options.dataset_options())
     assert "progress" not in inspect.signature(ad.BatchDataset).parameters
+    assert "format" not in inspect.signature(ad.BatchDataset).parameters
 
 
 def test_the_signatures_of_rays_collate_function_are_the_declaration():
     import arrow_dlpack.ray as ad_ray
 
-    options = _options.collate_options() + [
-        _options.Option("format", "torch", "str", "python", "The kind of the tensors.")
-    ]
+    options = _options.collate_options() + [_options.PYTHON["format"]._replace(default="torch")]
     for function in (ad_ray.collate_fn, ad_ray.ArrowCollateFn):
         _runtime(function, options, positional=[], evaluate=False)
     _stub(_stub_function("ray.pyi", "collate_fn"), options, [])

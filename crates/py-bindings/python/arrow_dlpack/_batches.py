@@ -17,10 +17,16 @@ import weakref
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from arrow_dlpack._arrow_dlpack import ArrowDLPackValueError, Tensor, _Batches, _check_options
-from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
+from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options, converter
 from arrow_dlpack._read_only import maps_read_only, reads_unseen_buffers
 from arrow_dlpack._shards import _layout, _shared_seed
-from arrow_dlpack._sources import ReaderFailures, as_source, refuse_read_again, remember_read
+from arrow_dlpack._sources import (
+    ReaderFailures,
+    as_source,
+    files_only,
+    refuse_read_again,
+    remember_read,
+)
 from arrow_dlpack._states import _epoch, _saved_seed, loader_state
 
 __all__ = ["Batches", "batches"]
@@ -176,7 +182,7 @@ class Batches:
     Made by :func:`batches`, not by hand.
     """
 
-    __slots__ = ("_inner", "_progress", "_failures")
+    __slots__ = ("_inner", "_progress", "_failures", "_convert")
 
     def __init__(
         self,
@@ -184,10 +190,12 @@ class Batches:
         progress: bool = False,
         stream: Any = None,
         failures: Optional[ReaderFailures] = None,
+        format: str = "dlpack",
     ) -> None:
         self._inner = inner
         self._progress = _ProgressLine(stream) if progress else None
         self._failures = failures
+        self._convert = converter(format)
 
     def __getitem__(self, index: Any) -> Any:
         """Refused: the batches are an iterator, and a ``torch.utils.data.DataLoader`` given
@@ -202,7 +210,7 @@ class Batches:
         iter(self._inner)  # refuses a loader that has ended
         return self
 
-    def __next__(self) -> Dict[str, Tensor]:
+    def __next__(self) -> Dict[str, Any]:
         try:
             batch = next(self._inner)
         except StopIteration:
@@ -220,6 +228,9 @@ class Batches:
             raise original from None
         if self._progress is not None:
             self._progress.batch(self)
+        if self._convert is not None:
+            convert = self._convert
+            return {name: convert(tensor) for name, tensor in batch.items()}
         return batch
 
     def __len__(self) -> int:
@@ -299,6 +310,7 @@ def batches(
     bucket_by_length: bool = False,
     epoch: Optional[int] = None,
     state: Optional[Mapping[str, Any]] = None,
+    format: str = "dlpack",
     progress: bool = False,
     storage_options: Optional[Mapping[str, Any]] = None,
 ) -> Batches:
@@ -405,6 +417,12 @@ def batches(
       would have given, batch for batch and byte for byte. A state from other arguments is
       refused (``ValueError`` naming what differs), as is a corrupt one. A state from
       :func:`merge_states` resumes with any number of ranks and workers.
+    - ``format``: ``"dlpack"`` (the default) hands out :class:`Tensor`\ s, which
+      ``torch.from_dlpack``, ``np.from_dlpack`` and ``jnp.from_dlpack`` take without a copy;
+      ``"torch"`` hands out ``torch.Tensor``\ s, in private memory where the source is not files
+      (as ``writable=True``: torch ignores the read-only flag, and an in-place step would
+      otherwise rewrite a caller's table); ``"numpy"`` hands out read-only ``numpy.ndarray``\ s
+      of the same memory.
     - ``progress`` shows rows per second on a terminal.
 
     A batch that lies inside one record batch is made of zero-copy views, flagged read-only, of
@@ -463,6 +481,11 @@ def _open(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
     shard_index, num_shards, num_ranks = _layout(
         rank, world_size, python.get("split_workers"), direct=direct
     )
+    format = python.get("format", "dlpack")
+    if format == "torch" and not files_only(given):
+        # torch tensors have no read-only flag: a view of a caller's table (or of memory mapped
+        # read-only) would be rewritten (or crash) by an in-place step; files are the loader's.
+        spec["writable"] = True
     state = spec.get("state")
     shuffle = bool(spec.get("shuffle", False))
     seed = _saved_seed(spec.get("seed"), shuffle, state)
@@ -493,7 +516,9 @@ def _open(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
     last_worker = shard_index // ranks == num_shards // ranks - 1
     if ranks > 1 and state is None and inner.num_batches == 0 and last_worker:
         warn_no_batch(ranks)
-    return Batches(inner, progress=python.get("progress", False), failures=failures)
+    return Batches(
+        inner, progress=python.get("progress", False), failures=failures, format=format
+    )
 
 
 def warn_no_batch(ranks: int) -> None:

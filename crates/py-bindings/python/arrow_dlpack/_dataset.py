@@ -30,7 +30,7 @@ from arrow_dlpack._shards import _distributed, _shard, _shared_seed
 from arrow_dlpack._epochs import _round, _SharedEpoch
 from arrow_dlpack._states import _DATASET_KEY, loader_state, pass_ended
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
-from arrow_dlpack._sources import as_source, read_once
+from arrow_dlpack._sources import as_source, files_only, read_once
 
 __all__ = ["BatchDataset"]
 
@@ -426,7 +426,7 @@ class BatchDataset(IterableDataset):
         options["state"] = state
         self._resume = None
         options["epoch"] = epoch
-        if not _files_only(self.source):
+        if not files_only(self.source):
             # torch tensors have no read-only flag: a view of memory that is not the loader's
             # own (a caller's table, a pyarrow memory map that is mapped read-only, as a Hugging
             # Face dataset's cache is) would be rewritten by an in-place training step, or crash
@@ -542,16 +542,3 @@ def _in_main_process() -> bool:
     from torch.utils.data import get_worker_info
 
     return get_worker_info() is None
-
-
-def _files_only(source: Any) -> bool:
-    """Whether ``source`` is a path or URL, or a list of them: files the loader maps privately
-    (copy-on-write) or decodes into its own memory, so that a write through a view never reaches
-    another owner's memory."""
-    if isinstance(source, (str, os.PathLike)):
-        return True
-    return (
-        isinstance(source, (list, tuple))
-        and len(source) > 0
-        and all(isinstance(item, (str, os.PathLike)) for item in source)
-    )

@@ -13,7 +13,7 @@ the stubs are written out for type checkers and held against these tables by
 
 import inspect
 import operator
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
 from arrow_dlpack._arrow_dlpack import ArrowDLPackTypeError, ArrowDLPackValueError, _Batches
 
@@ -79,6 +79,14 @@ PYTHON: Dict[str, Option] = {
             "data, False all of it; None (the default) is refused there.",
         ),
         Option(
+            "format",
+            "dlpack",
+            "str",
+            "python",
+            "The kind of the tensors handed out: 'dlpack' (arrow_dlpack.Tensor), 'torch' "
+            "(torch.Tensor, private memory) or 'numpy' (numpy.ndarray).",
+        ),
+        Option(
             "progress",
             False,
             "bool",
@@ -122,8 +130,44 @@ def batches_options() -> List[Option]:
 
 def dataset_options() -> List[Option]:
     """The options of :class:`arrow_dlpack.BatchDataset` after ``source``: those of
-    :func:`batches_options` but ``progress`` (a DataLoader shows its own)."""
-    return [option for option in batches_options() if option.name != "progress"]
+    :func:`batches_options` but ``progress`` (a DataLoader shows its own) and ``format`` (its
+    batches are torch tensors)."""
+    return [option for option in batches_options() if option.name not in ("progress", "format")]
+
+
+def _torch_converter() -> Callable[[Any], Any]:
+    from torch import from_dlpack
+
+    return from_dlpack
+
+
+def _numpy_converter() -> Callable[[Any], Any]:
+    from numpy import from_dlpack
+
+    return from_dlpack
+
+
+#: Per ``format`` (of :func:`arrow_dlpack.batches` and :mod:`arrow_dlpack.ray`), what gives the
+#: function that converts each :class:`arrow_dlpack.Tensor` of a batch (None: none); the
+#: framework is imported when a converter is asked for, not before.
+CONVERTERS: Dict[str, Callable[[], Optional[Callable[[Any], Any]]]] = {
+    "torch": _torch_converter,
+    "numpy": _numpy_converter,
+    "dlpack": lambda: None,
+}
+
+
+def check_format(format: Any) -> str:
+    """``format`` if it is one of :data:`CONVERTERS`; ``ValueError`` naming them otherwise."""
+    if not isinstance(format, str) or format not in CONVERTERS:
+        expected = ", ".join(map(repr, CONVERTERS))
+        raise ArrowDLPackValueError(f"format is {format!r}; expected one of {expected}")
+    return format
+
+
+def converter(format: Any) -> Optional[Callable[[Any], Any]]:
+    """The converter of ``format`` (checked by :func:`check_format`), its framework imported."""
+    return CONVERTERS[check_format(format)]()
 
 
 def collate_options() -> List[Option]:
@@ -177,7 +221,8 @@ def _flag(name: str, value: Any) -> bool:
 def check_python_options(values: Mapping[str, Any]) -> Dict[str, Any]:
     """The Python options in ``values`` (the names of :data:`PYTHON` that it has), checked and
     converted: ``rank`` and ``world_size`` ints given together (``0 <= rank < world_size``),
-    ``split_workers`` a bool or None, ``progress`` a bool, ``storage_options`` a mapping or None."""
+    ``split_workers`` a bool or None, ``format`` one of :data:`CONVERTERS`, ``progress`` a bool,
+    ``storage_options`` a mapping or None."""
     out = dict(values)
     rank, world_size = out.get("rank"), out.get("world_size")
     if (rank is None) != (world_size is None):
@@ -192,6 +237,8 @@ def check_python_options(values: Mapping[str, Any]) -> Dict[str, Any]:
     for name in ("split_workers", "progress"):
         if name in out and not (name == "split_workers" and out[name] is None):
             out[name] = _flag(name, out[name])
+    if "format" in out:
+        out["format"] = check_format(out["format"])
     storage_options = out.get("storage_options")
     if storage_options is not None and not isinstance(storage_options, Mapping):
         raise ArrowDLPackTypeError(

@@ -9,6 +9,7 @@ stream says neither); nothing is imported for any other object.
 """
 
 import importlib
+import os
 import weakref
 from typing import Any, Optional
 
@@ -217,3 +218,16 @@ def remember_read(source: Any) -> None:
             _READ.add(reader)
         except TypeError:
             pass
+
+
+def files_only(source: Any) -> bool:
+    """Whether ``source`` is a path or URL, or a list of them: files the loader maps privately
+    (copy-on-write) or decodes into its own memory, so that a write through a view never reaches
+    another owner's memory."""
+    if isinstance(source, (str, os.PathLike)):
+        return True
+    return (
+        isinstance(source, (list, tuple))
+        and len(source) > 0
+        and all(isinstance(item, (str, os.PathLike)) for item in source)
+    )

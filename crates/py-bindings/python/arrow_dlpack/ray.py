@@ -20,7 +20,7 @@ import it: ``ad.ray`` is loaded on first use.
 """
 
 import inspect
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import pyarrow as pa
 from ray.data.collate_fn import ArrowBatchCollateFn
@@ -33,7 +33,7 @@ from arrow_dlpack._arrow_dlpack import (
     _check_options,
     _collate,
 )
-from arrow_dlpack._options import Option, collate_options, signature
+from arrow_dlpack._options import CONVERTERS, PYTHON, check_format, collate_options, signature
 
 __all__ = ["ArrowCollateFn", "arrow_stream", "collate_fn", "fixed_shape_tensors"]
 
@@ -53,16 +53,13 @@ class ArrowCollateFn(ArrowBatchCollateFn):
         # `_SIGNATURE`, made from their declaration); binding them refuses any other.
         _SIGNATURE.bind(format=format, **options)
         super().__init__()
-        if format not in _CONVERTERS:
-            expected = ", ".join(map(repr, _CONVERTERS))
-            raise ArrowDLPackValueError(f"format is {format!r}; expected one of {expected}")
-        self.format = format
+        self.format = check_format(format)
         # Every value is checked here, rather than at the first batch on one of Ray's threads;
         # the names need the batch's schema.
         _check_options(None, **options)
         #: The options given, as ``ad.batches`` hands them to the loader.
         self.options: Dict[str, Any] = dict(options)
-        self._convert = _CONVERTERS[format]
+        self._convert = CONVERTERS[self.format]
         self._last_schema: Optional[Tuple[pa.Schema, bool]] = None
 
     def tensors(self, table: Any) -> Dict[str, Tensor]:
@@ -99,7 +96,7 @@ class ArrowCollateFn(ArrowBatchCollateFn):
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._convert = _CONVERTERS[self.format]
+        self._convert = CONVERTERS[self.format]
         self._last_schema = None
 
     def __repr__(self) -> str:
@@ -111,7 +108,7 @@ class ArrowCollateFn(ArrowBatchCollateFn):
 #: say what a batch holds, then ``format``.
 _SIGNATURE = signature(
     collate_options()
-    + [Option("format", "torch", "str", "python", "The kind of the tensors handed out.")],
+    + [PYTHON["format"]._replace(default="torch")],
     returns="ArrowCollateFn",
 )
 
@@ -123,25 +120,6 @@ ArrowCollateFn.__init__.__signature__ = _SIGNATURE.replace(  # type: ignore[attr
     return_annotation="None",
 )
 
-
-def _torch_converter() -> Callable[[Tensor], Any]:
-    from torch import from_dlpack
-
-    return from_dlpack
-
-
-def _numpy_converter() -> Callable[[Tensor], Any]:
-    from numpy import from_dlpack
-
-    return from_dlpack
-
-
-#: Per format, what gives the function that converts each tensor (None: none).
-_CONVERTERS: Dict[str, Callable[[], Optional[Callable[[Tensor], Any]]]] = {
-    "torch": _torch_converter,
-    "numpy": _numpy_converter,
-    "dlpack": lambda: None,
-}
 
 #: Ray's fixed-shape tensor types, whose columns the loader reads as ``arrow.fixed_shape_tensor``.
 _RAY_TENSOR_TYPES = (ArrowTensorType, ArrowTensorTypeV2)
