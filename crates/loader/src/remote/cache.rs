@@ -113,7 +113,10 @@ pub(crate) struct RangeCache {
     /// The bytes this process counts in the cache: listed when it was opened, grown by each
     /// entry it writes, listed again by each eviction.
     used: AtomicU64,
-    /// Held while this process evicts, so that its threads list the directory one at a time.
+    /// Held while this process puts an entry in place and counts it, or evicts: an eviction
+    /// sets `used` to what it listed, so an entry renamed into place after its listing and
+    /// counted before its end would be lost from the count, and the cache could grow past its
+    /// limit unseen.
     evicting: Mutex<()>,
 }
 
@@ -179,21 +182,31 @@ impl RangeCache {
             return;
         }
         let tmp = self.tmp_path();
+        // Written outside the lock (the bytes may be many); put in place and counted under it.
         let written = write_entry(&tmp, key, bytes).and_then(|()| {
             let path = self.entry_path(key);
             if let Some(parent) = path.parent() {
                 fs::create_dir_all(parent)?;
             }
-            fs::rename(&tmp, &path)
+            Ok(path)
         });
-        if written.is_err() {
+        let _in_place = self.lock();
+        let placed = written.and_then(|path| fs::rename(&tmp, &path));
+        if placed.is_err() {
             let _ = fs::remove_file(&tmp);
             return;
         }
         let used = self.used.fetch_add(total, Ordering::Relaxed) + total;
         if used > self.limit {
-            self.evict();
+            self.evict_locked();
         }
+    }
+
+    /// The lock of [`RangeCache::evicting`].
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.evicting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn entry_path(&self, key: &CacheKey) -> PathBuf {
@@ -228,10 +241,12 @@ impl RangeCache {
     /// Lists the entries, and when they hold more than the limit removes the least recently
     /// used until they hold at most 90% of it; the count of used bytes becomes what is left.
     fn evict(&self) {
-        let _one_at_a_time = self
-            .evicting
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _one_at_a_time = self.lock();
+        self.evict_locked();
+    }
+
+    /// [`RangeCache::evict`], its lock held by the caller.
+    fn evict_locked(&self) {
         let mut entries = self.list();
         let mut total: u64 = entries.iter().map(|entry| entry.1).sum();
         if total > self.limit {
