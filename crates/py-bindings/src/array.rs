@@ -175,6 +175,10 @@ impl DlpackSource for PyArray {
             })
             .map_err(|error| errors::arrow_error(error, Operation::Export))
     }
+
+    fn shared_tensor(&self) -> Option<&Tensor> {
+        self.column.shared_export()
+    }
 }
 
 #[pymethods]

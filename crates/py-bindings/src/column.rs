@@ -40,6 +40,13 @@ impl Column {
         }
     }
 
+    /// The tensor that an earlier export made and that shares the column's memory, if any (what
+    /// [`Column::export_tensor`] hands out again without work).
+    #[inline]
+    pub(crate) fn shared_export(&self) -> Option<&Tensor> {
+        self.shared_export.get()
+    }
+
     /// The tensor for one DLPack export, and whether it is a copy made for that export alone.
     ///
     /// `build(allow_copy)` makes it; a tensor that shares the column's memory is remembered and

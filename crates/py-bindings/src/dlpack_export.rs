@@ -33,6 +33,14 @@ pub(crate) trait DlpackSource {
     /// when `allow_copy`.
     fn dlpack_tensor(&self, allow_copy: bool) -> PyResult<(Cow<'_, Tensor>, bool)>;
 
+    /// The tensor that [`DlpackSource::dlpack_tensor`] would borrow, when it is at hand without
+    /// work: the export's fast path, a reference in a register. Through the `Result` of
+    /// `dlpack_tensor` the borrowed tensor was moved through the stack in pieces of another
+    /// width than they were written, a stall that was a visible share of `Array.__dlpack__`.
+    fn shared_tensor(&self) -> Option<&Tensor> {
+        None
+    }
+
     /// Where the data lives: the CPU for everything made from Arrow arrays.
     fn device(&self) -> Device {
         Device::CPU
@@ -79,6 +87,9 @@ pub(crate) fn export(
         source.device(),
         source.sync_event(),
     )?;
+    if let Some(tensor) = source.shared_tensor() {
+        return request.export(py, tensor, false);
+    }
     let (tensor, made_for_export) = source.dlpack_tensor(request.allows_copy())?;
     request.export(py, &tensor, made_for_export)
 }

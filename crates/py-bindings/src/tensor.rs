@@ -28,6 +28,10 @@ impl DlpackSource for PyTensor {
         Ok((Cow::Borrowed(&self.tensor), false))
     }
 
+    fn shared_tensor(&self) -> Option<&Tensor> {
+        Some(&self.tensor)
+    }
+
     fn device(&self) -> arrow_dlpack_tensor::Device {
         self.tensor.device()
     }
