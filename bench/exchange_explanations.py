@@ -313,6 +313,16 @@ EXPLANATIONS: dict[str, str] = {
         "run since has seen, and a plain loop of 200,000 calls gives 133-135 ns against "
         "PyArrow's 138-144 ns whether the array's memory is numpy's (16-byte aligned) or "
         "Arrow's (64). The 0.8 target for this row, and 1.0 for `np.from_dlpack`, stay missed."
+        " Profile of that call (`perf record`, 20 million calls, release wheel): 8% of it in "
+        "`dlpack_export::export`, at loads of the export tensor that had just been stored through "
+        "the stack in pieces of another width (a failed store-to-load forwarding after a "
+        "160-byte `memcpy` of the Arrow `Result` that `Column::export_tensor` returned, then of "
+        "the `Cow` of `dlpack_tensor`). The remembered tensor is now taken first, as a reference "
+        "(`DlpackSource::shared_tensor`). Alternating wheels before and after, `--only _array` "
+        "twice each: the versioned call 0.86-1.07 to 0.86-0.96 of PyArrow's, the legacy one "
+        "0.98-1.05 to 0.62-0.69, `np.from_dlpack` 1.03-1.11 to 1.02-1.05, `torch.from_dlpack` "
+        "0.99-1.41 to 0.89-0.96 (PyArrow's own call measured 110 to 220 ns between runs of one "
+        "hour, which moves every ratio of these rows)."
     ),
     "jnp_array": (
         "Not the exchange: the bench's int64 arrays lay in numpy's 16-byte-aligned memory, which "
