@@ -384,7 +384,7 @@ def test_format_hands_out_torch_tensors_in_private_memory_or_read_only_numpy_arr
         batch["id"].mul_(-1)
     assert table.column("id").to_pylist() == expected
     assert [v for batch in tensors for v in batch["id"].tolist()] == [-v for v in expected]
-    # numpy: the same views, read-only.
+    # numpy: the same views, read-only (batches the loader made are its own, writable).
     arrays = list(ad.batches(table, 3, format="numpy"))
     assert all(isinstance(batch["id"], np.ndarray) for batch in arrays)
     assert not any(batch["id"].flags.writeable for batch in arrays)

@@ -161,6 +161,12 @@ def test_a_state_given_when_the_dataset_is_made_and_another_epoch_chosen_is_said
     with pytest.warns(UserWarning, match=r"the state saved in epoch 0 is not resumed: set_epoch\(1\)"):
         other.set_epoch(1)
     assert sum(len(batch) for batch in _ids(other)) == ROWS
+    # Back to the saved epoch after the warning: the state stays dropped, as the warning said.
+    back = _dataset(path, state=state)
+    with pytest.warns(UserWarning, match="is not resumed"):
+        back.set_epoch(1)
+    back.set_epoch(0)
+    assert sum(len(batch) for batch in _ids(back)) == ROWS
     # The same epoch resumes it; a later epoch, after its pass, says nothing.
     same = _dataset(path, state=state)
     with warnings.catch_warnings():

@@ -157,6 +157,51 @@ def test_the_cache_stays_within_its_size(tmp_path):
     assert 0 < stored <= limit
 
 
+def test_loaders_of_one_process_at_once_keep_a_shared_cache_within_its_size(tmp_path):
+    # Each loader counted the directory on its own: six at once held 2 to 3 times cache_size.
+    import threading
+
+    files = {
+        f"/q{i}.parquet": _parquet_bytes(tmp_path, f"q{i}.parquet", i * 4000, 4000) for i in range(6)
+    }
+    cache = str(tmp_path / "cache")
+    limit = 40_000
+    peak = [0]
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            held = 0
+            for entry in _entries(cache):
+                try:
+                    held += entry.stat().st_size
+                except FileNotFoundError:
+                    pass  # evicted meanwhile
+            peak[0] = max(peak[0], held)
+
+    with _object_servers.range_server(files) as (server, base):
+        results = {}
+
+        def read(i):
+            loader = ad.batches(f"{base}/q{i}.parquet", 256, columns=["id", "x"], cache_dir=cache,
+                                cache_size=limit, storage_options=QUICK)
+            results[i] = [v for batch in loader for v in np.from_dlpack(batch["id"]).tolist()]
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        readers = [threading.Thread(target=read, args=(i,)) for i in range(6)]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join()
+        done.set()
+        watcher.join()
+    assert all(results[i] == list(range(i * 4000, (i + 1) * 4000)) for i in range(6))
+    largest = max((entry.stat().st_size for entry in _entries(cache)), default=0)
+    # Within the limit but for entries being put in place at the moment of a listing.
+    assert peak[0] <= limit + 2 * largest, (peak[0], limit, largest)
+
+
 def test_dataloader_workers_share_one_cache(tmp_path):
     files = {f"/w{i}.parquet": _parquet_bytes(tmp_path, f"w{i}.parquet", i * 1000, 1000) for i in range(4)}
     cache = str(tmp_path / "cache")

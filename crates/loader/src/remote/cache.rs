@@ -28,8 +28,8 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -113,6 +113,10 @@ pub(crate) struct RangeCache {
     /// The bytes this process counts in the cache: listed when it was opened, grown by each
     /// entry it writes, listed again by each eviction.
     used: AtomicU64,
+    /// The bytes this process wrote since it last listed the directory: past a tenth of the
+    /// limit it lists again (and evicts if need be), so that what other processes sharing the
+    /// directory wrote meanwhile is counted too.
+    since_listing: AtomicU64,
     /// Held while this process puts an entry in place and counts it, or evicts: an eviction
     /// sets `used` to what it listed, so an entry renamed into place after its listing and
     /// counted before its end would be lost from the count, and the cache could grow past its
@@ -124,7 +128,33 @@ pub(crate) struct RangeCache {
 /// process may write into one directory at once).
 static NEXT_TMP: AtomicU64 = AtomicU64::new(0);
 
+/// The caches this process has open, by directory and limit: the loaders of one process that
+/// share a directory share one count and one lock, so that together they keep it within its
+/// limit (each loader counting on its own, six of them held 2 to 3 times the limit at once).
+static OPEN: Mutex<Vec<(PathBuf, u64, std::sync::Weak<RangeCache>)>> = Mutex::new(Vec::new());
+
 impl RangeCache {
+    /// The cache of `settings`, shared with the other loaders of this process that have it open
+    /// (see [`OPEN`]), or opened ([`RangeCache::open`]).
+    pub(crate) fn open_shared(settings: &CacheSettings) -> Result<Arc<Self>> {
+        let root = settings.dir.join(VERSION_DIR);
+        // A directory named two ways (a link, `..`) is one directory where it exists already.
+        let key = fs::canonicalize(&root).unwrap_or_else(|_| root.clone());
+        let mut open = OPEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        open.retain(|(_, _, cache)| cache.strong_count() > 0);
+        let found = open
+            .iter()
+            .filter(|(dir, limit, _)| *dir == key && *limit == settings.limit)
+            .find_map(|(_, _, cache)| cache.upgrade());
+        if let Some(cache) = found {
+            return Ok(cache);
+        }
+        let cache = Arc::new(RangeCache::open(settings)?);
+        let key = fs::canonicalize(&root).unwrap_or(key);
+        open.push((key, settings.limit, Arc::downgrade(&cache)));
+        Ok(cache)
+    }
+
     /// Opens (or creates) the cache of `settings`: its directory must be one this process can
     /// write, which is checked by writing a file there, so that a wrong path fails when the
     /// loader is made rather than leaving every range uncached.
@@ -142,6 +172,7 @@ impl RangeCache {
             root,
             limit: settings.limit,
             used: AtomicU64::new(0),
+            since_listing: AtomicU64::new(0),
             evicting: Mutex::new(()),
         };
         let probe = cache.tmp_path();
@@ -197,7 +228,8 @@ impl RangeCache {
             return;
         }
         let used = self.used.fetch_add(total, Ordering::Relaxed) + total;
-        if used > self.limit {
+        let since = self.since_listing.fetch_add(total, Ordering::Relaxed) + total;
+        if used > self.limit || since > self.limit / 10 {
             self.evict_locked();
         }
     }
@@ -262,6 +294,7 @@ impl RangeCache {
             }
         }
         self.used.store(total, Ordering::Relaxed);
+        self.since_listing.store(0, Ordering::Relaxed);
     }
 
     /// Every entry: its modification time, size and path. Only what this cache writes is

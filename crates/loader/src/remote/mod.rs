@@ -289,10 +289,7 @@ fn label_of(urls: &[Url]) -> PathBuf {
 /// request each, [`OPEN_CONCURRENCY`] at once. The source's [`StopHandle`] ends it. With
 /// `cache`, the objects' ranges are read from and kept in that cache on local disk.
 pub(crate) fn open(source: ObjectSource, cache: Option<&CacheSettings>) -> Result<Opened> {
-    let cache = cache
-        .map(cache::RangeCache::open)
-        .transpose()?
-        .map(Arc::new);
+    let cache = cache.map(cache::RangeCache::open_shared).transpose()?;
     let remote = Remote::start(source.stop.clone(), label_of(&source.urls))?;
     // One store per bucket, container or host, made from the first URL that names it.
     let mut stores: BTreeMap<String, Arc<dyn ObjectStore>> = BTreeMap::new();

@@ -421,8 +421,8 @@ def batches(
       ``torch.from_dlpack``, ``np.from_dlpack`` and ``jnp.from_dlpack`` take without a copy;
       ``"torch"`` hands out ``torch.Tensor``\ s, in private memory where the source is not files
       (as ``writable=True``: torch ignores the read-only flag, and an in-place step would
-      otherwise rewrite a caller's table); ``"numpy"`` hands out read-only ``numpy.ndarray``\ s
-      of the same memory.
+      otherwise rewrite a caller's table); ``"numpy"`` hands out ``numpy.ndarray``\ s of the
+      same memory (read-only where they view the source).
     - ``progress`` shows rows per second on a terminal.
 
     A batch that lies inside one record batch is made of zero-copy views, flagged read-only, of

@@ -293,6 +293,9 @@ class BatchDataset(IterableDataset):
             self._resume = None
         elif pending and isinstance(saved, Mapping) and saved.get("epoch") not in (None, epoch):
             _warn_not_resumed(saved.get("epoch"), epoch)
+            # As the warning says: not resumed by a later pass either (a set_epoch back to the
+            # saved epoch begins it whole, as for a loaded state).
+            self._state_taken = True
 
     def __len__(self) -> int:
         """The number of batches of a whole pass of this rank; ``TypeError`` when it is not

@@ -301,3 +301,32 @@ fn threads_putting_entries_at_once_keep_the_cache_within_its_limit() {
         );
     }
 }
+
+#[test]
+fn loaders_of_one_process_share_one_cache_per_directory_and_count_each_others_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let limit = 40_000;
+    let first = RangeCache::open_shared(&settings(dir.path(), limit)).unwrap();
+    let again = RangeCache::open_shared(&settings(&dir.path().join("."), limit)).unwrap();
+    assert!(Arc::ptr_eq(&first, &again), "one directory, one cache");
+    // Another process (a cache opened apart) writes behind this one's back: this one lists the
+    // directory again after writing a tenth of its limit, and evicts what both wrote.
+    let other = RangeCache::open(&settings(dir.path(), limit)).unwrap();
+    for entry in 0..60u64 {
+        let start = entry * 1000;
+        other.put(&key("\"v2\"", start..start + 1000), &bytes_of(1000, 1));
+        first.put(&key("\"v1\"", start..start + 1000), &bytes_of(1000, 2));
+    }
+    drop(other);
+    // Each counted only its own writes between listings: the directory stays within the limit
+    // plus what one of them wrote since its last listing.
+    let held = stored(dir.path());
+    assert!(
+        held <= limit + limit / 10 + 2_000,
+        "{held} bytes held; the limit is {limit}"
+    );
+    drop((first, again));
+    // Once every loader has dropped it, a new one opens afresh.
+    let fresh = RangeCache::open_shared(&settings(dir.path(), limit)).unwrap();
+    assert_eq!(Arc::strong_count(&fresh), 1);
+}
