@@ -63,10 +63,7 @@ fn class(layout: Layout) -> Option<usize> {
 }
 
 /// A block of `capacity` bytes (a class), cached or new; `zeroed` asks for its first `len`
-/// bytes to be zero. Null when the system refuses, as `GlobalAlloc` reports it. Never inlined:
-/// the allocator's entry points are inlined into every allocation of the program, and only
-/// their test of the size belongs there.
-#[inline(never)]
+/// bytes to be zero. Null when the system refuses, as `GlobalAlloc` reports it.
 fn take(capacity: usize, len: usize, zeroed: bool) -> *mut u8 {
     let mut released = Vec::new();
     let (pooled, reused) = {
@@ -129,8 +126,7 @@ fn take(capacity: usize, len: usize, zeroed: bool) -> *mut u8 {
 }
 
 /// Gives back the block at `ptr` of `capacity` bytes: into the cache while the pool is on and
-/// the block fits its limit, else to the system. Never inlined, as [`take`].
-#[inline(never)]
+/// the block fits its limit, else to the system.
 fn give_back(ptr: *mut u8, capacity: usize) {
     let Some(ptr) = NonNull::new(ptr) else {
         return;
@@ -202,33 +198,18 @@ unsafe impl GlobalAlloc for WarmPages {
             (None, None) => unsafe { System.realloc(ptr, layout, new_size) },
             (Some(old), Some(new)) if old == new => ptr,
             _ => {
-                // SAFETY: as this method's own contract.
-                unsafe { self.move_block(ptr, layout, new_layout) }
+                // SAFETY: `new_layout` has a non-zero size (the caller's contract).
+                let moved = unsafe { self.alloc(new_layout) };
+                if !moved.is_null() {
+                    // SAFETY: both blocks hold at least the bytes copied, and are distinct
+                    // allocations; the old one is freed with the layout it was allocated with.
+                    unsafe {
+                        moved.copy_from_nonoverlapping(ptr, layout.size().min(new_size));
+                        self.dealloc(ptr, layout);
+                    }
+                }
+                moved
             }
         }
-    }
-}
-
-impl WarmPages {
-    /// `realloc` across size classes (or between a block and a small allocation): a new
-    /// allocation, the bytes copied, the old one freed. Never inlined, as [`take`].
-    ///
-    /// # Safety
-    ///
-    /// `realloc`'s: `ptr` was allocated by this allocator with `layout`, and `new_layout` has a
-    /// non-zero size and `layout`'s alignment.
-    #[inline(never)]
-    unsafe fn move_block(&self, ptr: *mut u8, layout: Layout, new_layout: Layout) -> *mut u8 {
-        // SAFETY: `new_layout` has a non-zero size (the caller's contract).
-        let moved = unsafe { self.alloc(new_layout) };
-        if !moved.is_null() {
-            // SAFETY: both blocks hold at least the bytes copied, and are distinct allocations;
-            // the old one is freed with the layout it was allocated with.
-            unsafe {
-                moved.copy_from_nonoverlapping(ptr, layout.size().min(new_layout.size()));
-                self.dealloc(ptr, layout);
-            }
-        }
-        moved
     }
 }
