@@ -218,14 +218,13 @@ class Batches:
                 self._progress.end(self)
                 self._progress = None
             raise
-        except ArrowDLPackValueError:
+        except ArrowDLPackValueError as error:
             # A pyarrow reader's own exception (its generator's, or a batch of other types than
             # its schema) reached the loader as a message only: it is raised as it was, with
             # its traceback and a note of where the loader met it.
-            original = self._failures.raised() if self._failures is not None else None
-            if original is None:
+            if self._failures is None:
                 raise
-            raise original from None
+            self._failures.raise_instead(error)
         if self._progress is not None:
             self._progress.batch(self)
         if self._convert is not None:
@@ -501,11 +500,8 @@ def _open(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
             num_ranks=num_ranks,
             **spec,
         )
-    except ArrowDLPackValueError:
-        original = failures.raised()
-        if original is None:
-            raise
-        raise original from None
+    except ArrowDLPackValueError as error:
+        failures.raise_instead(error)
     _LIVE.add(inner)
     remember_read(given)
     ranks = num_ranks or num_shards

@@ -30,7 +30,7 @@ from arrow_dlpack._shards import _distributed, _shard, _shared_seed
 from arrow_dlpack._epochs import _round, _SharedEpoch
 from arrow_dlpack._states import _DATASET_KEY, loader_state, pass_ended
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
-from arrow_dlpack._sources import as_source, files_only, read_once
+from arrow_dlpack._sources import as_source, read_once
 
 __all__ = ["BatchDataset"]
 
@@ -410,8 +410,6 @@ class BatchDataset(IterableDataset):
         return total
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
-        from torch import from_dlpack
-
         # The body runs at the first next(): called by a DataLoader's fetcher, the frame above
         # is its fetch().
         _refuse_if_batched_again(sys._getframe(1))
@@ -429,12 +427,8 @@ class BatchDataset(IterableDataset):
         options["state"] = state
         self._resume = None
         options["epoch"] = epoch
-        if not files_only(self.source):
-            # torch tensors have no read-only flag: a view of memory that is not the loader's
-            # own (a caller's table, a pyarrow memory map that is mapped read-only, as a Hugging
-            # Face dataset's cache is) would be rewritten by an in-place training step, or crash
-            # it. Over such sources the batches are private copies.
-            options["writable"] = True
+        # torch tensors, private copies over anything but files (`ad.batches`' format="torch").
+        options["format"] = "torch"
         if read_once(self.source):
             if self._passes_begun:
                 raise ArrowDLPackValueError(
@@ -449,8 +443,7 @@ class BatchDataset(IterableDataset):
         self._live_pid = os.getpid()
         self._live_ended = False
         try:
-            for batch in loader:
-                yield {name: from_dlpack(tensor) for name, tensor in batch.items()}
+            yield from loader
             self._live_ended = True
         finally:
             loader.close()

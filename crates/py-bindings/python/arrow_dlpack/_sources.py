@@ -11,7 +11,7 @@ stream says neither); nothing is imported for any other object.
 import importlib
 import os
 import weakref
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 from arrow_dlpack._arrow_dlpack import ArrowDLPackTypeError, ArrowDLPackValueError
 
@@ -89,19 +89,20 @@ class ReaderFailures:
         self.error: Optional[BaseException] = None
         self.chunk = 0
 
-    def raised(self) -> Optional[BaseException]:
-        """The exception kept, with a note that says where the loader met it; None if none."""
-        error = self.error
-        if error is None:
-            return None
+    def raise_instead(self, error: BaseException) -> NoReturn:
+        """Raises the exception kept, with a note that says where the loader met it, in place of
+        ``error`` (the loader's, which carries only its message); ``error`` when none is kept."""
+        kept = self.error
+        if kept is None:
+            raise error
         self.error = None  # raised once; the loader has ended with it
         try:
-            error.add_note(
+            kept.add_note(
                 f"(raised while the loader read record batch {self.chunk} of a RecordBatchReader)"
             )
         except Exception:  # noqa: BLE001 - a `__notes__` that is not a list, or a frozen class
             pass  # the exception goes on as it was, without the note
-        return error
+        raise kept from None
 
 
 def _checked_reader(reader: Any, failures: Optional[ReaderFailures] = None) -> Any:

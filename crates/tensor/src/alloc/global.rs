@@ -26,10 +26,8 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr::NonNull;
-use std::time::Instant;
 
-use super::advise_huge_pages;
-use super::pool::{BLOCK_ALIGN, Cached, POOL_THRESHOLD, block_layout, lock, release};
+use super::pool::{BLOCK_ALIGN, POOL_THRESHOLD, block_capacity, check_in, check_out, fresh, lock};
 
 /// The global allocator that serves large allocations from the warm-page [`pool`](super::pool):
 /// requests of [`POOL_THRESHOLD`] bytes and more are blocks of their size class (the request
@@ -56,106 +54,30 @@ fn class(layout: Layout) -> Option<usize> {
     if layout.size() < POOL_THRESHOLD || layout.align() > BLOCK_ALIGN {
         return None;
     }
-    layout
-        .size()
-        .checked_next_multiple_of(BLOCK_ALIGN)
-        .filter(|&capacity| Layout::from_size_align(capacity, BLOCK_ALIGN).is_ok())
+    block_capacity(layout.size())
 }
 
-/// A block of `capacity` bytes (a class), cached or new; `zeroed` asks for its first `len`
-/// bytes to be zero. Null when the system refuses, as `GlobalAlloc` reports it.
+/// A block of `capacity` bytes (a class): a cached one of that class, or a new one; `zeroed`
+/// asks for its first `len` bytes to be zero. Null when the system refuses, as `GlobalAlloc`
+/// reports it. With the pool off, a new block counted in use all the same, as [`check_in`]
+/// counts it out.
 fn take(capacity: usize, len: usize, zeroed: bool) -> *mut u8 {
-    let mut released = Vec::new();
-    let (pooled, reused) = {
-        let mut state = lock();
-        // Counted in use whether or not the pool is on, as `give_back` counts it out.
-        state.in_use_bytes += capacity;
-        if state.limit == 0 {
-            (false, None)
-        } else {
-            state.trim(Instant::now(), &mut released);
-            // The most recently freed block of the class: its pages are the likeliest to be in
-            // the cache and backed.
-            let found = state
-                .cached
-                .iter()
-                .rposition(|block| block.capacity == capacity);
-            let reused = found.map(|index| state.cached.remove(index));
-            if reused.is_some() {
-                state.hits += 1;
-                state.cached_bytes -= capacity;
-            } else {
-                state.misses += 1;
-            }
-            (true, reused)
-        }
-    };
-    release(released);
-    if let Some(block) = reused {
-        let ptr = block.ptr.as_ptr();
-        if zeroed {
-            // SAFETY: the block is `capacity >= len` bytes, owned by the caller from here on.
-            unsafe { ptr.write_bytes(0, len) };
-        }
-        return ptr;
-    }
-    let layout = block_layout(capacity);
-    let allocate = || {
-        // SAFETY: `layout` has a non-zero size (a class is at least `POOL_THRESHOLD`).
-        unsafe {
+    match check_out(capacity, |cached| cached == capacity) {
+        Some(Some(block)) => {
+            let ptr = block.ptr.as_ptr();
             if zeroed {
-                System.alloc_zeroed(layout)
-            } else {
-                System.alloc(layout)
+                // SAFETY: the block is `capacity >= len` bytes, owned by the caller from here on.
+                unsafe { ptr.write_bytes(0, len) };
             }
+            ptr
         }
-    };
-    let mut ptr = allocate();
-    if ptr.is_null() && pooled {
-        // The system refused: the cached blocks may be what it is missing.
-        super::release_unused();
-        ptr = allocate();
-    }
-    if ptr.is_null() {
-        let mut state = lock();
-        state.in_use_bytes = state.in_use_bytes.saturating_sub(capacity);
-        return ptr;
-    }
-    advise_huge_pages(ptr, capacity);
-    ptr
-}
-
-/// Gives back the block at `ptr` of `capacity` bytes: into the cache while the pool is on and
-/// the block fits its limit, else to the system.
-fn give_back(ptr: *mut u8, capacity: usize) {
-    let Some(ptr) = NonNull::new(ptr) else {
-        return;
-    };
-    let block = Cached {
-        ptr,
-        capacity,
-        freed_at: Instant::now(),
-    };
-    let mut released = Vec::new();
-    {
-        let mut state = lock();
-        let now = block.freed_at;
-        state.in_use_bytes = state.in_use_bytes.saturating_sub(capacity);
-        if state.limit == 0 {
-            released.push(block);
-        } else {
-            state.returns += 1;
-            if capacity <= state.limit {
-                state.cached_bytes += capacity;
-                state.cached.push(block);
-            } else {
-                state.released += 1;
-                released.push(block);
+        reused => {
+            if reused.is_none() {
+                lock().in_use_bytes += capacity;
             }
-            state.trim(now, &mut released);
+            fresh(capacity, zeroed).map_or(std::ptr::null_mut(), NonNull::as_ptr)
         }
     }
-    release(released);
 }
 
 // SAFETY: every pointer handed out is either the system allocator's for the same layout (small
@@ -183,7 +105,12 @@ unsafe impl GlobalAlloc for WarmPages {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         match class(layout) {
-            Some(capacity) => give_back(ptr, capacity),
+            // Always cacheable: a block allocated before a fork is the child's own copy.
+            Some(capacity) => {
+                if let Some(ptr) = NonNull::new(ptr) {
+                    check_in(ptr, capacity, true);
+                }
+            }
             // SAFETY: a small layout was allocated by `System` with this layout.
             None => unsafe { System.dealloc(ptr, layout) },
         }

@@ -84,8 +84,8 @@ pub struct PoolStats {
 /// A cached block, unused since `freed_at`.
 pub(super) struct Cached {
     pub(super) ptr: NonNull<u8>,
-    pub(super) capacity: usize,
-    pub(super) freed_at: Instant,
+    capacity: usize,
+    freed_at: Instant,
 }
 
 // SAFETY: a cached block is memory that only the pool references (its buffer is gone); moving
@@ -94,16 +94,16 @@ unsafe impl Send for Cached {}
 
 pub(super) struct State {
     configured: bool,
-    pub(super) limit: usize,
+    limit: usize,
     decay: Duration,
     /// Oldest first.
-    pub(super) cached: Vec<Cached>,
-    pub(super) cached_bytes: usize,
+    cached: Vec<Cached>,
+    cached_bytes: usize,
     pub(super) in_use_bytes: usize,
-    pub(super) hits: u64,
-    pub(super) misses: u64,
-    pub(super) returns: u64,
-    pub(super) released: u64,
+    hits: u64,
+    misses: u64,
+    returns: u64,
+    released: u64,
 }
 
 static POOL: Mutex<State> = Mutex::new(State {
@@ -144,7 +144,7 @@ pub(super) fn lock() -> MutexGuard<'static, State> {
 impl State {
     /// Takes out the blocks unused for longer than the decay time and, oldest first, those over
     /// the limit, into `out` (released by the caller once the lock is dropped).
-    pub(super) fn trim(&mut self, now: Instant, out: &mut Vec<Cached>) {
+    fn trim(&mut self, now: Instant, out: &mut Vec<Cached>) {
         let decayed = self
             .cached
             .iter()
@@ -181,18 +181,25 @@ impl State {
 }
 
 /// Gives blocks back to the system; called without the lock.
-pub(super) fn release(blocks: Vec<Cached>) {
+fn release(blocks: Vec<Cached>) {
     for block in blocks {
         // SAFETY: every block was allocated from `System` with this capacity and alignment (by
-        // `allocate` or by the global allocator, [`super::WarmPages`]), and is owned by the pool
-        // alone (its buffer is gone).
+        // `fresh`, for a `Block` or for the global allocator, [`super::WarmPages`]), and is owned
+        // by the pool alone (its buffer or its allocation is gone).
         unsafe { System.dealloc(block.ptr.as_ptr(), block_layout(block.capacity)) };
     }
 }
 
+/// The capacity of a block for `len` bytes: `len` rounded up to [`BLOCK_ALIGN`], `None` where
+/// no layout holds it.
+pub(super) fn block_capacity(len: usize) -> Option<usize> {
+    len.checked_next_multiple_of(BLOCK_ALIGN)
+        .filter(|&capacity| Layout::from_size_align(capacity, BLOCK_ALIGN).is_ok())
+}
+
 /// The layout of a block of `capacity` bytes (a multiple of [`BLOCK_ALIGN`], checked valid by
 /// whoever rounded it).
-pub(super) fn block_layout(capacity: usize) -> Layout {
+fn block_layout(capacity: usize) -> Layout {
     Layout::from_size_align(capacity, BLOCK_ALIGN).expect("capacity checked when rounded")
 }
 
@@ -219,43 +226,13 @@ impl Block {
     /// were released.
     pub(crate) fn take(len: usize) -> Result<Option<Block>> {
         let out_of_memory = || Error::OutOfMemory { bytes: len };
-        let capacity = len
-            .checked_next_multiple_of(BLOCK_ALIGN)
-            .filter(|&capacity| Layout::from_size_align(capacity, BLOCK_ALIGN).is_ok())
-            .ok_or_else(out_of_memory)?;
-        let mut released = Vec::new();
-        let reused = {
-            let mut state = lock();
-            if state.limit == 0 {
-                return Ok(None);
-            }
-            state.trim(Instant::now(), &mut released);
-            // Best fit: the smallest cached block that holds `capacity` and wastes at most a
-            // quarter of it.
-            let fit = state
-                .cached
-                .iter()
-                .enumerate()
-                .filter(|(_, block)| {
-                    block.capacity >= capacity && block.capacity - capacity <= capacity / 4
-                })
-                .min_by_key(|(_, block)| block.capacity)
-                .map(|(index, _)| index);
-            let reused = fit.map(|index| state.cached.remove(index));
-            match &reused {
-                Some(block) => {
-                    state.hits += 1;
-                    state.cached_bytes -= block.capacity;
-                    state.in_use_bytes += block.capacity;
-                }
-                None => {
-                    state.misses += 1;
-                    state.in_use_bytes += capacity;
-                }
-            }
-            reused
+        let capacity = block_capacity(len).ok_or_else(out_of_memory)?;
+        // Best fit: the smallest cached block that holds `capacity` and wastes at most a quarter
+        // of it.
+        let fits = |cached: usize| cached >= capacity && cached - capacity <= capacity / 4;
+        let Some(reused) = check_out(capacity, fits) else {
+            return Ok(None);
         };
-        release(released);
         let generation = GENERATION.load(Ordering::Acquire);
         if let Some(block) = reused {
             return Ok(Some(Block {
@@ -264,16 +241,9 @@ impl Block {
                 generation,
             }));
         }
-        let ptr = allocate(capacity).or_else(|| {
-            // The system refused: the cached blocks may be what it is missing.
-            release_unused();
-            allocate(capacity)
-        });
-        let Some(ptr) = ptr else {
-            lock().in_use_bytes -= capacity;
+        let Some(ptr) = fresh(capacity, false) else {
             return Err(out_of_memory());
         };
-        advise_huge_pages(ptr.as_ptr(), capacity);
         Ok(Some(Block {
             ptr,
             capacity,
@@ -292,38 +262,107 @@ impl Block {
     }
 }
 
-fn allocate(capacity: usize) -> Option<NonNull<u8>> {
-    // SAFETY: `capacity` is non-zero (a request of at least one byte rounded up) and the layout
-    // was checked valid in `Block::take`. From `System`, not the global allocator: where
-    // [`super::WarmPages`] is that, a block must not be counted by the pool twice.
-    NonNull::new(unsafe { System.alloc(block_layout(capacity)) })
+/// Takes a block for `capacity` bytes out of the cache: the smallest cached block whose capacity
+/// `fits`, the most recently freed among equals (its pages the likeliest to be backed), counted
+/// as a hit, or `Some(None)`, a miss; either way `capacity` (or the block's) is counted in use.
+/// `None` when the pool is off, nothing counted. Blocks that decayed are released first.
+pub(super) fn check_out(capacity: usize, fits: impl Fn(usize) -> bool) -> Option<Option<Cached>> {
+    let mut released = Vec::new();
+    let reused = {
+        let mut state = lock();
+        if state.limit == 0 {
+            return None;
+        }
+        state.trim(Instant::now(), &mut released);
+        let fit = state
+            .cached
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|(_, block)| fits(block.capacity))
+            .min_by_key(|(_, block)| block.capacity)
+            .map(|(index, _)| index);
+        let reused = fit.map(|index| state.cached.remove(index));
+        match &reused {
+            Some(block) => {
+                state.hits += 1;
+                state.cached_bytes -= block.capacity;
+                state.in_use_bytes += block.capacity;
+            }
+            None => {
+                state.misses += 1;
+                state.in_use_bytes += capacity;
+            }
+        }
+        reused
+    };
+    release(released);
+    Some(reused)
+}
+
+/// A new block of `capacity` bytes (a multiple of [`BLOCK_ALIGN`]) from the system allocator,
+/// zeroed when asked, and advised for huge pages; a refusal is tried again after the cached
+/// blocks are released, and then counted out of the bytes in use (which the caller counted in).
+/// From `System`, not the global allocator: where [`super::WarmPages`] is that, a block must not
+/// be counted by the pool twice.
+pub(super) fn fresh(capacity: usize, zeroed: bool) -> Option<NonNull<u8>> {
+    let layout = block_layout(capacity);
+    let allocate = || {
+        // SAFETY: `layout` has a non-zero size (a capacity is a positive multiple of
+        // `BLOCK_ALIGN`) and was checked valid when the capacity was rounded.
+        NonNull::new(unsafe {
+            if zeroed {
+                System.alloc_zeroed(layout)
+            } else {
+                System.alloc(layout)
+            }
+        })
+    };
+    let ptr = allocate().or_else(|| {
+        // The system refused: the cached blocks may be what it is missing.
+        release_unused();
+        allocate()
+    });
+    let Some(ptr) = ptr else {
+        let mut state = lock();
+        state.in_use_bytes = state.in_use_bytes.saturating_sub(capacity);
+        return None;
+    };
+    advise_huge_pages(ptr.as_ptr(), capacity);
+    Some(ptr)
+}
+
+/// Gives back a block that was in use: into the cache when `cacheable` (allocated in this
+/// process, not before a fork), the pool is on and the block fits its limit; to the system
+/// otherwise. Counted as a return either way.
+pub(super) fn check_in(ptr: NonNull<u8>, capacity: usize, cacheable: bool) {
+    let block = Cached {
+        ptr,
+        capacity,
+        freed_at: Instant::now(),
+    };
+    let mut released = Vec::new();
+    {
+        let mut state = lock();
+        state.returns += 1;
+        state.in_use_bytes = state.in_use_bytes.saturating_sub(capacity);
+        let now = block.freed_at;
+        if cacheable && capacity <= state.limit {
+            state.cached_bytes += capacity;
+            state.cached.push(block);
+        } else {
+            state.released += 1;
+            released.push(block);
+        }
+        state.trim(now, &mut released);
+    }
+    release(released);
 }
 
 impl Drop for Block {
     fn drop(&mut self) {
-        let block = Cached {
-            ptr: self.ptr,
-            capacity: self.capacity,
-            freed_at: Instant::now(),
-        };
-        let mut released = Vec::new();
-        {
-            let mut state = lock();
-            state.returns += 1;
-            state.in_use_bytes = state.in_use_bytes.saturating_sub(block.capacity);
-            let now = block.freed_at;
-            let same_process = self.generation == GENERATION.load(Ordering::Acquire);
-            if same_process && block.capacity <= state.limit {
-                state.cached_bytes += block.capacity;
-                state.cached.push(block);
-                state.trim(now, &mut released);
-            } else {
-                state.trim(now, &mut released);
-                state.released += 1;
-                released.push(block);
-            }
-        }
-        release(released);
+        let same_process = self.generation == GENERATION.load(Ordering::Acquire);
+        check_in(self.ptr, self.capacity, same_process);
     }
 }
 
