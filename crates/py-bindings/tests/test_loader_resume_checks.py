@@ -291,7 +291,8 @@ def test_a_forged_state_is_named_by_its_key_in_python_words(path, value, message
         assert rust not in str(raised.value)
 
 
-def test_merge_states_names_the_shards_of_the_states_given():
+def _two_ranks_after_a_batch():
+    """A table of 200 rows, and the states of its 2 ranks after one batch of 16 each."""
     table = pa.Table.from_batches(_reader_of_50_row_units())
     states = []
     for rank in range(2):
@@ -299,6 +300,11 @@ def test_merge_states_names_the_shards_of_the_states_given():
         next(loader)
         states.append(loader.state_dict())
         loader.close()
+    return table, states
+
+
+def test_merge_states_names_the_shards_of_the_states_given():
+    table, states = _two_ranks_after_a_batch()
     # Copies: the same dict given twice is looked into once.
     again = json.loads(json.dumps(states[1]))
     with pytest.raises(
@@ -317,13 +323,7 @@ def test_merge_states_names_the_shards_of_the_states_given():
 
 
 def test_a_merged_state_given_to_load_state_dict_says_to_pass_it_as_state():
-    table = pa.Table.from_batches(_reader_of_50_row_units())
-    states = []
-    for rank in range(2):
-        loader = ad.batches(table, 16, rank=rank, world_size=2)
-        next(loader)
-        states.append(loader.state_dict())
-        loader.close()
+    table, states = _two_ranks_after_a_batch()
     merged = ad.merge_states(states)
     dataset = ad.BatchDataset(table, 16)
     with pytest.raises(ad.ArrowDLPackValueError, match=r"pass it as BatchDataset\(\.\.\., state=state\)"):
