@@ -102,6 +102,8 @@ pub struct Batches {
     stop: Arc<AtomicBool>,
     num_rows: Option<u64>,
     num_batches: Option<usize>,
+    /// The epoch's rows that no shard reads without `drop_last`.
+    rows_left_out: u64,
     yielded: usize,
     done: bool,
     writable: bool,
@@ -177,6 +179,7 @@ impl Batches {
                 Some(Arc::new(reader))
             },
         };
+        let rows_left_out = plan.planned.as_ref().map_or(0, |planned| planned.left_out);
         let (pieces, planned) = (plan.pieces, plan.planned);
         let thread = std::thread::Builder::new()
             .name("arrow-dlpack-loader".to_string())
@@ -209,6 +212,7 @@ impl Batches {
             stop,
             num_rows,
             num_batches,
+            rows_left_out,
             yielded: 0,
             done: false,
             writable,
@@ -287,6 +291,16 @@ impl Batches {
     /// The batches this loader yields in all, where [`len`](Batches::len) is known.
     pub fn num_batches(&self) -> Option<usize> {
         self.num_batches
+    }
+
+    /// The epoch's rows that no shard reads although [`BatchSpec::drop_last`] is off (0 with
+    /// it), the same for every shard: every rank gets as many batches and a batch holds at least
+    /// a row, so with fewer rows than the ranks need, or in batches of one row whose rows are
+    /// not a multiple of the ranks, the epoch's last rows are left out (rows are never read
+    /// twice to fill the ranks). 0 where the ranks' batches are not planned, which then read
+    /// every row.
+    pub fn rows_left_out(&self) -> u64 {
+        self.rows_left_out
     }
 
     /// Waits at most `limit` for the background thread's next item; whether

@@ -5,6 +5,7 @@ that is not the loader's own."""
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pyarrow as pa
@@ -101,7 +102,6 @@ def test_writes_through_batches_of_read_only_mapped_tables_do_not_crash(tmp_path
 
 
 def test_a_dataloader_that_batches_the_batches_again_is_refused():
-    import warnings
 
     from torchdata.stateful_dataloader import StatefulDataLoader
 
@@ -150,7 +150,6 @@ def test_shards_of_a_file_of_one_row_group_get_the_same_number_of_batches(tmp_pa
     """A file of one row group dealt by units would give every batch to rank 0, and a DDP run
     would wait forever for rank 1: the epoch is planned instead, every rank gets as many batches
     and every row is read once."""
-    import warnings
 
     one = tmp_path / "one.parquet"
     pq.write_table(pa.table({"x": np.arange(3001.0)}), one)
@@ -287,15 +286,16 @@ def test_ranks_of_a_table_dealt_evenly_know_their_length_and_a_reader_over_ranks
         assert len(dataset) == len(list(dataset)) == 5
         assert len(ad.batches(table, 10, rank=rank, world_size=2)) == 5
     # A reader's record batches are dealt as they come: its ranks' counts are not known.
-    monkeypatch.setattr(batches_module, "_warned_uneven", False)
-    with pytest.warns(UserWarning, match="the ranks may get different numbers of batches"):
-        ad.batches(table.to_reader(), 10, rank=0, world_size=2)
+    for make in (ad.batches, ad.BatchDataset):
+        monkeypatch.setattr(batches_module, "_WARNED", set())
+        with pytest.warns(UserWarning, match="the ranks may get different numbers") as said:
+            make(table.to_reader(), 10, rank=0, world_size=2)
+        assert said[0].filename == __file__
 
 
 def test_the_length_of_a_dataloader_with_workers_is_the_batches_its_workers_give(tmp_path):
     """len(loader) counts the batches the workers give, so that a schedule sized by it
     (OneCycleLR) is stepped exactly as often as there are batches."""
-    import warnings
 
     path = tmp_path / "t.parquet"
     pq.write_table(pa.table({"x": np.arange(1000, dtype=np.float32)}), path, row_group_size=334)
@@ -362,7 +362,7 @@ def test_ranks_that_get_no_batch_are_warned_and_workers_keep_tiny_files_whole(tm
     for rank in range(4):
         import arrow_dlpack._batches as module
 
-        module._warned_no_batch = False
+        module._WARNED.discard("no batch")
         with pytest.warns(UserWarning, match=r"this rank gets no batch of the epoch: every one "
                           r"of the 4 ranks gets as many batches"):
             assert list(ad.batches(str(path), 2, rank=rank, world_size=4)) == []
@@ -372,6 +372,38 @@ def test_ranks_that_get_no_batch_are_warned_and_workers_keep_tiny_files_whole(tm
         dataset = ad.BatchDataset(str(path), 2, drop_last=drop_last)
         loader = DataLoader(dataset, batch_size=None, num_workers=2)
         assert sorted(int(i) for batch in loader for i in batch["id"]) == expected
+
+
+def test_batches_of_one_row_over_ranks_say_which_rows_no_rank_reads(tmp_path):
+    import arrow_dlpack._batches as module
+
+    path = tmp_path / "one.parquet"
+    pq.write_table(pa.table({"id": np.arange(1001)}), path)
+    read = []
+    for rank in range(2):
+        module._WARNED.discard("rows left out")
+        with pytest.warns(UserWarning, match=r"the epoch's last 1 rows are read by no rank: "
+                          r"every one of the 2 ranks gets as many batches") as said:
+            loader = ad.batches(str(path), 1, rank=rank, world_size=2, format="numpy")
+        assert said[0].filename == __file__  # the caller's line, not the package's
+        assert loader.rows_left_out == 1
+        read += [int(batch["id"][0]) for batch in loader]
+    assert sorted(read) == list(range(1000))
+    # Batches of two rows read every row (the last shorter), unwarned.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for rank in range(2):
+            module._WARNED.discard("rows left out")
+            loader = ad.batches(str(path), 2, rank=rank, world_size=2)
+            assert loader.rows_left_out == 0
+    # A DataLoader's workers of a rank warn once, from the rank's first worker.
+    module._WARNED.discard("rows left out")
+    dataset = ad.BatchDataset(str(path), 1, rank=1, world_size=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = [int(batch["id"][0]) for batch in DataLoader(dataset, batch_size=None)]
+    assert len(got) == 333
+    assert [str(w.message)[:32] for w in caught] == ["the epoch's last 2 rows are read"]
 
 
 def test_workers_that_do_not_split_are_counted_as_each_reading_everything(tmp_path):

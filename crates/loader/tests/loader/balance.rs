@@ -348,3 +348,63 @@ fn a_merged_state_of_an_unplanned_run_plans_the_rest_of_its_epoch_over_new_shard
         );
     }
 }
+
+#[test]
+fn rows_left_out_without_drop_last_are_counted_the_same_by_every_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    // One row group of 101 rows: dealt by units, the second rank would get nothing, so the
+    // epoch is planned by rows; a budget plans it by the rows' tokens.
+    let parquet = dir.path().join("one.parquet");
+    let file = std::fs::File::create(&parquet).unwrap();
+    let data = table(&[101]);
+    let mut writer = ArrowWriter::try_new(file, data[0].schema(), None).unwrap();
+    writer.write(&data[0]).unwrap();
+    writer.close().unwrap();
+    let make = move || Source::ParquetFiles(vec![parquet.clone()]);
+    let by_rows = BatchSpec::new(1).columns(["id"]);
+    let budget = BatchSpec::new(1)
+        .columns(["id"])
+        .sequence(Sequence::new("tokens", SequenceMode::Pad))
+        .max_tokens(40);
+    // (spec, ranks, the rows no rank reads): batches of one row leave out the rows past a
+    // multiple of the ranks; batches of two or more, or drop_last (which drops on purpose),
+    // leave none counted.
+    let cases = [
+        (by_rows.clone(), 2, 1),
+        (by_rows.clone(), 3, 2),
+        (by_rows.clone().shuffle(4), 3, 2),
+        (BatchSpec::new(2).columns(["id"]), 3, 0),
+        (by_rows.clone().drop_last(true), 3, 0),
+        (budget.clone(), 2, 1),
+        (
+            BatchSpec {
+                batch_size: 4,
+                ..budget.clone()
+            },
+            2,
+            0,
+        ),
+    ];
+    for (spec, ranks, left_out) in cases {
+        let mut read: Vec<i64> = Vec::new();
+        for rank in 0..ranks {
+            let loader = batches(make(), spec.clone().shard(rank, ranks)).unwrap();
+            assert_eq!(
+                loader.rows_left_out(),
+                left_out,
+                "rank {rank} of {ranks}: {spec:?}"
+            );
+            read.extend(ids(&loader.map(Result::unwrap).collect::<Vec<_>>()));
+        }
+        let mut unique = read.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), read.len(), "{spec:?}");
+        if !spec.drop_last {
+            assert_eq!(read.len() as u64 + left_out, 101, "{ranks} ranks: {spec:?}");
+        }
+    }
+    // Unplanned (one rank, or a deal of units that leaves the ranks even) reads every row.
+    let one = batches(make(), by_rows.clone()).unwrap();
+    assert_eq!(one.rows_left_out(), 0);
+}

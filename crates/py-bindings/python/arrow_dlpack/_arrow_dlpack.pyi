@@ -805,6 +805,9 @@ class _Batches:
     @property
     def rows_yielded(self) -> int:
         """The rows of the batches handed out so far."""
+    @property
+    def rows_left_out(self) -> int:
+        """The epoch's last rows that no rank reads although ``drop_last`` is off."""
     def state_dict(self) -> dict[str, Any]:
         """Where the stream stands after the batches handed out so far: a dict of ints,
         strings and lists, for ``state=``."""

@@ -14,7 +14,7 @@ import sys
 import time
 import warnings
 import weakref
-from typing import Any, Dict, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Set, Union
 
 from arrow_dlpack._arrow_dlpack import ArrowDLPackValueError, Tensor, _Batches, _check_options
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options, converter
@@ -256,6 +256,13 @@ class Batches:
     def rows_yielded(self) -> int:
         """The rows of the batches handed out so far."""
         return self._inner.rows_yielded
+
+    @property
+    def rows_left_out(self) -> int:
+        """The epoch's last rows that no rank reads although ``drop_last`` is off: every rank
+        gets as many batches of at least a row, so batches of one row leave out the rows past a
+        multiple of the ranks, and fewer rows than ranks leave out every row (0 on one rank)."""
+        return self._inner.rows_left_out
 
     def state_dict(self) -> Dict[str, Any]:
         """Where the stream stands after the batches handed out so far: a dict of ints,
@@ -512,51 +519,70 @@ def _open(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
     last_worker = shard_index // ranks == num_shards // ranks - 1
     if ranks > 1 and state is None and inner.num_batches == 0 and last_worker:
         warn_no_batch(ranks)
+    elif ranks > 1 and state is None and inner.rows_left_out and shard_index < ranks:
+        warn_rows_left_out(inner.rows_left_out, ranks)
     return Batches(
         inner, progress=python.get("progress", False), failures=failures, format=format
     )
 
 
-def warn_no_batch(ranks: int) -> None:
-    """Warns, once per process, that this rank's share of an epoch of ``ranks`` ranks holds no
-    batch."""
-    global _warned_no_batch
-    if _warned_no_batch:
+def warn_once(kind: str, message: str) -> None:
+    """Warns ``message``, a ``UserWarning`` at the first caller outside the package, once per
+    process for each ``kind``: a loader is made again every epoch."""
+    if kind in _WARNED:
         return
-    _warned_no_batch = True
-    warnings.warn(
+    _WARNED.add(kind)
+    # The first frame outside the package: the user's call, from whichever entry point.
+    frame, level = sys._getframe(0), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level)
+
+
+#: The package's folder, whose frames a warning skips.
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+#: The kinds of warning this process gave already.
+_WARNED: Set[str] = set()
+
+
+def warn_no_batch(ranks: int) -> None:
+    """Warns that this rank's share of an epoch of ``ranks`` ranks holds no batch."""
+    warn_once(
+        "no batch",
         f"this rank gets no batch of the epoch: every one of the {ranks} ranks gets as many "
         "batches (a rank never waits at a collective for another's extra batch), and this "
         f"source's rows give fewer batches than {ranks} (fewer rows than ranks, or, with "
         "drop_last, fewer than batch_size x ranks), so each gets none; rows are never repeated "
         "to fill the ranks, as DistributedSampler's padding does: evaluate a small split on "
         "one rank",
-        UserWarning,
-        stacklevel=4,
     )
 
 
-#: Whether this process warned already that a rank got no batch.
-_warned_no_batch = False
+def warn_rows_left_out(rows: int, ranks: int) -> None:
+    """Warns that ``rows`` rows of the epoch are read by none of ``ranks`` ranks although
+    ``drop_last`` is off."""
+    warn_once(
+        "rows left out",
+        f"the epoch's last {rows} rows are read by no rank: every one of the {ranks} ranks gets "
+        "as many batches (a rank never waits at a collective for another's extra batch) and a "
+        "batch holds at least a row, so batches of one row leave out the rows past a multiple "
+        "of the ranks (rows are never repeated to fill the ranks, as DistributedSampler's "
+        "padding does); with batch_size of 2 or more every row is read (the last batches are "
+        "shorter), or evaluate on one rank",
+    )
 
 
 def warn_uneven_ranks(ranks: int) -> None:
-    """Warns, once per process, that the ``ranks`` ranks of a source whose batches are not
-    counted in advance may get different numbers of batches."""
-    global _warned_uneven
-    if _warned_uneven:
-        return
-    _warned_uneven = True
-    warnings.warn(
+    """Warns that the ``ranks`` ranks of a source whose batches are not counted in advance may
+    get different numbers of batches."""
+    warn_once(
+        "uneven ranks",
         f"the number of batches of each of the {ranks} ranks is not known in advance (a reader "
         "or a stream is dealt as it comes, and a token budget cuts a stream by its data), so "
         "the ranks may get different numbers of batches, and a distributed run waits forever "
         "at the first collective after the shortest rank ends; pass files, a table or a "
         "Hugging Face Dataset, whose epochs are planned so that every rank gets as many",
-        UserWarning,
-        stacklevel=4,
     )
 
-
-#: Whether this process warned already that its ranks may get uneven batches.
-_warned_uneven = False

@@ -61,6 +61,8 @@ pub(crate) struct PyBatches {
     num_rows: Option<u64>,
     /// The number of batches, where the row count is known and batches are cut by rows.
     num_batches: Option<usize>,
+    /// The epoch's rows that no rank reads without `drop_last`.
+    rows_left_out: u64,
     /// The batches handed out so far.
     batches_yielded: AtomicUsize,
     /// The rows of the batches handed out so far.
@@ -157,6 +159,7 @@ impl PyBatches {
         Ok(PyBatches {
             num_rows: batches.num_rows().or(stated),
             num_batches: batches.num_batches().or(stated_batches),
+            rows_left_out: batches.rows_left_out(),
             batches_yielded: AtomicUsize::new(0),
             rows_yielded: AtomicU64::new(0),
             ended: Mutex::new(None),
@@ -282,6 +285,13 @@ impl PyBatches {
     #[getter]
     fn num_batches(&self) -> Option<usize> {
         self.num_batches
+    }
+
+    /// The epoch's rows that no rank reads although `drop_last` is off (the epoch's last: too
+    /// few rows for every rank to get as many batches of at least a row).
+    #[getter]
+    fn rows_left_out(&self) -> u64 {
+        self.rows_left_out
     }
 
     /// The rows this iterator yields in all (after sharding, before `drop_last`), or None when

@@ -125,6 +125,9 @@ pub(crate) struct ShardBatches {
     pub(crate) ends: Vec<usize>,
     /// The index of the first of these batches among the shard's.
     pub(crate) first: u64,
+    /// The epoch's rows that no shard reads without `drop_last` (see
+    /// [`EpochPlan::rows_left_out`]).
+    pub(crate) left_out: u64,
 }
 
 impl ShardBatches {
@@ -380,7 +383,27 @@ impl<'a> EpochPlan<'a> {
             }
         };
         listed.first = from;
+        listed.left_out = self.rows_left_out();
         Ok(listed)
+    }
+
+    /// The epoch's rows that no shard reads although `drop_last` is off (0 with it): where the
+    /// shards cannot all get as many batches of at least a row each, with fewer rows than the
+    /// batches the ranks need, or batches of one row whose rows are not a multiple of the ranks.
+    pub(crate) fn rows_left_out(&self) -> u64 {
+        let options = self.context.options;
+        if options.drop_last {
+            return 0;
+        }
+        let batches = self.windows.iter().flat_map(|window| &window.batches);
+        match &self.deal {
+            Some(deal) => deal.dropped(batches.map(|batch| batch.rows).sum(), options.ranks()),
+            None => batches
+                .zip(&self.parts)
+                .filter(|&(_, &parts)| parts == 0)
+                .map(|(batch, _)| batch.rows)
+                .sum(),
+        }
     }
 
     /// The unit (as the plan's items name it) of a row that [`EpochPlan::batches`] listed in

@@ -82,8 +82,7 @@ impl RowsDeal {
     }
 
     /// The rows the deal leaves out of `rows` (the epoch's last).
-    #[cfg(test)]
-    fn dropped(&self, rows: u64, shards: usize) -> u64 {
+    pub(crate) fn dropped(&self, rows: u64, shards: usize) -> u64 {
         rows - (self.rows * shards.max(1) as u64 + self.longer)
     }
 
