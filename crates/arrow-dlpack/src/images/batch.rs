@@ -88,16 +88,16 @@ fn decode_typed<T: Copy + Default + Send + 'static>(
                             break;
                         };
                         if raise && index > first_failure.load(Ordering::Relaxed) {
-                            fill_default(slot);
                             continue;
                         }
                         *outcome = decode_row(row, spec, options, values, &mut buffers, slot);
-                        if let Outcome::Failed(_) = outcome {
-                            // Every element of a slot is written, whatever happened to its row.
-                            fill_default(slot);
-                            if raise {
-                                first_failure.fetch_min(index, Ordering::Relaxed);
-                            }
+                        // A failed row's slot is left as it is: only decoded rows' slots are
+                        // kept (a failure's zeros would cost a pass over the slot, 900 MB for a
+                        // refused target of 300 million pixels, for nothing).
+                        if let Outcome::Failed(_) = outcome
+                            && raise
+                        {
+                            first_failure.fetch_min(index, Ordering::Relaxed);
                         }
                     }
                 });
@@ -128,10 +128,10 @@ fn decode_typed<T: Copy + Default + Send + 'static>(
             spare.copy_within(from * slot_len..(from + 1) * slot_len, to * slot_len);
         }
     }
-    // SAFETY: every slot was written in full (decoded rows by `write_image`, which writes every
-    // element of its slot; failed and skipped rows by `fill_default`), and the kept slots were
-    // moved to the front within the same `total` elements, so the first `kept * slot_len` are
-    // written.
+    // SAFETY: every kept slot (a decoded row's) was written in full by `write_image`, which
+    // writes every element of its slot, and the kept slots were moved to the front within the
+    // same `total` elements (a copy of initialised elements only), so the first
+    // `kept * slot_len` are written; the other slots, never read, stay spare capacity.
     unsafe { out.set_len(kept.len() * slot_len) };
     let images = Tensor::try_new_row_major(out.into_buffer(), dtype, spec.shape(kept.len()))?;
     let sizes = Tensor::from_vec(sizes, vec![kept.len(), 2])?;
@@ -149,13 +149,6 @@ fn decode_typed<T: Copy + Default + Send + 'static>(
 /// The number of images in `images`.
 fn rows_len(images: &Tensor) -> usize {
     images.shape()[0]
-}
-
-/// Writes `T::default()` into every element of `slot`.
-fn fill_default<T: Copy + Default>(slot: &mut [MaybeUninit<T>]) {
-    for element in slot {
-        element.write(T::default());
-    }
 }
 
 /// Decodes one row into `slot`; a panic in a codec becomes [`Error::ImageCodecPanicked`].

@@ -184,6 +184,15 @@ fn resample<'b>(
     let channels = pixels.channels;
     let (width, height) = (plan.target.width, plan.target.height);
     let len = width as usize * height as usize * channels;
+    let source = plan.source;
+    if !plan.is_copy() {
+        probe_resize(
+            spec,
+            (source.width, source.height),
+            (width, height),
+            channels,
+        )?;
+    }
     if len > buffers.region.len() {
         buffers
             .region
@@ -191,7 +200,6 @@ fn resample<'b>(
             .map_err(|_| arrow_dlpack_tensor::Error::OutOfMemory { bytes: len })?;
     }
     buffers.region.resize(len, 0);
-    let source = plan.source;
     if plan.is_copy() {
         let (left, top) = (source.left as usize, source.top as usize);
         let stride = pixels.width as usize * channels;
@@ -201,24 +209,6 @@ fn resample<'b>(
             out.copy_from_slice(&pixels.data[start..start + row_len]);
         }
         return Ok(&buffers.region);
-    }
-    // The resizer allocates its working memory without a way to fail: it is probed here, so
-    // that a size past what the process may allocate is a MemoryError rather than an abort.
-    let support = match spec.interpolation {
-        Interpolation::Nearest => 0.5,
-        Interpolation::Bilinear => 1.0,
-        Interpolation::Bicubic => 2.0,
-        Interpolation::Lanczos => 3.0,
-    };
-    let from = (source.width, source.height);
-    let work = resize_work_bytes(from, (width, height), channels, support);
-    // Probed only where it is large: an image of training size needs well under a megabyte,
-    // and a probe per image would map and unmap memory on every one.
-    if work > PROBED_WORK_BYTES {
-        let mut probe: Vec<u8> = Vec::new();
-        probe
-            .try_reserve_exact(work)
-            .map_err(|_| arrow_dlpack_tensor::Error::OutOfMemory { bytes: work })?;
     }
     let options = ResizeOptions::new()
         .resize_alg(algorithm(spec.interpolation))
@@ -238,6 +228,30 @@ fn resample<'b>(
     }
     .map_err(|reason| Error::ImageResize { reason })?;
     Ok(&buffers.region)
+}
+
+/// Makes sure that the resizer's working memory for a `from` region (width, height, in source
+/// pixels) resized to `to` pixels of `channels` bytes can be allocated, before anything of the
+/// resize is: the resizer allocates it without a way to fail, so a size past what the process
+/// may allocate is a MemoryError rather than an abort, and it is refused before the region (up
+/// to the target's size) is written.
+fn probe_resize(spec: &ImageSpec, from: (f64, f64), to: (u32, u32), channels: usize) -> Result<()> {
+    let support = match spec.interpolation {
+        Interpolation::Nearest => 0.5,
+        Interpolation::Bilinear => 1.0,
+        Interpolation::Bicubic => 2.0,
+        Interpolation::Lanczos => 3.0,
+    };
+    let work = resize_work_bytes(from, to, channels, support);
+    // Probed only where it is large: an image of training size needs well under a megabyte,
+    // and a probe per image would map and unmap memory on every one.
+    if work > PROBED_WORK_BYTES {
+        let mut probe: Vec<u8> = Vec::new();
+        probe
+            .try_reserve_exact(work)
+            .map_err(|_| arrow_dlpack_tensor::Error::OutOfMemory { bytes: work })?;
+    }
+    Ok(())
 }
 
 /// The resizer's working memory past which it is probed before the resize (64 MiB).
