@@ -53,9 +53,10 @@ pub(crate) struct BuildDirClaim {
     _lock: File,
 }
 
-/// Sets `CARGO_TARGET_DIR` for every child that xtask starts from now on, waits until no other
-/// xtask command uses the build directory, and makes sure that the workspace's own crates are
-/// built from this clone's sources.
+/// Sets `CARGO_TARGET_DIR` for every child that xtask starts from now on (and takes the clone's
+/// `CARGO_MANIFEST_DIR` from them), waits until no other xtask command uses the build
+/// directory, and makes sure that the workspace's own crates are built from this clone's
+/// sources.
 ///
 /// Cargo names the artifacts of a workspace crate by its path inside the workspace, not by the
 /// clone, and judges them fresh when they are newer than the sources it finds. Two clones that
@@ -68,7 +69,15 @@ pub(crate) fn claim_build_dir(root: &Path) -> Result<BuildDirClaim> {
     let target = target_dir()?;
     // SAFETY: called at the start of `main`, before xtask starts any thread, so no other thread
     // can read the environment while it changes.
-    unsafe { std::env::set_var(TARGET_DIR_VARIABLE, &target) };
+    unsafe {
+        std::env::set_var(TARGET_DIR_VARIABLE, &target);
+        // `cargo xtask` gives xtask its clone's manifest path, which every child (cargo, maturin)
+        // would inherit; ring's build script asks to run again when `CARGO_MANIFEST_DIR`
+        // changes, so each clone rebuilt ring and the TLS stack above it (a minute on two
+        // cores). No child needs them: cargo sets them itself for what it builds.
+        std::env::remove_var("CARGO_MANIFEST_DIR");
+        std::env::remove_var("CARGO_MANIFEST_PATH");
+    }
     fs::create_dir_all(&target)
         .map_err(|error| format!("could not create {}: {error}", target.display()))?;
     let lock_path = target.join("xtask.lock");
