@@ -60,6 +60,7 @@ pub fn outline(source: Source, spec: &BatchSpec) -> Result<Outline> {
     Ok(Outline {
         num_rows: plan.num_rows.filter(|_| !packed),
         num_batches: batch_count(&plan, spec).filter(|_| !packed),
+        rows_left_out: plan.planned.as_ref().map_or(0, |planned| planned.left_out),
     })
 }
 
@@ -79,6 +80,8 @@ pub struct Outline {
     pub num_rows: Option<u64>,
     /// The batches, as [`Batches::num_batches`] gives them.
     pub num_batches: Option<usize>,
+    /// The epoch's rows that no shard reads, as [`Batches::rows_left_out`] gives them.
+    pub rows_left_out: u64,
 }
 
 /// An iterator of [`TensorBatch`]es made on a background thread.

@@ -143,3 +143,66 @@ def test_a_resize_past_what_the_process_may_allocate_is_a_memory_error_not_an_ab
                             timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.splitlines() == ["(1, 3, 100000, 1)", "MemoryError", "MemoryError"]
+
+
+@pytest.mark.parametrize(
+    "size, mode",
+    [((2**31, 2**31), "RGBA"), ((2**32 - 1, 2**32 - 1), "RGB")],
+)
+def test_a_size_of_more_bytes_than_memory_can_address_is_refused_by_the_spec(size, mode):
+    """One image of 2**31 x 2**31 RGBA pixels is 2**64 bytes: its element count overflowed
+    where the batch is sized (a PanicException in debug builds)."""
+    out = io.BytesIO()
+    Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(out, "PNG")
+    column = pa.array([out.getvalue()])
+    spec = {"size": size, "mode": mode, "on_error": "skip"}
+    with pytest.raises(ValueError, match="more bytes than memory can address"):
+        ad.decode_images(column, size, mode=mode, on_error="skip")
+    table = pa.table({"image": column, "y": [1]})
+    with pytest.raises(ValueError, match="more bytes than memory can address"):
+        ad.batches(table, 1, columns=["y"], images={"image": spec})
+
+
+def test_skip_never_drops_a_row_for_want_of_memory():
+    """With room for one large image's decode and not two, two threads fail where one does not:
+    a skip that dropped such rows would keep other rows for other thread counts, so a failed
+    allocation is a MemoryError under on_error="skip" too."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import io, resource
+        import numpy as np, pyarrow as pa
+        from PIL import Image
+        import arrow_dlpack as ad
+        def png(a):
+            out = io.BytesIO(); Image.fromarray(a).save(out, "PNG"); return out.getvalue()
+        small = png(np.full((64, 64, 3), 7, np.uint8))
+        big = png(np.zeros((6000, 6000, 3), np.uint8))
+        column = pa.array([big, big, small, small])
+        ad.decode_images(column.slice(1, 1), 64, crop="none", threads=2)
+        used = int(open("/proc/self/statm").read().split()[0]) * 4096
+        limit = used + (150 << 20)  # one decoded image (108 MB), not two
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        for threads in (2, 1):
+            try:
+                out = ad.decode_images(column, 64, crop="none", on_error="skip", threads=threads)
+                print(threads, np.from_dlpack(out.rows).tolist())
+                del out
+            except MemoryError:
+                print(threads, "MemoryError")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2, result.stdout
+    for line in lines:
+        threads, outcome = line.split(" ", 1)
+        assert outcome in ("[0, 1, 2, 3]", "MemoryError"), line
+    # Two threads start on the two large images at once, and one of them fails (a skip of it
+    # kept rows [1, 2, 3] before); one thread holds one decode at a time: it fits.
+    assert lines == ["2 MemoryError", "1 [0, 1, 2, 3]"]

@@ -287,7 +287,6 @@ def test_ranks_of_a_table_dealt_evenly_know_their_length_and_a_reader_over_ranks
         assert len(ad.batches(table, 10, rank=rank, world_size=2)) == 5
     # A reader's record batches are dealt as they come: its ranks' counts are not known.
     for make in (ad.batches, ad.BatchDataset):
-        monkeypatch.setattr(batches_module, "_WARNED", set())
         with pytest.warns(UserWarning, match="the ranks may get different numbers") as said:
             make(table.to_reader(), 10, rank=0, world_size=2)
         assert said[0].filename == __file__
@@ -360,9 +359,6 @@ def test_ranks_that_get_no_batch_are_warned_and_workers_keep_tiny_files_whole(tm
     pq.write_table(pa.table({"id": np.arange(3)}), path)
     # Fewer rows than ranks: every rank gets as many batches, so none; said, not silent.
     for rank in range(4):
-        import arrow_dlpack._batches as module
-
-        module._WARNED.discard("no batch")
         with pytest.warns(UserWarning, match=r"this rank gets no batch of the epoch: every one "
                           r"of the 4 ranks gets as many batches"):
             assert list(ad.batches(str(path), 2, rank=rank, world_size=4)) == []
@@ -375,13 +371,10 @@ def test_ranks_that_get_no_batch_are_warned_and_workers_keep_tiny_files_whole(tm
 
 
 def test_batches_of_one_row_over_ranks_say_which_rows_no_rank_reads(tmp_path):
-    import arrow_dlpack._batches as module
-
     path = tmp_path / "one.parquet"
     pq.write_table(pa.table({"id": np.arange(1001)}), path)
     read = []
     for rank in range(2):
-        module._WARNED.discard("rows left out")
         with pytest.warns(UserWarning, match=r"the epoch's last 1 rows are read by no rank: "
                           r"every one of the 2 ranks gets as many batches") as said:
             loader = ad.batches(str(path), 1, rank=rank, world_size=2, format="numpy")
@@ -393,17 +386,63 @@ def test_batches_of_one_row_over_ranks_say_which_rows_no_rank_reads(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for rank in range(2):
-            module._WARNED.discard("rows left out")
             loader = ad.batches(str(path), 2, rank=rank, world_size=2)
             assert loader.rows_left_out == 0
-    # A DataLoader's workers of a rank warn once, from the rank's first worker.
-    module._WARNED.discard("rows left out")
-    dataset = ad.BatchDataset(str(path), 1, rank=1, world_size=3)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        got = [int(batch["id"][0]) for batch in DataLoader(dataset, batch_size=None)]
-    assert len(got) == 333
-    assert [str(w.message)[:32] for w in caught] == ["the epoch's last 2 rows are read"]
+    # A dataset says it once, where it is made (its DataLoader's workers, every epoch, do not).
+    with pytest.warns(UserWarning, match="the epoch's last 2 rows are read") as said:
+        dataset = ad.BatchDataset(str(path), 1, rank=1, world_size=3)
+    assert said[0].filename == __file__ and dataset.rows_left_out == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for workers in (0, 2):
+            for epoch in range(2):
+                dataset.set_epoch(epoch)
+                loader = DataLoader(dataset, batch_size=None, num_workers=workers)
+                assert len([int(batch["id"][0]) for batch in loader]) == 333
+
+
+@pytest.mark.parametrize("kind", ["table", "hf", "save_to_disk"])
+@pytest.mark.parametrize("cut", ["max_tokens", "buckets"])
+def test_ranks_over_tables_and_hf_datasets_get_as_many_batches_under_budgets_and_buckets(
+    tmp_path, kind, cut
+):
+    """A token budget or length buckets over a table, a Hugging Face Dataset or its
+    save_to_disk folder were cut by each rank from its own record batches: ranks of one record
+    batch got [32, 0] batches, and a DDP run hung at the first collective."""
+    import datasets
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 40, 997)
+    table = pa.table({
+        "label": np.arange(997),
+        "tok": pa.array([np.full(n, i, np.int32) for i, n in enumerate(lengths)],
+                        pa.list_(pa.int32())),
+    })
+    source = {
+        "table": table,
+        "hf": datasets.Dataset(table),
+        "save_to_disk": str(tmp_path / "saved"),
+    }[kind]
+    if kind == "save_to_disk":
+        datasets.Dataset(table).save_to_disk(source)
+    options = (
+        {"max_tokens": 300} if cut == "max_tokens"
+        else {"bucket_by_length": True, "shuffle": True, "seed": 1}
+    )
+    for ranks in (2, 3):
+        counts, labels = [], []
+        for rank in range(ranks):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # planned: nothing to warn about
+                dataset = ad.BatchDataset(source, 32, columns=["label"],
+                                          sequences={"tok": "pad"}, rank=rank,
+                                          world_size=ranks, **options)
+            batches = list(DataLoader(dataset, batch_size=None))
+            assert len(dataset) == len(batches)
+            counts.append(len(batches))
+            labels += [int(i) for batch in batches for i in batch["label"]]
+        assert len(set(counts)) == 1 and counts[0] > 0, counts
+        assert sorted(labels) == list(range(997))
 
 
 def test_workers_that_do_not_split_are_counted_as_each_reading_everything(tmp_path):

@@ -508,6 +508,19 @@ impl Error {
     pub fn report(&self) -> crate::Report<'_> {
         crate::Report::new(self)
     }
+
+    /// Whether this is an allocation that failed (the process's memory, not the data): never a
+    /// row that `on_error="skip"` may drop, since whether it fails depends on what else the
+    /// process holds at that moment, not on the row.
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(
+            self,
+            Error::Tensor(
+                arrow_dlpack_tensor::Error::Allocation { .. }
+                    | arrow_dlpack_tensor::Error::OutOfMemory { .. }
+            )
+        )
+    }
 }
 
 /// `count` and the noun in the number it takes: `1 null`, `2 nulls`.

@@ -75,7 +75,8 @@ fn decode_typed<T: Copy + Default + Send + 'static>(
     {
         let slots = out.spare_capacity_mut()[..total].chunks_mut(slot_len.max(1));
         let work = Mutex::new(rows.iter().zip(slots).zip(outcomes.iter_mut()).enumerate());
-        // The first row that failed, once errors are raised: later rows are not started.
+        // The first row whose failure is raised (every failure with `OnError::Raise`; an
+        // allocation that failed with either): later rows are not started.
         let first_failure = AtomicUsize::new(usize::MAX);
         let threads = options.threads.get().min(rows.len()).max(1);
         std::thread::scope(|scope| {
@@ -87,15 +88,15 @@ fn decode_typed<T: Copy + Default + Send + 'static>(
                         let Some((index, ((row, slot), outcome))) = next else {
                             break;
                         };
-                        if raise && index > first_failure.load(Ordering::Relaxed) {
+                        if index > first_failure.load(Ordering::Relaxed) {
                             continue;
                         }
                         *outcome = decode_row(row, spec, options, values, &mut buffers, slot);
                         // A failed row's slot is left as it is: only decoded rows' slots are
                         // kept (a failure's zeros would cost a pass over the slot, 900 MB for a
                         // refused target of 300 million pixels, for nothing).
-                        if let Outcome::Failed(_) = outcome
-                            && raise
+                        if let Outcome::Failed(error) = outcome
+                            && (raise || error.is_out_of_memory())
                         {
                             first_failure.fetch_min(index, Ordering::Relaxed);
                         }
@@ -112,7 +113,9 @@ fn decode_typed<T: Copy + Default + Send + 'static>(
                 kept.push(index);
                 sizes.extend([height as i32, width as i32]);
             }
-            Outcome::Failed(error) if raise => {
+            // A row that failed for want of memory is raised with `OnError::Skip` too: which
+            // rows then fail depends on the threads, not on the rows' bytes.
+            Outcome::Failed(error) if raise || error.is_out_of_memory() => {
                 return Err(Error::ImageRow {
                     row: rows[index].row,
                     column: column.to_string(),

@@ -390,6 +390,28 @@ impl ImageSpec {
                 format!("expected a height and a width of at least 1, found {height} x {width}"),
             );
         }
+        // One image's bytes must be addressable: a larger one could never be allocated, and its
+        // element count would overflow where a batch is sized.
+        let element = if self.dtype == ImageDType::Float32 {
+            4
+        } else {
+            1
+        };
+        let bytes = u64::from(height)
+            .checked_mul(u64::from(width))
+            .and_then(|pixels| pixels.checked_mul(self.channels() as u64 * element))
+            .filter(|&bytes| bytes <= isize::MAX as u64);
+        if bytes.is_none() {
+            return invalid(
+                "size",
+                format!(
+                    "one image of {height} x {width} pixels of {} channels of {} is more bytes \
+                     than memory can address; expected a smaller size",
+                    self.channels(),
+                    self.dtype
+                ),
+            );
+        }
         if self.resize == Some(0) {
             return invalid("resize", "expected at least 1, found 0".to_string());
         }

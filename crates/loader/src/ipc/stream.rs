@@ -55,6 +55,17 @@ impl StreamInput {
         }
     }
 
+    /// Another reader of the same local stream (a second pass over it), or `None` for an
+    /// object, which is read once.
+    pub(crate) fn local_copy(&self) -> Option<StreamInput> {
+        match self {
+            StreamInput::Path(path) => Some(StreamInput::Path(path.clone())),
+            StreamInput::Planned(planned) => Some(StreamInput::Planned(planned.clone())),
+            #[cfg(feature = "object-store")]
+            StreamInput::Remote(_) => None,
+        }
+    }
+
     /// The stream's messages, from its start.
     fn messages(&self) -> Result<Messages<Box<dyn Read + Send>>> {
         let (read, size): (Box<dyn Read + Send>, u64) = match self {

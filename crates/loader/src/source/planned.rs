@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
 
-use crate::ipc::{self, IpcFile, IpcRecordBatch};
+use crate::ipc::{self, IpcFile, IpcRecordBatch, StreamInput};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
 use crate::rng::row_stream;
 use crate::sequences::plan::{
@@ -58,15 +58,6 @@ pub(super) fn is_planned(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bo
 /// rows alone.
 pub(super) fn by_lengths(spec: &BatchSpec) -> bool {
     spec.max_tokens.is_some() || spec.bucket_by_length
-}
-
-/// Whether a source read in order (record batches in memory, local streams), whose units have
-/// `unit_rows` rows, is planned by rows: a budget or buckets cut a stream by its data, which it
-/// is not read twice for, so only DataLoader workers or an uneven deal plan it.
-pub(super) fn is_planned_by_rows(spec: &BatchSpec, work: &Work, unit_rows: &[u64]) -> bool {
-    spec.num_shards > 1
-        && !by_lengths(spec)
-        && (dealt_to_workers(spec) || uneven_deal(spec, work, unit_rows))
 }
 
 /// Whether the ranks have DataLoader workers and the batches are cut by rows (their count
@@ -292,6 +283,33 @@ pub(super) fn parquet_lengths(
             gather.add(unit, &batch)?;
         }
         gather.finish(count)
+    })
+}
+
+/// The lengths of record batches read in order, each a unit of its own: record batches in
+/// memory, or local IPC streams read once more for them.
+pub(super) fn units_lengths(
+    spec: &BatchSpec,
+    batches: impl Iterator<Item = Result<RecordBatch>>,
+) -> Result<SourceLengths> {
+    let mut gather = Gather::new(spec);
+    let mut count = 0;
+    for (unit, batch) in batches.enumerate() {
+        gather.add(unit, &batch?)?;
+        count = unit + 1;
+    }
+    gather.finish(count)
+}
+
+/// The lengths of every record batch of the local IPC streams `inputs` (in the source's order),
+/// read once for them (and kept for the source's next plans, as files' are).
+pub(super) fn stream_lengths(
+    inputs: Vec<StreamInput>,
+    source: &SourceIdentity,
+    spec: &BatchSpec,
+) -> Result<Arc<SourceLengths>> {
+    lengths_of(source, spec, || {
+        units_lengths(spec, ipc::read_streams(inputs))
     })
 }
 

@@ -2,6 +2,7 @@
 //! IPC streams (the streams shuffled, their record batches dealt round-robin as they are read).
 
 use super::*;
+use crate::sequences::plan::SourceLengths;
 
 /// Plans a reader's record batches, or record batches in memory (of `rows` rows in all, each
 /// of `unit_rows`, and `nulls` in each column): read in order, dealt round-robin.
@@ -69,10 +70,11 @@ impl Plan {
     }
 }
 
-/// Plans record batches in memory (their rows known, their null counts `nulls`): as an epoch
-/// planned by rows, as files are, where their deal over the shards would give the ranks
-/// different numbers of batches (see [`planned::is_planned`]), any of them being readable in any
-/// order; else dealt as they come ([`plan_in_memory`]).
+/// Plans record batches in memory (their rows known, their null counts `nulls`): as a planned
+/// epoch, as files are, over several shards under a token budget or length buckets, or where
+/// their deal would give the ranks different numbers of batches (see [`planned::is_planned`]),
+/// any of them being readable in any order and their lengths at hand; else dealt as they come
+/// ([`plan_in_memory`]).
 pub(super) fn plan_record_batches(
     schema: SchemaRef,
     batches: Vec<RecordBatch>,
@@ -86,7 +88,7 @@ pub(super) fn plan_record_batches(
     // A state of a dealt stream does not count its units; in memory they are known.
     let counted = with_counted_units(spec, &unit_rows);
     let spec = counted.as_ref().unwrap_or(spec);
-    if !planned_by_rows(spec, &unit_rows) {
+    if !planned_epoch(spec, &unit_rows) {
         let rows = unit_rows
             .iter()
             .fold(0u64, |sum, &rows| sum.saturating_add(rows));
@@ -95,7 +97,12 @@ pub(super) fn plan_record_batches(
     }
     check_spec(spec, &schema, || "the record batches".to_string())?;
     let settings = identity::settings(spec, identity::reader(&schema));
-    let (work, start, shard_batches, items) = rows_plan(spec, &settings, &unit_rows)?;
+    let source_unit: Vec<usize> = (0..unit_rows.len()).collect();
+    let (work, start, shard_batches, items) =
+        epoch_plan(spec, &settings, &unit_rows, &source_unit, || {
+            let lengths = planned::units_lengths(spec, batches.iter().cloned().map(Ok))?;
+            Ok(Arc::new(lengths))
+        })?;
     // The items' units were checked against the record batches when the work was.
     let units: Vec<RecordBatch> = items
         .iter()
@@ -196,26 +203,37 @@ fn counted<'a>(spec: &BatchSpec, unit_rows: Option<&'a [u64]>) -> Option<&'a [u6
     })
 }
 
-/// Whether record batches read in order, of `unit_rows` rows each, are planned by rows: when
-/// their deal would give the ranks different batch counts (see [`planned::is_planned`]), unless
-/// the batches are cut by a budget or buckets (which a stream is not read twice for), or a state
-/// saved by a deal (without the units' count) is resumed.
-fn planned_by_rows(spec: &BatchSpec, unit_rows: &[u64]) -> bool {
+/// Whether record batches read in order (in memory, or local streams, whose lengths can be
+/// read once more), of `unit_rows` rows each in the epoch's order, are a planned epoch, as files
+/// are (see [`planned::is_planned`]): over several shards, under a token budget or length
+/// buckets, with DataLoader workers, or where their deal would give the ranks different batch
+/// counts (judged on the resumed state's work, where one is given).
+fn planned_epoch(spec: &BatchSpec, unit_rows: &[u64]) -> bool {
     let fresh = Work::all(Some(unit_rows.len() as u64));
     let work = spec.state.as_ref().map_or(&fresh, |state| &state.work);
-    planned::is_planned_by_rows(spec, work, unit_rows)
+    planned::is_planned(spec, work, unit_rows)
 }
 
 /// The work, the start, the shard's planned batches and the items they read.
-type RowsPlan = (Work, Start, ShardBatches, Vec<(u64, Item)>);
+type EpochPlan = (Work, Start, ShardBatches, Vec<(u64, Item)>);
 
-/// The [`RowsPlan`] of an epoch planned by rows over units of `unit_rows` rows in the order
-/// they are read.
-fn rows_plan(spec: &BatchSpec, settings: &Settings, unit_rows: &[u64]) -> Result<RowsPlan> {
-    let (work, start) = resume(spec, settings, Some(unit_rows), planned::is_planned_by_rows)?;
-    let lengths = planned::row_lengths(unit_rows.iter().copied())?;
-    let source_unit: Vec<usize> = (0..unit_rows.len()).collect();
-    let (batches, items) = planned::shard_batches(spec, &work, &start, &source_unit, &lengths)?;
+/// The [`EpochPlan`] of a planned epoch over units of `unit_rows` rows in the epoch's order,
+/// `source_unit` giving each one's index in the source's order, in which `pass` gives the
+/// units' lengths (called only for a plan cut by a budget or buckets).
+fn epoch_plan(
+    spec: &BatchSpec,
+    settings: &Settings,
+    unit_rows: &[u64],
+    source_unit: &[usize],
+    pass: impl FnOnce() -> Result<Arc<SourceLengths>>,
+) -> Result<EpochPlan> {
+    let (work, start) = resume(spec, settings, Some(unit_rows), planned::is_planned)?;
+    let mut source_rows = vec![0; unit_rows.len()];
+    for (&rows, &unit) in unit_rows.iter().zip(source_unit) {
+        source_rows[unit] = rows;
+    }
+    let lengths = planned::lengths(spec, source_rows.into_iter(), pass)?;
+    let (batches, items) = planned::shard_batches(spec, &work, &start, source_unit, &lengths)?;
     Ok((work, start, batches, items))
 }
 
@@ -270,11 +288,37 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
     }
     let source = identity::ipc_streams(&inputs, schema.as_deref())?;
     let settings = identity::settings(spec, source);
-    let (inputs, batch_rows): (Vec<StreamInput>, Vec<Option<Vec<u64>>>) =
-        epoch_order(inputs.into_iter().zip(batch_rows).collect(), spec)
-            .into_iter()
-            .unzip();
-    // The record batches in the epoch's order, when every stream's headers tell them.
+    // Second readers of the streams in the source's order, for a pass over their lengths, and
+    // where each stream's record batches start among the source's (where the headers tell).
+    let again: Vec<StreamInput> = inputs.iter().filter_map(StreamInput::local_copy).collect();
+    let mut first_unit = Vec::with_capacity(batch_rows.len());
+    let mut units = 0;
+    for rows in &batch_rows {
+        first_unit.push(units);
+        units += rows.as_ref().map_or(0, Vec::len);
+    }
+    let ordered = epoch_order(
+        inputs.into_iter().zip(batch_rows).enumerate().collect(),
+        spec,
+    );
+    let mut order = Vec::with_capacity(ordered.len());
+    let (inputs, batch_rows): (Vec<StreamInput>, Vec<Option<Vec<u64>>>) = ordered
+        .into_iter()
+        .map(|(stream, input)| {
+            order.push(stream);
+            input
+        })
+        .unzip();
+    // The record batches in the epoch's order, when every stream's headers tell them, and the
+    // index of each among the source's.
+    let source_unit: Vec<usize> = order
+        .iter()
+        .zip(&batch_rows)
+        .flat_map(|(&stream, rows)| {
+            let start = first_unit[stream];
+            start..start + rows.as_ref().map_or(0, Vec::len)
+        })
+        .collect();
     let unit_rows: Option<Vec<u64>> = batch_rows
         .into_iter()
         .collect::<Option<Vec<Vec<u64>>>>()
@@ -286,9 +330,10 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
     let spec = with_units.as_ref().unwrap_or(spec);
     if let Some(unit_rows) = unit_rows
         .as_deref()
-        .filter(|unit_rows| planned_by_rows(spec, unit_rows))
+        .filter(|unit_rows| planned_epoch(spec, unit_rows))
     {
-        return plan_streams_by_rows(inputs, unit_rows, settings, null_to_nan, spec);
+        let epoch = (unit_rows, source_unit.as_slice(), again);
+        return plan_streams_planned(inputs, epoch, settings, null_to_nan, spec);
     }
     let (work, start) = resume(
         spec,
@@ -307,17 +352,21 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
 }
 
 /// Plans local IPC streams (`inputs`, in the epoch's order, of record batches of `unit_rows`
-/// rows) whose deal would give the ranks different batch counts as an epoch planned by rows:
+/// rows, the `source_unit`-th of the source's) as a planned epoch (see [`planned_epoch`]): the
+/// lengths of a budget or buckets are read from `again`, the streams in the source's order; then
 /// the streams are read in order, and the record batches the shard's batches draw from are kept
 /// (the planned batches read their units in the order of the streams).
-fn plan_streams_by_rows(
+fn plan_streams_planned(
     inputs: Vec<StreamInput>,
-    unit_rows: &[u64],
+    (unit_rows, source_unit, again): (&[u64], &[usize], Vec<StreamInput>),
     settings: Settings,
     null_to_nan: NullToNan,
     spec: &BatchSpec,
 ) -> Result<Plan> {
-    let (work, start, shard_batches, items) = rows_plan(spec, &settings, unit_rows)?;
+    let (work, start, shard_batches, items) =
+        epoch_plan(spec, &settings, unit_rows, source_unit, || {
+            planned::stream_lengths(again, &settings.source, spec)
+        })?;
     let (shard_batches, items) = planned::reads_in_order(shard_batches, items);
     let mut stream = ipc::read_streams(inputs).zip(0u64..);
     let mut wanted = items.into_iter();

@@ -1,7 +1,7 @@
-//! Planned epochs: under a token budget or length buckets, every shard of files (2 and 3 ranks,
-//! and ranks x 2 workers) gets the same number of batches in every epoch, shuffled and resumed,
-//! each row at most once (exactly once without `drop_last`), every batch within its budget; a
-//! state of a planned epoch merges only before its first batch.
+//! Planned epochs: under a token budget or length buckets, every shard of files, local streams and
+//! record batches in memory (2 and 3 ranks, and ranks x 2 workers) gets the same number of batches
+//! in every epoch, shuffled and resumed, each row at most once (exactly once without `drop_last`),
+//! every batch within its budget; a state of a planned epoch merges only before its first batch.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -16,7 +16,7 @@ use arrow_dlpack_loader::{
 
 use parquet::arrow::ArrowWriter;
 
-use crate::data::{chain, collect, ids, values, write_ipc};
+use crate::data::{chain, collect, ids, values, write_ipc, write_stream};
 
 /// The tokens of row `id`: a skewed length from 1 to 40 (many short rows, few long ones).
 fn length(id: i64) -> i64 {
@@ -59,6 +59,10 @@ struct Files {
     _dir: tempfile::TempDir,
     parquet: PathBuf,
     ipc: PathBuf,
+    /// The same record batches in two IPC streams (the first five, then the rest).
+    streams: Vec<PathBuf>,
+    /// And in memory.
+    data: Vec<RecordBatch>,
 }
 
 fn files() -> Files {
@@ -74,10 +78,16 @@ fn files() -> Files {
         writer.flush().unwrap();
     }
     writer.close().unwrap();
+    let streams = vec![
+        write_stream(&dir.path().join("a.arrows"), &data[..5]),
+        write_stream(&dir.path().join("b.arrows"), &data[5..]),
+    ];
     Files {
         _dir: dir,
         parquet,
         ipc,
+        streams,
+        data,
     }
 }
 
@@ -90,12 +100,22 @@ type Maker = Box<dyn Fn() -> Source>;
 fn sources(files: &Files) -> Vec<(&'static str, Maker)> {
     let parquet = files.parquet.clone();
     let ipc = files.ipc.clone();
+    let streams = files.streams.clone();
+    let data = files.data.clone();
     vec![
         (
             "parquet",
             Box::new(move || Source::ParquetFiles(vec![parquet.clone()])),
         ),
         ("ipc", Box::new(move || Source::IpcFiles(vec![ipc.clone()]))),
+        (
+            "streams",
+            Box::new(move || Source::IpcStreams(streams.clone())),
+        ),
+        (
+            "memory",
+            Box::new(move || Source::record_batches(data[0].schema(), data.clone())),
+        ),
     ]
 }
 
@@ -217,20 +237,24 @@ fn two_and_three_ranks_and_two_workers_each_get_equal_batches_in_every_epoch() {
 }
 
 #[test]
-fn parquet_and_ipc_files_of_the_same_rows_plan_the_same_batches() {
+fn files_streams_and_memory_of_the_same_rows_plan_the_same_batches() {
     let files = files();
-    let [(_, parquet), (_, ipc)] = <[_; 2]>::try_from(sources(&files)).ok().unwrap();
+    let sources = sources(&files);
     for spec in specs() {
         for count in [2, 3] {
-            let a: Vec<Vec<i64>> = epoch_of(parquet.as_ref(), &spec, count)
-                .iter()
-                .map(|shard| ids(shard))
-                .collect();
-            let b: Vec<Vec<i64>> = epoch_of(ipc.as_ref(), &spec, count)
-                .iter()
-                .map(|shard| ids(shard))
-                .collect();
-            assert_eq!(a, b, "{count} shards: {spec:?}");
+            let shard_ids = |make: &Maker| -> Vec<Vec<i64>> {
+                epoch_of(make.as_ref(), &spec, count)
+                    .iter()
+                    .map(|shard| ids(shard))
+                    .collect()
+            };
+            let parquet = shard_ids(&sources[0].1);
+            // Files shuffle their units one by one; streams are shuffled whole, and record
+            // batches in memory keep their order, so only the unshuffled plans are the same.
+            let same = if spec.shuffle { 2 } else { sources.len() };
+            for (name, make) in &sources[1..same] {
+                assert_eq!(shard_ids(make), parquet, "{name}, {count} shards: {spec:?}");
+            }
         }
     }
 }

@@ -825,7 +825,8 @@ def _check_options(
 ) -> dict[str, Optional[int]]:
     """What ``_Batches(source, **options)`` checks before its first batch, without making a
     loader: every option, and for files the spec against their schema (no data is read, no
-    thread started); a stream is not read. Returns ``{"num_rows": ..., "num_batches": ...}``."""
+    thread started); a stream is not read. Returns ``{"num_rows": ..., "num_batches": ...,
+    "rows_left_out": ...}``."""
 def _collate(table: Any, **options: Any) -> dict[str, Tensor]:
     """One batch of every row of ``table`` (anything with ``__arrow_c_stream__``), made on the
     calling thread as :class:`_Batches` makes a batch of the same rows; the GIL is released for

@@ -14,7 +14,7 @@ import sys
 import time
 import warnings
 import weakref
-from typing import Any, Dict, Mapping, Optional, Sequence, Set, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from arrow_dlpack._arrow_dlpack import ArrowDLPackValueError, Tensor, _Batches, _check_options
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options, converter
@@ -512,26 +512,26 @@ def _open(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
     _LIVE.add(inner)
     remember_read(given)
     ranks = num_ranks or num_shards
-    if direct and ranks > 1 and state is None and inner.num_batches is None:
-        warn_uneven_ranks(ranks)
-    # A rank's last worker takes the most of its batches (the longer runs go last), so it has
-    # none only when the rank has none.
-    last_worker = shard_index // ranks == num_shards // ranks - 1
-    if ranks > 1 and state is None and inner.num_batches == 0 and last_worker:
-        warn_no_batch(ranks)
-    elif ranks > 1 and state is None and inner.rows_left_out and shard_index < ranks:
-        warn_rows_left_out(inner.rows_left_out, ranks)
+    # Said to a caller of ad.batches (BatchDataset says it once, when it is made).
+    if direct and ranks > 1 and state is None:
+        # A rank's last worker takes the most of its batches (the longer runs go last), so it
+        # has none only when the rank has none.
+        last_worker = shard_index // ranks == num_shards // ranks - 1
+        if inner.num_batches is None:
+            warn_uneven_ranks(ranks, spec.get("sequences"))
+        elif inner.num_batches == 0 and last_worker:
+            warn_no_batch(ranks)
+        elif inner.rows_left_out and shard_index < ranks:
+            warn_rows_left_out(inner.rows_left_out, ranks)
     return Batches(
         inner, progress=python.get("progress", False), failures=failures, format=format
     )
 
 
-def warn_once(kind: str, message: str) -> None:
-    """Warns ``message``, a ``UserWarning`` at the first caller outside the package, once per
-    process for each ``kind``: a loader is made again every epoch."""
-    if kind in _WARNED:
-        return
-    _WARNED.add(kind)
+def warn_user(message: str) -> None:
+    """Warns ``message``, a ``UserWarning`` at the first caller outside the package, under the
+    caller's warning filters (by default once per place in the code: a loader made every epoch
+    warns at its first)."""
     # The first frame outside the package: the user's call, from whichever entry point.
     frame, level = sys._getframe(0), 1
     while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
@@ -543,14 +543,9 @@ def warn_once(kind: str, message: str) -> None:
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-#: The kinds of warning this process gave already.
-_WARNED: Set[str] = set()
-
-
 def warn_no_batch(ranks: int) -> None:
     """Warns that this rank's share of an epoch of ``ranks`` ranks holds no batch."""
-    warn_once(
-        "no batch",
+    warn_user(
         f"this rank gets no batch of the epoch: every one of the {ranks} ranks gets as many "
         "batches (a rank never waits at a collective for another's extra batch), and this "
         f"source's rows give fewer batches than {ranks} (fewer rows than ranks, or, with "
@@ -563,8 +558,7 @@ def warn_no_batch(ranks: int) -> None:
 def warn_rows_left_out(rows: int, ranks: int) -> None:
     """Warns that ``rows`` rows of the epoch are read by none of ``ranks`` ranks although
     ``drop_last`` is off."""
-    warn_once(
-        "rows left out",
+    warn_user(
         f"the epoch's last {rows} rows are read by no rank: every one of the {ranks} ranks gets "
         "as many batches (a rank never waits at a collective for another's extra batch) and a "
         "batch holds at least a row, so batches of one row leave out the rows past a multiple "
@@ -574,15 +568,35 @@ def warn_rows_left_out(rows: int, ranks: int) -> None:
     )
 
 
-def warn_uneven_ranks(ranks: int) -> None:
+def warn_uneven_ranks(ranks: int, sequences: Any) -> None:
     """Warns that the ``ranks`` ranks of a source whose batches are not counted in advance may
-    get different numbers of batches."""
-    warn_once(
-        "uneven ranks",
+    get different numbers of batches: documents packed whole (``sequences`` in mode
+    ``"concat"``), or a source read once."""
+    if packs_documents(sequences):
+        warn_user(
+            f"the number of batches of each of the {ranks} ranks is not known in advance: "
+            "sequences in mode \"concat\" pack each rank's documents into rows as they come, "
+            "so the ranks' counts may differ by a few batches (over files too), and a "
+            "distributed run waits forever at the first collective after the shortest rank "
+            "ends; train for a fixed number of steps below an epoch's, or end the epoch on "
+            "every rank when the first runs out (an all_reduce of a flag each step)",
+        )
+        return
+    warn_user(
         f"the number of batches of each of the {ranks} ranks is not known in advance (a reader "
-        "or a stream is dealt as it comes, and a token budget cuts a stream by its data), so "
-        "the ranks may get different numbers of batches, and a distributed run waits forever "
-        "at the first collective after the shortest rank ends; pass files, a table or a "
-        "Hugging Face Dataset, whose epochs are planned so that every rank gets as many",
+        "or a stream in object storage is dealt as it comes), so the ranks may get different "
+        "numbers of batches, and a distributed run waits forever at the first collective "
+        "after the shortest rank ends; pass files, a table or a Hugging Face Dataset, whose "
+        "epochs are planned so that every rank gets as many",
+    )
+
+
+def packs_documents(sequences: Any) -> bool:
+    """Whether the ``sequences`` option asks for a sequence in mode ``"concat"``."""
+    if not isinstance(sequences, Mapping):
+        return False
+    return any(
+        mode == "concat" or (isinstance(mode, Mapping) and mode.get("mode") == "concat")
+        for mode in sequences.values()
     )
 

@@ -24,6 +24,8 @@ from arrow_dlpack._batches import (
     _open,
     _redacted_options,
     _redacted_source,
+    warn_no_batch,
+    warn_rows_left_out,
     warn_uneven_ranks,
 )
 from arrow_dlpack._shards import _distributed, _shard, _shared_seed
@@ -195,7 +197,17 @@ class BatchDataset(IterableDataset):
             # Drawn here, in the process that makes the DataLoader, so that its workers (forked
             # or spawned with a copy of the dataset) share one permutation.
             options["seed"] = _shared_seed(None, True, rank_shard[1])
-        self._num_batches = self._plan(source, options, rank_shard)
+        found = self._outline(source, options, rank_shard)
+        self._num_batches = None if found is None else found["num_batches"]
+        #: The epoch's rows that no rank reads although drop_last is off.
+        self._rows_left_out = 0 if found is None else found["rows_left_out"]
+        if rank_shard[1] > 1 and state is None:
+            # Said here, at the caller's line and once, rather than by the DataLoader's
+            # workers at every epoch.
+            if self._num_batches == 0:
+                warn_no_batch(rank_shard[1])
+            elif self._rows_left_out:
+                warn_rows_left_out(self._rows_left_out, rank_shard[1])
         if isinstance(state, Mapping) and not read_once(source):
             # The state is checked against the source and the settings here, in the process
             # that makes the dataset, rather than first in every DataLoader worker.
@@ -205,7 +217,7 @@ class BatchDataset(IterableDataset):
         # and the state it resumes (held, so that its id is not another's): see _counted.
         self._counts: Dict[Any, Tuple[Any, int]] = {}
         if rank_shard[1] > 1 and self._num_batches is None and not _is_ray_dataset(source):
-            warn_uneven_ranks(rank_shard[1])
+            warn_uneven_ranks(rank_shard[1], options.get("sequences"))
         del options["epoch"]
         self.source = source
         self.batch_size = batch_size
@@ -239,6 +251,19 @@ class BatchDataset(IterableDataset):
         where it is known: of a whole pass, or what is left of it after ``state`` (checked
         against the source as a pass checks it). The files' schemas are checked (their footers
         read) on the way. A Ray source is read only by a pass."""
+        found = BatchDataset._outline(source, options, shard, num_ranks, state)
+        return None if found is None else found["num_batches"]
+
+    @staticmethod
+    def _outline(
+        source: Any,
+        options: Dict[str, Any],
+        shard: Any,
+        num_ranks: int = 0,
+        state: Optional[Mapping[str, Any]] = None,
+    ) -> Optional[Dict[str, Any]]:
+        """What :meth:`_plan` finds: ``num_rows``, ``num_batches`` and ``rows_left_out``, or
+        None for a Ray source."""
         if _is_ray_dataset(source):
             return None
         spec = {
@@ -257,12 +282,19 @@ class BatchDataset(IterableDataset):
             num_ranks=num_ranks,
             **spec,
         )
-        return found["num_batches"]
+        return found
 
     @property
     def epoch(self) -> int:
         """The epoch of the next pass."""
         return self._epoch.value
+
+    @property
+    def rows_left_out(self) -> int:
+        """The epoch's last rows that no rank reads although ``drop_last`` is off: every rank
+        gets as many batches of at least a row, so batches of one row leave out the rows past a
+        multiple of the ranks (0 on one rank, and where the rows are not known in advance)."""
+        return self._rows_left_out
 
     def set_epoch(self, epoch: int) -> None:
         """Shuffle epoch ``epoch`` anew: its seed is the dataset's plus ``epoch``. Reaches the

@@ -37,8 +37,8 @@ pub(super) fn batch_dict(
 /// (it could be read only once), but the schema it states is checked: `source` may then be
 /// `None`.
 ///
-/// Returns `{"num_rows": ..., "num_batches": ...}`, each `None` where unknown: from the files'
-/// metadata, or from the rows an in-memory stream says it holds.
+/// Returns `{"num_rows": ..., "num_batches": ..., "rows_left_out": ...}`, the first two `None`
+/// where unknown: from the files' metadata, or from the rows an in-memory stream says it holds.
 #[pyfunction]
 #[pyo3(name = "_check_options", signature = (source=None, *, storage_options=None, **options))]
 pub(crate) fn check_options<'py>(
@@ -49,7 +49,7 @@ pub(crate) fn check_options<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec = spec_from_options("_check_options", options, None)?;
     spec.validate().map_err(errors::loader_error)?;
-    let (mut num_rows, mut num_batches) = (None, None);
+    let (mut num_rows, mut num_batches, mut rows_left_out) = (None, None, 0);
     if let Some(source) = source.filter(|source| !source.is_none()) {
         // A reader (a stream that does not state its rows) is not read here, but the schema it
         // states is checked against the spec as the loader checks it: columns, types, names.
@@ -78,11 +78,13 @@ pub(crate) fn check_options<'py>(
                 .map_err(errors::loader_error)
             })?;
             (num_rows, num_batches) = (found.num_rows, found.num_batches);
+            rows_left_out = found.rows_left_out;
         }
     }
     let out = PyDict::new(py);
     out.set_item("num_rows", num_rows)?;
     out.set_item("num_batches", num_batches)?;
+    out.set_item("rows_left_out", rows_left_out)?;
     Ok(out)
 }
 
