@@ -398,8 +398,9 @@ def test_record_batches_in_memory_under_a_budget_over_ranks_resume_as_they_were_
 
 
 def test_the_length_of_a_dataset_follows_set_epoch():
-    # Record batches in memory sorted by length over two ranks are dealt as units, which each
-    # epoch permutes: a rank's count changes with the epoch, and len() said epoch 0's.
+    # Record batches in memory under a token budget over two ranks: each epoch's plan packs
+    # other rows together, so the count changes with the epoch (as every rank's), and len()
+    # said epoch 0's.
     sizes = [100, 3, 40, 7, 1, 16, 100, 11]
     table = pa.Table.from_batches([
         pa.record_batch({"id": list(range(sum(sizes[:i]), sum(sizes[:i]) + n)),
@@ -411,7 +412,7 @@ def test_the_length_of_a_dataset_follows_set_epoch():
         for rank in range(2):
             dataset = ad.BatchDataset(table, 8, columns=["id"], sequences={"tok": "pad"},
                                       bucket_by_length=True, shuffle=True, seed=155, buffer_size=16,
-                                      rank=rank, world_size=2)
+                                      max_tokens=40, rank=rank, world_size=2)
             dataset.set_epoch(epoch)
             loader = DataLoader(dataset, batch_size=None)
             given = sum(1 for _ in loader)

@@ -274,11 +274,7 @@ def test_spawned_dataloader_workers_of_a_process_group_read_their_ranks_share(tm
     assert sorted(ranks[0] + ranks[1]) == list(range(100))
 
 
-def test_ranks_of_a_table_dealt_evenly_know_their_length_and_a_reader_over_ranks_is_warned_about(
-    monkeypatch,
-):
-    import arrow_dlpack._batches as batches_module
-
+def test_ranks_of_a_table_dealt_evenly_know_their_length_and_a_reader_over_ranks_is_warned_about():
     table = pa.concat_tables([pa.table({"x": np.arange(50.0)}), pa.table({"x": np.arange(50.0, 100.0)})])
     assert table.column("x").num_chunks == 2
     for rank in range(2):

@@ -240,13 +240,16 @@ def test_an_unknown_keyword_and_a_bad_value_are_refused_naming_the_argument():
 
 
 def test_check_options_checks_every_option_without_a_loader(tmp_path):
-    assert _check_options(None, batch_size=3) == {"num_rows": None, "num_batches": None}
+    unknown = {"num_rows": None, "num_batches": None, "rows_left_out": 0}
+    assert _check_options(None, batch_size=3) == unknown
     with pytest.raises(ValueError, match=r"batch_size is 0; expected at least 1"):
         _check_options(None, batch_size=0)
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'bach_size'"):
         _check_options(None, bach_size=3)
     table = pa.table({"x": np.arange(10.0)})
-    assert _check_options(table, batch_size=4) == {"num_rows": 10, "num_batches": 3}
+    assert _check_options(table, batch_size=4) == {
+        "num_rows": 10, "num_batches": 3, "rows_left_out": 0
+    }
     # A stream is not read (streams are read once), but the schema it states is checked.
     with pytest.raises(ValueError, match=r'column "nope" not found; expected one of \["x"\]'):
         _check_options(table, columns=["nope"])
@@ -259,7 +262,7 @@ def test_check_options_checks_every_option_without_a_loader(tmp_path):
 
     pq.write_table(table, path, row_group_size=3)
     assert _check_options(str(path), batch_size=4, drop_last=True) == {
-        "num_rows": 10, "num_batches": 2
+        "num_rows": 10, "num_batches": 2, "rows_left_out": 0
     }
     with pytest.raises(ValueError, match=r'no column "nope"|"nope"'):
         _check_options(str(path), columns=["nope"])

@@ -223,6 +223,8 @@ fn check_one_run(states: &[LoaderState]) -> Result<()> {
     };
     let num_shards = states.len() as u64;
     let mut seen = vec![false; states.len()];
+    // Every state of the same run first: states of two sources (or settings) are said to be
+    // so, rather than miscounted as too few shards of one.
     for state in states {
         if let Err(reason) = check_version(state.version, Some(&state.work)) {
             return bad(reason);
@@ -244,6 +246,8 @@ fn check_one_run(states: &[LoaderState]) -> Result<()> {
                 "the states share out different work; expected the states of one run".to_string(),
             );
         }
+    }
+    for state in states {
         let Some([shard, shards]) = state.shard else {
             return bad("a state is already merged; expected the states of the shards".to_string());
         };

@@ -123,6 +123,24 @@ fn a_state_of_a_100_row_file_over_a_99_row_file_elsewhere_is_refused_with_both_s
 }
 
 #[test]
+fn states_of_two_files_are_refused_as_of_two_sources_not_as_too_few_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(8, &["id"]);
+    let a = write_parquet(&dir.path().join("a.parquet"), &table(&[100]), 100);
+    let b = write_parquet(&dir.path().join("b.parquet"), &table(&[99]), 100);
+    let states = [
+        state_after(parquet(&a), &spec, 3),
+        state_after(parquet(&b), &spec, 3),
+    ];
+    let message = chain(&merge_states(&states).unwrap_err());
+    assert!(
+        message
+            .contains("the states were saved with different settings (a.parquet (given b.parquet)"),
+        "{message}"
+    );
+}
+
+#[test]
 fn a_file_moved_with_its_modification_time_resumes_and_a_fresh_copy_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     for folder in ["a", "b", "c"] {

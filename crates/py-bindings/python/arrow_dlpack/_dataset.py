@@ -24,15 +24,13 @@ from arrow_dlpack._batches import (
     _open,
     _redacted_options,
     _redacted_source,
-    warn_no_batch,
-    warn_rows_left_out,
-    warn_uneven_ranks,
 )
 from arrow_dlpack._shards import _distributed, _shard, _shared_seed
 from arrow_dlpack._epochs import _round, _SharedEpoch
 from arrow_dlpack._states import _DATASET_KEY, loader_state, pass_ended
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
 from arrow_dlpack._sources import as_source, read_once
+from arrow_dlpack._warn import warn_no_batch, warn_rows_left_out, warn_uneven_ranks
 
 __all__ = ["BatchDataset"]
 
