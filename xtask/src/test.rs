@@ -175,6 +175,9 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
             // writes there as a worker dies (a Rust abort, an allocator's failure) reaches this
             // log, where pytest-xdist itself says only "node down: Not properly terminated".
             .arg("--capture=sys")
+            // The slowest tests at the end of every run: the suite's time is watched (a warm CI
+            // run has a budget), and this says where it goes without another run.
+            .arg("--durations=20")
             .args(forwarded);
         let display = pytest.display();
         let status = pytest.status();
