@@ -286,6 +286,15 @@ def test_ranks_of_a_table_dealt_evenly_know_their_length_and_a_reader_over_ranks
         with pytest.warns(UserWarning, match="the ranks may get different numbers") as said:
             make(table.to_reader(), 10, rank=0, world_size=2)
         assert said[0].filename == __file__
+    # Raised as an error, the warning returns no loader; the reader, which its thread may have
+    # started to read, is not read again.
+    reader = table.to_reader()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="the ranks may get different numbers"):
+            ad.batches(reader, 10, rank=0, world_size=2)
+    with pytest.raises(ValueError, match="read by an earlier loader"):
+        ad.batches(reader, 10)
 
 
 def test_the_length_of_a_dataloader_with_workers_is_the_batches_its_workers_give(tmp_path):
@@ -378,6 +387,19 @@ def test_batches_of_one_row_over_ranks_say_which_rows_no_rank_reads(tmp_path):
         assert loader.rows_left_out == 1
         read += [int(batch["id"][0]) for batch in loader]
     assert sorted(read) == list(range(1000))
+    # A merged state plans what is left anew, over other ranks: said again.
+    states = []
+    for rank in range(2):
+        with pytest.warns(UserWarning, match="the epoch's last 1 rows"):
+            loader = ad.batches(str(path), 1, rank=rank, world_size=2)
+        for _ in range(rank + 1):
+            next(loader)
+        states.append(loader.state_dict())
+    merged = ad.merge_states(states)  # 998 rows left, over 3 ranks
+    for rank in range(3):
+        with pytest.warns(UserWarning, match="the epoch's last 2 rows are read by no rank"):
+            loader = ad.batches(str(path), 1, rank=rank, world_size=3, state=merged)
+        assert loader.rows_left_out == 2
     # Batches of two rows read every row (the last shorter), unwarned.
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -186,12 +186,9 @@ fn resample<'b>(
     let len = width as usize * height as usize * channels;
     let source = plan.source;
     if !plan.is_copy() {
-        probe_resize(
-            spec,
-            (source.width, source.height),
-            (width, height),
-            channels,
-        )?;
+        let from = (source.width, source.height);
+        let image = (pixels.width, pixels.height);
+        probe_resize(spec, image, from, (width, height), channels)?;
     }
     if len > buffers.region.len() {
         buffers
@@ -231,18 +228,24 @@ fn resample<'b>(
 }
 
 /// Makes sure that the resizer's working memory for a `from` region (width, height, in source
-/// pixels) resized to `to` pixels of `channels` bytes can be allocated, before anything of the
-/// resize is: the resizer allocates it without a way to fail, so a size past what the process
-/// may allocate is a MemoryError rather than an abort, and it is refused before the region (up
-/// to the target's size) is written.
-fn probe_resize(spec: &ImageSpec, from: (f64, f64), to: (u32, u32), channels: usize) -> Result<()> {
+/// pixels) of an `image` (width, height) resized to `to` pixels of `channels` bytes can be
+/// allocated, before anything of the resize is: the resizer allocates it without a way to fail,
+/// so a size past what the process may allocate is a MemoryError rather than an abort, and it
+/// is refused before the region (up to the target's size) is written.
+fn probe_resize(
+    spec: &ImageSpec,
+    image: (u32, u32),
+    from: (f64, f64),
+    to: (u32, u32),
+    channels: usize,
+) -> Result<()> {
     let support = match spec.interpolation {
         Interpolation::Nearest => 0.5,
         Interpolation::Bilinear => 1.0,
         Interpolation::Bicubic => 2.0,
         Interpolation::Lanczos => 3.0,
     };
-    let work = resize_work_bytes(from, to, channels, support);
+    let work = resize_work_bytes(image, from, to, channels, support);
     // Probed only where it is large: an image of training size needs well under a megabyte,
     // and a probe per image would map and unmap memory on every one.
     if work > PROBED_WORK_BYTES {
@@ -261,16 +264,33 @@ const PROBED_WORK_BYTES: usize = 64 << 20;
 /// height, in source pixels) to `to` pixels of `channels` bytes with a filter of `support`: for
 /// each axis, per output pixel, a window of coefficients (8-byte weights, then 2-byte
 /// fixed-point copies) over the support on each side, widened by the scale when shrinking, and
-/// the window's bounds and chunk (40 bytes); and the image between the horizontal and the
-/// vertical pass (the target's width by the source's height).
-fn resize_work_bytes(from: (f64, f64), to: (u32, u32), channels: usize, support: f64) -> usize {
+/// the window's bounds and chunk (40 bytes); the image between the two passes (the target's
+/// width by the source's height, or, for 8-bit pixels, whose vertical pass goes first, the
+/// source's width by the target's height, with a pixel of alignment); and, for pixels with
+/// alpha (four channels), the whole `image` premultiplied by its alpha (a pixel more).
+fn resize_work_bytes(
+    image: (u32, u32),
+    from: (f64, f64),
+    to: (u32, u32),
+    channels: usize,
+    support: f64,
+) -> usize {
     let axis = |source: f64, target: u32| -> f64 {
         let target = f64::from(target.max(1));
         let window = 2.0 * (support * (source / target).max(1.0)).ceil() + 1.0;
         (window * 10.0 + 40.0) * target
     };
-    let between = f64::from(to.0) * from.1.ceil() * channels as f64;
-    let total = axis(from.0, to.0) + axis(from.1, to.1) + between;
+    let channels = channels as f64;
+    let between = (f64::from(to.0) * from.1.ceil())
+        .max((from.0.ceil() + 2.0 * support + 1.0) * f64::from(to.1))
+        * channels
+        + channels;
+    let alpha = if channels == 4.0 {
+        f64::from(image.0) * f64::from(image.1) * channels + channels
+    } else {
+        0.0
+    };
+    let total = axis(from.0, to.0) + axis(from.1, to.1) + between + alpha;
     // Past usize::MAX the cast saturates, which no allocation reaches.
     total as usize
 }
@@ -289,4 +309,22 @@ fn resize_as<P: PixelTrait>(
     resizer
         .resize_typed(&input, &mut output, options)
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resize_work_bytes;
+
+    #[test]
+    fn the_work_bound_covers_the_premultiplied_copy_of_an_image_with_alpha() {
+        // fast_image_resize premultiplies a four-channel image whole into a buffer of its
+        // pixels and one more: 324,000,004 bytes for 9,000 x 9,000, which aborted the process
+        // where the probe had counted only the coefficients and the image between the passes.
+        let (image, from, to) = ((9000, 9000), (9000.0, 9000.0), (64, 64));
+        assert!(resize_work_bytes(image, from, to, 4, 1.0) >= 9000 * 9000 * 4 + 4);
+        let rgb = resize_work_bytes(image, from, to, 3, 1.0);
+        assert!(rgb < 9000 * 9000 * 3);
+        // The 8-bit vertical pass first: the source's width by the target's height.
+        assert!(rgb >= (9000 + 3) * 64 * 3);
+    }
 }

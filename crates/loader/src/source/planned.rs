@@ -24,9 +24,11 @@ use arrow_array::RecordBatch;
 use crate::ipc::{self, IpcFile, IpcRecordBatch, StreamInput};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
 use crate::rng::row_stream;
+use crate::sequences::SequenceTokenizer;
 use crate::sequences::plan::{
     PlanItem, PlanOptions, ShardBatches, SourceLengths, plan_shard, rank_items, uneven_ranks,
 };
+use crate::sequences::text::tokenize_texts;
 use crate::sequences::tokens::raw_lengths;
 use crate::state::{Item, SourceIdentity, Start, Work};
 use crate::{BatchSpec, Error, Result};
@@ -35,11 +37,12 @@ use crate::{BatchSpec, Error, Result};
 /// finds them again without a pass.
 const CACHED_SOURCES: usize = 4;
 
-/// What the lengths are kept by: the source and its sequence columns.
+/// What the lengths are kept by: the source, and its sequence columns with the tokenizer of
+/// each text column (another tokenizer gives other lengths).
 #[derive(PartialEq)]
 struct Key {
     source: SourceIdentity,
-    columns: Vec<String>,
+    columns: Vec<(String, Option<SequenceTokenizer>)>,
 }
 
 /// The lengths kept, the latest last.
@@ -165,7 +168,9 @@ fn lengths_of(
 ) -> Result<Arc<SourceLengths>> {
     let key = Key {
         source: source.clone(),
-        columns: spec.sequences.iter().map(|s| s.column.clone()).collect(),
+        columns: (spec.sequences.iter())
+            .map(|s| (s.column.clone(), s.tokenizer.clone()))
+            .collect(),
     };
     if let Ok(cache) = CACHE.try_lock()
         && let Some((_, lengths)) = cache.iter().find(|(k, _)| *k == key)
@@ -186,8 +191,12 @@ fn lengths_of(
     Ok(lengths)
 }
 
-/// The lengths of the sequence rows of `batch` (a part of a unit), per sequence column.
+/// The lengths of the sequence rows of `batch` (a part of a unit), per sequence column: a text
+/// column that a sequence tokenizes is tokenized first, so that a budget or buckets plan by the
+/// ids' lengths, as the loader cuts them.
 fn batch_lengths(spec: &BatchSpec, batch: &RecordBatch) -> Result<Vec<Vec<usize>>> {
+    let threads = spec.decode_thread_count().max(1);
+    let batch = &tokenize_texts(&spec.sequences, spec.allow_nulls, threads, batch.clone(), 0)?;
     spec.sequences
         .iter()
         .map(|sequence| {

@@ -260,6 +260,13 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
                 .iter()
                 .map(|input| ipc::stream_summary(input, true))
                 .collect::<Result<Vec<_>>>()?;
+            // Every stream of the columns of the first, as every IPC file is: a rank that reads
+            // only another stream would otherwise give other dtypes than its peers.
+            for (input, other) in inputs.iter().zip(&summaries).skip(1) {
+                check_same_columns(&other.schema, &summary.schema, || {
+                    format!("stream {}", input.name().display())
+                })?;
+            }
             // Read later as they were when their headers were read: a stream replaced since
             // (its rows counted above) is refused, as a replaced IPC file is.
             for (input, summary) in inputs.iter_mut().zip(&summaries) {

@@ -12,7 +12,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
-use crate::data::{batch_of, collect, ids, spec, table, write_ipc, write_parquet};
+use crate::data::{batch_of, collect, ids, spec, table, write_ipc, write_parquet, write_stream};
 
 /// The `ARROW:extension:metadata` of the `emb` column of [`crate::data::schema`].
 const EMB_METADATA: &str = r#"{"shape":[2,3]}"#;
@@ -34,6 +34,26 @@ fn with_emb_metadata(batch: &RecordBatch, metadata: &str) -> RecordBatch {
         })
         .collect();
     RecordBatch::try_new(Arc::new(Schema::new(fields)), batch.columns().to_vec()).unwrap()
+}
+
+#[test]
+fn local_streams_of_other_columns_than_the_first_are_refused_when_the_loader_is_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = write_stream(&dir.path().join("a.arrows"), &[batch_of(&[0, 1])]);
+    let batch = with_emb_metadata(&batch_of(&[2, 3]), r#"{"shape":[3,2]}"#);
+    let second = write_stream(&dir.path().join("b.arrows"), &[batch]);
+    // Over two ranks each would read one stream: the second rank's tensors would differ.
+    for spec in [spec(2, &["emb"]), spec(2, &["emb"]).shard(1, 2)] {
+        let error = batches(
+            Source::IpcStreams(vec![first.clone(), second.clone()]),
+            spec,
+        )
+        .err()
+        .expect("streams of other columns are refused");
+        assert!(matches!(error, Error::SchemaMismatch { .. }), "{error:?}");
+        let message = error.to_string();
+        assert!(message.starts_with(&format!("stream {} has columns", second.display())));
+    }
 }
 
 #[test]

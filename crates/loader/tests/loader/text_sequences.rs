@@ -13,7 +13,7 @@ use arrow_dlpack_loader::{
     Tokenizer, batches, tokenize_column,
 };
 
-use crate::data::{chain, collect, reader, values};
+use crate::data::{chain, collect, reader, values, write_parquet};
 use crate::text_tokenize::tokenizer_json;
 
 const TEXTS: [&str; 7] = [
@@ -36,6 +36,11 @@ fn tokenizer() -> SequenceTokenizer {
 
 /// The texts in record batches of `sizes` rows, with an `id` column.
 fn texts(sizes: &[usize], texts: &[Option<&str>]) -> Source {
+    reader(text_batches(sizes, texts))
+}
+
+/// The record batches of [`texts`].
+fn text_batches(sizes: &[usize], texts: &[Option<&str>]) -> Vec<RecordBatch> {
     let mut batches = Vec::new();
     let mut start = 0;
     for &size in sizes {
@@ -46,7 +51,7 @@ fn texts(sizes: &[usize], texts: &[Option<&str>]) -> Source {
         batches.push(RecordBatch::try_from_iter([("id", id), ("text", text)]).unwrap());
         start += size;
     }
-    reader(batches)
+    batches
 }
 
 fn all_texts() -> Vec<Option<&'static str>> {
@@ -202,4 +207,53 @@ fn the_digest_is_the_same_for_any_spelling_of_one_tokenizer() {
     let spaced = Tokenizer::from_json(&tokenizer_json("null").replace(": ", " :  ")).unwrap();
     assert_eq!(compact.digest(), spaced.digest());
     assert!(compact.digest().starts_with("xxh3-128:"));
+}
+
+#[test]
+fn a_budget_and_buckets_over_ranks_plan_by_the_ids_lengths_of_a_text_column() {
+    let dir = tempfile::tempdir().unwrap();
+    // The texts three times over, in record batches of 7 rows: ids 0 to 20.
+    let all: Vec<Option<&str>> = (0..3).flat_map(|_| all_texts()).collect();
+    let data = text_batches(&[7, 7, 7], &all);
+    let parquet = write_parquet(&dir.path().join("t.parquet"), &data, 7);
+    let sources: [(&str, Box<dyn Fn() -> Source>); 2] = [
+        (
+            "parquet",
+            Box::new(move || Source::ParquetFiles(vec![parquet.clone()])),
+        ),
+        (
+            "memory",
+            Box::new(move || Source::record_batches(data[0].schema(), data.clone())),
+        ),
+    ];
+    let ids = expected(true);
+    for (name, make) in &sources {
+        for budget in [false, true] {
+            let mut spec = spec(Sequence::pack("text").tokenizer(tokenizer()));
+            if budget {
+                spec = spec.max_tokens(12);
+            } else {
+                spec = spec.bucket_by_length(true).shuffle(3);
+            }
+            let mut counts = Vec::new();
+            let mut seen = Vec::new();
+            for shard in 0..2 {
+                let batches = collect(make(), spec.clone().shard(shard, 2));
+                counts.push(batches.len());
+                let rows = packed_rows(&batches);
+                let row_ids: Vec<i64> = batches
+                    .iter()
+                    .flat_map(|b| values::<i64>(&b["id"]))
+                    .collect();
+                for (id, row) in row_ids.iter().zip(&rows) {
+                    // Each row's ids are its text's, whichever shard read it.
+                    assert_eq!(row, &ids[*id as usize % ids.len()], "{name} {id}");
+                }
+                seen.extend(row_ids);
+            }
+            assert_eq!(counts[0], counts[1], "{name}, budget {budget}: {counts:?}");
+            seen.sort_unstable();
+            assert_eq!(seen, (0..21).collect::<Vec<_>>(), "{name}, budget {budget}");
+        }
+    }
 }

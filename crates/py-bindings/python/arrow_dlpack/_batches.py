@@ -26,7 +26,12 @@ from arrow_dlpack._sources import (
     remember_read,
 )
 from arrow_dlpack._states import _epoch, _saved_seed, loader_state
-from arrow_dlpack._warn import warn_no_batch, warn_rows_left_out, warn_uneven_ranks
+from arrow_dlpack._warn import (
+    plans_anew,
+    warn_no_batch,
+    warn_rows_left_out,
+    warn_uneven_ranks,
+)
 
 __all__ = ["Batches", "batches"]
 
@@ -512,16 +517,23 @@ def _open(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
     remember_read(given)
     ranks = num_ranks or num_shards
     # Said to a caller of ad.batches (BatchDataset says it once, when it is made).
-    if direct and ranks > 1 and state is None:
+    if direct and ranks > 1 and plans_anew(state):
         # A rank's last worker takes the most of its batches (the longer runs go last), so it
         # has none only when the rank has none.
         last_worker = shard_index // ranks == num_shards // ranks - 1
-        if inner.num_batches is None:
-            warn_uneven_ranks(ranks, spec.get("sequences"))
-        elif inner.num_batches == 0 and last_worker:
-            warn_no_batch(ranks)
-        elif inner.rows_left_out and shard_index < ranks:
-            warn_rows_left_out(inner.rows_left_out, ranks)
+        try:
+            if inner.num_batches is None:
+                warn_uneven_ranks(ranks, spec.get("sequences"))
+            elif inner.num_batches == 0 and last_worker:
+                warn_no_batch(ranks)
+            elif inner.rows_left_out and shard_index < ranks:
+                warn_rows_left_out(inner.rows_left_out, ranks)
+        except BaseException:
+            # A warning raised as an error (`simplefilter("error")`) returns no loader: its
+            # thread stops now rather than go on reading the source. A reader stays marked as
+            # read, since the thread may have taken record batches from it already.
+            inner.close()
+            raise
     return Batches(
         inner, progress=python.get("progress", False), failures=failures, format=format
     )

@@ -30,7 +30,12 @@ from arrow_dlpack._epochs import _round, _SharedEpoch
 from arrow_dlpack._states import _DATASET_KEY, loader_state, pass_ended
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
 from arrow_dlpack._sources import as_source, read_once
-from arrow_dlpack._warn import warn_no_batch, warn_rows_left_out, warn_uneven_ranks
+from arrow_dlpack._warn import (
+    plans_anew,
+    warn_no_batch,
+    warn_rows_left_out,
+    warn_uneven_ranks,
+)
 
 __all__ = ["BatchDataset"]
 
@@ -199,7 +204,7 @@ class BatchDataset(IterableDataset):
         self._num_batches = None if found is None else found["num_batches"]
         #: The epoch's rows that no rank reads although drop_last is off.
         self._rows_left_out = 0 if found is None else found["rows_left_out"]
-        if rank_shard[1] > 1 and state is None:
+        if rank_shard[1] > 1 and plans_anew(state):
             # Said here, at the caller's line and once, rather than by the DataLoader's
             # workers at every epoch.
             if self._num_batches == 0:

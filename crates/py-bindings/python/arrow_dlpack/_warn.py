@@ -79,3 +79,10 @@ def packs_documents(sequences: Any) -> bool:
         mode == "concat" or (isinstance(mode, Mapping) and mode.get("mode") == "concat")
         for mode in sequences.values()
     )
+
+
+def plans_anew(state: Any) -> bool:
+    """Whether a loader resuming ``state`` plans its epoch anew, so that what its plan leaves out
+    is news to the caller: no state, or a merged one (``ad.merge_states``), which a shard's own
+    saved state is not (its epoch was planned, and warned about, when it started)."""
+    return state is None or (isinstance(state, Mapping) and state.get("shard") is None)
