@@ -216,7 +216,8 @@ fn a_budget_and_buckets_over_ranks_plan_by_the_ids_lengths_of_a_text_column() {
     let all: Vec<Option<&str>> = (0..3).flat_map(|_| all_texts()).collect();
     let data = text_batches(&[7, 7, 7], &all);
     let parquet = write_parquet(&dir.path().join("t.parquet"), &data, 7);
-    let sources: [(&str, Box<dyn Fn() -> Source>); 2] = [
+    type Make = Box<dyn Fn() -> Source>;
+    let sources: [(&str, Make); 2] = [
         (
             "parquet",
             Box::new(move || Source::ParquetFiles(vec![parquet.clone()])),
