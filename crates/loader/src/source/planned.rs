@@ -24,7 +24,6 @@ use arrow_array::RecordBatch;
 use crate::ipc::{self, IpcFile, IpcRecordBatch, StreamInput};
 use crate::parquet::{ParquetFile, ParquetPieces, RowGroup};
 use crate::rng::row_stream;
-use crate::sequences::SequenceTokenizer;
 use crate::sequences::plan::{
     PlanItem, PlanOptions, ShardBatches, SourceLengths, plan_shard, rank_items, uneven_ranks,
 };
@@ -38,11 +37,12 @@ use crate::{BatchSpec, Error, Result};
 const CACHED_SOURCES: usize = 4;
 
 /// What the lengths are kept by: the source, and its sequence columns with the tokenizer of
-/// each text column (another tokenizer gives other lengths).
+/// each text column, by its digest and whether it adds special tokens (another tokenizer gives
+/// other lengths; the cache keeps no tokenizer alive).
 #[derive(PartialEq)]
 struct Key {
     source: SourceIdentity,
-    columns: Vec<(String, Option<SequenceTokenizer>)>,
+    columns: Vec<(String, Option<(String, bool)>)>,
 }
 
 /// The lengths kept, the latest last.
@@ -169,7 +169,11 @@ fn lengths_of(
     let key = Key {
         source: source.clone(),
         columns: (spec.sequences.iter())
-            .map(|s| (s.column.clone(), s.tokenizer.clone()))
+            .map(|s| {
+                let tokenizer = s.tokenizer.as_ref();
+                let encoding = tokenizer.map(|t| (t.digest().to_string(), t.add_special_tokens));
+                (s.column.clone(), encoding)
+            })
             .collect(),
     };
     if let Ok(cache) = CACHE.try_lock()

@@ -214,7 +214,7 @@ class BatchDataset(IterableDataset):
         if isinstance(state, Mapping) and not read_once(source):
             # The state is checked against the source and the settings here, in the process
             # that makes the dataset, rather than first in every DataLoader worker.
-            self._plan(source, {**options, "epoch": first_epoch}, rank_shard, state=state)
+            self._outline(source, {**options, "epoch": first_epoch}, rank_shard, state=state)
         self._rank_shard = rank_shard
         # The batches of a rank's pass by its DataLoader's workers, by their number, the epoch
         # and the state it resumes (held, so that its id is not another's): see _counted.
@@ -243,21 +243,6 @@ class BatchDataset(IterableDataset):
         self._live_ended = False
 
     @staticmethod
-    def _plan(
-        source: Any,
-        options: Dict[str, Any],
-        shard: Any,
-        num_ranks: int = 0,
-        state: Optional[Mapping[str, Any]] = None,
-    ) -> Optional[int]:
-        """The number of batches of shard ``shard`` (``(index, count)``, of ``num_ranks`` ranks)
-        where it is known: of a whole pass, or what is left of it after ``state`` (checked
-        against the source as a pass checks it). The files' schemas are checked (their footers
-        read) on the way. A Ray source is read only by a pass."""
-        found = BatchDataset._outline(source, options, shard, num_ranks, state)
-        return None if found is None else found["num_batches"]
-
-    @staticmethod
     def _outline(
         source: Any,
         options: Dict[str, Any],
@@ -265,8 +250,11 @@ class BatchDataset(IterableDataset):
         num_ranks: int = 0,
         state: Optional[Mapping[str, Any]] = None,
     ) -> Optional[Dict[str, Any]]:
-        """What :meth:`_plan` finds: ``num_rows``, ``num_batches`` and ``rows_left_out``, or
-        None for a Ray source."""
+        """What shard ``shard`` (``(index, count)``, of ``num_ranks`` ranks) gives, where the
+        source tells: ``num_rows``, ``num_batches`` (of a whole pass, or what is left of it after
+        ``state``, checked against the source as a pass checks it) and ``rows_left_out``. The
+        files' schemas are checked (their footers read) on the way. None for a Ray source, which
+        is read only by a pass."""
         if _is_ray_dataset(source):
             return None
         spec = {
@@ -437,10 +425,10 @@ class BatchDataset(IterableDataset):
         for worker in range(workers):
             shard = (worker * world_size + rank, workers * world_size)
             num_ranks = world_size if workers > 1 else 0
-            counted = self._plan(self.source, options, shard, num_ranks=num_ranks, state=state)
-            if counted is None:
+            found = self._outline(self.source, options, shard, num_ranks=num_ranks, state=state)
+            if found is None or found["num_batches"] is None:
                 return None
-            total += counted
+            total += found["num_batches"]
         self._counts[key] = (state, total)
         return total
 
