@@ -425,10 +425,10 @@ class BatchDataset(IterableDataset):
         for worker in range(workers):
             shard = (worker * world_size + rank, workers * world_size)
             num_ranks = world_size if workers > 1 else 0
-            found = self._outline(self.source, options, shard, num_ranks=num_ranks, state=state)
-            if found is None or found["num_batches"] is None:
+            outline = self._outline(self.source, options, shard, num_ranks=num_ranks, state=state)
+            if outline is None or outline["num_batches"] is None:
                 return None
-            total += found["num_batches"]
+            total += outline["num_batches"]
         self._counts[key] = (state, total)
         return total
 
