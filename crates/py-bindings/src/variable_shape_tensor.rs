@@ -26,6 +26,9 @@ use crate::pretty;
 use crate::py_tensor::PyTensor;
 use crate::type_names::{data_type_name, field_type_name};
 
+/// What a `permutation` entry may be: an index of a dimension.
+const PERMUTATION_ENTRIES: &str = "integers of 0 or more";
+
 /// An array of tensors of one element type and rank, each of its own shape (the
 /// `arrow.variable_shape_tensor` extension type).
 #[pyclass(
@@ -242,14 +245,12 @@ impl PyVariableShapeTensorArray {
         // Read as Python ints, so that a negative or huge entry (beyond any Rust integer) is a
         // ValueError naming the argument rather than an OverflowError.
         let out_of_range = |argument: &str, entry: &dyn std::fmt::Display, range: &str| {
-            errors::value_error(format!(
-                "{argument} has entry {entry}; expected integers in {range}"
-            ))
+            errors::value_error(format!("{argument} has entry {entry}; expected {range}"))
         };
         let wide = |argument: &str, entry: &Bound<'_, PyAny>, range: &str| -> PyResult<i64> {
             if entry.is_instance_of::<pyo3::types::PyBool>() {
                 return Err(errors::type_error(format!(
-                    "{argument} has entry {entry}, a bool; expected integers in {range}"
+                    "{argument} has entry {entry}, a bool; expected {range}"
                 )));
             }
             match entry.extract::<i64>() {
@@ -258,7 +259,7 @@ impl PyVariableShapeTensorArray {
                     Err(out_of_range(argument, entry, range))
                 }
                 Err(_) => Err(errors::type_error(format!(
-                    "{argument} has an entry of type {}; expected integers in {range}",
+                    "{argument} has an entry of type {}; expected {range}",
                     crate::type_names::type_name(entry)
                 ))),
             }
@@ -268,9 +269,9 @@ impl PyVariableShapeTensorArray {
                 entries
                     .into_iter()
                     .map(|entry| {
-                        let value = wide("permutation", &entry, "0..")?;
+                        let value = wide("permutation", &entry, PERMUTATION_ENTRIES)?;
                         usize::try_from(value)
-                            .map_err(|_| out_of_range("permutation", &value, "0.."))
+                            .map_err(|_| out_of_range("permutation", &value, PERMUTATION_ENTRIES))
                     })
                     .collect::<PyResult<Vec<usize>>>()
             })
@@ -282,7 +283,7 @@ impl PyVariableShapeTensorArray {
                     .map(|entry| {
                         entry
                             .map(|extent| {
-                                let range = "0..=2147483647 or None";
+                                let range = "integers from 0 to 2147483647, or None";
                                 let extent = wide("uniform_shape", &extent, range)?;
                                 i32::try_from(extent)
                                     .map_err(|_| out_of_range("uniform_shape", &extent, range))

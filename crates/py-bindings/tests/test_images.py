@@ -390,7 +390,7 @@ def test_hugging_face_image_structs_read_bytes_or_paths(tmp_path):
     expected, _, _ = decoded(pa.array(good), 8)
     images, _, _ = decoded(column, 8, image_root=str(tmp_path))
     np.testing.assert_array_equal(images, expected)
-    with pytest.raises(ValueError, match=r'row 1 of column "".*cannot read image file ".*sub/b.png"'):
+    with pytest.raises(ValueError, match=r'row 1: cannot read image file ".*sub/b.png"'):
         ad.decode_images(column, 8)
 
 
@@ -434,9 +434,9 @@ def test_decompression_bombs_are_refused_from_their_header_without_allocating():
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines == [
-        'cannot decode image at row 0 of column "": image of 100000 x 100000 pixels is refused; '
+        'cannot decode image at row 0: image of 100000 x 100000 pixels is refused; '
         "expected at least 1 and at most 89478485 pixels (max_pixels=)",
-        'cannot decode image at row 0 of column "": image of 65000 x 65000 pixels is refused; '
+        'cannot decode image at row 0: image of 65000 x 65000 pixels is refused; '
         "expected at least 1 and at most 89478485 pixels (max_pixels=)",
     ]
 

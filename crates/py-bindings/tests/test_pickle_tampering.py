@@ -193,3 +193,26 @@ except ad.ArrowDLPackValueError as error:
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert "of 76 bytes at offset 64 of the body, does not hold whole elements of 8 bytes" in result.stdout
+
+
+def test_a_fixed_size_list_of_more_values_than_64_bits_count_is_refused_before_the_reader_sees_it():
+    # A fixed-shape tensor array of 3 rows of 2 x 2 values, its rows declared as 2^62 + 3: arrow's
+    # validation multiplies them by the 4 values a row and asserts on the overflow (a panic that
+    # the unpickling would catch, after its backtrace reached stderr). In a child, so that its
+    # stderr is the test's to read.
+    script = """
+import struct, numpy as np, arrow_dlpack as ad
+array = ad.FixedShapeTensorArray.from_numpy_ndarray(np.arange(12, dtype=np.int32).reshape(3, 2, 2))
+rebuild, (data,) = array.__reduce_ex__(2)[:2]
+# The nodes of the column and of its values: (rows, nulls) each.
+declared = struct.pack("<qqqq", 3, 0, 12, 0)
+assert data.count(declared) == 1
+try:
+    rebuild(data.replace(declared, struct.pack("<qqqq", 2**62 + 3, 0, 12, 0)))
+except ad.ArrowDLPackValueError as error:
+    print(error)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert "a fixed-size list column declares 4611686018427387907 rows of 4 values" in result.stdout

@@ -385,11 +385,11 @@ pub enum Error {
 
     /// A row that could not become an image; the reason is the source.
     #[cfg(feature = "images")]
-    #[error("cannot decode image at row {} of column {column:?}", thousands(*row))]
+    #[error("cannot decode image at row {}{}", thousands(*row), of_column(column))]
     ImageRow {
         /// The row, as the caller numbers it.
         row: u64,
-        /// The column's name.
+        /// The column's name; empty for an array of no name, which the message then leaves out.
         column: String,
         /// Why: one of the image variants below, or an allocation failure.
         source: Box<Error>,
@@ -526,6 +526,16 @@ impl Error {
 /// `count` and the noun in the number it takes: `1 null`, `2 nulls`.
 pub(crate) fn plural(count: usize, one: &str, many: &str) -> String {
     format!("{count} {}", if count == 1 { one } else { many })
+}
+
+/// ` of column "name"`, or nothing for a column of no name (an array given alone).
+#[cfg(feature = "images")]
+fn of_column(column: &str) -> String {
+    if column.is_empty() {
+        String::new()
+    } else {
+        format!(" of column {column:?}")
+    }
 }
 
 /// `1,234,567`: a row number as people read it.

@@ -224,7 +224,7 @@ fn samples() -> Vec<Error> {
         Error::PadValue {
             value: "-100".to_string(),
             dtype: DType::UInt8,
-            expected: "an integer in 0..=255",
+            expected: "an integer from 0 to 255",
         },
         Error::InvalidPadding {
             reason: "pad_to_multiple_of is 0; expected at least 1".to_string(),
@@ -251,4 +251,23 @@ fn every_variant_prints_its_chain_without_repeating_a_cause() {
     #[cfg(feature = "images")]
     samples.extend(image_samples());
     assert_every_variant_chains(&samples, index, VARIANTS);
+}
+
+#[cfg(feature = "images")]
+#[test]
+fn an_image_row_names_its_column_unless_the_array_has_no_name() {
+    let row = |column: &str| {
+        Error::ImageRow {
+            row: 1234,
+            column: column.to_string(),
+            source: Box::new(Error::NullImage),
+        }
+        .to_string()
+    };
+    assert_eq!(
+        row("image"),
+        r#"cannot decode image at row 1,234 of column "image""#
+    );
+    // An array given alone (`pa.array(...)`) has the empty name, which says nothing.
+    assert_eq!(row(""), "cannot decode image at row 1,234");
 }

@@ -369,8 +369,8 @@ fn row_ends(lengths: &Tensor, rows: usize, width: usize) -> Result<PooledVec<usi
             .filter(|&length| length <= width)
             .ok_or_else(|| Error::InvalidPadding {
                 reason: format!(
-                    "row {row} has length {length}; expected a length in 0..={width}, the \
-                     padded length"
+                    "row {row} has length {length}; expected a length from 0 to {width}, \
+                     the padded length"
                 ),
             })?;
         // At most `rows * width`, the elements of the padded tensor, which fit `usize`.

@@ -114,13 +114,13 @@ impl PadValue {
         };
         let value = self.as_float();
         match dtype {
-            DType::Int8 => integer!(i8, "an integer in -128..=127"),
-            DType::Int16 => integer!(i16, "an integer in -32768..=32767"),
-            DType::Int32 => integer!(i32, "an integer in -2147483648..=2147483647"),
+            DType::Int8 => integer!(i8, "an integer from -128 to 127"),
+            DType::Int16 => integer!(i16, "an integer from -32768 to 32767"),
+            DType::Int32 => integer!(i32, "an integer from -2147483648 to 2147483647"),
             DType::Int64 => integer!(i64, "an integer in the range of int64"),
-            DType::UInt8 => integer!(u8, "an integer in 0..=255"),
-            DType::UInt16 => integer!(u16, "an integer in 0..=65535"),
-            DType::UInt32 => integer!(u32, "an integer in 0..=4294967295"),
+            DType::UInt8 => integer!(u8, "an integer from 0 to 255"),
+            DType::UInt16 => integer!(u16, "an integer from 0 to 65535"),
+            DType::UInt32 => integer!(u32, "an integer from 0 to 4294967295"),
             DType::UInt64 => integer!(u64, "an integer in the range of uint64"),
             DType::Float16 => {
                 let narrowed = f16::from_f64(value);

@@ -284,7 +284,7 @@ pub enum Error {
 
     /// A record batch (or file) whose columns differ from those of the first one.
     #[error(
-        "{what} has columns {}; expected {}, the columns of the first batch",
+        "{what} has columns {}; expected {}, those of what was read before it",
         describe_fields(found),
         describe_fields(expected)
     )]
@@ -293,7 +293,7 @@ pub enum Error {
         what: String,
         /// Its columns: names, types and extension metadata.
         found: Fields,
-        /// The first batch's columns.
+        /// The columns of what was read before it (the first file, stream or record batch).
         expected: Fields,
     },
 

@@ -290,7 +290,7 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
             return raise(
                 Kind::Value,
                 format!(
-                    "{what} has columns {}; expected {}, the columns of the first batch",
+                    "{what} has columns {}; expected {}, those of what was read before it",
                     columns(found),
                     columns(expected)
                 ),

@@ -59,6 +59,8 @@ pub(super) fn check_ipc_stream(data: &[u8]) -> Result<(), String> {
         at += body;
         // The element width of each buffer, in order, where the schema tells.
         let mut widths = Vec::new();
+        // The values per row of each node, in order, where it is a fixed-size list's.
+        let mut sizes = Vec::new();
         let batch = match message.header_type() {
             arrow_ipc::MessageHeader::Schema => {
                 schema = message.header_as_schema();
@@ -69,6 +71,9 @@ pub(super) fn check_ipc_stream(data: &[u8]) -> Result<(), String> {
                     let _ = fields
                         .iter()
                         .try_for_each(|field| layout(field, false, &mut widths));
+                    for field in fields {
+                        list_sizes(field, false, &mut sizes);
+                    }
                 }
                 message.header_as_record_batch()
             }
@@ -81,6 +86,7 @@ pub(super) fn check_ipc_stream(data: &[u8]) -> Result<(), String> {
                     .and_then(|(fields, id)| fields.iter().find_map(|f| dictionary_field(f, id)));
                 if let Some(field) = field {
                     let _ = layout(field, true, &mut widths);
+                    list_sizes(field, true, &mut sizes);
                 }
                 dictionary.and_then(|dictionary| dictionary.data())
             }
@@ -89,11 +95,23 @@ pub(super) fn check_ipc_stream(data: &[u8]) -> Result<(), String> {
         let Some(batch) = batch else {
             continue;
         };
+        let mut sizes = sizes.into_iter();
         for node in batch.nodes().into_iter().flatten() {
             if node.length() < 0 || node.null_count() < 0 || node.null_count() > node.length() {
                 return Err(format!(
                     "a column declares {} nulls in {} rows; expected between 0 and its rows",
                     node.null_count(),
+                    node.length()
+                ));
+            }
+            // arrow's validation multiplies a fixed-size list's rows by its size, and asserts
+            // that the product does not overflow.
+            if let Some(Some(size)) = sizes.next()
+                && (size < 0 || node.length().checked_mul(i64::from(size)).is_none())
+            {
+                return Err(format!(
+                    "a fixed-size list column declares {} rows of {size} values; expected a \
+                     count of values that fits 64 bits",
                     node.length()
                 ));
             }
@@ -204,6 +222,21 @@ fn layout(field: arrow_ipc::Field<'_>, dictionary: bool, widths: &mut Vec<usize>
         children(widths)?;
     }
     Some(())
+}
+
+/// Appends, for `field` and each of its children in the order of the nodes of a record batch
+/// (or, with `dictionary`, of its own dictionary batch), the values per row where it is a
+/// fixed-size list, `None` where it is not. A dictionary-encoded field has one node in a record
+/// batch (its indices): its values' children are in the dictionary batch.
+fn list_sizes(field: arrow_ipc::Field<'_>, dictionary: bool, sizes: &mut Vec<Option<i32>>) {
+    if !dictionary && field.dictionary().is_some() {
+        sizes.push(None);
+        return;
+    }
+    sizes.push(field.type_as_fixed_size_list().map(|list| list.listSize()));
+    for child in field.children().into_iter().flatten() {
+        list_sizes(child, false, sizes);
+    }
 }
 
 /// The field (at any depth) whose dictionary has `id`.

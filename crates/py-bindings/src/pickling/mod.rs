@@ -305,7 +305,7 @@ fn small_int(value: &Bound<'_, PyAny>, field: &str, max: u64) -> PyResult<u64> {
         .filter(|&int| int <= max)
         .ok_or_else(|| {
             errors::value_error(format!(
-                "cannot unpickle Tensor: {field} is {value}; expected an integer in 0..={max}"
+                "cannot unpickle Tensor: {field} is {value}; expected an integer from 0 to {max}"
             ))
         })
 }
