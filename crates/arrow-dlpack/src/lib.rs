@@ -40,6 +40,7 @@
 //! | `Tensor::view`, `Tensor::from_ndarray`, `FixedShapeTensorArray::from_ndarray`, `FixedShapeTensorArray::to_ndarray`, `ndarray` (feature `ndarray`) | both | ndarray views of any tensor, arrays to tensors and fixed-shape tensor columns |
 //! | [`shares_memory`], [`Tensor::shares_memory`], [`Tensor::shares_memory_with_buffer`] | | whether a tensor views an array's, a buffer's or another tensor's memory: the zero-copy check |
 //! | `images::decode_images`, `images::ImageSpec` (feature `images`) | Arrow -> tensor | a column of encoded images (JPEG, PNG, WebP, GIF, BMP; binary or Hugging Face `Image` structs) -> one `(B, C, H, W)` tensor, decoded, resized and cropped on the caller's threads |
+//! | [`available_cores`] | | the cores this process may use, read once (the default thread count of image decoding and of the loader) |
 //! | [`Error`] | | the one error type |
 //!
 //! Tensors made from arrays are read-only: Arrow buffers are immutable, and DLPack exports flag
@@ -106,6 +107,7 @@
 
 mod chunked;
 mod column_parts;
+mod cores;
 mod data_type;
 mod error;
 mod fixed_shape_tensor;
@@ -121,6 +123,7 @@ mod to_tensor;
 mod variable_shape_tensor;
 
 pub use chunked::{ConcatOptions, chunks_need_copy, concat_chunks};
+pub use cores::available_cores;
 pub use data_type::{ARROW_DTYPES, arrow_type_of, dtype_of};
 pub use error::{Error, NullLocation, Result};
 pub use fixed_shape_tensor::{

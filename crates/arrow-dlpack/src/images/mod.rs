@@ -92,7 +92,7 @@ pub struct DecodeOptions {
 impl Default for DecodeOptions {
     fn default() -> Self {
         DecodeOptions {
-            threads: std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
+            threads: crate::available_cores(),
             seed: 0,
             image_root: None,
         }

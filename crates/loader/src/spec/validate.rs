@@ -345,7 +345,7 @@ impl BatchSpec {
         if self.decode_threads > 0 {
             return self.decode_threads;
         }
-        std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+        arrow_dlpack::available_cores().get().min(4)
     }
 }
 

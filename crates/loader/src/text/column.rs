@@ -35,7 +35,7 @@ pub struct TokenizeOptions {
     /// [`Error::NullText`]. Default `false`.
     pub allow_nulls: bool,
     /// The number of threads that tokenize, the calling one included; 0 (the default) is one
-    /// per core ([`std::thread::available_parallelism`]).
+    /// per core ([`arrow_dlpack::available_cores`]).
     pub threads: usize,
     /// Gives a `LargeListArray` (int64 offsets) instead of a `ListArray` (int32 offsets, at most
     /// `i32::MAX` tokens per call). Default `false`.
@@ -59,7 +59,7 @@ impl TokenizeOptions {
         if self.threads > 0 {
             return self.threads;
         }
-        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        arrow_dlpack::available_cores().get()
     }
 }
 
