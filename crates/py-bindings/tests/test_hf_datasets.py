@@ -344,3 +344,20 @@ def test_an_array_feature_of_a_zero_size_dimension_is_refused_not_read_as_no_row
     for source in (dataset, dataset.to_iterable_dataset()):
         with pytest.raises(TypeError, match=r"shape \(0, 3\), which holds no values"):
             list(ad.batches(source, 2))
+
+
+def test_a_dataset_with_a_transform_is_refused_and_one_with_a_format_is_read():
+    # The transform runs on what indexing returns; the loader read the table beneath it and
+    # gave the untransformed values, silently.
+    ds = datasets.Dataset.from_dict({"x": [1.0, 2.0, 3.0, 4.0], "label": [0, 1, 0, 1]})
+    transformed = ds.with_transform(lambda rows: {"x": [v * 10 for v in rows["x"]], "label": rows["label"]})
+    assert transformed[:4]["x"] == [10.0, 20.0, 30.0, 40.0]
+    for make in (ad.batches, ad.BatchDataset):
+        with pytest.raises(ValueError, match=r"the Dataset has a transform .* ds\.map\(fn, batched=True\)"):
+            make(transformed, 4)
+    # Its remedies: the transform written by map(), or the format reset.
+    mapped = ds.map(lambda rows: {"x": [v * 10 for v in rows["x"]]}, batched=True)
+    assert next(iter(ad.BatchDataset(mapped, 4, columns=["x"])))["x"].tolist() == [10.0, 20.0, 30.0, 40.0]
+    assert next(iter(ad.BatchDataset(transformed.with_format(None), 4, columns=["x"])))["x"].tolist() == [1.0, 2.0, 3.0, 4.0]
+    # A format changes only what indexing returns: read through.
+    assert next(iter(ad.BatchDataset(ds.with_format("torch"), 4, columns=["x"])))["x"].tolist() == [1.0, 2.0, 3.0, 4.0]

@@ -225,7 +225,7 @@ def read_as_rank(rank, init_file, source, queue):
 
 
 @forks
-def test_ranks_of_a_process_group_without_a_seed_share_rank_0s_seed(tmp_path, units_file):
+def test_ranks_of_a_process_group_without_a_seed_share_seed_0(tmp_path, units_file):
     import torch.distributed  # noqa: F401 - `ad.batches` asks torch only if it was imported
 
     context = multiprocessing.get_context("fork")
@@ -241,6 +241,63 @@ def test_ranks_of_a_process_group_without_a_seed_share_rank_0s_seed(tmp_path, un
         process.join(timeout=60)
         assert process.exitcode == 0
     union = shards[0] + shards[1]
+    assert sorted(union) == list(range(ROWS))
+    assert union != list(range(ROWS))
+
+
+def datasets_of_a_rank(rank, init_file, source, queue):
+    """Makes shuffled datasets without a seed before and after joining a two-rank gloo group,
+    and one on rank 0 alone while rank 1 waits at a barrier."""
+    import torch.distributed as dist
+
+    made_before = ad.BatchDataset(source, 64, shuffle=True, buffer_size=300)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        refused = {}
+        for what, call in (("iter", lambda: next(iter(made_before))), ("len", lambda: len(made_before))):
+            try:
+                call()
+            except ValueError as error:
+                refused[what] = str(error)
+        # No collective call inside the dataset: rank 1 is at the barrier meanwhile.
+        alone = ids(ad.BatchDataset(source, 64, shuffle=True, buffer_size=300)) if rank == 0 else []
+        dist.barrier()
+        after = ad.BatchDataset(source, 64, shuffle=True, buffer_size=300)
+        queue.put((rank, refused, len(alone), len(after), ids(after)))
+    finally:
+        dist.destroy_process_group()
+
+
+@forks
+def test_datasets_of_a_process_group_need_no_seed_and_no_collective_and_refuse_another_layout(
+    tmp_path, units_file
+):
+    # Made before init_process_group, a dataset counted and seeded the pass of one process, and
+    # read as one of two ranks each rank drew its own seed: rows were read twice and never.
+    # Made on rank 0 alone, its seed's broadcast met rank 1's barrier and the group failed.
+    import torch.distributed  # noqa: F401 - the package asks torch only if it was imported
+
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    ranks = [
+        context.Process(target=datasets_of_a_rank, args=(rank, tmp_path / "init", units_file, queue))
+        for rank in range(2)
+    ]
+    for process in ranks:
+        process.start()
+    found = {rank: rest for rank, *rest in (queue.get(timeout=120) for _ in ranks)}
+    for process in ranks:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    for rank, (refused, _, length, rows) in found.items():
+        assert set(refused) == {"iter", "len"}
+        for message in refused.values():
+            assert f"made as rank 0 of 1 (the torch.distributed group when it was made) and is read as rank {rank} of 2" in message
+            assert "make it after torch.distributed.init_process_group" in message
+        assert length * 64 >= len(rows) > (length - 1) * 64
+    assert found[0][1] == ROWS // 2
+    union = found[0][3] + found[1][3]
+    # Seed 0 on every rank, as DistributedSampler's default: every row once, shuffled.
     assert sorted(union) == list(range(ROWS))
     assert union != list(range(ROWS))
 

@@ -174,3 +174,31 @@ def test_a_state_given_when_the_dataset_is_made_and_another_epoch_chosen_is_said
         same.set_epoch(0)
         assert sum(len(batch) for batch in _ids(same)) == ROWS - 8
         same.set_epoch(1)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_dataset_shuffled_without_a_seed_resumes_with_the_seed_its_checkpoint_was_saved_with(
+    path, num_workers
+):
+    # Each dataset draws its own seed when it is made: the resumed one was refused ("seed: saved
+    # ..., given ...") where the user had given no seed to keep.
+    def seedless():
+        return ad.BatchDataset(path, 8, shuffle=True, buffer_size=16)
+
+    loader = StatefulDataLoader(seedless(), batch_size=None, num_workers=num_workers)
+    whole, checkpoint = [], None
+    for step, batch in enumerate(loader):
+        whole.append([int(i) for i in batch["id"]])
+        if step == 2:
+            checkpoint = loader.state_dict()
+    resumed = StatefulDataLoader(seedless(), batch_size=None, num_workers=num_workers)
+    resumed.load_state_dict(checkpoint)
+    assert sorted(_ids(resumed)) == sorted(whole[3:])
+    # As a loader's state given when the dataset is made (no DataLoader workers to share).
+    if num_workers == 0:
+        stopped = ad.batches(path, 8, shuffle=True, buffer_size=16)
+        for _ in range(3):
+            next(stopped)
+        state = stopped.state_dict()
+        rest = [[int(i) for i in np.from_dlpack(batch["id"])] for batch in stopped]
+        assert _ids(ad.BatchDataset(path, 8, shuffle=True, buffer_size=16, state=state)) == rest

@@ -27,7 +27,7 @@ from arrow_dlpack._batches import (
 )
 from arrow_dlpack._shards import _distributed, _shard, _shared_seed
 from arrow_dlpack._epochs import _round, _SharedEpoch
-from arrow_dlpack._states import _DATASET_KEY, loader_state, pass_ended
+from arrow_dlpack._states import _DATASET_KEY, _saved_seed, loader_state, pass_ended
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
 from arrow_dlpack._sources import as_source, read_once
 from arrow_dlpack._warn import (
@@ -119,9 +119,12 @@ class BatchDataset(IterableDataset):
     and each worker takes a run of them, so the DataLoader gives the batches of one loader of
     the rank (in an interleaved order), with only the rank's last batch short.
 
-    With ``shuffle=True`` and no ``seed``, the dataset draws one seed when it is made (rank 0's,
-    broadcast, in an initialised ``torch.distributed`` group), which its DataLoader workers
-    share. ``set_epoch(n)`` before each epoch shuffles it anew: epoch ``n`` uses ``seed + n``, as
+    With ``shuffle=True`` and no ``seed``, the dataset draws one seed when it is made (seed 0 in
+    an initialised ``torch.distributed`` group of several ranks, as ``DistributedSampler``),
+    which its DataLoader workers share; a state loaded or given brings the seed it was saved
+    with. The rank and world size are the group's when the dataset is made (or ``rank=`` and
+    ``world_size=``): a dataset made before ``init_process_group`` and read as one of several
+    ranks is refused. ``set_epoch(n)`` before each epoch shuffles it anew: epoch ``n`` uses ``seed + n``, as
     ``DistributedSampler.set_epoch`` does; the epoch lives in shared memory, so it reaches
     workers that persist between epochs (``persistent_workers=True``).
 
@@ -196,10 +199,17 @@ class BatchDataset(IterableDataset):
         elif isinstance(saved_epoch, int) and not isinstance(saved_epoch, bool) and saved_epoch >= 0:
             first_epoch = saved_epoch
         rank_shard = _shard(python.get("rank"), python.get("world_size"), split_workers=False)
+        # Whether the caller chose the rank and world size (else they are the process group's
+        # when the dataset is made, and a pass in another layout is refused: _check_layout).
+        self._layout_given = python.get("rank") is not None and python.get("world_size") is not None
+        #: Whether the seed is the caller's (else a loaded state's seed replaces it).
+        self._seed_given = seed is not None
         if shuffle and seed is None:
-            # Drawn here, in the process that makes the DataLoader, so that its workers (forked
-            # or spawned with a copy of the dataset) share one permutation.
-            options["seed"] = _shared_seed(None, True, rank_shard[1])
+            # A state resumes with the seed it was saved with; else one is drawn here, in the
+            # process that makes the DataLoader, so that its workers (forked or spawned with a
+            # copy of the dataset) share one permutation (over a process group, seed 0).
+            saved = _saved_seed(None, True, state)
+            options["seed"] = saved if saved is not None else _shared_seed(None, True, rank_shard[1])
         found = self._outline(source, options, rank_shard)
         self._num_batches = None if found is None else found["num_batches"]
         #: The epoch's rows that no rank reads although drop_last is off.
@@ -320,6 +330,27 @@ class BatchDataset(IterableDataset):
             # saved epoch begins it whole, as for a loaded state).
             self._state_taken = True
 
+    def _check_layout(self) -> None:
+        """Refuses a pass, or a count, as another rank than the one the dataset was made as: a
+        dataset made before ``torch.distributed.init_process_group`` took rank 0 of 1, and its
+        length, seed and plan are that layout's (read as rank 1 of 2 it counted the whole
+        pass, and each rank drew its own seed: rows were read twice and never)."""
+        if self._layout_given:
+            return
+        options = self.options
+        rank, world_size = options.get("rank"), options.get("world_size")
+        # A spawned DataLoader worker got the group's rank and world size from __getstate__.
+        now = (rank, world_size) if rank is not None and world_size is not None else _distributed()
+        made = tuple(self._rank_shard)
+        if now != made:
+            raise ArrowDLPackValueError(
+                f"this BatchDataset was made as rank {made[0]} of {made[1]} (the "
+                f"torch.distributed group when it was made) and is read as rank {now[0]} of "
+                f"{now[1]}; its length, seed and plan are those of the ranks it was made for: "
+                "make it after torch.distributed.init_process_group, or pass rank= and "
+                "world_size= (rank=0, world_size=1 reads every row in this process alone)"
+            )
+
     def __len__(self) -> int:
         """The number of batches of a whole pass of this rank; ``TypeError`` when it is not
         known. A pass resumed from a state gives fewer: :meth:`batches_left` counts them.
@@ -327,6 +358,7 @@ class BatchDataset(IterableDataset):
         Asked by a DataLoader with worker processes (``len(loader)``), it is the number that
         those workers give together: the rank's batches, each worker taking a run of them (with
         ``split_workers=False``, each reads the whole of the rank's data)."""
+        self._check_layout()
         whole = self._whole_pass()
         workers = _dataloader_workers(sys._getframe(1))
         if workers > 1 and self._splits():
@@ -376,6 +408,7 @@ class BatchDataset(IterableDataset):
             raise ArrowDLPackValueError(
                 f"num_workers is {num_workers}; expected an int from 0 to {_MAX_COUNTED_WORKERS}"
             )
+        self._check_layout()
         whole = self._whole_pass()
         split = self._splits()
         workers = num_workers if num_workers > 1 and split else 1
@@ -436,6 +469,7 @@ class BatchDataset(IterableDataset):
         # The body runs at the first next(): called by a DataLoader's fetcher, the frame above
         # is its fetch().
         _refuse_if_batched_again(sys._getframe(1))
+        self._check_layout()
         options = dict(self.options)
         epoch = self._epoch.value
         # A state given when the dataset was made resumes the first pass of its own epoch;
@@ -527,6 +561,12 @@ class BatchDataset(IterableDataset):
             return
         # The epoch is the dataset's, shared with the workers (which load the same checkpoint).
         self._epoch.value = epoch
+        # A seed the dataset drew itself gives way to the one the state was saved with (a
+        # dataset made again draws another), so that a checkpoint resumes without seed=.
+        saved_seed = _saved_seed(None, True, loader) if not self._seed_given else None
+        if saved_seed is not None and self.options.get("shuffle") and saved_seed != self.options.get("seed"):
+            self.options = {**self.options, "seed": saved_seed}
+            self._counts = {}
         # A state saved after its pass ended resumes nothing: the next pass is whole.
         self._resume = dict(loader) if loader is not None and not ended else None
         self._resume_epoch = epoch

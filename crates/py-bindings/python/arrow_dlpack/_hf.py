@@ -65,8 +65,25 @@ def hf_stream(source: Any) -> Any:
             f"ds[{str(first)!r}]"
         )
     if kind == "Dataset":
+        _refuse_transform(source)
         return _DatasetStream(source)
     return _IterableStream(source)
+
+
+def _refuse_transform(dataset: Any) -> None:
+    """Refuses a ``Dataset`` with a transform (``set_transform``, ``with_transform``): it runs in
+    Python on the rows that indexing returns, while the loader reads the Arrow table, which it
+    leaves unchanged, so the batches would silently hold the untransformed values. (A format,
+    ``with_format("torch")``, changes only what indexing returns, and is read through.)"""
+    format_ = getattr(dataset, "format", None)
+    if isinstance(format_, dict) and format_.get("type") == "custom":
+        raise ArrowDLPackValueError(
+            "the Dataset has a transform (set_transform or with_transform), which runs in "
+            "Python on the rows that indexing returns; the loader reads the dataset's Arrow "
+            "table, which the transform does not change: apply it with ds.map(fn, "
+            "batched=True), which writes its output as Arrow, or remove it with "
+            "ds.reset_format()"
+        )
 
 
 def _array_columns(schema: pa.Schema) -> List[int]:

@@ -5,7 +5,7 @@ shard shares. torch is asked only if something already imported it.
 
 import os
 import sys
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 from arrow_dlpack._arrow_dlpack import ArrowDLPackValueError
 
@@ -93,8 +93,10 @@ def _shared_seed(seed: Optional[int], shuffle: bool, num_shards: int) -> int:
     permutation of the units and never overlap.
 
     Without a ``seed``: one loader draws its own; shards of an initialised ``torch.distributed``
-    group take rank 0's, broadcast; other shards (explicit ``rank``/``world_size`` without a
-    group, DataLoader workers of ``ad.batches``) cannot agree on one and are refused.
+    group use seed 0, as ``DistributedSampler`` does (no collective call: a dataset made on one
+    rank alone, or before the others reach it, must not wait for them); other shards (explicit
+    ``rank``/``world_size`` without a group, DataLoader workers of ``ad.batches``) cannot agree
+    on one and are refused.
     """
     if seed is not None:
         return seed
@@ -102,25 +104,19 @@ def _shared_seed(seed: Optional[int], shuffle: bool, num_shards: int) -> int:
         return 0
     if num_shards == 1:
         return _fresh_seed()
-    # A DataLoader worker is outside the process group even when it inherited it by fork: a
-    # collective call there would wait for ever.
     if not _in_worker() and _distributed()[1] > 1:
-        return _broadcast_seed()
+        return GROUP_SEED
     raise ArrowDLPackValueError(
         f"shuffle=True over {num_shards} shards needs a seed: without one each shard would draw "
         "its own order and the shards would overlap; pass seed=... (the same in every process)"
     )
 
 
+#: The seed of a shuffle over the ranks of a ``torch.distributed`` group that gave none,
+#: ``DistributedSampler``'s default.
+GROUP_SEED = 0
+
+
 def _fresh_seed() -> int:
     """A seed from the operating system's randomness."""
     return int.from_bytes(os.urandom(8), "little")
-
-
-def _broadcast_seed() -> int:
-    """Rank 0's fresh seed, received by every rank of the ``torch.distributed`` group."""
-    distributed = sys.modules["torch.distributed"]
-    # Every rank sends a placeholder of the same type; rank 0's value replaces the others'.
-    box: List[int] = [_fresh_seed() if distributed.get_rank() == 0 else 0]
-    distributed.broadcast_object_list(box, src=0)
-    return int(box[0])
