@@ -372,3 +372,67 @@ def test_a_forged_batch_dataset_state_is_refused_by_every_taker(tmp_path):
     # An int beyond 64 bits reaches the state's reading as a float: said so.
     with pytest.raises(ad.ArrowDLPackValueError, match=r"state\['version'\] is .* \(an int beyond 64 bits"):
         ad.batches(path, 10, columns=["id"], state={**saved["loader"], "version": 2**64})
+
+
+def test_edited_states_are_refused_by_merge_states_as_by_a_resume(tmp_path):
+    # A table of 4 record batches of 30 rows, stopped inside the second (item 1, row 10).
+    table = pa.Table.from_batches(_table(0, 100).select(["id"]).to_batches(max_chunksize=30))
+    stream = str(tmp_path / "t.arrows")
+    with ipc.new_stream(stream, table.schema) as writer:
+        writer.write_table(table)
+    for source in (table, stream):
+        state = json.loads(json.dumps(_state_after(source, 5)))
+        assert state["position"] == {"kind": "rows", "item": 1, "row": 10}
+        # Merged, a position past the units was read as a unit with nothing left (0 rows
+        # resumed), and one past any unit's rows as a unit read to its end (40 rows): refused,
+        # as the same state resumed directly is.
+        for key, value, message in (
+            ("item", 10, "the merged state reads part of unit 10; the source has 4 units"),
+            ("row", 2**64 - 1, "past the rows any unit has"),
+        ):
+            edited = json.loads(json.dumps(state))
+            edited["position"][key] = value
+            with pytest.raises(ValueError, match="cannot resume from the state"):
+                ad.batches(source, 8, state=edited)
+            with pytest.raises(ValueError, match=message):
+                list(ad.batches(source, 8, state=ad.merge_states([edited])))
+    # Counts at the top of u64 overflowed the merge's arithmetic (a debug build's panic, and
+    # its backtrace on stderr): refused, naming what.
+    script = textwrap.dedent("""
+        import json, numpy as np, pyarrow as pa, arrow_dlpack as ad
+        table = pa.Table.from_batches(pa.table({"x": np.arange(100)}).to_batches(max_chunksize=30))
+        for (part, key), options in [(("position", "item"), {}),
+                                     (("position", "start"), dict(shuffle=True, seed=1, buffer_size=20))]:
+            loader = ad.batches(table, 8, **options)
+            next(loader); next(loader)
+            state = json.loads(json.dumps(loader.state_dict()))
+            loader.close()
+            state[part][key] = 2**64 - 1
+            try:
+                ad.merge_states([state])
+            except ValueError as error:
+                print(error)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and all("past the items any source has" in line for line in lines), lines
+
+
+def test_a_state_without_its_sources_identity_is_refused_not_checked_less(tmp_path):
+    table = pa.Table.from_batches(_table(0, 100).select(["id"]).to_batches(max_chunksize=30))
+    other = pa.table({"id": np.arange(100, 200, dtype=np.int32)})
+    state = json.loads(json.dumps(_state_after(table, 3, batch_size=10)))
+    for removed in (lambda s: s["settings"]["source"].pop("schema"),
+                    lambda s: s["settings"]["source"].__setitem__("schema", None)):
+        edited = json.loads(json.dumps(state))
+        removed(edited)
+        with pytest.raises(ValueError, match="cannot resume from the state"):
+            ad.batches(other, 10, state=edited)
+    stream = str(tmp_path / "ids.arrows")
+    with ipc.new_stream(stream, table.schema) as writer:
+        writer.write_table(table)
+    saved = json.loads(json.dumps(_state_after(stream, 3, batch_size=10)))
+    del saved["settings"]["source"]["files"][0]["modified_ns"]
+    with pytest.raises(ValueError, match="modified_ns"):
+        ad.batches(stream, 10, state=saved)

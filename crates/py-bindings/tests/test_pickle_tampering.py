@@ -216,3 +216,36 @@ except ad.ArrowDLPackValueError as error:
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert "a fixed-size list column declares 4611686018427387907 rows of 4 values" in result.stdout
+
+
+def test_a_list_view_whose_offsets_are_not_whole_elements_is_refused_before_the_reader_sees_it():
+    # The offsets buffer of a list_view array declared 9 bytes long (2 offsets of 4 bytes): arrow
+    # asserts whole elements as it reads them (a panic that the unpickling caught, after its
+    # backtrace reached stderr). In a child, so that its stderr is the test's to read.
+    script = """
+import struct, pyarrow as pa, arrow_dlpack as ad
+array = ad.array(pa.array([[1], [2, 3]], pa.list_view(pa.int32())))
+rebuild, (data,) = array.__reduce_ex__(2)[:2]
+# The offsets' buffer of the record batch, (offset, length): 8 bytes at the body's start.
+declared = struct.pack("<qq", 0, 8)
+assert data.count(declared) == 1
+try:
+    rebuild(data.replace(declared, struct.pack("<qq", 0, 9)))
+except ad.ArrowDLPackValueError as error:
+    print(error)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert "buffer 1 of a batch, of 9 bytes at offset 0 of the body, does not hold whole elements of 4 bytes" in result.stdout
+
+
+@pytest.mark.parametrize("outer, inner", [("a\x00b", "item"), ("a", "x\x00")])
+def test_an_array_whose_field_names_hold_a_nul_is_refused_when_unpickled(outer, inner):
+    # It unpickled, and every export of it then failed (the C Data interface refuses the name).
+    table = pa.table({outer: pa.array([[1, 2]], pa.list_(pa.field(inner, pa.int32())))})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    with pytest.raises(ad.ArrowDLPackValueError, match=r"holds a NUL character, which no Arrow field name may hold"):
+        native._array_from_ipc(sink.getvalue().to_pybytes())

@@ -459,3 +459,37 @@ def test_the_progress_line_is_drawn_on_a_terminal_only(bpe, tmp_path, on_termina
         assert "tokens/s" in text
     else:
         assert text == ""
+
+
+def test_a_vocabulary_of_ids_far_beyond_its_size_is_a_value_error_not_a_panic(tmp_path):
+    # A 1 KB file that tokenizers loads and encodes with: written back for its digest, its
+    # vocabulary became a table of every id, a PanicException at 2**32 - 1 and an abort for want
+    # of memory at 2**31. In a child, so that its stderr is the test's to read.
+    import json
+
+    for top in (2**32 - 1, 2**31):
+        tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0, "hello": 1, "world": 2}, unk_token="[UNK]"))
+        tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+        spec = json.loads(tokenizer.to_str())
+        spec["model"]["vocab"]["world"] = top
+        path = tmp_path / f"top{top}.json"
+        path.write_text(json.dumps(spec))
+        assert Tokenizer.from_file(str(path)).encode("hello world").ids == [1, top]
+        script = (
+            "import sys, pyarrow as pa, arrow_dlpack as ad\n"
+            "table = pa.table({'text': ['hello world']})\n"
+            "try:\n"
+            "    ad.batches(table, 1, sequences={'text': {'mode': 'pad', 'tokenizer': sys.argv[1]}})\n"
+            "except ad.ArrowDLPackValueError as error:\n"
+            "    print(error)\n"
+        )
+        done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+        assert f"its largest id is {top} for a vocabulary of 3 tokens" in done.stdout
+
+
+def test_a_token_budget_of_2_32_or_more_is_refused():
+    table = pa.table({"ids": pa.array([[1, 2]], pa.list_(pa.int32()))})
+    with pytest.raises(ValueError, match=r"max_tokens is 4294967295; expected at most 4294967294"):
+        ad.batches(table, 1, sequences={"ids": "jagged"}, max_tokens=2**32 - 1)
+    assert next(ad.batches(table, 1, sequences={"ids": "jagged"}, max_tokens=2**32 - 2))["ids"].shape == (2,)

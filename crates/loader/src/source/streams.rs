@@ -86,7 +86,7 @@ pub(super) fn plan_record_batches(
         .map(|batch| batch.num_rows() as u64)
         .collect();
     // A state of a dealt stream does not count its units; in memory they are known.
-    let counted = with_counted_units(spec, &unit_rows);
+    let counted = with_counted_units(spec, &unit_rows)?;
     let spec = counted.as_ref().unwrap_or(spec);
     if !planned_epoch(spec, &unit_rows) {
         let rows = unit_rows
@@ -128,25 +128,46 @@ pub(super) fn plan_record_batches(
 /// units of `unit_rows` counted: their count is known in memory and from the streams' headers,
 /// so that a merged work can be planned by rows when its deal over the new ranks would be
 /// uneven, and a position is checked against the units. `None` for any other spec.
-fn with_counted_units(spec: &BatchSpec, unit_rows: &[u64]) -> Option<BatchSpec> {
-    let state = spec.state.as_ref()?;
+fn with_counted_units(spec: &BatchSpec, unit_rows: &[u64]) -> Result<Option<BatchSpec>> {
+    let Some(state) = spec.state.as_ref() else {
+        return Ok(None);
+    };
     if state.work.units.is_some() {
-        return None;
+        return Ok(None);
     }
     let merged = state.shard.is_none();
     let mut spec = spec.clone();
-    let work = &mut spec.state.as_mut()?.work;
+    let Some(state) = spec.state.as_mut() else {
+        return Ok(None);
+    };
+    let work = &mut state.work;
     let units = unit_rows.len() as u64;
     if merged {
         // A merge that did not know the count lists the units a shard would have reached past
-        // the end (a shard that ended names the next one of its deal): they hold no rows.
+        // the end (a shard that ended names the next one of its deal): they hold no rows. A
+        // unit past the end that the state read part of is an edited state's, whose rows
+        // would be lost.
+        if let Some(item) = work.items.iter().find(|item| {
+            item.unit >= units
+                && item
+                    .rows
+                    .as_ref()
+                    .is_some_and(|rows| rows != &[[0, u64::MAX]])
+        }) {
+            return Err(Error::InvalidState {
+                reason: format!(
+                    "the merged state reads part of unit {}; the source has {units} units",
+                    item.unit
+                ),
+            });
+        }
         work.items.retain(|item| item.unit < units);
         work.rest_from = work.rest_from.min(units);
     }
     // A shard's own state is then checked against the units, as a file's is: a position past
     // them is refused rather than read as an empty epoch.
     work.units = Some(units);
-    Some(spec)
+    Ok(Some(spec))
 }
 
 /// The rows that the deal gives this shard of a stream of `rows` rows in all, of units of
@@ -331,9 +352,10 @@ pub(super) fn plan_streams(mut inputs: Vec<StreamInput>, spec: &BatchSpec) -> Re
         .collect::<Option<Vec<Vec<u64>>>>()
         .map(|rows| rows.concat());
     // A merged state of a dealt stream does not count its units; the headers do.
-    let with_units = unit_rows
-        .as_deref()
-        .and_then(|unit_rows| with_counted_units(spec, unit_rows));
+    let with_units = match unit_rows.as_deref() {
+        Some(unit_rows) => with_counted_units(spec, unit_rows)?,
+        None => None,
+    };
     let spec = with_units.as_ref().unwrap_or(spec);
     if let Some(unit_rows) = unit_rows
         .as_deref()

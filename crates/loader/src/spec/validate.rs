@@ -188,6 +188,18 @@ impl BatchSpec {
         if self.max_tokens == Some(0) {
             return invalid("max_tokens is 0; expected at least 1".to_string());
         }
+        // A plan keeps rows' lengths in 32 bits, a longer row as u32::MAX: a budget below it
+        // holds no such row, whatever its true length.
+        if let Some(budget) = self
+            .max_tokens
+            .filter(|&budget| budget as u64 >= u64::from(u32::MAX))
+        {
+            return invalid(format!(
+                "max_tokens is {budget}; expected at most {} (a batch of 2^32 tokens or more \
+                 is not planned)",
+                u32::MAX - 1
+            ));
+        }
         if let Some(concat) = self.concat_sequence() {
             let column = &concat.column;
             let alone = [

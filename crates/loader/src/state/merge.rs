@@ -102,6 +102,14 @@ pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
                 }
                 *item
             }
+            // No unit has 2^64 - 1 rows: the rest of such an item would be empty, and its
+            // rows lost, where a resume refuses the position.
+            Some(Position::Rows { item, row }) if *row == u64::MAX => {
+                return bad(format!(
+                    "the state of shard {shard} is at row {row} of its item {item}, past the rows \
+                     any unit has"
+                ));
+            }
             Some(Position::Rows { item, row }) => {
                 let left = item_of(*item)?;
                 if let Some(rows) = item_len(&left).filter(|rows| row > rows) {
@@ -114,7 +122,9 @@ pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
                 let rest = drop_rows(&ranges, *row);
                 entries += rest.len() as u64;
                 partial.entry(left.unit).or_default().extend(rest);
-                item + 1
+                past(*item, || {
+                    format!("the state of shard {shard} is at its item")
+                })?
             }
             Some(Position::Window {
                 rng,
@@ -189,7 +199,11 @@ pub fn merge_states(states: &[LoaderState]) -> Result<LoaderState> {
         );
     }
     let items: Vec<Item> = items.into_values().collect();
-    let rest_from = rest_from.max(items.last().map_or(0, |item| item.unit + 1));
+    let after_items = match items.last() {
+        Some(item) => past(item.unit, || "a state's work names unit".to_string())?,
+        None => 0,
+    };
+    let rest_from = rest_from.max(after_items);
     Ok(merged(
         first,
         Work {
@@ -323,7 +337,15 @@ impl Window<'_> {
         check_emitted(self.emitted, total, settings)?;
         // The window's items, and the carried rows' items, from the state's own work.
         let items: Vec<Item> = (0..self.sizes.len() as u64)
-            .map(|offset| item_of(self.start + offset))
+            .map(|offset| match self.start.checked_add(offset) {
+                Some(item) => item_of(item),
+                None => bad(format!(
+                    "the state's window starts at item {}, and its {} items go past the items \
+                     any source has",
+                    self.start,
+                    self.sizes.len()
+                )),
+            })
             .collect::<Result<_>>()?;
         for (offset, (item, &size)) in items.iter().zip(self.sizes).enumerate() {
             if let Some(rows) = item_len(item).filter(|&rows| rows != size) {
@@ -409,5 +431,14 @@ impl Window<'_> {
             first_row = end;
         }
         Ok(())
+    }
+}
+
+/// The index after `index`, or the error of a state whose index (`what`, then the index) is the
+/// last a `u64` holds: an edited state, as no source has so many items.
+fn past(index: u64, what: impl FnOnce() -> String) -> Result<u64> {
+    match index.checked_add(1) {
+        Some(next) => Ok(next),
+        None => bad(format!("{} {index}, past the items any source has", what())),
     }
 }

@@ -286,8 +286,10 @@ impl SourceIdentity {
                 });
             }
         }
+        // A schema saved and none given, or the reverse, differs too: a state whose schema was
+        // removed would resume over any stream.
         match (&self.schema, &given.schema) {
-            (Some(a), Some(b)) if a != b => differ(
+            (a, b) if a != b => differ(
                 // The digest covers the metadata, where a Hugging Face dataset's fingerprint is.
                 "source.schema (the stream's schema and metadata: another dataset, or one \
                  shuffled, selected, filtered or mapped otherwise)",
@@ -305,15 +307,24 @@ impl FileIdentity {
         if self.size != given.size {
             return Some(("size", self.size.to_string(), given.size.to_string()));
         }
-        if let (Some(a), Some(b)) = (&self.digest, &given.digest)
-            && a != b
-        {
-            return Some(("digest", json(a).to_string(), json(b).to_string()));
+        // A footer's digest is there for both or for neither (the same kind of file), and a
+        // local file's time for both local files: one removed from the state is a difference,
+        // not a check skipped. (A local file and an object, of the same size and footer, are
+        // the same data: an object has no such time.)
+        if self.digest != given.digest {
+            return Some((
+                "digest",
+                json(&self.digest).to_string(),
+                json(&given.digest).to_string(),
+            ));
         }
-        if let (Some(a), Some(b)) = (self.modified_ns, given.modified_ns)
-            && a != b
-        {
-            return Some(("modified_ns", a.to_string(), b.to_string()));
+        let local = |file: &FileIdentity| file.e_tag.is_none() && file.last_modified_ms.is_none();
+        if self.modified_ns != given.modified_ns && local(self) && local(given) {
+            return Some((
+                "modified_ns",
+                json(&self.modified_ns).to_string(),
+                json(&given.modified_ns).to_string(),
+            ));
         }
         match (&self.e_tag, &given.e_tag) {
             (Some(a), Some(b)) if a != b => {

@@ -5,6 +5,8 @@ use std::path::Path;
 
 use arrow_schema::DataType;
 
+use crate::error::panic_message;
+use crate::quiet_panic::catch_quietly;
 use crate::{Error, Result};
 
 /// A tokenizer of Hugging Face's `tokenizers` (the `tokenizer.json` format that
@@ -59,23 +61,44 @@ impl Tokenizer {
     }
 
     fn parse(json: &str, what: impl Fn() -> String) -> Result<Self> {
-        let mut inner: tokenizers::Tokenizer = json.parse().map_err(|source| Error::Tokenizer {
+        let refuse = |source: Box<dyn std::error::Error + Send + Sync>| Error::Tokenizer {
             what: what(),
             source,
-        })?;
-        // The digest is taken of the tokenizer as read, before the padding is turned off.
-        let canonical = inner.to_string(false).map_err(|source| Error::Tokenizer {
-            what: what(),
-            source,
-        })?;
+        };
+        // The tokenizers crate's own code runs on what the file says: a panic there is the
+        // file's error, not the caller's.
+        let parsed = catch_quietly(|| -> Result<_> {
+            let mut inner: tokenizers::Tokenizer = json.parse().map_err(refuse)?;
+            let vocab = inner.get_vocab(true);
+            let id_bound = vocab
+                .values()
+                .map(|&id| u64::from(id) + 1)
+                .max()
+                .unwrap_or(0);
+            // The crate writes a vocabulary back as a table of every id up to the largest: a
+            // file of three tokens, one numbered 2^31, would allocate 16 GiB for the digest.
+            let dense_bound = (vocab.len() as u64)
+                .saturating_mul(2)
+                .max(MIN_SPARSE_ID_BOUND);
+            if id_bound > dense_bound {
+                return Err(refuse(
+                    format!(
+                        "its largest id is {} for a vocabulary of {} tokens; expected ids \
+                         numbered from 0 without large gaps (at most {dense_bound})",
+                        id_bound - 1,
+                        vocab.len()
+                    )
+                    .into(),
+                ));
+            }
+            // The digest is taken of the tokenizer as read, before the padding is turned off.
+            let canonical = inner.to_string(false).map_err(refuse)?;
+            inner.with_padding(None);
+            Ok((inner, id_bound, canonical))
+        })
+        .map_err(|payload| refuse(panic_message(payload.as_ref()).into()))?;
+        let (inner, id_bound, canonical) = parsed?;
         let digest = crate::digest::of_bytes(canonical.as_bytes());
-        inner.with_padding(None);
-        let id_bound = inner
-            .get_vocab(true)
-            .values()
-            .map(|&id| u64::from(id) + 1)
-            .max()
-            .unwrap_or(0);
         Ok(Tokenizer {
             inner,
             id_bound,
@@ -138,3 +161,8 @@ impl Tokenizer {
 /// The longest text, in bytes, that is tokenized (8 MiB): the tokenizers crate's working memory
 /// grows to about 190 times a text's length, and it does not report an allocation that fails.
 pub(crate) const MAX_TEXT_BYTES: usize = 8 << 20;
+
+/// The largest id bound a vocabulary of few tokens may have (a sparser one is refused, as its
+/// writing back, which the digest needs, allocates a slot per id): 2^20, far above the ids of
+/// a small test vocabulary and below the tokenizers crate's cost of a second.
+const MIN_SPARSE_ID_BOUND: u64 = 1 << 20;

@@ -214,6 +214,33 @@ fn a_tokenizer_that_does_not_parse_or_a_missing_file_is_an_error() {
 }
 
 #[test]
+fn a_vocabulary_of_ids_far_beyond_its_size_is_refused_before_it_is_written_back() {
+    // Three tokens, one numbered near the top of u32: the tokenizers crate encodes with it, but
+    // writes the vocabulary back (for the digest) as a table of every id, which overflowed at
+    // 2^32 - 1 (a panic) and allocated 16 GiB at 2^31 (an abort).
+    for top in [u32::MAX, 1 << 31, 1 << 24] {
+        let json = tokenizer_json("null").replace("\"!\": 7}", &format!("\"!\": {top}}}"));
+        assert!(json.contains(&top.to_string()));
+        match Tokenizer::from_json(&json) {
+            Err(error @ Error::Tokenizer { .. }) => {
+                let cause = std::error::Error::source(&error).unwrap().to_string();
+                assert_eq!(
+                    cause,
+                    format!(
+                        "its largest id is {top} for a vocabulary of 8 tokens; expected ids \
+                         numbered from 0 without large gaps (at most 1048576)"
+                    )
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Ids below the bound are read as they are.
+    let json = tokenizer_json("null").replace("\"!\": 7}", "\"!\": 1000000}");
+    assert_eq!(Tokenizer::from_json(&json).unwrap().vocab_size(), 1_000_001);
+}
+
+#[test]
 fn padding_in_the_file_is_not_applied() {
     let padded = r#"{"strategy": {"Fixed": 8}, "direction": "Right", "pad_to_multiple_of": null, "pad_id": 0, "pad_type_id": 0, "pad_token": "[UNK]"}"#;
     let tokenizer = Tokenizer::from_json(&tokenizer_json(padded)).unwrap();

@@ -72,6 +72,26 @@ pub(crate) fn column_to_ipc<'py>(
 
 /// The field and chunks of a pickled array: `data` is the IPC stream [`column_to_ipc`] wrote,
 /// each record batch validated.
+/// The names of `field` and of every field nested in its type, depth first.
+fn field_names(field: &arrow_schema::Field) -> Box<dyn Iterator<Item = &str> + '_> {
+    use arrow_schema::DataType as T;
+    let children: Vec<&arrow_schema::Field> = match field.data_type() {
+        T::List(child)
+        | T::LargeList(child)
+        | T::ListView(child)
+        | T::LargeListView(child)
+        | T::FixedSizeList(child, _)
+        | T::Map(child, _) => vec![child.as_ref()],
+        T::Struct(fields) => fields.iter().map(AsRef::as_ref).collect(),
+        T::Union(fields, _) => fields.iter().map(|(_, field)| field.as_ref()).collect(),
+        T::RunEndEncoded(run_ends, values) => vec![run_ends.as_ref(), values.as_ref()],
+        _ => Vec::new(),
+    };
+    Box::new(
+        std::iter::once(field.name().as_str()).chain(children.into_iter().flat_map(field_names)),
+    )
+}
+
 pub(crate) fn column_from_ipc(data: &Bound<'_, PyAny>) -> PyResult<(FieldRef, Vec<ArrayRef>)> {
     let Ok(bytes) = data.cast::<PyBytes>() else {
         return Err(errors::type_error(format!(
@@ -106,6 +126,14 @@ pub(crate) fn column_from_ipc(data: &Bound<'_, PyAny>) -> PyResult<(FieldRef, Ve
             )));
         };
         let field = field.clone();
+        // The C Data interface, every export of the array, refuses a name with a NUL in it
+        // (the array would unpickle, and then fail at every use).
+        if let Some(name) = field_names(&field).find(|name| name.contains('\0')) {
+            return Err(errors::value_error(format!(
+                "cannot unpickle Array: its field {name:?} holds a NUL character, which no \
+                 Arrow field name may hold"
+            )));
+        }
         let mut chunks = Vec::new();
         for batch in reader {
             let batch = batch.map_err(bad)?;

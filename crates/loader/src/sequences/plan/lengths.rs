@@ -6,7 +6,7 @@ use crate::memory::reserve;
 
 /// The lengths of the rows of a source's units before truncation, per sequence column (in the
 /// order of [`BatchSpec::sequences`](crate::BatchSpec)), 0 for a null row; lengths beyond
-/// `u32::MAX` are kept as `u32::MAX`, more than any budget.
+/// `u32::MAX` are kept as `u32::MAX`, more than any budget (`max_tokens` is below it).
 #[derive(Debug, Default)]
 pub(crate) struct SourceLengths {
     /// The first row of each unit among all the rows, then the number of rows.
