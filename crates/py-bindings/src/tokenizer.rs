@@ -1,5 +1,6 @@
 //! The one conversion of a Python tokenizer to the loader's [`Tokenizer`]: a path to a
-//! `tokenizer.json`, a `tokenizers.Tokenizer` (its `to_str()`), or a `transformers` fast
+//! `tokenizer.json`, its JSON text (a `str` starting with `{`), a `tokenizers.Tokenizer` (its
+//! `to_str()`), or a `transformers` fast
 //! tokenizer (its `backend_tokenizer.to_str()`), told apart by their attributes; nothing here
 //! imports `tokenizers` or `transformers`. The JSON is read without the GIL.
 
@@ -12,11 +13,23 @@ use pyo3::types::PyString;
 use crate::errors;
 use crate::type_names::type_name;
 
-/// The tokenizer `object` stands for: a path (`str` or `os.PathLike`) to a `tokenizer.json`, an
+/// The tokenizer `object` stands for: a tokenizer's JSON text (a `str` that starts with `{`), a
+/// path (`str` or `os.PathLike`) to a `tokenizer.json`, an
 /// object with `backend_tokenizer` (a `transformers` fast tokenizer), or an object with
 /// `to_str()` (a `tokenizers.Tokenizer`); anything else is a `TypeError`.
 pub(crate) fn tokenizer_from_python(object: &Bound<'_, PyAny>) -> PyResult<Tokenizer> {
     let py = object.py();
+    // The JSON text itself, as `Tokenizer.to_str()` gives it (no file's path starts with `{`):
+    // read as a path, it was an OSError of a file name too long, showing the whole text.
+    if let Ok(text) = object.cast::<PyString>()
+        && let Ok(text) = text.to_str()
+        && text.trim_start().starts_with('{')
+    {
+        let json = text.to_string();
+        return py
+            .detach(|| Tokenizer::from_json(&json))
+            .map_err(errors::loader_error);
+    }
     if object.is_instance_of::<PyString>() || object.hasattr("__fspath__")? {
         let path: PathBuf = object.extract()?;
         return py

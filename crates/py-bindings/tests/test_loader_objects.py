@@ -227,8 +227,12 @@ def test_len_of_a_batch_dataset_is_what_a_data_loader_gives(parquet_file):
     assert len(ad.BatchDataset(numbered(), 64, drop_last=True)) == 15
     assert len(ad.BatchDataset(parquet_file, 64, rank=1, world_size=2)) == 8
     reader = pa.RecordBatchReader.from_batches(numbered().schema, [])
-    with pytest.raises(TypeError, match="not known in advance"):
+    with pytest.raises(TypeError, match="not known in advance: the source, a RecordBatchReader, does not say its rows$"):
         len(ad.BatchDataset(reader, 64))
+    # The reason that applies, not every reason there is.
+    table = pa.table({"ids": pa.array([[1, 2], [3]], pa.list_(pa.int32()))})
+    with pytest.raises(TypeError, match=r"not known in advance: batches are cut by tokens \(max_tokens\) as the rows are read$"):
+        len(ad.BatchDataset(table, 64, sequences={"ids": "jagged"}, max_tokens=8))
 
 
 def test_a_batch_dataset_refuses_a_state_of_another_epoch(parquet_file):

@@ -493,3 +493,17 @@ def test_a_token_budget_of_2_32_or_more_is_refused():
     with pytest.raises(ValueError, match=r"max_tokens is 4294967295; expected at most 4294967294"):
         ad.batches(table, 1, sequences={"ids": "jagged"}, max_tokens=2**32 - 1)
     assert next(ad.batches(table, 1, sequences={"ids": "jagged"}, max_tokens=2**32 - 2))["ids"].shape == (2,)
+
+
+def test_a_tokenizers_json_text_is_taken_as_the_tokenizer(tmp_path):
+    # Read as a path, it was an OSError of a name too long that showed the whole text.
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0, "hello": 1, "world": 2}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    path = tmp_path / "tokenizer.json"
+    tokenizer.save(str(path))
+    table = pa.table({"text": ["hello world", "world"]})
+    given = [
+        np.from_dlpack(next(ad.batches(table, 2, sequences={"text": {"mode": "pad", "tokenizer": form}}))["text"]).tolist()
+        for form in (str(path), tokenizer.to_str(), " \n" + tokenizer.to_str(pretty=True), tokenizer)
+    ]
+    assert given == [[[1, 2], [2, 0]]] * 4

@@ -376,12 +376,8 @@ class BatchDataset(IterableDataset):
         deal other units to the rank, whose rows differ), or ``TypeError``."""
         if self._num_batches is None:
             raise ArrowDLPackTypeError(
-                "the number of batches of this dataset is not known in advance: the source does "
-                "not say its rows (a reader, a stream in object storage, a Ray dataset), its "
-                "record batches are dealt to several ranks as they come (a stream), batches are "
-                "cut by tokens (max_tokens), documents are packed whole (a sequence in mode "
-                '"concat"), or skipped images are replaced by the next rows (on_error="skip", '
-                "read in order)"
+                "the number of batches of this dataset is not known in advance: "
+                + _unknown_length_reason(self.source, self.options)
             )
         counted = self._counted(1)
         return self._num_batches if counted is None else counted
@@ -594,6 +590,31 @@ class BatchDataset(IterableDataset):
             f"BatchDataset({_redacted_source(self.source)}, {self.batch_size}, "
             f"epoch={self.epoch}, options={_redacted_options(self.options)})"
         )
+
+
+def _unknown_length_reason(source: Any, options: Mapping[str, Any]) -> str:
+    """Why a dataset's number of batches is not known: the reasons that its source and options
+    give, else every reason there is."""
+    reasons = []
+    if _is_ray_dataset(source):
+        reasons.append("a Ray dataset is read only by a pass")
+    elif read_once(source):
+        reasons.append(f"the source, a {type(source).__name__}, does not say its rows")
+    if options.get("max_tokens") is not None:
+        reasons.append("batches are cut by tokens (max_tokens) as the rows are read")
+    sequences = options.get("sequences") or {}
+    if any(spec == "concat" or (isinstance(spec, Mapping) and spec.get("mode") == "concat")
+           for spec in sequences.values()):
+        reasons.append('documents are packed whole (a sequence in mode "concat")')
+    images = options.get("images") or {}
+    if any(isinstance(spec, Mapping) and spec.get("on_error") == "skip" for spec in images.values()):
+        reasons.append('skipped images are replaced by the next rows (on_error="skip")')
+    if reasons:
+        return "; ".join(reasons)
+    return (
+        "the source does not say its rows (a reader, a stream in object storage, a Ray "
+        "dataset), or its record batches are dealt to several ranks as they come (a stream)"
+    )
 
 
 def _in_main_process() -> bool:

@@ -421,7 +421,10 @@ fn paths_of(object: &Bound<'_, PyAny>) -> PyResult<Option<Vec<PathBuf>>> {
     }
     let items: Vec<Bound<'_, PyAny>> = object.try_iter()?.collect::<PyResult<_>>()?;
     let Some(first) = items.first() else {
-        return Err(errors::value_error("the list of paths is empty"));
+        return Err(errors::value_error(
+            "the source is an empty list; expected paths, record batches, tables or data frames \
+             to read (a table of no rows, for a source of none)",
+        ));
     };
     if one(first)?.is_none() {
         // A list of streams (record batches, tables), read by `source_of`.
