@@ -22,6 +22,7 @@ from arrow_dlpack._sources import (
     ReaderFailures,
     as_source,
     files_only,
+    read_once,
     refuse_read_again,
     remember_read,
 )
@@ -123,6 +124,31 @@ def _is_ray_dataset(source: Any) -> bool:
     from arrow_dlpack import ray
 
     return bool(ray.is_dataset(source))
+
+
+def unknown_length_reason(source: Any, options: Mapping[str, Any]) -> str:
+    """Why a dataset's number of batches is not known: the reasons that its source and options
+    give, else every reason there is."""
+    reasons = []
+    if _is_ray_dataset(source):
+        reasons.append("a Ray dataset is read only by a pass")
+    elif read_once(source):
+        reasons.append(f"the source, a {type(source).__name__}, does not say its rows")
+    if options.get("max_tokens") is not None:
+        reasons.append("batches are cut by tokens (max_tokens) as the rows are read")
+    sequences = options.get("sequences") or {}
+    if any(spec == "concat" or (isinstance(spec, Mapping) and spec.get("mode") == "concat")
+           for spec in sequences.values()):
+        reasons.append('documents are packed whole (a sequence in mode "concat")')
+    images = options.get("images") or {}
+    if any(isinstance(spec, Mapping) and spec.get("on_error") == "skip" for spec in images.values()):
+        reasons.append('skipped images are replaced by the next rows (on_error="skip")')
+    if reasons:
+        return "; ".join(reasons)
+    return (
+        "the source does not say its rows (a reader, a stream in object storage, a Ray "
+        "dataset), or its record batches are dealt to several ranks as they come (a stream)"
+    )
 
 
 def _ray_blocks(source: Any, failures: ReaderFailures) -> Any:

@@ -24,8 +24,9 @@ from arrow_dlpack._batches import (
     _open,
     _redacted_options,
     _redacted_source,
+    unknown_length_reason,
 )
-from arrow_dlpack._shards import _distributed, _shard, _shared_seed
+from arrow_dlpack._shards import _distributed, _shard, _shared_seed, refuse_another_layout
 from arrow_dlpack._epochs import _round, _SharedEpoch
 from arrow_dlpack._states import _DATASET_KEY, _saved_seed, loader_state, pass_ended
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options
@@ -335,21 +336,8 @@ class BatchDataset(IterableDataset):
         dataset made before ``torch.distributed.init_process_group`` took rank 0 of 1, and its
         length, seed and plan are that layout's (read as rank 1 of 2 it counted the whole
         pass, and each rank drew its own seed: rows were read twice and never)."""
-        if self._layout_given:
-            return
-        options = self.options
-        rank, world_size = options.get("rank"), options.get("world_size")
-        # A spawned DataLoader worker got the group's rank and world size from __getstate__.
-        now = (rank, world_size) if rank is not None and world_size is not None else _distributed()
-        made = tuple(self._rank_shard)
-        if now != made:
-            raise ArrowDLPackValueError(
-                f"this BatchDataset was made as rank {made[0]} of {made[1]} (the "
-                f"torch.distributed group when it was made) and is read as rank {now[0]} of "
-                f"{now[1]}; its length, seed and plan are those of the ranks it was made for: "
-                "make it after torch.distributed.init_process_group, or pass rank= and "
-                "world_size= (rank=0, world_size=1 reads every row in this process alone)"
-            )
+        if not self._layout_given:
+            refuse_another_layout(self._rank_shard, self.options.get("rank"), self.options.get("world_size"))
 
     def __len__(self) -> int:
         """The number of batches of a whole pass of this rank; ``TypeError`` when it is not
@@ -377,7 +365,7 @@ class BatchDataset(IterableDataset):
         if self._num_batches is None:
             raise ArrowDLPackTypeError(
                 "the number of batches of this dataset is not known in advance: "
-                + _unknown_length_reason(self.source, self.options)
+                + unknown_length_reason(self.source, self.options)
             )
         counted = self._counted(1)
         return self._num_batches if counted is None else counted
@@ -590,31 +578,6 @@ class BatchDataset(IterableDataset):
             f"BatchDataset({_redacted_source(self.source)}, {self.batch_size}, "
             f"epoch={self.epoch}, options={_redacted_options(self.options)})"
         )
-
-
-def _unknown_length_reason(source: Any, options: Mapping[str, Any]) -> str:
-    """Why a dataset's number of batches is not known: the reasons that its source and options
-    give, else every reason there is."""
-    reasons = []
-    if _is_ray_dataset(source):
-        reasons.append("a Ray dataset is read only by a pass")
-    elif read_once(source):
-        reasons.append(f"the source, a {type(source).__name__}, does not say its rows")
-    if options.get("max_tokens") is not None:
-        reasons.append("batches are cut by tokens (max_tokens) as the rows are read")
-    sequences = options.get("sequences") or {}
-    if any(spec == "concat" or (isinstance(spec, Mapping) and spec.get("mode") == "concat")
-           for spec in sequences.values()):
-        reasons.append('documents are packed whole (a sequence in mode "concat")')
-    images = options.get("images") or {}
-    if any(isinstance(spec, Mapping) and spec.get("on_error") == "skip" for spec in images.values()):
-        reasons.append('skipped images are replaced by the next rows (on_error="skip")')
-    if reasons:
-        return "; ".join(reasons)
-    return (
-        "the source does not say its rows (a reader, a stream in object storage, a Ray "
-        "dataset), or its record batches are dealt to several ranks as they come (a stream)"
-    )
 
 
 def _in_main_process() -> bool:

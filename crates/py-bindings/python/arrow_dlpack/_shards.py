@@ -88,6 +88,27 @@ def _layout(
     return worker * world_size + rank, world_size * workers, world_size if workers > 1 else 0
 
 
+def refuse_another_layout(
+    made: Tuple[int, int], rank: Optional[int], world_size: Optional[int]
+) -> None:
+    """Refuses a pass, or a count, as another ``(rank, world_size)`` than ``made``, the
+    ``torch.distributed`` group's when a dataset was made: one made before
+    ``init_process_group`` took rank 0 of 1, and its length, seed and plan are that layout's
+    (read as rank 1 of 2 it counted the whole pass, and each rank drew its own seed: rows were
+    read twice and never). ``rank`` and ``world_size`` are the group's as a spawned DataLoader
+    worker received them, or None where the group is asked."""
+    now = (rank, world_size) if rank is not None and world_size is not None else _distributed()
+    made = (made[0], made[1])
+    if now != made:
+        raise ArrowDLPackValueError(
+            f"this BatchDataset was made as rank {made[0]} of {made[1]} (the torch.distributed "
+            f"group when it was made) and is read as rank {now[0]} of {now[1]}; its length, seed "
+            "and plan are those of the ranks it was made for: make it after "
+            "torch.distributed.init_process_group, or pass rank= and world_size= (rank=0, "
+            "world_size=1 reads every row in this process alone)"
+        )
+
+
 def _shared_seed(seed: Optional[int], shuffle: bool, num_shards: int) -> int:
     """The seed of the shuffle, the same in every shard so that the shards share one
     permutation of the units and never overlap.
