@@ -23,7 +23,10 @@ pub(crate) fn tokenizer_from_python(object: &Bound<'_, PyAny>) -> PyResult<Token
     // read as a path, it was an OSError of a file name too long, showing the whole text.
     if let Ok(text) = object.cast::<PyString>()
         && let Ok(text) = text.to_str()
-        && text.trim_start().starts_with('{')
+        && text
+            .trim_start_matches('\u{feff}')
+            .trim_start()
+            .starts_with('{')
     {
         let json = text.to_string();
         return py
@@ -42,8 +45,8 @@ pub(crate) fn tokenizer_from_python(object: &Bound<'_, PyAny>) -> PyResult<Token
     };
     let Some(to_str) = crate::protocols::optional_attribute(&backend, "to_str")? else {
         return Err(errors::type_error(format!(
-            "tokenizer is {}; expected a path to a tokenizer.json, a tokenizers.Tokenizer or a \
-             transformers fast tokenizer (one with backend_tokenizer)",
+            "tokenizer is {}; expected a path to a tokenizer.json, its JSON text, a \
+             tokenizers.Tokenizer or a transformers fast tokenizer (one with backend_tokenizer)",
             type_name(object)
         )));
     };
@@ -55,6 +58,22 @@ pub(crate) fn tokenizer_from_python(object: &Bound<'_, PyAny>) -> PyResult<Token
             type_name(&json)
         )));
     };
-    py.detach(|| Tokenizer::from_json(&json))
-        .map_err(errors::loader_error)
+    let tokenizer = py
+        .detach(|| Tokenizer::from_json(&json))
+        .map_err(errors::loader_error)?;
+    // The JSON must hold the vocabulary the object encodes with: `tokenizers` writes a
+    // vocabulary holding the id 2^32 - 1 as an empty one, whose ids would all be lost.
+    if let Some(size) = crate::protocols::optional_attribute(&backend, "get_vocab_size")? {
+        let tokens: usize = size.call1((true,))?.extract()?;
+        if tokens != tokenizer.token_count() {
+            return Err(errors::value_error(format!(
+                "cannot read the tokenizer: {}.to_str() holds {} tokens of the {tokens} it has; \
+                 expected its JSON to hold its vocabulary (save it with a vocabulary of ids \
+                 numbered from 0)",
+                type_name(&backend),
+                tokenizer.token_count()
+            )));
+        }
+    }
+    Ok(tokenizer)
 }

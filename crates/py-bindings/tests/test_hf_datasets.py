@@ -250,7 +250,8 @@ def test_a_dict_of_splits_is_refused_naming_them(ds, iterable):
     if iterable:
         splits = datasets.IterableDatasetDict({k: v.to_iterable_dataset() for k, v in splits.items()})
     kind = "IterableDatasetDict" if iterable else "DatasetDict"
-    message = rf"a {kind} holds the splits 'train', 'validation'; pass one of them, ds\['train'\]"
+    article = "an" if kind.startswith("I") else "a"
+    message = rf"{article} {kind} holds the splits 'train', 'validation'; pass one of them, ds\['train'\]"
     with pytest.raises(TypeError, match=message):
         ad.batches(splits, 8, columns=["id"])
     with pytest.raises(TypeError, match=message):

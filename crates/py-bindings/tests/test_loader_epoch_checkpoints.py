@@ -185,15 +185,27 @@ def test_a_dataset_shuffled_without_a_seed_resumes_with_the_seed_its_checkpoint_
     def seedless():
         return ad.BatchDataset(path, 8, shuffle=True, buffer_size=16)
 
-    loader = StatefulDataLoader(seedless(), batch_size=None, num_workers=num_workers)
-    whole, checkpoint = [], None
-    for step, batch in enumerate(loader):
-        whole.append([int(i) for i in batch["id"]])
-        if step == 2:
-            checkpoint = loader.state_dict()
-    resumed = StatefulDataLoader(seedless(), batch_size=None, num_workers=num_workers)
-    resumed.load_state_dict(checkpoint)
-    assert sorted(_ids(resumed)) == sorted(whole[3:])
+    # At step 0 with workers, the second worker has given no batch: its state holds no loader
+    # state, and so no seed of its own (the dataset's state carries it).
+    for stop in (0, 2):
+        original = seedless()
+        loader = StatefulDataLoader(original, batch_size=None, num_workers=num_workers)
+        whole, checkpoint = [], None
+        for step, batch in enumerate(loader):
+            whole.append([int(i) for i in batch["id"]])
+            if step == stop:
+                checkpoint = loader.state_dict()
+        original.set_epoch(1)
+        next_epoch = _ids(loader)
+        again = seedless()
+        resumed = StatefulDataLoader(again, batch_size=None, num_workers=num_workers)
+        resumed.load_state_dict(checkpoint)
+        assert sorted(_ids(resumed)) == sorted(whole[stop + 1:])
+        # The next epoch is the uninterrupted run's too (without workers, where this process's
+        # dataset took the seed; a worker's copy takes it in the worker).
+        if num_workers == 0:
+            again.set_epoch(1)
+            assert _ids(resumed) == next_epoch
     # As a loader's state given when the dataset is made (no DataLoader workers to share).
     if num_workers == 0:
         stopped = ad.batches(path, 8, shuffle=True, buffer_size=16)

@@ -436,3 +436,28 @@ def test_a_state_without_its_sources_identity_is_refused_not_checked_less(tmp_pa
     del saved["settings"]["source"]["files"][0]["modified_ns"]
     with pytest.raises(ValueError, match="modified_ns"):
         ad.batches(stream, 10, state=saved)
+
+
+def test_a_local_files_time_is_compared_whatever_object_keys_a_state_adds(tmp_path):
+    # An e_tag or last_modified_ms added to a local file's entry made it compared as an object,
+    # by size and footer alone: a file rewritten with other values of the same shape resumed.
+    import copy
+    import time
+
+    path = str(tmp_path / "ident.arrow")
+
+    def write(offset):
+        table = pa.table({"id": np.arange(1000) + offset})
+        with ipc.new_file(path, table.schema) as writer:
+            for batch in table.to_batches(max_chunksize=200):
+                writer.write_batch(batch)
+
+    write(0)
+    state = _state_after(path, 1, batch_size=64)
+    time.sleep(0.01)
+    write(5000)
+    for edit in ({}, {"e_tag": "x"}, {"last_modified_ms": 5}):
+        edited = copy.deepcopy(state)
+        edited["settings"]["source"]["files"][0].update(edit)
+        with pytest.raises(ValueError, match="modified_ns saved"):
+            ad.batches(path, 64, state=edited)

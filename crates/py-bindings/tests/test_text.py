@@ -507,3 +507,19 @@ def test_a_tokenizers_json_text_is_taken_as_the_tokenizer(tmp_path):
         for form in (str(path), tokenizer.to_str(), " \n" + tokenizer.to_str(pretty=True), tokenizer)
     ]
     assert given == [[[1, 2], [2, 0]]] * 4
+
+
+def test_a_tokenizer_object_whose_json_loses_its_vocabulary_is_refused():
+    # tokenizers writes a vocabulary holding the id 2**32 - 1 back as an empty one: read through
+    # that JSON, every text became [] without an error.
+    import json
+
+    vocab = {c: i for i, c in enumerate("abcdefghijklmnopqrstuvwxyz")}
+    vocab["zzz"] = 2**32 - 1
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    assert tokenizer.encode("hello").ids == [7, 4, 11, 11, 14]
+    assert json.loads(tokenizer.to_str())["model"]["vocab"] == {}
+    table = pa.table({"text": ["hello world"]})
+    with pytest.raises(ValueError, match=r"Tokenizer.to_str\(\) holds 0 tokens of the 27 it has"):
+        ad.batches(table, 1, sequences={"text": {"mode": "pad", "tokenizer": tokenizer}})

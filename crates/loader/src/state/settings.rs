@@ -318,8 +318,16 @@ impl FileIdentity {
                 json(&given.digest).to_string(),
             ));
         }
-        let local = |file: &FileIdentity| file.e_tag.is_none() && file.last_modified_ms.is_none();
-        if self.modified_ns != given.modified_ns && local(self) && local(given) {
+        // Both times are compared wherever both are there; one alone differs unless the other
+        // side is an object.
+        let object = |file: &FileIdentity| file.e_tag.is_some() || file.last_modified_ms.is_some();
+        let differs = match (self.modified_ns, given.modified_ns) {
+            (Some(a), Some(b)) => a != b,
+            (Some(_), None) => !object(given),
+            (None, Some(_)) => !object(self),
+            (None, None) => false,
+        };
+        if differs {
             return Some((
                 "modified_ns",
                 json(&self.modified_ns).to_string(),

@@ -112,6 +112,12 @@ impl Tokenizer {
         self.id_bound
     }
 
+    /// The number of tokens of its vocabulary, added tokens included (the `tokenizers` crate's
+    /// `get_vocab_size(true)`).
+    pub fn token_count(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
     /// The identity of the tokenizer: a digest of its JSON, as `tokenizers` writes it back
     /// (`xxh3-128:` and 32 hexadecimal digits). A saved state records it, so that a run resumed
     /// with another tokenizer is refused.

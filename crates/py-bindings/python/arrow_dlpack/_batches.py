@@ -134,6 +134,11 @@ def unknown_length_reason(source: Any, options: Mapping[str, Any]) -> str:
         reasons.append("a Ray dataset is read only by a pass")
     elif read_once(source):
         reasons.append(f"the source, a {type(source).__name__}, does not say its rows")
+    elif (
+        any(cls.__module__.startswith("datasets.") for cls in type(source).__mro__)
+        and "Iterable" in type(source).__name__
+    ):
+        reasons.append(f"the source, a {type(source).__name__}, is read as it streams")
     if options.get("max_tokens") is not None:
         reasons.append("batches are cut by tokens (max_tokens) as the rows are read")
     sequences = options.get("sequences") or {}

@@ -492,7 +492,8 @@ class BatchDataset(IterableDataset):
     def state_dict(self) -> Dict[str, Any]:
         """Where this process's pass stands: ``{"arrow_dlpack_batch_dataset": 1, "epoch": ...,
         "shard": [index, count], "loader": <the loader's state_dict(), or None before the first
-        batch>, "ended": <whether the pass ran to its end>}``. A state whose pass ended resumes
+        batch>, "ended": <whether the pass ran to its end>, "seed": <the shuffle's seed, or None
+        unshuffled>}``; a dataset made without a ``seed`` takes the state's. A state whose pass ended resumes
         nothing: the next pass is whole, as torchdata's ``StatefulDataLoader`` begins a new
         epoch after a checkpoint taken at the end of one."""
         # A pass of another process (the parent of a forked DataLoader worker) is not this
@@ -515,6 +516,9 @@ class BatchDataset(IterableDataset):
             "shard": shard,
             "loader": loader,
             "ended": live is not None and self._live_ended,
+            # The shuffle's seed, also where no batch was given yet (a DataLoader worker that
+            # has not begun): a dataset made again without a seed takes it from here.
+            "seed": self.options.get("seed") if self.options.get("shuffle") else None,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -533,6 +537,20 @@ class BatchDataset(IterableDataset):
         # Its fields are checked here (an epoch, a loader state or None, one epoch in both).
         ended = pass_ended(state) and _in_main_process()
         epoch, loader = state["epoch"], state["loader"]
+        # A seed the dataset drew itself gives way to the one the state was saved with (a
+        # dataset made again draws another), so that a checkpoint resumes without seed=, for
+        # this epoch and the next ones, whatever epoch set_epoch chose meanwhile.
+        saved_seed = state.get("seed")
+        if saved_seed is None:
+            saved_seed = _saved_seed(None, True, loader)
+        if (
+            not self._seed_given
+            and self.options.get("shuffle")
+            and saved_seed is not None
+            and saved_seed != self.options.get("seed")
+        ):
+            self.options = {**self.options, "seed": saved_seed}
+            self._counts = {}
         # A pass that ended resumes nothing where it was the whole loader's (no DataLoader
         # workers: torchdata begins the next epoch after an iterator that ran out). A worker's
         # pass may end while the others' go on (a checkpoint mid-epoch): it resumes its end.
@@ -545,12 +563,6 @@ class BatchDataset(IterableDataset):
             return
         # The epoch is the dataset's, shared with the workers (which load the same checkpoint).
         self._epoch.value = epoch
-        # A seed the dataset drew itself gives way to the one the state was saved with (a
-        # dataset made again draws another), so that a checkpoint resumes without seed=.
-        saved_seed = _saved_seed(None, True, loader) if not self._seed_given else None
-        if saved_seed is not None and self.options.get("shuffle") and saved_seed != self.options.get("seed"):
-            self.options = {**self.options, "seed": saved_seed}
-            self._counts = {}
         # A state saved after its pass ended resumes nothing: the next pass is whole.
         self._resume = dict(loader) if loader is not None and not ended else None
         self._resume_epoch = epoch

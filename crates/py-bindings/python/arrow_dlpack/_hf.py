@@ -61,7 +61,8 @@ def hf_stream(source: Any) -> Any:
         splits = ", ".join(repr(str(name)) for name in source)
         first = next(iter(source), "train")
         raise ArrowDLPackTypeError(
-            f"a {kind} holds the splits {splits or '(none)'}; pass one of them, "
+            f"{'an' if kind.startswith('I') else 'a'} {kind} holds the splits "
+            f"{splits or '(none)'}; pass one of them, "
             f"ds[{str(first)!r}]"
         )
     if kind == "Dataset":

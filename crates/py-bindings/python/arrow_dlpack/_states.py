@@ -53,6 +53,9 @@ def check_dataset_state(state: Mapping[str, Any]) -> None:
     loader = state["loader"]
     if loader is not None and not isinstance(loader, Mapping):
         raise ArrowDLPackValueError(f"state['loader'] is {type(loader).__name__}; expected a dict or None")
+    seed = state.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64):
+        raise ArrowDLPackValueError(f"state['seed'] is {seed!r}; expected None or an int from 0 to 2**64 - 1")
     saved = loader.get("epoch") if isinstance(loader, Mapping) else None
     if saved is not None and saved != epoch:
         raise ArrowDLPackValueError(
