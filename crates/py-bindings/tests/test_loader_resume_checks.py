@@ -461,3 +461,14 @@ def test_a_local_files_time_is_compared_whatever_object_keys_a_state_adds(tmp_pa
         edited["settings"]["source"]["files"][0].update(edit)
         with pytest.raises(ValueError, match="modified_ns saved"):
             ad.batches(path, 64, state=edited)
+
+
+def test_another_ranks_state_is_refused_naming_the_remedy_that_helps():
+    # Rank 0's state given to rank 1 (a checkpoint saved on rank 0 alone): the message sent the
+    # user to merge_states, which needs every rank's state.
+    table = pa.Table.from_batches(_table(0, 100).select(["id"]).to_batches(max_chunksize=25))
+    state = _state_after(table, 1, batch_size=10, rank=0, world_size=2)
+    with pytest.raises(ValueError, match=r"shard 0 of 2; this loader is shard 1 of 2 \(each shard resumes from its own state: give shard 1 the state it saved \(under DDP, save the loader's state on every rank\)\)"):
+        ad.batches(table, 10, rank=1, world_size=2, state=state)
+    with pytest.raises(ValueError, match=r"shard 0 of 2; this loader is shard 0 of 3 \(to resume with another number of shards, merge"):
+        ad.batches(table, 10, rank=0, world_size=3, state=state)

@@ -108,10 +108,21 @@ impl LoaderState {
         if let Some([saved_shard, saved_shards]) = self.shard
             && (saved_shard, saved_shards) != (shard, num_shards)
         {
+            // The same number of shards: another shard's state (rank 0's, saved on rank 0
+            // alone), which no merge of it alone helps.
+            let remedy = if saved_shards == num_shards {
+                format!(
+                    "each shard resumes from its own state: give shard {shard} the state it \
+                     saved (under DDP, save the loader's state on every rank)"
+                )
+            } else {
+                "to resume with another number of shards, merge the states of every shard with \
+                 merge_states"
+                    .to_string()
+            };
             return bad(format!(
                 "the state was saved by shard {saved_shard} of {saved_shards}; this loader is \
-                 shard {shard} of {num_shards} (to resume with another number of shards, merge \
-                 the states of every shard with merge_states)"
+                 shard {shard} of {num_shards} ({remedy})"
             ));
         }
         if let Some(saved) = self.layout_ranks()?
