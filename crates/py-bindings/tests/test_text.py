@@ -523,3 +523,15 @@ def test_a_tokenizer_object_whose_json_loses_its_vocabulary_is_refused():
     table = pa.table({"text": ["hello world"]})
     with pytest.raises(ValueError, match=r"Tokenizer.to_str\(\) holds 0 tokens of the 27 it has"):
         ad.batches(table, 1, sequences={"text": {"mode": "pad", "tokenizer": tokenizer}})
+
+
+def test_tokenize_into_a_missing_folder_names_the_file_asked_for(tmp_path):
+    # It named its temporary file (`cannot read nodir/.t.parquet.3996.partial`).
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0, "hello": 1}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    out = tmp_path / "nodir" / "t.parquet"
+    with pytest.raises(FileNotFoundError) as raised:
+        ad.tokenize(pa.table({"text": ["hello"]}), tokenizer, str(out), progress=False)
+    assert raised.value.errno == 2 and raised.value.filename == str(out)
+    assert str(raised.value) == f"[Errno 2] cannot write {out}: No such file or directory: '{out}'"
+    assert not (tmp_path / "nodir").exists()

@@ -311,7 +311,12 @@ impl Temporary {
             .map(|name| name.to_string_lossy().into_owned())
             .unwrap_or_default();
         let path = destination.with_file_name(format!(".{name}.{}.partial", std::process::id()));
-        let file = File::create(&path).map_err(|source| Error::io(&path, source))?;
+        // Said of the file asked for: the temporary name is ours (a missing folder is the
+        // caller's path's).
+        let file = File::create(&path).map_err(|source| Error::Write {
+            path: destination.to_path_buf(),
+            source: Box::new(source),
+        })?;
         Ok(Temporary {
             path,
             file,

@@ -198,7 +198,20 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
             );
         }
         E::Tokenizer { .. } | E::Tokenize { .. } => Kind::Value,
-        E::Write { .. } => return PyOSError::new_err(chain(&error)),
+        // An error of the operating system with its `errno` and `filename`, as `open()` raises
+        // it (OSError picks the subclass of the errno: FileNotFoundError for a missing folder).
+        E::Write { path, source } => {
+            let code = source
+                .downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::raw_os_error);
+            return match code {
+                Some(code) => {
+                    let message = chain(&error).replace(&format!(" (os error {code})"), "");
+                    PyOSError::new_err((code, message, path.display().to_string()))
+                }
+                None => PyOSError::new_err(chain(&error)),
+            };
+        }
         // A null row of a sequence column: where it is, and the loader's option.
         E::NullSequenceRow {
             column,
