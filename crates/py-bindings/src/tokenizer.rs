@@ -1,8 +1,8 @@
 //! The one conversion of a Python tokenizer to the loader's [`Tokenizer`]: a path to a
 //! `tokenizer.json`, its JSON text (a `str` starting with `{`), a `tokenizers.Tokenizer` (its
-//! `to_str()`), or a `transformers` fast
-//! tokenizer (its `backend_tokenizer.to_str()`), told apart by their attributes; nothing here
-//! imports `tokenizers` or `transformers`. The JSON is read without the GIL.
+//! `to_str()`), or a `transformers` fast tokenizer (its `backend_tokenizer.to_str()`), told
+//! apart by their attributes; nothing here imports `tokenizers` or `transformers`. The JSON is
+//! read without the GIL.
 
 use std::path::PathBuf;
 
@@ -14,9 +14,9 @@ use crate::errors;
 use crate::type_names::type_name;
 
 /// The tokenizer `object` stands for: a tokenizer's JSON text (a `str` that starts with `{`), a
-/// path (`str` or `os.PathLike`) to a `tokenizer.json`, an
-/// object with `backend_tokenizer` (a `transformers` fast tokenizer), or an object with
-/// `to_str()` (a `tokenizers.Tokenizer`); anything else is a `TypeError`.
+/// path (`str` or `os.PathLike`) to a `tokenizer.json`, an object with `backend_tokenizer` (a
+/// `transformers` fast tokenizer), or an object with `to_str()` (a `tokenizers.Tokenizer`);
+/// anything else is a `TypeError`.
 pub(crate) fn tokenizer_from_python(object: &Bound<'_, PyAny>) -> PyResult<Tokenizer> {
     let py = object.py();
     // The JSON text itself, as `Tokenizer.to_str()` gives it (no file's path starts with `{`):

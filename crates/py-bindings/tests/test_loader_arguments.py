@@ -213,6 +213,21 @@ def test_shuffled_shards_with_a_seed_read_every_row_exactly_once(world_size, uni
     assert union != list(range(ROWS))  # shuffled indeed
 
 
+def in_two_forked_ranks(target, init_file, source):
+    """What ``target(rank, init_file, source, queue)`` puts in the queue in each of two forked
+    processes (ranks 0 and 1), once both have ended well."""
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    ranks = [context.Process(target=target, args=(rank, init_file, source, queue)) for rank in range(2)]
+    for process in ranks:
+        process.start()
+    found = [queue.get(timeout=120) for _ in ranks]
+    for process in ranks:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    return found
+
+
 def read_as_rank(rank, init_file, source, queue):
     """Joins a two-rank gloo group and reads its shard with shuffle=True and no seed."""
     import torch.distributed as dist
@@ -228,18 +243,7 @@ def read_as_rank(rank, init_file, source, queue):
 def test_ranks_of_a_process_group_without_a_seed_share_seed_0(tmp_path, units_file):
     import torch.distributed  # noqa: F401 - `ad.batches` asks torch only if it was imported
 
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
-    ranks = [
-        context.Process(target=read_as_rank, args=(rank, tmp_path / "init", units_file, queue))
-        for rank in range(2)
-    ]
-    for process in ranks:
-        process.start()
-    shards = dict(queue.get(timeout=120) for _ in ranks)
-    for process in ranks:
-        process.join(timeout=60)
-        assert process.exitcode == 0
+    shards = dict(in_two_forked_ranks(read_as_rank, tmp_path / "init", units_file))
     union = shards[0] + shards[1]
     assert sorted(union) == list(range(ROWS))
     assert union != list(range(ROWS))
@@ -277,18 +281,7 @@ def test_datasets_of_a_process_group_need_no_seed_and_no_collective_and_refuse_a
     # Made on rank 0 alone, its seed's broadcast met rank 1's barrier and the group failed.
     import torch.distributed  # noqa: F401 - the package asks torch only if it was imported
 
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
-    ranks = [
-        context.Process(target=datasets_of_a_rank, args=(rank, tmp_path / "init", units_file, queue))
-        for rank in range(2)
-    ]
-    for process in ranks:
-        process.start()
-    found = {rank: rest for rank, *rest in (queue.get(timeout=120) for _ in ranks)}
-    for process in ranks:
-        process.join(timeout=60)
-        assert process.exitcode == 0
+    found = {rank: rest for rank, *rest in in_two_forked_ranks(datasets_of_a_rank, tmp_path / "init", units_file)}
     for rank, (refused, _, length, rows) in found.items():
         assert set(refused) == {"iter", "len"}
         for message in refused.values():

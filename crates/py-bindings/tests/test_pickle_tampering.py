@@ -4,6 +4,7 @@ sound object or raises ValueError or TypeError (an `ArrowDLPackError`), never an
 a panic or a crash."""
 
 import pickle
+import struct
 import subprocess
 import sys
 
@@ -173,71 +174,59 @@ def test_array_data_of_any_other_type_is_refused(value):
         check_array(array)
 
 
-def test_an_offsets_buffer_of_part_of_an_offset_is_refused_before_the_reader_sees_it():
-    # The offsets of a large_list array, 5 offsets of 8 bytes, declared 76 bytes long: arrow's
-    # validation reads them as a slice of i64 and asserts whole elements (a panic that the
-    # unpickling would catch, but only after its message and backtrace reached stderr). In a
-    # child, so that its stderr is the test's to read.
-    script = """
-import struct, pyarrow as pa, arrow_dlpack as ad
-array = ad.array(pa.array([[1, 2, 3], [], None, [4, 5]], pa.large_list(pa.int32())))
+def refusal_in_a_child(array, declared, forged):
+    """What rebuilding the pickle of ``array`` (the Python source of an expression over ``np``,
+    ``pa`` and ``ad``) with the bytes ``declared`` replaced by ``forged`` prints of its refusal,
+    in a child, so that its stderr is the test's to read: it stays empty (the refusals these
+    tests check were panics caught after their message and backtrace reached stderr)."""
+    script = f"""
+import numpy as np, pyarrow as pa, arrow_dlpack as ad
+array = {array}
 rebuild, (data,) = array.__reduce_ex__(2)[:2]
-declared = struct.pack("<qq", 64, 40)
-assert data.count(declared) == 1
+assert data.count({declared!r}) == 1
 try:
-    rebuild(data.replace(declared, struct.pack("<qq", 64, 76)))
+    rebuild(data.replace({declared!r}, {forged!r}))
 except ad.ArrowDLPackValueError as error:
     print(error)
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
-    assert "of 76 bytes at offset 64 of the body, does not hold whole elements of 8 bytes" in result.stdout
+    return result.stdout
+
+
+def test_an_offsets_buffer_of_part_of_an_offset_is_refused_before_the_reader_sees_it():
+    # The offsets of a large_list array, 5 offsets of 8 bytes, declared 76 bytes long: arrow's
+    # validation reads them as a slice of i64 and asserts whole elements.
+    printed = refusal_in_a_child(
+        "ad.array(pa.array([[1, 2, 3], [], None, [4, 5]], pa.large_list(pa.int32())))",
+        struct.pack("<qq", 64, 40),
+        struct.pack("<qq", 64, 76),
+    )
+    assert "of 76 bytes at offset 64 of the body, does not hold whole elements of 8 bytes" in printed
 
 
 def test_a_fixed_size_list_of_more_values_than_64_bits_count_is_refused_before_the_reader_sees_it():
-    # A fixed-shape tensor array of 3 rows of 2 x 2 values, its rows declared as 2^62 + 3: arrow's
-    # validation multiplies them by the 4 values a row and asserts on the overflow (a panic that
-    # the unpickling would catch, after its backtrace reached stderr). In a child, so that its
-    # stderr is the test's to read.
-    script = """
-import struct, numpy as np, arrow_dlpack as ad
-array = ad.FixedShapeTensorArray.from_numpy_ndarray(np.arange(12, dtype=np.int32).reshape(3, 2, 2))
-rebuild, (data,) = array.__reduce_ex__(2)[:2]
-# The nodes of the column and of its values: (rows, nulls) each.
-declared = struct.pack("<qqqq", 3, 0, 12, 0)
-assert data.count(declared) == 1
-try:
-    rebuild(data.replace(declared, struct.pack("<qqqq", 2**62 + 3, 0, 12, 0)))
-except ad.ArrowDLPackValueError as error:
-    print(error)
-"""
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    assert "a fixed-size list column declares 4611686018427387907 rows of 4 values" in result.stdout
+    # A fixed-shape tensor array of 3 rows of 2 x 2 values, its rows declared as 2^62 + 3 (the
+    # nodes of the column and of its values: rows and nulls each): arrow's validation multiplies
+    # them by the 4 values a row and asserts on the overflow.
+    printed = refusal_in_a_child(
+        "ad.FixedShapeTensorArray.from_numpy_ndarray(np.arange(12, dtype=np.int32).reshape(3, 2, 2))",
+        struct.pack("<qqqq", 3, 0, 12, 0),
+        struct.pack("<qqqq", 2**62 + 3, 0, 12, 0),
+    )
+    assert "a fixed-size list column declares 4611686018427387907 rows of 4 values" in printed
 
 
 def test_a_list_view_whose_offsets_are_not_whole_elements_is_refused_before_the_reader_sees_it():
-    # The offsets buffer of a list_view array declared 9 bytes long (2 offsets of 4 bytes): arrow
-    # asserts whole elements as it reads them (a panic that the unpickling caught, after its
-    # backtrace reached stderr). In a child, so that its stderr is the test's to read.
-    script = """
-import struct, pyarrow as pa, arrow_dlpack as ad
-array = ad.array(pa.array([[1], [2, 3]], pa.list_view(pa.int32())))
-rebuild, (data,) = array.__reduce_ex__(2)[:2]
-# The offsets' buffer of the record batch, (offset, length): 8 bytes at the body's start.
-declared = struct.pack("<qq", 0, 8)
-assert data.count(declared) == 1
-try:
-    rebuild(data.replace(declared, struct.pack("<qq", 0, 9)))
-except ad.ArrowDLPackValueError as error:
-    print(error)
-"""
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    assert "buffer 1 of a batch, of 9 bytes at offset 0 of the body, does not hold whole elements of 4 bytes" in result.stdout
+    # The offsets buffer of a list_view array (its (offset, length) in the record batch: 8 bytes
+    # at the body's start) declared 9 bytes long: arrow asserts whole elements as it reads them.
+    printed = refusal_in_a_child(
+        "ad.array(pa.array([[1], [2, 3]], pa.list_view(pa.int32())))",
+        struct.pack("<qq", 0, 8),
+        struct.pack("<qq", 0, 9),
+    )
+    assert "buffer 1 of a batch, of 9 bytes at offset 0 of the body, does not hold whole elements of 4 bytes" in printed
 
 
 @pytest.mark.parametrize("outer, inner", [("a\x00b", "item"), ("a", "x\x00")])

@@ -134,10 +134,7 @@ def unknown_length_reason(source: Any, options: Mapping[str, Any]) -> str:
         reasons.append("a Ray dataset is read only by a pass")
     elif read_once(source):
         reasons.append(f"the source, a {type(source).__name__}, does not say its rows")
-    elif (
-        any(cls.__module__.startswith("datasets.") for cls in type(source).__mro__)
-        and "Iterable" in type(source).__name__
-    ):
+    elif _hf_kind(source) == "IterableDataset":
         reasons.append(f"the source, a {type(source).__name__}, is read as it streams")
     if options.get("max_tokens") is not None:
         reasons.append("batches are cut by tokens (max_tokens) as the rows are read")
@@ -171,11 +168,21 @@ def _hf_stream(source: Any) -> Any:
     """A Hugging Face ``datasets.Dataset`` or ``IterableDataset`` as an Arrow stream (a dict of
     splits is a ``TypeError``); any other source as it is. ``datasets`` is never imported: its
     objects are recognised by the module of their class, and only they load ``_hf``."""
-    if not any(cls.__module__.startswith("datasets.") for cls in type(source).__mro__):
+    if _hf_kind(source) is None:
         return source
     from arrow_dlpack import _hf
 
     return _hf.hf_stream(source)
+
+
+def _hf_kind(source: Any) -> Optional[str]:
+    """The ``datasets`` class that ``source`` is (``Dataset``, ``IterableDataset`` or a dict of
+    their splits), or None; ``datasets`` is never imported, and ``_hf`` only for its objects."""
+    if not any(cls.__module__.startswith("datasets.") for cls in type(source).__mro__):
+        return None
+    from arrow_dlpack import _hf
+
+    return _hf.kind(source)
 
 
 class _ProgressLine:

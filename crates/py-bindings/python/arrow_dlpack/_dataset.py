@@ -125,9 +125,9 @@ class BatchDataset(IterableDataset):
     which its DataLoader workers share; a state loaded or given brings the seed it was saved
     with. The rank and world size are the group's when the dataset is made (or ``rank=`` and
     ``world_size=``): a dataset made before ``init_process_group`` and read as one of several
-    ranks is refused. ``set_epoch(n)`` before each epoch shuffles it anew: epoch ``n`` uses ``seed + n``, as
-    ``DistributedSampler.set_epoch`` does; the epoch lives in shared memory, so it reaches
-    workers that persist between epochs (``persistent_workers=True``).
+    ranks is refused. ``set_epoch(n)`` before each epoch shuffles it anew: epoch ``n`` uses
+    ``seed + n``, as ``DistributedSampler.set_epoch`` does; the epoch lives in shared memory, so
+    it reaches workers that persist between epochs (``persistent_workers=True``).
 
     ``state_dict()`` and ``load_state_dict()`` save and restore where the dataset's current pass
     stands (and its epoch), in the process (DataLoader worker) that iterates it: torchdata's
@@ -332,12 +332,11 @@ class BatchDataset(IterableDataset):
             self._state_taken = True
 
     def _check_layout(self) -> None:
-        """Refuses a pass, or a count, as another rank than the one the dataset was made as: a
-        dataset made before ``torch.distributed.init_process_group`` took rank 0 of 1, and its
-        length, seed and plan are that layout's (read as rank 1 of 2 it counted the whole
-        pass, and each rank drew its own seed: rows were read twice and never)."""
+        """Refuses a pass, or a count, as another rank than the dataset was made as (see
+        :func:`refuse_another_layout`), unless the caller chose the rank and world size."""
         if not self._layout_given:
-            refuse_another_layout(self._rank_shard, self.options.get("rank"), self.options.get("world_size"))
+            options = self.options
+            refuse_another_layout(self._rank_shard, options.get("rank"), options.get("world_size"))
 
     def __len__(self) -> int:
         """The number of batches of a whole pass of this rank; ``TypeError`` when it is not
@@ -493,9 +492,9 @@ class BatchDataset(IterableDataset):
         """Where this process's pass stands: ``{"arrow_dlpack_batch_dataset": 1, "epoch": ...,
         "shard": [index, count], "loader": <the loader's state_dict(), or None before the first
         batch>, "ended": <whether the pass ran to its end>, "seed": <the shuffle's seed, or None
-        unshuffled>}``; a dataset made without a ``seed`` takes the state's. A state whose pass ended resumes
-        nothing: the next pass is whole, as torchdata's ``StatefulDataLoader`` begins a new
-        epoch after a checkpoint taken at the end of one."""
+        unshuffled>}``; a dataset made without a ``seed`` takes the state's. A state whose pass
+        ended resumes nothing: the next pass is whole, as torchdata's ``StatefulDataLoader``
+        begins a new epoch after a checkpoint taken at the end of one."""
         # A pass of another process (the parent of a forked DataLoader worker) is not this
         # process's: its loader is the parent's.
         live = self._live if self._live_pid == os.getpid() else None

@@ -18,7 +18,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 
 from arrow_dlpack._arrow_dlpack import ArrowDLPackTypeError, ArrowDLPackValueError
 
-__all__ = ["is_hf_source", "hf_stream"]
+__all__ = ["kind", "hf_stream"]
 
 #: The rows of a dataset's table converted at once (its array columns viewed as tensors), or
 #: taken through its indices mapping; and the rows per record batch asked of an
@@ -33,7 +33,7 @@ FINGERPRINT_KEY = b"arrow_dlpack.datasets_fingerprint"
 _ARRAY_TYPES = {f"Array{n}DExtensionType" for n in range(2, 6)}
 
 
-def _kind(source: Any) -> Optional[str]:
+def kind(source: Any) -> Optional[str]:
     """The name of the ``datasets`` class that ``source`` is (or subclasses), or None."""
     for cls in type(source).__mro__:
         if cls.__module__.startswith("datasets.") and cls.__name__ in (
@@ -46,26 +46,21 @@ def _kind(source: Any) -> Optional[str]:
     return None
 
 
-def is_hf_source(source: Any) -> bool:
-    """Whether ``source`` is a ``datasets`` Dataset, IterableDataset or one of their dicts."""
-    return _kind(source) is not None
-
-
 def hf_stream(source: Any) -> Any:
     """``source`` as an object with ``__arrow_c_stream__`` (and ``num_rows`` for a Dataset);
     a ``TypeError`` for a dict of splits; any other source as it is."""
-    kind = _kind(source)
-    if kind is None:
+    found = kind(source)
+    if found is None:
         return source
-    if kind in ("DatasetDict", "IterableDatasetDict"):
+    if found in ("DatasetDict", "IterableDatasetDict"):
         splits = ", ".join(repr(str(name)) for name in source)
         first = next(iter(source), "train")
         raise ArrowDLPackTypeError(
-            f"{'an' if kind.startswith('I') else 'a'} {kind} holds the splits "
+            f"{'an' if found.startswith('I') else 'a'} {found} holds the splits "
             f"{splits or '(none)'}; pass one of them, "
             f"ds[{str(first)!r}]"
         )
-    if kind == "Dataset":
+    if found == "Dataset":
         _refuse_transform(source)
         return _DatasetStream(source)
     return _IterableStream(source)

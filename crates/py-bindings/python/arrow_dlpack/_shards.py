@@ -98,8 +98,7 @@ def refuse_another_layout(
     read twice and never). ``rank`` and ``world_size`` are the group's as a spawned DataLoader
     worker received them, or None where the group is asked."""
     now = (rank, world_size) if rank is not None and world_size is not None else _distributed()
-    made = (made[0], made[1])
-    if now != made:
+    if now != tuple(made):
         raise ArrowDLPackValueError(
             f"this BatchDataset was made as rank {made[0]} of {made[1]} (the torch.distributed "
             f"group when it was made) and is read as rank {now[0]} of {now[1]}; its length, seed "

@@ -15,6 +15,22 @@ const EINVAL: i32 = 22;
 
 /// Maps an error of the loader (`ad.batches`), variant by variant; the message is the loader's,
 /// which names the file, row group or column.
+/// The arguments of an `OSError` as `open()` raises it for `source` about `path`: `errno`,
+/// `strerror` (`message`, the operating system's reason in its words, without Rust's
+/// "(os error 2)") and `filename`.
+fn os_error_args(
+    message: String,
+    source: &std::io::Error,
+    path: &std::path::Path,
+) -> (Option<i32>, String, String) {
+    let code = source.raw_os_error();
+    let reason = match code {
+        Some(code) => message.replace(&format!(" (os error {code})"), ""),
+        None => message,
+    };
+    (code, reason, path.display().to_string())
+}
+
 pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
     use arrow_dlpack::Error as A;
     use arrow_dlpack_loader::Error as E;
@@ -28,14 +44,7 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
     let kind = match &error {
         // The file system: the builtin exceptions `open()` raises.
         E::Io { source, path } => {
-            // As `open()` raises them: `errno`, `strerror` (our message, with the operating
-            // system's reason in its words, not Rust's "(os error 2)") and `filename` set.
-            let os_error = |message: String| {
-                let reason = source.raw_os_error().map_or(message.clone(), |code| {
-                    message.replace(&format!(" (os error {code})"), "")
-                });
-                (source.raw_os_error(), reason, path.display().to_string())
-            };
+            let os_error = |message: String| os_error_args(message, source, path);
             return match source.kind() {
                 std::io::ErrorKind::NotFound if source.raw_os_error().is_some() => {
                     PyFileNotFoundError::new_err(os_error(chain(&error)))
@@ -201,15 +210,11 @@ pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
         // An error of the operating system with its `errno` and `filename`, as `open()` raises
         // it (OSError picks the subclass of the errno: FileNotFoundError for a missing folder).
         E::Write { path, source } => {
-            let code = source
-                .downcast_ref::<std::io::Error>()
-                .and_then(std::io::Error::raw_os_error);
-            return match code {
-                Some(code) => {
-                    let message = chain(&error).replace(&format!(" (os error {code})"), "");
-                    PyOSError::new_err((code, message, path.display().to_string()))
+            return match source.downcast_ref::<std::io::Error>() {
+                Some(io) if io.raw_os_error().is_some() => {
+                    PyOSError::new_err(os_error_args(chain(&error), io, path))
                 }
-                None => PyOSError::new_err(chain(&error)),
+                _ => PyOSError::new_err(chain(&error)),
             };
         }
         // A null row of a sequence column: where it is, and the loader's option.

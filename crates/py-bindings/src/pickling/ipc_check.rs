@@ -154,8 +154,8 @@ pub(super) fn check_ipc_stream(data: &[u8]) -> Result<(), String> {
 /// Appends the element width of each buffer `field` has in a record batch (or, with
 /// `dictionary`, in its own dictionary batch), in the order of the IPC format: 1 where any
 /// length and address do (validity bitmaps, bytes). `None` at a type whose buffers this walk
-/// does not follow (string and binary views, unions, unknown types): the widths of the buffers after it are
-/// not known, and those before it are checked.
+/// does not follow (string and binary views, unions, unknown types): the widths of the buffers
+/// after it are not known, and those before it are checked.
 fn layout(field: arrow_ipc::Field<'_>, dictionary: bool, widths: &mut Vec<usize>) -> Option<()> {
     use arrow_ipc::{DateUnit, IntervalUnit, Precision, Type};
     if !dictionary && let Some(encoding) = field.dictionary() {

@@ -70,8 +70,6 @@ pub(crate) fn column_to_ipc<'py>(
     })
 }
 
-/// The field and chunks of a pickled array: `data` is the IPC stream [`column_to_ipc`] wrote,
-/// each record batch validated.
 /// The names of `field` and of every field nested in its type, depth first.
 fn field_names(field: &arrow_schema::Field) -> Box<dyn Iterator<Item = &str> + '_> {
     use arrow_schema::DataType as T;
@@ -92,6 +90,8 @@ fn field_names(field: &arrow_schema::Field) -> Box<dyn Iterator<Item = &str> + '
     )
 }
 
+/// The field and chunks of a pickled array: `data` is the IPC stream [`column_to_ipc`] wrote,
+/// each record batch validated.
 pub(crate) fn column_from_ipc(data: &Bound<'_, PyAny>) -> PyResult<(FieldRef, Vec<ArrayRef>)> {
     let Ok(bytes) = data.cast::<PyBytes>() else {
         return Err(errors::type_error(format!(
