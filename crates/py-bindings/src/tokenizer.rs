@@ -64,14 +64,15 @@ pub(crate) fn tokenizer_from_python(object: &Bound<'_, PyAny>) -> PyResult<Token
     // The JSON must hold the vocabulary the object encodes with: `tokenizers` writes a
     // vocabulary holding the id 2^32 - 1 as an empty one, whose ids would all be lost.
     if let Some(size) = crate::protocols::optional_attribute(&backend, "get_vocab_size")? {
-        let tokens: usize = size.call1((true,))?.extract()?;
-        if tokens != tokenizer.token_count() {
+        let tokens = size.call1((true,))?;
+        if tokens.extract::<usize>().ok() != Some(tokenizer.token_count()) {
             return Err(errors::value_error(format!(
-                "cannot read the tokenizer: {}.to_str() holds {} tokens of the {tokens} it has; \
-                 expected its JSON to hold its vocabulary (save it with a vocabulary of ids \
-                 numbered from 0)",
+                "cannot read the tokenizer: {}.to_str() holds {} tokens, and its \
+                 get_vocab_size(True) gave {}; expected its JSON to hold its whole vocabulary \
+                 (save it with a vocabulary of ids numbered from 0)",
                 type_name(&backend),
-                tokenizer.token_count()
+                tokenizer.token_count(),
+                tokens.repr()?
             )));
         }
     }

@@ -8,6 +8,7 @@ import os
 import pathlib
 import pty
 import random
+import re
 import subprocess
 import sys
 
@@ -521,8 +522,23 @@ def test_a_tokenizer_object_whose_json_loses_its_vocabulary_is_refused():
     assert tokenizer.encode("hello").ids == [7, 4, 11, 11, 14]
     assert json.loads(tokenizer.to_str())["model"]["vocab"] == {}
     table = pa.table({"text": ["hello world"]})
-    with pytest.raises(ValueError, match=r"Tokenizer.to_str\(\) holds 0 tokens of the 27 it has"):
+    with pytest.raises(ValueError, match=r"Tokenizer.to_str\(\) holds 0 tokens, and its get_vocab_size\(True\) gave 27"):
         ad.batches(table, 1, sequences={"text": {"mode": "pad", "tokenizer": tokenizer}})
+
+    # An object that stands for a tokenizer and counts its tokens wrongly (or not as an int).
+    class Counting:
+        def __init__(self, count):
+            self.count = count
+
+        def to_str(self):
+            return tokenizer.to_str()
+
+        def get_vocab_size(self, with_added_tokens=True):
+            return self.count
+
+    for count in (-1, 2**70, "0", None):
+        with pytest.raises(ValueError, match=rf"holds 0 tokens, and its get_vocab_size\(True\) gave {re.escape(repr(count))};"):
+            ad.batches(table, 1, sequences={"text": {"mode": "pad", "tokenizer": Counting(count)}})
 
 
 def test_tokenize_into_a_missing_folder_names_the_file_asked_for(tmp_path):
@@ -535,3 +551,8 @@ def test_tokenize_into_a_missing_folder_names_the_file_asked_for(tmp_path):
     assert raised.value.errno == 2 and raised.value.filename == str(out)
     assert str(raised.value) == f"[Errno 2] cannot write {out}: No such file or directory: '{out}'"
     assert not (tmp_path / "nodir").exists()
+    # A folder in the file's place: the rename into place fails, said as a write.
+    (tmp_path / "isdir.parquet").mkdir()
+    with pytest.raises(IsADirectoryError, match="cannot write"):
+        ad.tokenize(pa.table({"text": ["hello"]}), tokenizer, str(tmp_path / "isdir.parquet"), progress=False)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["isdir.parquet"]

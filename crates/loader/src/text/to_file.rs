@@ -338,8 +338,10 @@ impl Temporary {
     /// Moves the finished file to `destination`.
     fn persist(mut self, destination: &Path) -> Result<()> {
         self.file.sync_all().map_err(|source| self.error(source))?;
-        std::fs::rename(&self.path, destination)
-            .map_err(|source| Error::io(destination, source))?;
+        std::fs::rename(&self.path, destination).map_err(|source| Error::Write {
+            path: destination.to_path_buf(),
+            source: Box::new(source),
+        })?;
         self.kept = true;
         Ok(())
     }
