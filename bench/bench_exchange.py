@@ -21,7 +21,7 @@ the measurements behind the copy kernels, is the hand-written `kernel_notes.md`,
 
 Every row times our call and its anchor in the same process, alternating batch by batch and
 swapping the order every round, so that the noise of a shared machine falls on both sides alike;
-the row reports the medians and their ratio.
+the row reports the medians and the median of the per-round ratios.
 Zero-copy rows run at 10 and at 10 million elements, to show that the cost does not grow; copy
 and table rows also time alloc+memcpy of the bytes they write, and report GB/s beside it.
 The script then reads criterion's estimates and renders the Rust table too, and writes the whole
@@ -191,8 +191,9 @@ def render_page(
         out.append(f"- {name}: {version}")
     out.append(
         f"- Method: `timeit`, {rounds} rounds of batches of about {batch_s * 1e3:g} ms per side "
-        "(50 ms for copies), sides alternating and the order rotated every round; medians of the "
-        "per-call times. "
+        "(50 ms for copies), sides alternating in an order that has each side follow each other "
+        "side equally often; medians of the per-call times, and as each row's ratio the median of "
+        "the per-round ratios. "
         + (
             "Timed in CPU time (the calling thread's for calls, the process's for copies), so that "
             "preemption by other processes on the shared machine does not count."

@@ -80,6 +80,11 @@ class Side:
     def prepare(self, batch_s: float) -> None:
         """Checks that the statement runs, warms it up and picks a batch of about `batch_s`."""
         self.timer = timeit.Timer(self.stmt, timer=self.clock, globals=self.namespace)
+        # The first calls are not timed: a consumer's first call can be thousands of times its
+        # next ones (JAX compiles its import then), and sizing the batch from it gave batches of
+        # one call, whose time per call then held the timer's own overhead (about 1 µs): the
+        # side measured first in a process came out several per cent slower than its anchor.
+        self.timer.timeit(3)
         number = 1
         while True:
             elapsed = self.timer.timeit(number)
@@ -100,6 +105,46 @@ class Side:
 MIN_ROUNDS = 11
 
 
+def balanced_orders(count: int, rounds: int) -> list[list[int]]:
+    """The order of the sides in each round: every round runs each of `count` sides once, and
+    over the rounds each side follows each other side about equally often.
+
+    What ran just before a batch changes its time (a 10-million-element side leaves the caches
+    and the allocator in another state than a 10-element one), so an order in which one side
+    follows the large sides more often than its anchor does biases their ratio. Rotating a fixed
+    order did that: of the four sides of a zero-copy row (ours and the anchor at two sizes), our
+    small side followed a large side in three rounds of four and the anchor's in two. Each next
+    side is the one that has followed the side before it least often so far, the last side of
+    the previous round included (ties in an order rotated every round): over 101 rounds the
+    counts of the ordered pairs then differ by at most two for up to ten sides.
+    """
+    follows = [[0] * count for _ in range(count)]
+    last: Optional[int] = None
+    orders = []
+    for round_index in range(rounds):
+        left = list(range(count))
+        order: list[int] = []
+        before = last
+        while left:
+            # Ties go to the sides in an order rotated every round, so that no side is always
+            # first.
+            chosen = min(
+                left,
+                key=lambda side: (
+                    0 if before is None else follows[before][side],
+                    (side - round_index) % count,
+                ),
+            )
+            if before is not None:
+                follows[before][chosen] += 1
+            left.remove(chosen)
+            order.append(chosen)
+            before = chosen
+        last = order[-1]
+        orders.append(order)
+    return orders
+
+
 def measure(
     sides: list[Side],
     rounds: int,
@@ -107,7 +152,8 @@ def measure(
     clock: Callable[[], float],
     deadline: Optional[float] = None,
 ) -> None:
-    """Times the sides alternately: every round runs one batch of each, in a rotated order.
+    """Times the sides alternately: every round runs one batch of each, in the order of
+    `balanced_orders`.
 
     Past `deadline` (a `time.perf_counter` value) the row stops after at least `MIN_ROUNDS`
     rounds, so that a heavily loaded machine still finishes the suite in its time budget.
@@ -116,19 +162,28 @@ def measure(
         side.clock = clock
         side.prepare(batch_s)
     gc.collect()
-    for round_index in range(rounds):
+    for round_index, order in enumerate(balanced_orders(len(sides), rounds)):
         if (
             deadline is not None
             and round_index >= MIN_ROUNDS
             and time.perf_counter() > deadline
         ):
             break
-        shift = round_index % len(sides)
-        order = sides[shift:] + sides[:shift]
-        if round_index % 2:
-            order.reverse()
-        for side in order:
-            side.run_batch()
+        for index in order:
+            sides[index].run_batch()
+
+
+def paired_ratio(ours: Side, theirs: Side) -> float:
+    """The median of the per-round ratios ours/theirs: the row's ratio.
+
+    Each round times both sides within a few milliseconds of each other, so a round's ratio
+    cancels what changed the machine's speed between rounds (another tenant's load, the clock
+    frequency); the ratio of the two sides' medians does not, when the speed drifts during the
+    row: each median may then come from another phase of the run. One run of
+    `jnp.from_dlpack` had ours faster in three rounds of four (per-round quartiles 0.90-0.98)
+    and a ratio of medians of 1.08.
+    """
+    return statistics.median(a / b for a, b in zip(ours.samples, theirs.samples))
 
 
 def paired_ratio_spread(ours: Side, theirs: Side) -> tuple[float, float]:

@@ -103,8 +103,10 @@ Edit the bench scripts (the page's text lives in `exchange_notes.py`, `exchange_
 and `kernel_notes.md`), not this file: the next run overwrites it.
 
 Machines here are shared, noisy VMs, so every Python row times our call and PyArrow's (or
-memcpy's) in the same process, alternating batch by batch, and reports the ratio of the medians.
-The spread column gives the quartiles of the per-round ratios: how far the noise moved the ratio.
+memcpy's) in the same process, alternating batch by batch, and reports as the ratio the median of
+the per-round ratios (a round times both sides within milliseconds, so its ratio cancels what
+changed the machine's speed between rounds). The spread column gives the quartiles of the
+per-round ratios: how far the noise moved the ratio.
 Read ratios and trends, not absolute times.
 """
 

@@ -21,6 +21,7 @@ from exchange_common import (
     fmt_time,
     log,
     measure,
+    paired_ratio,
     paired_ratio_spread,
     torch,
 )
@@ -192,7 +193,7 @@ class Result:
     def alloc_ratio(self) -> float:
         """ours / alloc+memcpy, in speed."""
         assert self.alloc is not None
-        return self.alloc.median / self.ours.median
+        return paired_ratio(self.alloc, self.ours)
 
     @property
     def alloc_met(self) -> bool:
@@ -266,7 +267,7 @@ def run_case(
         measure(sides(), rounds, batch_s, clock, time.perf_counter() + row_budget)
     results = []
     for size, (ours, anchor) in pairs.items():
-        ratio = ours.median / anchor.median
+        ratio = paired_ratio(ours, anchor)
         result = Result(
             case=case,
             size=size,
