@@ -335,8 +335,16 @@ EXPLANATIONS: dict[str, str] = {
         "elements and 1.05-1.08 at 10 in three runs, and in a plain loop of 200 calls (the "
         "calling thread's CPU time, as the bench counts it, median of 30) 0.96-0.98 at both "
         "sizes (26.2-26.7 us against 27.2-27.6 us); our `__dlpack__(stream=None)`, the legacy "
-        "call JAX makes, takes 0.38 us against PyArrow's 0.93 us. The small row's excess appears "
-        "only inside the bench's harness and was not traced further."
+        "call JAX makes, takes 0.38 us against PyArrow's 0.93 us. The small row's excess was the "
+        "harness's (traced 2026-12-07): it sized each side's batch from its first call, and "
+        "JAX's first import of a process compiles, so the side timed first (ours, at 10 "
+        "elements) got batches of one call, whose time per call held the timer's own overhead "
+        "(about 1 us). The first calls are now run untimed before the batch is sized: 0.92-0.95 "
+        "at 10 elements and 0.93-0.98 at 10 million in three runs, as in the plain loop. A later "
+        "run had the tensor row at 1.08 with three rounds of four faster for ours (per-round "
+        "quartiles 0.90-0.98): the machine's speed drifted during the row, and the ratio of the "
+        "two medians took them from different phases; a row's ratio is now the median of its "
+        "per-round ratios."
     ),
     "torch_array": (
         "torch 2.15's `torch.from_dlpack` is Python code (`torch/utils/dlpack.py`) that calls "
@@ -372,7 +380,13 @@ EXPLANATIONS: dict[str, str] = {
         'zeroing) with one 256-entry-table word per input byte (unaligned offsets read a 16-bit'
         ' window). Python, alternating: ours/alloc+memcpy 0.49 to 0.74, and 30x faster than '
         '`pa_bool.to_numpy(zero_copy_only=False)`; criterion `bool_unpack` 1.14x the speed of '
-        '`memcpy/alloc/10000000` in the same run (0.62 before).'
+        '`memcpy/alloc/10000000` in the same run (0.62 before). Later runs (2026-12-07) had '
+        'alloc+memcpy of the 10 MB at 45-57 GB/s (in cache, warm pages) and ours at 0.58-0.66 '
+        'of it: the table loop stores 8 bytes per input byte. With AVX2, eight input bytes are '
+        'now broadcast and spread by two byte shuffles, a mask and a compare into 64 output bytes'
+        ' (two stores); a first version that assembled each 32-bit word from four bounds-checked'
+        ' byte loads ran slower than the table (377 against 321 us). `dist` wheels alternating: '
+        '307 to 97-103 us per 10 million values, 0.58 to 1.61 of alloc+memcpy.'
     ),
     "copy_bool_import": (
         'Packing was `BooleanBuffer::collect_bool` with a bounds-checked closure (1.1 ns per '

@@ -178,27 +178,38 @@ const fn spread_table() -> [u64; 256] {
 
 /// Unpacks `count` bits from bit index `offset` of `bits` into one byte (0 or 1) per bit.
 ///
-/// Bits before the first whole byte and after the last are unpacked one by one; every whole byte
-/// in between becomes eight output bytes through one table lookup, which runs near `memcpy` speed
-/// where a bit-by-bit loop runs at a tenth of it.
+/// Every group of eight bits becomes eight output bytes: with AVX2 and bits that start a byte,
+/// 64 bits at a time through two byte shuffles, a mask and a compare (64 output bytes per two
+/// stores); otherwise, and for the groups left over, one table lookup per group, which runs near
+/// `memcpy` speed where a bit-by-bit loop runs at a tenth of it. Bits after the last whole group
+/// are unpacked one by one.
 fn unpack_bits(bits: &Buffer, offset: usize, count: usize) -> Result<Buffer> {
     let bytes = bits.as_slice();
     let bit_at = |index: usize| (bytes[index / 8] >> (index % 8)) & 1;
-    // Eight output bytes per input byte, written once each as one `u64` from the table, into
-    // memory that is not zeroed first.
+    // Eight output bytes per group, written once each, into memory that is not zeroed first.
     let whole = count / 8;
     let mut out = PooledVec::<u64>::try_with_capacity(count.div_ceil(8))?;
     let (first, shift) = (offset / 8, offset % 8);
+    #[cfg(target_arch = "x86_64")]
+    if shift == 0 && whole >= 8 && std::arch::is_x86_feature_detected!("avx2") {
+        let groups = &bytes[first..first + whole];
+        // SAFETY: AVX2 was detected on this CPU just above.
+        let written = unsafe { spread_avx2(groups, out.spare_capacity_mut()) };
+        // SAFETY: `spread_avx2` wrote the first `written` values of the spare capacity, and
+        // `written <= whole <= capacity`.
+        unsafe { out.set_len(written) };
+    }
+    let start = out.len();
     if shift == 0 {
         out.extend(
-            bytes[first..first + whole]
+            bytes[first + start..first + whole]
                 .iter()
                 .map(|&packed| SPREAD[usize::from(packed)].to_le()),
         );
     } else {
         // Group `g` is bits `offset + 8g ..= offset + 8g + 7`: the top of byte `first + g` and
         // the bottom of the next, which exists because the group's last bit is inside `bits`.
-        out.extend(bytes[first..=first + whole].windows(2).map(|pair| {
+        out.extend(bytes[first + start..=first + whole].windows(2).map(|pair| {
             let packed = (pair[0] >> shift) | (pair[1] << (8 - shift));
             SPREAD[usize::from(packed)].to_le()
         }));
@@ -211,6 +222,63 @@ fn unpack_bits(bits: &Buffer, offset: usize, count: usize) -> Result<Buffer> {
         out.push(tail.to_le());
     }
     Ok(out.into_buffer().slice_with_length(0, count))
+}
+
+/// Unpacks every whole group of eight bytes of `bytes` (each byte eight bits, least significant
+/// first) into `out`, 64 output bytes per step, and returns how many `u64` values it wrote.
+///
+/// # Safety
+///
+/// The CPU supports AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn spread_avx2(bytes: &[u8], out: &mut [std::mem::MaybeUninit<u64>]) -> usize {
+    use std::arch::x86_64::{
+        __m256i, _mm256_and_si256, _mm256_cmpeq_epi8, _mm256_set1_epi8, _mm256_set1_epi64x,
+        _mm256_setr_epi8, _mm256_shuffle_epi8, _mm256_storeu_si256,
+    };
+    let steps = bytes.len() / 8;
+    assert!(out.len() >= 8 * steps, "the output holds every group");
+    // Each 128-bit lane of the broadcast holds the eight input bytes; input byte `b` goes to
+    // output bytes `8b .. 8b + 8`: bytes 0 to 3 through `low`, 4 to 7 through `high`.
+    let low = _mm256_setr_epi8(
+        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
+        3, 3,
+    );
+    let high = _mm256_setr_epi8(
+        4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7,
+        7, 7,
+    );
+    // Output byte `i` keeps bit `i % 8` of its input byte, as 0 or 1.
+    let select = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
+    let one = _mm256_set1_epi8(1);
+    let bits = |spread: __m256i| {
+        _mm256_and_si256(
+            _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select),
+            one,
+        )
+    };
+    for (chunk, slots) in bytes
+        .chunks_exact(8)
+        .zip(out[..8 * steps].chunks_exact_mut(8))
+    {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let word = _mm256_set1_epi64x(i64::from_le_bytes(word));
+        // SAFETY: `slots` is 8 values (64 bytes) of `out`; the stores are unaligned, and
+        // `MaybeUninit<u64>` slots may take any bytes.
+        unsafe {
+            _mm256_storeu_si256(
+                slots.as_mut_ptr().cast(),
+                bits(_mm256_shuffle_epi8(word, low)),
+            );
+            _mm256_storeu_si256(
+                slots.as_mut_ptr().add(4).cast(),
+                bits(_mm256_shuffle_epi8(word, high)),
+            );
+        }
+    }
+    8 * steps
 }
 
 /// `len` bytes of `value`, allocated fallibly: a length the allocator refuses is
@@ -266,7 +334,7 @@ mod tests {
         let packed: Vec<u8> = (0..40u32).map(|i| (i * 73 + 11) as u8).collect();
         let bits = Buffer::from_vec(packed.clone());
         for offset in 0..20 {
-            for count in 0..(packed.len() * 8 - offset).min(200) {
+            for count in 0..packed.len() * 8 - offset {
                 let expected: Vec<u8> = (offset..offset + count)
                     .map(|bit| (packed[bit / 8] >> (bit % 8)) & 1)
                     .collect();
