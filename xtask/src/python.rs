@@ -245,8 +245,8 @@ pub(crate) enum WheelProfile {
     Release,
     /// Debug assertions and overflow checks on: undefined-behaviour preconditions abort.
     Debug,
-    /// The release build with line tables, for `cargo xtask bench`: a profiler can name the
-    /// code, and the wheel users install stays without debug info.
+    /// The `dist` build with line tables and symbols, for `cargo xtask bench`: the machine code
+    /// users run, which a profiler can name; the wheel users install stays without them.
     Profiling,
     /// What `pip install` builds and what is published: link-time optimised, one codegen unit,
     /// symbols stripped (`[tool.maturin] profile` in pyproject.toml).
