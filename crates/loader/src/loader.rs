@@ -170,15 +170,14 @@ impl Batches {
         let origins = Origins {
             locate: plan.locate,
             // Image rows that name objects by URL are read with the source's storage options
-            // (the environment's for a local source); the reader starts nothing until then.
+            // (the environment's for a local source), and kept in the `cache_dir` when there is
+            // one; the reader starts nothing until its first URL.
             #[cfg(all(feature = "images", feature = "object-store"))]
             urls: if spec.images.is_empty() {
                 None
             } else {
-                let reader = match url_options {
-                    Some(options) => UrlReader::new(options, stop.clone()),
-                    None => UrlReader::from_environment(stop.clone())?,
-                };
+                let cache = crate::remote::CacheSettings::of(&spec);
+                let reader = UrlReader::new(url_options, stop.clone(), cache.as_ref())?;
                 Some(Arc::new(reader))
             },
         };

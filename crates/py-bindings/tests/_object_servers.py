@@ -1,6 +1,7 @@
 """An HTTP file server on loopback for the object-storage tests, loaded by path by them.
 
-``RangeServer`` serves bytes by path with byte ranges, ETags and last-modified times, and has
+``RangeServer`` serves bytes by path with byte ranges, ETags and last-modified times (and
+"304 Not Modified" to an ``If-None-Match`` naming the ETag), and has
 switches that a test flips: fail the next requests with 503, stop answering, leave out the
 validators. A test may also answer requests itself (``server.handler``), as a hostile server
 would, and read every request received (``server.seen``: method, path and lowercase headers).
@@ -22,6 +23,8 @@ class RangeServer(http.server.ThreadingHTTPServer):
         self.stall = threading.Event()
         self.stopping = threading.Event()
         self.requests = 0
+        #: Answers "304 Not Modified" sent (to an ``If-None-Match`` naming the file's ETag).
+        self.not_modified = 0
         self.validators = True
         #: Send weak ETags (``W/"..."``), which may stay the same when the bytes change.
         self.weak_etags = False
@@ -100,6 +103,14 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
+        weak = "W/" if server.weak_etags else ""
+        etag = f'{weak}"{len(data)}-{hash(data) & 0xFFFF}"'
+        if server.validators and self.headers.get("If-None-Match") == etag:
+            server.not_modified += 1
+            self.send_response(304)
+            self.send_header("ETag", etag)
+            self.end_headers()
+            return
         start, end = 0, len(data)
         ranged = self.headers.get("Range")
         if ranged:
@@ -111,8 +122,7 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
         self.send_response(206 if ranged else 200)
         self.send_header("Content-Length", str(end - start))
         if server.validators:
-            weak = "W/" if server.weak_etags else ""
-            self.send_header("ETag", f'{weak}"{len(data)}-{hash(data) & 0xFFFF}"')
+            self.send_header("ETag", etag)
             self.send_header("Last-Modified", "Tue, 01 Dec 2026 00:00:00 GMT")
         if ranged:
             self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")

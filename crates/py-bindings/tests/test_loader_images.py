@@ -416,3 +416,73 @@ def test_image_urls_are_read_whole_past_16_mib_named_by_path_and_checked_up_fron
     for root in ("ftp://host/images", "s3://", "http://[::1/x"):
         with pytest.raises(ValueError, match="image_root"):
             ad.batches(table, 2, images={"image": {"size": 8}}, columns=["label"], image_root=root)
+
+
+def test_a_server_that_stalls_is_waited_for_once_then_its_rows_fail_at_once(tmp_path):
+    """Rows naming a server that stopped answering, skipped: the first batch's requests wait
+    their timeout; the store is then not asked again within retry_timeout, so the other rows
+    fail at once (before, every batch waited the timeout again: with the defaults, a job of
+    hours)."""
+    image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    table = pa.table({"image": pa.array([{"bytes": None, "path": f"img/{i}.png"} for i in range(40)], image),
+                      "label": list(range(40))})
+    pq.write_table(table, tmp_path / "t.parquet")
+    files = {"/data/t.parquet": (tmp_path / "t.parquet").read_bytes()}
+    asked = set()
+
+    def stall_images(handler):
+        if not handler.path.startswith("/data/img/"):
+            return False
+        asked.add(handler.path)
+        handler.server.stopping.wait(30)
+        handler.close_connection = True
+        return True
+
+    with _object_servers.range_server(files) as (server, base):
+        server.handler = stall_images
+        options = {"timeout": "1s", "retry_timeout": "20s", "max_retries": "1"}
+        skipped = ad.batches(f"{base}/data/t.parquet", 8, images={"image": {"size": 8, "on_error": "skip"}},
+                             columns=["label"], storage_options=options)
+        assert list(skipped) == []
+        # One batch's rows were asked (8, each tried twice), not all 40.
+        assert 1 <= len(asked) <= 8, sorted(asked)
+
+
+def test_image_urls_are_kept_in_cache_dir_and_asked_again_only_whether_they_changed(tmp_path):
+    """With cache_dir, an image read by URL is kept: the next loader asks its store with
+    If-None-Match and reads the kept bytes on "304 Not Modified" (one request, no body); an
+    image replaced on the server is read again; weak ETags are never kept."""
+    image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    files = {f"/data/img/{i}.png": encode(photo(40 + i, 30, i), "PNG") for i in range(6)}
+    table = pa.table({"image": pa.array([{"bytes": None, "path": f"img/{i}.png"} for i in range(6)], image),
+                      "label": list(range(6))})
+    cache = tmp_path / "cache"
+
+    def epoch(base):
+        (batch,) = ad.batches(table, 6, images={"image": {"size": 16, "crop": "none"}}, columns=["label"],
+                              image_root=f"{base}/data", cache_dir=str(cache))
+        return np.from_dlpack(batch["image"]).copy()
+
+    with _object_servers.range_server(files) as (server, base):
+        first = epoch(base)
+        gets = [seen for seen in server.seen if seen[1].startswith("/data/img/")]
+        assert len(gets) == 6 and not any("if-none-match" in headers for _, _, headers in gets)
+        server.seen.clear()
+        assert np.array_equal(epoch(base), first)
+        gets = [seen for seen in server.seen if seen[1].startswith("/data/img/")]
+        assert len(gets) == 6 and all("if-none-match" in headers for _, _, headers in gets)
+        assert server.not_modified == 6
+        # Row 2's image is replaced: read again, the others still served from the cache.
+        files["/data/img/2.png"] = encode(photo(40, 30, 99), "PNG")
+        changed = epoch(base)
+        assert server.not_modified == 11
+        assert np.array_equal(np.delete(changed, 2, axis=0), np.delete(first, 2, axis=0))
+        assert not np.array_equal(changed[2], first[2])
+        assert np.array_equal(epoch(base), changed)
+    weak_files = dict(files)
+    with _object_servers.range_server(weak_files) as (server, base):
+        server.weak_etags = True
+        epoch(base)
+        epoch(base)
+        assert server.not_modified == 0
+        assert not any("if-none-match" in headers for _, _, headers in server.seen)

@@ -61,6 +61,16 @@ pub(crate) struct CacheSettings {
     pub(crate) limit: u64,
 }
 
+impl CacheSettings {
+    /// The cache of `spec`'s `cache_dir` and `cache_size`, when it has a `cache_dir`.
+    pub(crate) fn of(spec: &crate::BatchSpec) -> Option<Self> {
+        spec.cache_dir.as_ref().map(|dir| CacheSettings {
+            dir: dir.into(),
+            limit: spec.cache_size as u64,
+        })
+    }
+}
+
 /// What identifies one range of one object as it was planned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CacheKey {
@@ -88,6 +98,16 @@ impl CacheKey {
         CacheKey {
             text,
             len: range.end - range.start,
+        }
+    }
+
+    /// The key of the record of an object read whole by URL (an image row's), `len` bytes: what
+    /// the object was when its bytes were last kept, by which the next read asks its store
+    /// whether it changed (`If-None-Match`) and finds its entry.
+    pub(crate) fn record(url: &str, len: u64) -> Self {
+        CacheKey {
+            text: format!("{url}\nrecord of the whole object"),
+            len,
         }
     }
 

@@ -116,6 +116,11 @@ impl StorageOptions {
         })
     }
 
+    /// How long a request may be retried: the `retry_timeout` option (3 minutes by default).
+    pub(super) fn retry_timeout(&self) -> Duration {
+        self.retry.retry_timeout
+    }
+
     /// The keys given (for `Debug`, which must not show secrets).
     pub(super) fn keys(&self) -> Vec<&str> {
         self.entries.iter().map(|(key, _)| key.as_str()).collect()

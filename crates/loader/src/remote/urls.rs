@@ -7,12 +7,25 @@
 //! a batch [`MAX_REQUESTS`](super::runtime::MAX_REQUESTS) at once. Each object is refused past
 //! `max_bytes` before its body is read, and its body is gathered as the ranges of planned objects
 //! are (growing with what arrives, never past the size the answer announced).
+//!
+//! With a `cache_dir`, an object read whole is kept in the loader's [`RangeCache`] (its bytes,
+//! keyed as a range of all of them, and a record of its size and validators keyed by its URL);
+//! the next read of the URL (a later epoch, another worker) asks the store with `If-None-Match`
+//! and reads the kept bytes when the answer is "not modified": one request either way, and no
+//! body sent again. Only objects with a strong ETag are kept, as for ranges.
+//!
+//! A store whose request failed slowly (it stalled, or its connections failed through every
+//! retry: [`STALLED`] or more) is not asked again for `retry_timeout` (the storage option): the
+//! rows that name it meanwhile fail at once with that request's error. Without it, a file whose
+//! rows name a server that stopped answering made each batch wait `retry_timeout` again, which
+//! under `on_error="skip"` (every row skipped, slowly) was a job that did not end for hours.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -21,6 +34,7 @@ use object_store::{GetOptions, ObjectStore, ObjectStoreScheme};
 use tokio::sync::Semaphore;
 use url::Url;
 
+use super::cache::{CacheKey, RangeCache};
 use super::client::WholeBodyLimit;
 use super::object::{acquire, collect};
 use super::options::StorageOptions;
@@ -32,6 +46,8 @@ use crate::{Error, Result};
 pub(crate) struct UrlReader {
     options: StorageOptions,
     stop: Arc<AtomicBool>,
+    /// The loader's `cache_dir`, when it has one.
+    cache: Option<Arc<RangeCache>>,
     /// The runtime and the stores made so far; `None` until the first URL.
     started: Mutex<Option<Started>>,
 }
@@ -39,7 +55,13 @@ pub(crate) struct UrlReader {
 struct Started {
     remote: Arc<Remote>,
     stores: BTreeMap<String, Arc<dyn ObjectStore>>,
+    /// The stores (by the same key) whose last request failed slowly: when, and the error.
+    failing: BTreeMap<String, (Instant, String)>,
 }
+
+/// A failed request that took this long marks its store failing (see the module documentation);
+/// a store that answers an error at once (a missing object, a refused credential) is not.
+const STALLED: Duration = Duration::from_millis(500);
 
 impl std::fmt::Debug for UrlReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -48,19 +70,26 @@ impl std::fmt::Debug for UrlReader {
 }
 
 impl UrlReader {
-    /// A reader with `options`, whose waits end once `stop` is set.
-    pub(crate) fn new(options: StorageOptions, stop: Arc<AtomicBool>) -> Self {
-        UrlReader {
+    /// A reader with `options` (the environment's alone when `None`), whose waits end once
+    /// `stop` is set, keeping what it reads in the cache of `cache` when given.
+    pub(crate) fn new(
+        options: Option<StorageOptions>,
+        stop: Arc<AtomicBool>,
+        cache: Option<&super::CacheSettings>,
+    ) -> Result<Self> {
+        let options = match options {
+            Some(options) => options,
+            None => {
+                let none: [(&str, String); 0] = [];
+                StorageOptions::new(none)?
+            }
+        };
+        Ok(UrlReader {
             options,
             stop,
+            cache: cache.map(RangeCache::open_shared).transpose()?,
             started: Mutex::new(None),
-        }
-    }
-
-    /// A reader with the options of the environment alone.
-    pub(crate) fn from_environment(stop: Arc<AtomicBool>) -> Result<Self> {
-        let none: [(&str, String); 0] = [];
-        Ok(UrlReader::new(StorageOptions::new(none)?, stop))
+        })
     }
 
     /// The bytes of the object at each of `urls`, each at most `max_bytes`, in order: each URL
@@ -73,21 +102,67 @@ impl UrlReader {
             return Ok(results.into_iter().flatten().collect());
         };
         let requests = remote.requests.clone();
+        let cache = self.cache.clone();
+        let keys: Vec<(usize, String)> = targets
+            .iter()
+            .map(|target| (target.index, target.store_key.clone()))
+            .collect();
         let fetched = remote.run(async move {
             let reads: Vec<_> = targets
                 .into_iter()
-                .map(|target| read_target(target, requests.clone(), max_bytes))
+                .map(|target| read_target(target, requests.clone(), max_bytes, cache.clone()))
                 .collect();
             let reads = futures_util::stream::iter(reads).buffer_unordered(MAX_REQUESTS);
             Ok(reads.collect::<Vec<_>>().await)
         })?;
-        for (index, result) in fetched {
+        let mut outcomes: BTreeMap<String, Option<String>> = BTreeMap::new();
+        for (index, result, took) in fetched {
+            let key = keys
+                .iter()
+                .find(|(at, _)| *at == index)
+                .map(|(_, key)| key.clone())
+                .unwrap_or_default();
+            // A store that answered any of these requests is not failing, whatever the others.
+            match &result {
+                Ok(_) => {
+                    outcomes.insert(key, None);
+                }
+                Err(error) if took >= STALLED && is_transport_failure(error) => {
+                    outcomes
+                        .entry(key)
+                        .or_insert_with(|| Some(error.to_string()));
+                }
+                Err(_) => {}
+            }
             results[index] = Some(result);
         }
+        self.record(outcomes);
         Ok(results
             .into_iter()
             .map(|result| result.expect("every URL was read or refused"))
             .collect())
+    }
+
+    /// Marks the stores whose requests failed slowly as failing from now, and clears those that
+    /// answered.
+    fn record(&self, outcomes: BTreeMap<String, Option<String>>) {
+        let mut started = self
+            .started
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let Some(started) = started.as_mut() else {
+            return;
+        };
+        for (key, failure) in outcomes {
+            match failure {
+                Some(words) => {
+                    started.failing.insert(key, (Instant::now(), words));
+                }
+                None => {
+                    started.failing.remove(&key);
+                }
+            }
+        }
     }
 
     /// Checks each URL and finds its store (made at the first URL of its bucket or host),
@@ -105,9 +180,15 @@ impl UrlReader {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         for (index, text) in urls.iter().enumerate() {
             match self.target(text, &mut started) {
-                Ok((name, store, location)) => {
+                Ok((name, store, location, store_key)) => {
                     results.push(None);
-                    targets.push((index, name, store, location));
+                    targets.push(Target {
+                        index,
+                        name,
+                        store,
+                        location,
+                        store_key,
+                    });
                 }
                 Err(error) => results.push(Some(Err(error))),
             }
@@ -123,7 +204,7 @@ impl UrlReader {
         &self,
         text: &str,
         started: &mut Option<Started>,
-    ) -> Result<(PathBuf, Arc<dyn ObjectStore>, StorePath)> {
+    ) -> Result<(PathBuf, Arc<dyn ObjectStore>, StorePath, String)> {
         // HTTP stacks refuse (or, inside `object_store`, panic on) request lines this long; no
         // object's URL is.
         if text.len() > MAX_URL_BYTES {
@@ -174,9 +255,29 @@ impl UrlReader {
             None => started.insert(Started {
                 remote: Remote::start(self.stop.clone(), name.clone())?,
                 stores: BTreeMap::new(),
+                failing: BTreeMap::new(),
             }),
         };
         let key = url[..url::Position::BeforePath].to_string();
+        let pause = self.options.retry_timeout();
+        if let Some((since, words)) = started.failing.get(&key) {
+            let waited = since.elapsed();
+            if waited < pause {
+                return Err(Error::Io {
+                    path: name,
+                    source: io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "not asked: a request to {} failed after its retries {:.0?} ago \
+                             ({words}); its store is asked again once retry_timeout ({pause:?}) \
+                             has passed",
+                            super::redact::redacted_text(&key),
+                            waited
+                        ),
+                    ),
+                });
+            }
+        }
         let store = match started.stores.get(&key) {
             Some(store) => store.clone(),
             None => {
@@ -187,44 +288,219 @@ impl UrlReader {
                         .remote
                         .run(async move { credentials.check(&checked).await })?;
                 }
-                started.stores.insert(key, made.store.clone());
+                started.stores.insert(key.clone(), made.store.clone());
                 made.store
             }
         };
-        Ok((name, store, location))
+        Ok((name, store, location, key))
     }
 }
 
-/// A URL to read: its index among the URLs asked, its name in errors, its store and location.
-type Target = (usize, PathBuf, Arc<dyn ObjectStore>, StorePath);
-
-/// Reads `target` under the loader's bound on requests in flight.
-async fn read_target(
-    (index, name, store, location): Target,
-    requests: Arc<Semaphore>,
-    max_bytes: u64,
-) -> (usize, Result<Bytes>) {
-    let result = match acquire(&requests).await {
-        Ok(_permit) => read(&name, &*store, &location, max_bytes).await,
-        Err(error) => Err(error),
-    };
-    (index, result)
+/// A URL to read.
+struct Target {
+    /// Its index among the URLs asked.
+    index: usize,
+    /// Its name in errors.
+    name: PathBuf,
+    store: Arc<dyn ObjectStore>,
+    location: StorePath,
+    /// Its store's key (scheme, host and port, or bucket).
+    store_key: String,
 }
 
-/// Reads the object at `location` whole, refused past `max_bytes` before its body is read.
-async fn read(
-    name: &std::path::Path,
-    store: &dyn ObjectStore,
-    location: &StorePath,
+/// Reads `target` under the loader's bound on requests in flight; gives its index, its result
+/// and how long the request took once it was sent.
+async fn read_target(
+    target: Target,
+    requests: Arc<Semaphore>,
     max_bytes: u64,
-) -> Result<Bytes> {
+    cache: Option<Arc<RangeCache>>,
+) -> (usize, Result<Bytes>, Duration) {
+    match acquire(&requests).await {
+        Ok(_permit) => {
+            let sent = Instant::now();
+            let result = match cache {
+                Some(cache) => read_cached(&target, max_bytes, cache).await,
+                None => read(&target, max_bytes, None)
+                    .await
+                    .map(|(bytes, _)| bytes)
+                    .map_err(|unread| unread.into_error(&target.name)),
+            };
+            (target.index, result, sent.elapsed())
+        }
+        Err(error) => (target.index, Err(error), Duration::ZERO),
+    }
+}
+
+/// What an object read whole was when its bytes were kept: its size, last-modified time and
+/// strong ETag, kept as a record of [`RECORD_BYTES`] bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Kept {
+    size: u64,
+    last_modified_ms: i64,
+    e_tag: String,
+}
+
+/// The longest ETag a record keeps (S3's are about 34 bytes; an object whose ETag is longer is
+/// read every time, not kept).
+const RECORD_E_TAG_BYTES: usize = 256;
+
+/// The bytes of a record: the size and the time (8 bytes each), the ETag's length (2) and the
+/// ETag, padded with zeros.
+const RECORD_BYTES: u64 = (8 + 8 + 2 + RECORD_E_TAG_BYTES) as u64;
+
+impl Kept {
+    /// What `meta` says, when its ETag is a strong one that a record holds.
+    fn of(meta: &object_store::ObjectMeta) -> Option<Kept> {
+        let e_tag = meta.e_tag.clone()?;
+        (!e_tag.starts_with("W/") && e_tag.len() <= RECORD_E_TAG_BYTES).then(|| Kept {
+            size: meta.size,
+            last_modified_ms: meta.last_modified.timestamp_millis(),
+            e_tag,
+        })
+    }
+
+    /// The key of the object's bytes in the cache: all of them, as a range.
+    fn key(&self, url: &str) -> CacheKey {
+        CacheKey::new(
+            url,
+            self.size,
+            Some(&self.e_tag),
+            self.last_modified_ms,
+            &(0..self.size),
+        )
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(RECORD_BYTES as usize);
+        bytes.extend_from_slice(&self.size.to_le_bytes());
+        bytes.extend_from_slice(&self.last_modified_ms.to_le_bytes());
+        bytes.extend_from_slice(&(self.e_tag.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(self.e_tag.as_bytes());
+        bytes.resize(RECORD_BYTES as usize, 0);
+        bytes
+    }
+
+    /// The record in `bytes`, when they hold one (the cache checked their checksum; this checks
+    /// their shape).
+    fn decode(bytes: &[u8]) -> Option<Kept> {
+        let size = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+        let last_modified_ms = i64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?);
+        let len = usize::from(u16::from_le_bytes(bytes.get(16..18)?.try_into().ok()?));
+        let e_tag = std::str::from_utf8(bytes.get(18..18 + len)?).ok()?;
+        (len <= RECORD_E_TAG_BYTES && !e_tag.is_empty()).then(|| Kept {
+            size,
+            last_modified_ms,
+            e_tag: e_tag.to_string(),
+        })
+    }
+}
+
+/// Reads `target` through `cache`: with the ETag of the bytes kept for its URL, when there are
+/// some, as the condition of the request; "not modified" serves the kept bytes, and an object
+/// read is kept (see the module documentation).
+async fn read_cached(target: &Target, max_bytes: u64, cache: Arc<RangeCache>) -> Result<Bytes> {
+    let url = target.name.to_string_lossy().into_owned();
+    let record = CacheKey::record(&url, RECORD_BYTES);
+    let kept = {
+        let (cache, record) = (cache.clone(), record.clone());
+        tokio::task::spawn_blocking(move || cache.get(&record))
+            .await
+            .ok()
+            .flatten()
+            .and_then(|bytes| Kept::decode(&bytes))
+            .filter(|kept| kept.size <= max_bytes)
+    };
+    let answer = match &kept {
+        Some(kept) => match read(target, max_bytes, Some(&kept.e_tag)).await {
+            Err(Unread::NotModified) => {
+                let (cache, key) = (cache.clone(), kept.key(&url));
+                let hit = tokio::task::spawn_blocking(move || cache.get(&key)).await;
+                if let Ok(Some(bytes)) = hit {
+                    return Ok(bytes);
+                }
+                // The bytes went (evicted) while the record stayed: read them again.
+                read(target, max_bytes, None).await
+            }
+            answer => answer,
+        },
+        None => read(target, max_bytes, None).await,
+    };
+    let (bytes, meta) = answer.map_err(|unmodified| unmodified.into_error(&target.name))?;
+    if let Some(fresh) = Kept::of(&meta) {
+        let kept_bytes = bytes.clone();
+        // Bytes that cannot be kept are served all the same.
+        let _ = tokio::task::spawn_blocking(move || {
+            cache.put(&fresh.key(&url), &kept_bytes);
+            cache.put(&record, &fresh.encode());
+        })
+        .await;
+    }
+    Ok(bytes)
+}
+
+/// Whether `error` is the store's or the network's (a stall, a refused or reset connection,
+/// 5xx answers through every retry) rather than the object's (missing, forbidden, too large).
+fn is_transport_failure(error: &Error) -> bool {
+    match error {
+        Error::Io { source, .. } => !matches!(
+            source.kind(),
+            io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied | io::ErrorKind::InvalidData
+        ),
+        _ => false,
+    }
+}
+
+/// Why [`read`] gave no bytes.
+enum Unread {
+    /// The store answered "not modified" to `If-None-Match`.
+    NotModified,
+    Failed(Error),
+}
+
+impl Unread {
+    fn into_error(self, name: &std::path::Path) -> Error {
+        match self {
+            Unread::Failed(error) => error,
+            Unread::NotModified => Error::Io {
+                path: name.to_path_buf(),
+                source: io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "the store answered \"not modified\" to a request without a condition",
+                ),
+            },
+        }
+    }
+}
+
+impl From<Error> for Unread {
+    fn from(error: Error) -> Self {
+        Unread::Failed(error)
+    }
+}
+
+/// Reads the object of `target` whole, refused past `max_bytes` before its body is read; with
+/// `if_none_match`, "not modified" when its ETag is still that one. Gives the bytes and what the
+/// answer said of the object.
+async fn read(
+    target: &Target,
+    max_bytes: u64,
+    if_none_match: Option<&str>,
+) -> std::result::Result<(Bytes, object_store::ObjectMeta), Unread> {
+    let name = &target.name;
     // The client bounds an answer without a range at 16 MiB; an image may be up to `max_bytes`.
-    let mut options = GetOptions::default();
+    let mut options = GetOptions {
+        if_none_match: if_none_match.map(str::to_string),
+        ..GetOptions::default()
+    };
     options.extensions.insert(WholeBodyLimit(max_bytes));
-    let result = store
-        .get_opts(location, options)
-        .await
-        .map_err(|error| store_error(name, error))?;
+    let result = match target.store.get_opts(&target.location, options).await {
+        Ok(result) => result,
+        Err(object_store::Error::NotModified { .. }) if if_none_match.is_some() => {
+            return Err(Unread::NotModified);
+        }
+        Err(error) => return Err(store_error(name, error).into()),
+    };
     let size = result.meta.size;
     if size > max_bytes {
         return Err(Error::Io {
@@ -235,7 +511,8 @@ async fn read(
                     "the object is {size} bytes; expected at most {max_bytes} bytes for an image"
                 ),
             ),
-        });
+        }
+        .into());
     }
     let range = result.range.clone();
     if range != (0..size) {
@@ -248,9 +525,11 @@ async fn read(
                     range.start, range.end
                 ),
             ),
-        });
+        }
+        .into());
     }
-    collect(name, result, &range).await
+    let meta = result.meta.clone();
+    Ok((collect(name, result, &range).await?, meta))
 }
 
 /// An I/O error of kind `kind` about the URL `text`, shown without its userinfo, query and
@@ -260,5 +539,52 @@ fn url_error(text: &str, kind: io::ErrorKind, message: String) -> Error {
     Error::Io {
         path: PathBuf::from(super::redact::redacted_text(shown)),
         source: io::Error::new(kind, message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record reads back as written; records of another shape (a cut one, an ETag past its
+    /// bound or empty, bytes that are not UTF-8) are none, and only strong ETags are kept.
+    #[test]
+    fn records_round_trip_and_refuse_what_is_not_one() {
+        let kept = Kept {
+            size: 123_456,
+            last_modified_ms: -5,
+            e_tag: "\"abc-1\"".to_string(),
+        };
+        let bytes = kept.encode();
+        assert_eq!(bytes.len() as u64, RECORD_BYTES);
+        assert_eq!(Kept::decode(&bytes), Some(kept.clone()));
+        assert_eq!(Kept::decode(&bytes[..17]), None);
+        let mut long = bytes.clone();
+        long[16..18].copy_from_slice(&(RECORD_E_TAG_BYTES as u16 + 1).to_le_bytes());
+        assert_eq!(Kept::decode(&long), None);
+        let mut empty = bytes.clone();
+        empty[16..18].copy_from_slice(&0u16.to_le_bytes());
+        assert_eq!(Kept::decode(&empty), None);
+        let mut invalid = bytes;
+        invalid[18] = 0xff;
+        assert_eq!(Kept::decode(&invalid), None);
+
+        let meta = |e_tag: Option<&str>| object_store::ObjectMeta {
+            location: StorePath::from("a.png"),
+            last_modified: Default::default(),
+            size: 10,
+            e_tag: e_tag.map(str::to_string),
+            version: None,
+        };
+        assert_eq!(
+            Kept::of(&meta(Some("\"x\""))).map(|kept| kept.e_tag),
+            Some("\"x\"".to_string())
+        );
+        assert_eq!(Kept::of(&meta(Some("W/\"x\""))), None);
+        assert_eq!(Kept::of(&meta(None)), None);
+        assert_eq!(
+            Kept::of(&meta(Some(&"e".repeat(RECORD_E_TAG_BYTES + 1)))),
+            None
+        );
     }
 }

@@ -268,13 +268,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
         #[cfg(feature = "object-store")]
         Source::Objects(objects) => {
             use crate::file::Format;
-            let cache = spec
-                .cache_dir
-                .as_ref()
-                .map(|dir| crate::remote::CacheSettings {
-                    dir: dir.into(),
-                    limit: spec.cache_size as u64,
-                });
+            let cache = crate::remote::CacheSettings::of(spec);
             let opened = crate::remote::open(objects, cache.as_ref())?;
             let stop = opened.stop.clone();
             let names: Vec<PathBuf> = opened

@@ -169,7 +169,9 @@ options::batch_spec! {
         /// time and the range, so that a replaced object is fetched again; each is checked
         /// against its checksum when read, written atomically, and the least recently used
         /// go when the cache passes [`cache_size`](BatchSpec::cache_size). Local sources read
-        /// their files directly and ignore it. `None` keeps nothing.
+        /// their files directly and ignore it, but for image rows that name URLs (with
+        /// [`images`](BatchSpec::images)), which are kept whole and asked for again with
+        /// `If-None-Match`. `None` keeps nothing.
         #[option(OptionalText, Stream, default = None)]
         pub cache_dir: Option<String>,
         /// The most bytes the cache of [`cache_dir`](BatchSpec::cache_dir) holds (10 GiB).

@@ -419,7 +419,8 @@ def batches(
     - ``cache_dir``: a local directory that keeps the byte ranges fetched from object storage,
       so that later epochs (and other ranks and workers of the machine) read them from disk;
       entries are keyed by URL, ETag and range, checked when read, and the least recently used
-      go past ``cache_size`` bytes (10 GiB). Local sources ignore it.
+      go past ``cache_size`` bytes (10 GiB). Local sources ignore it, but image rows read by
+      URL (``images=``) are kept too, and asked for again only if they changed.
     - ``prefetch`` is from 1 to 1,024 and ``decode_threads`` at most 64 (0 chooses); a
       ``seed`` is any int, taken modulo 2**64. Every integer option takes anything with
       ``__index__`` (a numpy integer), but not a bool.
