@@ -19,7 +19,10 @@ measures the number of requests. Both S3 methods therefore run a second time aga
 whose cost is per byte, as S3's and MinIO's are: a static file server written here
 (``StaticS3Server``, Python's ``ThreadingHTTPServer``) that answers S3's path-style ``GET`` and
 ``HEAD`` of the file, ranges included, reading only the bytes asked for, without authentication
-(``skip_signature`` for ours, ``anonymous=True`` for pyarrow).
+(``skip_signature`` for ours, ``anonymous=True`` for pyarrow). That server moves about 1 GB/s,
+which is less than a pass reads locally, so both S3 methods run a third time against nginx
+(``nginx_s3.py``: the same requests, answered with ``sendfile`` at disk speed), where nginx is
+installed (``cargo xtask bench`` installs it); without it those rows are left out, and said so.
 
 Methods alternate, the order rotated every repetition; the peak memory of one S3 pass is
 measured in a fresh subprocess against docs/loader.md's bound with fetches in flight.
@@ -43,7 +46,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import pyarrow.parquet as pq
 import torch
@@ -51,6 +54,7 @@ import torch
 import arrow_dlpack as ad
 
 from loader_methods import CHUNK, FEATURES, ROW_BYTES, by_hand, count, make_table, ours_triple, rebatch
+from nginx_s3 import NginxS3Server
 
 BATCH = 1024
 BUCKET = "bench"
@@ -143,7 +147,9 @@ def ours(source: str, **options: object):
     return ad.batches(source, BATCH, groups={"features": FEATURES}, columns=["label", "embedding"], **options)
 
 
-def _methods(path: Path, endpoint: str, static: str, cache_dir: Path) -> Dict[str, Callable[[], int]]:
+def _methods(
+    path: Path, endpoint: str, static: str, nginx: Optional[str], cache_dir: Path
+) -> Dict[str, Callable[[], int]]:
     from pyarrow import fs
 
     url = f"s3://{BUCKET}/{KEY}"
@@ -154,8 +160,8 @@ def _methods(path: Path, endpoint: str, static: str, cache_dir: Path) -> Dict[st
         access_key=CREDENTIALS["aws_access_key_id"],
         secret_key=CREDENTIALS["aws_secret_access_key"],
     )
-    s3_static = fs.S3FileSystem(endpoint_override=static, scheme="http", region="us-east-1", anonymous=True)
-    static_options = {"endpoint": static, "region": "us-east-1", "skip_signature": "true"}
+    def s3_anonymous(server: str):
+        return fs.S3FileSystem(endpoint_override=server, scheme="http", region="us-east-1", anonymous=True)
 
     def by_pyarrow(filesystem) -> Callable[[], int]:
         def read() -> int:
@@ -165,7 +171,10 @@ def _methods(path: Path, endpoint: str, static: str, cache_dir: Path) -> Dict[st
 
         return read
 
-    return {
+    def anonymous(server: str) -> Dict[str, str]:
+        return {"endpoint": server, "region": "us-east-1", "skip_signature": "true"}
+
+    methods = {
         "ours-local": lambda: count(ours_triple(b) for b in ours(str(path))),
         "ours-s3": lambda: count(ours_triple(b) for b in ours(url, storage_options=_options(endpoint))),
         # The warm-up pass fills the cache; every measured pass is a later epoch, which asks the
@@ -173,12 +182,16 @@ def _methods(path: Path, endpoint: str, static: str, cache_dir: Path) -> Dict[st
         # object) for the footer only.
         "ours-cached": lambda: count(
             ours_triple(b)
-            for b in ours(url, storage_options=static_options, cache_dir=str(cache_dir))
+            for b in ours(url, storage_options=anonymous(static), cache_dir=str(cache_dir))
         ),
         "pyarrow-s3": by_pyarrow(s3),
-        "ours-static": lambda: count(ours_triple(b) for b in ours(url, storage_options=static_options)),
-        "pyarrow-static": by_pyarrow(s3_static),
+        "ours-static": lambda: count(ours_triple(b) for b in ours(url, storage_options=anonymous(static))),
+        "pyarrow-static": by_pyarrow(s3_anonymous(static)),
     }
+    if nginx is not None:
+        methods["ours-nginx"] = lambda: count(ours_triple(b) for b in ours(url, storage_options=anonymous(nginx)))
+        methods["pyarrow-nginx"] = by_pyarrow(s3_anonymous(nginx))
+    return methods
 
 
 def _status_kib(field: str) -> int:
@@ -261,16 +274,29 @@ def run(rows: int, repetitions: int, log: Callable[[str], None]) -> str:
     try:
         host, port = server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
-        with tempfile.TemporaryDirectory(prefix="bench-object-store-") as directory:
+        with contextlib.ExitStack() as stack:
+            directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-object-store-"))
             path = Path(directory) / KEY
             static = StaticS3Server(Path(directory))
             threading.Thread(target=static.serve_forever, daemon=True).start()
+            nginx_executable = NginxS3Server.find()
             log(f"==> object storage: writing {rows:,} rows and uploading them to moto")
             pq.write_table(make_table(rows), path, row_group_size=CHUNK, compression="snappy")
             client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **CREDENTIALS)
             client.create_bucket(Bucket=BUCKET)
             client.upload_file(str(path), BUCKET, KEY)
-            methods = _methods(path, endpoint, static.endpoint, Path(directory) / "cache")
+            nginx = None
+            if nginx_executable is not None:
+                # nginx serves `<root>/<bucket>/<key>`: the same file, linked into a bucket.
+                bucket = Path(directory) / "nginx-root" / BUCKET
+                bucket.mkdir(parents=True)
+                os.link(path, bucket / KEY)
+                nginx = stack.enter_context(NginxS3Server(nginx_executable, bucket.parent))
+            else:
+                log("    nginx was not found: its rows are left out")
+            methods = _methods(
+                path, endpoint, static.endpoint, nginx.endpoint if nginx else None, Path(directory) / "cache"
+            )
             keys = list(methods)
             for key in keys:
                 methods[key]()  # warm-up
@@ -318,11 +344,32 @@ def render(rows, size, times, memory, bound, bound_text, tiny, requests) -> str:
     pyarrow_ratio = median["pyarrow-s3"] / median["ours-s3"]
     static_local_ratio = median["ours-local"] / median["ours-static"]
     static_pyarrow_ratio = median["pyarrow-static"] / median["ours-static"]
-    cached_ratio = median["ours-local"] / median["ours-cached"]
-    measured = max(memory["hwm_growth"], memory["anon_growth"])
-
     def met(ok: bool) -> str:
         return "met" if ok else "**missed**"
+
+    cached_ratio = median["ours-local"] / median["ours-cached"]
+    nginx = "ours-nginx" in times
+    if nginx:
+        nginx_rows = [
+            f"| **ours**, `s3://` from nginx (per byte, at disk speed) | {cell('ours-nginx')} |",
+            f"| pyarrow by hand over `S3FileSystem(anonymous=True)` from nginx "
+            f"| {cell('pyarrow-nginx')} |",
+        ]
+        nginx_local_ratio = median["ours-local"] / median["ours-nginx"]
+        nginx_pyarrow_ratio = median["pyarrow-nginx"] / median["ours-nginx"]
+        nginx_targets = [
+            f"| the same from nginx: over S3 / the local file (ours) "
+            f"| {nginx_local_ratio:.2f}x | >= 0.8x | {met(nginx_local_ratio >= 0.8)} |",
+            f"| the same from nginx: ours / pyarrow's S3 reading "
+            f"| {nginx_pyarrow_ratio:.2f}x | >= 2x | {met(nginx_pyarrow_ratio >= 2)} |",
+        ]
+    else:
+        nginx_rows = []
+        nginx_targets = [
+            "| the same from nginx (a per-byte server at disk speed) | not run: nginx was not "
+            "found | >= 0.8x, >= 2x | **not measured** |"
+        ]
+    measured = max(memory["hwm_growth"], memory["anon_growth"])
 
     return "\n".join(
         [
@@ -347,6 +394,7 @@ def render(rows, size, times, memory, bound, bound_text, tiny, requests) -> str:
             f"| {cell('ours-cached')} |",
             f"| pyarrow by hand over `S3FileSystem(anonymous=True)` from the static server "
             f"| {cell('pyarrow-static')} |",
+            *nginx_rows,
             "",
             "| target | measured | target | |",
             "|---|---|---|---|",
@@ -358,6 +406,7 @@ def render(rows, size, times, memory, bound, bound_text, tiny, requests) -> str:
             f"| {static_local_ratio:.2f}x | >= 0.8x | {met(static_local_ratio >= 0.8)} |",
             f"| the same from the per-byte static server: ours / pyarrow's S3 reading "
             f"| {static_pyarrow_ratio:.2f}x | >= 2x | {met(static_pyarrow_ratio >= 2)} |",
+            *nginx_targets,
             f"| a later epoch with `cache_dir`: throughput / throughput of the local file (ours) "
             f"| {cached_ratio:.2f}x | >= 0.8x | {met(cached_ratio >= 0.8)} |",
             f"| peak memory of an S3 pass (peak RSS growth {_mb(memory['hwm_growth'])}, anonymous "
@@ -375,11 +424,14 @@ def render(rows, size, times, memory, bound, bound_text, tiny, requests) -> str:
             f"{median['pyarrow-s3']:.2f} s is about {median['pyarrow-s3'] / tiny:.0f} such requests. "
             "On a server whose cost is per byte (S3 itself, MinIO), the same pass moves "
             f"{size / 1e6:.0f} MB in {requests} requests, at most "
-            f"{2 * min(os.cpu_count() or 1, 4)} in flight. The last two rows measure that: the "
-            "same `s3://` reading, ours and pyarrow's, from a static file server written in the "
-            "bench (`StaticS3Server`: S3's path-style `GET` and `HEAD` with ranges, each read "
-            "from the file with `pread`, no authentication), so that the server's cost grows "
-            "with the bytes asked for rather than with the object.",
+            f"{2 * min(os.cpu_count() or 1, 4)} in flight. The static server's rows measure "
+            "that: the same `s3://` reading, ours and pyarrow's, from a static file server "
+            "written in the bench (`StaticS3Server`: S3's path-style `GET` and `HEAD` with "
+            "ranges, each read from the file with `pread`, no authentication), so that the "
+            "server's cost grows with the bytes asked for rather than with the object; it moves "
+            "about 1 GB/s (one Python thread per request). nginx's rows ask the same of nginx "
+            "(`bench/nginx_s3.py`: the file served with `sendfile`, ranges, `ETag` and "
+            "`Last-Modified`), a server that keeps up with a reader on the same machine.",
             "",
         ]
     )

@@ -54,8 +54,10 @@ pub(crate) fn help() -> String {
         &format!(
             "cargo bench -p arrow-dlpack-tensor -p arrow-dlpack (CRITERION_HOME=target/criterion) \
              and cargo bench -p arrow-dlpack-loader (CRITERION_HOME=target/criterion-loader); \
-             then the profiling wheel (release with line tables) built and installed, and \
-             {PYTHON_BENCH} --output {OUTPUT}; then {BENCH_REQUIREMENTS} installed and \
+             then the profiling wheel (the dist build with line tables and symbols) built and \
+             installed, and \
+             {PYTHON_BENCH} --output {OUTPUT}; then {BENCH_REQUIREMENTS} installed (and \
+             nginx, Debian's nginx-light, where it is missing and apt-get may run) and \
              {LOADER_BENCH} (about 10 minutes), its section put into {OUTPUT} under \
              `{LOADER_HEADING}`; then {IMAGES_BENCH} --output {OUTPUT} (its `## Images` \
              section); then the dist wheel (what pip install builds) built, not \
@@ -65,6 +67,39 @@ pub(crate) fn help() -> String {
         ),
         0,
     )
+}
+
+/// Installs nginx (Debian's `nginx-light`), the per-byte S3 server of the object-storage rows,
+/// when it is missing and `apt-get` may be run (as root); otherwise says that those rows will be
+/// left out. Never fails the benchmark.
+fn ensure_nginx(root: &Path) {
+    let found = |dir: &str| Path::new(dir).join("nginx").is_file();
+    let on_path = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).any(|dir| dir.join("nginx").is_file()))
+        .unwrap_or(false);
+    if on_path || found("/usr/sbin") {
+        return;
+    }
+    let root_user = Cmd::new(root, "id")
+        .arg("-u")
+        .read_stdout()
+        .is_ok_and(|uid| uid.trim() == "0");
+    if !root_user || !Path::new("/usr/bin/apt-get").is_file() {
+        println!(
+            "==> nginx is not installed and apt-get cannot be run here: the object-storage rows \
+             from nginx will be left out"
+        );
+        return;
+    }
+    println!("==> installing nginx-light with apt-get (the object-storage bench's S3 server)");
+    let installed = Cmd::new(root, "apt-get")
+        .args(["install", "-y", "-q", "nginx-light"])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .is_ok_and(|status| status.success());
+    if !installed {
+        println!("==> apt-get could not install nginx-light: those rows will be left out");
+    }
 }
 
 /// Runs criterion with `forwarded` as its arguments, then the Python benchmarks if they exist.
@@ -111,6 +146,7 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
         return Ok(());
     }
     env.install_extra_requirements(root, BENCH_REQUIREMENTS)?;
+    ensure_nginx(root);
     let section_path = root.join(LOADER_OUTPUT);
     env.command_outside_sources(root)?
         .arg(loader_script)
@@ -184,8 +220,9 @@ fn wheel_section(name: &str, bytes: u64, unpacked: u64) -> String {
          profile of the workspace's `Cargo.toml`: optimised, link-time optimised into one \
          codegen unit, symbols stripped): `{name}`, {:.1} MB ({} bytes); its extension module \
          unpacked {:.1} MB ({} bytes).\n\
-         The profile that `cargo xtask bench` measures (`profiling`) is the release build with \
-         line tables, so that a profiler names the code; its wheel is not the one users get.\n",
+         The profile that `cargo xtask bench` measures (`profiling`) is this build with line \
+         tables and its symbols kept, so that a profiler names the code: the same machine code \
+         as the wheel users get, in a larger file.\n",
         bytes as f64 / 1e6,
         thousands(bytes),
         unpacked as f64 / 1e6,
