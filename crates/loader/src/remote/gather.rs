@@ -11,6 +11,11 @@
 //! fetched range's size come from per-thread arenas; the fetch, decode and consumer threads free
 //! them across one another, and the arenas kept tens of megabytes the loader no longer held
 //! (measured in docs/benchmarks.md, "Object storage").
+//!
+//! Each mapping is advised for transparent huge pages (`MADV_HUGEPAGE`, on Linux): a fetched
+//! range's first write faulted its pages in 4 KiB at a time, and the faults (with the kernel's
+//! zeroing and the unmapping after) were about a quarter of the process's CPU time in a pass
+//! over a server on loopback; 2 MiB pages take 512 times fewer.
 
 use std::io::{self, Read};
 
@@ -105,7 +110,7 @@ impl Gather {
                 .try_reserve_exact(target - vec.len())
                 .map_err(|error| (target, error.to_string()));
         }
-        let mut map = MmapMut::map_anon(target).map_err(|error| (target, error.to_string()))?;
+        let mut map = mapping(target).map_err(|error| (target, error.to_string()))?;
         let gathered = match &self.storage {
             Storage::Heap(vec) => &vec[..],
             Storage::Mapped(old) => &old[..self.len],
@@ -124,6 +129,15 @@ impl Gather {
     }
 }
 
+/// An anonymous mapping of `len` bytes, advised for huge pages where the system has them (the
+/// advice is a hint: refused, the mapping stays as it is).
+fn mapping(len: usize) -> io::Result<MmapMut> {
+    let map = MmapMut::map_anon(len)?;
+    #[cfg(target_os = "linux")]
+    let _ = map.advise(memmap2::Advice::HugePage);
+    Ok(map)
+}
+
 /// Exactly `len` bytes of `reader` (a local file's, whose length is known, not declared by a
 /// server), in a buffer of [`Gather`]'s kind: a mapping of its own from [`MAPPED_MIN`] bytes
 /// on, allocated whole; an allocation that fails, or a reader that ends first, is an error.
@@ -136,7 +150,7 @@ pub(super) fn read_exact(reader: &mut impl Read, len: usize) -> io::Result<Bytes
         reader.read_exact(&mut vec)?;
         return Ok(Bytes::from(vec));
     }
-    let mut map = MmapMut::map_anon(len)?;
+    let mut map = mapping(len)?;
     reader.read_exact(&mut map[..])?;
     Ok(Bytes::from_owner(MappedPrefix { map, len }))
 }
