@@ -180,14 +180,15 @@ impl RangeCache {
     /// loader is made rather than leaving every range uncached.
     pub(crate) fn open(settings: &CacheSettings) -> Result<Self> {
         let root = settings.dir.join(VERSION_DIR);
-        let unusable = |source: io::Error| Error::InvalidSpec {
+        let unusable = |path: &Path, source: io::Error| Error::InvalidSpec {
             reason: format!(
-                "cache_dir {:?} cannot be used ({source}); expected a directory this process can \
-                 create and write",
-                settings.dir
+                "cache_dir {:?} cannot be used ({:?}: {source}); expected a directory this \
+                 process can create and write",
+                settings.dir, path
             ),
         };
-        fs::create_dir_all(root.join(TMP_DIR)).map_err(unusable)?;
+        let tmp = root.join(TMP_DIR);
+        fs::create_dir_all(&tmp).map_err(|source| unusable(&tmp, source))?;
         let cache = RangeCache {
             root,
             limit: settings.limit,
@@ -196,7 +197,7 @@ impl RangeCache {
             evicting: Mutex::new(()),
         };
         let probe = cache.tmp_path();
-        File::create(&probe).map_err(unusable)?;
+        File::create(&probe).map_err(|source| unusable(&probe, source))?;
         let _ = fs::remove_file(&probe);
         cache.remove_stale_tmp();
         cache.evict();
@@ -210,6 +211,9 @@ impl RangeCache {
     /// opened is checked to be a regular file of the entry's size before a byte is read.
     pub(crate) fn get(&self, key: &CacheKey) -> Option<Bytes> {
         let path = self.entry_path(key);
+        if !in_real_folder(&path) {
+            return None;
+        }
         let file = open_entry(&path).ok()?;
         let total = key.header_len() as u64 + key.len;
         let meta = file.metadata().ok()?;
@@ -238,6 +242,11 @@ impl RangeCache {
             let path = self.entry_path(key);
             if let Some(parent) = path.parent() {
                 fs::create_dir_all(parent)?;
+            }
+            // A folder that is a link (planted, or made by another program) is not the cache's:
+            // an entry there would be neither counted nor evicted, and would lie elsewhere.
+            if !in_real_folder(&path) {
+                return Err(io::Error::other("the entry's folder is a symbolic link"));
             }
             Ok(path)
         });
@@ -360,6 +369,14 @@ fn is_hex(name: &std::ffi::OsStr, digits: usize) -> bool {
 
 /// Opens the entry at `path` for reading, without following a symbolic link and without
 /// blocking on a FIFO (on Unix; elsewhere as `File::open`).
+/// Whether the folder of the entry at `path` is a real folder, not a symbolic link to one (the
+/// folders [`RangeCache::list`] counts and evicts from).
+fn in_real_folder(path: &Path) -> bool {
+    path.parent()
+        .and_then(|folder| fs::symlink_metadata(folder).ok())
+        .is_some_and(|meta| meta.is_dir())
+}
+
 fn open_entry(path: &Path) -> io::Result<File> {
     let mut options = File::options();
     options.read(true);

@@ -50,11 +50,12 @@ impl Stamp {
 
     /// The preconditions of a request for a range of the planned object: its ETag (`If-Match`)
     /// when it is a strong one (a weak ETag never matches `If-Match`), else its last-modified
-    /// time (`If-Unmodified-Since`).
+    /// time (`If-Unmodified-Since`) when it has one: an object with a weak ETag is pinned by its
+    /// time, since a weak ETag may stay the same when the bytes change.
     fn preconditions(&self, range: Range<u64>) -> GetOptions {
         let strong = self.meta.e_tag.clone().filter(|tag| !tag.starts_with("W/"));
-        let unmodified =
-            (self.meta.e_tag.is_none() && self.has_validator()).then_some(self.meta.last_modified);
+        let unmodified = (strong.is_none() && self.meta.last_modified.timestamp_millis() != 0)
+            .then_some(self.meta.last_modified);
         GetOptions {
             range: Some(GetRange::Bounded(range)),
             if_match: strong,

@@ -128,9 +128,9 @@ impl UrlReader {
                     outcomes.insert(key, None);
                 }
                 Err(error) if took >= STALLED && is_transport_failure(error) => {
-                    outcomes
-                        .entry(key)
-                        .or_insert_with(|| Some(error.to_string()));
+                    // In the words of every level: the top one names only the URL.
+                    let words = arrow_dlpack::Report::new(error).to_string();
+                    outcomes.entry(key).or_insert(Some(words));
                 }
                 Err(_) => {}
             }
@@ -353,7 +353,9 @@ impl Kept {
     /// What `meta` says, when its ETag is a strong one that a record holds.
     fn of(meta: &object_store::ObjectMeta) -> Option<Kept> {
         let e_tag = meta.e_tag.clone()?;
-        (!e_tag.starts_with("W/") && e_tag.len() <= RECORD_E_TAG_BYTES).then(|| Kept {
+        let usable =
+            !e_tag.is_empty() && !e_tag.starts_with("W/") && e_tag.len() <= RECORD_E_TAG_BYTES;
+        usable.then(|| Kept {
             size: meta.size,
             last_modified_ms: meta.last_modified.timestamp_millis(),
             e_tag,
@@ -582,6 +584,7 @@ mod tests {
         );
         assert_eq!(Kept::of(&meta(Some("W/\"x\""))), None);
         assert_eq!(Kept::of(&meta(None)), None);
+        assert_eq!(Kept::of(&meta(Some(""))), None);
         assert_eq!(
             Kept::of(&meta(Some(&"e".repeat(RECORD_E_TAG_BYTES + 1)))),
             None

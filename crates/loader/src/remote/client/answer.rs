@@ -13,7 +13,8 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use object_store::client::{HttpError, HttpErrorKind, HttpResponse, HttpResponseBody};
 use reqwest::Method;
-use reqwest::header::{CONTENT_LENGTH, HeaderMap, RANGE};
+use reqwest::StatusCode;
+use reqwest::header::{CONTENT_LENGTH, ETAG, HeaderMap, HeaderValue, RANGE};
 
 use super::MAX_REDIRECTS;
 
@@ -41,6 +42,13 @@ pub(super) enum Refused {
     TooLongSent { limit: u64 },
     /// A request with a streamed body (the loader only reads).
     StreamedBody,
+    /// A partial answer (206) to a request for a whole object.
+    PartialAnswer,
+    /// The rest of a whole object whose answer broke off, asked for again and answered with
+    /// no strong ETag: nothing says the bytes are of the same version.
+    UnpinnedResume,
+    /// "Not modified" to `If-None-Match` of one ETag, naming another.
+    NotModifiedOther { asked: String, answered: String },
 }
 
 impl fmt::Display for Refused {
@@ -77,6 +85,19 @@ impl fmt::Display for Refused {
             Refused::StreamedBody => f.write_str(
                 "the request has a streamed body; expected a request with its body in memory",
             ),
+            Refused::PartialAnswer => f.write_str(
+                "asked for the whole object and the answer is partial (206 Partial Content); \
+                 expected all of it",
+            ),
+            Refused::UnpinnedResume => f.write_str(
+                "the answer broke off, and the object's ETag is weak or absent, so its rest \
+                 could be of another version; the object is not read in two parts",
+            ),
+            Refused::NotModifiedOther { asked, answered } => write!(
+                f,
+                "asked whether the object changed from ETag {asked} and the answer is \"not \
+                 modified\" with ETag {answered}; expected the same ETag"
+            ),
         }
     }
 }
@@ -86,6 +107,42 @@ impl StdError for Refused {}
 /// An error that ends a request and is not retried.
 pub(super) fn refused(reason: Refused) -> HttpError {
     HttpError::new(HttpErrorKind::Unknown, reason)
+}
+
+/// Refuses an answer that is not of the object asked for, as asked: a partial answer to a
+/// request without a range; the rest of a whole object (a request of [`WholeBodyLimit`] with a
+/// range is `object_store` resuming an answer that broke off) without a strong ETag, which
+/// alone tells that the rest is of the same version (a weak one may stay the same when the
+/// bytes change); "not modified" naming another ETag than the one asked about.
+///
+/// [`WholeBodyLimit`]: super::WholeBodyLimit
+fn check_identity(
+    response: &reqwest::Response,
+    range: Option<u64>,
+    whole: Option<u64>,
+    if_none_match: Option<&HeaderValue>,
+) -> Result<(), HttpError> {
+    let status = response.status();
+    let e_tag = response.headers().get(ETAG);
+    if range.is_none() && status == StatusCode::PARTIAL_CONTENT {
+        return Err(refused(Refused::PartialAnswer));
+    }
+    let strong = e_tag
+        .and_then(|tag| tag.to_str().ok())
+        .is_some_and(|tag| !tag.is_empty() && !tag.starts_with("W/"));
+    if whole.is_some() && range.is_some() && status.is_success() && !strong {
+        return Err(refused(Refused::UnpinnedResume));
+    }
+    if let (StatusCode::NOT_MODIFIED, Some(asked), Some(answered)) = (status, if_none_match, e_tag)
+        && asked != answered
+    {
+        let shown = |value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()).into_owned();
+        return Err(refused(Refused::NotModifiedOther {
+            asked: shown(asked),
+            answered: shown(answered),
+        }));
+    }
+    Ok(())
 }
 
 /// The bytes a successful answer to a request with `headers` may carry: the length of its one
@@ -150,7 +207,9 @@ pub(super) fn answer(
     method: &Method,
     range: Option<u64>,
     whole: Option<u64>,
+    if_none_match: Option<&HeaderValue>,
 ) -> Result<HttpResponse, HttpError> {
+    check_identity(&response, range, whole, if_none_match)?;
     let limit = match range {
         _ if !response.status().is_success() => MAX_ERROR_BODY,
         Some(length) => length,

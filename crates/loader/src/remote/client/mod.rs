@@ -24,7 +24,9 @@ use object_store::client::{
     ClientOptions, HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse,
     HttpService,
 };
-use reqwest::header::{AUTHORIZATION, CONTENT_LENGTH, HeaderMap, HeaderValue, LOCATION};
+use reqwest::header::{
+    AUTHORIZATION, CONTENT_LENGTH, HeaderMap, HeaderValue, IF_NONE_MATCH, LOCATION,
+};
 use reqwest::{Method, StatusCode};
 use url::{Origin, Url};
 
@@ -233,7 +235,7 @@ impl Service {
                 .then(|| response.headers().get(LOCATION))
                 .flatten();
             let Some(location) = location else {
-                return answer(response, &method, range, whole);
+                return answer(response, &method, range, whole, headers.get(IF_NONE_MATCH));
             };
             let from = redacted(&asked);
             let next = location
