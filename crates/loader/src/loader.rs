@@ -176,7 +176,7 @@ impl Batches {
             urls: if spec.images.is_empty() {
                 None
             } else {
-                let cache = crate::remote::CacheSettings::of(&spec);
+                let cache = crate::source::cache_settings(&spec);
                 let reader = UrlReader::new(url_options, stop.clone(), cache.as_ref())?;
                 Some(Arc::new(reader))
             },

@@ -61,16 +61,6 @@ pub(crate) struct CacheSettings {
     pub(crate) limit: u64,
 }
 
-impl CacheSettings {
-    /// The cache of `spec`'s `cache_dir` and `cache_size`, when it has a `cache_dir`.
-    pub(crate) fn of(spec: &crate::BatchSpec) -> Option<Self> {
-        spec.cache_dir.as_ref().map(|dir| CacheSettings {
-            dir: dir.into(),
-            limit: spec.cache_size as u64,
-        })
-    }
-}
-
 /// What identifies one range of one object as it was planned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CacheKey {

@@ -268,7 +268,7 @@ pub(crate) fn plan(source: Source, spec: &BatchSpec) -> Result<Plan> {
         #[cfg(feature = "object-store")]
         Source::Objects(objects) => {
             use crate::file::Format;
-            let cache = crate::remote::CacheSettings::of(spec);
+            let cache = cache_settings(spec);
             let opened = crate::remote::open(objects, cache.as_ref())?;
             let stop = opened.stop.clone();
             let names: Vec<PathBuf> = opened
@@ -582,4 +582,16 @@ fn check_file_schemas<'a>(
         check_same_columns(schema, expected, || format!("file {}", path.display()))?;
     }
     Ok(())
+}
+
+/// The cache of `spec`'s `cache_dir` and `cache_size`, when it has a `cache_dir`: the ranges of
+/// objects a source opens, and the objects image rows name by URL.
+#[cfg(feature = "object-store")]
+pub(crate) fn cache_settings(spec: &BatchSpec) -> Option<crate::remote::CacheSettings> {
+    spec.cache_dir
+        .as_ref()
+        .map(|dir| crate::remote::CacheSettings {
+            dir: dir.into(),
+            limit: spec.cache_size as u64,
+        })
 }
