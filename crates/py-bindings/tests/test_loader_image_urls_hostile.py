@@ -7,6 +7,7 @@ The server is ``_object_servers.RangeServer`` on loopback; a test answers some r
 """
 
 import io
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -42,12 +43,13 @@ def load(base, **options):
     return np.from_dlpack(batch["image"])[0]
 
 
-def broken_then_resumed(first, rest, e_tag):
-    """A handler that sends `first` cut in half (announcing all of it) with `e_tag`, closes the
-    connection, and answers the request for the rest with the bytes of `rest` there."""
+def broken_then_resumed(first, rest, e_tag, path="/data/img/", pause=0.0):
+    """A handler that sends `first` cut in half (announcing all of it) with `e_tag`, waits
+    `pause` seconds, closes the connection, and answers the request for the rest with the bytes
+    of `rest` there; for the paths under `path` only."""
 
     def handle(handler):
-        if not handler.path.startswith("/data/img/"):
+        if not handler.path.startswith(path):
             return False
         ranged = handler.headers.get("Range")
         if ranged is None:
@@ -57,6 +59,7 @@ def broken_then_resumed(first, rest, e_tag):
             handler.end_headers()
             handler.wfile.write(first[: len(first) // 2])
             handler.wfile.flush()
+            time.sleep(pause)
             handler.close_connection = True
             return True
         start = int(ranged.removeprefix("bytes=").split("-")[0])
@@ -83,6 +86,19 @@ def test_an_answer_that_breaks_off_is_resumed_only_under_a_strong_etag():
     with _object_servers.range_server({}) as (server, base):
         server.handler = broken_then_resumed(old, old, '"a"')
         np.testing.assert_array_equal(load(base), pixels(old))
+
+
+def test_an_answer_refused_slowly_does_not_stop_the_loader_asking_its_host():
+    """The refusal above is the object's answer, not the network failing: the other rows of the
+    host are still asked for, however long the refused answer took (a stall would stop them)."""
+    old, new, good = bmp(1), bmp(2), bmp(7)
+    with _object_servers.range_server({"/data/img/1.bmp": good}) as (server, base):
+        server.handler = broken_then_resumed(old, new, 'W/"a"', path="/data/img/0.bmp", pause=0.8)
+        batches = ad.batches(table(2), 1, images={"image": {**SPEC, "on_error": "skip"}}, columns=["label"],
+                             image_root=f"{base}/data")
+        (batch,) = list(batches)
+        assert np.from_dlpack(batch["label"]).tolist() == [1]
+        np.testing.assert_array_equal(np.from_dlpack(batch["image"])[0], pixels(good))
 
 
 def test_a_partial_answer_to_a_whole_object_is_refused_and_not_kept(tmp_path):

@@ -253,6 +253,9 @@ pub(crate) fn store_error(name: &Path, error: object_store::Error) -> Error {
                 change: "its ETag or last-modified time no longer matches".to_string(),
             };
         }
+        // An answer refused as not of the object asked for (a partial one, a resume without a
+        // strong ETag): the object's answer, not the network failing.
+        _ if client::is_refused(&error) => io::ErrorKind::InvalidData,
         _ => io::ErrorKind::Other,
     };
     // A server (or a proxy's error page) may echo the request's headers in its body, which

@@ -103,10 +103,6 @@ impl UrlReader {
         };
         let requests = remote.requests.clone();
         let cache = self.cache.clone();
-        let keys: Vec<(usize, String)> = targets
-            .iter()
-            .map(|target| (target.index, target.store_key.clone()))
-            .collect();
         let fetched = remote.run(async move {
             let reads: Vec<_> = targets
                 .into_iter()
@@ -116,12 +112,7 @@ impl UrlReader {
             Ok(reads.collect::<Vec<_>>().await)
         })?;
         let mut outcomes: BTreeMap<String, Option<String>> = BTreeMap::new();
-        for (index, result, took) in fetched {
-            let key = keys
-                .iter()
-                .find(|(at, _)| *at == index)
-                .map(|(_, key)| key.clone())
-                .unwrap_or_default();
+        for (index, key, result, took) in fetched {
             // A store that answered any of these requests is not failing, whatever the others.
             match &result {
                 Ok(_) => {
@@ -308,14 +299,14 @@ struct Target {
     store_key: String,
 }
 
-/// Reads `target` under the loader's bound on requests in flight; gives its index, its result
-/// and how long the request took once it was sent.
+/// Reads `target` under the loader's bound on requests in flight; gives its index, its store's
+/// key, its result and how long the request took once it was sent.
 async fn read_target(
     target: Target,
     requests: Arc<Semaphore>,
     max_bytes: u64,
     cache: Option<Arc<RangeCache>>,
-) -> (usize, Result<Bytes>, Duration) {
+) -> (usize, String, Result<Bytes>, Duration) {
     match acquire(&requests).await {
         Ok(_permit) => {
             let sent = Instant::now();
@@ -326,9 +317,9 @@ async fn read_target(
                     .map(|(bytes, _)| bytes)
                     .map_err(|unread| unread.into_error(&target.name)),
             };
-            (target.index, result, sent.elapsed())
+            (target.index, target.store_key, result, sent.elapsed())
         }
-        Err(error) => (target.index, Err(error), Duration::ZERO),
+        Err(error) => (target.index, target.store_key, Err(error), Duration::ZERO),
     }
 }
 
@@ -442,7 +433,8 @@ async fn read_cached(target: &Target, max_bytes: u64, cache: Arc<RangeCache>) ->
 }
 
 /// Whether `error` is the store's or the network's (a stall, a refused or reset connection,
-/// 5xx answers through every retry) rather than the object's (missing, forbidden, too large).
+/// 5xx answers through every retry) rather than the object's (missing, forbidden, too large, an
+/// answer refused as not of the object asked for).
 fn is_transport_failure(error: &Error) -> bool {
     match error {
         Error::Io { source, .. } => !matches!(

@@ -148,6 +148,19 @@ impl HttpService for Service {
 }
 
 /// Whether `status` is a redirect that names where to go (the ones reqwest follows).
+/// Whether `error` (or one of its causes) is an answer this client refused as not of the object
+/// asked for, or past its bounds: the object's or the server's doing, not the network's.
+pub(super) fn is_refused(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if error.downcast_ref::<Refused>().is_some() {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
+}
+
 fn is_redirect(status: StatusCode) -> bool {
     matches!(
         status,
