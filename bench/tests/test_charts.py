@@ -5,28 +5,19 @@ shape that bench_exchange.py and bench_loader.py write; the numbers the charts m
 numbers written in them.
 """
 
-import importlib.util
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from _scripts import load
 
 SCRIPT = Path(__file__).resolve().parents[1] / "charts.py"
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-def _load_charts():
-    spec = importlib.util.spec_from_file_location("bench_charts", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    # dataclasses look the module up by name while building the classes.
-    sys.modules["bench_charts"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-charts = _load_charts()
+charts = load("charts.py")
 
 PAGE = """\
 # Benchmarks

@@ -4,22 +4,9 @@ The script is no part of the wheel, so it is loaded by path; the timing itself n
 wheels and runs only by hand (docs/benchmarks.md, "The wheel").
 """
 
-import importlib.util
-import sys
-from pathlib import Path
+from _scripts import load
 
-SCRIPT = Path(__file__).resolve().parents[1] / "compare_builds.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("bench_compare_builds", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_compare_builds"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-compare = _load()
+compare = load("compare_builds.py")
 
 
 def test_the_table_gives_each_builds_median_and_the_ratio_with_its_range():

@@ -4,23 +4,11 @@ Loaded by path, as the bench scripts are no part of the wheel. The orders, the w
 ratio are checked on made-up sides; the timing itself runs in ``cargo xtask bench``.
 """
 
-import importlib.util
-import sys
 import time
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "exchange_common.py"
+from _scripts import load
 
-
-def _load():
-    spec = importlib.util.spec_from_file_location("bench_exchange_common", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_exchange_common"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-common = _load()
+common = load("exchange_common.py")
 
 
 def test_every_round_runs_each_side_once_and_each_side_follows_each_other_equally_often():

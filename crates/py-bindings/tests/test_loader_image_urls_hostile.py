@@ -74,18 +74,17 @@ def broken_then_resumed(first, rest, e_tag, path="/data/img/", pause=0.0):
     return handle
 
 
-def test_an_answer_that_breaks_off_is_resumed_only_under_a_strong_etag():
+def test_an_answer_that_breaks_off_is_not_resumed_with_another_version():
+    """The rest of a broken-off answer could be another version's under the same ETag: a weak
+    one may stay the same when the bytes change, and nginx's strong one is the modification time
+    in seconds and the size. The row fails instead of holding an image of neither version."""
     old, new = bmp(1), bmp(2)
     assert len(old) == len(new)
-    # A weak ETag may stay the same when the bytes change: the rest may be another version's.
-    with _object_servers.range_server({}) as (server, base):
-        server.handler = broken_then_resumed(old, new, 'W/"a"')
-        with pytest.raises(ValueError, match="broke off.*not read in two parts"):
-            load(base)
-    # A strong ETag names the bytes: the rest is read from where the answer stopped.
-    with _object_servers.range_server({}) as (server, base):
-        server.handler = broken_then_resumed(old, old, '"a"')
-        np.testing.assert_array_equal(load(base), pixels(old))
+    for e_tag in ('W/"a"', '"a"'):
+        with _object_servers.range_server({}) as (server, base):
+            server.handler = broken_then_resumed(old, new, e_tag)
+            with pytest.raises(ValueError, match="broke off; an object read whole is not read in two parts"):
+                load(base)
 
 
 def test_an_answer_refused_slowly_does_not_stop_the_loader_asking_its_host():
@@ -118,7 +117,7 @@ def test_a_partial_answer_to_a_whole_object_is_refused_and_not_kept(tmp_path):
 
     with _object_servers.range_server(files) as (server, base):
         server.handler = partial
-        with pytest.raises(ValueError, match=r"answer is partial \(206"):
+        with pytest.raises(ValueError, match=r"answer is 206 Partial Content"):
             load(base, cache_dir=str(tmp_path / "cache"))
         # Nothing of it was kept: the next epoch, answered whole, reads the image.
         server.handler = None

@@ -20,6 +20,7 @@
 //! | [`Fetched`] | byte ranges of an object, read by the Parquet and IPC decoders as a file |
 //! | [`RangeCache`](cache::RangeCache) | fetched ranges kept on local disk (`cache_dir`) |
 //! | [`UrlReader`] | whole objects by URL, as image rows name them, for one loader |
+//! | `kept::Kept` | the record of an object read whole by URL, kept in the cache with its bytes |
 
 mod cache;
 mod client;
@@ -27,6 +28,8 @@ mod credentials;
 mod fetched;
 mod gather;
 mod glob;
+#[cfg(feature = "images")]
+mod kept;
 mod object;
 mod options;
 mod redact;

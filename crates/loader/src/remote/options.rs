@@ -116,9 +116,16 @@ impl StorageOptions {
         })
     }
 
-    /// How long a request may be retried: the `retry_timeout` option (3 minutes by default).
-    pub(super) fn retry_timeout(&self) -> Duration {
-        self.retry.retry_timeout
+    /// How long one request may take: the `timeout` option (30 seconds by default, as in
+    /// `object_store`); a value that does not parse is the default (the store refuses it when
+    /// it is built).
+    pub(super) fn request_timeout(&self) -> Duration {
+        self.entries
+            .iter()
+            .rev()
+            .find(|(key, _)| key == "timeout")
+            .and_then(|(key, value)| parse_duration(key, value).ok())
+            .unwrap_or(Duration::from_secs(30))
     }
 
     /// The keys given (for `Debug`, which must not show secrets).

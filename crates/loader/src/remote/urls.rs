@@ -15,10 +15,13 @@
 //! body sent again. Only objects with a strong ETag are kept, as for ranges.
 //!
 //! A store whose request failed slowly (it stalled, or its connections failed through every
-//! retry: [`STALLED`] or more) is not asked again for `retry_timeout` (the storage option): the
-//! rows that name it meanwhile fail at once with that request's error. Without it, a file whose
-//! rows name a server that stopped answering made each batch wait `retry_timeout` again, which
-//! under `on_error="skip"` (every row skipped, slowly) was a job that did not end for hours.
+//! retry: [`STALLED`] or more) is probed before its next URLs are read: one request, within the
+//! store's request `timeout` and without retries; when it answers, the rest are read, else they
+//! fail at once, saying why. A file whose rows name a server that stopped answering then waits
+//! one `timeout` per batch, where it waited `retry_timeout` for every 16 rows (with
+//! `on_error="skip"` and the defaults, a job of hours); and a server that stalled for a moment
+//! costs only the rows whose requests failed (failing its rows at once for a while instead, a
+//! blip of a second lost every row of a file read in order, as skipped rows are refilled at once).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -36,6 +39,7 @@ use url::Url;
 
 use super::cache::{CacheKey, RangeCache};
 use super::client::WholeBodyLimit;
+use super::kept::{Kept, RECORD_BYTES};
 use super::object::{acquire, collect};
 use super::options::StorageOptions;
 use super::runtime::{MAX_REQUESTS, Remote};
@@ -55,8 +59,8 @@ pub(crate) struct UrlReader {
 struct Started {
     remote: Arc<Remote>,
     stores: BTreeMap<String, Arc<dyn ObjectStore>>,
-    /// The stores (by the same key) whose last request failed slowly: when, and the error.
-    failing: BTreeMap<String, (Instant, String)>,
+    /// The stores (by the same key) whose last request failed slowly, with its error.
+    failing: BTreeMap<String, String>,
 }
 
 /// A failed request that took this long marks its store failing (see the module documentation);
@@ -95,48 +99,149 @@ impl UrlReader {
     /// The bytes of the object at each of `urls`, each at most `max_bytes`, in order: each URL
     /// its own result, so that a row's failure is that row's; the outer error is the loader's
     /// (its runtime could not start, or it was stopped while the reads were in flight).
+    ///
+    /// A store that failed slowly before is probed first: one of its URLs, within the store's
+    /// request `timeout` and without retries; its other URLs are read when it answers, and fail
+    /// at once, saying why, when it does not.
     pub(crate) fn read_all(&self, urls: &[&str], max_bytes: u64) -> Result<Vec<Result<Bytes>>> {
         let mut targets = Vec::with_capacity(urls.len());
         let mut results: Vec<Option<Result<Bytes>>> = Vec::with_capacity(urls.len());
         let Some(remote) = self.targets(urls, &mut targets, &mut results)? else {
             return Ok(results.into_iter().flatten().collect());
         };
-        let requests = remote.requests.clone();
-        let cache = self.cache.clone();
-        let fetched = remote.run(async move {
-            let reads: Vec<_> = targets
-                .into_iter()
-                .map(|target| read_target(target, requests.clone(), max_bytes, cache.clone()))
-                .collect();
-            let reads = futures_util::stream::iter(reads).buffer_unordered(MAX_REQUESTS);
-            Ok(reads.collect::<Vec<_>>().await)
-        })?;
-        let mut outcomes: BTreeMap<String, Option<String>> = BTreeMap::new();
-        for (index, key, result, took) in fetched {
-            // A store that answered any of these requests is not failing, whatever the others.
-            match &result {
-                Ok(_) => {
-                    outcomes.insert(key, None);
-                }
-                Err(error) if took >= STALLED && is_transport_failure(error) => {
-                    // In the words of every level: the top one names only the URL.
-                    let words = arrow_dlpack::Report::new(error).to_string();
-                    outcomes.entry(key).or_insert(Some(words));
-                }
-                Err(_) => {}
+        let failing = self.failing();
+        let mut probes = Vec::new();
+        let mut rest = Vec::with_capacity(targets.len());
+        for target in targets {
+            let first = failing.contains_key(&target.store_key)
+                && !probes
+                    .iter()
+                    .any(|probe: &Target| probe.store_key == target.store_key);
+            if first {
+                probes.push(target);
+            } else {
+                rest.push(target);
             }
+        }
+        let mut fetched = Vec::with_capacity(urls.len());
+        if !probes.is_empty() {
+            let probed = self.fetch(
+                &remote,
+                probes,
+                max_bytes,
+                Some(self.options.request_timeout()),
+            )?;
+            self.record(&probed);
+            fetched.extend(probed);
+        }
+        let failing = self.failing();
+        let (refused, rest): (Vec<Target>, Vec<Target>) = rest
+            .into_iter()
+            .partition(|target| failing.contains_key(&target.store_key));
+        for target in refused {
+            let words = &failing[&target.store_key];
+            let store = super::redact::redacted_text(&target.store_key);
+            results[target.index] = Some(Err(Error::Io {
+                path: target.name,
+                source: io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "not asked: {store} did not answer ({words}); it is asked again, one \
+                         request first, with the next batch's rows"
+                    ),
+                ),
+            }));
+        }
+        let read = self.fetch(&remote, rest, max_bytes, None)?;
+        self.record(&read);
+        fetched.extend(read);
+        for (index, _, result, _) in fetched {
             results[index] = Some(result);
         }
-        self.record(outcomes);
         Ok(results
             .into_iter()
             .map(|result| result.expect("every URL was read or refused"))
             .collect())
     }
 
-    /// Marks the stores whose requests failed slowly as failing from now, and clears those that
-    /// answered.
-    fn record(&self, outcomes: BTreeMap<String, Option<String>>) {
+    /// Reads `targets` on the runtime, [`MAX_REQUESTS`] at once; each within `budget` when
+    /// given (a probe, whose store failed before).
+    fn fetch(
+        &self,
+        remote: &Remote,
+        targets: Vec<Target>,
+        max_bytes: u64,
+        budget: Option<Duration>,
+    ) -> Result<Vec<Fetched>> {
+        if targets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let requests = remote.requests.clone();
+        let cache = self.cache.clone();
+        remote.run(async move {
+            let reads: Vec<_> = targets
+                .into_iter()
+                .map(|target| {
+                    let (index, key, name) =
+                        (target.index, target.store_key.clone(), target.name.clone());
+                    let read = read_target(target, requests.clone(), max_bytes, cache.clone());
+                    async move {
+                        let Some(budget) = budget else {
+                            return read.await;
+                        };
+                        tokio::time::timeout(budget, read)
+                            .await
+                            .unwrap_or_else(|_| {
+                                let error = Error::Io {
+                                    path: name,
+                                    source: io::Error::new(
+                                        io::ErrorKind::TimedOut,
+                                        format!(
+                                            "no answer within the request timeout ({budget:?})"
+                                        ),
+                                    ),
+                                };
+                                (index, key, Err(error), budget)
+                            })
+                    }
+                })
+                .collect();
+            let reads = futures_util::stream::iter(reads).buffer_unordered(MAX_REQUESTS);
+            Ok(reads.collect::<Vec<_>>().await)
+        })
+    }
+
+    /// The stores that failed slowly and have not answered since, with the error.
+    fn failing(&self) -> BTreeMap<String, String> {
+        let started = self
+            .started
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        started
+            .as_ref()
+            .map(|started| started.failing.clone())
+            .unwrap_or_default()
+    }
+
+    /// Marks the stores whose requests in `fetched` failed slowly (stalled, or their connections
+    /// failed through every retry) as failing, and clears those that answered: any answer of a
+    /// store, even an error about its object, clears it.
+    fn record(&self, fetched: &[Fetched]) {
+        let mut outcomes: BTreeMap<&str, Option<String>> = BTreeMap::new();
+        for (_, key, result, took) in fetched {
+            match result {
+                Err(error) if is_transport_failure(error) => {
+                    if *took >= STALLED {
+                        // In the words of every level: the top one names only the URL.
+                        let words = arrow_dlpack::Report::new(error).to_string();
+                        outcomes.entry(key).or_insert(Some(words));
+                    }
+                }
+                _ => {
+                    outcomes.insert(key, None);
+                }
+            }
+        }
         let mut started = self
             .started
             .lock()
@@ -147,10 +252,10 @@ impl UrlReader {
         for (key, failure) in outcomes {
             match failure {
                 Some(words) => {
-                    started.failing.insert(key, (Instant::now(), words));
+                    started.failing.insert(key.to_string(), words);
                 }
                 None => {
-                    started.failing.remove(&key);
+                    started.failing.remove(key);
                 }
             }
         }
@@ -250,25 +355,6 @@ impl UrlReader {
             }),
         };
         let key = url[..url::Position::BeforePath].to_string();
-        let pause = self.options.retry_timeout();
-        if let Some((since, words)) = started.failing.get(&key) {
-            let waited = since.elapsed();
-            if waited < pause {
-                return Err(Error::Io {
-                    path: name,
-                    source: io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        format!(
-                            "not asked: a request to {} failed after its retries {:.0?} ago \
-                             ({words}); its store is asked again once retry_timeout ({pause:?}) \
-                             has passed",
-                            super::redact::redacted_text(&key),
-                            waited
-                        ),
-                    ),
-                });
-            }
-        }
         let store = match started.stores.get(&key) {
             Some(store) => store.clone(),
             None => {
@@ -299,14 +385,17 @@ struct Target {
     store_key: String,
 }
 
-/// Reads `target` under the loader's bound on requests in flight; gives its index, its store's
-/// key, its result and how long the request took once it was sent.
+/// What [`read_target`] gives: the URL's index, its store's key, the bytes, and how long the
+/// request took once it was sent.
+type Fetched = (usize, String, Result<Bytes>, Duration);
+
+/// Reads `target` under the loader's bound on requests in flight.
 async fn read_target(
     target: Target,
     requests: Arc<Semaphore>,
     max_bytes: u64,
     cache: Option<Arc<RangeCache>>,
-) -> (usize, String, Result<Bytes>, Duration) {
+) -> Fetched {
     match acquire(&requests).await {
         Ok(_permit) => {
             let sent = Instant::now();
@@ -320,72 +409,6 @@ async fn read_target(
             (target.index, target.store_key, result, sent.elapsed())
         }
         Err(error) => (target.index, target.store_key, Err(error), Duration::ZERO),
-    }
-}
-
-/// What an object read whole was when its bytes were kept: its size, last-modified time and
-/// strong ETag, kept as a record of [`RECORD_BYTES`] bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Kept {
-    size: u64,
-    last_modified_ms: i64,
-    e_tag: String,
-}
-
-/// The longest ETag a record keeps (S3's are about 34 bytes; an object whose ETag is longer is
-/// read every time, not kept).
-const RECORD_E_TAG_BYTES: usize = 256;
-
-/// The bytes of a record: the size and the time (8 bytes each), the ETag's length (2) and the
-/// ETag, padded with zeros.
-const RECORD_BYTES: u64 = (8 + 8 + 2 + RECORD_E_TAG_BYTES) as u64;
-
-impl Kept {
-    /// What `meta` says, when its ETag is a strong one that a record holds.
-    fn of(meta: &object_store::ObjectMeta) -> Option<Kept> {
-        let e_tag = meta.e_tag.clone()?;
-        let usable =
-            !e_tag.is_empty() && !e_tag.starts_with("W/") && e_tag.len() <= RECORD_E_TAG_BYTES;
-        usable.then(|| Kept {
-            size: meta.size,
-            last_modified_ms: meta.last_modified.timestamp_millis(),
-            e_tag,
-        })
-    }
-
-    /// The key of the object's bytes in the cache: all of them, as a range.
-    fn key(&self, url: &str) -> CacheKey {
-        CacheKey::new(
-            url,
-            self.size,
-            Some(&self.e_tag),
-            self.last_modified_ms,
-            &(0..self.size),
-        )
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(RECORD_BYTES as usize);
-        bytes.extend_from_slice(&self.size.to_le_bytes());
-        bytes.extend_from_slice(&self.last_modified_ms.to_le_bytes());
-        bytes.extend_from_slice(&(self.e_tag.len() as u16).to_le_bytes());
-        bytes.extend_from_slice(self.e_tag.as_bytes());
-        bytes.resize(RECORD_BYTES as usize, 0);
-        bytes
-    }
-
-    /// The record in `bytes`, when they hold one (the cache checked their checksum; this checks
-    /// their shape).
-    fn decode(bytes: &[u8]) -> Option<Kept> {
-        let size = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
-        let last_modified_ms = i64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?);
-        let len = usize::from(u16::from_le_bytes(bytes.get(16..18)?.try_into().ok()?));
-        let e_tag = std::str::from_utf8(bytes.get(18..18 + len)?).ok()?;
-        (len <= RECORD_E_TAG_BYTES && !e_tag.is_empty()).then(|| Kept {
-            size,
-            last_modified_ms,
-            e_tag: e_tag.to_string(),
-        })
     }
 }
 
@@ -533,53 +556,5 @@ fn url_error(text: &str, kind: io::ErrorKind, message: String) -> Error {
     Error::Io {
         path: PathBuf::from(super::redact::redacted_text(shown)),
         source: io::Error::new(kind, message),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A record reads back as written; records of another shape (a cut one, an ETag past its
-    /// bound or empty, bytes that are not UTF-8) are none, and only strong ETags are kept.
-    #[test]
-    fn records_round_trip_and_refuse_what_is_not_one() {
-        let kept = Kept {
-            size: 123_456,
-            last_modified_ms: -5,
-            e_tag: "\"abc-1\"".to_string(),
-        };
-        let bytes = kept.encode();
-        assert_eq!(bytes.len() as u64, RECORD_BYTES);
-        assert_eq!(Kept::decode(&bytes), Some(kept.clone()));
-        assert_eq!(Kept::decode(&bytes[..17]), None);
-        let mut long = bytes.clone();
-        long[16..18].copy_from_slice(&(RECORD_E_TAG_BYTES as u16 + 1).to_le_bytes());
-        assert_eq!(Kept::decode(&long), None);
-        let mut empty = bytes.clone();
-        empty[16..18].copy_from_slice(&0u16.to_le_bytes());
-        assert_eq!(Kept::decode(&empty), None);
-        let mut invalid = bytes;
-        invalid[18] = 0xff;
-        assert_eq!(Kept::decode(&invalid), None);
-
-        let meta = |e_tag: Option<&str>| object_store::ObjectMeta {
-            location: StorePath::from("a.png"),
-            last_modified: Default::default(),
-            size: 10,
-            e_tag: e_tag.map(str::to_string),
-            version: None,
-        };
-        assert_eq!(
-            Kept::of(&meta(Some("\"x\""))).map(|kept| kept.e_tag),
-            Some("\"x\"".to_string())
-        );
-        assert_eq!(Kept::of(&meta(Some("W/\"x\""))), None);
-        assert_eq!(Kept::of(&meta(None)), None);
-        assert_eq!(Kept::of(&meta(Some(""))), None);
-        assert_eq!(
-            Kept::of(&meta(Some(&"e".repeat(RECORD_E_TAG_BYTES + 1)))),
-            None
-        );
     }
 }

@@ -44,9 +44,10 @@ pub(super) enum Refused {
     StreamedBody,
     /// A partial answer (206) to a request for a whole object.
     PartialAnswer,
-    /// The rest of a whole object whose answer broke off, asked for again and answered with
-    /// no strong ETag: nothing says the bytes are of the same version.
-    UnpinnedResume,
+    /// The rest of a whole object whose answer broke off, asked for again: nothing but the
+    /// ETag says the rest is of the same version, and servers keep an ETag across a
+    /// replacement (a weak one may; nginx's strong one is the time in seconds and the size).
+    Resumed,
     /// "Not modified" to `If-None-Match` of one ETag, naming another.
     NotModifiedOther { asked: String, answered: String },
 }
@@ -86,12 +87,12 @@ impl fmt::Display for Refused {
                 "the request has a streamed body; expected a request with its body in memory",
             ),
             Refused::PartialAnswer => f.write_str(
-                "asked for the whole object and the answer is partial (206 Partial Content); \
-                 expected all of it",
+                "asked for the whole object and the answer is 206 Partial Content; expected \
+                 the whole object in one answer (200)",
             ),
-            Refused::UnpinnedResume => f.write_str(
-                "the answer broke off, and the object's ETag is weak or absent, so its rest \
-                 could be of another version; the object is not read in two parts",
+            Refused::Resumed => f.write_str(
+                "the answer broke off; an object read whole is not read in two parts, whose \
+                 second could be of another version",
             ),
             Refused::NotModifiedOther { asked, answered } => write!(
                 f,
@@ -111,9 +112,8 @@ pub(super) fn refused(reason: Refused) -> HttpError {
 
 /// Refuses an answer that is not of the object asked for, as asked: a partial answer to a
 /// request without a range; the rest of a whole object (a request of [`WholeBodyLimit`] with a
-/// range is `object_store` resuming an answer that broke off) without a strong ETag, which
-/// alone tells that the rest is of the same version (a weak one may stay the same when the
-/// bytes change); "not modified" naming another ETag than the one asked about.
+/// range is `object_store` resuming an answer that broke off, which it checks by the ETag
+/// alone); "not modified" naming another ETag than the one asked about.
 ///
 /// [`WholeBodyLimit`]: super::WholeBodyLimit
 fn check_identity(
@@ -127,11 +127,8 @@ fn check_identity(
     if range.is_none() && status == StatusCode::PARTIAL_CONTENT {
         return Err(refused(Refused::PartialAnswer));
     }
-    let strong = e_tag
-        .and_then(|tag| tag.to_str().ok())
-        .is_some_and(|tag| !tag.is_empty() && !tag.starts_with("W/"));
-    if whole.is_some() && range.is_some() && status.is_success() && !strong {
-        return Err(refused(Refused::UnpinnedResume));
+    if whole.is_some() && range.is_some() {
+        return Err(refused(Refused::Resumed));
     }
     if let (StatusCode::NOT_MODIFIED, Some(asked), Some(answered)) = (status, if_none_match, e_tag)
         && asked != answered
