@@ -338,7 +338,8 @@ def render(small: dict, large: dict, workloads: dict, seconds: float, loop: dict
     out = [
         "## Images",
         "",
-        "`python bench/images.py` against the release wheel, on the 2-core machine described above "
+        "`python bench/images.py` against the installed wheel (under `cargo xtask bench`, the "
+        "profiling build: the dist wheel with line tables), on the 2-core machine described above "
         f"({seconds:.0f} s); each method in a fresh process, one warm-up pass over a few batches, "
         "then one full pass (the median of the repetitions).",
         f"The workload: {workloads['small']['count']:,} JPEGs of 400 to 640 x 300 to 500 pixels "
