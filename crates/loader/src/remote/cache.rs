@@ -357,8 +357,6 @@ fn is_hex(name: &std::ffi::OsStr, digits: usize) -> bool {
     })
 }
 
-/// Opens the entry at `path` for reading, without following a symbolic link and without
-/// blocking on a FIFO (on Unix; elsewhere as `File::open`).
 /// Whether the folder of the entry at `path` is a real folder, not a symbolic link to one (the
 /// folders [`RangeCache::list`] counts and evicts from).
 fn in_real_folder(path: &Path) -> bool {
@@ -367,6 +365,8 @@ fn in_real_folder(path: &Path) -> bool {
         .is_some_and(|meta| meta.is_dir())
 }
 
+/// Opens the entry at `path` for reading, without following a symbolic link and without
+/// blocking on a FIFO (on Unix; elsewhere as `File::open`).
 fn open_entry(path: &Path) -> io::Result<File> {
     let mut options = File::options();
     options.read(true);

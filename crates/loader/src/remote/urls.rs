@@ -442,7 +442,7 @@ async fn read_cached(target: &Target, max_bytes: u64, cache: Arc<RangeCache>) ->
         },
         None => read(target, max_bytes, None).await,
     };
-    let (bytes, meta) = answer.map_err(|unmodified| unmodified.into_error(&target.name))?;
+    let (bytes, meta) = answer.map_err(|unread| unread.into_error(&target.name))?;
     if let Some(fresh) = Kept::of(&meta) {
         let kept_bytes = bytes.clone();
         // Bytes that cannot be kept are served all the same.

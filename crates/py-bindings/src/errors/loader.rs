@@ -13,8 +13,6 @@ use crate::type_names::{data_type_name, field_type_name};
 /// `EINVAL`, "invalid argument".
 const EINVAL: i32 = 22;
 
-/// Maps an error of the loader (`ad.batches`), variant by variant; the message is the loader's,
-/// which names the file, row group or column.
 /// The arguments of an `OSError` as `open()` raises it for `source` about `path`: `errno`,
 /// `strerror` (`message`, the operating system's reason in its words, without Rust's
 /// "(os error 2)") and `filename`.
@@ -31,6 +29,8 @@ fn os_error_args(
     (code, reason, path.display().to_string())
 }
 
+/// Maps an error of the loader (`ad.batches`), variant by variant; the message is the loader's,
+/// which names the file, row group or column.
 pub(crate) fn loader_error(error: arrow_dlpack_loader::Error) -> PyErr {
     use arrow_dlpack::Error as A;
     use arrow_dlpack_loader::Error as E;

@@ -147,7 +147,6 @@ impl HttpService for Service {
     }
 }
 
-/// Whether `status` is a redirect that names where to go (the ones reqwest follows).
 /// Whether `error` (or one of its causes) is an answer this client refused as not of the object
 /// asked for, or past its bounds: the object's or the server's doing, not the network's.
 pub(super) fn is_refused(error: &(dyn std::error::Error + 'static)) -> bool {
@@ -161,6 +160,7 @@ pub(super) fn is_refused(error: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// Whether `status` is a redirect that names where to go (the ones reqwest follows).
 fn is_redirect(status: StatusCode) -> bool {
     matches!(
         status,
