@@ -9,6 +9,9 @@
 //! - The files of every crate import each other one way, in every folder, re-exports followed:
 //!   no cycle, except between a base class and its subclass (`tidy/imports.rs`).
 //! - No pending insta snapshot (`*.snap.new`, `*.pending-snap`) is left in the tree.
+//! - The repository's root holds only the entries of [`ROOT_ENTRIES`]: a reproduction's data
+//!   or a scratch file committed there by mistake is caught (the tracked files, as `git ls-files`
+//!   lists them; the folder's own entries where git is not at hand).
 //! - No tracked text file refers to documents outside the repository or to tracker issues by
 //!   number (`tidy/references.rs`).
 //! - README.md's crate map lists every workspace member under its package name
@@ -89,6 +92,23 @@ const DLPARK_EXCEPTIONS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// What the repository's root may hold; anything else there is a file left behind by mistake
+/// (data files belong beside the test or bench that makes them, scratch files outside the tree).
+const ROOT_ENTRIES: &[&str] = &[
+    ".cargo",
+    ".ci",
+    ".gitignore",
+    "Cargo.lock",
+    "Cargo.toml",
+    "README.md",
+    "bench",
+    "crates",
+    "docs",
+    "gpu",
+    "rustfmt.toml",
+    "xtask",
+];
+
 /// The help of `cargo xtask tidy`.
 pub(crate) fn help() -> String {
     crate::wrap(
@@ -122,6 +142,7 @@ pub(crate) fn run(root: &Path) -> Result {
 
 fn problems(root: &Path) -> Result<Vec<String>> {
     let mut problems = file_problems(root)?;
+    problems.extend(root_problems(&root_entries(root)?));
     let metadata = Cmd::cargo(root)
         .args(["metadata", "--format-version", "1", "--no-deps"])
         .read_stdout()?;
@@ -173,6 +194,46 @@ fn file_problems(root: &Path) -> Result<Vec<String>> {
         }
     }
     Ok(problems)
+}
+
+/// The top-level names of the repository's tracked files, or of the folder's entries (hidden
+/// ones and `target` left out) where git cannot list them, as in a source archive.
+fn root_entries(root: &Path) -> Result<Vec<String>> {
+    if let Ok(listed) = Cmd::new(root, "git").args(["ls-files", "-z"]).read_stdout() {
+        let mut names: Vec<String> = listed
+            .split('\0')
+            .filter(|path| !path.is_empty())
+            .map(|path| path.split('/').next().unwrap_or(path).to_owned())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        return Ok(names);
+    }
+    let entries = fs::read_dir(root)
+        .map_err(|error| format!("could not list {}: {error}", root.display()))?;
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|error| format!("could not list {}: {error}", root.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name != "target" && (!name.starts_with('.') || ROOT_ENTRIES.contains(&name.as_str())) {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+/// The entries of the root that [`ROOT_ENTRIES`] does not name.
+fn root_problems(names: &[String]) -> Vec<String> {
+    names
+        .iter()
+        .filter(|name| !ROOT_ENTRIES.contains(&name.as_str()))
+        .map(|name| {
+            format!(
+                "{name}: not an entry the repository's root holds (tidy's ROOT_ENTRIES); move it \
+                 beside what uses it, or remove it"
+            )
+        })
+        .collect()
 }
 
 /// Collects every file under `dir`, skipping build output and hidden directories (`.git`).
@@ -344,6 +405,24 @@ mod tests {
     }
 
     /// `cargo metadata` output for one package with `dependencies`, each `(name, kind, target)`.
+    #[test]
+    fn stray_entries_at_the_root_are_named() {
+        let names: Vec<String> = ["crates", "src.arrow", "README.md", "repro01_streams"]
+            .iter()
+            .map(|name| name.to_string())
+            .collect();
+        let problems = root_problems(&names);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems[0].starts_with("src.arrow: not an entry"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].starts_with("repro01_streams: not an entry"),
+            "{problems:?}"
+        );
+    }
+
     fn metadata(package: &str, dependencies: &[(&str, &str, &str)]) -> String {
         let dependencies: Vec<String> = dependencies
             .iter()
