@@ -84,6 +84,8 @@ class StaticS3Server(http.server.ThreadingHTTPServer):
         self.root = root
         #: Seconds every answer waits before its first byte, as a server far away would.
         self.delay = delay
+        #: The ``Range`` header of every ``GET`` answered (None for a whole object), in order.
+        self.ranges: List[Optional[str]] = []
         super().__init__(("127.0.0.1", 0), _StaticS3Handler)
 
     @property
@@ -129,6 +131,7 @@ class _StaticS3Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if not body:
             return
+        self.server.ranges.append(ranged)
         with open(path, "rb") as handle:
             offset = start
             while offset < end:

@@ -5,7 +5,8 @@ Against the HTTP server with byte ranges of ``_object_servers.py``, whose reques
 a second loader over the same objects asks the server only for each object's tail (the footer
 that pins its ETag) and gives the same batches; a replaced object is fetched again; an altered
 entry is a miss, never data; the directory stays within ``cache_size``; DataLoader workers in
-other processes share it; an unusable directory is refused when the loader is made.
+other processes share it, and processes that miss one range at once fetch it once; an unusable
+directory is refused when the loader is made.
 """
 
 import os
@@ -221,6 +222,43 @@ def test_dataloader_workers_share_one_cache(tmp_path):
         # Each process opened the objects (their tails); no row group was fetched again.
         tails = _ranges(server)
         assert tails and all(ranged.startswith("bytes=-") for _, ranged in tails), tails
+
+
+def _ids_of(url, cache, out):
+    out.put(sorted(i for batch in _read(url, cache) for i in batch["id"]))
+
+
+def test_processes_that_miss_one_range_at_once_fetch_it_once(tmp_path):
+    """Four processes read one object at once from a slow server: each range is fetched by one
+    of them, and the others wait for it and read it from the cache."""
+    import multiprocessing
+    import time
+
+    files = {"/s.parquet": _parquet_bytes(tmp_path, "s.parquet", 0, 2000)}
+    cache = str(tmp_path / "cache")
+    with _object_servers.range_server(files) as (server, base):
+
+        def slow(handler):
+            # Every range but the tail waits, so that the processes miss it together.
+            if handler.command == "GET" and not handler.headers.get("Range", "").startswith("bytes=-"):
+                time.sleep(0.3)
+            return False
+
+        server.handler = slow
+        context = multiprocessing.get_context("fork")
+        out = context.Queue()
+        readers = [context.Process(target=_ids_of, args=(f"{base}/s.parquet", cache, out)) for _ in range(4)]
+        for reader in readers:
+            reader.start()
+        read = [out.get(timeout=120) for _ in readers]
+        for reader in readers:
+            reader.join(timeout=60)
+            assert reader.exitcode == 0
+        assert read == [list(range(2000))] * 4
+        ranges = [ranged for _, ranged in _ranges(server) if not ranged.startswith("bytes=-")]
+        assert ranges and len(ranges) == len(set(ranges)), ranges
+    # Each right to fill was given back, its lock file with it.
+    assert list(pathlib.Path(cache, "v1", "tmp").iterdir()) == []
 
 
 def test_an_unusable_cache_dir_is_refused_when_the_loader_is_made(tmp_path):

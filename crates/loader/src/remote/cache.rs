@@ -14,6 +14,14 @@
 //! again and written over. Nothing here fails a read: an entry that cannot be written (a full
 //! disk) is left out, and the range is served from the network.
 //!
+//! One process fills an entry at a time: a process that misses a range takes the right to fill it
+//! ([`claim`]: an exclusive `flock` on `tmp/<entry name>.lock`) before it fetches, and one that
+//! finds the right taken waits for it and reads what the holder kept, so that the ranks and
+//! DataLoader workers that read one range at once fetch it once. The kernel releases the lock of
+//! a process that dies; a holder that takes longer than [`FILL_WAIT`] (a store that stalls)
+//! holds no one back past it, and where no lock file can be made (a read-only directory, a
+//! planted link) a process fetches without one.
+//!
 //! The directory holds at most its limit in bytes, give or take the entries written while it is
 //! evicted: when a process's count of the bytes passes the limit, it lists the entries and
 //! removes the least recently used (by modification time, which a hit renews) until the cache
@@ -48,6 +56,14 @@ const TMP_DIR: &str = "tmp";
 
 /// The age after which a file in `tmp/` belongs to no living writer.
 const STALE_TMP: Duration = Duration::from_secs(3600);
+
+/// How long a process waits for another to fill an entry that both miss before it fetches the
+/// range itself.
+const FILL_WAIT: Duration = Duration::from_secs(30);
+
+/// The pauses between tries to take the right to fill an entry: from the first to the last,
+/// doubling.
+const CLAIM_PAUSES: (Duration, Duration) = (Duration::from_millis(2), Duration::from_millis(50));
 
 /// The longest key (a URL is at most 8 KiB; the rest is numbers).
 const MAX_KEY_BYTES: usize = 16 << 10;
@@ -253,6 +269,24 @@ impl RangeCache {
         }
     }
 
+    /// The lock file of the entry of `key`, opened (created if missing) for [`claim`]; `None`
+    /// where none can be made or what is there is not a regular file.
+    fn lock_file(&self, key: &CacheKey) -> Option<(File, PathBuf)> {
+        let path = self
+            .root
+            .join(TMP_DIR)
+            .join(format!("{}.lock", key.file_name()));
+        let mut options = File::options();
+        options.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+        }
+        let file = options.open(&path).ok()?;
+        file.metadata().ok()?.is_file().then_some((file, path))
+    }
+
     /// The lock of [`RangeCache::evicting`].
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
         self.evicting
@@ -344,6 +378,69 @@ impl RangeCache {
         }
         entries
     }
+}
+
+/// The right to fill one entry of the cache, held by one process (and one loader thread) at a
+/// time; dropping it removes the lock file and then releases the lock.
+///
+/// A process that waited on the lock file removed here takes its lock after the holder, finds
+/// the entry the holder kept, and reads it; one that opens the path after the removal makes a
+/// new lock file. Either way the worst case is a range fetched twice, never a torn entry: the
+/// entries themselves are renamed into place whole.
+#[derive(Debug)]
+pub(crate) struct FillClaim {
+    _file: File,
+    path: PathBuf,
+}
+
+impl Drop for FillClaim {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// Takes the right to fill the entry of `key` in `cache`, waiting while another process (or
+/// loader) holds it, for at most [`FILL_WAIT`]; `None` when no lock file can be made there
+/// (or off Unix), or the wait ran out: the caller then fetches without it. The caller looks
+/// for the entry again once it holds the right, since the holder it waited for kept it.
+pub(crate) async fn claim(cache: &Arc<RangeCache>, key: &CacheKey) -> Option<FillClaim> {
+    let opened = {
+        let (cache, key) = (cache.clone(), key.clone());
+        tokio::task::spawn_blocking(move || cache.lock_file(&key))
+            .await
+            .ok()??
+    };
+    let (file, path) = opened;
+    let started = std::time::Instant::now();
+    let mut pause = CLAIM_PAUSES.0;
+    loop {
+        if try_lock(&file)? {
+            return Some(FillClaim { _file: file, path });
+        }
+        if started.elapsed() >= FILL_WAIT {
+            return None;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(CLAIM_PAUSES.1);
+    }
+}
+
+/// Takes an exclusive `flock` on `file` without waiting: `Some(true)` when taken,
+/// `Some(false)` while another open file holds it, `None` when the file system refuses locks.
+#[cfg(unix)]
+fn try_lock(file: &File) -> Option<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `flock` reads only the descriptor, which `file` keeps open for the call.
+    let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    if taken {
+        return Some(true);
+    }
+    (io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)).then_some(false)
+}
+
+#[cfg(not(unix))]
+fn try_lock(_file: &File) -> Option<bool> {
+    None
 }
 
 /// Whether `name` is `digits` lowercase hexadecimal digits, as the cache names its folders and

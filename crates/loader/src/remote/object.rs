@@ -244,18 +244,33 @@ impl FetchTarget {
             let key = self.stamp.cache_key(&self.name, &range)?;
             Some((cache.clone(), key))
         });
-        if let Some((cache, key)) = cached.clone() {
-            let hit = tokio::task::spawn_blocking(move || cache.get(&key)).await;
-            if let Ok(Some(bytes)) = hit {
-                return Ok(bytes);
+        let Some((cache, key)) = cached else {
+            return self.fetch(range).await;
+        };
+        let look = || {
+            let (cache, key) = (cache.clone(), key.clone());
+            async move {
+                tokio::task::spawn_blocking(move || cache.get(&key))
+                    .await
+                    .ok()
+                    .flatten()
             }
+        };
+        if let Some(bytes) = look().await {
+            return Ok(bytes);
+        }
+        // One fill of a range across the processes sharing the cache: whoever holds the right
+        // fetches; the others wait for it and read what it kept.
+        let claim = super::cache::claim(&cache, &key).await;
+        if let Some(bytes) = look().await {
+            return Ok(bytes);
         }
         let bytes = self.fetch(range).await?;
-        if let Some((cache, key)) = cached {
-            let kept = bytes.clone();
-            // A range that cannot be kept is served all the same.
-            let _ = tokio::task::spawn_blocking(move || cache.put(&key, &kept)).await;
-        }
+        let kept = bytes.clone();
+        // A range that cannot be kept is served all the same; the right to fill it goes after
+        // the entry is in place.
+        let _ = tokio::task::spawn_blocking(move || cache.put(&key, &kept)).await;
+        drop(claim);
         Ok(bytes)
     }
 

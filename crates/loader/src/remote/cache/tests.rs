@@ -330,3 +330,74 @@ fn loaders_of_one_process_share_one_cache_per_directory_and_count_each_others_en
     let fresh = RangeCache::open_shared(&settings(dir.path(), limit)).unwrap();
     assert_eq!(Arc::strong_count(&fresh), 1);
 }
+
+#[test]
+fn one_process_fills_an_entry_at_a_time_and_the_one_that_waited_reads_what_it_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two handles of one directory, as two processes would have (each opens its own lock file).
+    let first = Arc::new(RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap());
+    let second = Arc::new(RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap());
+    let kept = key("\"v1\"", 0..4096);
+    let data = bytes_of(4096, 9);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let held = claim(&first, &kept)
+            .await
+            .expect("the right to fill a missing entry");
+        let waiter = {
+            let (second, kept) = (second.clone(), kept.clone());
+            tokio::spawn(async move {
+                let claimed = claim(&second, &kept).await;
+                (claimed.is_some(), second.get(&kept))
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            !waiter.is_finished(),
+            "the second took the right while the first held it"
+        );
+        first.put(&kept, &data);
+        drop(held);
+        let (claimed, read) = waiter.await.unwrap();
+        assert!(claimed);
+        assert_eq!(read.as_deref(), Some(&data[..]));
+        // Another entry's right is another lock: taken at once.
+        let other = key("\"v1\"", 4096..8192);
+        assert!(claim(&second, &other).await.is_some());
+    });
+    // Every right was dropped, and each removed its lock file.
+    let left: Vec<_> = fs::read_dir(dir.path().join(VERSION_DIR).join(TMP_DIR))
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_link_planted_as_a_lock_file_is_not_followed_and_the_range_is_fetched_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Arc::new(RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap());
+    let kept = key("\"v1\"", 0..4096);
+    let outside = dir.path().join("outside");
+    fs::write(&outside, b"not the cache's").unwrap();
+    let lock = dir
+        .path()
+        .join(VERSION_DIR)
+        .join(TMP_DIR)
+        .join(format!("{}.lock", kept.file_name()));
+    std::os::unix::fs::symlink(&outside, &lock).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    assert!(runtime.block_on(claim(&cache, &kept)).is_none());
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(fs::read(&outside).unwrap(), b"not the cache's");
+}
