@@ -27,9 +27,12 @@ from ``loader_sequences.py`` (``--sequences-rows``, ``--sequences-only``), befor
 after it "### Resuming" (the time to the first batch of a loader resumed at 90% of the Parquet
 file, as a share of a full pass) from ``loader_resume.py``, then "### Balance" (batches per
 shard and tokens per batch of planned epochs over 2 and 3 ranks, and the planning pass's cost)
-from ``loader_balance.py``, and last
-"### Object storage" (the Parquet workload through ``s3://`` from moto's S3 server on loopback)
-from ``loader_object_store.py``.
+from ``loader_balance.py``, then
+"### Object storage" (the Parquet workload through ``s3://`` from moto, a per-byte static server
+and nginx on loopback, and from ``cache_dir``) from ``loader_object_store.py``, "### A cache
+shared by ranks and workers" (2 ranks x 2 DataLoader workers: is each range fetched once?) from
+``loader_object_cache.py`` (``--shared-cache-rows``), and last "### Read-ahead against latency"
+(20 ms injected per request) from ``loader_object_latency.py`` (``--latency-rows``).
 """
 
 import argparse
@@ -54,6 +57,8 @@ import torch
 import arrow_dlpack as ad
 
 import loader_balance
+import loader_object_cache
+import loader_object_latency
 import loader_object_store
 import loader_ray
 import loader_resume
@@ -66,6 +71,8 @@ from loader_methods import (
     Method,
     Workload,
     by_hand,
+    emit,
+    log,
     ours,
     ours_triple,
     write_workload,
@@ -482,25 +489,20 @@ def main() -> int:
     parser.add_argument("--sequences-only", action="store_true", help="run the sequences part only")
     parser.add_argument("--ray-rows", type=int, default=2_000_000, help="rows of the Ray Data part")
     parser.add_argument("--ray-only", action="store_true", help="run the Ray Data part only")
+    parser.add_argument("--shared-cache-rows", type=int, default=500_000, help="rows of the shared-cache part")
+    parser.add_argument("--latency-rows", type=int, default=1_000_000, help="rows of the latency part")
     parser.add_argument("--rss-child", nargs=2, metavar=("PATH", "B"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_child:
         rss_child(args.rss_child[0], int(args.rss_child[1]))
         return 0
 
-    def log(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
     if args.sequences_only or args.ray_only:
         if args.ray_only:
             page = loader_ray.run(args.ray_rows, 3, log)
         else:
             page = loader_sequences.run(args.sequences_rows, args.sequences_rows // 5, 3, log)
-        if args.output:
-            args.output.parent.mkdir(parents=True, exist_ok=True)
-            args.output.write_text(page)
-        else:
-            print(page)
+        emit(page, args.output)
         return 0
     started = time.perf_counter()
     methods = METHODS
@@ -542,12 +544,13 @@ def main() -> int:
     log("==> object storage")
     remote = loader_object_store.run(args.rows, args.repetitions, log)
     page = page.rstrip("\n") + "\n\n" + remote
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(page)
-        log(f"==> wrote {args.output}")
-    else:
-        print(page)
+    log("==> a cache shared by ranks and workers")
+    shared = loader_object_cache.run(args.shared_cache_rows, log)
+    page = page.rstrip("\n") + "\n\n" + shared
+    log("==> read-ahead against latency")
+    latency = loader_object_latency.run(args.latency_rows, 3, 0.02, log)
+    page = page.rstrip("\n") + "\n\n" + latency
+    emit(page, args.output)
     with contextlib.suppress(Exception):
         import ray
 

@@ -6,12 +6,15 @@
     python charts.py --page <root>/docs/benchmarks.md --out <root>/docs/
 
 It measures nothing: it reads the Markdown tables that bench_exchange.py and bench_loader.py
-wrote and draws two horizontal bar charts, which the page embeds as images.
+wrote and draws three horizontal bar charts, which the page embeds as images.
 
 - `benchmarks-exchange.svg`: the ratio column (ours / PyArrow, or the row's floor) of the
   zero-copy sections, one bar per row, with a reference line at 1.0 and each row's target.
 - `benchmarks-loader.svg`: the loader's seconds per pass beside its anchors, per source format
   (IPC with the floor, Parquet) and batch size, as the section's first table gives them.
+- `benchmarks-object-storage.svg`: the loader's seconds per pass over object storage, per S3
+  server and from the local cache, ours beside pyarrow's S3 reading (the `### Object storage`
+  table), and beside the local file with latency injected (`### Read-ahead against latency`).
 
 The SVG is written by hand (rectangles, lines and text, no plotting library), so that the charts
 need nothing beyond the standard library and their text stays searchable.
@@ -157,6 +160,10 @@ EXCHANGE_LIMIT = 3.0
 LOADER_SECTION = "The loader"
 # Loader bars run up to this many times the slowest pyarrow-by-hand pass of their format.
 LOADER_LIMIT_OVER_BY_HAND = 3.0
+OBJECT_STORAGE = "Object storage"
+LATENCY = "Read-ahead against latency"
+# Object-storage bars run up to this many times our pass over the local file.
+OBJECT_LIMIT_OVER_LOCAL = 8.0
 
 
 def find_tables(tables: list[Table], section: str, first_column: str) -> list[Table]:
@@ -167,6 +174,13 @@ def find_tables(tables: list[Table], section: str, first_column: str) -> list[Ta
         and table.subsection is None
         and table.header[0] == first_column
     ]
+
+
+def find_subsection_table(tables: list[Table], subsection: str, first_column: str) -> Table:
+    for table in tables:
+        if table.section == LOADER_SECTION and table.subsection == subsection and table.header[0] == first_column:
+            return table
+    raise SystemExit(f"error: no table of `{first_column}` under `### {subsection}` of `## {LOADER_SECTION}`")
 
 
 def target_of(cell: str) -> Optional[float]:
@@ -300,6 +314,43 @@ def loader_chart(tables: list[Table]) -> Chart:
         notes=[
             f"Each format has its own axis, up to {LOADER_LIMIT_OVER_BY_HAND:g}x its slowest "
             "pyarrow-by-hand pass; longer bars are cut there and labelled with their value."
+        ],
+    )
+
+
+def seconds_bar(label: str, cell: str, ours: bool) -> Bar:
+    return Bar(label=label, value=number(cell), text=seconds_text(cell), ours=ours)
+
+
+def object_storage_chart(tables: list[Table]) -> Chart:
+    table = find_subsection_table(tables, OBJECT_STORAGE, "source")
+    servers = Group("Parquet over S3 servers on loopback, and from the local cache", [])
+    local: Optional[float] = None
+    for row in table.rows:
+        bars = [seconds_bar("ours", row[1], True)]
+        if len(row) > 2 and number(row[2]) is not None:
+            bars.append(seconds_bar("pyarrow", row[2], False))
+        servers.items.append(Item(plain(row[0]), bars))
+        if local is None and plain(row[0]).startswith("the local file"):
+            local = number(row[1])
+    if local:
+        servers.limit = OBJECT_LIMIT_OVER_LOCAL * local
+    latency_table = find_subsection_table(tables, LATENCY, "row groups")
+    latency = Group(f"{latency_table.header[2].removesuffix(': s')}, beside the local file", [])
+    for row in latency_table.rows:
+        bars = [seconds_bar("local file", row[1], True), seconds_bar("S3", row[2], True)]
+        latency.items.append(Item(plain(row[0]), bars))
+    return Chart(
+        title="The loader over object storage: seconds per pass (lower is better)",
+        subtitle="Median wall-clock seconds of one pass, B = 1,024.",
+        axis_label="seconds per pass",
+        groups=[servers, latency],
+        ours_legend="ours (ad.batches)",
+        anchor_legend="pyarrow's S3 reading by hand",
+        notes=[
+            f"The servers' bars run up to {OBJECT_LIMIT_OVER_LOCAL:g}x our pass over the local "
+            "file; longer bars (moto reads the whole object for every request) are cut there and "
+            "labelled with their value."
         ],
     )
 
@@ -555,6 +606,7 @@ def main() -> int:
     drawn = [
         ("benchmarks-exchange.svg", exchange_chart(tables)),
         ("benchmarks-loader.svg", loader_chart(tables)),
+        ("benchmarks-object-storage.svg", object_storage_chart(tables)),
     ]
     for name, chart in drawn:
         path = args.out / name

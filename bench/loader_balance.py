@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 
 import arrow_dlpack as ad
 
+from loader_methods import emit, log
 from loader_sequences import ROW_GROUP, make_table
 
 BATCH = 1_024
@@ -182,14 +183,8 @@ def main() -> int:
     parser.add_argument("--output", type=Path, help="where to write the section (default: print)")
     args = parser.parse_args()
 
-    def log(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
     section = run(args.rows, args.repetitions, log, args.max_tokens)
-    if args.output:
-        args.output.write_text(section)
-    else:
-        print(section)
+    emit(section, args.output)
     return 0
 
 

@@ -3,9 +3,10 @@ anchors (pyarrow by hand, pyarrow -> numpy, polars, duckdb, Ray Data, Hugging Fa
 ours, each a callable that makes one pass over the workload and returns the rows it saw."""
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -94,6 +95,21 @@ def by_hand(batch: pa.RecordBatch) -> Triple:
     label = torch.from_dlpack(batch.column("label"))
     embedding = torch.from_dlpack(embedding_storage(batch.column("embedding")).flatten()).view(-1, 8)
     return features, label, embedding
+
+
+def log(line: str) -> None:
+    """A line of a bench script's progress, on stderr (stdout may carry the section)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def emit(section: str, output: Optional[Path]) -> None:
+    """Writes a bench script's section to `output`, its folder made if missing, or prints it."""
+    if output:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(section)
+        log(f"==> wrote {output}")
+    else:
+        print(section)
 
 
 def count(triples: Iterator[Triple]) -> int:

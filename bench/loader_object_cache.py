@@ -28,7 +28,7 @@ from typing import Callable, Dict, List
 
 import pyarrow.parquet as pq
 
-from loader_methods import FEATURES, make_table
+from loader_methods import FEATURES, emit, log, make_table
 from loader_object_store import BUCKET, KEY, StaticS3Server
 
 ROW_GROUP = 32_768
@@ -140,12 +140,8 @@ def main() -> int:
         endpoint, cache, rank = args.rank_child
         rank_child(endpoint, cache, int(rank))
         return 0
-    page = run(args.rows, lambda line: print(line, file=sys.stderr, flush=True))
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(page)
-    else:
-        print(page)
+    page = run(args.rows, log)
+    emit(page, args.output)
     return 0
 
 

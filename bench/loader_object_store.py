@@ -53,7 +53,7 @@ import torch
 
 import arrow_dlpack as ad
 
-from loader_methods import CHUNK, FEATURES, ROW_BYTES, by_hand, count, make_table, ours_triple, rebatch
+from loader_methods import CHUNK, FEATURES, ROW_BYTES, by_hand, count, emit, log, make_table, ours_triple, rebatch
 from nginx_s3 import NginxS3Server
 
 BATCH = 1024
@@ -67,6 +67,9 @@ FETCH_AHEAD_BYTES = 32 << 20
 # The loader's fixed costs (docs/loader.md), plus the fetch runtime's two threads and its HTTP
 # client (connection pool, TLS-free here).
 FIXED_BYTES = 512 * 1024 + 4 * 1024 * 1024
+
+# The profiles of the section's misses, measured by hand and appended to its text.
+NOTES = Path(__file__).resolve().parent / "object_store_notes.md"
 
 
 def _options(endpoint: str) -> Dict[str, str]:
@@ -353,11 +356,6 @@ def render(rows, size, times, memory, bound, bound_text, tiny, requests) -> str:
     cached_ratio = median["ours-local"] / median["ours-cached"]
     nginx = "ours-nginx" in times
     if nginx:
-        nginx_rows = [
-            f"| **ours**, `s3://` from nginx (per byte, at disk speed) | {cell('ours-nginx')} |",
-            f"| pyarrow by hand over `S3FileSystem(anonymous=True)` from nginx "
-            f"| {cell('pyarrow-nginx')} |",
-        ]
         nginx_local_ratio = median["ours-local"] / median["ours-nginx"]
         nginx_pyarrow_ratio = median["pyarrow-nginx"] / median["ours-nginx"]
         nginx_targets = [
@@ -367,37 +365,49 @@ def render(rows, size, times, memory, bound, bound_text, tiny, requests) -> str:
             f"| {nginx_pyarrow_ratio:.2f}x | >= 2x | {met(nginx_pyarrow_ratio >= 2)} |",
         ]
     else:
-        nginx_rows = []
         nginx_targets = [
             "| the same from nginx (a per-byte server at disk speed) | not run: nginx was not "
             "found | >= 0.8x, >= 2x | **not measured** |"
         ]
     measured = max(memory["hwm_growth"], memory["anon_growth"])
 
+    def row(source: str, ours_key: str, pyarrow_key: Optional[str] = None) -> str:
+        pyarrow = cell(pyarrow_key) if pyarrow_key else ""
+        return f"| {source} | {cell(ours_key)} | {pyarrow} |"
+
+    notes = NOTES.read_text().strip() if NOTES.is_file() else ""
     return "\n".join(
         [
             "### Object storage",
             "",
-            f"The Parquet workload above ({rows:,} rows, {size / 1e6:.1f} MB) uploaded to a real S3 "
-            "server on loopback (moto's `ThreadedMotoServer`, started by "
-            "`bench/loader_object_store.py`) and read through `s3://`, beside "
-            "the same file read locally and pyarrow's own S3 filesystem "
-            "(`pyarrow.fs.S3FileSystem(endpoint_override=...)`, `iter_batches`, `to_tensor`). "
+            f"The Parquet workload above ({rows:,} rows, {size / 1e6:.1f} MB, row groups of "
+            f"{CHUNK:,} rows) read through `s3://` from three S3 servers on loopback, beside the "
+            "same file read locally; ours is `ad.batches(\"s3://...\", storage_options=...)`, "
+            "pyarrow's is its own S3 filesystem by hand (`pyarrow.fs.S3FileSystem(endpoint_override=...)`, "
+            "`iter_batches`, `to_tensor`). The servers: moto's `ThreadedMotoServer` (S3's API with "
+            "authentication; it reads the whole object for every request), the per-byte static "
+            "server of `bench/loader_object_store.py` (`StaticS3Server`: path-style `GET` and `HEAD` "
+            "with ranges, each read with `pread`, one Python thread per request, about 1 GB/s) and "
+            "nginx (`bench/nginx_s3.py`: the file served with `sendfile`, at disk speed), where it "
+            "is installed. "
             f"B = {BATCH:,}; wall-clock seconds per pass, the median of {len(times['ours-s3'])} "
             "alternating repetitions and the range.",
             "",
-            "| method | s |",
-            "|---|---|",
-            f"| **ours**, `ad.batches` over the local file | {cell('ours-local')} |",
-            f"| **ours**, `ad.batches(\"s3://...\")` | {cell('ours-s3')} |",
-            f"| pyarrow by hand over `S3FileSystem` | {cell('pyarrow-s3')} |",
-            f"| **ours**, `s3://` from the per-byte static server | {cell('ours-static')} |",
-            f"| **ours**, `ad.batches(\"s3://...\", cache_dir=...)`, a later epoch (the ranges "
-            f"from the local cache, the footer from the per-byte static server) "
-            f"| {cell('ours-cached')} |",
-            f"| pyarrow by hand over `S3FileSystem(anonymous=True)` from the static server "
-            f"| {cell('pyarrow-static')} |",
-            *nginx_rows,
+            # The chart is drawn from the table below by charts.py, which `cargo xtask bench` runs last.
+            "![Bar chart of the seconds per pass over each S3 server and from the cache, ours beside "
+            "pyarrow's S3 reading: lower is better](benchmarks-object-storage.svg)",
+            "",
+            "| source | **ours**: s | pyarrow by hand: s |",
+            "|---|---|---|",
+            row("the local file", "ours-local"),
+            row("moto", "ours-s3", "pyarrow-s3"),
+            row("the per-byte static server", "ours-static", "pyarrow-static"),
+            row(
+                "the per-byte static server, a later epoch with `cache_dir` (the ranges from the "
+                "local cache, the footer from the server)",
+                "ours-cached",
+            ),
+            *([row("nginx", "ours-nginx", "pyarrow-nginx")] if nginx else []),
             "",
             "| target | measured | target | |",
             "|---|---|---|---|",
@@ -411,12 +421,12 @@ def render(rows, size, times, memory, bound, bound_text, tiny, requests) -> str:
             f"| {static_pyarrow_ratio:.2f}x | >= 2x | {met(static_pyarrow_ratio >= 2)} |",
             *nginx_targets,
             f"| a later epoch with `cache_dir`: throughput / throughput of the local file (ours) "
-            f"| {cached_ratio:.2f}x | >= 0.8x | {met(cached_ratio >= 0.8)} |",
+            f"| {cached_ratio:.2f}x | >= 0.9x | {met(cached_ratio >= 0.9)} |",
             f"| peak memory of an S3 pass (peak RSS growth {_mb(memory['hwm_growth'])}, anonymous "
             f"{_mb(memory['anon_growth'])}; the larger); bound {bound_text} | {_mb(measured)} "
             f"| <= {_mb(bound)} | {met(measured <= bound)} |",
             "",
-            f"Profile of the S3 pass: moto answers a 100-byte range of this object in {tiny:.3f} s "
+            f"Profile of the pass from moto: moto answers a 100-byte range of this object in {tiny:.3f} s "
             "(the median of 5 `get_object` calls in this run): its S3 server reads the whole object "
             "for every request, whatever the range, and its work holds Python's GIL, so that "
             f"concurrent requests barely overlap. Our pass makes {requests} requests (the footer, "
@@ -425,16 +435,10 @@ def render(rows, size, times, memory, bound, bound_text, tiny, requests) -> str:
             f"{100 * requests * tiny / median['ours-s3']:.0f}% of the {median['ours-s3']:.2f} s "
             "measured; pyarrow's "
             f"{median['pyarrow-s3']:.2f} s is about {median['pyarrow-s3'] / tiny:.0f} such requests. "
-            "On a server whose cost is per byte (S3 itself, MinIO), the same pass moves "
-            f"{size / 1e6:.0f} MB in {requests} requests, at most "
-            f"{2 * min(os.cpu_count() or 1, 4)} in flight. The static server's rows measure "
-            "that: the same `s3://` reading, ours and pyarrow's, from a static file server "
-            "written in the bench (`StaticS3Server`: S3's path-style `GET` and `HEAD` with "
-            "ranges, each read from the file with `pread`, no authentication), so that the "
-            "server's cost grows with the bytes asked for rather than with the object; it moves "
-            "about 1 GB/s (one Python thread per request). nginx's rows ask the same of nginx "
-            "(`bench/nginx_s3.py`: the file served with `sendfile`, ranges, `ETag` and "
-            "`Last-Modified`), a server that keeps up with a reader on the same machine.",
+            "So on moto neither of the first two targets can be read off the pass; the per-byte "
+            "servers' rows measure what S3 itself or MinIO would give, and nginx keeps up with "
+            "any reader on this machine.",
+            *(["", notes] if notes else []),
             "",
         ]
     )
@@ -450,12 +454,8 @@ def main() -> int:
     if args.rss_child:
         rss_child(args.rss_child)
         return 0
-    page = run(args.rows, args.repetitions, lambda line: print(line, file=sys.stderr, flush=True))
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(page)
-    else:
-        print(page)
+    page = run(args.rows, args.repetitions, log)
+    emit(page, args.output)
     return 0
 
 

@@ -25,7 +25,7 @@ from typing import Callable, Dict, List
 
 import arrow_dlpack as ad
 
-from loader_methods import CHUNK, FEATURES, write_workload
+from loader_methods import CHUNK, FEATURES, emit, log, write_workload
 
 BATCH = 1024
 #: The position of the saved state, as a share of the pass's batches.
@@ -146,15 +146,8 @@ def main() -> int:
     parser.add_argument("--output", type=Path, help="where to write the section (default: print)")
     args = parser.parse_args()
 
-    def log(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
     page = run(args.rows, args.repetitions, log)
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(page)
-    else:
-        print(page)
+    emit(page, args.output)
     return 0
 
 

@@ -37,6 +37,8 @@ import torch
 
 import arrow_dlpack as ad
 
+from loader_methods import emit, log
+
 # torch warns once that a numpy view of a read-only Arrow buffer is not writable; the anchors
 # hand such views on, as a careful user would, without a copy.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -327,14 +329,8 @@ def main() -> int:
     parser.add_argument("--output", type=Path, help="where to write the section (default: print)")
     args = parser.parse_args()
 
-    def log(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
     section = run(args.rows, args.slow_rows, args.repetitions, log)
-    if args.output:
-        args.output.write_text(section)
-    else:
-        print(section)
+    emit(section, args.output)
     return 0
 
 

@@ -64,6 +64,21 @@ Where the cost goes does not depend on the size.
 | target | measured | target | |
 |---|---|---|---|
 | IPC, B = 1,024: ours / pyarrow by hand | 0.34x | <= 0.7x | met |
+
+### Object storage
+
+| source | **ours**: s | pyarrow by hand: s |
+|---|---|---|
+| the local file | 0.132 (0.121-0.149) | |
+| moto | 2.512 (2.502-2.517) | 2.071 (2.063-2.164) |
+| the per-byte static server, a later epoch with `cache_dir` | 0.227 (0.141-0.245) | |
+| nginx | 0.243 (0.238-0.261) | 0.755 (0.736-0.896) |
+
+### Read-ahead against latency
+
+| row groups | local file: s | S3 with a delay of 20 ms a request: s | local / S3 throughput |
+|---|---|---|---|
+| 8,192 rows (123 row groups of about 0.9 MB) | 0.236 (0.154-0.275) | 0.345 (0.323-0.385) | 0.68x |
 """
 
 
@@ -83,6 +98,8 @@ def test_parse_tables_reads_cells_headings_and_escaped_bars():
         ("Python: zero-copy exchanges, ours beside PyArrow's", None, 1),
         ("The loader", None, 6),
         ("The loader", "Targets", 1),
+        ("The loader", "Object storage", 4),
+        ("The loader", "Read-ahead against latency", 1),
     ]
     first = tables[0]
     assert first.header == ["exchange", "elements", "ours", "PyArrow (or floor)", "ratio", "spread", "target", ""]
@@ -144,6 +161,26 @@ def test_loader_chart_groups_by_format_through_the_by_hand_ratio():
     assert [bar.ours for bar in parquet.items[2].bars] == [True, True]
     assert ipc.limit == pytest.approx(3 * 0.168)
     assert parquet.limit == pytest.approx(3 * 1.688)
+
+
+def test_object_storage_chart_has_a_bar_per_measured_cell_and_the_latency_layouts():
+    chart = charts.object_storage_chart(charts.parse_tables(PAGE))
+    servers, latency = chart.groups
+    assert [item.label for item in servers.items] == [
+        "the local file",
+        "moto",
+        "the per-byte static server, a later epoch with cache_dir",
+        "nginx",
+    ]
+    assert [[(bar.label, bar.value, bar.ours) for bar in item.bars] for item in servers.items] == [
+        [("ours", 0.132, True)],
+        [("ours", 2.512, True), ("pyarrow", 2.071, False)],
+        [("ours", 0.227, True)],
+        [("ours", 0.243, True), ("pyarrow", 0.755, False)],
+    ]
+    assert servers.limit == pytest.approx(8 * 0.132)
+    assert latency.title == "S3 with a delay of 20 ms a request, beside the local file"
+    assert [(bar.label, bar.value) for bar in latency.items[0].bars] == [("local file", 0.236), ("S3", 0.345)]
 
 
 def test_missing_section_fails_with_its_heading():
@@ -226,7 +263,7 @@ def test_text_is_escaped():
     assert next(root.iter(f"{SVG}g")).get("aria-label") == "g <1>"
 
 
-def test_command_writes_both_charts(tmp_path):
+def test_command_writes_every_chart(tmp_path):
     page = tmp_path / "benchmarks.md"
     page.write_text(PAGE, encoding="utf-8")
     out = tmp_path / "docs"
@@ -236,6 +273,7 @@ def test_command_writes_both_charts(tmp_path):
     for name, title in [
         ("benchmarks-exchange.svg", "Exchanges: our time / PyArrow's, per row (lower is better)"),
         ("benchmarks-loader.svg", "The loader beside its anchors: seconds per pass (lower is better)"),
+        ("benchmarks-object-storage.svg", "The loader over object storage: seconds per pass (lower is better)"),
     ]:
         root = ET.parse(out / name).getroot()
         assert root.find(f"{SVG}title").text == title

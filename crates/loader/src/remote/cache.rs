@@ -33,13 +33,14 @@
 //! | `<dir>/v1/tmp/` | entries being written, renamed into place when whole |
 
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use arrow_dlpack_tensor::alloc::{UninitBuffer, copy_to_uninit};
 use bytes::Bytes;
 
 use crate::{Error, Result};
@@ -226,13 +227,15 @@ impl RangeCache {
         if !meta.is_file() || meta.len() != total {
             return None;
         }
-        // Gathered as a fetched range is, so that large entries live in mappings of their own.
-        let data = super::gather::read_exact(&mut &file, usize::try_from(total).ok()?).ok()?;
-        let payload = parse(&data, key)?;
+        let mut reader = &file;
+        let mut header = vec![0; key.header_len()];
+        reader.read_exact(&mut header).ok()?;
+        let sum = parse_header(&header, key)?;
+        let payload = read_payload(&mut reader, usize::try_from(key.len).ok()?, sum)?;
         // A hit renews the entry's place in the eviction order (best effort: a read-only
         // directory keeps its order).
         let _ = file_touch(&file);
-        Some(data.slice(payload))
+        Some(payload)
     }
 
     /// Keeps `bytes`, the range of `key`, unless the entry could never fit the cache; a write
@@ -489,10 +492,10 @@ fn write_entry(path: &Path, key: &CacheKey, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Where the range's bytes are in `data`, a whole entry file, when it is an entry of `key` whose
-/// bytes match their checksum.
-fn parse(data: &[u8], key: &CacheKey) -> Option<Range<usize>> {
-    let rest = data.strip_prefix(MAGIC.as_slice())?;
+/// The checksum of the range's bytes, when `header` (an entry's first
+/// [`CacheKey::header_len`] bytes) is the header of an entry of `key`.
+fn parse_header(header: &[u8], key: &CacheKey) -> Option<u128> {
+    let rest = header.strip_prefix(MAGIC.as_slice())?;
     let (key_len, rest) = rest.split_first_chunk::<4>()?;
     let key_len = usize::try_from(u32::from_le_bytes(*key_len)).ok()?;
     if key_len != key.text.len() {
@@ -503,14 +506,43 @@ fn parse(data: &[u8], key: &CacheKey) -> Option<Range<usize>> {
         return None;
     }
     let (len, rest) = rest.split_first_chunk::<8>()?;
-    let (sum, payload) = rest.split_first_chunk::<16>()?;
-    if u64::from_le_bytes(*len) != key.len || payload.len() as u64 != key.len {
+    let (sum, rest) = rest.split_first_chunk::<16>()?;
+    (u64::from_le_bytes(*len) == key.len && rest.is_empty()).then(|| u128::from_le_bytes(*sum))
+}
+
+/// The bytes of a read from the cache pass through a piece of this size, which the checksum
+/// reads while it is in the processor's cache.
+const READ_PIECE: usize = 256 << 10;
+
+/// The `len` bytes of an entry after its header, read a piece at a time and checked against
+/// `sum` as they pass, into memory of the warm-page pool (whose blocks were written before, so
+/// no page of a large entry is faulted in and zeroed on each read); `None` when the file ends
+/// first or the checksum differs.
+fn read_payload(reader: &mut impl Read, len: usize, sum: u128) -> Option<Bytes> {
+    let mut out = UninitBuffer::try_new(len).ok()?;
+    let mut piece = vec![0; READ_PIECE.min(len)];
+    let mut hasher = twox_hash::XxHash3_128::new();
+    for slots in out.as_uninit_mut().chunks_mut(READ_PIECE) {
+        let piece = &mut piece[..slots.len()];
+        reader.read_exact(piece).ok()?;
+        hasher.write(piece);
+        copy_to_uninit(piece, slots, len);
+    }
+    if hasher.finish_128() != sum {
         return None;
     }
-    if checksum(payload) != u128::from_le_bytes(*sum) {
-        return None;
+    // SAFETY: the pieces cover every slot of `out`, and `copy_to_uninit` wrote each of them.
+    let buffer = unsafe { out.assume_init() };
+    Some(Bytes::from_owner(PooledBytes(buffer)))
+}
+
+/// A buffer of the warm-page pool as the owner of a [`Bytes`].
+struct PooledBytes(arrow_buffer::Buffer);
+
+impl AsRef<[u8]> for PooledBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_slice()
     }
-    Some(data.len() - payload.len()..data.len())
 }
 
 /// XXH3-128 of `bytes`.

@@ -17,7 +17,7 @@
 //! zeroing and the unmapping after) were about a quarter of the process's CPU time in a pass
 //! over a server on loopback; 2 MiB pages take 512 times fewer.
 
-use std::io::{self, Read};
+use std::io;
 
 use bytes::Bytes;
 use memmap2::MmapMut;
@@ -138,23 +138,6 @@ fn mapping(len: usize) -> io::Result<MmapMut> {
     Ok(map)
 }
 
-/// Exactly `len` bytes of `reader` (a local file's, whose length is known, not declared by a
-/// server), in a buffer of [`Gather`]'s kind: a mapping of its own from [`MAPPED_MIN`] bytes
-/// on, allocated whole; an allocation that fails, or a reader that ends first, is an error.
-pub(super) fn read_exact(reader: &mut impl Read, len: usize) -> io::Result<Bytes> {
-    if len < MAPPED_MIN {
-        let mut vec = Vec::new();
-        vec.try_reserve_exact(len)
-            .map_err(|error| io::Error::new(io::ErrorKind::OutOfMemory, error.to_string()))?;
-        vec.resize(len, 0);
-        reader.read_exact(&mut vec)?;
-        return Ok(Bytes::from(vec));
-    }
-    let mut map = mapping(len)?;
-    reader.read_exact(&mut map[..])?;
-    Ok(Bytes::from_owner(MappedPrefix { map, len }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,16 +167,5 @@ mod tests {
         assert!(matches!(&exact.storage, Storage::Mapped(map) if map.len() == 9 << 20));
         assert_eq!(exact.len(), 9 << 20);
         assert!(exact.into_bytes().iter().all(|&byte| byte == 5));
-    }
-
-    #[test]
-    fn a_read_of_a_known_length_is_whole_or_an_error() {
-        for len in [10, MAPPED_MIN + 3] {
-            let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
-            let bytes = read_exact(&mut &data[..], len).unwrap();
-            assert_eq!(&bytes[..], &data[..]);
-            let short = read_exact(&mut &data[..len - 1], len).unwrap_err();
-            assert_eq!(short.kind(), io::ErrorKind::UnexpectedEof);
-        }
     }
 }
