@@ -9,6 +9,7 @@ would, and read every request received (``server.seen``: method, path and lowerc
 
 import contextlib
 import http.server
+import ssl
 import threading
 
 
@@ -36,11 +37,13 @@ class RangeServer(http.server.ThreadingHTTPServer):
         self.streamed = 0
         self.streaming = 0
         self.lock = threading.Lock()
+        #: "https" once the socket is wrapped in TLS (``range_server(..., tls=...)``).
+        self.scheme = "http"
         super().__init__(("127.0.0.1", 0), RangeHandler)
 
     @property
     def base(self):
-        return f"http://127.0.0.1:{self.server_address[1]}"
+        return f"{self.scheme}://127.0.0.1:{self.server_address[1]}"
 
 
 class RangeHandler(http.server.BaseHTTPRequestHandler):
@@ -141,9 +144,15 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def range_server(files):
-    """A started ``RangeServer`` of ``files`` (path -> bytes) and its base URL."""
+def range_server(files, tls=None):
+    """A started ``RangeServer`` of ``files`` (path -> bytes) and its base URL; with ``tls``, a
+    ``(certificate file, key file)`` pair, it answers HTTPS with that certificate."""
     server = RangeServer(files)
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        server.scheme = "https"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -368,6 +368,58 @@ def test_a_server_that_stops_answering_is_an_error_after_the_timeout(tmp_path):
         assert "tim" in str(raised.value).lower()
 
 
+def _self_signed(tmp_path):
+    """A certificate for 127.0.0.1 that signs itself, and its key, as PEM files."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .sign(key, hashes.SHA256())
+    )
+    cert, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return str(cert), str(key_file)
+
+
+def test_https_verifies_the_server_certificate_each_time_unless_told_not_to(tmp_path):
+    pq.write_table(_table(0, 1000), tmp_path / "a.parquet", row_group_size=500)
+    files = {"/a.parquet": (tmp_path / "a.parquet").read_bytes()}
+    with _servers.range_server(files, tls=_self_signed(tmp_path)) as (server, base):
+        assert base.startswith("https://")
+        # The system's store does not hold the certificate: refused, by every loader of the
+        # process (the verifier is made once and shared).
+        for _ in range(2):
+            with pytest.raises(OSError, match="a.parquet") as raised:
+                ad.batches(f"{base}/a.parquet", storage_options=QUICK)
+            assert "certificate" in str(raised.value).lower(), raised.value
+        # Told not to verify, the client reads the same rows as the local file.
+        got = _collect(
+            f"{base}/a.parquet", 256, columns=["id"], storage_options={**QUICK, "allow_invalid_certificates": "true"}
+        )
+        _assert_same(got, _collect(str(tmp_path / "a.parquet"), 256, columns=["id"]))
+
+
 def test_the_example_of_the_loader_guide_runs_against_the_s3_server(aws_env, tmp_path):
     endpoint, _ = aws_env
     guide = pathlib.Path(__file__).resolve().parents[3] / "docs" / "loader.md"

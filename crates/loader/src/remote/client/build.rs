@@ -7,6 +7,7 @@
 use std::error::Error as StdError;
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use object_store::ClientConfigKey;
@@ -29,6 +30,33 @@ fn install_crypto() {
     // An error means a provider is installed already (by this loader or by the application),
     // which the client then uses.
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// The TLS settings of every client whose options leave TLS as reqwest sets it (the system's
+/// certificates, no proxy certificate, HTTP/2 and HTTP/1.1 offered): made once per process and
+/// cloned into each client, since reqwest's own making of them reads and parses every
+/// certificate of the system's store (about 10 ms of CPU, most of what opening an object cost,
+/// paid again by every loader and DataLoader worker). The same settings as reqwest's: rustls with
+/// the process's crypto provider, TLS 1.2 and 1.3, the platform's verifier, SNI, no client
+/// certificate. `None` where the store cannot be read, and the client is then left to reqwest,
+/// which says why.
+fn shared_tls() -> Option<rustls::ClientConfig> {
+    static SHARED: OnceLock<Option<rustls::ClientConfig>> = OnceLock::new();
+    SHARED
+        .get_or_init(|| {
+            install_crypto();
+            let provider = rustls::crypto::CryptoProvider::get_default()?.clone();
+            let verifier = rustls_platform_verifier::Verifier::new(provider.clone()).ok()?;
+            let mut config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .ok()?
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(verifier))
+                .with_no_client_auth();
+            config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+            Some(config)
+        })
+        .clone()
 }
 
 /// A reqwest client with every setting of `options` (what `object_store`'s own connector sets),
@@ -121,7 +149,16 @@ pub(super) fn reqwest_client(options: &ClientOptions) -> object_store::Result<re
         builder = builder.danger_accept_invalid_certs(true);
     }
     if flag(ClientConfigKey::RandomizeAddresses)? {
-        builder = builder.dns_resolver(std::sync::Arc::new(ShuffledAddresses));
+        builder = builder.dns_resolver(Arc::new(ShuffledAddresses));
+    }
+    // Every option that changes TLS or the protocols offered leaves the client to reqwest.
+    let own_tls = value(ClientConfigKey::ProxyCaCertificate).is_some()
+        || flag(ClientConfigKey::NoSystemCertificates)?
+        || flag(ClientConfigKey::AllowInvalidCertificates)?
+        || flag(ClientConfigKey::Http1Only)?
+        || flag(ClientConfigKey::Http2Only)?;
+    if !own_tls && let Some(tls) = shared_tls() {
+        builder = builder.tls_backend_preconfigured(tls);
     }
     builder
         .build()
@@ -202,6 +239,17 @@ mod tests {
         assert_eq!(parse_flag(" Yes"), Some(true));
         assert_eq!(parse_flag("0"), Some(false));
         assert_eq!(parse_flag("maybe"), None);
+    }
+
+    #[test]
+    fn the_shared_tls_settings_offer_what_reqwest_offers() {
+        let tls = shared_tls().expect("the system's certificate store");
+        assert_eq!(
+            tls.alpn_protocols,
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        );
+        assert!(tls.enable_sni);
+        reqwest_client(&ClientOptions::new()).unwrap();
     }
 
     #[test]
