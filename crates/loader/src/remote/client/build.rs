@@ -32,28 +32,49 @@ fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// The TLS settings of every client whose options leave TLS as reqwest sets it (the system's
-/// certificates, no proxy certificate, HTTP/2 and HTTP/1.1 offered): made once per process and
+/// The TLS settings of every client whose options leave the certificates as reqwest sets them
+/// (the system's store, no proxy certificate, certificates verified): made once per process and
 /// cloned into each client, since reqwest's own making of them reads and parses every
 /// certificate of the system's store (about 10 ms of CPU, most of what opening an object cost,
 /// paid again by every loader and DataLoader worker). The same settings as reqwest's: rustls with
 /// the process's crypto provider, TLS 1.2 and 1.3, the platform's verifier, SNI, no client
-/// certificate. `None` where the store cannot be read, and the client is then left to reqwest,
-/// which says why.
-fn shared_tls() -> Option<rustls::ClientConfig> {
+/// certificate, the protocols of `alpn` offered (reqwest's choice for its HTTP versions). `None`
+/// where the store cannot be read, and the client is then left to reqwest, which says why.
+fn shared_tls(alpn: Alpn) -> Option<rustls::ClientConfig> {
+    let mut config = shared_tls_base()?;
+    config.alpn_protocols = match alpn {
+        Alpn::Http1 => vec![b"http/1.1".to_vec()],
+        Alpn::Http2 => vec![b"h2".to_vec()],
+        Alpn::Both => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+    };
+    Some(config)
+}
+
+/// The HTTP versions a client offers in its TLS handshake.
+#[derive(Debug, Clone, Copy)]
+enum Alpn {
+    /// `http1_only` (`object_store`'s default).
+    Http1,
+    /// `http2_only`.
+    Http2,
+    /// Neither.
+    Both,
+}
+
+/// [`shared_tls`]'s settings before the protocols offered are set: made once per process.
+fn shared_tls_base() -> Option<rustls::ClientConfig> {
     static SHARED: OnceLock<Option<rustls::ClientConfig>> = OnceLock::new();
     SHARED
         .get_or_init(|| {
             install_crypto();
             let provider = rustls::crypto::CryptoProvider::get_default()?.clone();
             let verifier = rustls_platform_verifier::Verifier::new(provider.clone()).ok()?;
-            let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            let config = rustls::ClientConfig::builder_with_provider(provider)
                 .with_safe_default_protocol_versions()
                 .ok()?
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(verifier))
                 .with_no_client_auth();
-            config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
             Some(config)
         })
         .clone()
@@ -151,13 +172,19 @@ pub(super) fn reqwest_client(options: &ClientOptions) -> object_store::Result<re
     if flag(ClientConfigKey::RandomizeAddresses)? {
         builder = builder.dns_resolver(Arc::new(ShuffledAddresses));
     }
-    // Every option that changes TLS or the protocols offered leaves the client to reqwest.
-    let own_tls = value(ClientConfigKey::ProxyCaCertificate).is_some()
+    // Every option that changes the certificates leaves the client's TLS settings to reqwest.
+    let own_certificates = value(ClientConfigKey::ProxyCaCertificate).is_some()
         || flag(ClientConfigKey::NoSystemCertificates)?
-        || flag(ClientConfigKey::AllowInvalidCertificates)?
-        || flag(ClientConfigKey::Http1Only)?
-        || flag(ClientConfigKey::Http2Only)?;
-    if !own_tls && let Some(tls) = shared_tls() {
+        || flag(ClientConfigKey::AllowInvalidCertificates)?;
+    let alpn = match (
+        flag(ClientConfigKey::Http1Only)?,
+        flag(ClientConfigKey::Http2Only)?,
+    ) {
+        (true, _) => Alpn::Http1,
+        (false, true) => Alpn::Http2,
+        (false, false) => Alpn::Both,
+    };
+    if !own_certificates && let Some(tls) = shared_tls(alpn) {
         builder = builder.tls_backend_preconfigured(tls);
     }
     builder
@@ -243,12 +270,14 @@ mod tests {
 
     #[test]
     fn the_shared_tls_settings_offer_what_reqwest_offers() {
-        let tls = shared_tls().expect("the system's certificate store");
+        let tls = shared_tls(Alpn::Both).expect("the system's certificate store");
         assert_eq!(
             tls.alpn_protocols,
             vec![b"h2".to_vec(), b"http/1.1".to_vec()]
         );
         assert!(tls.enable_sni);
+        let tls = shared_tls(Alpn::Http1).unwrap();
+        assert_eq!(tls.alpn_protocols, vec![b"http/1.1".to_vec()]);
         reqwest_client(&ClientOptions::new()).unwrap();
     }
 
