@@ -57,6 +57,7 @@ import torch
 import arrow_dlpack as ad
 
 import loader_balance
+import loader_criterion
 import loader_object_cache
 import loader_object_latency
 import loader_object_store
@@ -289,37 +290,6 @@ def versions() -> List[Tuple[str, str]]:
     return found
 
 
-def criterion_rows(directory: Optional[Path], rows: int) -> List[str]:
-    """The loader's criterion estimates (pure Rust, no Python), if they are there."""
-    if directory is None:
-        return []
-    lines = []
-    for kind in ("ipc_mmap", "parquet"):
-        for size in BATCH_SIZES:
-            estimates = directory / "loader" / f"{kind}_{size}" / "new" / "estimates.json"
-            if not estimates.is_file():
-                estimates = directory / "loader" / kind / str(size) / "new" / "estimates.json"
-            if not estimates.is_file():
-                continue
-            data = json.loads(estimates.read_text())
-            median = data["median"]["point_estimate"] / 1e9
-            low = data["median"]["confidence_interval"]["lower_bound"] / 1e9
-            high = data["median"]["confidence_interval"]["upper_bound"] / 1e9
-            lines.append(f"| `loader/{kind}/{size}` | {seconds(median)} | {seconds(low)}-{seconds(high)} |")
-    if not lines:
-        return []
-    return [
-        "",
-        "The loader alone in Rust (`cargo bench -p arrow-dlpack-loader`, criterion, the same "
-        f"workload written by the bench itself, {os.environ.get('LOADER_BENCH_ROWS', '2,000,000')} rows; "
-        "seconds per pass, median and its confidence interval):",
-        "",
-        "| bench | seconds | interval |",
-        "|---|---|---|",
-        *lines,
-    ]
-
-
 def render(
     work: Workload,
     times: Dict[Tuple[str, int], List[float]],
@@ -415,6 +385,13 @@ def render(
             ratio("ours-parquet", "pyarrow-parquet", size),
             0.8,
         )
+    small, large = (median("ours-parquet", size) for size in BATCH_SIZES)
+    target(
+        f"Parquet: ours per pass at B = {BATCH_SIZES[1]:,} / at B = {BATCH_SIZES[0]:,} (larger batches "
+        "never cost more)",
+        large / small if small and large else None,
+        1.0,
+    )
     for (kind, size), (waiting, total, consumer) in loops.items():
         targets.append(
             f"| training loop, {kind}, B = {size:,}: waiting in `next()` / total "
@@ -465,7 +442,7 @@ def render(
     ):
         cells = [seconds(median(key, size)) if median(key, size) is not None else "" for size in BATCH_SIZES]
         out.append(f"| {label} | " + " | ".join(cells) + " |")
-    out += criterion_rows(args.criterion_dir, work.rows)
+    out += loader_criterion.rows(args.criterion_dir)
     if args.notes and args.notes.is_file():
         out += ["", args.notes.read_text().strip()]
     return "\n".join(out) + "\n"
