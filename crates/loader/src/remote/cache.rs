@@ -30,7 +30,8 @@
 //! | file | what it is |
 //! |---|---|
 //! | `<dir>/v1/<2 hex digits>/<32 hex digits>` | one entry: the header, then the range's bytes |
-//! | `<dir>/v1/tmp/` | entries being written, renamed into place when whole |
+//! | `<dir>/v1/tmp/<process id>-<number>` | an entry being written, renamed into place when whole |
+//! | `<dir>/v1/tmp/<32 hex digits>.lock` | the lock file of an entry being fetched ([`claim`]) |
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -51,8 +52,9 @@ const MAGIC: &[u8; 8] = b"ADLRC\x001\n";
 /// The folder of this format's entries inside the cache directory.
 const VERSION_DIR: &str = "v1";
 
-/// Entries being written; a file left there by a process that died is removed by the next
-/// process that opens the cache once it is older than [`STALE_TMP`].
+/// Entries being written and the lock files of entries being fetched; a file left there by a
+/// process that died is removed when a process opens the cache or evicts from it
+/// ([`RangeCache::remove_stale_tmp`]).
 const TMP_DIR: &str = "tmp";
 
 /// The age after which a file in `tmp/` belongs to no living writer.
@@ -65,6 +67,9 @@ const FILL_WAIT: Duration = Duration::from_secs(30);
 /// The pauses between tries to take the right to fill an entry: from the first to the last,
 /// doubling.
 const CLAIM_PAUSES: (Duration, Duration) = (Duration::from_millis(2), Duration::from_millis(50));
+
+/// The names a process tries for a file of its own in `tmp/` before it leaves a range uncached.
+const TMP_TRIES: usize = 16;
 
 /// The longest key (a URL is at most 8 KiB; the rest is numbers).
 const MAX_KEY_BYTES: usize = 16 << 10;
@@ -203,10 +208,10 @@ impl RangeCache {
             since_listing: AtomicU64::new(0),
             evicting: Mutex::new(()),
         };
-        let probe = cache.tmp_path();
-        File::create(&probe).map_err(|source| unusable(&probe, source))?;
+        let (_, probe) = cache
+            .create_tmp()
+            .map_err(|source| unusable(&tmp, source))?;
         let _ = fs::remove_file(&probe);
-        cache.remove_stale_tmp();
         cache.evict();
         Ok(cache)
     }
@@ -245,9 +250,11 @@ impl RangeCache {
         if bytes.len() as u64 != key.len || key.text.len() > MAX_KEY_BYTES || total > self.limit {
             return;
         }
-        let tmp = self.tmp_path();
+        let Ok((file, tmp)) = self.create_tmp() else {
+            return;
+        };
         // Written outside the lock (the bytes may be many); put in place and counted under it.
-        let written = write_entry(&tmp, key, bytes).and_then(|()| {
+        let written = write_entry(file, key, bytes).and_then(|()| {
             let path = self.entry_path(key);
             if let Some(parent) = path.parent() {
                 fs::create_dir_all(parent)?;
@@ -309,18 +316,47 @@ impl RangeCache {
             .join(format!("{}-{number}", std::process::id()))
     }
 
-    /// Removes files of `tmp/` that no living writer can still be writing.
+    /// A new file of this process's own in `tmp/`, made with `O_EXCL`, without following a link
+    /// and without waiting on a FIFO: a name that anything holds already (a link or a FIFO
+    /// planted there, a folder, the file of a dead process whose id this one now has) is passed
+    /// over for the next, at most [`TMP_TRIES`] of them, so that no write of the cache lands
+    /// outside it or waits.
+    fn create_tmp(&self) -> io::Result<(File, PathBuf)> {
+        let mut taken = None;
+        for _ in 0..TMP_TRIES {
+            let path = self.tmp_path();
+            let mut options = File::options();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt;
+                options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+            }
+            match options.open(&path) {
+                Ok(file) => return Ok((file, path)),
+                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => taken = Some(error),
+                Err(error) => return Err(error),
+            }
+        }
+        Err(taken.unwrap_or_else(|| io::Error::other("no name in tmp/ was free")))
+    }
+
+    /// Removes the files of `tmp/` that no living writer can still be writing: those older than
+    /// [`STALE_TMP`], and (on Linux) those named for a process that no longer exists, such as a
+    /// DataLoader worker killed while it wrote an entry. A process of another PID namespace
+    /// sharing the directory looks dead from here; removing its file only leaves its entry
+    /// unwritten (its rename fails), never a torn entry.
     fn remove_stale_tmp(&self) {
         let Ok(entries) = fs::read_dir(self.root.join(TMP_DIR)) else {
             return;
         };
         let now = SystemTime::now();
         for entry in entries.flatten() {
-            let stale = entry
+            let old = entry
                 .metadata()
                 .and_then(|meta| meta.modified())
                 .is_ok_and(|modified| now.duration_since(modified).unwrap_or_default() > STALE_TMP);
-            if stale {
+            if old || writer_is_gone(&entry.file_name()) {
                 let _ = fs::remove_file(entry.path());
             }
         }
@@ -333,8 +369,10 @@ impl RangeCache {
         self.evict_locked();
     }
 
-    /// [`RangeCache::evict`], its lock held by the caller.
+    /// [`RangeCache::evict`], its lock held by the caller; the files of dead writers in `tmp/`
+    /// go first.
     fn evict_locked(&self) {
+        self.remove_stale_tmp();
         let mut entries = self.list();
         let mut total: u64 = entries.iter().map(|entry| entry.1).sum();
         if total > self.limit {
@@ -478,9 +516,24 @@ fn open_entry(path: &Path) -> io::Result<File> {
     options.open(path)
 }
 
-/// Writes the entry of `key` holding `bytes` to `path`, a file of its own.
-fn write_entry(path: &Path, key: &CacheKey, bytes: &[u8]) -> io::Result<()> {
-    let mut file = File::create(path)?;
+/// Whether `name`, a file of `tmp/` named `<process id>-<number>` as [`RangeCache::tmp_path`]
+/// names them, belongs to a process that no longer exists (read from `/proc`, on Linux only;
+/// elsewhere no file is judged so).
+fn writer_is_gone(name: &std::ffi::OsStr) -> bool {
+    let Some((pid, number)) = name.to_str().and_then(|name| name.split_once('-')) else {
+        return false;
+    };
+    let named = pid.parse::<u32>().is_ok() && number.parse::<u64>().is_ok();
+    if !named || pid == std::process::id().to_string() {
+        return false;
+    }
+    cfg!(target_os = "linux")
+        && Path::new("/proc/self").exists()
+        && !Path::new("/proc").join(pid).exists()
+}
+
+/// Writes the entry of `key` holding `bytes` into `file`, a file of its own.
+fn write_entry(mut file: File, key: &CacheKey, bytes: &[u8]) -> io::Result<()> {
     let mut header = Vec::with_capacity(key.header_len());
     header.extend_from_slice(MAGIC);
     header.extend_from_slice(&(key.text.len() as u32).to_le_bytes());

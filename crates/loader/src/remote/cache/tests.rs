@@ -180,9 +180,18 @@ fn an_unusable_directory_is_refused_and_stale_writes_are_removed() {
 
     let tmp = dir.path().join("cache").join(VERSION_DIR).join(TMP_DIR);
     fs::create_dir_all(&tmp).unwrap();
-    let (stale, fresh) = (tmp.join("1-0"), tmp.join("2-0"));
+    // An old file, a file of this (living) process, and one of a process that has ended.
+    let (stale, fresh) = (
+        tmp.join("1-0"),
+        tmp.join(format!("{}-999999", std::process::id())),
+    );
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let ended = child.id();
+    child.wait().unwrap();
+    let orphan = tmp.join(format!("{ended}-0"));
     fs::write(&stale, b"half an entry").unwrap();
     fs::write(&fresh, b"being written").unwrap();
+    fs::write(&orphan, b"a killed worker's entry").unwrap();
     let long_ago = SystemTime::now() - STALE_TMP - Duration::from_secs(60);
     File::options()
         .write(true)
@@ -196,6 +205,43 @@ fn an_unusable_directory_is_refused_and_stale_writes_are_removed() {
         "a write no process can still finish is removed"
     );
     assert!(fresh.exists(), "a write in progress is left alone");
+    #[cfg(target_os = "linux")]
+    assert!(
+        !orphan.exists(),
+        "the write of a process that ended is removed"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn names_taken_in_tmp_are_passed_over_and_nothing_outside_is_written_or_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let precious = outside.path().join("precious");
+    fs::write(&precious, b"not the cache's").unwrap();
+    let cache = RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap();
+    let tmp = dir.path().join(VERSION_DIR).join(TMP_DIR);
+    // The next names this process would write: a link out of the cache, a FIFO with no reader
+    // (a plain open for writing would wait forever), a folder, a hard link and a file.
+    let first = NEXT_TMP.load(Ordering::Relaxed);
+    let name = |n: u64| tmp.join(format!("{}-{n}", std::process::id()));
+    std::os::unix::fs::symlink(&precious, name(first)).unwrap();
+    let fifo = std::ffi::CString::new(name(first + 1).as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `fifo` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    fs::create_dir(name(first + 2)).unwrap();
+    fs::hard_link(&precious, name(first + 3)).unwrap();
+    fs::write(name(first + 4), b"someone else's").unwrap();
+    let kept = key("\"v1\"", 0..1000);
+    let data = bytes_of(1000, 6);
+    cache.put(&kept, &data);
+    assert!(
+        NEXT_TMP.load(Ordering::Relaxed) > first + 5,
+        "the taken names were tried"
+    );
+    assert_eq!(cache.get(&kept).as_deref(), Some(&data[..]));
+    assert_eq!(fs::read(&precious).unwrap(), b"not the cache's");
+    assert_eq!(fs::read(name(first + 4)).unwrap(), b"someone else's");
 }
 
 #[cfg(unix)]
