@@ -22,6 +22,7 @@ Bucketing is measured in padding tokens: shuffled batches of 32 with and without
 """
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -93,6 +94,17 @@ def arrow_decode(path: Path) -> Batches:
     """The anchors' decoding alone: pyarrow's batches of 32 rows, nothing converted."""
     for batch in _arrow_batches(path):
         yield {"label": batch.column(1)}
+
+
+def ours_list_decode(path: Path) -> Batches:
+    """Our decoding of the list column alone: jagged batches of a whole row group each."""
+    yield from ad.batches(str(path), ROW_GROUP, columns=["label"], sequences={"input_ids": "jagged"})
+
+
+def arrow_read_table(path: Path) -> Batches:
+    """pyarrow's decoding of the same columns: ``read_table`` on its own threads."""
+    table = pq.read_table(path, columns=["input_ids", "label"])
+    yield {"label": table.column("label")}
 
 
 def numpy_padded(path: Path) -> Batches:
@@ -238,6 +250,9 @@ def run(rows: int, slow_rows: int, repetitions: int, log: Callable[[str], None])
             # The profile of the packed pass: decoding alone, on each side.
             "ours-jagged": (lambda: ours(path, "jagged"), 1.0),
             "arrow-decode": (lambda: arrow_decode(path), 1.0),
+            # Decoding the list column alone, ours against pyarrow's read_table.
+            "ours-listdecode": (lambda: ours_list_decode(path), 1.0),
+            "arrow-listdecode": (lambda: arrow_read_table(path), 1.0),
         }
         times: Dict[str, List[float]] = {key: [] for key in methods}
         keys = list(methods)
@@ -270,8 +285,16 @@ def render(rows, slow_rows, tokens, repetitions, times, checked, buckets, elapse
         "datasets-pack": f"datasets `.iter(32)` + `DataCollatorWithFlattening` (*scaled* from {slow_rows:,} rows)",
         "ours-jagged": "profile: ours, `sequences={\"input_ids\": \"jagged\"}` (values and offsets, no positions)",
         "arrow-decode": "profile: pyarrow's batches of 32 alone, nothing converted",
+        "ours-listdecode": f"decoding: ours, jagged batches of {ROW_GROUP:,} (a row group each), nothing converted",
+        "arrow-listdecode": "decoding: `pq.read_table` of the same columns (pyarrow's threads)",
     }
-    anchor = {"pad": "numpy-pad", "pack": "numpy-pack", "jagged": "numpy-pack", "decode": "numpy-pack"}
+    anchor = {
+        "pad": "numpy-pad",
+        "pack": "numpy-pack",
+        "jagged": "numpy-pack",
+        "decode": "numpy-pack",
+        "listdecode": "arrow-listdecode",
+    }
     out = [
         "### Sequences",
         "",
@@ -299,24 +322,36 @@ def render(rows, slow_rows, tokens, repetitions, times, checked, buckets, elapse
     pack_vs_hand = median["ours-pack"] / median["numpy-pack"]
     pack_speedup = median["datasets-pack"] / median["ours-pack"]
     bucket_ratio = bucket_pad / plain_pad if plain_pad else 0.0
+    decode_ratio = median["ours-listdecode"] / median["arrow-listdecode"]
+    threads = min(os.cpu_count() or 1, 4)
     out += [
         "",
         "| target | measured | target | |",
         "|---|---|---|---|",
-        f"| padded: ours / numpy by hand | {pad_vs_hand:.2f}x | <= 0.5x | {met(pad_vs_hand <= 0.5)} |",
+        f"| padded: ours / numpy by hand | {pad_vs_hand:.2f}x | <= 0.35x | {met(pad_vs_hand <= 0.35)} |",
         f"| padded: datasets + `pad_sequence` / ours | {pad_speedup:.1f}x | >= 10x | {met(pad_speedup >= 10)} |",
-        f"| packed: ours / numpy by hand | {pack_vs_hand:.2f}x | <= 0.5x | {met(pack_vs_hand <= 0.5)} |",
+        f"| packed: ours / numpy by hand | {pack_vs_hand:.2f}x | <= 0.35x | {met(pack_vs_hand <= 0.35)} |",
         f"| packed: datasets + collator / ours (identical outputs) | {pack_speedup:.1f}x | >= 20x | {met(pack_speedup >= 20)} |",
         f"| bucketing: padding tokens with / without (shuffled, window {WINDOW:,}; "
         f"{bucket_pad:,} vs {plain_pad:,} over {bucket_batches:,} and {plain_batches:,} batches) "
         f"| {bucket_ratio:.3f} | <= 0.25 | {met(bucket_ratio <= 0.25)} |",
+        f"| decoding the list column: ours ({threads} decoding threads) / `pq.read_table` "
+        f"({os.cpu_count()} cores) | {decode_ratio:.2f}x | <= 1.0x | {met(decode_ratio <= 1.0)} |",
         "",
         f"Profile of the packed pass: ours in jagged mode, which decodes and hands out the "
         f"values and offsets without writing positions, takes {median['ours-jagged']:.3f} s "
         f"({median['ours-jagged'] / median['ours-pack']:.0%} of our packed pass); pyarrow "
         f"decoding the same file into batches of {BATCH} without converting anything takes "
         f"{median['arrow-decode']:.3f} s ({median['arrow-decode'] / median['numpy-pack']:.0%} of "
-        "the numpy anchor's packed pass).",
+        "the numpy anchor's packed pass). Our decoding alone, in batches of a whole row group, "
+        f"takes {median['ours-listdecode']:.3f} s; the rest of the jagged pass, "
+        f"{median['ours-jagged'] - median['ours-listdecode']:.3f} s, is handing out "
+        f"{-(-rows // BATCH):,} batches of {BATCH} rows "
+        f"({1e6 * (median['ours-jagged'] - median['ours-listdecode']) / -(-rows // BATCH):.0f} µs each: "
+        "the loader thread's hand-over, the Python dict and `torch.from_dlpack` of each tensor). "
+        f"The 0.35x target is {0.35 * median['numpy-pack']:.3f} s here, less than the decoding "
+        "and the hand-over together: the packed pass writes little beyond them (its positions), "
+        "and what would close the gap is a cheaper hand-over of each batch.",
     ]
     return "\n".join(out) + "\n"
 
