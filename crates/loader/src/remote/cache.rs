@@ -30,7 +30,7 @@
 //! | file | what it is |
 //! |---|---|
 //! | `<dir>/v1/<2 hex digits>/<32 hex digits>` | one entry: the header, then the range's bytes |
-//! | `<dir>/v1/tmp/<process id>-<number>` | an entry being written, renamed into place when whole |
+//! | `<dir>/v1/tmp/<process id>-<number>-<16 random hex digits>` | an entry being written, renamed into place when whole |
 //! | `<dir>/v1/tmp/<32 hex digits>.lock` | the lock file of an entry being fetched ([`claim`]) |
 
 use std::fs::{self, File};
@@ -309,36 +309,25 @@ impl RangeCache {
         self.root.join(&name[..2]).join(name)
     }
 
+    /// A name for a file of this process in `tmp/`: `<process id>-<number>-<16 hex digits>`,
+    /// the last part random, so that no other local user can plant something at the name a
+    /// process will write next.
     fn tmp_path(&self) -> PathBuf {
+        use std::hash::{BuildHasher, Hasher};
         let number = NEXT_TMP.fetch_add(1, Ordering::Relaxed);
+        // `RandomState`'s keys come from the system's randomness, a fresh pair for each.
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u64(number);
+        let random = hasher.finish();
         self.root
             .join(TMP_DIR)
-            .join(format!("{}-{number}", std::process::id()))
+            .join(format!("{}-{number}-{random:016x}", std::process::id()))
     }
 
-    /// A new file of this process's own in `tmp/`, made with `O_EXCL`, without following a link
-    /// and without waiting on a FIFO: a name that anything holds already (a link or a FIFO
-    /// planted there, a folder, the file of a dead process whose id this one now has) is passed
-    /// over for the next, at most [`TMP_TRIES`] of them, so that no write of the cache lands
-    /// outside it or waits.
+    /// A new file of this process's own in `tmp/`, at a name of [`RangeCache::tmp_path`]
+    /// ([`create_new`]).
     fn create_tmp(&self) -> io::Result<(File, PathBuf)> {
-        let mut taken = None;
-        for _ in 0..TMP_TRIES {
-            let path = self.tmp_path();
-            let mut options = File::options();
-            options.write(true).create_new(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-            }
-            match options.open(&path) {
-                Ok(file) => return Ok((file, path)),
-                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => taken = Some(error),
-                Err(error) => return Err(error),
-            }
-        }
-        Err(taken.unwrap_or_else(|| io::Error::other("no name in tmp/ was free")))
+        create_new((0..TMP_TRIES).map(|_| self.tmp_path()))
     }
 
     /// Removes the files of `tmp/` that no living writer can still be writing: those older than
@@ -516,14 +505,46 @@ fn open_entry(path: &Path) -> io::Result<File> {
     options.open(path)
 }
 
-/// Whether `name`, a file of `tmp/` named `<process id>-<number>` as [`RangeCache::tmp_path`]
-/// names them, belongs to a process that no longer exists (read from `/proc`, on Linux only;
-/// elsewhere no file is judged so).
+/// The first of `names` that no file holds, made there with `O_EXCL`, without following a link
+/// and without waiting on a FIFO: a name that anything holds already (a link or a FIFO, a
+/// folder, a file) is passed over for the next, so that no write of the cache lands outside it
+/// or waits; the last error when every name is taken.
+fn create_new(names: impl Iterator<Item = PathBuf>) -> io::Result<(File, PathBuf)> {
+    let mut taken = None;
+    for path in names {
+        let mut options = File::options();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+        }
+        match options.open(&path) {
+            Ok(file) => return Ok((file, path)),
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => taken = Some(error),
+            Err(error) => return Err(error),
+        }
+    }
+    Err(taken.unwrap_or_else(|| io::Error::other("no name was free")))
+}
+
+/// Whether `name`, a file of `tmp/` named `<process id>-<number>[-<hex>]` as
+/// [`RangeCache::tmp_path`] names them (and earlier versions did, without the hex part), belongs
+/// to a process that no longer exists (read from `/proc`, on Linux only; elsewhere no file is
+/// judged so).
 fn writer_is_gone(name: &std::ffi::OsStr) -> bool {
-    let Some((pid, number)) = name.to_str().and_then(|name| name.split_once('-')) else {
+    let Some(name) = name.to_str() else {
         return false;
     };
-    let named = pid.parse::<u32>().is_ok() && number.parse::<u64>().is_ok();
+    let mut parts = name.split('-');
+    let (Some(pid), Some(number), random, None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let random_ok = random
+        .is_none_or(|hex| hex.len() == 16 && hex.bytes().all(|byte| byte.is_ascii_hexdigit()));
+    let named = pid.parse::<u32>().is_ok() && number.parse::<u64>().is_ok() && random_ok;
     if !named || pid == std::process::id().to_string() {
         return false;
     }

@@ -221,27 +221,53 @@ fn names_taken_in_tmp_are_passed_over_and_nothing_outside_is_written_or_waited_o
     fs::write(&precious, b"not the cache's").unwrap();
     let cache = RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap();
     let tmp = dir.path().join(VERSION_DIR).join(TMP_DIR);
-    // The next names this process would write: a link out of the cache, a FIFO with no reader
-    // (a plain open for writing would wait forever), a folder, a hard link and a file.
-    let first = NEXT_TMP.load(Ordering::Relaxed);
-    let name = |n: u64| tmp.join(format!("{}-{n}", std::process::id()));
-    std::os::unix::fs::symlink(&precious, name(first)).unwrap();
-    let fifo = std::ffi::CString::new(name(first + 1).as_os_str().as_encoded_bytes()).unwrap();
+    // A process's names cannot be foreseen: two differ beyond their counter.
+    let (first, second) = (cache.tmp_path(), cache.tmp_path());
+    let random = |path: &Path| {
+        path.to_str()
+            .unwrap()
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert_ne!(random(&first), random(&second));
+    // Names taken by a link out of the cache, a FIFO with no reader (a plain open for writing
+    // would wait forever), a folder, a hard link and a file are passed over.
+    let names: Vec<PathBuf> = (0..6).map(|n| tmp.join(format!("taken-{n}"))).collect();
+    std::os::unix::fs::symlink(&precious, &names[0]).unwrap();
+    let fifo = std::ffi::CString::new(names[1].as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: `fifo` is a NUL-terminated path that outlives the call.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
-    fs::create_dir(name(first + 2)).unwrap();
-    fs::hard_link(&precious, name(first + 3)).unwrap();
-    fs::write(name(first + 4), b"someone else's").unwrap();
+    fs::create_dir(&names[2]).unwrap();
+    fs::hard_link(&precious, &names[3]).unwrap();
+    fs::write(&names[4], b"someone else's").unwrap();
+    let (mut file, made) = create_new(names.iter().cloned()).unwrap();
+    assert_eq!(made, names[5]);
+    file.write_all(b"the cache's").unwrap();
+    assert_eq!(fs::read(&precious).unwrap(), b"not the cache's");
+    assert_eq!(fs::read(&names[4]).unwrap(), b"someone else's");
+    // Every name taken: an error, nothing written.
+    assert_eq!(
+        create_new(names[..5].iter().cloned()).unwrap_err().kind(),
+        io::ErrorKind::AlreadyExists
+    );
+    // And a kept range is written through a name of its own.
     let kept = key("\"v1\"", 0..1000);
     let data = bytes_of(1000, 6);
     cache.put(&kept, &data);
-    assert!(
-        NEXT_TMP.load(Ordering::Relaxed) > first + 5,
-        "the taken names were tried"
-    );
     assert_eq!(cache.get(&kept).as_deref(), Some(&data[..]));
-    assert_eq!(fs::read(&precious).unwrap(), b"not the cache's");
-    assert_eq!(fs::read(name(first + 4)).unwrap(), b"someone else's");
+    // Names of writers: a process id no system gives (past Linux's largest), with and without
+    // the random part, is gone; a name of another shape or of this process is not judged so.
+    let gone = |name: &str| writer_is_gone(std::ffi::OsStr::new(name));
+    #[cfg(target_os = "linux")]
+    {
+        assert!(gone("4000000000-1-0123456789abcdef"));
+        assert!(gone("4000000000-1"));
+    }
+    assert!(!gone("4000000000-1-not-hex"));
+    assert!(!gone("0123456789abcdef0123456789abcdef.lock"));
+    assert!(!gone(&format!("{}-1-0123456789abcdef", std::process::id())));
 }
 
 #[cfg(unix)]
