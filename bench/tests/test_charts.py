@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import chart_svg
 from _scripts import load
 
 SCRIPT = Path(__file__).resolve().parents[1] / "charts.py"
@@ -203,7 +204,7 @@ def _check_group_widths(group, values):
 
 
 def test_exchange_svg_is_well_formed_with_a_bar_per_row_to_scale():
-    svg = charts.render_svg(charts.exchange_chart(charts.parse_tables(PAGE)))
+    svg = chart_svg.render_svg(charts.exchange_chart(charts.parse_tables(PAGE)))
     root = ET.fromstring(svg)
     assert root.tag == f"{SVG}svg"
     assert int(root.get("width")) == 780
@@ -211,14 +212,14 @@ def test_exchange_svg_is_well_formed_with_a_bar_per_row_to_scale():
     assert [group.get("aria-label") for group in groups] == ["__dlpack__ called alone", "zero-copy exchanges"]
 
     widths, scale = _check_group_widths(groups[0], [0.67, 0.70, 0.50])
-    assert max(widths) < charts.PLOT_WIDTH
+    assert max(widths) < chart_svg.PLOT_WIDTH
     # The reference line sits at 1.0 on the same scale as the bars.
     reference = groups[0].find(f"{SVG}line[@class='reference']")
-    assert float(reference.get("x1")) - charts.PLOT_X == pytest.approx(scale, abs=0.01)
+    assert float(reference.get("x1")) - chart_svg.PLOT_X == pytest.approx(scale, abs=0.01)
 
     widths, scale = _check_group_widths(groups[1], [0.80, 76.78, 2.55])
     # 76.78 runs past the axis: its bar is cut at the axis's end and says so.
-    assert widths[1] == pytest.approx(charts.PLOT_WIDTH)
+    assert widths[1] == pytest.approx(chart_svg.PLOT_WIDTH)
     assert widths[2] == pytest.approx(2.55 * scale, abs=0.01)
     texts = _texts(root)
     assert "76.78, off the axis" in texts
@@ -231,13 +232,13 @@ def test_exchange_svg_is_well_formed_with_a_bar_per_row_to_scale():
 
 
 def test_loader_svg_colours_ours_apart_and_labels_every_bar():
-    svg = charts.render_svg(charts.loader_chart(charts.parse_tables(PAGE)))
+    svg = chart_svg.render_svg(charts.loader_chart(charts.parse_tables(PAGE)))
     root = ET.fromstring(svg)
     ipc, parquet = root.iter(f"{SVG}g")
     _check_group_widths(ipc, [0.006, 0.001, 0.168, 0.067, 0.056, 0.021])
     # "did not run" has no bar, only its words.
     widths, _ = _check_group_widths(parquet, [1.688, 0.844, 9.992, 0.171, 0.143])
-    assert widths[2] == pytest.approx(charts.PLOT_WIDTH)
+    assert widths[2] == pytest.approx(chart_svg.PLOT_WIDTH)
     kinds = [rect.get("class") for rect in _bars(root)]
     assert kinds == ["bar anchor"] * 4 + ["bar ours"] * 2 + ["bar anchor"] * 3 + ["bar ours"] * 2
     fills = {rect.get("class"): rect.get("fill") for rect in _bars(root)}
@@ -250,15 +251,15 @@ def test_loader_svg_colours_ours_apart_and_labels_every_bar():
 
 def test_long_labels_wrap_within_the_width():
     label = " ".join(["word"] * 60)
-    lines = charts.wrap(label, 200)
+    lines = chart_svg.wrap(label, 200)
     assert " ".join(lines) == label
-    assert all(len(line) * charts.CHAR_WIDTH <= 200 for line in lines)
+    assert all(len(line) * chart_svg.CHAR_WIDTH <= 200 for line in lines)
 
 
 def test_text_is_escaped():
-    item = charts.Item("a < b & c", [charts.Bar("10", 0.5, "0.5", ours=True)])
-    chart = charts.Chart("t", "s", "x", [charts.Group("g <1>", [item])], ours_legend="ours")
-    root = ET.fromstring(charts.render_svg(chart))
+    item = chart_svg.Item("a < b & c", [chart_svg.Bar("10", 0.5, "0.5", ours=True)])
+    chart = chart_svg.Chart("t", "s", "x", [chart_svg.Group("g <1>", [item])], ours_legend="ours")
+    root = ET.fromstring(chart_svg.render_svg(chart))
     assert "a < b & c" in _texts(root)
     assert next(root.iter(f"{SVG}g")).get("aria-label") == "g <1>"
 
