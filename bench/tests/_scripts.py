@@ -10,7 +10,10 @@ BENCH = Path(__file__).resolve().parents[1]
 
 def load(file_name: str) -> ModuleType:
     """The module of ``bench/<file_name>``, registered in ``sys.modules`` as ``bench_<stem>``
-    (dataclasses look their module up by name while building their classes)."""
+    (dataclasses look their module up by name while building their classes). ``bench/`` goes on
+    ``sys.path`` first, as when a script is run, so that the scripts import their siblings."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
     name = "bench_" + Path(file_name).stem
     spec = importlib.util.spec_from_file_location(name, BENCH / file_name)
     module = importlib.util.module_from_spec(spec)

@@ -11,7 +11,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import chart_svg
 from _scripts import load
 
 SCRIPT = Path(__file__).resolve().parents[1] / "charts.py"
@@ -19,6 +18,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 charts = load("charts.py")
+chart_svg = load("chart_svg.py")
 
 PAGE = """\
 # Benchmarks
