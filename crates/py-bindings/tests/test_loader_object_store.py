@@ -358,6 +358,28 @@ def test_http_urls_with_retries_of_transient_errors(tmp_path):
         _assert_same(got, _collect(str(tmp_path / "a.parquet"), 512, columns=["id", "emb"]))
 
 
+def test_a_stream_is_fetched_once_past_its_schema(tmp_path):
+    """The making of the loader reads the first stream's schema from a short first range; the
+    stream's bytes are then fetched once, not its first 8 MB twice."""
+    table = _table(0, 60_000)
+    path = tmp_path / "s.arrows"
+    with pa.ipc.new_stream(path, table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=10_000):
+            writer.write_batch(batch)
+    data = path.read_bytes()
+    assert len(data) > 1 << 20
+    with _servers.range_server({"/s.arrows": data}) as (server, base):
+        got = _collect(f"{base}/s.arrows", 4096, columns=["id", "emb"], storage_options=QUICK)
+        ranges = [headers.get("range") for method, _, headers in server.seen if method == "GET"]
+    moved = 0
+    for ranged in ranges:
+        first, _, last = ranged[len("bytes="):].partition("-")
+        moved += int(last) if first == "" else int(last) + 1 - int(first)
+    # The footer's tail (64 KiB), the schema's first read (64 KiB), then the stream once.
+    assert moved <= len(data) + 2 * 65536, (moved, len(data), ranges)
+    _assert_same(got, _collect(str(path), 4096, columns=["id", "emb"]))
+
+
 def test_a_server_that_stops_answering_is_an_error_after_the_timeout(tmp_path):
     files = {"/a.parquet": b"PAR1" * 100}
     with _servers.range_server(files) as (server, base):

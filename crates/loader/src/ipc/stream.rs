@@ -28,8 +28,12 @@ use crate::remote::RemoteObject;
 use crate::{Error, Result};
 
 /// The bytes of one read of an IPC stream in object storage.
-#[cfg(feature = "object-store")]
 pub(crate) const STREAM_CHUNK: u64 = 8 << 20;
+
+/// The bytes of the first read of a stream opened for its schema alone (when a loader is made):
+/// a schema message is small, and the stream is read again from its start for its batches, so
+/// a first read of [`STREAM_CHUNK`] would fetch 8 MB twice (a longer schema costs more reads).
+const SCHEMA_CHUNK: u64 = 64 << 10;
 
 /// An IPC stream: a local file, or an object read in order.
 pub(crate) enum StreamInput {
@@ -66,8 +70,10 @@ impl StreamInput {
         }
     }
 
-    /// The stream's messages, from its start.
-    fn messages(&self) -> Result<Messages<Box<dyn Read + Send>>> {
+    /// The stream's messages, from its start; an object's first read is `first_read` bytes
+    /// ([`SCHEMA_CHUNK`] or [`STREAM_CHUNK`]), each later one [`STREAM_CHUNK`].
+    #[cfg_attr(not(feature = "object-store"), allow(unused_variables))]
+    fn messages(&self, first_read: u64) -> Result<Messages<Box<dyn Read + Send>>> {
         let (read, size): (Box<dyn Read + Send>, u64) = match self {
             StreamInput::Path(path) => {
                 let file = file::open(path)?;
@@ -90,6 +96,7 @@ impl StreamInput {
                     object: object.clone(),
                     offset: 0,
                     chunk: bytes::Bytes::new(),
+                    next_read: first_read,
                 }),
                 object.size(),
             ),
@@ -103,9 +110,10 @@ impl StreamInput {
     }
 
     /// Opens the stream: its messages, a decoder that has been given its schema message, and
-    /// the schema (which the decoder holds only once the next message reaches it).
-    fn open(&self) -> Result<Opened> {
-        let mut messages = self.messages()?;
+    /// the schema (which the decoder holds only once the next message reaches it); an object's
+    /// first read is `first_read` bytes.
+    fn open(&self, first_read: u64) -> Result<Opened> {
+        let mut messages = self.messages(first_read)?;
         let mut decoder = StreamDecoder::new();
         let Some(message) = messages.next()? else {
             return Err(Error::ipc(
@@ -384,19 +392,22 @@ fn decode(
     Ok(decoded)
 }
 
-/// An object read in order, [`STREAM_CHUNK`] bytes per request.
+/// An object read in order, [`STREAM_CHUNK`] bytes per request (the first may be shorter).
 #[cfg(feature = "object-store")]
 struct RemoteRead {
     object: RemoteObject,
     offset: u64,
     chunk: bytes::Bytes,
+    /// The bytes of the next request.
+    next_read: u64,
 }
 
 #[cfg(feature = "object-store")]
 impl Read for RemoteRead {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         if self.chunk.is_empty() && self.offset < self.object.size() {
-            let end = (self.offset + STREAM_CHUNK).min(self.object.size());
+            let end = (self.offset + self.next_read).min(self.object.size());
+            self.next_read = STREAM_CHUNK;
             let fetched = self
                 .object
                 .fetch_now(std::iter::once(self.offset..end))
@@ -420,7 +431,7 @@ pub(crate) fn read_streams(
 ) -> impl Iterator<Item = Result<RecordBatch>> + Send {
     inputs.into_iter().flat_map(
         |input| -> Box<dyn Iterator<Item = Result<RecordBatch>> + Send> {
-            match input.open() {
+            match input.open(STREAM_CHUNK) {
                 Ok((mut messages, mut decoder, _)) => {
                     let mut failed = false;
                     Box::new(std::iter::from_fn(move || {
@@ -478,7 +489,7 @@ pub(crate) struct StreamSummary {
 /// stream's record-batch headers are read too (their bodies skipped) for its rows and the nulls
 /// of each column.
 pub(crate) fn stream_summary(input: &StreamInput, headers: bool) -> Result<StreamSummary> {
-    let (_, _, schema) = input.open()?;
+    let (_, _, schema) = input.open(SCHEMA_CHUNK)?;
     let path = match input {
         StreamInput::Path(path) if headers => Some(path.as_path()),
         StreamInput::Planned(planned) if headers => Some(planned.path()),
