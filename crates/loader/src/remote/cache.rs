@@ -14,8 +14,9 @@
 //! again and written over. Nothing here fails a read: an entry that cannot be written (a full
 //! disk) is left out, and the range is served from the network.
 //!
-//! One process fills an entry at a time: a process that misses a range takes the right to fill it
-//! ([`claim`]: an exclusive `flock` on `tmp/<entry name>.lock`) before it fetches, and one that
+//! One process fills a range's entry at a time ([`RangeCache::get_or_fetch`]): a process that
+//! misses a range takes the right to fill it (an exclusive `flock` on `tmp/<entry name>.lock`,
+//! `claim.rs`) before it fetches, and one that
 //! finds the right taken waits for it and reads what the holder kept, so that the ranks and
 //! DataLoader workers that read one range at once fetch it once. The kernel releases the lock of
 //! a process that dies; a holder that takes longer than [`FILL_WAIT`] (a store that stalls)
@@ -31,7 +32,7 @@
 //! |---|---|
 //! | `<dir>/v1/<2 hex digits>/<32 hex digits>` | one entry: the header, then the range's bytes |
 //! | `<dir>/v1/tmp/<process id>-<number>-<16 random hex digits>` | an entry being written, renamed into place when whole |
-//! | `<dir>/v1/tmp/<32 hex digits>.lock` | the lock file of an entry being fetched ([`claim`]) |
+//! | `<dir>/v1/tmp/<32 hex digits>.lock` | the lock file of an entry being fetched (`claim.rs`) |
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -550,7 +551,8 @@ fn file_touch(file: &File) -> io::Result<()> {
 
 mod claim;
 
-pub(crate) use claim::claim;
+#[cfg(test)]
+use claim::claim;
 
 #[cfg(test)]
 mod tests;

@@ -238,40 +238,14 @@ impl FetchTarget {
     }
 
     /// The bytes of `range`: from the cache when it holds them, else fetched (and then kept
-    /// there). The cache's files are read and written on the runtime's blocking threads.
+    /// there, one process fetching a range at a time: [`RangeCache::get_or_fetch`]).
     async fn get(&self, range: Range<u64>) -> Result<Bytes> {
-        let cached = self.cache.as_ref().and_then(|cache| {
-            let key = self.stamp.cache_key(&self.name, &range)?;
-            Some((cache.clone(), key))
-        });
-        let Some((cache, key)) = cached else {
-            return self.fetch(range).await;
-        };
-        let look = || {
-            let (cache, key) = (cache.clone(), key.clone());
-            async move {
-                tokio::task::spawn_blocking(move || cache.get(&key))
-                    .await
-                    .ok()
-                    .flatten()
-            }
-        };
-        if let Some(bytes) = look().await {
-            return Ok(bytes);
+        let cached = (self.cache.as_ref())
+            .and_then(|cache| Some((cache, self.stamp.cache_key(&self.name, &range)?)));
+        match cached {
+            Some((cache, key)) => cache.get_or_fetch(key, self.fetch(range)).await,
+            None => self.fetch(range).await,
         }
-        // One fill of a range across the processes sharing the cache: whoever holds the right
-        // fetches; the others wait for it and read what it kept.
-        let claim = super::cache::claim(&cache, &key).await;
-        if let Some(bytes) = look().await {
-            return Ok(bytes);
-        }
-        let bytes = self.fetch(range).await?;
-        let kept = bytes.clone();
-        // A range that cannot be kept is served all the same; the right to fill it goes after
-        // the entry is in place.
-        let _ = tokio::task::spawn_blocking(move || cache.put(&key, &kept)).await;
-        drop(claim);
-        Ok(bytes)
     }
 
     /// Fetches `range`, pinned to the planned object.

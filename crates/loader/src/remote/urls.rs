@@ -418,21 +418,15 @@ async fn read_target(
 async fn read_cached(target: &Target, max_bytes: u64, cache: Arc<RangeCache>) -> Result<Bytes> {
     let url = target.name.to_string_lossy().into_owned();
     let record = CacheKey::record(&url, RECORD_BYTES);
-    let kept = {
-        let (cache, record) = (cache.clone(), record.clone());
-        tokio::task::spawn_blocking(move || cache.get(&record))
-            .await
-            .ok()
-            .flatten()
-            .and_then(|bytes| Kept::decode(&bytes))
-            .filter(|kept| kept.size <= max_bytes)
-    };
+    let kept = cache
+        .get_async(&record)
+        .await
+        .and_then(|bytes| Kept::decode(&bytes))
+        .filter(|kept| kept.size <= max_bytes);
     let answer = match &kept {
         Some(kept) => match read(target, max_bytes, Some(&kept.e_tag)).await {
             Err(Unread::NotModified) => {
-                let (cache, key) = (cache.clone(), kept.key(&url));
-                let hit = tokio::task::spawn_blocking(move || cache.get(&key)).await;
-                if let Ok(Some(bytes)) = hit {
+                if let Some(bytes) = cache.get_async(&kept.key(&url)).await {
                     return Ok(bytes);
                 }
                 // The bytes went (evicted) while the record stayed: read them again.

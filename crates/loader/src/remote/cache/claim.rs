@@ -1,16 +1,54 @@
-//! One fill of a cache entry at a time across the processes that share the directory
-//! ([`claim`]): an exclusive `flock` on the entry's lock file in `tmp/`, waited for at most
-//! [`FILL_WAIT`](super::FILL_WAIT), released (and the file removed) when the [`FillClaim`] is
-//! dropped.
+//! Reading and filling the cache from the loader's runtime ([`RangeCache::get_async`],
+//! [`RangeCache::get_or_fetch`]), with one fill of an entry at a time across the processes that
+//! share the directory ([`claim`]): an exclusive `flock` on the entry's lock file in `tmp/`,
+//! waited for at most [`FILL_WAIT`](super::FILL_WAIT), released (and the file removed) when the
+//! [`FillClaim`] is dropped.
 
 use std::fs::{self, File};
+use std::future::Future;
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::{CLAIM_PAUSES, CacheKey, FILL_WAIT, RangeCache, TMP_DIR};
+use crate::Result;
 
 impl RangeCache {
+    /// [`RangeCache::get`] on the runtime's blocking threads (it reads a file).
+    pub(crate) async fn get_async(self: &Arc<Self>, key: &CacheKey) -> Option<Bytes> {
+        let (cache, key) = (self.clone(), key.clone());
+        tokio::task::spawn_blocking(move || cache.get(&key))
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// The bytes of `key`: the kept ones, else those `fetch` gives, kept then (bytes that
+    /// cannot be kept are served all the same). Whoever misses `key` takes the right to fill it
+    /// ([`claim`]) and looks again before it fetches, so that processes that miss one entry at
+    /// once fetch it once: the others wait for the holder and read what it kept.
+    pub(crate) async fn get_or_fetch(
+        self: &Arc<Self>,
+        key: CacheKey,
+        fetch: impl Future<Output = Result<Bytes>>,
+    ) -> Result<Bytes> {
+        if let Some(bytes) = self.get_async(&key).await {
+            return Ok(bytes);
+        }
+        let claim = claim(self, &key).await;
+        if let Some(bytes) = self.get_async(&key).await {
+            return Ok(bytes);
+        }
+        let bytes = fetch.await?;
+        let (cache, kept) = (self.clone(), bytes.clone());
+        // The right to fill the entry goes once it is in place.
+        let _ = tokio::task::spawn_blocking(move || cache.put(&key, &kept)).await;
+        drop(claim);
+        Ok(bytes)
+    }
+
     /// The lock file of the entry of `key`, opened (created if missing) for [`claim`]; `None`
     /// where none can be made or what is there is not a regular file.
     fn lock_file(&self, key: &CacheKey) -> Option<(File, PathBuf)> {
@@ -38,7 +76,7 @@ impl RangeCache {
 /// new lock file. Either way the worst case is a range fetched twice, never a torn entry: the
 /// entries themselves are renamed into place whole.
 #[derive(Debug)]
-pub(crate) struct FillClaim {
+pub(super) struct FillClaim {
     _file: File,
     path: PathBuf,
 }
@@ -53,7 +91,7 @@ impl Drop for FillClaim {
 /// loader) holds it, for at most [`FILL_WAIT`]; `None` when no lock file can be made there
 /// (or off Unix), or the wait ran out: the caller then fetches without it. The caller looks
 /// for the entry again once it holds the right, since the holder it waited for kept it.
-pub(crate) async fn claim(cache: &Arc<RangeCache>, key: &CacheKey) -> Option<FillClaim> {
+pub(super) async fn claim(cache: &Arc<RangeCache>, key: &CacheKey) -> Option<FillClaim> {
     let opened = {
         let (cache, key) = (cache.clone(), key.clone());
         tokio::task::spawn_blocking(move || cache.lock_file(&key))

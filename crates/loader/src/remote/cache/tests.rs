@@ -473,3 +473,38 @@ fn a_link_planted_as_a_lock_file_is_not_followed_and_the_range_is_fetched_withou
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(fs::read(&outside).unwrap(), b"not the cache's");
 }
+
+#[test]
+fn two_handles_that_miss_one_entry_at_once_fetch_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Arc::new(RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap());
+    let second = Arc::new(RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap());
+    let kept = key("\"v1\"", 0..4096);
+    let data = Bytes::from(bytes_of(4096, 4));
+    let fetched = Arc::new(AtomicU64::new(0));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let read = runtime.block_on(async {
+        let reads = [first, second].map(|cache| {
+            let (kept, data, fetched) = (kept.clone(), data.clone(), fetched.clone());
+            tokio::spawn(async move {
+                let fetch = async move {
+                    fetched.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    Ok(data)
+                };
+                cache.get_or_fetch(kept, fetch).await.unwrap()
+            })
+        });
+        let mut read = Vec::new();
+        for handle in reads {
+            read.push(handle.await.unwrap());
+        }
+        read
+    });
+    assert_eq!(fetched.load(Ordering::Relaxed), 1, "one of the two fetched");
+    assert!(read.iter().all(|bytes| *bytes == data));
+}
