@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import _forked
 import arrow_dlpack as ad
 from arrow_dlpack._arrow_dlpack import _Batches
 
@@ -216,16 +217,7 @@ def test_shuffled_shards_with_a_seed_read_every_row_exactly_once(world_size, uni
 def in_two_forked_ranks(target, init_file, source):
     """What ``target(rank, init_file, source, queue)`` puts in the queue in each of two forked
     processes (ranks 0 and 1), once both have ended well."""
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
-    ranks = [context.Process(target=target, args=(rank, init_file, source, queue)) for rank in range(2)]
-    for process in ranks:
-        process.start()
-    found = [queue.get(timeout=120) for _ in ranks]
-    for process in ranks:
-        process.join(timeout=60)
-        assert process.exitcode == 0
-    return found
+    return _forked.in_forked_processes(target, [(rank, init_file, source) for rank in range(2)])
 
 
 def read_as_rank(rank, init_file, source, queue):

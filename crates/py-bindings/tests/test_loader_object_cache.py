@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from torch.utils.data import DataLoader
 
+import _forked
 import _object_servers
 import arrow_dlpack as ad
 
@@ -231,7 +232,6 @@ def _ids_of(url, cache, out):
 def test_processes_that_miss_one_range_at_once_fetch_it_once(tmp_path):
     """Four processes read one object at once from a slow server: each range is fetched by one
     of them, and the others wait for it and read it from the cache."""
-    import multiprocessing
     import time
 
     files = {"/s.parquet": _parquet_bytes(tmp_path, "s.parquet", 0, 2000)}
@@ -245,15 +245,7 @@ def test_processes_that_miss_one_range_at_once_fetch_it_once(tmp_path):
             return False
 
         server.handler = slow
-        context = multiprocessing.get_context("fork")
-        out = context.Queue()
-        readers = [context.Process(target=_ids_of, args=(f"{base}/s.parquet", cache, out)) for _ in range(4)]
-        for reader in readers:
-            reader.start()
-        read = [out.get(timeout=120) for _ in readers]
-        for reader in readers:
-            reader.join(timeout=60)
-            assert reader.exitcode == 0
+        read = _forked.in_forked_processes(_ids_of, [(f"{base}/s.parquet", cache)] * 4)
         assert read == [list(range(2000))] * 4
         ranges = [ranged for _, ranged in _ranges(server) if not ranged.startswith("bytes=-")]
         assert ranges and len(ranges) == len(set(ranges)), ranges

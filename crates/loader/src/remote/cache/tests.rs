@@ -22,6 +22,15 @@ fn bytes_of(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
+/// A runtime of two threads, as the loader's, for the cache's async side.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// The bytes every entry of the cache at `dir` holds, headers included.
 fn stored(dir: &Path) -> u64 {
     let cache = RangeCache::open(&settings(dir, u64::MAX)).unwrap();
@@ -411,11 +420,7 @@ fn one_process_fills_an_entry_at_a_time_and_the_one_that_waited_reads_what_it_ke
     let second = Arc::new(RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap());
     let kept = key("\"v1\"", 0..4096);
     let data = bytes_of(4096, 9);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     runtime.block_on(async {
         let held = claim(&first, &kept)
             .await
@@ -464,10 +469,7 @@ fn a_link_planted_as_a_lock_file_is_not_followed_and_the_range_is_fetched_withou
         .join(TMP_DIR)
         .join(format!("{}.lock", kept.file_name()));
     std::os::unix::fs::symlink(&outside, &lock).unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let started = std::time::Instant::now();
     assert!(runtime.block_on(claim(&cache, &kept)).is_none());
     assert!(started.elapsed() < Duration::from_secs(5));
@@ -482,11 +484,7 @@ fn two_handles_that_miss_one_entry_at_once_fetch_it_once() {
     let kept = key("\"v1\"", 0..4096);
     let data = Bytes::from(bytes_of(4096, 4));
     let fetched = Arc::new(AtomicU64::new(0));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let read = runtime.block_on(async {
         let reads = [first, second].map(|cache| {
             let (kept, data, fetched) = (kept.clone(), data.clone(), fetched.clone());
