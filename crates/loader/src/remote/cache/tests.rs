@@ -31,6 +31,13 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// Two handles of the cache at `dir`, as two processes would have (each opens its own lock
+/// files).
+fn two_handles(dir: &Path) -> (Arc<RangeCache>, Arc<RangeCache>) {
+    let open = || Arc::new(RangeCache::open(&settings(dir, 1 << 30)).unwrap());
+    (open(), open())
+}
+
 /// The bytes every entry of the cache at `dir` holds, headers included.
 fn stored(dir: &Path) -> u64 {
     let cache = RangeCache::open(&settings(dir, u64::MAX)).unwrap();
@@ -415,9 +422,7 @@ fn loaders_of_one_process_share_one_cache_per_directory_and_count_each_others_en
 #[test]
 fn one_process_fills_an_entry_at_a_time_and_the_one_that_waited_reads_what_it_kept() {
     let dir = tempfile::tempdir().unwrap();
-    // Two handles of one directory, as two processes would have (each opens its own lock file).
-    let first = Arc::new(RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap());
-    let second = Arc::new(RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap());
+    let (first, second) = two_handles(dir.path());
     let kept = key("\"v1\"", 0..4096);
     let data = bytes_of(4096, 9);
     let runtime = runtime();
@@ -479,8 +484,7 @@ fn a_link_planted_as_a_lock_file_is_not_followed_and_the_range_is_fetched_withou
 #[test]
 fn two_handles_that_miss_one_entry_at_once_fetch_it_once() {
     let dir = tempfile::tempdir().unwrap();
-    let first = Arc::new(RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap());
-    let second = Arc::new(RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap());
+    let (first, second) = two_handles(dir.path());
     let kept = key("\"v1\"", 0..4096);
     let data = Bytes::from(bytes_of(4096, 4));
     let fetched = Arc::new(AtomicU64::new(0));
