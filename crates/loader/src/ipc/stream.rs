@@ -32,7 +32,8 @@ pub(crate) const STREAM_CHUNK: u64 = 8 << 20;
 
 /// The bytes of the first read of a stream opened for its schema alone (when a loader is made):
 /// a schema message is small, and the stream is read again from its start for its batches, so
-/// a first read of [`STREAM_CHUNK`] would fetch 8 MB twice (a longer schema costs more reads).
+/// a first read of [`STREAM_CHUNK`] would fetch 8 MB twice (reads double from there, so a
+/// longer schema costs a few more reads, not 8 MB).
 const SCHEMA_CHUNK: u64 = 64 << 10;
 
 /// An IPC stream: a local file, or an object read in order.
@@ -71,7 +72,8 @@ impl StreamInput {
     }
 
     /// The stream's messages, from its start; an object's first read is `first_read` bytes
-    /// ([`SCHEMA_CHUNK`] or [`STREAM_CHUNK`]), each later one [`STREAM_CHUNK`].
+    /// ([`SCHEMA_CHUNK`] or [`STREAM_CHUNK`]), each later one twice the last, up to
+    /// [`STREAM_CHUNK`].
     #[cfg_attr(not(feature = "object-store"), allow(unused_variables))]
     fn messages(&self, first_read: u64) -> Result<Messages<Box<dyn Read + Send>>> {
         let (read, size): (Box<dyn Read + Send>, u64) = match self {
@@ -392,7 +394,8 @@ fn decode(
     Ok(decoded)
 }
 
-/// An object read in order, [`STREAM_CHUNK`] bytes per request (the first may be shorter).
+/// An object read in order, [`STREAM_CHUNK`] bytes per request (the first ones may be shorter,
+/// doubling up to it).
 #[cfg(feature = "object-store")]
 struct RemoteRead {
     object: RemoteObject,
@@ -407,7 +410,7 @@ impl Read for RemoteRead {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         if self.chunk.is_empty() && self.offset < self.object.size() {
             let end = (self.offset + self.next_read).min(self.object.size());
-            self.next_read = STREAM_CHUNK;
+            self.next_read = (self.next_read * 2).min(STREAM_CHUNK);
             let fetched = self
                 .object
                 .fetch_now(std::iter::once(self.offset..end))
