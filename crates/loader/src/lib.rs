@@ -88,6 +88,7 @@ mod columns;
 mod digest;
 mod error;
 mod file;
+mod handoff;
 mod images;
 mod ipc;
 mod loader;

@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, sync_channel};
+
+use crate::handoff::{self, Spinner};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -99,6 +101,8 @@ pub struct Batches {
     /// Set by the background thread as it ends, after dropping what it held.
     ended: Arc<AtomicBool>,
     receiver: Option<Receiver<Marked>>,
+    /// Whether waiting for the next item spins first (see `handoff`).
+    spinner: Spinner,
     /// An item [`wait`](Batches::wait) received, handed out by the next receive.
     pending: Option<Marked>,
     thread: Option<JoinHandle<()>>,
@@ -158,7 +162,21 @@ impl Batches {
         let epoch = spec.epoch;
         let shard = [spec.shard_index as u64, spec.num_shards as u64];
         let ranks = spec.ranks() as u64;
+        // Both ends of the channel spin briefly before they sleep, unless decoding threads
+        // would then lack a core (`handoff`).
+        let decoding = plan.decoded
+            || !spec.images.is_empty()
+            || spec
+                .sequences
+                .iter()
+                .any(|sequence| sequence.tokenizer.is_some());
+        let spins = handoff::spins(if decoding {
+            spec.decode_thread_count()
+        } else {
+            0
+        });
         let (sender, receiver) = sync_channel(spec.prefetch);
+        let mut sender = handoff::Sender::new(sender, Spinner::new(spins));
         // The source's own flag, when it has one, is the loader's: setting it stops both.
         let stop = plan
             .stop
@@ -193,12 +211,12 @@ impl Batches {
                         origins,
                         &start,
                         planned.as_ref(),
-                        &sender,
+                        &mut sender,
                         &thread_stop,
                     );
                 });
                 if let Err(payload) = result {
-                    let _ = sender.send(Err(Error::from_panic(payload)));
+                    sender.send(Err(Error::from_panic(payload)));
                 }
                 // Everything the thread holds is dropped (the source went with `run`) before it
                 // says that it has ended: a binding may then let the process exit.
@@ -209,6 +227,7 @@ impl Batches {
         Ok(Batches {
             ended,
             receiver: Some(receiver),
+            spinner: Spinner::new(spins),
             pending: None,
             thread: Some(thread),
             stop,
@@ -319,7 +338,7 @@ impl Batches {
         let Some(receiver) = self.receiver.as_ref() else {
             return true;
         };
-        match receiver.recv_timeout(limit) {
+        match self.spinner.recv_timeout(receiver, limit) {
             Ok(item) => {
                 self.pending = Some(item);
                 true
@@ -335,7 +354,7 @@ impl Batches {
         if let Some(item) = self.pending.take() {
             return Some(Ok(item));
         }
-        Some(self.receiver.as_ref()?.recv().map_err(|_| ()))
+        Some(self.spinner.recv(self.receiver.as_ref()?))
     }
 
     /// The next batch of the background thread and where the stream stands after it; `None`

@@ -12,7 +12,8 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::SyncSender;
+
+use crate::handoff::Sender;
 
 use arrow_array::RecordBatch;
 
@@ -171,7 +172,7 @@ pub(crate) fn run(
     origins: Origins,
     start: &Start,
     planned: Option<&ShardBatches>,
-    sender: &SyncSender<Marked>,
+    sender: &mut Sender<Marked>,
     stop: &AtomicBool,
 ) {
     let mut input = Input {
@@ -187,7 +188,7 @@ pub(crate) fn run(
     };
     let mut emit = |batch: Marked| -> bool {
         let failed = batch.is_err();
-        !stop.load(Ordering::Relaxed) && sender.send(batch).is_ok() && !failed
+        !stop.load(Ordering::Relaxed) && sender.send(batch) && !failed
     };
     match (start, planned) {
         (_, Some(batches)) => planned::planned(spec, &mut input, batches, &mut emit),

@@ -106,6 +106,21 @@ impl StorageOptions {
                 }
             }
         }
+        // The proxy's certificate and exclusions mean nothing without a proxy: reqwest would
+        // drop them, and the caller would believe a certificate in use that is not.
+        let given = |name: &str| entries.iter().find(|(key, _)| key == name);
+        if given("proxy_url").is_none() {
+            for name in ["proxy_ca_certificate", "proxy_excludes"] {
+                if let Some((key, _)) = given(name) {
+                    return Err(Error::InvalidSource {
+                        what: format!("storage option {key:?}"),
+                        reason: "it is given without \"proxy_url\", and applies only to the \
+                                 proxy that names"
+                            .to_string(),
+                    });
+                }
+            }
+        }
         backoff.max_backoff = backoff.max_backoff.max(backoff.init_backoff);
         retry.backoff = backoff;
         Ok(StorageOptions {
@@ -381,5 +396,19 @@ mod tests {
             .to_string();
         assert!(error.contains("s3://***@bucket/a.parquet"), "{error}");
         assert!(!error.contains("secret"), "{error}");
+    }
+    #[test]
+    fn a_proxy_certificate_or_exclusions_without_a_proxy_are_refused() {
+        for key in ["proxy_ca_certificate", "proxy_excludes"] {
+            let Err(error) = StorageOptions::new([(key, "x")]) else {
+                panic!("{key} without a proxy was taken");
+            };
+            let error = error.to_string();
+            assert!(
+                error.contains(key) && error.contains("proxy_url"),
+                "{error}"
+            );
+            assert!(StorageOptions::new([(key, "x"), ("proxy_url", "http://proxy:3128")]).is_ok());
+        }
     }
 }

@@ -208,6 +208,8 @@ pub(crate) struct Plan {
     /// Where each item's rows lie in the files, for a source of files (image rows are keyed,
     /// named and resolved by it).
     pub(crate) locate: Option<Locate>,
+    /// Whether the pieces are decoded on decoding threads of their own (Parquet's row groups).
+    pub(crate) decoded: bool,
 }
 
 /// The columns the spec reads, or `None` for all.
@@ -416,6 +418,7 @@ fn plan_ipc_files(paths: &[PathBuf], files: Vec<IpcFile>, spec: &BatchSpec) -> R
         planned: batches,
         null_to_nan,
         locate,
+        decoded: false,
     })
 }
 
@@ -519,6 +522,7 @@ fn plan_parquet_files(
         planned: batches,
         null_to_nan,
         locate,
+        decoded: true,
     })
 }
 

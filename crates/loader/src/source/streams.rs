@@ -51,6 +51,7 @@ impl Plan {
             planned: None,
             null_to_nan,
             locate: None,
+            decoded: false,
         }
     }
 
