@@ -324,6 +324,14 @@ impl Batches {
         self.rows_left_out
     }
 
+    /// Whether [`next`](Iterator::next) would return at once without copying: an item is
+    /// waiting (as [`wait`](Batches::wait) left it), and neither [`BatchSpec::writable`] nor a
+    /// `"concat"` sequence has work to do for it. A binding can then take the batch without
+    /// letting go of its interpreter's lock, which another thread could keep for a while.
+    pub fn ready_at_once(&self) -> bool {
+        self.pending.is_some() && !self.writable && self.concat.is_none()
+    }
+
     /// Waits at most `limit` for the background thread's next item; whether
     /// [`next`](Iterator::next) can now start without waiting for it (an item arrived, the thread
     /// ended, or the iteration did).

@@ -196,3 +196,43 @@ def test_the_exit_hooks_stop_takes_any_timeout_without_a_panic():
     loader.close()
     for timeout in (float("nan"), float("inf"), -1.0, 0.0, 1e300):
         assert loader._inner._stop_at_exit(timeout) in (True, False)
+
+
+def test_ctrl_c_as_a_batch_arrives_keeps_the_batch_for_the_next_call():
+    # Each record batch comes 100 ms after the last, and a SIGINT 3 ms before it: the interrupt
+    # lands while `next()` waits, or as the batch arrives. Either way the batch is kept: the
+    # loop gets every id once, and the loader counts only the batches it handed out.
+    script = """
+import os, signal, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import numpy as np, pyarrow as pa, arrow_dlpack as ad
+
+schema = pa.schema([("id", pa.int64())])
+N = 10
+
+def source():
+    for i in range(N):
+        threading.Timer(0.097, os.kill, (os.getpid(), signal.SIGINT)).start()
+        time.sleep(0.1)
+        yield pa.record_batch([pa.array([i], pa.int64())], schema=schema)
+
+loader = ad.batches(pa.RecordBatchReader.from_batches(schema, source()), 1, prefetch=1)
+got, interrupts = [], 0
+while True:
+    try:
+        batch = next(loader)
+    except StopIteration:
+        break
+    except KeyboardInterrupt:
+        interrupts += 1
+        continue
+    got.append(int(np.from_dlpack(batch["id"])[0]))
+print("ids:", got, flush=True)
+print("interrupted:", interrupts > 0, "rows handed out:", loader.rows_yielded, flush=True)
+"""
+    result = _run(script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"ids: {list(range(10))}",
+        "interrupted: True rows handed out: 10",
+    ], result.stderr

@@ -244,8 +244,10 @@ def test_bad_urls_options_and_mixtures_are_refused(aws_env, tmp_path):
         ad.batches([f"s3://{BUCKET}/a.parquet", str(tmp_path / "a.parquet")])
     with pytest.raises(ValueError, match="storage_options apply to URLs"):
         ad.batches(pa.table({"x": [1.0]}), storage_options={"region": "x"})
-    for proxy_only in ("proxy_ca_certificate", "proxy_excludes"):
-        with pytest.raises(ValueError, match=f'{proxy_only}.*without "proxy_url"'):
+    # The proxy's certificate and exclusions without a proxy, in the spellings the stores take,
+    # are refused before anything is fetched.
+    for proxy_only in ("proxy_ca_certificate", "PROXY_EXCLUDES", "aws_proxy_excludes"):
+        with pytest.raises(ValueError, match=f'{proxy_only.lower()}.*without "proxy_url"'):
             ad.batches(f"s3://{BUCKET}/a.parquet", storage_options={proxy_only: "x"})
 
 

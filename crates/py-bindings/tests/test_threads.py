@@ -212,3 +212,36 @@ def test_large_copies_let_other_threads_run(what):
         if ticks >= 3:
             break
     assert ticks >= 3, "no copy let another thread run: " + ", ".join(attempts)
+
+
+def test_a_batch_that_is_ready_is_taken_without_letting_another_thread_run():
+    # A thread that counts while it holds the GIL, and a switch interval of half a second: if
+    # `next()` let go of the GIL for a batch that is already waiting, the counter would move
+    # (and taking the GIL back would wait for the counter's interval).
+    import sys
+    import time
+
+    table = pa.table({"x": np.arange(64)})
+    loader = ad.batches(table, 8, prefetch=4)
+    counter, stop = [0], threading.Event()
+
+    def count():
+        while not stop.is_set():
+            counter[0] += 1
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.5)
+    try:
+        # The first batch arrives while this thread sleeps (the counter has not started).
+        time.sleep(0.2)
+        thread = threading.Thread(target=count)
+        thread.start()
+        before = counter[0]
+        batch = next(loader)
+        after = counter[0]
+        stop.set()
+        thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert np.from_dlpack(batch["x"]).tolist() == list(range(8))
+    assert after == before

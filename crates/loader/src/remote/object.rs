@@ -380,12 +380,7 @@ pub(super) async fn open_one(
     parquet: bool,
 ) -> Result<Opened> {
     let _permit = acquire(requests).await?;
-    let options = GetOptions {
-        range: Some(GetRange::Suffix(TAIL_GUESS)),
-        ..GetOptions::default()
-    };
-    let result = store
-        .get_opts(location, options)
+    let result = tail(store, location)
         .await
         .map_err(|error| store_error(name, error))?;
     let stamp = Stamp::of(&result.meta);
@@ -412,6 +407,30 @@ pub(super) async fn open_one(
     let start = range.end - bytes.len() as u64;
     let tail = Fetched::new(stamp.size(), vec![(start, bytes)]);
     Ok((stamp, tail))
+}
+
+/// The last [`TAIL_GUESS`] bytes of an object (all of a smaller one) with its metadata: one
+/// request for the suffix where the store takes it; else (Azure refuses suffix ranges before it
+/// sends anything) the object's metadata first, then its last bytes, asked for with that
+/// metadata's validators so that both answers are of one object.
+async fn tail(store: &dyn ObjectStore, location: &StorePath) -> object_store::Result<GetResult> {
+    let suffix = GetOptions {
+        range: Some(GetRange::Suffix(TAIL_GUESS)),
+        ..GetOptions::default()
+    };
+    match store.get_opts(location, suffix).await {
+        Err(object_store::Error::NotSupported { .. }) => {
+            let meta = object_store::ObjectStoreExt::head(store, location).await?;
+            let start = meta.size.saturating_sub(TAIL_GUESS);
+            let mut options = Stamp::of(&meta).preconditions(start..meta.size);
+            if meta.size == 0 {
+                // An empty object has no range to ask for: the whole of it.
+                options.range = None;
+            }
+            store.get_opts(location, options).await
+        }
+        answer => answer,
+    }
 }
 
 /// The footer at the end of `tail` (the last bytes of a Parquet file: the footer, its length
@@ -448,6 +467,114 @@ mod tests {
         tail[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(parquet_footer(Bytes::from(tail.clone())).len(), tail.len());
         assert_eq!(parquet_footer(Bytes::from_static(b"PAR1")).len(), 4);
+    }
+
+    /// A store that refuses suffix ranges before it sends anything, as `object_store`'s Azure
+    /// client does, over an in-memory store; it counts the requests that reach the latter.
+    #[derive(Debug, Default)]
+    struct NoSuffixes {
+        inner: object_store::memory::InMemory,
+        requests: std::sync::atomic::AtomicUsize,
+    }
+
+    impl fmt::Display for NoSuffixes {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "NoSuffixes")
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ObjectStore for NoSuffixes {
+        async fn put_opts(
+            &self,
+            location: &StorePath,
+            payload: object_store::PutPayload,
+            options: object_store::PutOptions,
+        ) -> object_store::Result<object_store::PutResult> {
+            self.inner.put_opts(location, payload, options).await
+        }
+
+        async fn put_multipart_opts(
+            &self,
+            location: &StorePath,
+            options: object_store::PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+            self.inner.put_multipart_opts(location, options).await
+        }
+
+        async fn get_opts(
+            &self,
+            location: &StorePath,
+            options: GetOptions,
+        ) -> object_store::Result<GetResult> {
+            if let Some(GetRange::Suffix(_)) = options.range {
+                return Err(object_store::Error::NotSupported {
+                    source: "no suffix ranges here".into(),
+                });
+            }
+            self.requests
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.inner.get_opts(location, options).await
+        }
+
+        fn delete_stream(
+            &self,
+            locations: futures_util::stream::BoxStream<'static, object_store::Result<StorePath>>,
+        ) -> futures_util::stream::BoxStream<'static, object_store::Result<StorePath>> {
+            self.inner.delete_stream(locations)
+        }
+
+        fn list(
+            &self,
+            prefix: Option<&StorePath>,
+        ) -> futures_util::stream::BoxStream<'static, object_store::Result<ObjectMeta>> {
+            self.inner.list(prefix)
+        }
+
+        async fn list_with_delimiter(
+            &self,
+            prefix: Option<&StorePath>,
+        ) -> object_store::Result<object_store::ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+
+        async fn copy_opts(
+            &self,
+            from: &StorePath,
+            to: &StorePath,
+            options: object_store::CopyOptions,
+        ) -> object_store::Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+
+    #[test]
+    fn a_store_without_suffix_ranges_gives_the_tail_after_the_metadata() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let store = NoSuffixes::default();
+        for size in [0u64, 10, TAIL_GUESS, 3 * TAIL_GUESS + 5] {
+            let location = StorePath::from(format!("object-{size}"));
+            let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            runtime
+                .block_on(object_store::ObjectStoreExt::put(
+                    &store,
+                    &location,
+                    bytes.clone().into(),
+                ))
+                .unwrap();
+            let before = store.requests.load(std::sync::atomic::Ordering::Relaxed);
+            let result = runtime.block_on(tail(&store, &location)).unwrap();
+            assert_eq!(result.meta.size, size);
+            let start = size.saturating_sub(TAIL_GUESS);
+            assert_eq!(result.range, start..size);
+            let got = runtime.block_on(result.bytes()).unwrap();
+            assert_eq!(&got[..], &bytes[start as usize..], "size {size}");
+            // The metadata, then the tail.
+            let requests = store.requests.load(std::sync::atomic::Ordering::Relaxed) - before;
+            assert_eq!(requests, 2, "size {size}");
+        }
     }
 
     #[test]

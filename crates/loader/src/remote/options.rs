@@ -68,6 +68,30 @@ fn parse_duration(key: &str, value: &str) -> Result<Duration> {
         })
 }
 
+/// The proxy option that `key` names (`proxy_url`, `proxy_ca_certificate`, `proxy_excludes`),
+/// bare or with a store's prefix as the stores take it (`aws_proxy_url`, `google_...`,
+/// `azure_...`); `None` for any other key.
+fn proxy_option(key: &str) -> Option<&str> {
+    let bare = ["aws_", "google_", "azure_"]
+        .iter()
+        .find_map(|prefix| key.strip_prefix(prefix))
+        .unwrap_or(key);
+    ["proxy_url", "proxy_ca_certificate", "proxy_excludes"]
+        .into_iter()
+        .find(|name| *name == bare)
+}
+
+/// Whether the environment names a proxy that the stores read (`AWS_PROXY_URL`,
+/// `GOOGLE_PROXY_URL`, `AZURE_PROXY_URL`, in any case).
+fn proxy_url_in_environment() -> bool {
+    std::env::vars_os().any(|(name, _)| {
+        name.to_str().is_some_and(|name| {
+            let name = name.to_ascii_lowercase();
+            name != "proxy_url" && proxy_option(&name) == Some("proxy_url")
+        })
+    })
+}
+
 impl StorageOptions {
     /// The options `options`; the loader's own keys are taken out and parsed here, and a value
     /// that is a URL with a user name or password is refused (`proxy_url` excepted, whose
@@ -102,24 +126,37 @@ impl StorageOptions {
                 VALIDATORS_KEY => objects_without_validators = flag()?,
                 _ => {
                     check_no_userinfo(&key, &value)?;
+                    if entries.iter().any(|(given, _)| *given == key) {
+                        return Err(Error::InvalidSource {
+                            what: format!("storage option {key:?}"),
+                            reason: "it is given twice (option names are read without regard \
+                                     to case); expected one value"
+                                .to_string(),
+                        });
+                    }
                     entries.push((key, value));
                 }
             }
         }
         // The proxy's certificate and exclusions mean nothing without a proxy: reqwest would
         // drop them, and the caller would believe a certificate in use that is not.
-        let given = |name: &str| entries.iter().find(|(key, _)| key == name);
-        if given("proxy_url").is_none() {
-            for name in ["proxy_ca_certificate", "proxy_excludes"] {
-                if let Some((key, _)) = given(name) {
-                    return Err(Error::InvalidSource {
-                        what: format!("storage option {key:?}"),
-                        reason: "it is given without \"proxy_url\", and applies only to the \
-                                 proxy that names"
-                            .to_string(),
-                    });
-                }
-            }
+        let mut keys = entries.iter().map(|(key, _)| key.as_str());
+        let proxy_only = keys.clone().find(|key| {
+            matches!(
+                proxy_option(key),
+                Some("proxy_ca_certificate" | "proxy_excludes")
+            )
+        });
+        if let Some(key) = proxy_only
+            && !keys.any(|key| proxy_option(key) == Some("proxy_url"))
+            && !proxy_url_in_environment()
+        {
+            return Err(Error::InvalidSource {
+                what: format!("storage option {key:?}"),
+                reason: "it is given without \"proxy_url\" (in the options or the environment), \
+                         and applies only to the proxy that names"
+                    .to_string(),
+            });
         }
         backoff.max_backoff = backoff.max_backoff.max(backoff.init_backoff);
         retry.backoff = backoff;
@@ -409,6 +446,21 @@ mod tests {
                 "{error}"
             );
             assert!(StorageOptions::new([(key, "x"), ("proxy_url", "http://proxy:3128")]).is_ok());
+            let prefixed = format!("aws_{key}");
+            assert!(StorageOptions::new([(prefixed.as_str(), "x")]).is_err());
+            let with_prefixed_proxy = [(key, "x"), ("azure_proxy_url", "http://proxy:3128")];
+            assert!(StorageOptions::new(with_prefixed_proxy).is_ok());
         }
+        assert_eq!(
+            proxy_option("google_proxy_excludes"),
+            Some("proxy_excludes")
+        );
+        assert_eq!(proxy_option("aws_proxy_urls"), None);
+        assert_eq!(proxy_option("endpoint"), None);
+        let Err(twice) = StorageOptions::new([("proxy_url", "http://a:1"), ("PROXY_URL", "x")])
+        else {
+            panic!("an option given twice was taken");
+        };
+        assert!(twice.to_string().contains("given twice"), "{twice}");
     }
 }

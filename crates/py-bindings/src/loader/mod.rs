@@ -20,6 +20,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, TryLockError};
+use std::time::Duration;
 
 use arrow_dlpack_loader::{Batches, LoaderState};
 use pyo3::prelude::*;
@@ -225,11 +226,23 @@ impl PyBatches {
         };
         // Waited for in slices, the GIL released, with a look for signals between them: a
         // Ctrl-C raises `KeyboardInterrupt` here within a slice, and the loader stays as it was
-        // (the item in flight is kept for the next call).
-        while !py.detach(|| batches.wait(interrupt::SIGNAL_POLL)) {
-            py.check_signals()?;
+        // (the item in flight is kept for the next call). A batch already waiting is taken
+        // without letting go of the GIL (taking it back could cost a switch interval of
+        // another busy thread).
+        if !batches.wait(Duration::ZERO) {
+            while !py.detach(|| batches.wait(interrupt::SIGNAL_POLL)) {
+                py.check_signals()?;
+            }
         }
-        let next = py.detach(|| batches.next());
+        // A signal that came as the item did is raised now, while the item is still kept for
+        // the next call: raised after the batch is taken, it would drop the batch on its way to
+        // the caller.
+        py.check_signals()?;
+        let next = if batches.ready_at_once() {
+            batches.next()
+        } else {
+            py.detach(|| batches.next())
+        };
         let batch = match next {
             Some(Ok(batch)) => batch,
             Some(Err(error)) => {
