@@ -103,6 +103,9 @@ pub struct Batches {
     receiver: Option<Receiver<Marked>>,
     /// Whether waiting for the next item spins first (see `handoff`).
     spinner: Spinner,
+    /// Where the stream stood before and after the last batch of `next`, for
+    /// [`take_back`](Batches::take_back).
+    last: Option<LastBatch>,
     /// An item [`wait`](Batches::wait) received, handed out by the next receive.
     pending: Option<Marked>,
     thread: Option<JoinHandle<()>>,
@@ -228,6 +231,7 @@ impl Batches {
             ended,
             receiver: Some(receiver),
             spinner: Spinner::new(spins),
+            last: None,
             pending: None,
             thread: Some(thread),
             stop,
@@ -332,6 +336,36 @@ impl Batches {
         self.pending.is_some() && !self.writable && self.concat.is_none()
     }
 
+    /// Takes back the last batch of [`next`](Iterator::next) as far as the count and the
+    /// position are concerned: [`state`](Batches::state) and [`len`](Batches::len) are again as
+    /// they were before it, until [`give_again`](Batches::give_again). For a binding that could
+    /// not hand the batch over (an interrupt came as it did) and keeps it to hand over on the
+    /// next call. Returns whether it did: not for a `"concat"` sequence (whose packing has moved
+    /// on), nor when the last batch was taken back already.
+    pub fn take_back(&mut self) -> bool {
+        match &mut self.last {
+            Some(last) if !last.taken_back && self.concat.is_none() => {
+                last.taken_back = true;
+                self.mark = last.before.clone();
+                self.yielded -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Counts again the batch that [`take_back`](Batches::take_back) took back, now handed
+    /// over by the binding; nothing when none was taken back.
+    pub fn give_again(&mut self) {
+        if let Some(last) = &mut self.last
+            && last.taken_back
+        {
+            last.taken_back = false;
+            self.mark = Some(last.after.clone());
+            self.yielded += 1;
+        }
+    }
+
     /// Waits at most `limit` for the background thread's next item; whether
     /// [`next`](Iterator::next) can now start without waiting for it (an item arrived, the thread
     /// ended, or the iteration did).
@@ -411,7 +445,12 @@ impl Iterator for Batches {
         match self.recv()? {
             Ok(Ok((batch, mark))) => {
                 self.yielded += 1;
-                self.mark = Some(mark);
+                let before = self.mark.replace(mark.clone());
+                self.last = Some(LastBatch {
+                    before,
+                    after: mark,
+                    taken_back: false,
+                });
                 Some(crate::assemble::writable::hand_out(batch, self.writable))
             }
             Ok(Err(error)) => {
@@ -438,6 +477,13 @@ impl Drop for Batches {
     fn drop(&mut self) {
         self.shut_down();
     }
+}
+
+/// The marks on either side of the last batch handed out, and whether it was taken back.
+struct LastBatch {
+    before: Option<Mark>,
+    after: Mark,
+    taken_back: bool,
 }
 
 /// Stops a [`Batches`]' background thread from any thread; see [`Batches::stopper`].

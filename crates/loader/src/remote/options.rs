@@ -81,14 +81,19 @@ fn proxy_option(key: &str) -> Option<&str> {
         .find(|name| *name == bare)
 }
 
-/// Whether the environment names a proxy that the stores read (`AWS_PROXY_URL`,
-/// `GOOGLE_PROXY_URL`, `AZURE_PROXY_URL`, in any case).
-fn proxy_url_in_environment() -> bool {
+/// Whether the environment names a proxy for the store of `scheme`, as `object_store` reads
+/// it (`AWS_PROXY_URL` for S3, `GOOGLE_PROXY_URL` for GCS, `AZURE_PROXY_URL` for Azure, in any
+/// case); the HTTP store reads no environment.
+fn proxy_url_in_environment(scheme: &ObjectStoreScheme) -> bool {
+    let wanted = match scheme {
+        ObjectStoreScheme::AmazonS3 => "aws_proxy_url",
+        ObjectStoreScheme::GoogleCloudStorage => "google_proxy_url",
+        ObjectStoreScheme::MicrosoftAzure => "azure_proxy_url",
+        _ => return false,
+    };
     std::env::vars_os().any(|(name, _)| {
-        name.to_str().is_some_and(|name| {
-            let name = name.to_ascii_lowercase();
-            name != "proxy_url" && proxy_option(&name) == Some("proxy_url")
-        })
+        name.to_str()
+            .is_some_and(|name| name.eq_ignore_ascii_case(wanted))
     })
 }
 
@@ -104,9 +109,19 @@ impl StorageOptions {
         let mut backoff = BackoffConfig::default();
         let mut redirects_to_other_hosts = false;
         let mut objects_without_validators = false;
+        let mut seen: Vec<String> = Vec::new();
         for (key, value) in options {
             let key = key.as_ref().to_ascii_lowercase();
             let value: String = value.into();
+            if seen.contains(&key) {
+                return Err(Error::InvalidSource {
+                    what: format!("storage option {key:?}"),
+                    reason: "it is given twice (option names are read without regard to case); \
+                             expected one value"
+                        .to_string(),
+                });
+            }
+            seen.push(key.clone());
             let flag = || {
                 parse_flag(&value).ok_or_else(|| Error::InvalidSource {
                     what: format!("storage option {key:?}"),
@@ -126,37 +141,9 @@ impl StorageOptions {
                 VALIDATORS_KEY => objects_without_validators = flag()?,
                 _ => {
                     check_no_userinfo(&key, &value)?;
-                    if entries.iter().any(|(given, _)| *given == key) {
-                        return Err(Error::InvalidSource {
-                            what: format!("storage option {key:?}"),
-                            reason: "it is given twice (option names are read without regard \
-                                     to case); expected one value"
-                                .to_string(),
-                        });
-                    }
                     entries.push((key, value));
                 }
             }
-        }
-        // The proxy's certificate and exclusions mean nothing without a proxy: reqwest would
-        // drop them, and the caller would believe a certificate in use that is not.
-        let mut keys = entries.iter().map(|(key, _)| key.as_str());
-        let proxy_only = keys.clone().find(|key| {
-            matches!(
-                proxy_option(key),
-                Some("proxy_ca_certificate" | "proxy_excludes")
-            )
-        });
-        if let Some(key) = proxy_only
-            && !keys.any(|key| proxy_option(key) == Some("proxy_url"))
-            && !proxy_url_in_environment()
-        {
-            return Err(Error::InvalidSource {
-                what: format!("storage option {key:?}"),
-                reason: "it is given without \"proxy_url\" (in the options or the environment), \
-                         and applies only to the proxy that names"
-                    .to_string(),
-            });
         }
         backoff.max_backoff = backoff.max_backoff.max(backoff.init_backoff);
         retry.backoff = backoff;
@@ -185,6 +172,34 @@ impl StorageOptions {
         self.entries.iter().map(|(key, _)| key.as_str()).collect()
     }
 
+    /// Refuses the proxy's certificate and exclusions without a proxy for the store of
+    /// `scheme` (in the options, or its variable of the environment: `AWS_PROXY_URL`,
+    /// `GOOGLE_PROXY_URL`, `AZURE_PROXY_URL`): reqwest would drop them, and the caller would
+    /// believe a certificate in use that is not.
+    fn check_proxy(&self, scheme: &ObjectStoreScheme) -> Result<()> {
+        let mut keys = self.entries.iter().map(|(key, _)| key.as_str());
+        let proxy_only = keys.clone().find(|key| {
+            matches!(
+                proxy_option(key),
+                Some("proxy_ca_certificate" | "proxy_excludes")
+            )
+        });
+        let Some(key) = proxy_only else {
+            return Ok(());
+        };
+        if keys.any(|key| proxy_option(key) == Some("proxy_url"))
+            || proxy_url_in_environment(scheme)
+        {
+            return Ok(());
+        }
+        Err(Error::InvalidSource {
+            what: format!("storage option {key:?}"),
+            reason: "it is given without \"proxy_url\" (in the options or the environment), and \
+                     applies only to the proxy that names"
+                .to_string(),
+        })
+    }
+
     /// Refuses a key that the store of `url` does not know, and a userinfo in a URL of a store
     /// that takes its credentials elsewhere (every scheme but `http(s)://`).
     pub(super) fn check_for(&self, url: &Url) -> Result<()> {
@@ -198,6 +213,7 @@ impl StorageOptions {
                     .to_string(),
             });
         }
+        self.check_proxy(&scheme)?;
         for (key, _) in &self.entries {
             let known = match scheme {
                 ObjectStoreScheme::AmazonS3 => key.parse::<AmazonS3ConfigKey>().is_ok(),
@@ -436,8 +452,12 @@ mod tests {
     }
     #[test]
     fn a_proxy_certificate_or_exclusions_without_a_proxy_are_refused() {
+        let check = |options: &[(&str, &str)], url: &str| {
+            StorageOptions::new(options.iter().copied())
+                .and_then(|options| options.check_for(&Url::parse(url).unwrap()))
+        };
         for key in ["proxy_ca_certificate", "proxy_excludes"] {
-            let Err(error) = StorageOptions::new([(key, "x")]) else {
+            let Err(error) = check(&[(key, "x")], "s3://b/k") else {
                 panic!("{key} without a proxy was taken");
             };
             let error = error.to_string();
@@ -445,11 +465,17 @@ mod tests {
                 error.contains(key) && error.contains("proxy_url"),
                 "{error}"
             );
-            assert!(StorageOptions::new([(key, "x"), ("proxy_url", "http://proxy:3128")]).is_ok());
+            assert!(
+                check(
+                    &[(key, "x"), ("proxy_url", "http://proxy:3128")],
+                    "s3://b/k"
+                )
+                .is_ok()
+            );
             let prefixed = format!("aws_{key}");
-            assert!(StorageOptions::new([(prefixed.as_str(), "x")]).is_err());
+            assert!(check(&[(prefixed.as_str(), "x")], "s3://b/k").is_err());
             let with_prefixed_proxy = [(key, "x"), ("azure_proxy_url", "http://proxy:3128")];
-            assert!(StorageOptions::new(with_prefixed_proxy).is_ok());
+            assert!(check(&with_prefixed_proxy, "az://c/k").is_ok());
         }
         assert_eq!(
             proxy_option("google_proxy_excludes"),
@@ -457,10 +483,15 @@ mod tests {
         );
         assert_eq!(proxy_option("aws_proxy_urls"), None);
         assert_eq!(proxy_option("endpoint"), None);
-        let Err(twice) = StorageOptions::new([("proxy_url", "http://a:1"), ("PROXY_URL", "x")])
-        else {
-            panic!("an option given twice was taken");
-        };
-        assert!(twice.to_string().contains("given twice"), "{twice}");
+    }
+
+    #[test]
+    fn an_option_given_twice_in_two_casings_is_refused() {
+        for (key, upper) in [("proxy_url", "PROXY_URL"), ("max_retries", "MAX_RETRIES")] {
+            let Err(twice) = StorageOptions::new([(key, "1"), (upper, "2")]) else {
+                panic!("{key} given twice was taken");
+            };
+            assert!(twice.to_string().contains("given twice"), "{twice}");
+        }
     }
 }

@@ -813,6 +813,9 @@ class _Batches:
         strings and lists, for ``state=``."""
     def close(self) -> None:
         """Stops the background threads and releases the source now."""
+    def _give_back(self) -> bool:
+        """Takes back the last batch handed out, which an interrupt stopped on its way: it is
+        handed out again by the next ``next()``."""
     def _stop_at_exit(self, timeout: float) -> bool:
         """At exit, for a loader another thread iterates: stops its background thread and
         waits at most ``timeout`` seconds for it to end."""

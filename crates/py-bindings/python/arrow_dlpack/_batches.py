@@ -255,6 +255,11 @@ class Batches:
     def __next__(self) -> Dict[str, Any]:
         try:
             batch = next(self._inner)
+        except KeyboardInterrupt:
+            # Ctrl-C as the call returned its batch: the loader takes it back (nothing when
+            # the call itself raised) and hands it out again on the next call.
+            self._inner._give_back()
+            raise
         except StopIteration:
             if self._progress is not None:
                 self._progress.end(self)
@@ -267,12 +272,20 @@ class Batches:
             if self._failures is None:
                 raise
             self._failures.raise_instead(error)
-        if self._progress is not None:
-            self._progress.batch(self)
-        if self._convert is not None:
-            convert = self._convert
-            return {name: convert(tensor) for name, tensor in batch.items()}
-        return batch
+        try:
+            if self._convert is not None:
+                convert = self._convert
+                converted = {name: convert(tensor) for name, tensor in batch.items()}
+            else:
+                converted = batch
+            if self._progress is not None:
+                self._progress.batch(self)
+        except KeyboardInterrupt:
+            # Ctrl-C on the batch's way out: the loader takes it back (its counts and saved
+            # state as before it) and hands it out again on the next call.
+            self._inner._give_back()
+            raise
+        return converted
 
     def __len__(self) -> int:
         """The number of batches left; ``TypeError`` when it is not known (a stream that does

@@ -76,9 +76,36 @@ pub(crate) struct PyBatches {
     /// Stops the background thread without the `batches` lock, which a thread busy in
     /// `next()` holds (at interpreter exit, see `_stop_at_exit`).
     stopper: arrow_dlpack_loader::Stopper,
+    /// A batch made for a `next()` that an interrupt stopped on its way out, with its rows:
+    /// taken back from the loader's count and position, and handed out by the next call.
+    kept: Mutex<Option<(Py<PyDict>, u64)>>,
+    /// The last batch handed out and its rows, until the next call: what `_give_back` takes
+    /// back when an interrupt stopped it on its way to the caller.
+    handed: Mutex<Option<(Py<PyDict>, u64)>>,
 }
 
 impl PyBatches {
+    /// Counts a batch of `rows` rows as handed out.
+    fn count(&self, rows: u64) {
+        self.batches_yielded.fetch_add(1, Ordering::Relaxed);
+        self.rows_yielded.fetch_add(rows, Ordering::Relaxed);
+    }
+
+    /// The slot of the last batch handed out.
+    fn handed(&self) -> std::sync::MutexGuard<'_, Option<(Py<PyDict>, u64)>> {
+        self.handed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Keeps `batch` (of `rows` rows) for the next `next()`.
+    fn keep(&self, batch: Py<PyDict>, rows: u64) {
+        *self
+            .kept
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some((batch, rows));
+    }
+
     /// Records how the iteration ended (the first end only).
     fn end(&self, how: Ended) {
         let mut ended = self
@@ -166,6 +193,8 @@ impl PyBatches {
             ended: Mutex::new(None),
             final_state: Mutex::new(Some(batches.state())),
             stopper: batches.stopper(),
+            kept: Mutex::new(None),
+            handed: Mutex::new(None),
             batches: Mutex::new(Some(batches)),
             pid: std::process::id(),
         })
@@ -211,6 +240,9 @@ impl PyBatches {
             }
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
         };
+        // The caller has the last batch: it is no longer one to take back.
+        let handed = self.handed().take();
+        drop(handed);
         let Some(batches) = guard.as_mut() else {
             // Closed before its last batch (by another thread, or in the loop's body): the
             // loop must not end as if the epoch were whole, so the next batch is an error, as
@@ -224,6 +256,19 @@ impl PyBatches {
             }
             return Ok(None);
         };
+        // The batch an interrupt stopped last time comes first.
+        let kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some((batch, rows)) = kept {
+            batches.give_again();
+            drop(guard);
+            self.count(rows);
+            *self.handed() = Some((batch.clone_ref(py), rows));
+            return Ok(Some(batch.into_bound(py)));
+        }
         // Waited for in slices, the GIL released, with a look for signals between them: a
         // Ctrl-C raises `KeyboardInterrupt` here within a slice, and the loader stays as it was
         // (the item in flight is kept for the next call). A batch already waiting is taken
@@ -262,11 +307,48 @@ impl PyBatches {
                 return Ok(None);
             }
         };
+        let rows = batch.num_rows() as u64;
+        let batch = batch_dict(py, batch)?;
+        // A signal that came while the batch was made is raised with the batch kept (and taken
+        // back from the loader's count and position) for the next call; one that comes after
+        // this look is raised as the call returns, which no code here can see.
+        if batches.take_back() {
+            if let Err(interrupt) = py.check_signals() {
+                self.keep(batch.unbind(), rows);
+                return Err(interrupt);
+            }
+            batches.give_again();
+        }
         drop(guard);
-        self.batches_yielded.fetch_add(1, Ordering::Relaxed);
-        self.rows_yielded
-            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
-        batch_dict(py, batch).map(Some)
+        self.count(rows);
+        *self.handed() = Some((batch.clone().unbind(), rows));
+        Ok(Some(batch))
+    }
+
+    /// Takes back the last batch `next()` handed out, when the Python side could not hand it
+    /// over (an interrupt came on its way, even as the call returned): the loader's counts and
+    /// position are again as before it, and the next `next()` hands it out again. Nothing when
+    /// the last call handed out no batch (it raised, or kept its batch itself); returns whether
+    /// it took one back (not for a packed `"concat"` sequence, nor while another thread
+    /// iterates).
+    #[pyo3(name = "_give_back")]
+    fn give_back(&self) -> bool {
+        let Ok(mut guard) = self.batches.try_lock() else {
+            return false;
+        };
+        let Some(batches) = guard.as_mut() else {
+            return false;
+        };
+        let Some((batch, rows)) = self.handed().take() else {
+            return false;
+        };
+        if !batches.take_back() {
+            return false;
+        }
+        self.batches_yielded.fetch_sub(1, Ordering::Relaxed);
+        self.rows_yielded.fetch_sub(rows, Ordering::Relaxed);
+        self.keep(batch, rows);
+        true
     }
 
     /// The number of batches left, where the row count is known (the files' metadata, or the
@@ -396,6 +478,14 @@ impl PyBatches {
         };
         self.keep_state(batches.as_ref());
         self.end(Ended::Closed);
+        let kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        drop(kept);
+        let handed = self.handed().take();
+        drop(handed);
         // Joining the threads may wait for a decode in flight: without the GIL, so that a
         // producer that needs it (a Python generator behind a stream) can finish.
         py.detach(move || drop(batches));
