@@ -311,7 +311,8 @@ impl PyBatches {
         let batch = batch_dict(py, batch)?;
         // A signal that came while the batch was made is raised with the batch kept (and taken
         // back from the loader's count and position) for the next call; one that comes after
-        // this look is raised as the call returns, which no code here can see.
+        // this look is raised as the call returns, in the Python wrapper, which gives the batch
+        // back (`_give_back`).
         if batches.take_back() {
             if let Err(interrupt) = py.check_signals() {
                 self.keep(batch.unbind(), rows);
