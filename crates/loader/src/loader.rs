@@ -328,12 +328,13 @@ impl Batches {
         self.rows_left_out
     }
 
-    /// Whether [`next`](Iterator::next) would return at once without copying: an item is
-    /// waiting (as [`wait`](Batches::wait) left it), and neither [`BatchSpec::writable`] nor a
+    /// Whether [`next`](Iterator::next) would return at once without copying or joining a
+    /// thread: a batch is waiting (as [`wait`](Batches::wait) left it; not an error, after
+    /// which `next` stops and joins the threads), and neither [`BatchSpec::writable`] nor a
     /// `"concat"` sequence has work to do for it. A binding can then take the batch without
     /// letting go of its interpreter's lock, which another thread could keep for a while.
     pub fn ready_at_once(&self) -> bool {
-        self.pending.is_some() && !self.writable && self.concat.is_none()
+        matches!(self.pending, Some(Ok(_))) && !self.writable && self.concat.is_none()
     }
 
     /// Takes back the last batch of [`next`](Iterator::next) as far as the count and the

@@ -139,14 +139,19 @@ fn parquet_decoders_run_at_a_lower_priority_than_the_consumer() {
     drop(loader);
 }
 
-#[test]
-fn an_error_is_yielded_at_its_batch_and_ends_the_iteration() {
+/// A loader of batches of 10 rows over an endless reader that fails at row `at`.
+fn failing_at(at: i64) -> Batches {
     let reader = Endless {
         _token: Arc::new(()),
         next: 0,
-        fail_at: Some(30),
+        fail_at: Some(at),
     };
-    let mut loader = batches(Source::reader(reader), spec(10, &["id"])).unwrap();
+    batches(Source::reader(reader), spec(10, &["id"])).unwrap()
+}
+
+#[test]
+fn an_error_is_yielded_at_its_batch_and_ends_the_iteration() {
+    let mut loader = failing_at(30);
     for _ in 0..3 {
         loader.next().unwrap().unwrap();
     }
@@ -155,6 +160,45 @@ fn an_error_is_yielded_at_its_batch_and_ends_the_iteration() {
     assert_eq!(error.to_string(), "Compute error: the source broke");
     assert!(loader.next().is_none());
     assert!(loader.next().is_none());
+}
+
+/// Waits until the loader has its next item at hand.
+fn wait_for_item(loader: &mut Batches) {
+    while !loader.wait(Duration::from_millis(100)) {}
+}
+
+#[test]
+fn a_batch_at_hand_is_ready_at_once_and_an_error_is_not() {
+    let mut loader = failing_at(10);
+    wait_for_item(&mut loader);
+    assert!(loader.ready_at_once(), "a batch waits");
+    loader.next().unwrap().unwrap();
+    // The error that comes next ends the iteration and joins the threads: never "at once",
+    // so that a binding lets go of its interpreter's lock for it.
+    wait_for_item(&mut loader);
+    assert!(!loader.ready_at_once());
+    assert!(loader.next().unwrap().is_err());
+    assert!(!loader.ready_at_once());
+}
+
+#[test]
+fn a_batch_taken_back_leaves_the_count_and_the_state_as_before_it() {
+    let source = || Source::record_batches(schema(), table(&[40]));
+    let mut loader = batches(source(), spec(10, &["id"])).unwrap();
+    loader.next().unwrap().unwrap();
+    let (len, state) = (loader.len(), loader.state());
+    loader.next().unwrap().unwrap();
+    assert!(loader.take_back());
+    assert!(!loader.take_back(), "taken back already");
+    assert_eq!((loader.len(), loader.state()), (len, state.clone()));
+    loader.give_again();
+    assert_ne!(loader.state(), state);
+    // A loader resumed from the state after the batch taken back starts with that batch.
+    assert!(loader.take_back());
+    let mut resumed = batches(source(), spec(10, &["id"]).state(loader.state())).unwrap();
+    let first = resumed.next().unwrap().unwrap();
+    let id = first.get("id").unwrap();
+    assert_eq!(id.to_vec::<i64>().unwrap()[0], 10);
 }
 
 #[test]
