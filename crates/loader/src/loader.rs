@@ -341,8 +341,10 @@ impl Batches {
     /// position are concerned: [`state`](Batches::state) and [`len`](Batches::len) are again as
     /// they were before it, until [`give_again`](Batches::give_again). For a binding that could
     /// not hand the batch over (an interrupt came as it did) and keeps it to hand over on the
-    /// next call. Returns whether it did: not for a `"concat"` sequence (whose packing has moved
-    /// on), nor when the last batch was taken back already.
+    /// next call, and calls [`give_again`](Batches::give_again) when it does, before any later
+    /// `next()` (which would otherwise leave the batch out of the position). Returns whether it
+    /// did: not for a `"concat"` sequence (whose packing has moved on), nor when the last batch
+    /// was taken back already.
     pub fn take_back(&mut self) -> bool {
         match &mut self.last {
             Some(last) if !last.taken_back && self.concat.is_none() => {

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::SchemaRef;
 
-use crate::columns::{Columns, check_same_columns, needs_null_counts, resolve_null_to_nan};
+use crate::columns::{check_same_columns, needs_null_counts, resolve_null_to_nan};
 use crate::file::{Format, format_of_file};
 use crate::images::Locate;
 use crate::ipc::{self, IpcFile, IpcRecordBatch, StreamInput};
@@ -20,6 +20,7 @@ use crate::sequences::plan::ShardBatches;
 use crate::state::{Item, Settings, Start, Work};
 use crate::{BatchSpec, Error, NullToNan, Result};
 
+mod checks;
 mod identity;
 mod nulls;
 mod paths;
@@ -28,6 +29,7 @@ mod saved_dataset;
 mod start;
 mod streams;
 
+use checks::{check_file_schemas, check_spec, total_rows};
 pub(crate) use identity::sequence_settings;
 use nulls::{files_null_to_nan, planned_null_to_nan};
 use start::{file_items, in_stream, never_planned, resume, rows_left, select};
@@ -524,68 +526,6 @@ fn plan_parquet_files(
         locate,
         decoded: true,
     })
-}
-
-/// The sum of `rows`, refused when it does not fit in 64 bits.
-fn total_rows(rows: impl Iterator<Item = u64>) -> Result<u64> {
-    let mut total: u64 = 0;
-    for count in rows {
-        total = total.checked_add(count).ok_or_else(|| Error::InvalidSpec {
-            reason: "the files declare more than 2**64 rows in all; expected a row count that \
-                     fits in 64 bits"
-                .to_string(),
-        })?;
-    }
-    Ok(total)
-}
-
-/// Checks the spec against a source's full schema (every column it has, before projection):
-/// names, duplicates, types and at least one column to load, before any data is read or any
-/// thread starts; `what` names the source for the message.
-fn check_spec(spec: &BatchSpec, schema: &SchemaRef, what: impl FnOnce() -> String) -> Result<()> {
-    // Text columns that a sequence tokenizes are checked as the token ids they become.
-    let empty = crate::sequences::text::tokenize_texts(
-        &spec.sequences,
-        spec.allow_nulls,
-        1,
-        RecordBatch::new_empty(schema.clone()),
-        0,
-    )?;
-    let columns = Columns::resolve(spec, &empty)?;
-    if columns.outputs.is_empty() && columns.masks.is_empty() {
-        let reason = if spec.columns.as_ref().is_some_and(Vec::is_empty) {
-            // Nothing selected, rather than nothing in the source.
-            "columns is empty and no group, mask, sequence or image column names a column of \
-             the source; expected at least one column to load"
-                .to_string()
-        } else {
-            format!(
-                "{} has no columns to load; expected at least one column",
-                what()
-            )
-        };
-        return Err(Error::InvalidSpec { reason });
-    }
-    Ok(())
-}
-
-/// Refuses files whose (projected) columns differ from the first file's, and checks the spec
-/// against the first file's full schema (names, types, at least one column) before any data is
-/// decoded. `schemas` holds each file's full and projected schema.
-fn check_file_schemas<'a>(
-    paths: &[PathBuf],
-    schemas: impl Iterator<Item = (&'a SchemaRef, &'a SchemaRef)>,
-    spec: &BatchSpec,
-) -> Result<()> {
-    let mut files = paths.iter().zip(schemas);
-    let Some((first, (full, expected))) = files.next() else {
-        return Ok(());
-    };
-    check_spec(spec, full, || first.display().to_string())?;
-    for (path, (_, schema)) in files {
-        check_same_columns(schema, expected, || format!("file {}", path.display()))?;
-    }
-    Ok(())
 }
 
 /// The cache of `spec`'s `cache_dir` and `cache_size`, when it has a `cache_dir`: the ranges of

@@ -312,13 +312,15 @@ impl PyBatches {
         // A signal that came while the batch was made is raised with the batch kept (and taken
         // back from the loader's count and position) for the next call; one that comes after
         // this look is raised as the call returns, in the Python wrapper, which gives the batch
-        // back (`_give_back`).
-        if batches.take_back() {
-            if let Err(interrupt) = py.check_signals() {
+        // back (`_give_back`). A packed `"concat"` batch cannot be taken back: it is lost to
+        // the interrupt, and counted as the loader counts it.
+        if let Err(interrupt) = py.check_signals() {
+            if batches.take_back() {
                 self.keep(batch.unbind(), rows);
-                return Err(interrupt);
+            } else {
+                self.count(rows);
             }
-            batches.give_again();
+            return Err(interrupt);
         }
         drop(guard);
         self.count(rows);

@@ -228,13 +228,21 @@ fn an_unusable_directory_is_refused_and_stale_writes_are_removed() {
     );
 }
 
+/// A folder outside the cache holding one file, `precious`, of `contents`: what a planted link
+/// points at, which the cache must never write, read or remove.
+#[cfg(unix)]
+fn file_outside(contents: &[u8]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let outside = tempfile::tempdir().unwrap();
+    let precious = outside.path().join("precious");
+    fs::write(&precious, contents).unwrap();
+    (outside, precious)
+}
+
 #[cfg(unix)]
 #[test]
 fn names_taken_in_tmp_are_passed_over_and_nothing_outside_is_written_or_waited_on() {
     let dir = tempfile::tempdir().unwrap();
-    let outside = tempfile::tempdir().unwrap();
-    let precious = outside.path().join("precious");
-    fs::write(&precious, b"not the cache's").unwrap();
+    let (_outside, precious) = file_outside(b"not the cache's");
     let cache = RangeCache::open(&settings(dir.path(), 1 << 30)).unwrap();
     let tmp = dir.path().join(VERSION_DIR).join(TMP_DIR);
     // A process's names cannot be foreseen: two differ beyond their counter.
@@ -290,9 +298,7 @@ fn names_taken_in_tmp_are_passed_over_and_nothing_outside_is_written_or_waited_o
 #[test]
 fn links_fifos_and_foreign_files_are_never_read_counted_or_removed() {
     let dir = tempfile::tempdir().unwrap();
-    let outside = tempfile::tempdir().unwrap();
-    let precious = outside.path().join("precious");
-    fs::write(&precious, vec![7u8; 50_000]).unwrap();
+    let (outside, precious) = file_outside(&[7u8; 50_000]);
     let kept = key("\"v1\"", 0..1000);
     let data = bytes_of(1000, 5);
     {
