@@ -145,6 +145,26 @@ impl UninitBuffer {
         })
     }
 
+    /// Room for `len` bytes (at least 1) from the warm-page pool, whatever their number: for
+    /// buffers that are filled and dropped again and again, such as the ranges a loader fetches,
+    /// whose fresh pages would each fault and be zeroed on every fill. The block's capacity is
+    /// `len` rounded up to 2 MiB (the pool's [`BLOCK_ALIGN`]), so a caller with small buffers
+    /// pays that rounding in memory. `Ok(None)` when the pool is off (its limit is 0) or `len`
+    /// is 0; [`Error::OutOfMemory`] when the system refuses a new block.
+    pub fn try_from_pool(len: usize) -> Result<Option<Self>> {
+        if len == 0 || len > isize::MAX as usize {
+            return if len == 0 {
+                Ok(None)
+            } else {
+                Err(Error::OutOfMemory { bytes: len })
+            };
+        }
+        Ok(Block::take(len)?.map(|block| UninitBuffer {
+            storage: Storage::Pooled(block),
+            len,
+        }))
+    }
+
     /// The number of bytes.
     pub fn len(&self) -> usize {
         self.len
@@ -188,14 +208,15 @@ impl UninitBuffer {
         unsafe { self.assume_init_prefix(len) }
     }
 
-    /// The buffer of the first `written` bytes (at most [`len`](Self::len)).
+    /// The buffer of the first `written` bytes (at most [`len`](Self::len)): a buffer filled
+    /// with fewer bytes than it has room for.
     ///
     /// # Safety
     ///
     /// The first `written` bytes from [`as_mut_ptr`](Self::as_mut_ptr) must have been written,
     /// and `written <= len`.
-    pub(crate) unsafe fn assume_init_prefix(self, written: usize) -> Buffer {
-        debug_assert!(written <= self.len);
+    pub unsafe fn assume_init_prefix(self, written: usize) -> Buffer {
+        assert!(written <= self.len, "a prefix longer than the buffer");
         match self.storage {
             Storage::Heap(mut units) => {
                 let count = written.div_ceil(size_of::<Unit>());

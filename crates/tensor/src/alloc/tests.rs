@@ -247,6 +247,50 @@ fn a_limit_of_zero_turns_the_pool_off() {
 }
 
 #[test]
+fn from_the_pool_any_length_takes_a_block_and_a_prefix_returns_it() {
+    let _pool = pool_test();
+    let before = stats();
+    // Under the pool's threshold, still a block: 1 MiB + 1 rounded up to 2 MiB.
+    let mut out = UninitBuffer::try_from_pool(MIB + 1).unwrap().unwrap();
+    assert!(out.is_pooled());
+    assert_eq!(out.len(), MIB + 1);
+    let start = out.as_mut_ptr();
+    assert_eq!(start.align_offset(BLOCK_ALIGN), 0);
+    // SAFETY: the first 1,000 of its `MIB + 1` bytes are written before the prefix is taken.
+    let prefix = unsafe {
+        start.write_bytes(7, 1000);
+        out.assume_init_prefix(1000)
+    };
+    assert_eq!(prefix.len(), 1000);
+    assert!(prefix.as_slice().iter().all(|&byte| byte == 7));
+    assert_eq!(stats().in_use_bytes - before.in_use_bytes, BLOCK_ALIGN);
+    drop(prefix);
+    // Back in the pool, and the next buffer of that class takes it.
+    assert_eq!(stats().cached_bytes, BLOCK_ALIGN);
+    let again = UninitBuffer::try_from_pool(2 * MIB).unwrap().unwrap();
+    assert_eq!(again.len(), 2 * MIB);
+    drop(again);
+    let after = stats();
+    assert_eq!(
+        (after.hits - before.hits, after.misses - before.misses),
+        (1, 1)
+    );
+    // Nothing to take for no bytes, and nothing with the pool off.
+    assert!(UninitBuffer::try_from_pool(0).unwrap().is_none());
+    set_limit(0);
+    assert!(UninitBuffer::try_from_pool(MIB).unwrap().is_none());
+}
+
+#[test]
+#[should_panic(expected = "a prefix longer than the buffer")]
+fn a_prefix_longer_than_the_buffer_is_refused() {
+    let out = UninitBuffer::try_new(16).unwrap();
+    // SAFETY: the precondition is broken on purpose: the length is checked before any byte is
+    // read, so the call panics instead.
+    let _ = unsafe { out.assume_init_prefix(17) };
+}
+
+#[test]
 fn pooled_vectors_write_in_order_and_become_exact_buffers() {
     let _pool = pool_test();
     for capacity in [0, 5, POOL_THRESHOLD / 8 + 3] {
