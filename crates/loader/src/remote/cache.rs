@@ -45,6 +45,7 @@ use std::time::{Duration, SystemTime};
 use arrow_dlpack_tensor::alloc::{UninitBuffer, copy_to_uninit};
 use bytes::Bytes;
 
+use super::gather::PooledBytes;
 use crate::{Error, Result};
 
 /// The first bytes of every entry: the format's name and version.
@@ -528,15 +529,6 @@ fn read_payload(reader: &mut impl Read, len: usize, sum: u128) -> Option<Bytes> 
     // SAFETY: the pieces cover every slot of `out`, and `copy_to_uninit` wrote each of them.
     let buffer = unsafe { out.assume_init() };
     Some(Bytes::from_owner(PooledBytes(buffer)))
-}
-
-/// A buffer of the warm-page pool as the owner of a [`Bytes`].
-struct PooledBytes(arrow_buffer::Buffer);
-
-impl AsRef<[u8]> for PooledBytes {
-    fn as_ref(&self) -> &[u8] {
-        self.0.as_slice()
-    }
 }
 
 /// XXH3-128 of `bytes`.

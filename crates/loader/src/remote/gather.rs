@@ -5,20 +5,22 @@
 //! range or [`FIRST_RESERVE`], whichever is smaller, then doubling. An allocation that fails is
 //! an error, never an abort.
 //!
-//! Buffers of [`MAPPED_MIN`] bytes and more live in an anonymous mapping of their own, which is
-//! returned to the system when the bytes are dropped. glibc's allocator raises its threshold for
-//! such mappings to the size of each large block freed (up to 32 MiB), after which blocks of a
-//! fetched range's size come from per-thread arenas; the fetch, decode and consumer threads free
-//! them across one another, and the arenas kept tens of megabytes the loader no longer held
-//! (measured in docs/benchmarks.md, "Object storage").
+//! Buffers of [`MAPPED_MIN`] bytes and more come from the warm-page pool of the tensor crate
+//! (`arrow_dlpack_tensor::alloc::pool`), and go back to it when the bytes are dropped, so that the
+//! next range is written into pages that are already mapped. In a pass over a server on loopback
+//! (row groups of about 1 MB), a range gathered into a fresh mapping faulted in and zeroed every
+//! 4 KiB page it wrote: about 40% of the fetching threads' time, more than the copies out of the
+//! socket and into the buffer (measured in docs/benchmarks.md, "Object storage"). A block's
+//! capacity is the buffer's size rounded up to 2 MiB.
 //!
-//! Each mapping is advised for transparent huge pages (`MADV_HUGEPAGE`, on Linux): a fetched
-//! range's first write faulted its pages in 4 KiB at a time, and the faults (with the kernel's
-//! zeroing and the unmapping after) were about a quarter of the process's CPU time in a pass
-//! over a server on loopback; 2 MiB pages take 512 times fewer.
+//! With the pool off (`ad.set_memory_pool_limit(0)`), such a buffer is an anonymous mapping of
+//! its own, advised for transparent huge pages and returned to the system when the bytes are
+//! dropped: not glibc's heap, whose per-thread arenas kept tens of megabytes of ranges that the
+//! fetch, decode and consumer threads had freed across one another.
 
 use std::io;
 
+use arrow_dlpack_tensor::alloc::{UninitBuffer, copy_to_uninit};
 use bytes::Bytes;
 use memmap2::MmapMut;
 
@@ -26,7 +28,8 @@ use memmap2::MmapMut;
 /// the bytes received, up to the range's length.
 pub(super) const FIRST_RESERVE: usize = 8 << 20;
 
-/// Buffers of at least this many bytes are mappings of their own.
+/// Buffers of at least this many bytes come from the warm-page pool (or, with the pool off, are
+/// mappings of their own).
 pub(super) const MAPPED_MIN: usize = 1 << 20;
 
 /// The bytes of one range, gathered as they arrive.
@@ -40,6 +43,7 @@ pub(super) struct Gather {
 
 enum Storage {
     Heap(Vec<u8>),
+    Pooled(UninitBuffer),
     Mapped(MmapMut),
 }
 
@@ -47,8 +51,47 @@ impl Storage {
     fn room(&self) -> usize {
         match self {
             Storage::Heap(vec) => vec.capacity(),
+            Storage::Pooled(buffer) => buffer.len(),
             Storage::Mapped(map) => map.len(),
         }
+    }
+
+    /// Room for `len` bytes of [`MAPPED_MIN`] and more: a block of the pool, or a mapping of
+    /// its own when the pool is off.
+    fn large(len: usize) -> Result<Self, (usize, String)> {
+        let refused = |error: String| (len, error);
+        match UninitBuffer::try_from_pool(len).map_err(|error| refused(error.to_string()))? {
+            Some(buffer) => Ok(Storage::Pooled(buffer)),
+            None => Ok(Storage::Mapped(
+                mapping(len).map_err(|error| refused(error.to_string()))?,
+            )),
+        }
+    }
+
+    /// Writes `bytes` at `at`, within the room.
+    fn write(&mut self, at: usize, bytes: &[u8]) {
+        let end = at + bytes.len();
+        match self {
+            Storage::Heap(vec) => {
+                debug_assert_eq!(vec.len(), at);
+                vec.extend_from_slice(bytes);
+            }
+            Storage::Pooled(buffer) => {
+                let room = buffer.len();
+                copy_to_uninit(bytes, &mut buffer.as_uninit_mut()[at..end], room);
+            }
+            Storage::Mapped(map) => map[at..end].copy_from_slice(bytes),
+        }
+    }
+}
+
+/// The gathered prefix of a pool block, as the owner of a [`Bytes`]; the block goes back to the
+/// pool when the last [`Bytes`] over it is dropped.
+pub(super) struct PooledBytes(pub(super) arrow_buffer::Buffer);
+
+impl AsRef<[u8]> for PooledBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_slice()
     }
 }
 
@@ -86,10 +129,7 @@ impl Gather {
         if needed > self.storage.room() {
             self.grow(needed)?;
         }
-        match &mut self.storage {
-            Storage::Heap(vec) => vec.extend_from_slice(part),
-            Storage::Mapped(map) => map[self.len..needed].copy_from_slice(part),
-        }
+        self.storage.write(self.len, part);
         self.len = needed;
         Ok(())
     }
@@ -110,13 +150,18 @@ impl Gather {
                 .try_reserve_exact(target - vec.len())
                 .map_err(|error| (target, error.to_string()));
         }
-        let mut map = mapping(target).map_err(|error| (target, error.to_string()))?;
-        let gathered = match &self.storage {
-            Storage::Heap(vec) => &vec[..],
-            Storage::Mapped(old) => &old[..self.len],
-        };
-        map[..self.len].copy_from_slice(gathered);
-        self.storage = Storage::Mapped(map);
+        let mut larger = Storage::large(target)?;
+        match std::mem::replace(&mut self.storage, Storage::Heap(Vec::new())) {
+            Storage::Heap(vec) => larger.write(0, &vec),
+            Storage::Pooled(buffer) => {
+                // SAFETY: `push` wrote the first `self.len` bytes, and never past the room. The
+                // old block goes back to the pool once its bytes are copied.
+                let gathered = unsafe { buffer.assume_init_prefix(self.len) };
+                larger.write(0, gathered.as_slice());
+            }
+            Storage::Mapped(map) => larger.write(0, &map[..self.len]),
+        }
+        self.storage = larger;
         Ok(())
     }
 
@@ -124,6 +169,11 @@ impl Gather {
     pub(super) fn into_bytes(self) -> Bytes {
         match self.storage {
             Storage::Heap(vec) => Bytes::from(vec),
+            Storage::Pooled(buffer) => {
+                // SAFETY: `push` wrote the first `self.len` bytes, and never past the room.
+                let buffer = unsafe { buffer.assume_init_prefix(self.len) };
+                Bytes::from_owner(PooledBytes(buffer))
+            }
             Storage::Mapped(map) => Bytes::from_owner(MappedPrefix { map, len: self.len }),
         }
     }
@@ -142,30 +192,85 @@ fn mapping(len: usize) -> io::Result<MmapMut> {
 mod tests {
     use super::*;
 
+    /// Whether the buffer is a large one (a pool block, or a mapping with the pool off) of
+    /// `room` bytes.
+    fn large_of(gather: &Gather, room: usize) -> bool {
+        matches!(gather.storage, Storage::Pooled(_) | Storage::Mapped(_))
+            && gather.storage.room() == room
+    }
+
     #[test]
     fn room_grows_from_the_first_reserve_by_doubling_up_to_the_range() {
         // A small range: the whole range at once, on the heap.
         let mut small = Gather::new(100);
         small.push(&[1; 10]).unwrap();
         assert!(matches!(&small.storage, Storage::Heap(vec) if vec.capacity() == 100));
-        // A large one: the first reserve, then its double, each a mapping of its own.
+        // A large one: the first reserve, then its double, each a large buffer of its own.
         let limit = 64 << 20;
         let mut large = Gather::new(limit);
         large.push(&[2; 10]).unwrap();
-        assert!(matches!(&large.storage, Storage::Mapped(map) if map.len() == FIRST_RESERVE));
+        assert!(large_of(&large, FIRST_RESERVE));
         large.push(&vec![3; FIRST_RESERVE - 10]).unwrap();
         large.push(&[4]).unwrap();
-        assert!(matches!(&large.storage, Storage::Mapped(map) if map.len() == 2 * FIRST_RESERVE));
+        assert!(large_of(&large, 2 * FIRST_RESERVE));
         let bytes = large.into_bytes();
         assert_eq!(bytes.len(), FIRST_RESERVE + 1);
         assert_eq!((bytes[0], bytes[10], bytes[FIRST_RESERVE]), (2, 3, 4));
-        // Never past the range: 9 MiB of a 9 MiB range is one mapping of 9 MiB.
+        // Never past the range: 9 MiB of a 9 MiB range is one buffer of 9 MiB.
         let mut exact = Gather::new(9 << 20);
         for _ in 0..9 {
             exact.push(&vec![5; 1 << 20]).unwrap();
         }
-        assert!(matches!(&exact.storage, Storage::Mapped(map) if map.len() == 9 << 20));
+        assert!(large_of(&exact, 9 << 20));
         assert_eq!(exact.len(), 9 << 20);
         assert!(exact.into_bytes().iter().all(|&byte| byte == 5));
+    }
+
+    #[test]
+    fn a_range_from_the_heap_grows_into_a_large_buffer_with_its_bytes() {
+        // Between the heap and the large buffers: a range of 3 MiB first reserved whole (3 MiB
+        // is under the first reserve), so its first part goes straight into a large buffer;
+        // a range under MAPPED_MIN stays on the heap.
+        let mut range = Gather::new(3 << 20);
+        let part: Vec<u8> = (0..=255).cycle().take(1 << 20).collect();
+        for _ in 0..3 {
+            range.push(&part).unwrap();
+        }
+        assert!(large_of(&range, 3 << 20));
+        let bytes = range.into_bytes();
+        assert_eq!(bytes.len(), 3 << 20);
+        assert!(bytes.chunks(1 << 20).all(|chunk| chunk == &part[..]));
+        let mut under = Gather::new(MAPPED_MIN - 1);
+        under.push(&part[..MAPPED_MIN - 1]).unwrap();
+        assert!(matches!(&under.storage, Storage::Heap(_)));
+        assert_eq!(&under.into_bytes()[..], &part[..MAPPED_MIN - 1]);
+    }
+
+    #[test]
+    fn a_pool_block_goes_back_to_the_pool_when_its_bytes_are_dropped() {
+        // Two ranges one after the other: the second takes the block the first gave back, so
+        // its pages are warm (with the pool off, as the environment may set it, both are
+        // mappings of their own and nothing is pooled).
+        let fill = |byte| {
+            let mut range = Gather::new(5 << 20);
+            range.push(&vec![byte; 5 << 20]).unwrap();
+            let pooled = matches!(range.storage, Storage::Pooled(_));
+            (range.into_bytes(), pooled)
+        };
+        let (first, pooled) = fill(1);
+        if !pooled {
+            return;
+        }
+        let address = first.as_ptr();
+        let clone = first.clone();
+        drop(first);
+        // Still held by the clone: a new range cannot take that block.
+        let (second, _) = fill(2);
+        assert_ne!(second.as_ptr(), address);
+        assert!(clone.iter().all(|&byte| byte == 1));
+        drop(clone);
+        drop(second);
+        let (third, _) = fill(3);
+        assert!(third.iter().all(|&byte| byte == 3));
     }
 }

@@ -15,8 +15,10 @@ use tokio::sync::Semaphore;
 
 use crate::{Error, Result};
 
-/// Requests in flight at once for one loader, over all its decoding threads.
-pub(crate) const MAX_REQUESTS: usize = 16;
+/// Requests in flight at once for one loader, over all its decoding threads: enough for two
+/// workers' row groups fetched ahead (32 each, `parquet/fetch_ahead.rs`) across
+/// a round trip of tens of milliseconds, few enough for any server's connection limits.
+pub(crate) const MAX_REQUESTS: usize = 32;
 
 /// Threads of a loader's async runtime: they only wait on sockets and copy bodies.
 const RUNTIME_THREADS: usize = 2;
