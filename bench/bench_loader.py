@@ -467,7 +467,7 @@ def main() -> int:
     parser.add_argument("--ray-rows", type=int, default=2_000_000, help="rows of the Ray Data part")
     parser.add_argument("--ray-only", action="store_true", help="run the Ray Data part only")
     parser.add_argument("--shared-cache-rows", type=int, default=500_000, help="rows of the shared-cache part")
-    parser.add_argument("--latency-rows", type=int, default=1_000_000, help="rows of the latency part")
+    parser.add_argument("--latency-rows", type=int, default=2_000_000, help="rows of the latency part")
     parser.add_argument("--rss-child", nargs=2, metavar=("PATH", "B"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_child:

@@ -289,9 +289,17 @@ def object_storage_chart(tables: list[Table]) -> Chart:
     if local:
         servers.limit = OBJECT_LIMIT_OVER_LOCAL * local
     latency_table = find_subsection_table(tables, LATENCY, "row groups")
-    latency = Group(f"{latency_table.header[2].removesuffix(': s')}, beside the local file", [])
+    # The servers' columns are "<server>, <delay> a request: s", each followed by its ratio.
+    servers_at = [
+        (index, heading.removesuffix(": s").split(", ", 1))
+        for index, heading in enumerate(latency_table.header)
+        if index >= 2 and heading.endswith(": s")
+    ]
+    delay = servers_at[0][1][-1] if servers_at else ""
+    latency = Group(f"S3 servers with {delay}, beside the local file", [])
     for row in latency_table.rows:
-        bars = [seconds_bar("local file", row[1], True), seconds_bar("S3", row[2], True)]
+        bars = [seconds_bar("local file", row[1], True)]
+        bars += [seconds_bar(name[0], row[index], True) for index, name in servers_at]
         latency.items.append(Item(plain(row[0]), bars))
     return Chart(
         title="The loader over object storage: seconds per pass (lower is better)",

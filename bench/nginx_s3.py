@@ -13,6 +13,12 @@ Other servers were tried and not kept: moto reads the whole object for every req
 measures its number of requests), and ``s3s-fs`` (the ``s3s`` crate's file-system server) hashes
 the whole object with MD5 for the ``ETag`` of every ``GetObject``, whatever its range.
 
+With ``delay``, every answer waits that long before its first byte, as a server in another region
+would (the read-ahead rows of ``loader_object_latency.py``): the request goes through the echo
+module's ``echo_sleep`` (a timer of nginx's event loop, no thread held) and then to the file. The
+module is Debian's ``libnginx-mod-http-echo``, which ``nginx-light`` depends on;
+`NginxS3Server.echo_module()` finds it.
+
 `cargo xtask bench` installs nginx (Debian's ``nginx-light``) when it is missing and it may; where
 it is not installed, `NginxS3Server.find()` gives ``None`` and the benchmark says the rows are
 left out.
@@ -28,7 +34,7 @@ from pathlib import Path
 from typing import Optional
 
 CONFIG = """\
-{user}
+{modules}{user}
 worker_processes 2;
 pid {state}/nginx.pid;
 error_log {state}/error.log warn;
@@ -47,7 +53,7 @@ http {{
     server {{
         listen 127.0.0.1:{port};
         root {root};
-        location / {{ }}
+        {location}
     }}
 }}
 """
@@ -56,8 +62,18 @@ http {{
 class NginxS3Server:
     """nginx serving ``root`` on a free loopback port until `stop` (or the ``with`` block ends)."""
 
-    def __init__(self, executable: str, root: Path):
+    def __init__(self, executable: str, root: Path, delay: float = 0.0):
         self.root = root
+        self.delay = delay
+        if delay > 0:
+            module = self.echo_module(executable)
+            if module is None:
+                raise RuntimeError("nginx's echo module (libnginx-mod-http-echo) is not installed")
+            modules = f"load_module {module};\n"
+            # The sleep runs in the location of every request, then hands it to the files.
+            location = f"location / {{ echo_sleep {delay:.3f}; echo_exec @file; }} location @file {{ }}"
+        else:
+            modules, location = "", "location / { }"
         self._state = Path(tempfile.mkdtemp(prefix="bench-nginx-"))
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -65,7 +81,11 @@ class NginxS3Server:
         config = self._state / "nginx.conf"
         # As root, nginx's workers become `nobody`, who may not read a private temporary folder.
         user = "user root;" if hasattr(os, "geteuid") and os.geteuid() == 0 else ""
-        config.write_text(CONFIG.format(user=user, state=self._state, port=self.port, root=root))
+        config.write_text(
+            CONFIG.format(
+                modules=modules, user=user, state=self._state, port=self.port, root=root, location=location
+            )
+        )
         self._process = subprocess.Popen(
             [executable, "-c", str(config), "-p", str(self._state), "-g", "daemon off;"],
             stdout=subprocess.DEVNULL,
@@ -92,6 +112,20 @@ class NginxS3Server:
             (path for path in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(path, os.X_OK)),
             None,
         )
+
+    @staticmethod
+    def echo_module(executable: str) -> Optional[Path]:
+        """The echo module's file for ``executable`` (under its ``--modules-path``), or None."""
+        try:
+            built = subprocess.run([executable, "-V"], capture_output=True, text=True, timeout=10).stderr
+        except (OSError, subprocess.SubprocessError):
+            return None
+        folders = [word.split("=", 1)[1] for word in built.split() if word.startswith("--modules-path=")]
+        for folder in folders + ["/usr/lib/nginx/modules"]:
+            module = Path(folder) / "ngx_http_echo_module.so"
+            if module.is_file():
+                return module
+        return None
 
     @property
     def endpoint(self) -> str:

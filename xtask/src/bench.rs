@@ -69,39 +69,6 @@ pub(crate) fn help() -> String {
     )
 }
 
-/// Installs nginx (Debian's `nginx-light`), the per-byte S3 server of the object-storage rows,
-/// when it is missing and `apt-get` may be run (as root); otherwise says that those rows will be
-/// left out. Never fails the benchmark.
-fn ensure_nginx(root: &Path) {
-    let found = |dir: &str| Path::new(dir).join("nginx").is_file();
-    let on_path = std::env::var_os("PATH")
-        .map(|path| std::env::split_paths(&path).any(|dir| dir.join("nginx").is_file()))
-        .unwrap_or(false);
-    if on_path || found("/usr/sbin") {
-        return;
-    }
-    let root_user = Cmd::new(root, "id")
-        .arg("-u")
-        .read_stdout()
-        .is_ok_and(|uid| uid.trim() == "0");
-    if !root_user || !Path::new("/usr/bin/apt-get").is_file() {
-        println!(
-            "==> nginx is not installed and apt-get cannot be run here: the object-storage rows \
-             from nginx will be left out"
-        );
-        return;
-    }
-    println!("==> installing nginx-light with apt-get (the object-storage bench's S3 server)");
-    let installed = Cmd::new(root, "apt-get")
-        .args(["install", "-y", "-q", "nginx-light"])
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()
-        .is_ok_and(|status| status.success());
-    if !installed {
-        println!("==> apt-get could not install nginx-light: those rows will be left out");
-    }
-}
-
 /// Runs criterion with `forwarded` as its arguments, then the Python benchmarks if they exist.
 pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
     // Criterion writes under the build directory unless told otherwise, and xtask builds in the
@@ -146,7 +113,7 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
         return Ok(());
     }
     env.install_extra_requirements(root, BENCH_REQUIREMENTS)?;
-    ensure_nginx(root);
+    crate::nginx::ensure(root, "the object-storage rows from nginx will be left out");
     let section_path = root.join(LOADER_OUTPUT);
     env.command_outside_sources(root)?
         .arg(loader_script)

@@ -12,6 +12,7 @@ mod demo;
 mod doc_examples;
 mod gpu_check;
 mod lint;
+mod nginx;
 mod process;
 mod python;
 mod stages;

@@ -50,7 +50,9 @@ pub(crate) const STAGES: &[(&str, &str)] = &[
     (
         PYTHON_ENV,
         "the Python environment (below), made or found beside the Rust tests, its installers' \
-         output in target/python-env-logs (shown when one fails)",
+         output in target/python-env-logs (shown when one fails); and nginx with its echo \
+         module, the object-storage bench's S3 server, installed (Debian's nginx-light) where it \
+         is missing and apt-get may run",
     ),
     (
         WHEEL_BUILD,
@@ -106,7 +108,15 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
     let logs = root.join("target").join("python-env-logs");
     let making_env = {
         let root = root.to_path_buf();
-        std::thread::spawn(move || PythonEnv::ensure_logged(&root, Some(&logs)))
+        std::thread::spawn(move || {
+            let env = PythonEnv::ensure_logged(&root, Some(&logs));
+            // The bench's S3 servers are tested with it (bench/tests/test_s3_servers.py).
+            crate::nginx::ensure(
+                &root,
+                "the tests of the bench's nginx server will be skipped",
+            );
+            env
+        })
     };
     // The py-bindings crate is included: with `extension-module` off, pyo3 links libpython, so
     // its unit tests link and run like any other crate's.
