@@ -38,6 +38,8 @@ _register_helper("_arrow_c_cases")
 _register_helper("_arrow_c_good_cases")
 # The HTTP server with byte ranges of the object-storage tests.
 _register_helper("_object_servers")
+# The editor of Parquet footers and page headers of the corrupt-file tests.
+_register_helper("_parquet_editor")
 # Forked worker processes whose results come back through a queue.
 _register_helper("_forked")
 # The watchdog that ends a test process growing past its memory limit, naming the test.

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import _object_servers as _servers
+import _parquet_editor as _editor
 import arrow_dlpack as ad
 
 
@@ -95,6 +96,30 @@ def test_an_answer_longer_than_its_range_is_cut_off_at_the_range(tmp_path):
         while server.streaming and time.monotonic() < deadline:
             time.sleep(0.01)
         assert server.streamed < BUFFERED
+
+
+@pytest.mark.parametrize("field, value", [("size", -100), ("offset", -5)])
+def test_a_column_chunk_of_negative_size_or_offset_is_refused_as_corrupt(tmp_path, field, value):
+    """A footer whose column chunk declares a negative size or offset is refused as corrupt,
+    naming the row group and the column, as a local file is: the ranges to fetch were computed
+    with the parquet crate's `byte_range`, which panics on a negative value, and a decoding
+    thread died ("a loader thread panicked")."""
+    path, _ = _parquet(tmp_path)
+    edited = _editor.ParquetFile.open(path)
+    meta = edited.column_meta(0, 0)
+    if field == "size":
+        meta[_editor.CM_COMPRESSED] = value
+    else:
+        meta[_editor.CM_DATA_PAGE] = value
+        if meta.get(_editor.CM_DICTIONARY_PAGE) is not None:
+            meta[_editor.CM_DICTIONARY_PAGE] = value
+    data = edited.to_bytes()
+    (tmp_path / "edited.parquet").write_bytes(data)
+    with _servers.range_server({"/a.parquet": data}) as (server, base):
+        for source, options in [(f"{base}/a.parquet", {"storage_options": QUICK}), (str(tmp_path / "edited.parquet"), {})]:
+            with pytest.raises(ad.ArrowDLPackValueError, match=r'corrupt in row group 0, column "id"') as raised:
+                _ids(source, **options)
+            assert "panicked" not in str(raised.value)
 
 
 def test_an_object_without_validators_is_refused_unless_allowed(tmp_path):

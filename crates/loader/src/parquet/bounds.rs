@@ -266,16 +266,32 @@ fn value_bits(column: &ColumnChunkMetaData) -> (i64, bool) {
     }
 }
 
+/// The bytes a column chunk declares, its first page's offset and its compressed size as
+/// given, `(offset, size)`; read without the parquet crate's `byte_range`, which panics on a
+/// negative value.
+fn declared_bytes(column: &ColumnChunkMetaData) -> (i64, i64) {
+    let start = column
+        .dictionary_page_offset()
+        .unwrap_or_else(|| column.data_page_offset());
+    (start, column.compressed_size())
+}
+
+/// The byte range a column chunk declares, when it is one: a negative offset or size, or an
+/// end past `u64`, is `None` (and refused by [`check_row_group`]).
+pub(crate) fn chunk_range(column: &ColumnChunkMetaData) -> Option<std::ops::Range<u64>> {
+    let (start, len) = declared_bytes(column);
+    let start = u64::try_from(start).ok()?;
+    let len = u64::try_from(len).ok()?;
+    Some(start..start.checked_add(len)?)
+}
+
 /// Checks one column chunk of a row group of `rows` rows.
 fn check_column_chunk(
     file: &impl ChunkReader,
     rows: i64,
     column: &ColumnChunkMetaData,
 ) -> std::result::Result<(), String> {
-    let start = column
-        .dictionary_page_offset()
-        .unwrap_or_else(|| column.data_page_offset());
-    let len = column.compressed_size();
+    let (start, len) = declared_bytes(column);
     let declared = column.num_values();
     let file_len = file.len();
     let end = start.checked_add(len);

@@ -159,11 +159,7 @@ impl ParquetFile {
             .iter()
             .enumerate()
             .filter(|(leaf, _)| self.mask.leaf_included(*leaf))
-            .filter_map(|(_, column)| {
-                let (start, len) = column.byte_range();
-                let end = start.checked_add(len)?;
-                (end <= size).then_some(start..end)
-            })
+            .filter_map(|(_, column)| bounds::chunk_range(column).filter(|range| range.end <= size))
             .collect()
     }
 
