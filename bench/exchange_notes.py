@@ -177,4 +177,14 @@ The consumers' own share bounds the zero-copy rows: torch's `from_dlpack` is Pyt
 calls `__dlpack_device__` and `__dlpack__` (its own work is about 90% of PyArrow's exchange), and
 neither torch 2.15's `from_dlpack` nor numpy 2.4's looks for `__dlpack_c_exchange_api__` (our
 classes publish it all the same), so the torch rows stay close to 1.0 whatever our call costs.
+
+A row that depends on the run: on the afternoon of 2026-12-07, `x.__dlpack__(max_version=(1, 3))`
+of an int64 array measured 0.94-1.05 of PyArrow's (ours 84-92 ns, PyArrow's 81-94 ns; the spread
+within a run 0.71-1.06) in five of seven full runs of this script, three of them on a quiet
+machine and one with the `main` wheel of that morning, and 0.70-0.73 in the other two, while the
+same wheels measured 0.68-0.73 alone
+(`--only dlpack_array`, `--only dlpack`) and this page's run (met) was taken that morning. Nothing
+on that call's path had changed, so the slowdown belongs to the state of a full run's process
+(every case's data is made first), not to a build; what in it costs this one call about 20 ns
+was not found. Until it is, read that row of a full run with this in mind.
 """
