@@ -4,8 +4,8 @@ two readers the bench times, give the rows of the local file; with a delay, ever
 before its first byte.
 
 The servers: ``loader_object_store.StaticS3Server`` (Python's ``ThreadingHTTPServer``) and
-``nginx_s3.NginxS3Server`` (nginx, which ``cargo xtask test`` installs where it may, as
-``cargo xtask bench`` does)."""
+``nginx_s3.NginxS3Server`` (nginx with its echo module, which ``cargo xtask test`` installs,
+as ``cargo xtask bench`` does; where it is missing these tests fail, saying what to install)."""
 
 import contextlib
 import threading
@@ -51,13 +51,23 @@ def static_server(root, delay=0.0):
         thread.join()
 
 
+#: What to do where nginx is missing: the tests need it, as the bench does.
+MISSING = (
+    "nginx with its echo module is not installed: cargo xtask test installs it (Debian's "
+    "nginx-light) where apt-get may run; elsewhere install nginx and libnginx-mod-http-echo"
+)
+
+
+def _nginx():
+    """The nginx executable; a failure naming what to install where there is none."""
+    executable = nginx_s3.NginxS3Server.find()
+    assert executable is not None, MISSING
+    return executable
+
+
 @contextlib.contextmanager
 def nginx_server(root, delay=0.0):
-    executable = nginx_s3.NginxS3Server.find()
-    if executable is None:
-        pytest.skip("nginx is not installed, and cargo xtask test could not install it here")
-    if delay and nginx_s3.NginxS3Server.echo_module(executable) is None:
-        pytest.skip("nginx's echo module is not installed, and cargo xtask test could not install it here")
+    executable = _nginx()
     with nginx_s3.NginxS3Server(executable, root, delay=delay) as server:
         yield server.endpoint
 
@@ -109,9 +119,7 @@ def test_a_missing_key_is_not_found_on_both_servers(bucket):
 
 
 def test_the_echo_module_is_found_beside_nginx():
-    executable = nginx_s3.NginxS3Server.find()
-    if executable is None:
-        pytest.skip("nginx is not installed, and cargo xtask test could not install it here")
+    executable = _nginx()
     # Debian's nginx-light, which xtask installs, depends on the echo module.
     module = nginx_s3.NginxS3Server.echo_module(executable)
     assert module is not None and module.name == "ngx_http_echo_module.so"

@@ -37,11 +37,20 @@ pub(crate) fn ensure(root: &Path, left_out: &str) {
         return;
     }
     println!("==> installing nginx-light with apt-get (the object-storage bench's S3 server)");
-    let installed = Cmd::new(root, "apt-get")
-        .args(["install", "-y", "-q", "nginx-light"])
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()
-        .is_ok_and(|status| status.success());
+    let install = || {
+        Cmd::new(root, "apt-get")
+            .args(["install", "-y", "-q", "nginx-light"])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    // A fresh machine's package lists may be empty: read them once, then try again.
+    let installed = install()
+        || (Cmd::new(root, "apt-get")
+            .args(["update", "-q"])
+            .status()
+            .is_ok_and(|status| status.success())
+            && install());
     if !installed {
         println!("==> apt-get could not install nginx-light: {left_out}");
     }

@@ -113,7 +113,7 @@ pub(crate) fn run(root: &Path, forwarded: &[String]) -> Result {
             // The bench's S3 servers are tested with it (bench/tests/test_s3_servers.py).
             crate::nginx::ensure(
                 &root,
-                "the tests of the bench's nginx server will be skipped",
+                "the tests of the bench's nginx server will fail, saying what to install",
             );
             env
         })

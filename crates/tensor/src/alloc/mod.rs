@@ -152,12 +152,11 @@ impl UninitBuffer {
     /// pays that rounding in memory. `Ok(None)` when the pool is off (its limit is 0) or `len`
     /// is 0; [`Error::OutOfMemory`] when the system refuses a new block.
     pub fn try_from_pool(len: usize) -> Result<Option<Self>> {
-        if len == 0 || len > isize::MAX as usize {
-            return if len == 0 {
-                Ok(None)
-            } else {
-                Err(Error::OutOfMemory { bytes: len })
-            };
+        if len == 0 {
+            return Ok(None);
+        }
+        if len > isize::MAX as usize {
+            return Err(Error::OutOfMemory { bytes: len });
         }
         Ok(Block::take(len)?.map(|block| UninitBuffer {
             storage: Storage::Pooled(block),
