@@ -178,13 +178,21 @@ calls `__dlpack_device__` and `__dlpack__` (its own work is about 90% of PyArrow
 neither torch 2.15's `from_dlpack` nor numpy 2.4's looks for `__dlpack_c_exchange_api__` (our
 classes publish it all the same), so the torch rows stay close to 1.0 whatever our call costs.
 
-A row that depends on the run: on the afternoon of 2026-12-07, `x.__dlpack__(max_version=(1, 3))`
-of an int64 array measured 0.94-1.05 of PyArrow's (ours 84-92 ns, PyArrow's 81-94 ns; the spread
-within a run 0.71-1.06) in five of seven full runs of this script, three of them on a quiet
-machine and one with the `main` wheel of that morning, and 0.70-0.73 in the other two, while the
-same wheels measured 0.68-0.73 alone
-(`--only dlpack_array`, `--only dlpack`) and this page's run (met) was taken that morning. Nothing
-on that call's path had changed, so the slowdown belongs to the state of a full run's process
-(every case's data is made first), not to a build; what in it costs this one call about 20 ns
-was not found. Until it is, read that row of a full run with this in mind.
+The producer rows and glibc's allocator: on the afternoon of 2026-12-07,
+`x.__dlpack__(max_version=(1, 3))` of an int64 array measured 0.94-1.05 of PyArrow's (ours 84-92
+ns) in five of seven full runs of this script and 0.68-0.73 alone, with no change on its path. The
+cost was in the allocator, not in our call: each export allocates its managed tensor (128 bytes)
+and its deleter frees it, and in a process whose heap held a free 160-byte chunk while glibc's
+per-thread cache (`tcache`) for 160 bytes was full, `malloc(128)` handed out that chunk whole on
+every call (its 16-byte remainder too small to split off), `free` found the 160-byte bin full and
+took the arena lock to merge it back, and the 144-byte bin stayed empty: both locked paths, every
+call. gdb on a slow process: the returned chunk's size field 0xa1, `tcache` counts 0 at 144 bytes
+and 7 at 160; `perf record`: `malloc`, `_int_malloc` and `_int_free` 32% of the slow call's
+samples, 5% of the fast one's (27 ns a call). Which processes met it was decided by the heap's
+history (the script, the environment, address randomisation): one small script was slow in 12 of
+12 processes, another in 0 of 12, and `setarch -R` or a longer environment variable moved a
+process from one mode to the other. The tensor crate now keeps each thread's last freed export
+blocks for its next exports (`alloc/recycle.rs`), so a loop of exports never reaches the
+allocator: the script that was slow in 12 of 12 processes measured 61 ns in 12 of 12 (87.6 ns
+before), and two consecutive full runs 0.69 and 0.71-0.73 on that row (this page is the second).
 """

@@ -1,11 +1,13 @@
 //! DLPack export: a [`Tensor`] becomes a managed tensor whose context keeps the buffer alive.
 
 use std::alloc::Layout;
+use std::ptr::NonNull;
 
 use arrow_buffer::Buffer;
 use dlpack_sys::{DLManagedTensor, DLManagedTensorVersioned, DLTensor, DlpackFlags};
 use dlpark::{Managed, ManagedTensorBase};
 
+use crate::alloc::recycle;
 use crate::{Error, Result, Tensor};
 
 /// What a consumer asked for when it requested an export, and what the producer knows.
@@ -102,7 +104,7 @@ impl Tensor {
         let ndim = self.ndim();
         let layout = export_layout::<M>(ndim)?;
         // SAFETY: the layout has a non-zero size (it holds at least the header).
-        let raw = unsafe { std::alloc::alloc(layout) };
+        let raw = unsafe { recycle::take(layout) };
         if raw.is_null() {
             return Err(Error::Allocation {
                 reason: format!("no memory for a managed tensor of {} bytes", layout.size()),
@@ -120,7 +122,8 @@ impl Tensor {
         } else {
             (self.data_ptr().cast_mut(), 0)
         };
-        // SAFETY: `raw` is a fresh allocation of `layout`, which starts with an `ExportHeader<M>`
+        // SAFETY: `raw` is an allocation of `layout` that nothing else uses (fresh, or a block
+        // this thread kept from an earlier export), which starts with an `ExportHeader<M>`
         // and continues, aligned for `i64`, with room for `2 * ndim` values (`export_layout`);
         // every field is written before the pointer is handed to `Managed`. The shape and strides
         // pointers address that trailing room, which lives until the deleter frees it.
@@ -213,14 +216,15 @@ unsafe extern "C" fn delete_export<M>(managed: *mut M) {
     }
     let header = managed.cast::<ExportHeader<M>>();
     // SAFETY: by the caller's guarantee `header` is a live allocation made by `managed_view`
-    // with this header; the buffer is dropped once, here, then the memory is freed with the
-    // size recorded at allocation and the alignment `export_layout` used.
+    // with this header (non-null, checked above); the buffer is dropped once, here, then the
+    // memory is freed (kept for this thread's next export, or given back to the allocator) with
+    // the size recorded at allocation and the alignment `export_layout` used.
     unsafe {
         let size = (*header).size;
         std::ptr::drop_in_place(std::ptr::addr_of_mut!((*header).buffer));
         let align = std::mem::align_of::<ExportHeader<M>>().max(std::mem::align_of::<i64>());
-        std::alloc::dealloc(
-            header.cast(),
+        recycle::give(
+            NonNull::new_unchecked(header.cast()),
             Layout::from_size_align_unchecked(size, align),
         );
     }
@@ -293,6 +297,47 @@ mod tests {
             buffer.strong_count(),
             1,
             "the export's reference was released once"
+        );
+    }
+    #[test]
+    fn exports_in_a_loop_reuse_one_block_and_each_describes_its_own_tensor() {
+        let buffer = Buffer::from_vec((0..24i32).collect::<Vec<_>>());
+        let flat =
+            Tensor::try_new(buffer.clone(), crate::DType::Int32, vec![24], vec![1], 0).unwrap();
+        let square = Tensor::try_new(
+            buffer.clone(),
+            crate::DType::Int32,
+            vec![4, 4],
+            vec![4, 1],
+            8,
+        )
+        .unwrap();
+        let first = flat.to_dlpack_versioned(ExportOptions::default()).unwrap();
+        let address = first.as_ptr() as usize;
+        drop(first);
+        for _ in 0..3 {
+            let again = flat.to_dlpack_versioned(ExportOptions::default()).unwrap();
+            assert_eq!(
+                again.as_ptr() as usize,
+                address,
+                "the freed block is taken again"
+            );
+            assert_eq!(dims(&again), (vec![24], vec![1]));
+            // An export of another rank has another layout: it gets a block of its own, and
+            // the recycled one keeps describing its own tensor.
+            let other = square
+                .to_dlpack_versioned(ExportOptions::default())
+                .unwrap();
+            assert_ne!(other.as_ptr() as usize, address);
+            assert_eq!(dims(&other), (vec![4, 4], vec![4, 1]));
+            // SAFETY: `other` is a live managed tensor; its data starts 8 elements in.
+            assert_eq!(unsafe { *(*other.as_ptr()).tensor().data.cast::<i32>() }, 8);
+        }
+        drop((flat, square));
+        assert_eq!(
+            buffer.strong_count(),
+            1,
+            "every export released its reference once"
         );
     }
 }

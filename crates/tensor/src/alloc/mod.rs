@@ -25,6 +25,7 @@
 mod global;
 pub mod pool;
 mod pooled_vec;
+pub(crate) mod recycle;
 mod stream;
 
 use std::sync::Arc;
