@@ -15,8 +15,17 @@
 //! its item spins again next time. A consumer that waits for decoding (tens of microseconds a
 //! batch or more) thus spins on about one wait in 64, and one that gets its batches as fast as
 //! it asks spins on every wait.
+//!
+//! The loader's thread waits for room by parking rather than in a blocking `send`, so that a
+//! stop request reaches it while the channel is full (a consumer that holds its iterator and
+//! takes nothing, a binding stopping the loader at interpreter exit): the consumer's end wakes it
+//! after every item it takes ([`Waker`]), and so do a stop request and the consumer's end going
+//! away.
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
+use std::sync::{Arc, OnceLock};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 /// How long one end spins for its item before it sleeps.
@@ -24,6 +33,10 @@ pub(crate) const SPIN: Duration = Duration::from_micros(20);
 
 /// The most waits in a row that skip the spin after spins that did not pay.
 const MAX_SKIPPED: u32 = 64;
+
+/// The longest the loader's thread stays parked without a wake before it looks for room again:
+/// a bound for a wake that never comes, not the way room is found.
+const PARKED_AT_MOST: Duration = Duration::from_millis(50);
 
 /// Whether the ends of a loader that runs `helpers` busy threads besides its own thread and
 /// the consumer's (Parquet's, images' or tokenizing's decoding threads) spin at all: only where
@@ -101,7 +114,7 @@ impl Spinner {
     /// `Err(Disconnected)` when the sender is gone.
     pub(crate) fn recv_timeout<T>(
         &mut self,
-        receiver: &Receiver<T>,
+        receiver: &mpsc::Receiver<T>,
         limit: Duration,
     ) -> Result<T, RecvTimeoutError> {
         let spun = self.spin(SPIN.min(limit), || match receiver.try_recv() {
@@ -116,7 +129,7 @@ impl Spinner {
     }
 
     /// The channel's next item, waiting for it; `Err(())` when the sender is gone.
-    pub(crate) fn recv<T>(&mut self, receiver: &Receiver<T>) -> Result<T, ()> {
+    pub(crate) fn recv<T>(&mut self, receiver: &mpsc::Receiver<T>) -> Result<T, ()> {
         let spun = self.spin(SPIN, || match receiver.try_recv() {
             Ok(item) => Some(Ok(item)),
             Err(TryRecvError::Disconnected) => Some(Err(())),
@@ -128,8 +141,9 @@ impl Spinner {
         }
     }
 
-    /// Sends `item`, waiting for room; whether the receiver took it (`false` when it is gone).
-    fn send<T>(&mut self, sender: &SyncSender<T>, item: T) -> bool {
+    /// Spins for room to send `item`: `Ok(sent)` when the channel took it (`sent`) or is gone
+    /// (`!sent`), `Err(item)` when the spin ended without room.
+    fn try_send<T>(&mut self, sender: &SyncSender<T>, item: T) -> Result<bool, T> {
         let mut item = Some(item);
         let spun = self.spin(SPIN, || {
             match sender.try_send(item.take().expect("held until sent")) {
@@ -142,34 +156,136 @@ impl Spinner {
             }
         });
         match (spun, item) {
-            (Some(sent), _) => sent,
-            (None, Some(item)) => sender.send(item).is_ok(),
+            (Some(sent), _) => Ok(sent),
+            (None, Some(item)) => Err(item),
             (None, None) => unreachable!("an item not taken by the channel is given back"),
         }
     }
 }
 
-/// The loader thread's end of the channel, spinning as its [`Spinner`] says.
+/// Wakes the loader's thread where it waits for room in the channel; clones share the thread.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Waker {
+    thread: Arc<OnceLock<Thread>>,
+}
+
+impl Waker {
+    /// Makes the calling thread the one that [`wake`](Waker::wake) wakes; the first call wins.
+    fn register(&self) {
+        if self.thread.get().is_none() {
+            let _ = self.thread.set(std::thread::current());
+        }
+    }
+
+    /// Wakes the registered thread if it is parked, or makes its next park return at once.
+    pub(crate) fn wake(&self) {
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+        }
+    }
+}
+
+/// The loader thread's end of the channel, spinning as its [`Spinner`] says, then parked until
+/// the consumer takes an item, `stop` is set or the consumer's end is gone.
 pub(crate) struct Sender<T> {
     sender: SyncSender<T>,
     spinner: Spinner,
+    stop: Arc<AtomicBool>,
+    waker: Waker,
 }
 
 impl<T> Sender<T> {
-    pub(crate) fn new(sender: SyncSender<T>, spinner: Spinner) -> Self {
-        Sender { sender, spinner }
+    /// The end of `sender` that gives up waiting for room once `stop` is set; whoever sets it,
+    /// and the consumer's end after every item it takes, calls `waker`'s
+    /// [`wake`](Waker::wake).
+    fn new(sender: SyncSender<T>, spinner: Spinner, stop: Arc<AtomicBool>, waker: Waker) -> Self {
+        Sender {
+            sender,
+            spinner,
+            stop,
+            waker,
+        }
     }
 
-    /// Sends `item`, waiting for room; whether the receiver took it (`false` when it is gone).
+    /// Sends `item`, waiting for room; whether the receiver took it (`false` when it is gone,
+    /// or when `stop` was set while the channel was full).
     pub(crate) fn send(&mut self, item: T) -> bool {
-        self.spinner.send(&self.sender, item)
+        let mut item = match self.spinner.try_send(&self.sender, item) {
+            Ok(sent) => return sent,
+            Err(item) => item,
+        };
+        // Registered before looking for room again: an item taken from here on wakes this
+        // thread, and one taken before left the room that the next `try_send` finds.
+        self.waker.register();
+        loop {
+            match self.sender.try_send(item) {
+                Ok(()) => return true,
+                Err(TrySendError::Disconnected(_)) => return false,
+                Err(TrySendError::Full(back)) => item = back,
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            std::thread::park_timeout(PARKED_AT_MOST);
+        }
+    }
+}
+
+/// A bounded channel of `capacity` items between the loader's thread ([`Sender`], which gives
+/// up waiting for room once `stop` is set) and its consumer ([`Receiver`]); both ends spin when
+/// `spins` (see [`spins`]).
+pub(crate) fn channel<T>(
+    capacity: usize,
+    spins: bool,
+    stop: Arc<AtomicBool>,
+) -> (Sender<T>, Receiver<T>) {
+    let (sender, receiver) = mpsc::sync_channel(capacity);
+    let waker = Waker::default();
+    (
+        Sender::new(sender, Spinner::new(spins), stop, waker.clone()),
+        Receiver {
+            receiver,
+            spinner: Spinner::new(spins),
+            waker,
+        },
+    )
+}
+
+/// The consumer's end of the channel: it wakes the loader's thread after every item it takes.
+pub(crate) struct Receiver<T> {
+    receiver: mpsc::Receiver<T>,
+    spinner: Spinner,
+    waker: Waker,
+}
+
+impl<T> Receiver<T> {
+    /// The channel's next item, waiting for it; `Err(())` when the sender is gone.
+    pub(crate) fn recv(&mut self) -> Result<T, ()> {
+        let item = self.spinner.recv(&self.receiver);
+        if item.is_ok() {
+            self.waker.wake();
+        }
+        item
+    }
+
+    /// The channel's next item, waiting at most `limit`: `Err(Timeout)` when none came,
+    /// `Err(Disconnected)` when the sender is gone.
+    pub(crate) fn recv_timeout(&mut self, limit: Duration) -> Result<T, RecvTimeoutError> {
+        let item = self.spinner.recv_timeout(&self.receiver, limit);
+        if item.is_ok() {
+            self.waker.wake();
+        }
+        item
+    }
+
+    /// What wakes the loader's thread: for a stop request, and after this end is dropped.
+    pub(crate) fn waker(&self) -> Waker {
+        self.waker.clone()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::mpsc::sync_channel;
-
     use super::*;
 
     #[test]
@@ -200,24 +316,42 @@ mod tests {
 
     #[test]
     fn items_pass_in_order_whichever_end_waits() {
-        let (sender, receiver) = sync_channel(2);
-        let producer = std::thread::spawn(move || {
-            let mut sender = Sender::new(sender, Spinner::new(true));
-            (0..10_000u32).all(|i| sender.send(i))
-        });
-        let mut spinner = Spinner::new(true);
+        let (mut sender, mut receiver) = channel(2, true, Arc::default());
+        let producer = std::thread::spawn(move || (0..10_000u32).all(|i| sender.send(i)));
         for i in 0..10_000u32 {
             let item = if i % 2 == 0 {
-                spinner.recv(&receiver)
+                receiver.recv()
             } else {
-                spinner
-                    .recv_timeout(&receiver, Duration::from_secs(10))
+                receiver
+                    .recv_timeout(Duration::from_secs(10))
                     .map_err(|_| ())
             };
             assert_eq!(item, Ok(i));
         }
         assert!(producer.join().unwrap());
-        assert_eq!(spinner.recv(&receiver), Err(()));
+        assert_eq!(receiver.recv(), Err(()));
+    }
+
+    #[test]
+    fn a_sender_waiting_for_room_gives_up_once_stopped() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (mut sender, receiver) = channel(1, false, stop.clone());
+        let (done, outcome) = mpsc::channel();
+        let producer = std::thread::spawn(move || {
+            // The first item fills the channel; the second waits for room that never comes.
+            let sent = (sender.send(1u8), sender.send(2));
+            done.send(sent).unwrap();
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        stop.store(true, Ordering::Relaxed);
+        receiver.waker().wake();
+        assert_eq!(
+            outcome.recv_timeout(Duration::from_secs(30)),
+            Ok((true, false)),
+            "the waiting send ended when stopped, with the consumer's end still open"
+        );
+        producer.join().unwrap();
+        drop(receiver);
     }
 
     #[test]
@@ -238,13 +372,11 @@ mod tests {
 
     #[test]
     fn a_send_to_a_dropped_receiver_fails_and_a_timeout_comes_back() {
-        let (sender, receiver) = sync_channel::<u8>(1);
-        let mut spinner = Spinner::new(true);
+        let (mut sender, mut receiver) = channel::<u8>(1, true, Arc::default());
         assert_eq!(
-            spinner.recv_timeout(&receiver, Duration::from_millis(1)),
+            receiver.recv_timeout(Duration::from_millis(1)),
             Err(RecvTimeoutError::Timeout)
         );
-        let mut sender = Sender::new(sender, Spinner::new(true));
         assert!(sender.send(1));
         drop(receiver);
         assert!(!sender.send(2));

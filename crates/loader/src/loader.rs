@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, sync_channel};
+use std::sync::mpsc::RecvTimeoutError;
 
-use crate::handoff::{self, Spinner};
+use crate::handoff::{self, Waker};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -100,9 +100,8 @@ pub struct Outline {
 pub struct Batches {
     /// Set by the background thread as it ends, after dropping what it held.
     ended: Arc<AtomicBool>,
-    receiver: Option<Receiver<Marked>>,
-    /// Whether waiting for the next item spins first (see `handoff`).
-    spinner: Spinner,
+    /// The channel's end, which wakes the background thread after every item it takes.
+    receiver: Option<handoff::Receiver<Marked>>,
     /// Where the stream stood before and after the last batch of `next`, for
     /// [`take_back`](Batches::take_back).
     last: Option<LastBatch>,
@@ -110,6 +109,8 @@ pub struct Batches {
     pending: Option<Marked>,
     thread: Option<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
+    /// Wakes the background thread where it waits for room in the channel.
+    waker: Waker,
     num_rows: Option<u64>,
     num_batches: Option<usize>,
     /// The epoch's rows that no shard reads without `drop_last`.
@@ -178,13 +179,13 @@ impl Batches {
         } else {
             0
         });
-        let (sender, receiver) = sync_channel(spec.prefetch);
-        let mut sender = handoff::Sender::new(sender, Spinner::new(spins));
         // The source's own flag, when it has one, is the loader's: setting it stops both.
         let stop = plan
             .stop
             .clone()
             .unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
+        let (mut sender, receiver) = handoff::channel(spec.prefetch, spins, stop.clone());
+        let waker = receiver.waker();
         let thread_stop = stop.clone();
         let ended = Arc::new(AtomicBool::new(false));
         let thread_ended = ended.clone();
@@ -230,11 +231,11 @@ impl Batches {
         Ok(Batches {
             ended,
             receiver: Some(receiver),
-            spinner: Spinner::new(spins),
             last: None,
             pending: None,
             thread: Some(thread),
             stop,
+            waker,
             num_rows,
             num_batches,
             rows_left_out,
@@ -304,6 +305,7 @@ impl Batches {
     pub fn stopper(&self) -> Stopper {
         Stopper {
             stop: self.stop.clone(),
+            waker: self.waker.clone(),
             ended: self.ended.clone(),
         }
     }
@@ -380,10 +382,10 @@ impl Batches {
         if self.done || self.pending.is_some() {
             return true;
         }
-        let Some(receiver) = self.receiver.as_ref() else {
+        let Some(receiver) = self.receiver.as_mut() else {
             return true;
         };
-        match self.spinner.recv_timeout(receiver, limit) {
+        match receiver.recv_timeout(limit) {
             Ok(item) => {
                 self.pending = Some(item);
                 true
@@ -399,7 +401,7 @@ impl Batches {
         if let Some(item) = self.pending.take() {
             return Some(Ok(item));
         }
-        Some(self.spinner.recv(self.receiver.as_ref()?))
+        Some(self.receiver.as_mut()?.recv())
     }
 
     /// The next batch of the background thread and where the stream stands after it; `None`
@@ -415,9 +417,10 @@ impl Batches {
     /// Stops the threads and waits for them; what `drop` does.
     fn shut_down(&mut self) -> Option<Error> {
         self.stop.store(true, Ordering::Relaxed);
-        // Dropping the receiver wakes the thread if it waits on a full channel.
+        // The thread, if it waits for room, wakes to find the stop flag or the channel gone.
         self.receiver = None;
         self.pending = None;
+        self.waker.wake();
         let thread = self.thread.take()?;
         thread.join().err().map(Error::from_panic)
     }
@@ -493,13 +496,16 @@ struct LastBatch {
 #[derive(Debug, Clone)]
 pub struct Stopper {
     stop: Arc<AtomicBool>,
+    waker: Waker,
     ended: Arc<AtomicBool>,
 }
 
 impl Stopper {
-    /// Asks the background thread to stop: it ends after the read or batch it is in.
+    /// Asks the background thread to stop: it ends after the read or batch it is in, or at
+    /// once where it waits for room for its next batch (the consumer taking none).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.waker.wake();
     }
 
     /// Whether the background thread has ended, having dropped everything it held.

@@ -198,6 +198,24 @@ def test_the_exit_hooks_stop_takes_any_timeout_without_a_panic():
         assert loader._inner._stop_at_exit(timeout) in (True, False)
 
 
+def test_the_exit_hooks_stop_ends_a_thread_that_waits_for_room_in_a_full_queue():
+    import time
+
+    import numpy as np
+    import pyarrow as pa
+
+    import arrow_dlpack as ad
+
+    # One batch taken, then none: the loader's thread fills its queue of two and waits for room
+    # that no consumer makes. The stop at exit reaches it there (it used to wait for the
+    # consumer, and the hook waited out its whole timeout).
+    loader = ad.batches(pa.table({"x": np.arange(100)}), 1, prefetch=2)
+    assert int(np.from_dlpack(next(loader)["x"])[0]) == 0
+    time.sleep(0.2)  # room for the thread to fill the queue and wait
+    assert loader._inner._stop_at_exit(60.0) is True
+    loader.close()
+
+
 def test_ctrl_c_as_a_batch_arrives_keeps_the_batch_for_the_next_call():
     # Each record batch comes 100 ms after the last, and a SIGINT 3 ms before it: the interrupt
     # lands while `next()` waits, or as the batch arrives. Either way the batch is kept: the

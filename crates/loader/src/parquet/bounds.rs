@@ -277,7 +277,9 @@ fn declared_bytes(column: &ColumnChunkMetaData) -> (i64, i64) {
 }
 
 /// The byte range a column chunk declares, when it is one: a negative offset or size, or an
-/// end past `u64`, is `None` (and refused by [`check_row_group`]).
+/// end past `u64`, is `None` (and refused by [`check_row_group`]). The ranges an object's fetch
+/// asks for.
+#[cfg(feature = "object-store")]
 pub(crate) fn chunk_range(column: &ColumnChunkMetaData) -> Option<std::ops::Range<u64>> {
     let (start, len) = declared_bytes(column);
     let start = u64::try_from(start).ok()?;
