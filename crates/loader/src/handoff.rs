@@ -34,9 +34,11 @@ pub(crate) const SPIN: Duration = Duration::from_micros(20);
 /// The most waits in a row that skip the spin after spins that did not pay.
 const MAX_SKIPPED: u32 = 64;
 
-/// The longest the loader's thread stays parked without a wake before it looks for room again:
-/// a bound for a wake that never comes, not the way room is found.
-const PARKED_AT_MOST: Duration = Duration::from_millis(50);
+/// The longest the loader's thread stays parked without a wake before it looks for room again
+/// and at its stop flag: a bound for a stop that comes without a wake (a source's own stop
+/// handle, set from outside the loader), not the way room is found. Every other change wakes
+/// it, so an idle loader wakes once a second at most.
+const PARKED_AT_MOST: Duration = Duration::from_secs(1);
 
 /// Whether the ends of a loader that runs `helpers` busy threads besides its own thread and
 /// the consumer's (Parquet's, images' or tokenizing's decoding threads) spin at all: only where
@@ -244,16 +246,18 @@ pub(crate) fn channel<T>(
     (
         Sender::new(sender, Spinner::new(spins), stop, waker.clone()),
         Receiver {
-            receiver,
+            receiver: Some(receiver),
             spinner: Spinner::new(spins),
             waker,
         },
     )
 }
 
-/// The consumer's end of the channel: it wakes the loader's thread after every item it takes.
+/// The consumer's end of the channel: it wakes the loader's thread after every item it takes,
+/// and when it is dropped.
 pub(crate) struct Receiver<T> {
-    receiver: mpsc::Receiver<T>,
+    /// Always `Some` until dropped: taken out by `drop` to close the channel before the wake.
+    receiver: Option<mpsc::Receiver<T>>,
     spinner: Spinner,
     waker: Waker,
 }
@@ -261,7 +265,10 @@ pub(crate) struct Receiver<T> {
 impl<T> Receiver<T> {
     /// The channel's next item, waiting for it; `Err(())` when the sender is gone.
     pub(crate) fn recv(&mut self) -> Result<T, ()> {
-        let item = self.spinner.recv(&self.receiver);
+        let Some(receiver) = self.receiver.as_ref() else {
+            return Err(());
+        };
+        let item = self.spinner.recv(receiver);
         if item.is_ok() {
             self.waker.wake();
         }
@@ -271,16 +278,28 @@ impl<T> Receiver<T> {
     /// The channel's next item, waiting at most `limit`: `Err(Timeout)` when none came,
     /// `Err(Disconnected)` when the sender is gone.
     pub(crate) fn recv_timeout(&mut self, limit: Duration) -> Result<T, RecvTimeoutError> {
-        let item = self.spinner.recv_timeout(&self.receiver, limit);
+        let Some(receiver) = self.receiver.as_ref() else {
+            return Err(RecvTimeoutError::Disconnected);
+        };
+        let item = self.spinner.recv_timeout(receiver, limit);
         if item.is_ok() {
             self.waker.wake();
         }
         item
     }
 
-    /// What wakes the loader's thread: for a stop request, and after this end is dropped.
+    /// What wakes the loader's thread, for a stop request.
     pub(crate) fn waker(&self) -> Waker {
         self.waker.clone()
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    /// Closes the channel, then wakes the loader's thread if it waits for room: it finds the
+    /// channel gone.
+    fn drop(&mut self) {
+        drop(self.receiver.take());
+        self.waker.wake();
     }
 }
 

@@ -417,10 +417,10 @@ impl Batches {
     /// Stops the threads and waits for them; what `drop` does.
     fn shut_down(&mut self) -> Option<Error> {
         self.stop.store(true, Ordering::Relaxed);
-        // The thread, if it waits for room, wakes to find the stop flag or the channel gone.
+        // The thread, if it waits for room, wakes to find the channel gone (the receiving end
+        // wakes it as it is dropped).
         self.receiver = None;
         self.pending = None;
-        self.waker.wake();
         let thread = self.thread.take()?;
         thread.join().err().map(Error::from_panic)
     }
