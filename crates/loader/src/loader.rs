@@ -111,6 +111,8 @@ pub struct Batches {
     stop: Arc<AtomicBool>,
     /// Wakes the background thread where it waits for room in the channel.
     waker: Waker,
+    /// Set by a [`Stopper`]: the thread was asked to stop from outside ([`Batches::was_stopped`]).
+    stopped: Arc<AtomicBool>,
     num_rows: Option<u64>,
     num_batches: Option<usize>,
     /// The epoch's rows that no shard reads without `drop_last`.
@@ -236,6 +238,7 @@ impl Batches {
             thread: Some(thread),
             stop,
             waker,
+            stopped: Arc::new(AtomicBool::new(false)),
             num_rows,
             num_batches,
             rows_left_out,
@@ -305,9 +308,17 @@ impl Batches {
     pub fn stopper(&self) -> Stopper {
         Stopper {
             stop: self.stop.clone(),
+            stopped: self.stopped.clone(),
             waker: self.waker.clone(),
             ended: self.ended.clone(),
         }
+    }
+
+    /// Whether a [`Stopper`] asked the background thread to stop: an iteration that then ends
+    /// may have ended before the end of its source, and a binding reports it rather than end as
+    /// if the epoch were whole.
+    pub fn was_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed)
     }
 
     /// Whether the loader is known to yield no more batches.
@@ -422,6 +433,12 @@ impl Batches {
         self.receiver = None;
         self.pending = None;
         let thread = self.thread.take()?;
+        if thread.thread().id() == std::thread::current().id() {
+            // Dropped on its own thread (a garbage collection that ran inside a Python
+            // source's call): joining would wait for itself. It ends by itself once that call
+            // returns, finding the stop flag set and the channel gone.
+            return None;
+        }
         thread.join().err().map(Error::from_panic)
     }
 }
@@ -496,6 +513,7 @@ struct LastBatch {
 #[derive(Debug, Clone)]
 pub struct Stopper {
     stop: Arc<AtomicBool>,
+    stopped: Arc<AtomicBool>,
     waker: Waker,
     ended: Arc<AtomicBool>,
 }
@@ -504,6 +522,7 @@ impl Stopper {
     /// Asks the background thread to stop: it ends after the read or batch it is in, or at
     /// once where it waits for room for its next batch (the consumer taking none).
     pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
         self.stop.store(true, Ordering::Relaxed);
         self.waker.wake();
     }

@@ -5,6 +5,8 @@ interpreter prints as it finalizes."""
 import subprocess
 import sys
 
+import pytest
+
 # A loader (batches of BATCH rows) behind a Python generator that yields one record batch of 10
 # rows, then waits up to WAIT seconds, in sleeps of SLICE (so that the test can end the wait),
 # before the next; with INTERRUPT, a SIGINT arrives after half a second.
@@ -316,3 +318,137 @@ print("interrupted:", interrupts > 0, flush=True)
         "counts agreed: True",
         "interrupted: True",
     ], result.stderr
+
+
+def test_a_signal_handler_raising_any_exception_loses_no_batch():
+    # SIGALRM every 0.3 ms, its handler raising TimeoutError (or SystemExit, as a SIGTERM
+    # handler of a preempted job does): wherever it lands, the batch in flight is kept for the
+    # next call, so the loop gets every row once and the loader counts only those.
+    script = """
+import signal, sys
+import numpy as np, pyarrow as pa, arrow_dlpack as ad
+exc = {"timeout": TimeoutError, "exit": SystemExit}[sys.argv[1]]
+armed = [False]
+def handler(*args):
+    # Once per try: raised into the loop's own `except` it would end the script.
+    if armed[0]:
+        armed[0] = False
+        raise exc("signal")
+signal.signal(signal.SIGALRM, handler)
+n = 50_000
+loader = ad.batches(pa.table({"id": np.arange(n, dtype=np.int64)}), 100, prefetch=64, format=sys.argv[2])
+got, interrupts = [], 0
+signal.setitimer(signal.ITIMER_REAL, 0.0003, 0.0003)
+while True:
+    try:
+        armed[0] = True
+        for batch in loader:
+            got.append(batch)
+            armed[0] = True
+        break
+    except exc:
+        interrupts += 1
+armed[0] = False
+signal.setitimer(signal.ITIMER_REAL, 0, 0)
+signal.signal(signal.SIGALRM, signal.SIG_IGN)
+rows = sorted(int(v) for b in got for v in np.asarray(b["id"]).tolist())
+print(interrupts > 0, rows == list(range(n)), loader.rows_yielded == n, flush=True)
+"""
+    for exception, format in (("timeout", "torch"), ("exit", "numpy")):
+        result = subprocess.run(
+            [sys.executable, "-c", script, exception, format],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout.split() == ["True", "True", "True"], (exception, result.stdout)
+
+
+def test_a_loop_stopped_at_exit_raises_and_no_loader_starts_after_the_hook():
+    # A daemon thread runs epochs over a Python generator when the main thread returns: the
+    # exit hook stops the loader it iterates, and its loop gets an error instead of ending as
+    # if the epoch were whole; a next epoch's loader would be refused (its thread would read the
+    # generator while the interpreter finalizes, which aborts the process), as below.
+    script = """
+import threading, time
+import numpy as np, pyarrow as pa, arrow_dlpack as ad
+schema = pa.schema([("x", pa.int64())])
+def rows():
+    for i in range(10**9):
+        yield pa.record_batch([pa.array(np.arange(100))], schema=schema)
+def epochs():
+    while True:
+        try:
+            for batch in ad.batches(pa.RecordBatchReader.from_batches(schema, rows()), 500):
+                pass
+        except Exception as error:
+            print(type(error).__name__, str(error).split(":")[0], flush=True)
+            if isinstance(error, RuntimeError):
+                return
+threading.Thread(target=epochs, daemon=True).start()
+time.sleep(1.0)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[:1] == [
+        "ArrowDLPackValueError this loader was stopped at interpreter exit before its last batch",
+    ], result.stdout + result.stderr[-2000:]
+    import numpy as np
+    import pyarrow as pa
+
+    import arrow_dlpack as ad
+    import arrow_dlpack._batches as batches
+
+    batches._EXITING = True
+    try:
+        with pytest.raises(RuntimeError, match="cannot start a loader at interpreter exit"):
+            ad.batches(pa.table({"x": np.arange(10)}), 4)
+    finally:
+        batches._EXITING = False
+
+
+def test_exit_waits_a_bounded_time_for_a_source_stuck_in_its_call():
+    # The generator blocks forever; the main thread took a batch and returns. The exit hook
+    # stops the loader and waits at most its bound (shortened here) instead of hanging.
+    script = """
+import threading
+import pyarrow as pa, arrow_dlpack as ad, arrow_dlpack._batches as batches
+batches._EXIT_WAIT = 1.0
+schema = pa.schema([("x", pa.int64())])
+never = threading.Event()
+def rows():
+    yield pa.record_batch([pa.array([1])], schema=schema)
+    never.wait()
+    yield pa.record_batch([pa.array([2])], schema=schema)
+loader = ad.batches(pa.RecordBatchReader.from_batches(schema, rows()), 1, prefetch=1)
+print(next(loader)["x"].shape, flush=True)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "(1,)", result.stdout
+
+
+def test_a_loader_dropped_on_its_own_thread_raises_no_panic():
+    # The generator drops the last reference to the loader that reads it: the loader's drop
+    # then runs on its own background thread, which must not join itself.
+    script = """
+import gc, time
+import numpy as np, pyarrow as pa, arrow_dlpack as ad
+schema = pa.schema([("id", pa.int64())])
+holder = {}
+def rows():
+    for start in range(0, 10**6, 100):
+        if start == 1000:
+            holder.clear()
+        yield pa.record_batch([pa.array(np.arange(start, start + 100))], schema=schema)
+loader = ad.batches(pa.RecordBatchReader.from_batches(schema, rows()), 100, prefetch=64)
+holder["loader"] = loader
+first = next(loader)
+del loader
+time.sleep(1.0)
+gc.collect()
+print("ok", flush=True)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "PanicException" not in result.stderr and "panicked" not in result.stderr, result.stderr
+    assert result.stdout.strip() == "ok"

@@ -301,9 +301,22 @@ impl PyBatches {
             None => {
                 let ended = guard.take();
                 self.keep_state(ended.as_ref());
-                self.end(Ended::Exhausted);
+                let stopped = ended.as_ref().is_some_and(Batches::was_stopped);
+                self.end(if stopped {
+                    Ended::Closed
+                } else {
+                    Ended::Exhausted
+                });
                 drop(guard);
                 py.detach(move || drop(ended));
+                if stopped {
+                    // Stopped by the interpreter's exit while another thread iterated: the
+                    // loop must not end as if the epoch were whole.
+                    return Err(errors::value_error(
+                        "this loader was stopped at interpreter exit before its last batch: a \
+                         loop over it stops here rather than end as if the epoch were whole",
+                    ));
+                }
                 return Ok(None);
             }
         };
@@ -440,12 +453,11 @@ impl PyBatches {
     /// Python source must not be left to take the GIL while the interpreter finalizes (CPython
     /// ends it with a forced unwinding that aborts the process). Returns whether it ended.
     #[pyo3(name = "_stop_at_exit")]
-    fn stop_at_exit(&self, py: Python<'_>, timeout: f64) -> bool {
+    fn stop_at_exit(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
         if std::process::id() != self.pid {
-            return true;
+            return Ok(true);
         }
         self.stopper.stop();
-        let stopper = self.stopper.clone();
         // Not a panic for a NaN or an infinity: no wait for those, at most an hour for others.
         let seconds = if timeout.is_finite() {
             timeout.clamp(0.0, 3600.0)
@@ -453,16 +465,29 @@ impl PyBatches {
             0.0
         };
         let limit = std::time::Duration::from_secs_f64(seconds);
-        py.detach(move || {
-            let started = std::time::Instant::now();
-            while !stopper.has_ended() {
-                if started.elapsed() >= limit {
-                    return false;
+        let started = std::time::Instant::now();
+        // Waited for in slices without the GIL, with a look for signals between them: Ctrl-C
+        // ends the wait (the exit goes on).
+        loop {
+            let stopper = self.stopper.clone();
+            let ended = py.detach(move || {
+                let slice = std::time::Instant::now();
+                while !stopper.has_ended() {
+                    if started.elapsed() >= limit || slice.elapsed() >= interrupt::SIGNAL_POLL {
+                        return false;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
                 }
-                std::thread::sleep(std::time::Duration::from_millis(1));
+                true
+            });
+            if ended {
+                return Ok(true);
             }
-            true
-        })
+            if started.elapsed() >= limit {
+                return Ok(false);
+            }
+            py.check_signals()?;
+        }
     }
 
     /// Stops the background threads and releases the source now, rather than when the iterator
