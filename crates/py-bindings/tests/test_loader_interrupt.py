@@ -396,14 +396,14 @@ time.sleep(1.0)
     import pyarrow as pa
 
     import arrow_dlpack as ad
-    import arrow_dlpack._batches as batches
+    import arrow_dlpack._exit as exit_hook
 
-    batches._EXITING = True
+    exit_hook._EXITING = True
     try:
         with pytest.raises(RuntimeError, match="cannot start a loader at interpreter exit"):
             ad.batches(pa.table({"x": np.arange(10)}), 4)
     finally:
-        batches._EXITING = False
+        exit_hook._EXITING = False
 
 
 def test_exit_waits_a_bounded_time_for_a_source_stuck_in_its_call():
@@ -411,8 +411,8 @@ def test_exit_waits_a_bounded_time_for_a_source_stuck_in_its_call():
     # stops the loader and waits at most its bound (shortened here) instead of hanging.
     script = """
 import threading
-import pyarrow as pa, arrow_dlpack as ad, arrow_dlpack._batches as batches
-batches._EXIT_WAIT = 1.0
+import pyarrow as pa, arrow_dlpack as ad, arrow_dlpack._exit as exit_hook
+exit_hook._EXIT_WAIT = 1.0
 schema = pa.schema([("x", pa.int64())])
 never = threading.Event()
 def rows():

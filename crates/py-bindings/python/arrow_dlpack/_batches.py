@@ -8,13 +8,11 @@ This module only works out which shard of the data this process reads, shows pro
 carries the loader's state (``state_dict()``, ``state=``, ``merge_states``).
 """
 
-import atexit
 import sys
-import threading
 import time
-import weakref
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
+from arrow_dlpack import _exit
 from arrow_dlpack._arrow_dlpack import ArrowDLPackValueError, Tensor, _Batches, _check_options
 from arrow_dlpack._options import PYTHON, PYTHON_DEFAULTS, check_python_options, converter
 from arrow_dlpack._read_only import maps_read_only, reads_unseen_buffers
@@ -38,74 +36,6 @@ from arrow_dlpack._warn import (
 __all__ = ["Batches", "batches"]
 
 # Every loader not yet collected, closed at interpreter exit (below).
-_LIVE: "weakref.WeakSet[_Batches]" = weakref.WeakSet()
-
-#: Set by the exit hook: no loader starts after it (its thread could still be reading a Python
-#: source when the interpreter finalizes).
-_EXITING = False
-
-#: Loaders being made (by any thread) and not yet in ``_LIVE``: the exit hook waits for them.
-_OPENING = 0
-_OPENING_LOCK = threading.Lock()
-
-
-def _exiting() -> RuntimeError:
-    """The error of a loader asked for while the interpreter exits."""
-    return RuntimeError(
-        "cannot start a loader at interpreter exit: its thread could still be reading its "
-        "source when the interpreter finalizes"
-    )
-
-
-def _close_live_loaders() -> None:
-    """Stops and closes every loader still open, with the GIL released while it waits.
-
-    Runs at interpreter exit, before finalization: a loader's thread that reads a Python
-    source (a ``RecordBatchReader`` over a generator) takes the GIL, and a thread that takes it
-    during finalization is ended by CPython with ``pthread_exit``, whose forced unwinding
-    through Rust frames aborts the process. Every loader's background thread is asked to stop
-    first, then each is waited for (at most ``_EXIT_WAIT`` seconds in all, Ctrl-C ends the wait)
-    to finish the read it is in and drop its source, and closed. A loader whose source never
-    returns from its call is left after the wait, so that exit does not hang; one whose
-    ``next()`` runs in another (daemon) thread cannot be closed from here, and that thread's
-    loop gets an error rather than end as if its epoch were whole. No loader starts after the
-    hook."""
-    global _EXITING
-    _EXITING = True
-    deadline = time.monotonic() + _EXIT_WAIT
-    while _OPENING > 0 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    loaders = list(_LIVE)
-    for loader in loaders:
-        try:
-            loader._stop_at_exit(0.0)
-        except Exception:  # noqa: BLE001 - at exit, nothing more can be done for it
-            pass
-    for loader in loaders:
-        try:
-            if not loader._stop_at_exit(max(0.0, deadline - time.monotonic())):
-                continue
-        except Exception:  # noqa: BLE001 - at exit, nothing more can be done for it
-            continue
-        # A thread inside its `next()` returns within a slice of its wait (raising that the
-        # loader was stopped), and must be out of native code before the interpreter
-        # finalizes: it is waited for, the GIL released, by closing until that succeeds.
-        while True:
-            try:
-                loader.close()
-                break
-            except Exception as error:  # noqa: BLE001 - at exit, nothing more can be done
-                if "another thread" not in str(error) or time.monotonic() >= deadline:
-                    break
-                time.sleep(0.005)
-
-
-#: The longest wait at exit for the background thread of a loader in use by another thread.
-_EXIT_WAIT = 30.0
-
-
-atexit.register(_close_live_loaders)
-
 # Storage options whose values are shown by a repr (userinfo of a URL redacted); every other
 # value (keys, secrets, tokens, proxies) is shown as "***".
 _SHOWN_STORAGE_OPTIONS = frozenset(
@@ -417,7 +347,7 @@ def batches(
     progress: bool = False,
     storage_options: Optional[Mapping[str, Any]] = None,
 ) -> Batches:
-    """Batches of exactly ``batch_size`` rows from Arrow data, each a dict from name to
+    r"""Batches of exactly ``batch_size`` rows from Arrow data, each a dict from name to
     :class:`Tensor`, made on background threads; returns a :class:`Batches`, iterated once.
 
     >>> for batch in ad.batches("train.parquet", 1024, groups={"x": features}, columns=["y"]):
@@ -545,11 +475,9 @@ def _open(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
     options checked and acted on, the shard, seed and epoch worked out, everything else checked
     by the native loader. ``direct`` when the caller's own code called ``ad.batches`` (not
     ``BatchDataset``, which splits between its workers on purpose)."""
-    if _EXITING:
-        # Refused before anything native runs: a thread (a daemon thread's loop starting its
-        # next epoch) that releases the GIL now takes it back while the interpreter finalizes,
-        # which CPython ends in a way that aborts a process in native code.
-        raise _exiting()
+    # Refused before anything native runs once the interpreter exits (a daemon thread's loop
+    # starting its next epoch).
+    _exit.refuse_if_exiting()
     python = check_python_options(
         {name: options.pop(name) for name in PYTHON if name in options}
     )
@@ -601,12 +529,7 @@ def _open(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
     spec["seed"] = _shared_seed(seed, shuffle, num_shards)
     spec["epoch"] = _epoch(spec.get("epoch"), state)
     storage_options = python.get("storage_options")
-    global _OPENING
-    # Counted until the loader is known to the exit hook (or closed again): the hook waits for
-    # loaders being made, which run native code without the GIL.
-    with _OPENING_LOCK:
-        _OPENING += 1
-    try:
+    with _exit.opening():
         try:
             inner = _Batches(
                 blocks,
@@ -618,14 +541,7 @@ def _open(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
             )
         except ArrowDLPackValueError as error:
             failures.raise_instead(error)
-        _LIVE.add(inner)
-        if _EXITING:
-            # Made while the exit hook ran: the hook may have missed it, so it is stopped here.
-            inner.close()
-            raise _exiting()
-    finally:
-        with _OPENING_LOCK:
-            _OPENING -= 1
+        _exit.register(inner)
     remember_read(given)
     ranks = num_ranks or num_shards
     # Said to a caller of ad.batches (BatchDataset says it once, when it is made).
