@@ -452,3 +452,28 @@ print("ok", flush=True)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "PanicException" not in result.stderr and "panicked" not in result.stderr, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_a_child_forked_while_a_loader_is_made_exits_at_once():
+    # Another thread is making a loader (counted by the exit hook) when the process forks: the
+    # child's exit hook must not wait for a loader that no thread of the child is making.
+    script = """
+import os, threading, time
+import arrow_dlpack._exit as exit_hook
+exit_hook._EXIT_WAIT = 20.0
+def make():
+    with exit_hook.opening():
+        time.sleep(3.0)
+threading.Thread(target=make, daemon=True).start()
+time.sleep(0.5)
+pid = os.fork()
+if pid == 0:
+    started = time.monotonic()
+    exit_hook.close_live_loaders()
+    print(f"{time.monotonic() - started < 2.0}", flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "True", result.stdout + result.stderr[-2000:]

@@ -11,6 +11,7 @@ finalizes. The hook therefore leaves no loader thread running and no thread insi
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 import time
 import weakref
@@ -27,6 +28,17 @@ _EXITING = False
 #: Loaders being made (by any thread) and not yet in ``_LIVE``: the exit hook waits for them.
 _OPENING = 0
 _OPENING_LOCK = threading.Lock()
+
+
+def _forget_openings() -> None:
+    """In a child of ``fork``: the threads that were making loaders are not there, so their
+    count (and its lock, which one of them may have held) does not carry over."""
+    global _OPENING, _OPENING_LOCK
+    _OPENING = 0
+    _OPENING_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_openings)
 
 #: The longest wait at exit, in all, for the loaders' threads to end.
 _EXIT_WAIT = 30.0
