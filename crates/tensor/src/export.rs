@@ -299,6 +299,7 @@ mod tests {
             "the export's reference was released once"
         );
     }
+
     #[test]
     fn exports_in_a_loop_reuse_one_block_and_each_describes_its_own_tensor() {
         let buffer = Buffer::from_vec((0..24i32).collect::<Vec<_>>());

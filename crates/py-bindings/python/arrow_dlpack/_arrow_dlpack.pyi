@@ -817,8 +817,8 @@ class _Batches:
         """Takes back the last batch handed out, which an interrupt stopped on its way: it is
         handed out again by the next ``next()``."""
     def _stop_at_exit(self, timeout: float) -> bool:
-        """At exit, for a loader another thread iterates: stops its background thread and
-        waits at most ``timeout`` seconds for it to end."""
+        """At exit: stops the background thread and waits at most ``timeout`` seconds for it
+        to end and for any thread inside ``next()`` to leave it; whether both happened."""
 
 def _check_options(
     source: Any = None,

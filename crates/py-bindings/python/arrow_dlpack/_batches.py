@@ -35,7 +35,6 @@ from arrow_dlpack._warn import (
 
 __all__ = ["Batches", "batches"]
 
-# Every loader not yet collected, closed at interpreter exit (below).
 # Storage options whose values are shown by a repr (userinfo of a URL redacted); every other
 # value (keys, secrets, tokens, proxies) is shown as "***".
 _SHOWN_STORAGE_OPTIONS = frozenset(

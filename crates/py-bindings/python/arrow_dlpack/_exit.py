@@ -104,21 +104,11 @@ def close_live_loaders() -> None:
             pass
     for loader in loaders:
         try:
-            if not loader._stop_at_exit(max(0.0, deadline - time.monotonic())):
-                continue
-        except Exception:  # noqa: BLE001 - at exit, nothing more can be done for it
-            continue
-        # A thread inside its `next()` returns within a slice of its wait (raising that the
-        # loader was stopped), and must be out of native code before the interpreter
-        # finalizes: it is waited for, the GIL released, by closing until that succeeds.
-        while True:
-            try:
+            # True once its thread has ended and no thread is inside its `next()`.
+            if loader._stop_at_exit(max(0.0, deadline - time.monotonic())):
                 loader.close()
-                break
-            except Exception as error:  # noqa: BLE001 - at exit, nothing more can be done
-                if "another thread" not in str(error) or time.monotonic() >= deadline:
-                    break
-                time.sleep(0.005)
+        except Exception:  # noqa: BLE001 - at exit, nothing more can be done for it
+            pass
 
 
 atexit.register(close_live_loaders)

@@ -447,11 +447,13 @@ impl PyBatches {
         options::state_to_python(py, &state)
     }
 
-    /// At interpreter exit, for a loader that another thread is iterating (so that `close()`
-    /// cannot take it): asks the background thread to stop and waits, without the GIL, at most
-    /// `timeout` seconds for it to end, having dropped its source. A loader thread that reads a
-    /// Python source must not be left to take the GIL while the interpreter finalizes (CPython
-    /// ends it with a forced unwinding that aborts the process). Returns whether it ended.
+    /// At interpreter exit: asks the background thread to stop and waits, without the GIL, at
+    /// most `timeout` seconds for it to end, having dropped its source, and for any thread
+    /// inside `next()` to leave it (that call raises that the loader was stopped), so that
+    /// `close()` can take the loader. A thread that reads a Python source, or is inside the
+    /// loader's native code, must not take the GIL back while the interpreter finalizes
+    /// (CPython ends it with a forced unwinding that aborts the process). Returns whether both
+    /// happened; Ctrl-C ends the wait.
     #[pyo3(name = "_stop_at_exit")]
     fn stop_at_exit(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
         if std::process::id() != self.pid {
@@ -466,8 +468,7 @@ impl PyBatches {
         };
         let limit = std::time::Duration::from_secs_f64(seconds);
         let started = std::time::Instant::now();
-        // Waited for in slices without the GIL, with a look for signals between them: Ctrl-C
-        // ends the wait (the exit goes on).
+        // Waited for in slices without the GIL, with a look for signals between them.
         loop {
             let stopper = self.stopper.clone();
             let ended = py.detach(move || {
@@ -480,11 +481,16 @@ impl PyBatches {
                 }
                 true
             });
-            if ended {
+            let in_next = matches!(self.batches.try_lock(), Err(TryLockError::WouldBlock));
+            if ended && !in_next {
                 return Ok(true);
             }
             if started.elapsed() >= limit {
                 return Ok(false);
+            }
+            if in_next {
+                // The thread in `next()` needs the GIL to raise and leave.
+                py.detach(|| std::thread::sleep(std::time::Duration::from_millis(1)));
             }
             py.check_signals()?;
         }
