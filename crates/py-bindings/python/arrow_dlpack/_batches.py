@@ -473,10 +473,17 @@ def _open(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
     """The loader of ``source`` with ``options`` (the keywords of :func:`batches`): the Python
     options checked and acted on, the shard, seed and epoch worked out, everything else checked
     by the native loader. ``direct`` when the caller's own code called ``ad.batches`` (not
-    ``BatchDataset``, which splits between its workers on purpose)."""
-    # Refused before anything native runs once the interpreter exits (a daemon thread's loop
-    # starting its next epoch).
-    _exit.refuse_if_exiting()
+    ``BatchDataset``, which splits between its workers on purpose).
+
+    Counted as a loader being made from its first check to its registration, which the exit
+    hook waits for; refused with ``RuntimeError`` once the interpreter exits (a daemon thread's
+    loop starting its next epoch)."""
+    with _exit.opening():
+        return _make(source, options, direct)
+
+
+def _make(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
+    """:func:`_open`'s work, counted by it."""
     python = check_python_options(
         {name: options.pop(name) for name in PYTHON if name in options}
     )
@@ -528,19 +535,18 @@ def _open(source: Any, options: Dict[str, Any], direct: bool) -> Batches:
     spec["seed"] = _shared_seed(seed, shuffle, num_shards)
     spec["epoch"] = _epoch(spec.get("epoch"), state)
     storage_options = python.get("storage_options")
-    with _exit.opening():
-        try:
-            inner = _Batches(
-                blocks,
-                storage_options=dict(storage_options) if storage_options is not None else None,
-                shard_index=shard_index,
-                num_shards=num_shards,
-                num_ranks=num_ranks,
-                **spec,
-            )
-        except ArrowDLPackValueError as error:
-            failures.raise_instead(error)
-        _exit.register(inner)
+    try:
+        inner = _Batches(
+            blocks,
+            storage_options=dict(storage_options) if storage_options is not None else None,
+            shard_index=shard_index,
+            num_shards=num_shards,
+            num_ranks=num_ranks,
+            **spec,
+        )
+    except ArrowDLPackValueError as error:
+        failures.raise_instead(error)
+    _exit.register(inner)
     remember_read(given)
     ranks = num_ranks or num_shards
     # Said to a caller of ad.batches (BatchDataset says it once, when it is made).

@@ -52,19 +52,17 @@ def _exiting() -> RuntimeError:
     )
 
 
-def refuse_if_exiting() -> None:
-    """Raises ``RuntimeError`` once the exit hook has run; called before anything native runs
-    (a daemon thread's loop starting its next epoch)."""
-    if _EXITING:
-        raise _exiting()
-
-
 @contextmanager
 def opening() -> Iterator[None]:
-    """Counts a loader being made until it is registered (or has failed): native code that
-    runs without the GIL, which the exit hook waits for."""
+    """Counts a loader being made, from its first check to its registration (or failure):
+    native code that may run without the GIL, which the exit hook waits for. Raises
+    ``RuntimeError`` once the exit hook has run, before anything native runs (a daemon thread's
+    loop starting its next epoch); the count and the check share a lock with the hook, so that
+    a loader is either refused or waited for."""
     global _OPENING
     with _OPENING_LOCK:
+        if _EXITING:
+            raise _exiting()
         _OPENING += 1
     try:
         yield
@@ -82,33 +80,68 @@ def register(inner: Any) -> None:
         raise _exiting()
 
 
+#: After an exception ended the wait (Ctrl-C, a signal handler's), the longest further wait for
+#: the stopped loaders' threads, most of which end within milliseconds of being stopped.
+_GRACE = 1.0
+
+
+def _stop_all(stopped: "weakref.WeakSet[Any]") -> None:
+    """Asks every loader not yet asked (those registered since included) to stop, without
+    waiting."""
+    for loader in list(_LIVE):
+        if loader not in stopped:
+            stopped.add(loader)
+            try:
+                loader._stop_at_exit(0.0)
+            except Exception:  # noqa: BLE001 - at exit, nothing more can be done for it
+                pass
+
+
+def _wait_and_close(stopped: "weakref.WeakSet[Any]", deadline: float) -> None:
+    """Waits until ``deadline`` at most for the loaders being made, stopping each as it is
+    registered, then for every stopped loader's thread to end and for threads inside its
+    ``next()`` to leave it, and closes each that did."""
+    while _OPENING > 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+        _stop_all(stopped)
+    _stop_all(stopped)
+    for loader in list(_LIVE):
+        # True once its thread has ended and no thread is inside its `next()`.
+        if loader._stop_at_exit(max(0.0, deadline - time.monotonic())):
+            try:
+                loader.close()
+            except Exception:  # noqa: BLE001 - at exit, nothing more can be done for it
+                pass
+
+
 def close_live_loaders() -> None:
     """Stops and closes every loader still open, with the GIL released while it waits.
 
-    Every loader's background thread is asked to stop first, then each is waited for (at most
-    ``_EXIT_WAIT`` seconds in all, Ctrl-C ends the wait) to finish the read it is in and drop its
-    source, and closed. A loader whose source never returns from its call is left after the
-    wait, so that exit does not hang; one whose ``next()`` runs in another (daemon) thread is
-    closed once that thread leaves ``next()``, which raises that the loader was stopped rather
-    than end the loop as if its epoch were whole."""
+    Every loader's background thread is asked to stop first, then the hook waits (at most
+    ``_EXIT_WAIT`` seconds in all) for loaders that other threads are making (each is stopped
+    as it is registered, and a loader asked for after this point is refused), and for each
+    loader to finish the read it is in and drop its source, and closes it. A loader whose
+    source never returns from its call is left after the wait, so that exit does not hang; one
+    whose ``next()`` runs in another (daemon) thread is closed once that thread leaves
+    ``next()``, which raises that the loader was stopped rather than end the loop as if its
+    epoch were whole. An exception raised during the wait (Ctrl-C's ``KeyboardInterrupt``, a
+    signal handler's) ends it: the loaders are still stopped, given at most ``_GRACE`` seconds
+    more, and the exception goes on (CPython prints an exception of an ``atexit`` hook; the
+    exit status stays that of the exit under way)."""
     global _EXITING
-    _EXITING = True
-    deadline = time.monotonic() + _EXIT_WAIT
-    while _OPENING > 0 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    loaders = list(_LIVE)
-    for loader in loaders:
+    with _OPENING_LOCK:
+        _EXITING = True
+    stopped: "weakref.WeakSet[Any]" = weakref.WeakSet()
+    _stop_all(stopped)
+    try:
+        _wait_and_close(stopped, time.monotonic() + _EXIT_WAIT)
+    except BaseException:
+        _stop_all(stopped)
         try:
-            loader._stop_at_exit(0.0)
-        except Exception:  # noqa: BLE001 - at exit, nothing more can be done for it
+            _wait_and_close(stopped, time.monotonic() + _GRACE)
+        except BaseException:  # noqa: BLE001 - a second interrupt ends the grace as well
             pass
-    for loader in loaders:
-        try:
-            # True once its thread has ended and no thread is inside its `next()`.
-            if loader._stop_at_exit(max(0.0, deadline - time.monotonic())):
-                loader.close()
-        except Exception:  # noqa: BLE001 - at exit, nothing more can be done for it
-            pass
+        raise
 
 
 atexit.register(close_live_loaders)

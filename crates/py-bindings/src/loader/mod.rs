@@ -18,7 +18,7 @@
 //! side, whose signatures the Python tests hold against it. `functions.rs` has the loader's
 //! free functions: `_check_options`, `_collate` and `_merge_states`.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, TryLockError};
 use std::time::Duration;
 
@@ -47,6 +47,17 @@ enum Ended {
     Failed,
     /// `close()` ran.
     Closed,
+    /// The interpreter's exit stopped it (and closed it, or its `next()` in another thread
+    /// met the stop).
+    StoppedAtExit,
+}
+
+/// The error of `next()` on a loader that the interpreter's exit stopped before its last batch.
+fn stopped_at_exit() -> PyErr {
+    errors::value_error(
+        "this loader was stopped at interpreter exit before its last batch: a loop over it \
+         stops here rather than end as if the epoch were whole",
+    )
 }
 
 /// Batches of exactly `batch_size` rows from an Arrow source, made on background threads; each
@@ -76,6 +87,8 @@ pub(crate) struct PyBatches {
     /// Stops the background thread without the `batches` lock, which a thread busy in
     /// `next()` holds (at interpreter exit, see `_stop_at_exit`).
     stopper: arrow_dlpack_loader::Stopper,
+    /// Set by the exit hook's stop: the loader then ends as stopped at exit, not as closed.
+    stopped_at_exit: AtomicBool,
     /// A batch made for a `next()` that an interrupt stopped on its way out, with its rows:
     /// taken back from the loader's count and position, and handed out by the next call.
     kept: Mutex<Option<(Py<PyDict>, u64)>>,
@@ -193,6 +206,7 @@ impl PyBatches {
             ended: Mutex::new(None),
             final_state: Mutex::new(Some(batches.state())),
             stopper: batches.stopper(),
+            stopped_at_exit: AtomicBool::new(false),
             kept: Mutex::new(None),
             handed: Mutex::new(None),
             batches: Mutex::new(Some(batches)),
@@ -218,6 +232,7 @@ impl PyBatches {
             Some(Ended::Exhausted) => "has given all its batches",
             Some(Ended::Failed) => "ended with an error",
             Some(Ended::Closed) => "was closed",
+            Some(Ended::StoppedAtExit) => "was stopped at interpreter exit",
         };
         Err(errors::value_error(format!(
             "this loader {why}, and a loader is iterated once; make a new one with \
@@ -247,12 +262,16 @@ impl PyBatches {
             // Closed before its last batch (by another thread, or in the loop's body): the
             // loop must not end as if the epoch were whole, so the next batch is an error, as
             // reading a closed file is. An ended loader keeps raising StopIteration.
-            if self.ended() == Some(Ended::Closed) {
-                return Err(errors::value_error(
-                    "this loader was closed (close(), or the end of its with block) before its \
-                     last batch: a loop over it stops here rather than end as if the epoch \
-                     were whole; make a new one with ad.batches(...) to read on",
-                ));
+            match self.ended() {
+                Some(Ended::Closed) => {
+                    return Err(errors::value_error(
+                        "this loader was closed (close(), or the end of its with block) before \
+                         its last batch: a loop over it stops here rather than end as if the \
+                         epoch were whole; make a new one with ad.batches(...) to read on",
+                    ));
+                }
+                Some(Ended::StoppedAtExit) => return Err(stopped_at_exit()),
+                _ => {}
             }
             return Ok(None);
         };
@@ -303,7 +322,7 @@ impl PyBatches {
                 self.keep_state(ended.as_ref());
                 let stopped = ended.as_ref().is_some_and(Batches::was_stopped);
                 self.end(if stopped {
-                    Ended::Closed
+                    Ended::StoppedAtExit
                 } else {
                     Ended::Exhausted
                 });
@@ -312,10 +331,7 @@ impl PyBatches {
                 if stopped {
                     // Stopped by the interpreter's exit while another thread iterated: the
                     // loop must not end as if the epoch were whole.
-                    return Err(errors::value_error(
-                        "this loader was stopped at interpreter exit before its last batch: a \
-                         loop over it stops here rather than end as if the epoch were whole",
-                    ));
+                    return Err(stopped_at_exit());
                 }
                 return Ok(None);
             }
@@ -459,6 +475,7 @@ impl PyBatches {
         if std::process::id() != self.pid {
             return Ok(true);
         }
+        self.stopped_at_exit.store(true, Ordering::Relaxed);
         self.stopper.stop();
         // Not a panic for a NaN or an infinity: no wait for those, at most an hour for others.
         let seconds = if timeout.is_finite() {
@@ -511,7 +528,11 @@ impl PyBatches {
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner().take(),
         };
         self.keep_state(batches.as_ref());
-        self.end(Ended::Closed);
+        self.end(if self.stopped_at_exit.load(Ordering::Relaxed) {
+            Ended::StoppedAtExit
+        } else {
+            Ended::Closed
+        });
         let kept = self
             .kept
             .lock()
