@@ -246,9 +246,9 @@ pub(crate) fn channel<T>(
     (
         Sender::new(sender, Spinner::new(spins), stop, waker.clone()),
         Receiver {
-            receiver: Some(receiver),
+            receiver,
             spinner: Spinner::new(spins),
-            waker,
+            waker: WakesOnDrop(waker),
         },
     )
 }
@@ -256,21 +256,29 @@ pub(crate) fn channel<T>(
 /// The consumer's end of the channel: it wakes the loader's thread after every item it takes,
 /// and when it is dropped.
 pub(crate) struct Receiver<T> {
-    /// Always `Some` until dropped: taken out by `drop` to close the channel before the wake.
-    receiver: Option<mpsc::Receiver<T>>,
+    /// Declared before `waker`, so dropped first: the channel is closed when the wake comes.
+    receiver: mpsc::Receiver<T>,
     spinner: Spinner,
-    waker: Waker,
+    waker: WakesOnDrop,
+}
+
+/// A [`Waker`] that wakes once more as it is dropped.
+struct WakesOnDrop(Waker);
+
+impl Drop for WakesOnDrop {
+    /// Wakes the loader's thread if it waits for room: dropped after the channel's end, it finds
+    /// the channel gone.
+    fn drop(&mut self) {
+        self.0.wake();
+    }
 }
 
 impl<T> Receiver<T> {
     /// The channel's next item, waiting for it; `Err(())` when the sender is gone.
     pub(crate) fn recv(&mut self) -> Result<T, ()> {
-        let Some(receiver) = self.receiver.as_ref() else {
-            return Err(());
-        };
-        let item = self.spinner.recv(receiver);
+        let item = self.spinner.recv(&self.receiver);
         if item.is_ok() {
-            self.waker.wake();
+            self.waker.0.wake();
         }
         item
     }
@@ -278,28 +286,16 @@ impl<T> Receiver<T> {
     /// The channel's next item, waiting at most `limit`: `Err(Timeout)` when none came,
     /// `Err(Disconnected)` when the sender is gone.
     pub(crate) fn recv_timeout(&mut self, limit: Duration) -> Result<T, RecvTimeoutError> {
-        let Some(receiver) = self.receiver.as_ref() else {
-            return Err(RecvTimeoutError::Disconnected);
-        };
-        let item = self.spinner.recv_timeout(receiver, limit);
+        let item = self.spinner.recv_timeout(&self.receiver, limit);
         if item.is_ok() {
-            self.waker.wake();
+            self.waker.0.wake();
         }
         item
     }
 
     /// What wakes the loader's thread, for a stop request.
     pub(crate) fn waker(&self) -> Waker {
-        self.waker.clone()
-    }
-}
-
-impl<T> Drop for Receiver<T> {
-    /// Closes the channel, then wakes the loader's thread if it waits for room: it finds the
-    /// channel gone.
-    fn drop(&mut self) {
-        drop(self.receiver.take());
-        self.waker.wake();
+        self.waker.0.clone()
     }
 }
 

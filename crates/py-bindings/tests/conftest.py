@@ -64,6 +64,7 @@ def pytest_collection_finish(session):
     gc.collect()
     gc.freeze()
 
+
 # DLPack flag bits (dlpack.h 1.3).
 READ_ONLY = 1 << 0
 IS_COPIED = 1 << 1

@@ -126,3 +126,36 @@ def test_a_loader_the_exit_hook_closed_says_so_not_that_the_program_closed_it():
     assert result.stdout.startswith(
         "ArrowDLPackValueError this loader was stopped at interpreter exit before its last batch"
     ), result.stdout
+
+
+# A source that forks inside `ad.batches` (its `__arrow_c_stream__`): the child goes on with the
+# same call, makes its loader there, reads it, and says how many loaders its exit hook would
+# wait for as being made.
+_FORKS_WHILE_MADE = _PRELUDE + """
+import os
+import arrow_dlpack as ad
+from arrow_dlpack import _exit
+class Forks:
+    def __arrow_c_stream__(self, requested_schema=None):
+        global child
+        child = os.fork() == 0
+        return pa.table({"x": list(range(10))}).__arrow_c_stream__(requested_schema)
+child = False
+loader = ad.batches(Forks(), 5)
+rows = sum(len(batch["x"]) for batch in loader)
+if child:
+    print("child", rows, sum(_exit._OPENING.values()), flush=True)
+    os._exit(0)
+os.wait()
+print("parent", rows, sum(_exit._OPENING.values()), flush=True)
+"""
+
+
+def test_a_child_forked_inside_ad_batches_counts_no_loader_being_made_once_its_call_returns():
+    # The child's count of loaders being made was once reset to 0 at the fork, and the call
+    # that forked then took it to -1: a later loader of that child counted as 0, not waited for.
+    result = subprocess.run(
+        [sys.executable, "-c", _FORKS_WHILE_MADE], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert sorted(result.stdout.splitlines()) == ["child 10 0", "parent 10 0"], result.stdout

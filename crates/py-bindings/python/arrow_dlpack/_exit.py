@@ -16,7 +16,7 @@ import threading
 import time
 import weakref
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Dict, Iterator
 
 #: The loaders made and not yet collected (their native ``_Batches``).
 _LIVE: "weakref.WeakSet[Any]" = weakref.WeakSet()
@@ -25,16 +25,19 @@ _LIVE: "weakref.WeakSet[Any]" = weakref.WeakSet()
 #: source when the interpreter finalizes).
 _EXITING = False
 
-#: Loaders being made (by any thread) and not yet in ``_LIVE``: the exit hook waits for them.
-_OPENING = 0
+#: Loaders being made and not yet in ``_LIVE``, by the thread making them: the exit hook waits
+#: for them.
+_OPENING: Dict[int, int] = {}
 _OPENING_LOCK = threading.Lock()
 
 
 def _forget_openings() -> None:
-    """In a child of ``fork``: the threads that were making loaders are not there, so their
-    count (and its lock, which one of them may have held) does not carry over."""
+    """In a child of ``fork``: the other threads that were making loaders are not there, so
+    their counts (and the lock, which one of them may have held) do not carry over; the forking
+    thread's own (a source that forked inside ``ad.batches``) does, and ends as its call does."""
     global _OPENING, _OPENING_LOCK
-    _OPENING = 0
+    me = threading.get_ident()
+    _OPENING = {me: _OPENING[me]} if me in _OPENING else {}
     _OPENING_LOCK = threading.Lock()
 
 
@@ -59,16 +62,20 @@ def opening() -> Iterator[None]:
     ``RuntimeError`` once the exit hook has run, before anything native runs (a daemon thread's
     loop starting its next epoch); the count and the check share a lock with the hook, so that
     a loader is either refused or waited for."""
-    global _OPENING
+    me = threading.get_ident()
     with _OPENING_LOCK:
         if _EXITING:
             raise _exiting()
-        _OPENING += 1
+        _OPENING[me] = _OPENING.get(me, 0) + 1
     try:
         yield
     finally:
         with _OPENING_LOCK:
-            _OPENING -= 1
+            left = _OPENING.get(me, 1) - 1
+            if left:
+                _OPENING[me] = left
+            else:
+                _OPENING.pop(me, None)
 
 
 def register(inner: Any) -> None:
@@ -101,7 +108,7 @@ def _wait_and_close(stopped: "weakref.WeakSet[Any]", deadline: float) -> None:
     """Waits until ``deadline`` at most for the loaders being made, stopping each as it is
     registered, then for every stopped loader's thread to end and for threads inside its
     ``next()`` to leave it, and closes each that did."""
-    while _OPENING > 0 and time.monotonic() < deadline:
+    while _OPENING and time.monotonic() < deadline:
         time.sleep(0.005)
         _stop_all(stopped)
     _stop_all(stopped)

@@ -18,7 +18,7 @@
 //! side, whose signatures the Python tests hold against it. `functions.rs` has the loader's
 //! free functions: `_check_options`, `_collate` and `_merge_states`.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, TryLockError};
 use std::time::Duration;
 
@@ -87,8 +87,6 @@ pub(crate) struct PyBatches {
     /// Stops the background thread without the `batches` lock, which a thread busy in
     /// `next()` holds (at interpreter exit, see `_stop_at_exit`).
     stopper: arrow_dlpack_loader::Stopper,
-    /// Set by the exit hook's stop: the loader then ends as stopped at exit, not as closed.
-    stopped_at_exit: AtomicBool,
     /// A batch made for a `next()` that an interrupt stopped on its way out, with its rows:
     /// taken back from the loader's count and position, and handed out by the next call.
     kept: Mutex<Option<(Py<PyDict>, u64)>>,
@@ -206,7 +204,6 @@ impl PyBatches {
             ended: Mutex::new(None),
             final_state: Mutex::new(Some(batches.state())),
             stopper: batches.stopper(),
-            stopped_at_exit: AtomicBool::new(false),
             kept: Mutex::new(None),
             handed: Mutex::new(None),
             batches: Mutex::new(Some(batches)),
@@ -475,7 +472,6 @@ impl PyBatches {
         if std::process::id() != self.pid {
             return Ok(true);
         }
-        self.stopped_at_exit.store(true, Ordering::Relaxed);
         self.stopper.stop();
         // Not a panic for a NaN or an infinity: no wait for those, at most an hour for others.
         let seconds = if timeout.is_finite() {
@@ -528,7 +524,8 @@ impl PyBatches {
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner().take(),
         };
         self.keep_state(batches.as_ref());
-        self.end(if self.stopped_at_exit.load(Ordering::Relaxed) {
+        // Closed by the exit hook, which stopped it first: a later `next()` says so.
+        self.end(if batches.as_ref().is_some_and(Batches::was_stopped) {
             Ended::StoppedAtExit
         } else {
             Ended::Closed
